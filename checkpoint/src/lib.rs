@@ -1,0 +1,34 @@
+//! Storage for tollgate: the [`Store`] trait the engine persists through,
+//! the versioned record types that cross it, the [`Codec`]s that turn
+//! payloads into checksummed [`Blob`]s, and the stores themselves.
+//!
+//! The engine hands a store one [`Transition`] per super-step (step record,
+//! frontier, status, events) and one [`TaskWrite`] per finished task; a store
+//! applies each atomically. [`MemoryStore`] keeps all of it in memory.
+//!
+//! ```
+//! use tollgate_checkpoint::{MemoryStore, PageRequest, RunFilter, Store};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = MemoryStore::new();
+//! let page = store.list_runs(&RunFilter::default(), &PageRequest::default()).await.unwrap();
+//! assert!(page.runs.is_empty() && page.next.is_none());
+//! # });
+//! ```
+//!
+//! This crate knows nothing of graphs or nodes.
+
+mod codec;
+mod ids;
+mod memory;
+mod record;
+mod store;
+
+pub use codec::{Blob, Codec, CodecError};
+pub use ids::{InvalidRunId, RunId, TaskKey};
+pub use memory::MemoryStore;
+pub use record::{
+    Cursor, EventRecord, GraphRef, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter,
+    RunPage, RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
+};
+pub use store::{Store, StoreError};

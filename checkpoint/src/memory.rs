@@ -1,0 +1,262 @@
+//! A store that keeps everything in process memory.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use crate::codec::Blob;
+use crate::ids::RunId;
+use crate::record::{
+    Cursor, EventRecord, NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord,
+    StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
+};
+use crate::store::{Store, StoreError};
+
+/// In-memory [`Store`]: the same contract as the durable stores (epochs,
+/// step order, gap-free events, newest-first listing), nothing survives the
+/// process. For tests, examples and runs that need no durability.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    runs: BTreeMap<RunId, StoredRun>,
+}
+
+#[derive(Debug)]
+struct StoredRun {
+    record: RunRecord,
+    /// (step, snapshot); step 0 is the input.
+    snapshots: Vec<(u64, Blob)>,
+    initial_frontier: Blob,
+    steps: Vec<StepRecord>,
+    /// Pending writes of the step after `record.step`, by task index.
+    pending: HashMap<u32, TaskUpdate>,
+    events: Vec<EventRecord>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-applied
+        // transition: every mutation below validates first, then writes.
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Inner {
+    fn get_mut(&mut self, run: RunId) -> Result<&mut StoredRun, StoreError> {
+        self.runs.get_mut(&run).ok_or(StoreError::RunNotFound { run })
+    }
+}
+
+fn check_writer(stored: &StoredRun, epoch: u64) -> Result<(), StoreError> {
+    let record = &stored.record;
+    if record.status.is_terminal() {
+        return Err(StoreError::RunTerminal { run: record.id, status: record.status });
+    }
+    if record.epoch != epoch {
+        return Err(StoreError::Fenced { run: record.id, writer: epoch, current: record.epoch });
+    }
+    Ok(())
+}
+
+fn check_events(run: RunId, last_seq: u64, events: &[EventRecord]) -> Result<(), StoreError> {
+    for (offset, event) in events.iter().enumerate() {
+        let expected = last_seq + 1 + offset as u64;
+        if event.seq != expected {
+            return Err(StoreError::EventGap { run, expected, found: event.seq });
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
+        let mut inner = self.lock();
+        if inner.runs.contains_key(&run.id) {
+            return Err(StoreError::RunExists { run: run.id });
+        }
+        check_events(run.id, 0, &run.events)?;
+        let record = RunRecord {
+            id: run.id,
+            graph: run.graph,
+            thread: run.thread,
+            status: RunStatus::Running,
+            step: 0,
+            epoch: 1,
+            created_at_ms: run.created_at_ms,
+            updated_at_ms: run.created_at_ms,
+            failure: None,
+            last_seq: run.events.len() as u64,
+        };
+        inner.runs.insert(
+            run.id,
+            StoredRun {
+                record,
+                snapshots: vec![(0, run.snapshot)],
+                initial_frontier: run.frontier,
+                steps: Vec::new(),
+                pending: HashMap::new(),
+                events: run.events,
+            },
+        );
+        Ok(1)
+    }
+
+    async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        let stored = inner.get_mut(transition.run)?;
+        check_writer(stored, transition.epoch)?;
+        if let Some(step) = &transition.step {
+            if step.step != stored.record.step + 1 {
+                return Err(StoreError::StepOutOfOrder {
+                    run: transition.run,
+                    current: stored.record.step,
+                    found: step.step,
+                });
+            }
+        }
+        check_events(transition.run, stored.record.last_seq, &transition.events)?;
+
+        let record = &mut stored.record;
+        record.status = transition.status;
+        record.failure = transition.failure;
+        record.updated_at_ms = transition.at_ms;
+        record.last_seq += transition.events.len() as u64;
+        stored.events.extend(transition.events);
+        if let Some(mut step) = transition.step {
+            record.step = step.step;
+            stored.pending.clear();
+            if let Some(snapshot) = step.snapshot.take() {
+                stored.snapshots.push((step.step, snapshot));
+            }
+            stored.steps.push(step);
+        }
+        Ok(())
+    }
+
+    async fn put_task_write(&self, write: TaskWrite) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        let stored = inner.get_mut(write.run)?;
+        check_writer(stored, write.epoch)?;
+        let expected = stored.record.step + 1;
+        if write.update.task.step != expected {
+            return Err(StoreError::StepOutOfOrder {
+                run: write.run,
+                current: stored.record.step,
+                found: write.update.task.step,
+            });
+        }
+        stored.pending.entry(write.update.task.index).or_insert(write.update);
+        Ok(())
+    }
+
+    async fn claim(&self, run: RunId) -> Result<u64, StoreError> {
+        let mut inner = self.lock();
+        let stored = inner.get_mut(run)?;
+        let record = &mut stored.record;
+        if record.status.is_terminal() {
+            return Err(StoreError::RunTerminal { run, status: record.status });
+        }
+        record.epoch += 1;
+        record.status = RunStatus::Running;
+        Ok(record.epoch)
+    }
+
+    async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
+        let inner = self.lock();
+        inner
+            .runs
+            .get(&run)
+            .map(|stored| stored.record.clone())
+            .ok_or(StoreError::RunNotFound { run })
+    }
+
+    async fn checkpoint(&self, run: RunId) -> Result<StoredCheckpoint, StoreError> {
+        let inner = self.lock();
+        let stored = inner.runs.get(&run).ok_or(StoreError::RunNotFound { run })?;
+        let (snapshot_step, snapshot) =
+            stored.snapshots.last().cloned().expect("a run always has its input snapshot");
+        let deltas = stored
+            .steps
+            .iter()
+            .filter(|step| step.step > snapshot_step)
+            .map(|step| (step.step, step.updates.clone()))
+            .collect();
+        let frontier = stored
+            .steps
+            .last()
+            .map_or_else(|| stored.initial_frontier.clone(), |step| step.frontier.clone());
+        let mut pending: Vec<TaskUpdate> = stored.pending.values().cloned().collect();
+        pending.sort_by_key(|update| update.task.index);
+        Ok(StoredCheckpoint {
+            run: stored.record.clone(),
+            snapshot_step,
+            snapshot,
+            deltas,
+            frontier,
+            pending,
+        })
+    }
+
+    async fn list_runs(
+        &self,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<RunPage, StoreError> {
+        let before = page.cursor.as_ref().map(Cursor::last_run).transpose()?;
+        let inner = self.lock();
+        let upper = match before {
+            Some(last) => std::ops::Bound::Excluded(last),
+            None => std::ops::Bound::Unbounded,
+        };
+        let mut runs: Vec<RunRecord> = inner
+            .runs
+            .range((std::ops::Bound::Unbounded, upper))
+            .rev()
+            .map(|(_, stored)| &stored.record)
+            .filter(|record| matches_filter(record, filter))
+            .take(page.limit.saturating_add(1))
+            .cloned()
+            .collect();
+        let next = if runs.len() > page.limit {
+            runs.truncate(page.limit);
+            runs.last().map(|record| Cursor::after(record.id))
+        } else {
+            None
+        };
+        Ok(RunPage { runs, next })
+    }
+
+    async fn events(
+        &self,
+        run: RunId,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let inner = self.lock();
+        let stored = inner.runs.get(&run).ok_or(StoreError::RunNotFound { run })?;
+        Ok(stored
+            .events
+            .iter()
+            .filter(|event| event.seq > after_seq)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+}
+
+fn matches_filter(record: &RunRecord, filter: &RunFilter) -> bool {
+    filter.status.is_none_or(|status| record.status == status)
+        && filter.graph.as_deref().is_none_or(|graph| record.graph.name == graph)
+        && filter.thread.as_deref().is_none_or(|thread| record.thread.as_deref() == Some(thread))
+}

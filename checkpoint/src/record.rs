@@ -1,0 +1,300 @@
+//! Record types that cross the [`Store`](crate::Store) boundary.
+//!
+//! These are the stored shapes, converted by hand from the engine's runtime
+//! types: changing a runtime type never silently changes what is on disk.
+//! Payloads (state, updates, frontiers) travel as [`Blob`]s that carry their
+//! own codec and schema version.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::codec::Blob;
+use crate::ids::{RunId, TaskKey};
+
+/// Where a run is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunStatus {
+    /// Created, not started.
+    Queued,
+    /// Owned by a process that is executing it.
+    Running,
+    /// Paused until a person decides.
+    AwaitingHitl,
+    /// Reached the end. Terminal.
+    Completed,
+    /// Stopped by an error; the last checkpoint stays and the run can be
+    /// continued once the cause is fixed.
+    Failed,
+    /// Cancelled at a step boundary; can be continued.
+    Interrupted,
+    /// A person rejected it. Terminal.
+    Rejected,
+}
+
+impl RunStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [RunStatus; 7] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::AwaitingHitl,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Interrupted,
+        RunStatus::Rejected,
+    ];
+
+    /// `completed` and `rejected` never change again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Rejected)
+    }
+
+    /// The snake_case name used in JSON, the CLI and storage.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::AwaitingHitl => "awaiting_hitl",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Rejected => "rejected",
+        }
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// The text is not a run status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not a run status (queued, running, awaiting_hitl, completed, failed, interrupted, rejected)")]
+pub struct InvalidRunStatus {
+    /// The rejected text.
+    pub text: String,
+}
+
+impl FromStr for RunStatus {
+    type Err = InvalidRunStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| InvalidRunStatus { text: s.to_owned() })
+    }
+}
+
+/// The graph a run is pinned to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GraphRef {
+    /// Graph name.
+    pub name: String,
+    /// Graph version; a run only continues on the same name and version.
+    pub version: u32,
+}
+
+/// Why a run failed, as stored: rendered once so any process can show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFailure {
+    /// Stable snake_case name of the error variant (`node_failed`,
+    /// `step_limit_exceeded`, ...).
+    pub kind: String,
+    /// Node involved, if any.
+    pub node: Option<String>,
+    /// Human-readable message with the cause chain.
+    pub message: String,
+}
+
+/// One stored event: its per-run sequence number and its JSON envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    /// Gap-free per run, starting at 1.
+    pub seq: u64,
+    /// The event envelope as one line of JSON.
+    pub json: String,
+}
+
+/// A finished task's update, addressed by its deterministic key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskUpdate {
+    /// Which task produced it.
+    pub task: TaskKey,
+    /// The encoded update (the engine's record).
+    pub update: Blob,
+}
+
+/// What one super-step leaves behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepRecord {
+    /// The step number (1 for the first step after the input).
+    pub step: u64,
+    /// The step's updates in merge order: the delta from the previous step.
+    pub updates: Vec<TaskUpdate>,
+    /// The full state after this step, written every few steps so loading
+    /// replays a bounded number of deltas.
+    pub snapshot: Option<Blob>,
+    /// What runs next (the engine's frontier record).
+    pub frontier: Blob,
+}
+
+/// A run to create, with its input checkpoint (step 0).
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    /// The run's id.
+    pub id: RunId,
+    /// The graph it is pinned to.
+    pub graph: GraphRef,
+    /// Optional thread (conversation) the run belongs to.
+    pub thread: Option<String>,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_at_ms: i64,
+    /// The input state: the snapshot of step 0.
+    pub snapshot: Blob,
+    /// The first frontier.
+    pub frontier: Blob,
+    /// Events emitted before the first step (`run_started`).
+    pub events: Vec<EventRecord>,
+}
+
+/// One atomic write: a step record (or a status change alone), the run's
+/// new status and that transition's events.
+#[derive(Debug, Clone)]
+pub struct Transition {
+    /// The run.
+    pub run: RunId,
+    /// The writer's ownership epoch; a stale epoch is refused.
+    pub epoch: u64,
+    /// The step that finished, if any.
+    pub step: Option<StepRecord>,
+    /// The run's status after this transition.
+    pub status: RunStatus,
+    /// Why the run failed, when `status` is `failed`.
+    pub failure: Option<RunFailure>,
+    /// Events of this transition, continuing the run's sequence.
+    pub events: Vec<EventRecord>,
+    /// When the transition happened, milliseconds since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// A finished task's update stored before its step commits, so a crash
+/// re-runs only the step's unfinished tasks.
+#[derive(Debug, Clone)]
+pub struct TaskWrite {
+    /// The run.
+    pub run: RunId,
+    /// The writer's ownership epoch.
+    pub epoch: u64,
+    /// The update.
+    pub update: TaskUpdate,
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    /// The run's id.
+    pub id: RunId,
+    /// The graph it is pinned to.
+    pub graph: GraphRef,
+    /// Thread, if any.
+    pub thread: Option<String>,
+    /// Current status.
+    pub status: RunStatus,
+    /// Last committed step (0 = only the input).
+    pub step: u64,
+    /// Ownership epoch; every claim increments it.
+    pub epoch: u64,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_at_ms: i64,
+    /// Last transition time, milliseconds since the Unix epoch.
+    pub updated_at_ms: i64,
+    /// Why it failed, if it did.
+    pub failure: Option<RunFailure>,
+    /// Sequence number of the last stored event.
+    pub last_seq: u64,
+}
+
+/// Everything needed to continue a run from its last checkpoint.
+#[derive(Debug, Clone)]
+pub struct StoredCheckpoint {
+    /// The run.
+    pub run: RunRecord,
+    /// Step of the newest snapshot.
+    pub snapshot_step: u64,
+    /// The newest snapshot.
+    pub snapshot: Blob,
+    /// Updates of each step after the snapshot, oldest first.
+    pub deltas: Vec<(u64, Vec<TaskUpdate>)>,
+    /// The frontier of the last committed step.
+    pub frontier: Blob,
+    /// Updates already stored for tasks of the next step.
+    pub pending: Vec<TaskUpdate>,
+}
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only runs with this status.
+    pub status: Option<RunStatus>,
+    /// Only runs of this graph name.
+    pub graph: Option<String>,
+    /// Only runs of this thread.
+    pub thread: Option<String>,
+}
+
+/// An opaque position in a run listing.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Cursor(String);
+
+impl Cursor {
+    /// The cursor that continues after `run` in newest-first order.
+    pub fn after(run: RunId) -> Self {
+        Self(run.to_string())
+    }
+
+    /// The run this cursor continues after.
+    pub fn last_run(&self) -> Result<RunId, crate::StoreError> {
+        self.0.parse().map_err(|_| crate::StoreError::InvalidCursor { cursor: self.0.clone() })
+    }
+
+    /// Rebuilds a cursor from its text (as printed by `Display`).
+    pub fn from_text(text: impl Into<String>) -> Self {
+        Self(text.into())
+    }
+}
+
+impl fmt::Display for Cursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Page size and position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// Most runs to return.
+    pub limit: usize,
+    /// Continue after this cursor; `None` starts at the newest run.
+    pub cursor: Option<Cursor>,
+}
+
+impl Default for PageRequest {
+    fn default() -> Self {
+        Self { limit: 20, cursor: None }
+    }
+}
+
+/// One page of runs, newest first.
+#[derive(Debug, Clone)]
+pub struct RunPage {
+    /// The runs.
+    pub runs: Vec<RunRecord>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<Cursor>,
+}

@@ -1,0 +1,132 @@
+//! The storage contract the engine persists through.
+
+use async_trait::async_trait;
+
+use crate::codec::CodecError;
+use crate::ids::RunId;
+use crate::record::{
+    EventRecord, NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint,
+    TaskWrite, Transition,
+};
+
+/// Durable home of runs, checkpoints, pending task writes and events.
+///
+/// Every method is one atomic operation: a [`Transition`] is applied whole
+/// or not at all, so after any crash a run is at checkpoint k or k+1. Writes
+/// carry the writer's ownership epoch; a writer whose epoch is stale (another
+/// process claimed the run) is refused with [`StoreError::Fenced`].
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// Creates a run with its input checkpoint, owned by the caller at
+    /// epoch 1, status `running`. Returns the epoch.
+    async fn create_run(&self, run: NewRun) -> Result<u64, StoreError>;
+
+    /// Applies one transition atomically: step record, frontier, status,
+    /// failure and events. Clears the pending writes of the step it commits.
+    async fn commit(&self, transition: Transition) -> Result<(), StoreError>;
+
+    /// Stores one finished task's update ahead of its step's commit.
+    /// Writing the same task twice keeps the first write.
+    async fn put_task_write(&self, write: TaskWrite) -> Result<(), StoreError>;
+
+    /// Takes ownership of a run that is not terminal, to continue it: sets
+    /// it `running` and returns the new epoch, which fences the previous
+    /// owner.
+    async fn claim(&self, run: RunId) -> Result<u64, StoreError>;
+
+    /// The run's record.
+    async fn run(&self, run: RunId) -> Result<RunRecord, StoreError>;
+
+    /// The run's last checkpoint: newest snapshot, later deltas, frontier
+    /// and pending writes.
+    async fn checkpoint(&self, run: RunId) -> Result<StoredCheckpoint, StoreError>;
+
+    /// Runs matching `filter`, newest first, one page.
+    async fn list_runs(
+        &self,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<RunPage, StoreError>;
+
+    /// Stored events of a run with `seq > after_seq`, oldest first, at most
+    /// `limit`.
+    async fn events(
+        &self,
+        run: RunId,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError>;
+}
+
+/// Why a store operation was refused or failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// No run with this id.
+    #[error("run {run} not found")]
+    RunNotFound {
+        /// The id asked for.
+        run: RunId,
+    },
+    /// A run with this id exists already.
+    #[error("run {run} already exists")]
+    RunExists {
+        /// The id.
+        run: RunId,
+    },
+    /// The writer's epoch is not the run's: another process owns the run now.
+    #[error("run {run} is owned at epoch {current}; a writer at epoch {writer} was fenced off")]
+    Fenced {
+        /// The run.
+        run: RunId,
+        /// The writer's epoch.
+        writer: u64,
+        /// The run's epoch.
+        current: u64,
+    },
+    /// The committed step does not follow the run's last step.
+    #[error("run {run} is at step {current}; step {found} cannot be committed next")]
+    StepOutOfOrder {
+        /// The run.
+        run: RunId,
+        /// The run's last committed step.
+        current: u64,
+        /// The step offered.
+        found: u64,
+    },
+    /// Event sequence numbers must continue the run's sequence without gaps.
+    #[error("run {run}: next event must be seq {expected}, got {found}")]
+    EventGap {
+        /// The run.
+        run: RunId,
+        /// The next sequence number.
+        expected: u64,
+        /// The number offered.
+        found: u64,
+    },
+    /// The run is `completed` or `rejected` and never changes again.
+    #[error("run {run} is {status} and cannot change")]
+    RunTerminal {
+        /// The run.
+        run: RunId,
+        /// Its terminal status.
+        status: RunStatus,
+    },
+    /// A listing cursor that this store did not hand out.
+    #[error("`{cursor}` is not a valid listing cursor")]
+    InvalidCursor {
+        /// The cursor text.
+        cursor: String,
+    },
+    /// A stored blob failed its checksum or is cut short.
+    #[error("run {run}: checkpoint at step {step} is corrupt: {source}")]
+    CorruptCheckpoint {
+        /// The run.
+        run: RunId,
+        /// The step whose record is damaged.
+        step: u64,
+        /// What was wrong.
+        #[source]
+        source: CodecError,
+    },
+}

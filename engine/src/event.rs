@@ -1,0 +1,253 @@
+//! Typed run events, their envelope, and the live event channel.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tollgate_checkpoint::{RunFailure, RunId, RunStatus};
+
+/// Version of the event envelope; bumped on incompatible changes.
+pub const EVENT_VERSION: u32 = 1;
+
+/// One event with its envelope. Serialized as one flat JSON object:
+/// `{"v":1,"run_id":…,"seq":…,"ts":…,"node":…,"node_id":…,"event_type":…, …}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventEnvelope {
+    /// Envelope version ([`EVENT_VERSION`]).
+    pub v: u32,
+    /// The run.
+    pub run_id: RunId,
+    /// Per-run sequence number: 1, 2, 3, ... with no gaps, across legs.
+    pub seq: u64,
+    /// When it happened, RFC 3339 UTC with milliseconds.
+    pub ts: String,
+    /// The node, for node events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The node instance (`name:step.task`), distinct for concurrent
+    /// instances of one node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    /// The event.
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event_type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// A leg of the run began (first event of every leg).
+    RunStarted {
+        /// Graph name.
+        graph: String,
+        /// Graph version.
+        graph_version: u32,
+        /// The checkpoint the leg starts from (0 for a new run).
+        from_step: u64,
+    },
+    /// A task began.
+    NodeStarted {
+        /// Super-step.
+        step: u64,
+        /// Task position in the step.
+        task: u32,
+    },
+    /// A task finished; its update is merged at the step's barrier.
+    NodeCompleted {
+        /// Super-step.
+        step: u64,
+        /// Task position in the step.
+        task: u32,
+        /// The partial update, as JSON (null when a command wrote none).
+        update: Value,
+        /// Targets a command chose, if any.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        goto: Vec<String>,
+        /// The update was stored before a crash or pause and reused, not
+        /// recomputed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        reused: bool,
+    },
+    /// A task failed for good (its retries, if any, are spent).
+    NodeFailed {
+        /// Super-step.
+        step: u64,
+        /// Task position in the step.
+        task: u32,
+        /// Attempts made.
+        attempts: u32,
+        /// The error.
+        error: String,
+    },
+    /// A retryable task error will be retried after a delay.
+    RetryScheduled {
+        /// Super-step.
+        step: u64,
+        /// Task position in the step.
+        task: u32,
+        /// The attempt that failed.
+        attempt: u32,
+        /// Delay before the next attempt.
+        delay_ms: u64,
+        /// The error.
+        error: String,
+    },
+    /// A step's checkpoint was committed (with this event in it).
+    CheckpointSaved {
+        /// The step.
+        step: u64,
+        /// Tasks the step ran.
+        tasks: u32,
+        /// Whether the checkpoint carries a full state snapshot.
+        snapshot: bool,
+    },
+    /// The leg ended (last event of every leg).
+    RunEnded {
+        /// The run's status now.
+        status: RunStatus,
+        /// Last committed step.
+        step: u64,
+        /// The final state, when completed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
+        /// Why it failed, when failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<RunFailure>,
+    },
+}
+
+impl Event {
+    /// The `event_type` name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RunStarted { .. } => "run_started",
+            Event::NodeStarted { .. } => "node_started",
+            Event::NodeCompleted { .. } => "node_completed",
+            Event::NodeFailed { .. } => "node_failed",
+            Event::RetryScheduled { .. } => "retry_scheduled",
+            Event::CheckpointSaved { .. } => "checkpoint_saved",
+            Event::RunEnded { .. } => "run_ended",
+        }
+    }
+}
+
+/// Where a run sends its events live, as they happen. Create one with
+/// [`EventSink::channel`] and pass it in the run's config.
+#[derive(Debug, Clone)]
+pub struct EventSink {
+    sender: mpsc::UnboundedSender<EventEnvelope>,
+}
+
+/// The receiving end of an [`EventSink`].
+#[derive(Debug)]
+pub struct EventStream {
+    receiver: mpsc::UnboundedReceiver<EventEnvelope>,
+}
+
+impl EventSink {
+    /// A connected sink and stream. The stream ends when every run holding
+    /// the sink has ended.
+    pub fn channel() -> (EventSink, EventStream) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        (EventSink { sender }, EventStream { receiver })
+    }
+
+    pub(crate) fn send(&self, event: EventEnvelope) {
+        // A dropped stream means nobody listens; the run goes on.
+        let _ = self.sender.send(event);
+    }
+}
+
+impl EventStream {
+    /// The next event; `None` once every sender is gone.
+    pub async fn recv(&mut self) -> Option<EventEnvelope> {
+        self.receiver.recv().await
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_recv(&mut self) -> Option<EventEnvelope> {
+        self.receiver.try_recv().ok()
+    }
+}
+
+/// Source of wall-clock time for events and records; inject a fixed clock
+/// for reproducible logs.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_millis() as i64)
+    }
+}
+
+/// Formats milliseconds since the Unix epoch as RFC 3339 UTC
+/// (`2026-11-30T07:39:48.123Z`).
+pub fn format_rfc3339(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let of_day = secs.rem_euclid(86_400);
+    // Civil-from-days (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        of_day / 3600,
+        of_day % 3600 / 60,
+        of_day % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_matches_known_instants() {
+        let cases = [
+            (0, "1970-01-01T00:00:00.000Z"),
+            (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+            (1_795_937_988_123, "2026-11-29T07:39:48.123Z"),
+            (-1, "1969-12-31T23:59:59.999Z"),
+        ];
+        for (ms, text) in cases {
+            assert_eq!(format_rfc3339(ms), text, "{ms}");
+        }
+    }
+
+    #[test]
+    fn envelope_is_one_flat_object_with_event_type() {
+        let envelope = EventEnvelope {
+            v: EVENT_VERSION,
+            run_id: RunId::from_parts(1, 2),
+            seq: 3,
+            ts: format_rfc3339(0),
+            node: Some("a".into()),
+            node_id: Some("a:1.0".into()),
+            event: Event::NodeStarted { step: 1, task: 0 },
+        };
+        let json = serde_json::to_value(&envelope).expect("serialize");
+        assert_eq!(json["event_type"], "node_started");
+        assert_eq!(json["step"], 1);
+        assert_eq!(json["node_id"], "a:1.0");
+        let back: EventEnvelope = serde_json::from_value(json).expect("deserialize");
+        assert_eq!(back, envelope);
+    }
+}

@@ -1,0 +1,111 @@
+//! Per-run settings.
+
+use std::sync::Arc;
+
+use tollgate_checkpoint::{Codec, RunId};
+
+use crate::event::{Clock, EventSink, SystemClock};
+
+/// Default super-step budget of a run: generous for agents, small enough
+/// that a runaway cycle fails in well under a second of engine time.
+pub const DEFAULT_MAX_STEPS: u64 = 1_000;
+
+/// When a checkpoint carries a full state snapshot besides the step's
+/// delta. Loading a run reads the newest snapshot and replays the deltas
+/// after it.
+///
+/// A snapshot is written once the deltas since the last one add up to at
+/// least the last snapshot's size (and at least `min_delta_bytes`), or after
+/// `max_steps_between` steps. Because snapshots are spaced by the bytes they
+/// summarise, all snapshots together cost at most about twice the deltas:
+/// storage grows linearly with the updates, never with steps x state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotPolicy {
+    /// Deltas smaller than this in total never trigger a snapshot by size.
+    pub min_delta_bytes: usize,
+    /// Upper bound on the deltas replayed when loading.
+    pub max_steps_between: u64,
+}
+
+impl Default for SnapshotPolicy {
+    fn default() -> Self {
+        Self { min_delta_bytes: 16 * 1024, max_steps_between: 1_000 }
+    }
+}
+
+/// Settings of one run (or of one leg, when continuing a run).
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub(crate) max_steps: u64,
+    pub(crate) thread: Option<String>,
+    pub(crate) events: Option<EventSink>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) run_id: Option<RunId>,
+    pub(crate) snapshots: SnapshotPolicy,
+    pub(crate) codec: Codec,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            max_steps: DEFAULT_MAX_STEPS,
+            thread: None,
+            events: None,
+            clock: Arc::new(SystemClock),
+            run_id: None,
+            snapshots: SnapshotPolicy::default(),
+            codec: Codec::Json,
+        }
+    }
+}
+
+impl RunConfig {
+    /// Default settings.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Super-steps the run may take ([`DEFAULT_MAX_STEPS`] by default). A
+    /// run that needs exactly this many completes; one that needs more
+    /// fails with [`RunError::StepLimitExceeded`](crate::RunError::StepLimitExceeded).
+    pub fn max_steps(mut self, max_steps: u64) -> Self {
+        self.max_steps = max_steps;
+        self
+    }
+
+    /// The thread (conversation) the run belongs to, for listing.
+    pub fn thread(mut self, thread: impl Into<String>) -> Self {
+        self.thread = Some(thread.into());
+        self
+    }
+
+    /// Sends every event to `sink` as it happens.
+    pub fn events(mut self, sink: EventSink) -> Self {
+        self.events = Some(sink);
+        self
+    }
+
+    /// Uses `clock` for event timestamps and record times.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Uses this id for a new run instead of a fresh ULID.
+    pub fn run_id(mut self, run_id: RunId) -> Self {
+        self.run_id = Some(run_id);
+        self
+    }
+
+    /// When checkpoints carry full snapshots.
+    pub fn snapshots(mut self, policy: SnapshotPolicy) -> Self {
+        self.snapshots = policy;
+        self
+    }
+
+    /// The codec for state, updates and frontiers.
+    pub fn codec(mut self, codec: Codec) -> Self {
+        self.codec = codec;
+        self
+    }
+}

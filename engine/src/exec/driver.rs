@@ -1,0 +1,487 @@
+//! The async driver: runs a frontier's tasks, merges them at the barrier,
+//! asks the planner what comes next and commits one transition per step.
+//! The same driver serves new runs and continued ones.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::task::JoinSet;
+use tollgate_checkpoint::{
+    Blob, Codec, RunId, RunStatus, StepRecord, Store, TaskKey, TaskUpdate, TaskWrite, Transition,
+};
+use tracing::Instrument;
+
+use crate::event::Event;
+use crate::graph::CompiledGraph;
+use crate::node::{splitmix64, NodeContext, NodeError, NodeFuture, NodeOutput};
+use crate::route::Goto;
+use crate::state::{State, Write};
+
+use super::config::RunConfig;
+use super::emit::{node_id, Emitter, Live};
+use super::error::RunError;
+use super::executor::RunOutcome;
+use super::plan::Frontier;
+use super::record::{
+    TaskOutputRecord, TaskOutputRef, FRONTIER_VERSION, STATE_VERSION, TASK_OUTPUT_VERSION,
+};
+
+/// Tracks delta bytes since the last snapshot (see `SnapshotPolicy`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SnapshotTracker {
+    pub(crate) last_size: usize,
+    pub(crate) delta_bytes: usize,
+    pub(crate) steps: u64,
+}
+
+/// One leg of a run: from a checkpoint to a status other than `running`.
+pub(crate) struct Leg<S: State> {
+    pub(crate) graph: CompiledGraph<S>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) run: RunId,
+    pub(crate) epoch: u64,
+    pub(crate) config: RunConfig,
+    pub(crate) state: Arc<S>,
+    /// Last committed step.
+    pub(crate) step: u64,
+    pub(crate) frontier: Frontier,
+    /// Outputs already stored for tasks of the next step, by task index.
+    pub(crate) reused: HashMap<u32, (TaskOutputRecord<S::Update>, Blob)>,
+    pub(crate) emitter: Emitter,
+    pub(crate) cancel: Arc<AtomicBool>,
+    pub(crate) snapshots: SnapshotTracker,
+}
+
+/// What the run does after a checkpoint.
+enum Verdict {
+    Continue,
+    End(RunStatus),
+    Fail(RunError),
+}
+
+/// A finished task.
+struct TaskDone<U> {
+    index: u32,
+    node: usize,
+    attempts: u32,
+    /// (attempt, delay, error) of each scheduled retry.
+    retries: Vec<(u32, std::time::Duration, String)>,
+    outcome: Result<(TaskOutputRecord<U>, Blob), RunError>,
+    reused: bool,
+}
+
+impl<S: State> Leg<S> {
+    pub(crate) async fn drive(mut self) -> Result<RunOutcome<S>, RunError> {
+        let span = tracing::info_span!("run", run_id = %self.run, graph = %self.graph.name());
+        async move {
+            match self.verdict(self.step) {
+                Verdict::Continue => {}
+                verdict => return self.end_between_steps(verdict).await,
+            }
+            loop {
+                match self.step_once().await? {
+                    Some(status) => return Ok(self.outcome(status)),
+                    None => continue,
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn verdict(&self, step: u64) -> Verdict {
+        if self.frontier.tasks.is_empty() {
+            Verdict::End(RunStatus::Completed)
+        } else if self.cancel.load(Ordering::SeqCst) {
+            Verdict::End(RunStatus::Interrupted)
+        } else if step + 1 > self.config.max_steps {
+            let node = self.graph.node(self.frontier.tasks[0].node).name.to_string();
+            Verdict::Fail(RunError::StepLimitExceeded {
+                limit: self.config.max_steps,
+                step: step + 1,
+                node,
+            })
+        } else {
+            Verdict::Continue
+        }
+    }
+
+    fn outcome(self, status: RunStatus) -> RunOutcome<S> {
+        let state = Arc::try_unwrap(self.state).unwrap_or_else(|shared| (*shared).clone());
+        RunOutcome { run_id: self.run, status, step: self.step, state }
+    }
+
+    /// Ends the leg with a status change alone (no step ran).
+    async fn end_between_steps(mut self, verdict: Verdict) -> Result<RunOutcome<S>, RunError> {
+        match verdict {
+            Verdict::Continue => unreachable!("only ending verdicts reach here"),
+            Verdict::Fail(error) => Err(self.fail(error).await),
+            Verdict::End(status) => {
+                self.emit_run_ended(status, None)?;
+                self.commit(None, status, None).await?;
+                Ok(self.outcome(status))
+            }
+        }
+    }
+
+    /// Runs one super-step and commits it. `Some(status)` when the leg ended.
+    async fn step_once(&mut self) -> Result<Option<RunStatus>, RunError> {
+        let step = self.step + 1;
+        let done = self.execute(step).await?;
+
+        let mut failure = None;
+        let mut updates = Vec::with_capacity(done.len());
+        let mut writes = Vec::with_capacity(done.len());
+        let mut gotos = Vec::with_capacity(done.len());
+        for task in done {
+            let name = Arc::clone(&self.graph.node(task.node).name);
+            let label = || Some((&*name, node_id(&name, step, task.index)));
+            for (attempt, delay, error) in &task.retries {
+                let event = Event::RetryScheduled {
+                    step,
+                    task: task.index,
+                    attempt: *attempt,
+                    delay_ms: delay.as_millis() as u64,
+                    error: error.clone(),
+                };
+                self.emit(label(), event, Live::Now)?;
+            }
+            match task.outcome {
+                Ok((output, blob)) => {
+                    let event = Event::NodeCompleted {
+                        step,
+                        task: task.index,
+                        update: serde_json::to_value(&output.update).unwrap_or_default(),
+                        goto: output.goto.iter().map(|goto| goto.node().to_owned()).collect(),
+                        reused: task.reused,
+                    };
+                    self.emit(label(), event, Live::Now)?;
+                    updates.push(TaskUpdate {
+                        task: TaskKey { step, index: task.index, node: name.to_string() },
+                        update: blob,
+                    });
+                    if let Some(update) = output.update {
+                        writes.push(Write { node: Arc::clone(&name), update });
+                    }
+                    gotos.push(output.goto);
+                }
+                Err(error) => {
+                    let event = Event::NodeFailed {
+                        step,
+                        task: task.index,
+                        attempts: task.attempts,
+                        error: error.to_string(),
+                    };
+                    self.emit(label(), event, Live::Now)?;
+                    failure.get_or_insert(error);
+                    gotos.push(Vec::new());
+                }
+            }
+        }
+        if let Some(error) = failure {
+            return Err(self.fail(error).await);
+        }
+
+        let state = Arc::make_mut(&mut self.state);
+        if let Err(source) = state.apply(self.graph.schema(), writes) {
+            return Err(self.fail(RunError::InvalidUpdate { step, source }).await);
+        }
+        let next = match self.frontier.next(&self.graph, &self.state, gotos) {
+            Ok(next) => next,
+            Err(error) => return Err(self.fail(error).await),
+        };
+        let tasks = self.frontier.tasks.len() as u32;
+        self.frontier = next;
+        self.reused.clear();
+
+        let codec = self.config.codec;
+        let encode_error = |source| RunError::Encode { run: self.run, step, source };
+        let frontier = codec
+            .encode(&self.frontier.to_record(&self.graph), FRONTIER_VERSION)
+            .map_err(encode_error)?;
+        self.snapshots.delta_bytes += updates.iter().map(|u| u.update.stored_len()).sum::<usize>();
+        self.snapshots.steps += 1;
+        let policy = &self.config.snapshots;
+        let snapshot = if self.snapshots.delta_bytes
+            >= self.snapshots.last_size.max(policy.min_delta_bytes)
+            || self.snapshots.steps >= policy.max_steps_between
+        {
+            let blob = codec.encode(&*self.state, STATE_VERSION).map_err(encode_error)?;
+            self.snapshots =
+                SnapshotTracker { last_size: blob.stored_len(), delta_bytes: 0, steps: 0 };
+            Some(blob)
+        } else {
+            None
+        };
+
+        let event = Event::CheckpointSaved { step, tasks, snapshot: snapshot.is_some() };
+        self.emit(None, event, Live::AfterCommit)?;
+        self.step = step;
+        let verdict = self.verdict(step);
+        let record = StepRecord { step, updates, snapshot, frontier };
+        match verdict {
+            Verdict::Continue => {
+                self.commit(Some(record), RunStatus::Running, None).await?;
+                Ok(None)
+            }
+            Verdict::End(status) => {
+                self.emit_run_ended(status, None)?;
+                self.commit(Some(record), status, None).await?;
+                Ok(Some(status))
+            }
+            Verdict::Fail(error) => {
+                let failure = error.to_failure();
+                self.emit_run_ended(RunStatus::Failed, Some(failure.clone()))?;
+                self.commit(Some(record), RunStatus::Failed, Some(failure)).await?;
+                Err(error)
+            }
+        }
+    }
+
+    /// Runs the frontier's tasks concurrently; results come back in task
+    /// order, whatever order they finished in.
+    async fn execute(&mut self, step: u64) -> Result<Vec<TaskDone<S::Update>>, RunError> {
+        let tasks = self.frontier.tasks.clone();
+        let pending_writes = tasks.len() > 1;
+        let mut done = Vec::with_capacity(tasks.len());
+        let mut set = JoinSet::new();
+        for (index, task) in tasks.into_iter().enumerate() {
+            let index = index as u32;
+            if let Some((output, blob)) = self.reused.remove(&index) {
+                done.push(TaskDone {
+                    index,
+                    node: task.node,
+                    attempts: 0,
+                    retries: Vec::new(),
+                    outcome: Ok((output, blob)),
+                    reused: true,
+                });
+                continue;
+            }
+            let name = Arc::clone(&self.graph.node(task.node).name);
+            self.emit(
+                Some((&name, node_id(&name, step, index))),
+                Event::NodeStarted { step, task: index },
+                Live::Now,
+            )?;
+            let span = tracing::info_span!("node", node = %name, step, task = index);
+            let ctx = NodeContext {
+                run_id: self.run,
+                step,
+                task: index,
+                node: name,
+                max_steps: self.config.max_steps,
+                attempt: 1,
+                visits: self.frontier.visits[task.node] + 1,
+                input: task.input,
+            };
+            let runner = TaskRunner {
+                graph: self.graph.clone(),
+                node: task.node,
+                state: Arc::clone(&self.state),
+                ctx,
+                codec: self.config.codec,
+                store: pending_writes.then(|| (Arc::clone(&self.store), self.epoch)),
+            };
+            if self.frontier.tasks.len() == 1 {
+                done.push(runner.run().instrument(span).await);
+            } else {
+                set.spawn(runner.run().instrument(span));
+            }
+        }
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok(task) => done.push(task),
+                Err(error) => {
+                    // Panics are caught inside the task; this is a runtime
+                    // shutdown aborting it.
+                    tracing::warn!(%error, "a node task was aborted");
+                    return Err(RunError::DriverLost { run: self.run });
+                }
+            }
+        }
+        done.sort_by_key(|task| task.index);
+        Ok(done)
+    }
+
+    fn emit(
+        &mut self,
+        node: Option<(&str, String)>,
+        event: Event,
+        live: Live,
+    ) -> Result<(), RunError> {
+        let step = self.step;
+        self.emitter.emit(node, event, live).map_err(|source| RunError::Encode {
+            run: self.run,
+            step,
+            source: tollgate_checkpoint::CodecError::Encode {
+                codec: Codec::Json,
+                source: Box::new(source),
+            },
+        })
+    }
+
+    fn emit_run_ended(
+        &mut self,
+        status: RunStatus,
+        error: Option<tollgate_checkpoint::RunFailure>,
+    ) -> Result<(), RunError> {
+        let result = (status == RunStatus::Completed)
+            .then(|| serde_json::to_value(&*self.state))
+            .transpose()
+            .map_err(|source| RunError::Encode {
+                run: self.run,
+                step: self.step,
+                source: tollgate_checkpoint::CodecError::Encode {
+                    codec: Codec::Json,
+                    source: Box::new(source),
+                },
+            })?;
+        self.emit(
+            None,
+            Event::RunEnded { status, step: self.step, result, error },
+            Live::AfterCommit,
+        )
+    }
+
+    async fn commit(
+        &mut self,
+        step: Option<StepRecord>,
+        status: RunStatus,
+        failure: Option<tollgate_checkpoint::RunFailure>,
+    ) -> Result<(), RunError> {
+        let transition = Transition {
+            run: self.run,
+            epoch: self.epoch,
+            step,
+            status,
+            failure,
+            events: self.emitter.take_batch(),
+            at_ms: self.emitter.now_ms(),
+        };
+        self.store.commit(transition).await?;
+        self.emitter.committed();
+        Ok(())
+    }
+
+    /// Records the failure (status, error, closing event) and hands the
+    /// error back. A writer that lost the run (fenced) records nothing.
+    async fn fail(&mut self, error: RunError) -> RunError {
+        if matches!(error, RunError::Store(_)) {
+            return error;
+        }
+        let failure = error.to_failure();
+        if self.emit_run_ended(RunStatus::Failed, Some(failure.clone())).is_ok() {
+            if let Err(store_error) = self.commit(None, RunStatus::Failed, Some(failure)).await {
+                tracing::warn!(run = %self.run, %store_error, "could not record the run's failure");
+            }
+        }
+        error
+    }
+}
+
+/// Everything one task needs, owned, so it can run on another thread.
+struct TaskRunner<S: State> {
+    graph: CompiledGraph<S>,
+    node: usize,
+    state: Arc<S>,
+    ctx: NodeContext,
+    codec: Codec,
+    /// Where to store the output ahead of the step commit, when the step has
+    /// siblings that a crash must not re-run.
+    store: Option<(Arc<dyn Store>, u64)>,
+}
+
+impl<S: State> TaskRunner<S> {
+    async fn run(self) -> TaskDone<S::Update> {
+        let node = self.graph.node(self.node);
+        let max_attempts = node.retry.as_ref().map_or(1, |policy| policy.max_attempts);
+        let mut ctx = self.ctx.clone();
+        let mut retries = Vec::new();
+        let step = ctx.step;
+        let index = ctx.task;
+        let outcome = loop {
+            let future = (node.run)(Arc::clone(&self.state), ctx.clone());
+            match CatchUnwind(future).await {
+                Ok(Ok(output)) => break Ok(output),
+                Ok(Err(error)) if error.is_retryable() && ctx.attempt < max_attempts => {
+                    let policy = node.retry.as_ref().expect("max_attempts > 1 implies a policy");
+                    let seed =
+                        splitmix64(ctx.run_id.timestamp_ms() ^ (step << 20) ^ u64::from(index));
+                    let delay = policy.backoff(ctx.attempt, seed);
+                    tracing::debug!(attempt = ctx.attempt, ?delay, %error, "retrying node");
+                    retries.push((ctx.attempt, delay, error.to_string()));
+                    tokio::time::sleep(delay).await;
+                    ctx.attempt += 1;
+                }
+                Ok(Err(source)) => {
+                    break Err(RunError::NodeFailed {
+                        node: node.name.to_string(),
+                        step,
+                        attempts: ctx.attempt,
+                        source,
+                    })
+                }
+                Err(()) => break Err(RunError::NodePanicked { node: node.name.to_string(), step }),
+            }
+        };
+        let attempts = ctx.attempt;
+        let outcome = match outcome {
+            Ok(output) => self.record(output, &node.name, step, index, ctx.run_id).await,
+            Err(error) => Err(error),
+        };
+        TaskDone { index, node: self.node, attempts, retries, outcome, reused: false }
+    }
+
+    async fn record(
+        &self,
+        output: NodeOutput<S::Update>,
+        name: &str,
+        step: u64,
+        index: u32,
+        run: RunId,
+    ) -> Result<(TaskOutputRecord<S::Update>, Blob), RunError> {
+        let output = match output {
+            NodeOutput::Update(update) => {
+                TaskOutputRecord { update: Some(update), goto: Vec::<Goto>::new() }
+            }
+            NodeOutput::Command(command) => {
+                TaskOutputRecord { update: command.update, goto: command.goto }
+            }
+        };
+        let borrowed = TaskOutputRef { update: output.update.as_ref(), goto: &output.goto };
+        let blob = self
+            .codec
+            .encode(&borrowed, TASK_OUTPUT_VERSION)
+            .map_err(|source| RunError::Encode { run, step, source })?;
+        if let Some((store, epoch)) = &self.store {
+            let update = TaskUpdate {
+                task: TaskKey { step, index, node: name.to_owned() },
+                update: blob.clone(),
+            };
+            store.put_task_write(TaskWrite { run, epoch: *epoch, update }).await?;
+        }
+        Ok((output, blob))
+    }
+}
+
+/// Turns a panic inside a node's future into an error for that task.
+struct CatchUnwind<U>(NodeFuture<U>);
+
+impl<U> Future for CatchUnwind<U> {
+    type Output = Result<Result<NodeOutput<U>, NodeError>, ()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let future = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(Err(())),
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Why a run failed.
+
+use tollgate_checkpoint::{CodecError, GraphRef, RunFailure, RunId, StoreError};
+
+use crate::node::NodeError;
+use crate::state::StateError;
+
+/// A run failed or could not be started or continued.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The run needed more super-steps than its budget.
+    #[error("step limit of {limit} exceeded: step {step} would run `{node}`; raise max_steps or make the cycle end")]
+    StepLimitExceeded {
+        /// The run's `max_steps`.
+        limit: u64,
+        /// The step that would have run.
+        step: u64,
+        /// The first node it would have run.
+        node: String,
+    },
+    /// A node would run more often than its visit limit.
+    #[error("node `{node}` would run more than its limit of {limit} visits")]
+    VisitLimitExceeded {
+        /// The node.
+        node: String,
+        /// Its `max_visits`.
+        limit: u32,
+    },
+    /// A node failed and its retry policy, if any, is spent.
+    #[error("node `{node}` failed at step {step} after {attempts} attempt(s): {source}")]
+    NodeFailed {
+        /// The node.
+        node: String,
+        /// The step.
+        step: u64,
+        /// Attempts made.
+        attempts: u32,
+        /// The node's error.
+        #[source]
+        source: NodeError,
+    },
+    /// A node panicked.
+    #[error("node `{node}` panicked at step {step}")]
+    NodePanicked {
+        /// The node.
+        node: String,
+        /// The step.
+        step: u64,
+    },
+    /// A step's updates could not be merged (for example two writes to a
+    /// last-value field: [`StateError::ConflictingUpdate`]).
+    #[error("step {step}: {source}")]
+    InvalidUpdate {
+        /// The step.
+        step: u64,
+        /// What the reducers refused.
+        #[source]
+        source: StateError,
+    },
+    /// A route or command returned a target it did not declare.
+    #[error(
+        "`{node}` routed to `{target}`, which it does not declare; add it to the route's targets"
+    )]
+    UndeclaredTarget {
+        /// The routing node (or `__start__`).
+        node: String,
+        /// The returned target.
+        target: String,
+    },
+    /// The run belongs to another graph or version.
+    #[error("run {run} belongs to graph {stored:?}, not {graph:?}")]
+    GraphMismatch {
+        /// The run.
+        run: RunId,
+        /// What the run is pinned to.
+        stored: GraphRef,
+        /// The graph offered.
+        graph: GraphRef,
+    },
+    /// A stored checkpoint names a node the graph does not have.
+    #[error("run {run}: checkpoint at step {step} names node `{node}`, which graph is missing")]
+    UnknownStoredNode {
+        /// The run.
+        run: RunId,
+        /// The step.
+        step: u64,
+        /// The node.
+        node: String,
+    },
+    /// A stored state, update or frontier no longer decodes (the types
+    /// changed without a migration).
+    #[error("run {run}: the checkpoint at step {step} does not decode: {source}")]
+    StateDecode {
+        /// The run.
+        run: RunId,
+        /// The step.
+        step: u64,
+        /// What the codec reported.
+        #[source]
+        source: CodecError,
+    },
+    /// A state, update, frontier or event could not be encoded.
+    #[error("run {run}: could not encode the checkpoint of step {step}: {source}")]
+    Encode {
+        /// The run.
+        run: RunId,
+        /// The step.
+        step: u64,
+        /// What the codec reported.
+        #[source]
+        source: CodecError,
+    },
+    /// The store refused or failed an operation.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The driver task itself died.
+    #[error("run {run}: the driver task ended abnormally")]
+    DriverLost {
+        /// The run.
+        run: RunId,
+    },
+}
+
+impl RunError {
+    /// Stable snake_case name of the variant, as stored in failures.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunError::StepLimitExceeded { .. } => "step_limit_exceeded",
+            RunError::VisitLimitExceeded { .. } => "visit_limit_exceeded",
+            RunError::NodeFailed { .. } => "node_failed",
+            RunError::NodePanicked { .. } => "node_panicked",
+            RunError::InvalidUpdate { .. } => "invalid_update",
+            RunError::UndeclaredTarget { .. } => "undeclared_target",
+            RunError::GraphMismatch { .. } => "graph_mismatch",
+            RunError::UnknownStoredNode { .. } => "unknown_stored_node",
+            RunError::StateDecode { .. } => "state_decode",
+            RunError::Encode { .. } => "encode",
+            RunError::Store(_) => "store",
+            RunError::DriverLost { .. } => "driver_lost",
+        }
+    }
+
+    /// The node involved, if any.
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            RunError::StepLimitExceeded { node, .. }
+            | RunError::VisitLimitExceeded { node, .. }
+            | RunError::NodeFailed { node, .. }
+            | RunError::NodePanicked { node, .. }
+            | RunError::UndeclaredTarget { node, .. }
+            | RunError::UnknownStoredNode { node, .. } => Some(node),
+            _ => None,
+        }
+    }
+
+    /// The stored form of this failure.
+    pub fn to_failure(&self) -> RunFailure {
+        let mut message = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !message.contains(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            source = cause.source();
+        }
+        RunFailure { kind: self.kind().to_owned(), node: self.node().map(str::to_owned), message }
+    }
+}

@@ -1,0 +1,13 @@
+//! Running graphs: the pure planner, the async driver and the executor.
+
+mod config;
+mod driver;
+mod emit;
+mod error;
+mod executor;
+mod plan;
+mod record;
+
+pub use config::{RunConfig, SnapshotPolicy, DEFAULT_MAX_STEPS};
+pub use error::RunError;
+pub use executor::{Executor, RunHandle, RunOutcome};

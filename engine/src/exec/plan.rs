@@ -1,0 +1,258 @@
+//! The planner: what runs next. A pure function of the graph, the merged
+//! state and the finished step; no IO, no clocks, no randomness.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tollgate_checkpoint::RunId;
+
+use crate::graph::{CompiledGraph, Target};
+use crate::route::{Goto, START};
+use crate::state::State;
+
+use super::error::RunError;
+use super::record::{FrontierRecord, TaskRecord};
+
+/// One task of a frontier.
+#[derive(Debug, Clone)]
+pub(crate) struct Task {
+    pub(crate) node: usize,
+    /// The branch input of a `Send`.
+    pub(crate) input: Option<Arc<Value>>,
+}
+
+/// The tasks of the next super-step plus what must carry over between
+/// steps: join arrivals and visit counts.
+#[derive(Debug, Clone)]
+pub(crate) struct Frontier {
+    pub(crate) tasks: Vec<Task>,
+    /// Per join, per source: has it arrived since the join last fired?
+    pub(crate) arrivals: Vec<Vec<bool>>,
+    /// Per node: tasks run so far (excluding `tasks`).
+    pub(crate) visits: Vec<u32>,
+}
+
+/// Collects a step's targets in order: a node named several times runs
+/// once; every `Send` is its own task.
+struct Schedule {
+    tasks: Vec<Task>,
+    scheduled: Vec<bool>,
+}
+
+impl Schedule {
+    fn new(nodes: usize) -> Self {
+        Self { tasks: Vec::new(), scheduled: vec![false; nodes] }
+    }
+
+    fn target(&mut self, target: Target) {
+        if let Target::Node(node) = target {
+            if !std::mem::replace(&mut self.scheduled[node], true) {
+                self.tasks.push(Task { node, input: None });
+            }
+        }
+    }
+
+    fn goto(
+        &mut self,
+        from: &str,
+        goto: Goto,
+        allowed: &HashMap<String, Target>,
+    ) -> Result<(), RunError> {
+        let undeclared = |target: &str| RunError::UndeclaredTarget {
+            node: from.to_owned(),
+            target: target.to_owned(),
+        };
+        match goto {
+            Goto::End => {
+                if !allowed.values().any(|target| *target == Target::End) {
+                    return Err(undeclared(crate::END));
+                }
+            }
+            Goto::Node(name) => {
+                let target = *allowed.get(name.as_ref()).ok_or_else(|| undeclared(&name))?;
+                self.target(target);
+            }
+            Goto::Send(send) => match allowed.get(send.node.as_ref()) {
+                Some(Target::Node(node)) => {
+                    self.tasks.push(Task { node: *node, input: Some(Arc::new(send.input)) });
+                }
+                _ => return Err(undeclared(&send.node)),
+            },
+        }
+        Ok(())
+    }
+}
+
+impl Frontier {
+    /// The first frontier: START's edges and route, on the input state.
+    pub(crate) fn start<S: State>(graph: &CompiledGraph<S>, state: &S) -> Result<Self, RunError> {
+        let inner = &graph.inner;
+        let mut schedule = Schedule::new(inner.nodes.len());
+        for &target in &inner.start.edges {
+            schedule.target(target);
+        }
+        if let Some(route) = &inner.start.route {
+            for goto in (route.run)(state).into_targets() {
+                schedule.goto(START, goto, &route.allowed)?;
+            }
+        }
+        let frontier = Self {
+            tasks: Vec::new(),
+            arrivals: inner.joins.iter().map(|join| vec![false; join.sources.len()]).collect(),
+            visits: vec![0; inner.nodes.len()],
+        };
+        frontier.with_tasks(graph, schedule.tasks)
+    }
+
+    /// The frontier after this one ran: `gotos[i]` are the command targets
+    /// of task `i`; routes see the merged `state`.
+    pub(crate) fn next<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        state: &S,
+        gotos: Vec<Vec<Goto>>,
+    ) -> Result<Self, RunError> {
+        let inner = &graph.inner;
+        let mut schedule = Schedule::new(inner.nodes.len());
+        let mut arrivals = self.arrivals.clone();
+        let mut visits = self.visits.clone();
+        for (task, gotos) in self.tasks.iter().zip(gotos) {
+            let node = graph.node(task.node);
+            visits[task.node] += 1;
+            for &target in &node.next.edges {
+                schedule.target(target);
+            }
+            if let Some(route) = &node.next.route {
+                for goto in (route.run)(state).into_targets() {
+                    schedule.goto(&node.name, goto, &route.allowed)?;
+                }
+            }
+            if !gotos.is_empty() {
+                let empty = HashMap::new();
+                let allowed = node.commands.as_ref().unwrap_or(&empty);
+                for goto in gotos {
+                    schedule.goto(&node.name, goto, allowed)?;
+                }
+            }
+            for &(join, position) in &node.joins {
+                arrivals[join][position] = true;
+            }
+        }
+        for (join, arrived) in inner.joins.iter().zip(arrivals.iter_mut()) {
+            if arrived.iter().all(|&a| a) {
+                arrived.iter_mut().for_each(|a| *a = false);
+                schedule.target(Target::Node(join.target));
+            }
+        }
+        Self { tasks: Vec::new(), arrivals, visits }.with_tasks(graph, schedule.tasks)
+    }
+
+    /// Sets the tasks, enforcing per-node visit limits.
+    fn with_tasks<S: State>(
+        mut self,
+        graph: &CompiledGraph<S>,
+        tasks: Vec<Task>,
+    ) -> Result<Self, RunError> {
+        let limited = graph.inner.nodes.iter().any(|node| node.max_visits.is_some());
+        if limited {
+            let mut upcoming = self.visits.clone();
+            for task in &tasks {
+                upcoming[task.node] += 1;
+                let node = graph.node(task.node);
+                if let Some(limit) = node.max_visits {
+                    if upcoming[task.node] > limit {
+                        return Err(RunError::VisitLimitExceeded {
+                            node: node.name.to_string(),
+                            limit,
+                        });
+                    }
+                }
+            }
+        }
+        self.tasks = tasks;
+        Ok(self)
+    }
+
+    /// The stored form.
+    pub(crate) fn to_record<S: State>(&self, graph: &CompiledGraph<S>) -> FrontierRecord {
+        let name = |node: usize| graph.node(node).name.to_string();
+        FrontierRecord {
+            tasks: self
+                .tasks
+                .iter()
+                .map(|task| TaskRecord {
+                    node: name(task.node),
+                    input: task.input.as_deref().cloned(),
+                })
+                .collect(),
+            joins: if self.arrivals.iter().flatten().any(|&a| a) {
+                graph
+                    .inner
+                    .joins
+                    .iter()
+                    .zip(&self.arrivals)
+                    .map(|(join, arrived)| {
+                        join.sources
+                            .iter()
+                            .zip(arrived)
+                            .filter(|(_, &a)| a)
+                            .map(|(&s, _)| name(s))
+                            .collect()
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            visits: self
+                .visits
+                .iter()
+                .enumerate()
+                .filter(|(_, &count)| count > 0)
+                .map(|(node, &count)| (name(node), count))
+                .collect(),
+        }
+    }
+
+    /// Rebuilds a frontier from its stored form against `graph`.
+    pub(crate) fn from_record<S: State>(
+        record: FrontierRecord,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        step: u64,
+    ) -> Result<Self, RunError> {
+        let inner = &graph.inner;
+        let lookup = |node: &str| {
+            inner.index.get(node).copied().ok_or_else(|| RunError::UnknownStoredNode {
+                run,
+                step,
+                node: node.to_owned(),
+            })
+        };
+        let tasks = record
+            .tasks
+            .into_iter()
+            .map(|task| Ok(Task { node: lookup(&task.node)?, input: task.input.map(Arc::new) }))
+            .collect::<Result<Vec<_>, RunError>>()?;
+        let mut arrivals: Vec<Vec<bool>> =
+            inner.joins.iter().map(|join| vec![false; join.sources.len()]).collect();
+        for (join, arrived) in record.joins.iter().enumerate() {
+            for source in arrived {
+                let node = lookup(source)?;
+                let position =
+                    inner.joins.get(join).and_then(|j| j.sources.iter().position(|&s| s == node));
+                match position {
+                    Some(position) => arrivals[join][position] = true,
+                    None => {
+                        return Err(RunError::UnknownStoredNode { run, step, node: source.clone() })
+                    }
+                }
+            }
+        }
+        let mut visits = vec![0; inner.nodes.len()];
+        for (node, count) in &record.visits {
+            visits[lookup(node)?] = *count;
+        }
+        Ok(Self { tasks, arrivals, visits })
+    }
+}

@@ -1,0 +1,195 @@
+//! The graph builder.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::node::{NodeContext, NodeError, NodeFn, NodeOutput, RetryPolicy, RouteFn};
+use crate::route::{Command, Route};
+use crate::state::State;
+
+use super::compiled::CompiledGraph;
+use super::validate::{self, CompileError};
+
+/// Builds a graph of nodes over state `S`; [`StateGraph::compile`] checks it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate_engine::{DynReducer, DynSchema, DynState, StateGraph, END, START};
+///
+/// let schema = DynSchema::new().field("log", DynReducer::Append);
+/// let graph = StateGraph::<DynState>::with_schema("hello", 1, schema)
+///     .node("greet", |_state: Arc<DynState>, _ctx| async move {
+///         let mut update = serde_json::Map::new();
+///         update.insert("log".into(), serde_json::json!(["hello"]));
+///         Ok(update)
+///     })
+///     .edge(START, "greet")
+///     .edge("greet", END)
+///     .compile()
+///     .expect("a valid graph");
+/// assert_eq!(graph.node_names().collect::<Vec<_>>(), ["greet"]);
+/// ```
+pub struct StateGraph<S: State> {
+    pub(super) name: String,
+    pub(super) version: u32,
+    pub(super) schema: S::Schema,
+    pub(super) nodes: Vec<NodeDecl<S>>,
+    pub(super) edges: Vec<(String, String)>,
+    pub(super) routes: Vec<RouteDecl<S>>,
+    pub(super) joins: Vec<JoinDecl>,
+    pub(super) retries: Vec<(String, RetryPolicy)>,
+    pub(super) visit_limits: Vec<(String, u32)>,
+}
+
+pub(super) struct NodeDecl<S: State> {
+    pub(super) name: String,
+    pub(super) run: NodeFn<S>,
+    /// Declared `Command` targets, for command nodes.
+    pub(super) destinations: Option<Vec<String>>,
+}
+
+pub(super) struct RouteDecl<S: State> {
+    pub(super) from: String,
+    pub(super) targets: Vec<String>,
+    pub(super) route: RouteFn<S>,
+}
+
+pub(super) struct JoinDecl {
+    pub(super) sources: Vec<String>,
+    pub(super) target: String,
+}
+
+impl<S: State> std::fmt::Debug for StateGraph<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateGraph")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("nodes", &self.nodes.iter().map(|n| &n.name).collect::<Vec<_>>())
+            .field("edges", &self.edges)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: State> StateGraph<S>
+where
+    S::Schema: Default,
+{
+    /// An empty graph named `name` at `version` (runs are pinned to both).
+    pub fn new(name: impl Into<String>, version: u32) -> Self {
+        Self::with_schema(name, version, S::Schema::default())
+    }
+}
+
+impl<S: State> StateGraph<S> {
+    /// An empty graph over a state described at run time (a [`DynState`](crate::DynState)).
+    pub fn with_schema(name: impl Into<String>, version: u32, schema: S::Schema) -> Self {
+        Self {
+            name: name.into(),
+            version,
+            schema,
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            routes: Vec::new(),
+            joins: Vec::new(),
+            retries: Vec::new(),
+            visit_limits: Vec::new(),
+        }
+    }
+
+    /// Adds a node: an async function of the state and its context that
+    /// returns a partial update.
+    pub fn node<F, Fut>(mut self, name: impl Into<String>, run: F) -> Self
+    where
+        F: Fn(Arc<S>, NodeContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<S::Update, NodeError>> + Send + 'static,
+    {
+        let run: NodeFn<S> = Arc::new(move |state, ctx| {
+            let future = run(state, ctx);
+            Box::pin(async move { future.await.map(NodeOutput::Update) })
+        });
+        self.nodes.push(NodeDecl { name: name.into(), run, destinations: None });
+        self
+    }
+
+    /// Adds a node that returns a [`Command`]: an optional update plus
+    /// targets, each of which must be among `destinations`.
+    pub fn command_node<F, Fut, D>(
+        mut self,
+        name: impl Into<String>,
+        destinations: D,
+        run: F,
+    ) -> Self
+    where
+        F: Fn(Arc<S>, NodeContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Command<S::Update>, NodeError>> + Send + 'static,
+        D: IntoIterator,
+        D::Item: Into<String>,
+    {
+        let run: NodeFn<S> = Arc::new(move |state, ctx| {
+            let future = run(state, ctx);
+            Box::pin(async move { future.await.map(NodeOutput::Command) })
+        });
+        let destinations = destinations.into_iter().map(Into::into).collect();
+        self.nodes.push(NodeDecl { name: name.into(), run, destinations: Some(destinations) });
+        self
+    }
+
+    /// A static edge: after `from` runs, `to` runs. Several edges from one
+    /// node fork. `from` may be [`START`](crate::START), `to` may be
+    /// [`END`](crate::END).
+    pub fn edge(mut self, from: impl Into<String>, to: impl Into<String>) -> Self {
+        self.edges.push((from.into(), to.into()));
+        self
+    }
+
+    /// A conditional route: after `from` runs, `route` is called on the
+    /// merged state and picks among `targets` (nodes or `END`; `Send`s must
+    /// name one of them too).
+    pub fn route<T, F>(mut self, from: impl Into<String>, targets: T, route: F) -> Self
+    where
+        T: IntoIterator,
+        T::Item: Into<String>,
+        F: Fn(&S) -> Route + Send + Sync + 'static,
+    {
+        self.routes.push(RouteDecl {
+            from: from.into(),
+            targets: targets.into_iter().map(Into::into).collect(),
+            route: Arc::new(route),
+        });
+        self
+    }
+
+    /// A join: `target` runs once after every node in `sources` has run
+    /// (since the join last fired), whatever the lengths of their branches.
+    /// The sources must be able to run in parallel.
+    pub fn join<T>(mut self, sources: T, target: impl Into<String>) -> Self
+    where
+        T: IntoIterator,
+        T::Item: Into<String>,
+    {
+        self.joins.push(JoinDecl {
+            sources: sources.into_iter().map(Into::into).collect(),
+            target: target.into(),
+        });
+        self
+    }
+
+    /// Retries the node's retryable errors under `policy`.
+    pub fn retry(mut self, node: impl Into<String>, policy: RetryPolicy) -> Self {
+        self.retries.push((node.into(), policy));
+        self
+    }
+
+    /// Fails the run with `VisitLimitExceeded` if the node would run more
+    /// than `limit` times.
+    pub fn max_visits(mut self, node: impl Into<String>, limit: u32) -> Self {
+        self.visit_limits.push((node.into(), limit));
+        self
+    }
+
+    /// Validates the graph and compiles it. Every problem is reported at
+    /// once.
+    pub fn compile(self) -> Result<CompiledGraph<S>, CompileError> {
+        validate::compile(self)
+    }
+}

@@ -1,0 +1,152 @@
+//! The compiled, validated graph.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use petgraph::graph::DiGraph;
+
+use crate::node::{NodeFn, RetryPolicy, RouteFn};
+use crate::state::State;
+
+/// A vertex of the compiled petgraph.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum GraphNode {
+    /// The virtual entry.
+    Start,
+    /// The virtual exit.
+    End,
+    /// A user node, by name.
+    Node(String),
+}
+
+impl GraphNode {
+    /// The node's name (`__start__` / `__end__` for the virtual ones).
+    pub fn name(&self) -> &str {
+        match self {
+            GraphNode::Start => crate::START,
+            GraphNode::End => crate::END,
+            GraphNode::Node(name) => name,
+        }
+    }
+}
+
+/// Why an arc of the compiled petgraph exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EdgeKind {
+    /// A static edge.
+    Static,
+    /// A declared target of a conditional route.
+    Conditional,
+    /// A declared destination of a command node.
+    Command,
+    /// From a join's source to the join's target.
+    Join,
+}
+
+/// Where a resolved route points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    Node(usize),
+    End,
+}
+
+/// What follows a node (or `START`).
+pub(crate) struct Successors<S: State> {
+    pub(crate) edges: Vec<Target>,
+    pub(crate) route: Option<CompiledRoute<S>>,
+}
+
+impl<S: State> Default for Successors<S> {
+    fn default() -> Self {
+        Self { edges: Vec::new(), route: None }
+    }
+}
+
+pub(crate) struct CompiledRoute<S: State> {
+    pub(crate) run: RouteFn<S>,
+    /// Declared targets, by name, for checking what the route returns.
+    pub(crate) allowed: HashMap<String, Target>,
+}
+
+pub(crate) struct CompiledNode<S: State> {
+    pub(crate) name: Arc<str>,
+    pub(crate) run: NodeFn<S>,
+    pub(crate) next: Successors<S>,
+    /// Declared command destinations, for command nodes.
+    pub(crate) commands: Option<HashMap<String, Target>>,
+    /// (join, position of this node among the join's sources).
+    pub(crate) joins: Vec<(usize, usize)>,
+    pub(crate) retry: Option<RetryPolicy>,
+    pub(crate) max_visits: Option<u32>,
+}
+
+pub(crate) struct CompiledJoin {
+    pub(crate) sources: Vec<usize>,
+    pub(crate) target: usize,
+}
+
+pub(crate) struct Inner<S: State> {
+    pub(crate) name: String,
+    pub(crate) version: u32,
+    pub(crate) schema: S::Schema,
+    pub(crate) graph: DiGraph<GraphNode, EdgeKind>,
+    pub(crate) nodes: Vec<CompiledNode<S>>,
+    pub(crate) index: HashMap<String, usize>,
+    pub(crate) start: Successors<S>,
+    pub(crate) joins: Vec<CompiledJoin>,
+}
+
+/// A validated graph, ready to run. Cheap to clone and shareable across
+/// tasks and threads.
+pub struct CompiledGraph<S: State> {
+    pub(crate) inner: Arc<Inner<S>>,
+}
+
+impl<S: State> Clone for CompiledGraph<S> {
+    fn clone(&self) -> Self {
+        Self { inner: Arc::clone(&self.inner) }
+    }
+}
+
+impl<S: State> fmt::Debug for CompiledGraph<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledGraph")
+            .field("name", &self.inner.name)
+            .field("version", &self.inner.version)
+            .field("nodes", &self.node_names().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// The graph's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The graph's version.
+    pub fn version(&self) -> u32 {
+        self.inner.version
+    }
+
+    /// The state schema the graph was built with.
+    pub fn schema(&self) -> &S::Schema {
+        &self.inner.schema
+    }
+
+    /// User node names, in declaration order.
+    pub fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.inner.nodes.iter().map(|node| &*node.name)
+    }
+
+    /// The compiled petgraph: `START`, `END` and every node, with an arc per
+    /// static edge, declared route target, command destination and join.
+    pub fn graph(&self) -> &DiGraph<GraphNode, EdgeKind> {
+        &self.inner.graph
+    }
+
+    pub(crate) fn node(&self, index: usize) -> &CompiledNode<S> {
+        &self.inner.nodes[index]
+    }
+}

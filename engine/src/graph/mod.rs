@@ -1,0 +1,12 @@
+//! Building graphs and compiling them into a validated petgraph.
+
+mod builder;
+mod compiled;
+mod export;
+mod validate;
+
+pub use builder::StateGraph;
+pub use compiled::{CompiledGraph, EdgeKind, GraphNode};
+pub use validate::{CompileError, GraphProblem};
+
+pub(crate) use compiled::Target;

@@ -1,0 +1,248 @@
+//! Nodes: the functions a graph runs, what they see and how they fail.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tollgate_checkpoint::RunId;
+
+use crate::route::Command;
+use crate::state::State;
+
+/// What a node sees besides the state: where it runs and how much budget is
+/// left.
+#[derive(Debug, Clone)]
+pub struct NodeContext {
+    pub(crate) run_id: RunId,
+    pub(crate) step: u64,
+    pub(crate) task: u32,
+    pub(crate) node: Arc<str>,
+    pub(crate) max_steps: u64,
+    pub(crate) attempt: u32,
+    pub(crate) visits: u32,
+    pub(crate) input: Option<Arc<Value>>,
+}
+
+impl NodeContext {
+    /// The run.
+    pub fn run_id(&self) -> RunId {
+        self.run_id
+    }
+
+    /// The super-step this task runs in (1 is the first).
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The task's position in its step's frontier.
+    pub fn task(&self) -> u32 {
+        self.task
+    }
+
+    /// The node's name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Super-steps that may still run after this one before the run fails
+    /// with `StepLimitExceeded`. At 0, routing anywhere but `END` fails.
+    pub fn remaining_steps(&self) -> u64 {
+        self.max_steps.saturating_sub(self.step)
+    }
+
+    /// 1 on the first attempt, 2 on the first retry, ...
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// How many times this node has run in this run, this time included.
+    pub fn visits(&self) -> u32 {
+        self.visits
+    }
+
+    /// Key of this node execution, the same across retries, crashes and
+    /// resumes: `run:step:node:task`. Hand it to side effects that must not
+    /// happen twice.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}:{}:{}:{}", self.run_id, self.step, self.node, self.task)
+    }
+
+    /// The branch input of a task started by a `Send`, if any.
+    pub fn send_input(&self) -> Option<&Value> {
+        self.input.as_deref()
+    }
+
+    /// The branch input decoded as `T`; a missing or malformed input is a
+    /// (non-retryable) node error.
+    pub fn input<T: DeserializeOwned>(&self) -> Result<T, NodeError> {
+        let value = self
+            .input
+            .as_deref()
+            .ok_or_else(|| NodeError::fatal(InputError::Missing { node: self.node.to_string() }))?;
+        T::deserialize(value).map_err(|source| {
+            NodeError::fatal(InputError::Malformed { node: self.node.to_string(), source })
+        })
+    }
+}
+
+/// A `Send` input was absent or had the wrong shape.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// The task was not started by a `Send`.
+    #[error("node `{node}` expected a Send input, but was reached by an edge")]
+    Missing {
+        /// The node.
+        node: String,
+    },
+    /// The input did not decode into the requested type.
+    #[error("node `{node}` got a Send input of the wrong shape: {source}")]
+    Malformed {
+        /// The node.
+        node: String,
+        /// What the decoder reported.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// A node's failure: its cause, and whether trying again may help.
+#[derive(Debug)]
+pub struct NodeError {
+    source: Box<dyn std::error::Error + Send + Sync>,
+    retryable: bool,
+}
+
+impl NodeError {
+    /// A failure that retrying will not fix.
+    pub fn fatal(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self { source: source.into(), retryable: false }
+    }
+
+    /// A failure the node's [`RetryPolicy`] may retry (a timeout, a 503).
+    pub fn retryable(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self { source: source.into(), retryable: true }
+    }
+
+    /// Whether the retry policy may retry it.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// The cause.
+    pub fn cause(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.source
+    }
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.source, f)
+    }
+}
+
+impl std::error::Error for NodeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.source()
+    }
+}
+
+/// How a node retries errors marked [`NodeError::retryable`].
+///
+/// Defaults: 3 attempts in all, 200 ms before the first retry, doubling,
+/// capped at 10 s, with jitter that picks a delay between half and all of
+/// the computed backoff. Nodes without a policy never retry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (1 = never retry).
+    pub max_attempts: u32,
+    /// Delay before the first retry.
+    pub initial_backoff: Duration,
+    /// Factor applied to the delay after each retry.
+    pub multiplier: f64,
+    /// Upper bound of any delay.
+    pub max_backoff: Duration,
+    /// Randomise each delay within [delay / 2, delay].
+    pub jitter: bool,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            initial_backoff: Duration::from_millis(200),
+            multiplier: 2.0,
+            max_backoff: Duration::from_secs(10),
+            jitter: true,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay before attempt `attempt + 1`, after `attempt` failed.
+    /// `seed` picks the jitter deterministically.
+    pub fn backoff(&self, attempt: u32, seed: u64) -> Duration {
+        let exponent = attempt.saturating_sub(1).min(64) as i32;
+        let raw = self.initial_backoff.as_secs_f64() * self.multiplier.powi(exponent);
+        let capped = raw.min(self.max_backoff.as_secs_f64()).max(0.0);
+        let secs = if self.jitter {
+            let unit = (splitmix64(seed ^ u64::from(attempt)) >> 11) as f64 / (1u64 << 53) as f64;
+            capped * (0.5 + 0.5 * unit)
+        } else {
+            capped
+        };
+        Duration::from_secs_f64(secs)
+    }
+}
+
+/// A small, well-mixed hash for jitter (no RNG crate needed).
+pub(crate) fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// What a node task produced.
+pub(crate) enum NodeOutput<U> {
+    Update(U),
+    Command(Command<U>),
+}
+
+pub(crate) type NodeFuture<U> =
+    Pin<Box<dyn Future<Output = Result<NodeOutput<U>, NodeError>> + Send + 'static>>;
+
+/// A node's function with its types erased.
+pub(crate) type NodeFn<S> =
+    Arc<dyn Fn(Arc<S>, NodeContext) -> NodeFuture<<S as State>::Update> + Send + Sync>;
+
+/// A conditional route's function.
+pub(crate) type RouteFn<S> = Arc<dyn Fn(&S) -> crate::route::Route + Send + Sync>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_caps_and_jitters_within_half() {
+        let policy = RetryPolicy { jitter: false, ..RetryPolicy::default() };
+        let delays: Vec<u128> = (1..=8).map(|a| policy.backoff(a, 7).as_millis()).collect();
+        assert_eq!(delays, [200, 400, 800, 1600, 3200, 6400, 10_000, 10_000]);
+        let jittered = RetryPolicy::default();
+        for attempt in 1..=8 {
+            for seed in 0..50 {
+                let full = policy.backoff(attempt, seed);
+                let got = jittered.backoff(attempt, seed);
+                assert!(
+                    got <= full && got >= full / 2,
+                    "{got:?} outside [{:?}, {full:?}]",
+                    full / 2
+                );
+            }
+        }
+    }
+}

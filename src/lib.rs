@@ -1,0 +1,17 @@
+//! tollgate: a durable state-graph workflow engine for LLM agents.
+//!
+//! This facade re-exports the engine ([`StateGraph`], [`Executor`],
+//! reducers, routes, events) and the storage layer ([`Store`],
+//! [`MemoryStore`], records) so an application needs one dependency.
+//!
+//! See the README's quick start and `examples/quickstart.rs`.
+
+pub use tollgate_checkpoint::{
+    Blob, Codec, CodecError, Cursor, EventRecord, GraphRef, MemoryStore, PageRequest, RunFailure,
+    RunFilter, RunId, RunPage, RunRecord, RunStatus, Store, StoreError,
+};
+pub use tollgate_engine::*;
+
+/// Test doubles and conformance suites (feature `testkit`).
+#[cfg(feature = "testkit")]
+pub use tollgate_testkit as testkit;

@@ -1,0 +1,18 @@
+//! Test support for tollgate applications and backends.
+//!
+//! Today it offers [`collect_events`], which drains an
+//! [`EventStream`](tollgate_engine::EventStream) into a list for
+//! assertions. Scripted models, fake tools, trajectory assertions and the
+//! conformance suites arrive with the harness.
+
+use tollgate_engine::{EventEnvelope, EventStream};
+
+/// Receives every event until the stream closes (every run holding the
+/// sink has ended and dropped it).
+pub async fn collect_events(mut stream: EventStream) -> Vec<EventEnvelope> {
+    let mut events = Vec::new();
+    while let Some(event) = stream.recv().await {
+        events.push(event);
+    }
+    events
+}
