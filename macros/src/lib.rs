@@ -1,7 +1,7 @@
 //! `#[derive(GraphState)]`: declares a tollgate graph state at one line per
 //! field.
 //!
-//! ```ignore
+//! ```text
 //! #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
 //! struct Research {
 //!     topic: String,                  // last value (default)
@@ -77,11 +77,11 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         update_fields.push(quote! {
             #[doc = #field_doc]
             #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub #ident: ::core::option::Option<#projection::Update>,
+            #vis #ident: ::core::option::Option<#projection::Update>,
         });
         setters.push(quote! {
             #[doc = #setter_doc]
-            pub fn #ident(mut self, value: #projection::Update) -> Self {
+            #vis fn #ident(mut self, value: #projection::Update) -> Self {
                 self.#ident = ::core::option::Option::Some(value);
                 self
             }

@@ -1,0 +1,94 @@
+//! The event log: gap-free sequence, bookends, stored equals live.
+
+use std::sync::Arc;
+
+use tollgate::{
+    Clock, Event, EventEnvelope, Executor, MemoryStore, RunConfig, RunId, RunStatus, END, START,
+};
+
+use crate::support::{self, visits, Graph, Trace};
+
+fn graph() -> tollgate::CompiledGraph<Trace> {
+    visits(Graph::new("events", 1), &["a", "b", "c", "d"])
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("a", "c")
+        .join(["b", "c"], "d")
+        .edge("d", END)
+        .compile()
+        .unwrap()
+}
+
+/// A clock that never moves.
+#[derive(Debug)]
+struct Fixed;
+
+impl Clock for Fixed {
+    fn now_ms(&self) -> i64 {
+        1_795_937_988_000
+    }
+}
+
+async fn stored(executor: &Executor, run: RunId) -> Vec<EventEnvelope> {
+    let records = executor.store().events(run, 0, usize::MAX).await.unwrap();
+    records.iter().map(|record| serde_json::from_str(&record.json).unwrap()).collect()
+}
+
+#[test]
+fn a_run_logs_every_transition_in_order() {
+    let runtime = support::runtime();
+    let executor = Executor::new(MemoryStore::new());
+    let run = RunId::from_parts(1_795_937_988_000, 42);
+    let config = RunConfig::new().clock(Arc::new(Fixed)).run_id(run);
+    let (result, live) = runtime.block_on(support::run_with_events(&executor, &graph(), config));
+    result.unwrap();
+
+    let kinds: Vec<(u64, &str, Option<&str>)> =
+        live.iter().map(|e| (e.seq, e.event.kind(), e.node_id.as_deref())).collect();
+    assert_eq!(
+        kinds,
+        [
+            (1, "run_started", None),
+            (2, "node_started", Some("a:1.0")),
+            (3, "node_completed", Some("a:1.0")),
+            (4, "checkpoint_saved", None),
+            (5, "node_started", Some("b:2.0")),
+            (6, "node_started", Some("c:2.1")),
+            (7, "node_completed", Some("b:2.0")),
+            (8, "node_completed", Some("c:2.1")),
+            (9, "checkpoint_saved", None),
+            (10, "node_started", Some("d:3.0")),
+            (11, "node_completed", Some("d:3.0")),
+            (12, "checkpoint_saved", None),
+            (13, "run_ended", None),
+        ]
+    );
+    let last = live.last().unwrap();
+    let Event::RunEnded {
+        status: RunStatus::Completed,
+        step: 3,
+        result: Some(result),
+        error: None,
+    } = &last.event
+    else {
+        panic!("unexpected closing event {last:?}")
+    };
+    assert_eq!(result["visited"], serde_json::json!(["a", "b", "c", "d"]));
+    assert!(live.iter().all(|e| e.run_id == run && e.ts == "2026-11-29T07:39:48.000Z" && e.v == 1));
+
+    let stored = runtime.block_on(stored(&executor, run));
+    assert_eq!(stored, live, "the stored log is the live log");
+}
+
+#[test]
+fn node_completed_carries_the_update_as_json() {
+    let runtime = support::runtime();
+    let executor = Executor::new(MemoryStore::new());
+    let (_, live) =
+        runtime.block_on(support::run_with_events(&executor, &graph(), RunConfig::new()));
+    let line = serde_json::to_value(&live[2]).unwrap();
+    assert_eq!(line["event_type"], "node_completed");
+    assert_eq!(line["node"], "a");
+    assert_eq!(line["update"], serde_json::json!({"visited": ["a"], "count": 1}));
+    assert!(line.get("reused").is_none(), "false flags are omitted: {line}");
+}

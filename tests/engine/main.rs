@@ -1,0 +1,25 @@
+//! Engine integration tests: one binary, one module per feature.
+//!
+//! - `support`: the `Trace` state, node helpers and the `run` helper.
+//! - `conformance`: the state-graph conformance cases of the testkit seed
+//!   (linear, conditional, fork/merge, cycle guard, cancellation, errors).
+//! - `compile`: one case per compile-time validation rule, and exports.
+//! - `reducers`: derived reducers, conflicting updates, `Send` fan-out.
+//! - `step_guard`: max steps at N-1 / N / N+1, remaining steps, visit limits.
+//! - `determinism`: merges never depend on task timing.
+//! - `retry`: per-node retry policy.
+//! - `events`: sequence numbers, bookends, stored log equals live log.
+//! - `durability`: continuing interrupted and failed runs, reused pending
+//!   writes, corrupt checkpoints, graph pinning, fencing.
+//! - `send_sync`: compile-time `Send`/`Sync` assertions.
+
+mod compile;
+mod conformance;
+mod determinism;
+mod durability;
+mod events;
+mod reducers;
+mod retry;
+mod send_sync;
+mod step_guard;
+mod support;

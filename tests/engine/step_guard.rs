@@ -1,0 +1,104 @@
+//! The step guard: `max_steps` counts super-steps; remaining steps are
+//! visible to nodes; per-node visit limits.
+
+use std::sync::Arc;
+
+use tollgate::{
+    Executor, MemoryStore, NodeContext, Route, RunConfig, RunError, RunStatus, DEFAULT_MAX_STEPS,
+    END, START,
+};
+
+use crate::support::{self, Graph, Trace, TraceUpdate};
+
+/// A loop that needs exactly `needed` steps; each visit records the
+/// remaining steps it saw.
+fn looping(needed: i64) -> Graph {
+    Graph::new("loop", 1)
+        .node("a", |_s: Arc<Trace>, ctx: NodeContext| async move {
+            Ok(TraceUpdate::default().count(1).visited(vec![ctx.remaining_steps().to_string()]))
+        })
+        .edge(START, "a")
+        .route(
+            "a",
+            ["a", END],
+            move |s: &Trace| if s.count < needed { Route::to("a") } else { Route::end() },
+        )
+}
+
+/// (max_steps, Ok(steps) | Err((limit, step))) for a loop needing `needed`.
+fn check(needed: i64, cases: &[(u64, Result<u64, (u64, u64)>)]) {
+    let runtime = support::runtime();
+    for &(max_steps, expect) in cases {
+        let result = runtime.block_on(support::run(looping(needed), max_steps));
+        match (expect, result) {
+            (Ok(steps), Ok(outcome)) => {
+                assert_eq!(outcome.status, RunStatus::Completed, "max {max_steps}");
+                assert_eq!(outcome.step, steps, "max {max_steps}");
+            }
+            (Err((limit, step)), Err(RunError::StepLimitExceeded { limit: l, step: s, node })) => {
+                assert_eq!((l, s, node.as_str()), (limit, step, "a"), "max {max_steps}");
+            }
+            (expect, other) => panic!("max {max_steps}: expected {expect:?}, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn n_minus_one_fails_n_and_n_plus_one_complete() {
+    check(5, &[(4, Err((4, 5))), (5, Ok(5)), (6, Ok(5))]);
+    check(1, &[(0, Err((0, 1))), (1, Ok(1)), (2, Ok(1))]);
+}
+
+#[test]
+fn the_default_budget_is_documented_and_enforced() {
+    assert_eq!(DEFAULT_MAX_STEPS, 1_000);
+    let runtime = support::runtime();
+    let graph = looping(1_001).compile().unwrap();
+    let executor = Executor::new(MemoryStore::new());
+    let error =
+        runtime.block_on(executor.run(&graph, Trace::default(), RunConfig::new())).unwrap_err();
+    assert!(
+        matches!(error, RunError::StepLimitExceeded { limit: 1_000, step: 1_001, .. }),
+        "{error:?}"
+    );
+    let graph = looping(1_000).compile().unwrap();
+    let outcome =
+        runtime.block_on(executor.run(&graph, Trace::default(), RunConfig::new())).unwrap();
+    assert_eq!(outcome.step, 1_000);
+}
+
+#[test]
+fn nodes_see_the_remaining_steps() {
+    let outcome = support::runtime().block_on(support::run(looping(4), 6)).unwrap();
+    assert_eq!(outcome.state.visited, ["5", "4", "3", "2"]);
+}
+
+#[test]
+fn a_failed_step_limit_keeps_the_last_checkpoint() {
+    let runtime = support::runtime();
+    let graph = looping(10).compile().unwrap();
+    let executor = Executor::new(MemoryStore::new());
+    let handle = runtime
+        .block_on(executor.start(&graph, Trace::default(), RunConfig::new().max_steps(3)))
+        .unwrap();
+    let run = handle.run_id();
+    assert!(runtime.block_on(handle.wait()).is_err());
+    let record = runtime.block_on(executor.store().run(run)).unwrap();
+    assert_eq!((record.status, record.step), (RunStatus::Failed, 3));
+    assert_eq!(record.failure.unwrap().kind, "step_limit_exceeded");
+}
+
+#[test]
+fn visit_limits_stop_a_node_not_the_budget() {
+    let runtime = support::runtime();
+    let exact = looping(3).max_visits("a", 3);
+    let outcome = runtime.block_on(support::run(exact, 100)).unwrap();
+    assert_eq!(outcome.state.count, 3);
+
+    let over = looping(4).max_visits("a", 3);
+    let error = runtime.block_on(support::run(over, 100)).unwrap_err();
+    assert!(
+        matches!(&error, RunError::VisitLimitExceeded { node, limit: 3 } if node == "a"),
+        "{error:?}"
+    );
+}
