@@ -260,3 +260,199 @@ fn matches_filter(record: &RunRecord, filter: &RunFilter) -> bool {
         && filter.graph.as_deref().is_none_or(|graph| record.graph.name == graph)
         && filter.thread.as_deref().is_none_or(|thread| record.thread.as_deref() == Some(thread))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::Codec;
+    use crate::ids::TaskKey;
+    use crate::record::GraphRef;
+
+    fn blob(value: u32) -> Blob {
+        Codec::Json.encode(&value, 1).expect("encode")
+    }
+
+    fn event(seq: u64) -> EventRecord {
+        EventRecord { seq, json: format!("{{\"seq\":{seq}}}") }
+    }
+
+    fn new_run(id: RunId, graph: &str, thread: Option<&str>) -> NewRun {
+        NewRun {
+            id,
+            graph: GraphRef { name: graph.into(), version: 1 },
+            thread: thread.map(str::to_owned),
+            created_at_ms: 0,
+            snapshot: blob(0),
+            frontier: blob(0),
+            events: vec![event(1)],
+        }
+    }
+
+    fn step(run: RunId, epoch: u64, number: u64, seq: u64, snapshot: bool) -> Transition {
+        let update = TaskUpdate {
+            task: TaskKey { step: number, index: 0, node: "n".into() },
+            update: blob(number as u32),
+        };
+        Transition {
+            run,
+            epoch,
+            step: Some(StepRecord {
+                step: number,
+                updates: vec![update],
+                snapshot: snapshot.then(|| blob(100 + number as u32)),
+                frontier: blob(number as u32),
+            }),
+            status: RunStatus::Running,
+            failure: None,
+            events: vec![event(seq)],
+            at_ms: number as i64,
+        }
+    }
+
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(future)
+    }
+
+    #[test]
+    fn transitions_must_follow_in_order_with_gap_free_events() {
+        block_on(async {
+            let store = MemoryStore::new();
+            let run = RunId::new();
+            assert_eq!(store.create_run(new_run(run, "g", None)).await.unwrap(), 1);
+            assert!(matches!(
+                store.create_run(new_run(run, "g", None)).await,
+                Err(StoreError::RunExists { .. })
+            ));
+            store.commit(step(run, 1, 1, 2, false)).await.unwrap();
+            let cases = [
+                (step(run, 1, 3, 3, false), "StepOutOfOrder"),
+                (step(run, 1, 1, 3, false), "StepOutOfOrder"),
+                (step(run, 1, 2, 5, false), "EventGap"),
+                (step(run, 7, 2, 3, false), "Fenced"),
+            ];
+            for (transition, expected) in cases {
+                let error = store.commit(transition).await.unwrap_err();
+                assert!(format!("{error:?}").starts_with(expected), "{error:?}");
+            }
+            let record = store.run(run).await.unwrap();
+            assert_eq!((record.step, record.last_seq), (1, 2), "refused commits change nothing");
+        });
+    }
+
+    #[test]
+    fn a_claim_fences_the_previous_owner_and_terminal_runs_stay_put() {
+        block_on(async {
+            let store = MemoryStore::new();
+            let run = RunId::new();
+            store.create_run(new_run(run, "g", None)).await.unwrap();
+            assert_eq!(store.claim(run).await.unwrap(), 2);
+            let stale = store.commit(step(run, 1, 1, 2, false)).await.unwrap_err();
+            assert!(matches!(stale, StoreError::Fenced { writer: 1, current: 2, .. }), "{stale:?}");
+            let write = TaskWrite {
+                run,
+                epoch: 1,
+                update: TaskUpdate {
+                    task: TaskKey { step: 1, index: 0, node: "n".into() },
+                    update: blob(1),
+                },
+            };
+            assert!(matches!(store.put_task_write(write).await, Err(StoreError::Fenced { .. })));
+
+            let mut done = step(run, 2, 1, 2, false);
+            done.status = RunStatus::Completed;
+            store.commit(done).await.unwrap();
+            assert!(matches!(store.claim(run).await, Err(StoreError::RunTerminal { .. })));
+            let after = store.commit(step(run, 2, 2, 3, false)).await.unwrap_err();
+            assert!(matches!(after, StoreError::RunTerminal { status: RunStatus::Completed, .. }));
+        });
+    }
+
+    #[test]
+    fn checkpoint_is_newest_snapshot_plus_later_deltas_and_pending_writes() {
+        block_on(async {
+            let store = MemoryStore::new();
+            let run = RunId::new();
+            store.create_run(new_run(run, "g", None)).await.unwrap();
+            store.commit(step(run, 1, 1, 2, false)).await.unwrap();
+            store.commit(step(run, 1, 2, 3, true)).await.unwrap();
+            store.commit(step(run, 1, 3, 4, false)).await.unwrap();
+            store.commit(step(run, 1, 4, 5, false)).await.unwrap();
+            for (index, value) in [(1, 51), (0, 50), (1, 99)] {
+                let update = TaskUpdate {
+                    task: TaskKey { step: 5, index, node: "n".into() },
+                    update: blob(value),
+                };
+                store.put_task_write(TaskWrite { run, epoch: 1, update }).await.unwrap();
+            }
+            let checkpoint = store.checkpoint(run).await.unwrap();
+            assert_eq!(checkpoint.snapshot_step, 2);
+            assert_eq!(checkpoint.snapshot.decode::<u32>().unwrap(), 102);
+            let deltas: Vec<u64> = checkpoint.deltas.iter().map(|(step, _)| *step).collect();
+            assert_eq!(deltas, [3, 4]);
+            assert_eq!(checkpoint.frontier.decode::<u32>().unwrap(), 4);
+            let pending: Vec<u32> =
+                checkpoint.pending.iter().map(|p| p.update.decode().unwrap()).collect();
+            assert_eq!(pending, [50, 51], "ordered by task; the first write of a task wins");
+
+            store.commit(step(run, 1, 5, 6, false)).await.unwrap();
+            assert!(
+                store.checkpoint(run).await.unwrap().pending.is_empty(),
+                "a commit clears them"
+            );
+        });
+    }
+
+    #[test]
+    fn listing_is_newest_first_with_cursors_and_filters() {
+        block_on(async {
+            let store = MemoryStore::new();
+            let ids: Vec<RunId> = (0..7).map(|i| RunId::from_parts(1_000 + i, 7)).collect();
+            for (i, id) in ids.iter().enumerate() {
+                let graph = if i % 2 == 0 { "even" } else { "odd" };
+                store.create_run(new_run(*id, graph, Some("t"))).await.unwrap();
+            }
+            let mut seen = Vec::new();
+            let mut cursor = None;
+            loop {
+                let page = store
+                    .list_runs(
+                        &RunFilter::default(),
+                        &PageRequest { limit: 3, cursor: cursor.clone() },
+                    )
+                    .await
+                    .unwrap();
+                seen.extend(page.runs.iter().map(|r| r.id));
+                // A run created while paging is newer than every cursor:
+                // it shows up on a fresh listing, never as a duplicate.
+                if cursor.is_none() {
+                    store
+                        .create_run(new_run(RunId::from_parts(9_999, 1), "odd", None))
+                        .await
+                        .unwrap();
+                }
+                match page.next {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            let newest_first: Vec<RunId> = ids.iter().rev().copied().collect();
+            assert_eq!(seen, newest_first);
+
+            let even = RunFilter { graph: Some("even".into()), ..RunFilter::default() };
+            let page = store.list_runs(&even, &PageRequest::default()).await.unwrap();
+            assert_eq!(page.runs.len(), 4);
+            let threaded = RunFilter { thread: Some("t".into()), ..RunFilter::default() };
+            assert_eq!(
+                store.list_runs(&threaded, &PageRequest::default()).await.unwrap().runs.len(),
+                7
+            );
+            let done = RunFilter { status: Some(RunStatus::Completed), ..RunFilter::default() };
+            assert!(store.list_runs(&done, &PageRequest::default()).await.unwrap().runs.is_empty());
+            let bad = PageRequest { limit: 3, cursor: Some(Cursor::from_text("nope")) };
+            assert!(matches!(
+                store.list_runs(&RunFilter::default(), &bad).await,
+                Err(StoreError::InvalidCursor { .. })
+            ));
+        });
+    }
+}

@@ -1,18 +1,21 @@
-//! The `tollgate` command line. Its commands (`run`, `runs list|show|
-//! resume|reject|events|continue`, `serve`) need the durable store and
-//! arrive with it; today the binary only reports its version.
+//! The `tollgate` command line.
+//!
+//! Its commands (`run`, `runs list|show|resume|reject|events|continue`,
+//! `serve`) need the durable SQLite store and arrive with it; today the
+//! binary answers `--version` and `--help` and refuses anything else with
+//! exit code 2 (bad usage).
 
 use std::process::ExitCode;
 
+use clap::Parser;
+
+/// Durable state-graph workflows for LLM agents.
+#[derive(Parser, Debug)]
+#[command(name = "tollgate", version, about, long_about = None)]
+struct Cli {}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|arg| arg == "--version" || arg == "-V") {
-        println!("tollgate {}", env!("CARGO_PKG_VERSION"));
-        return ExitCode::SUCCESS;
-    }
-    eprintln!(
-        "tollgate {}: no commands yet; `run` and `runs ...` arrive with the durable store",
-        env!("CARGO_PKG_VERSION")
-    );
+    let _cli = Cli::parse();
+    eprintln!("tollgate: no commands yet; `run` and `runs ...` arrive with the durable store");
     ExitCode::from(2)
 }

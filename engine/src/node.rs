@@ -23,7 +23,6 @@ pub struct NodeContext {
     pub(crate) node: Arc<str>,
     pub(crate) max_steps: u64,
     pub(crate) attempt: u32,
-    pub(crate) visits: u32,
     pub(crate) input: Option<Arc<Value>>,
 }
 
@@ -57,11 +56,6 @@ impl NodeContext {
     /// 1 on the first attempt, 2 on the first retry, ...
     pub fn attempt(&self) -> u32 {
         self.attempt
-    }
-
-    /// How many times this node has run in this run, this time included.
-    pub fn visits(&self) -> u32 {
-        self.visits
     }
 
     /// Key of this node execution, the same across retries, crashes and

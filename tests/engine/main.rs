@@ -13,6 +13,8 @@
 //!   writes, corrupt checkpoints, graph pinning, fencing.
 //! - `send_sync`: compile-time `Send`/`Sync` assertions.
 
+#![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
+
 mod compile;
 mod conformance;
 mod determinism;

@@ -49,8 +49,10 @@ fn fast(max_attempts: u32) -> RetryPolicy {
     }
 }
 
-/// (failures, retryable, policy) -> Ok(calls) or Err(attempts).
-fn check(cases: &[(u32, bool, Option<RetryPolicy>, Result<u32, u32>)]) {
+/// (failures, retryable, policy, Ok(calls) or Err(attempts)).
+type RetryCase = (u32, bool, Option<RetryPolicy>, Result<u32, u32>);
+
+fn check(cases: &[RetryCase]) {
     let runtime = support::runtime();
     for (failures, retryable, policy, expect) in cases {
         let (graph, calls) = flaky(*failures, *retryable, policy.clone());

@@ -26,7 +26,9 @@ fn looping(needed: i64) -> Graph {
 }
 
 /// (max_steps, Ok(steps) | Err((limit, step))) for a loop needing `needed`.
-fn check(needed: i64, cases: &[(u64, Result<u64, (u64, u64)>)]) {
+type GuardCase = (u64, Result<u64, (u64, u64)>);
+
+fn check(needed: i64, cases: &[GuardCase]) {
     let runtime = support::runtime();
     for &(max_steps, expect) in cases {
         let result = runtime.block_on(support::run(looping(needed), max_steps));

@@ -50,6 +50,9 @@ pub(crate) struct Leg<S: State> {
     /// Last committed step.
     pub(crate) step: u64,
     pub(crate) frontier: Frontier,
+    /// The stored form of `frontier`, reused while the frontier repeats
+    /// (a cycle schedules the same task every step).
+    pub(crate) frontier_blob: Option<Blob>,
     /// Outputs already stored for tasks of the next step, by task index.
     pub(crate) reused: HashMap<u32, (TaskOutputRecord<S::Update>, Blob)>,
     pub(crate) emitter: Emitter,
@@ -140,7 +143,8 @@ impl<S: State> Leg<S> {
         let mut gotos = Vec::with_capacity(done.len());
         for task in done {
             let name = Arc::clone(&self.graph.node(task.node).name);
-            let label = || Some((&*name, node_id(&name, step, task.index)));
+            let id = node_id(&name, step, task.index);
+            let label = || Some((&*name, id.as_str()));
             for (attempt, delay, error) in &task.retries {
                 let event = Event::RetryScheduled {
                     step,
@@ -196,14 +200,19 @@ impl<S: State> Leg<S> {
             Err(error) => return Err(self.fail(error).await),
         };
         let tasks = self.frontier.tasks.len() as u32;
+        let repeated = next.same_as(&self.frontier);
         self.frontier = next;
         self.reused.clear();
 
         let codec = self.config.codec;
         let encode_error = |source| RunError::Encode { run: self.run, step, source };
-        let frontier = codec
-            .encode(&self.frontier.to_record(&self.graph), FRONTIER_VERSION)
-            .map_err(encode_error)?;
+        let frontier = match self.frontier_blob.take() {
+            Some(blob) if repeated => blob,
+            _ => codec
+                .encode(&self.frontier.to_record(&self.graph), FRONTIER_VERSION)
+                .map_err(encode_error)?,
+        };
+        self.frontier_blob = Some(frontier.clone());
         self.snapshots.delta_bytes += updates.iter().map(|u| u.update.stored_len()).sum::<usize>();
         self.snapshots.steps += 1;
         let policy = &self.config.snapshots;
@@ -246,12 +255,13 @@ impl<S: State> Leg<S> {
     /// Runs the frontier's tasks concurrently; results come back in task
     /// order, whatever order they finished in.
     async fn execute(&mut self, step: u64) -> Result<Vec<TaskDone<S::Update>>, RunError> {
-        let tasks = self.frontier.tasks.clone();
-        let pending_writes = tasks.len() > 1;
-        let mut done = Vec::with_capacity(tasks.len());
+        let count = self.frontier.tasks.len();
+        let pending_writes = count > 1;
+        let mut done = Vec::with_capacity(count);
         let mut set = JoinSet::new();
-        for (index, task) in tasks.into_iter().enumerate() {
-            let index = index as u32;
+        for position in 0..count {
+            let task = self.frontier.tasks[position].clone();
+            let index = position as u32;
             if let Some((output, blob)) = self.reused.remove(&index) {
                 done.push(TaskDone {
                     index,
@@ -265,7 +275,7 @@ impl<S: State> Leg<S> {
             }
             let name = Arc::clone(&self.graph.node(task.node).name);
             self.emit(
-                Some((&name, node_id(&name, step, index))),
+                Some((&name, &node_id(&name, step, index))),
                 Event::NodeStarted { step, task: index },
                 Live::Now,
             )?;
@@ -277,7 +287,6 @@ impl<S: State> Leg<S> {
                 node: name,
                 max_steps: self.config.max_steps,
                 attempt: 1,
-                visits: self.frontier.visits[task.node] + 1,
                 input: task.input,
             };
             let runner = TaskRunner {
@@ -311,7 +320,7 @@ impl<S: State> Leg<S> {
 
     fn emit(
         &mut self,
-        node: Option<(&str, String)>,
+        node: Option<(&str, &str)>,
         event: Event,
         live: Live,
     ) -> Result<(), RunError> {

@@ -148,6 +148,7 @@ impl Executor {
             state: Arc::new(input),
             step: 0,
             frontier,
+            frontier_blob: None,
             reused: HashMap::new(),
             emitter,
             cancel: Arc::new(AtomicBool::new(false)),
@@ -225,6 +226,7 @@ impl Executor {
             state: Arc::new(state),
             step,
             frontier,
+            frontier_blob: None,
             reused,
             emitter,
             cancel: Arc::new(AtomicBool::new(false)),
@@ -277,7 +279,7 @@ async fn load<S: State>(
     let mut reused = HashMap::new();
     for pending in checkpoint.pending {
         let task = frontier.tasks.get(pending.task.index as usize);
-        let matches = task.is_some_and(|task| &*graph.node(task.node).name == pending.task.node);
+        let matches = task.is_some_and(|task| *graph.node(task.node).name == pending.task.node);
         if !matches {
             // A write that does not match the frontier is ignored: the
             // task runs again rather than taking someone else's output.

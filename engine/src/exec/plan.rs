@@ -29,7 +29,8 @@ pub(crate) struct Frontier {
     pub(crate) tasks: Vec<Task>,
     /// Per join, per source: has it arrived since the join last fired?
     pub(crate) arrivals: Vec<Vec<bool>>,
-    /// Per node: tasks run so far (excluding `tasks`).
+    /// Per node: tasks run so far (excluding `tasks`); empty unless some
+    /// node has a visit limit.
     pub(crate) visits: Vec<u32>,
 }
 
@@ -100,7 +101,7 @@ impl Frontier {
         let frontier = Self {
             tasks: Vec::new(),
             arrivals: inner.joins.iter().map(|join| vec![false; join.sources.len()]).collect(),
-            visits: vec![0; inner.nodes.len()],
+            visits: if inner.limited { vec![0; inner.nodes.len()] } else { Vec::new() },
         };
         frontier.with_tasks(graph, schedule.tasks)
     }
@@ -119,7 +120,9 @@ impl Frontier {
         let mut visits = self.visits.clone();
         for (task, gotos) in self.tasks.iter().zip(gotos) {
             let node = graph.node(task.node);
-            visits[task.node] += 1;
+            if let Some(count) = visits.get_mut(task.node) {
+                *count += 1;
+            }
             for &target in &node.next.edges {
                 schedule.target(target);
             }
@@ -154,8 +157,7 @@ impl Frontier {
         graph: &CompiledGraph<S>,
         tasks: Vec<Task>,
     ) -> Result<Self, RunError> {
-        let limited = graph.inner.nodes.iter().any(|node| node.max_visits.is_some());
-        if limited {
+        if graph.inner.limited {
             let mut upcoming = self.visits.clone();
             for task in &tasks {
                 upcoming[task.node] += 1;
@@ -172,6 +174,22 @@ impl Frontier {
         }
         self.tasks = tasks;
         Ok(self)
+    }
+
+    /// Whether `other` schedules the same tasks with the same bookkeeping,
+    /// so its stored form is this one's.
+    pub(crate) fn same_as(&self, other: &Frontier) -> bool {
+        self.arrivals == other.arrivals
+            && self.visits == other.visits
+            && self.tasks.len() == other.tasks.len()
+            && self.tasks.iter().zip(&other.tasks).all(|(a, b)| {
+                a.node == b.node
+                    && match (&a.input, &b.input) {
+                        (None, None) => true,
+                        (Some(x), Some(y)) => Arc::ptr_eq(x, y) || x == y,
+                        _ => false,
+                    }
+            })
     }
 
     /// The stored form.
@@ -208,7 +226,7 @@ impl Frontier {
                 .visits
                 .iter()
                 .enumerate()
-                .filter(|(_, &count)| count > 0)
+                .filter(|&(node, &count)| count > 0 && graph.node(node).max_visits.is_some())
                 .map(|(node, &count)| (name(node), count))
                 .collect(),
         }
@@ -249,8 +267,11 @@ impl Frontier {
                 }
             }
         }
-        let mut visits = vec![0; inner.nodes.len()];
+        let mut visits = if inner.limited { vec![0; inner.nodes.len()] } else { Vec::new() };
         for (node, count) in &record.visits {
+            if !inner.limited {
+                break;
+            }
             visits[lookup(node)?] = *count;
         }
         Ok(Self { tasks, arrivals, visits })

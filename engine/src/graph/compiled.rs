@@ -95,6 +95,8 @@ pub(crate) struct Inner<S: State> {
     pub(crate) index: HashMap<String, usize>,
     pub(crate) start: Successors<S>,
     pub(crate) joins: Vec<CompiledJoin>,
+    /// Whether any node has a visit limit (visits are counted only then).
+    pub(crate) limited: bool,
 }
 
 /// A validated graph, ready to run. Cheap to clone and shareable across

@@ -422,7 +422,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
         return Err(CompileError { graph: name, problems });
     }
 
-    let compiled_nodes = nodes
+    let compiled_nodes: Vec<CompiledNode<S>> = nodes
         .into_iter()
         .zip(successors)
         .zip(commands)
@@ -438,8 +438,10 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
         })
         .collect();
 
+    let limited = compiled_nodes.iter().any(|node: &CompiledNode<S>| node.max_visits.is_some());
     Ok(CompiledGraph {
         inner: Arc::new(Inner {
+            limited,
             name,
             version,
             schema,
