@@ -350,3 +350,70 @@ fn cancellation_stops_at_the_next_boundary() {
         );
     });
 }
+
+#[test]
+fn dynamic_json_state_follows_the_same_semantics() {
+    use tollgate::{DynReducer, DynSchema, DynState, StateGraph};
+
+    type Update = serde_json::Map<String, serde_json::Value>;
+    type Ready = std::future::Ready<Result<Update, tollgate::NodeError>>;
+
+    fn writer(
+        field: &'static str,
+        value: serde_json::Value,
+    ) -> impl Fn(Arc<DynState>, tollgate::NodeContext) -> Ready + std::marker::Send + Sync + 'static
+    {
+        move |_state, _ctx| {
+            let mut update = Update::new();
+            update.insert(field.to_owned(), value.clone());
+            std::future::ready(Ok(update))
+        }
+    }
+    let schema = || {
+        DynSchema::new()
+            .field("log", DynReducer::Append)
+            .field("total", DynReducer::Sum)
+            .field("winner", DynReducer::LastValue)
+    };
+    let graph = || {
+        StateGraph::<DynState>::with_schema("dyn", 1, schema())
+            .node("a", writer("log", json!(["a"])))
+            .node("b", writer("total", json!(2)))
+            .node("c", writer("total", json!(3)))
+            .node("d", writer("winner", json!("d")))
+            .edge(START, "a")
+            .edge("a", "b")
+            .edge("a", "c")
+            .join(["b", "c"], "d")
+            .edge("d", END)
+            .compile()
+            .unwrap()
+    };
+    let runtime = support::runtime();
+    let executor = Executor::new(MemoryStore::new());
+    let outcome =
+        runtime.block_on(executor.run(&graph(), DynState::default(), RunConfig::new())).unwrap();
+    assert_eq!(
+        serde_json::Value::Object(outcome.state.0),
+        json!({"log": ["a"], "total": 5, "winner": "d"})
+    );
+
+    // Two parallel nodes writing the last-value field conflict.
+    let parallel = StateGraph::<DynState>::with_schema("dyn", 1, schema())
+        .node("b", writer("winner", json!("b")))
+        .node("c", writer("winner", json!("c")))
+        .edge(START, "b")
+        .edge(START, "c")
+        .edge("b", END)
+        .edge("c", END)
+        .compile()
+        .unwrap();
+    let error = runtime
+        .block_on(executor.run(&parallel, DynState::default(), RunConfig::new()))
+        .unwrap_err();
+    assert!(
+        matches!(&error, RunError::InvalidUpdate { source: tollgate::StateError::ConflictingUpdate { field, nodes }, .. }
+            if field == "winner" && nodes == &["b", "c"]),
+        "{error:?}"
+    );
+}

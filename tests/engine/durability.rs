@@ -324,3 +324,57 @@ fn unusable_checkpoints_are_typed_errors() {
         "{error:?}"
     );
 }
+
+#[test]
+fn join_arrivals_survive_an_interruption() {
+    let runtime = support::runtime();
+    let build = |gate: Option<Gate>| {
+        support::visits(Graph::new("join", 1), &["a", "b", "c", "c3", "d"])
+            .node("c2", move |_s: Arc<Trace>, _ctx| {
+                let gate = gate.clone();
+                async move {
+                    if let Some(gate) = gate {
+                        gate.pass().await;
+                    }
+                    Ok(TraceUpdate::default().visited(vec!["c2".into()]).count(1))
+                }
+            })
+            .edge(START, "a")
+            .edge("a", "b")
+            .edge("a", "c")
+            .edge("c", "c2")
+            .edge("c2", "c3")
+            .join(["b", "c3"], "d")
+            .edge("d", END)
+            .compile()
+            .unwrap()
+    };
+    let reference = runtime.block_on(support::run_graph(&build(None))).unwrap();
+
+    // `b` arrives at the join in step 2; interrupt while `c2` runs (step 3).
+    let gate = Gate::closed();
+    let graph = build(Some(gate.clone()));
+    let executor = Executor::new(MemoryStore::new());
+    let (sink, mut events) = EventSink::channel();
+    let handle = runtime
+        .block_on(executor.start(&graph, Trace::default(), RunConfig::new().events(sink)))
+        .unwrap();
+    runtime.block_on(async {
+        while let Some(event) = events.recv().await {
+            if event.node.as_deref() == Some("c2") {
+                handle.cancel();
+                gate.open();
+                break;
+            }
+        }
+    });
+    let run = handle.run_id();
+    let paused = runtime.block_on(handle.wait()).unwrap();
+    assert_eq!((paused.status, paused.step), (RunStatus::Interrupted, 3));
+
+    gate.open();
+    let continued = runtime.block_on(executor.continue_run(&graph, run, RunConfig::new())).unwrap();
+    let outcome = runtime.block_on(continued.wait()).unwrap();
+    assert_eq!(outcome.state, reference.state);
+    assert_eq!(outcome.state.visited, ["a", "b", "c", "c2", "c3", "d"], "the join fired once");
+}
