@@ -15,3 +15,8 @@ pub use tollgate_engine::*;
 /// Test doubles and conformance suites (feature `testkit`).
 #[cfg(feature = "testkit")]
 pub use tollgate_testkit as testkit;
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
