@@ -19,16 +19,21 @@
 //! This crate knows nothing of graphs or nodes.
 
 mod codec;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 mod ids;
 mod memory;
+mod owner;
 mod record;
 mod store;
 
 pub use codec::{Blob, Codec, CodecError};
 pub use ids::{InvalidRunId, RunId, TaskKey};
 pub use memory::MemoryStore;
+pub use owner::Owner;
 pub use record::{
-    Cursor, EventRecord, GraphRef, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter,
-    RunPage, RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
+    CheckpointInfo, Cursor, EventRecord, GraphRef, HistoryPage, InvalidRunStatus, NewRun,
+    PageRequest, RunFailure, RunFilter, RunPage, RunRecord, RunStatus, StepRecord,
+    StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
 };
 pub use store::{Store, StoreError};

@@ -7,9 +7,10 @@ use async_trait::async_trait;
 
 use crate::codec::Blob;
 use crate::ids::RunId;
+use crate::owner::Owner;
 use crate::record::{
-    Cursor, EventRecord, NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord,
-    StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
+    CheckpointInfo, Cursor, EventRecord, HistoryPage, NewRun, PageRequest, RunFilter, RunPage,
+    RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
 };
 use crate::store::{Store, StoreError};
 
@@ -33,6 +34,8 @@ struct StoredRun {
     snapshots: Vec<(u64, Blob)>,
     initial_frontier: Blob,
     steps: Vec<StepRecord>,
+    /// Commit time of each step (index 0 is the input).
+    step_times: Vec<i64>,
     /// Pending writes of the step after `record.step`, by task index.
     pending: HashMap<u32, TaskUpdate>,
     events: Vec<EventRecord>,
@@ -97,6 +100,8 @@ impl Store for MemoryStore {
             updated_at_ms: run.created_at_ms,
             failure: None,
             last_seq: run.events.len() as u64,
+            owner: Some(run.owner),
+            lease_until_ms: Some(run.lease_until_ms),
         };
         inner.runs.insert(
             run.id,
@@ -105,6 +110,7 @@ impl Store for MemoryStore {
                 snapshots: vec![(0, run.snapshot)],
                 initial_frontier: run.frontier,
                 steps: Vec::new(),
+                step_times: vec![run.created_at_ms],
                 pending: HashMap::new(),
                 events: run.events,
             },
@@ -132,6 +138,12 @@ impl Store for MemoryStore {
         record.failure = transition.failure;
         record.updated_at_ms = transition.at_ms;
         record.last_seq += transition.events.len() as u64;
+        if transition.status == RunStatus::Running {
+            record.lease_until_ms = transition.lease_until_ms.or(record.lease_until_ms);
+        } else {
+            record.owner = None;
+            record.lease_until_ms = None;
+        }
         stored.events.extend(transition.events);
         if let Some(mut step) = transition.step {
             record.step = step.step;
@@ -140,6 +152,7 @@ impl Store for MemoryStore {
                 stored.snapshots.push((step.step, snapshot));
             }
             stored.steps.push(step);
+            stored.step_times.push(transition.at_ms);
         }
         Ok(())
     }
@@ -160,16 +173,67 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn claim(&self, run: RunId) -> Result<u64, StoreError> {
+    async fn claim(
+        &self,
+        run: RunId,
+        expected_epoch: u64,
+        owner: Owner,
+        lease_until_ms: i64,
+    ) -> Result<u64, StoreError> {
         let mut inner = self.lock();
         let stored = inner.get_mut(run)?;
+        check_writer(stored, expected_epoch)?;
         let record = &mut stored.record;
-        if record.status.is_terminal() {
-            return Err(StoreError::RunTerminal { run, status: record.status });
-        }
         record.epoch += 1;
         record.status = RunStatus::Running;
+        record.owner = Some(owner);
+        record.lease_until_ms = Some(lease_until_ms);
         Ok(record.epoch)
+    }
+
+    async fn renew(&self, run: RunId, epoch: u64, lease_until_ms: i64) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        let stored = inner.get_mut(run)?;
+        check_writer(stored, epoch)?;
+        if stored.record.status == RunStatus::Running {
+            stored.record.lease_until_ms = Some(lease_until_ms);
+        }
+        Ok(())
+    }
+
+    async fn history(
+        &self,
+        run: RunId,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<HistoryPage, StoreError> {
+        let inner = self.lock();
+        let stored = inner.runs.get(&run).ok_or(StoreError::RunNotFound { run })?;
+        let newest = before.map_or(stored.record.step, |before| before.saturating_sub(1));
+        if before == Some(0) {
+            return Ok(HistoryPage { checkpoints: Vec::new(), next_before: None });
+        }
+        let snapshot_steps: std::collections::HashSet<u64> =
+            stored.snapshots.iter().map(|(step, _)| *step).collect();
+        let mut checkpoints: Vec<CheckpointInfo> = (0..=newest.min(stored.record.step))
+            .rev()
+            .take(limit)
+            .map(|step| CheckpointInfo {
+                step,
+                at_ms: stored.step_times[step as usize],
+                tasks: step
+                    .checked_sub(1)
+                    .and_then(|i| stored.steps.get(i as usize))
+                    .map_or(0, |record| record.updates.len() as u32),
+                snapshot: snapshot_steps.contains(&step),
+            })
+            .collect();
+        let next_before = match checkpoints.last() {
+            Some(last) if last.step > 0 && checkpoints.len() == limit => Some(last.step),
+            _ => None,
+        };
+        checkpoints.truncate(limit);
+        Ok(HistoryPage { checkpoints, next_before })
     }
 
     async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
@@ -264,195 +328,12 @@ fn matches_filter(record: &RunRecord, filter: &RunFilter) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::Codec;
-    use crate::ids::TaskKey;
-    use crate::record::GraphRef;
-
-    fn blob(value: u32) -> Blob {
-        Codec::Json.encode(&value, 1).expect("encode")
-    }
-
-    fn event(seq: u64) -> EventRecord {
-        EventRecord { seq, json: format!("{{\"seq\":{seq}}}") }
-    }
-
-    fn new_run(id: RunId, graph: &str, thread: Option<&str>) -> NewRun {
-        NewRun {
-            id,
-            graph: GraphRef { name: graph.into(), version: 1 },
-            thread: thread.map(str::to_owned),
-            created_at_ms: 0,
-            snapshot: blob(0),
-            frontier: blob(0),
-            events: vec![event(1)],
-        }
-    }
-
-    fn step(run: RunId, epoch: u64, number: u64, seq: u64, snapshot: bool) -> Transition {
-        let update = TaskUpdate {
-            task: TaskKey { step: number, index: 0, node: "n".into() },
-            update: blob(number as u32),
-        };
-        Transition {
-            run,
-            epoch,
-            step: Some(StepRecord {
-                step: number,
-                updates: vec![update],
-                snapshot: snapshot.then(|| blob(100 + number as u32)),
-                frontier: blob(number as u32),
-            }),
-            status: RunStatus::Running,
-            failure: None,
-            events: vec![event(seq)],
-            at_ms: number as i64,
-        }
-    }
-
-    fn block_on<F: std::future::Future>(future: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(future)
-    }
 
     #[test]
-    fn transitions_must_follow_in_order_with_gap_free_events() {
-        block_on(async {
-            let store = MemoryStore::new();
-            let run = RunId::new();
-            assert_eq!(store.create_run(new_run(run, "g", None)).await.unwrap(), 1);
-            assert!(matches!(
-                store.create_run(new_run(run, "g", None)).await,
-                Err(StoreError::RunExists { .. })
-            ));
-            store.commit(step(run, 1, 1, 2, false)).await.unwrap();
-            let cases = [
-                (step(run, 1, 3, 3, false), "StepOutOfOrder"),
-                (step(run, 1, 1, 3, false), "StepOutOfOrder"),
-                (step(run, 1, 2, 5, false), "EventGap"),
-                (step(run, 7, 2, 3, false), "Fenced"),
-            ];
-            for (transition, expected) in cases {
-                let error = store.commit(transition).await.unwrap_err();
-                assert!(format!("{error:?}").starts_with(expected), "{error:?}");
-            }
-            let record = store.run(run).await.unwrap();
-            assert_eq!((record.step, record.last_seq), (1, 2), "refused commits change nothing");
-        });
-    }
-
-    #[test]
-    fn a_claim_fences_the_previous_owner_and_terminal_runs_stay_put() {
-        block_on(async {
-            let store = MemoryStore::new();
-            let run = RunId::new();
-            store.create_run(new_run(run, "g", None)).await.unwrap();
-            assert_eq!(store.claim(run).await.unwrap(), 2);
-            let stale = store.commit(step(run, 1, 1, 2, false)).await.unwrap_err();
-            assert!(matches!(stale, StoreError::Fenced { writer: 1, current: 2, .. }), "{stale:?}");
-            let write = TaskWrite {
-                run,
-                epoch: 1,
-                update: TaskUpdate {
-                    task: TaskKey { step: 1, index: 0, node: "n".into() },
-                    update: blob(1),
-                },
-            };
-            assert!(matches!(store.put_task_write(write).await, Err(StoreError::Fenced { .. })));
-
-            let mut done = step(run, 2, 1, 2, false);
-            done.status = RunStatus::Completed;
-            store.commit(done).await.unwrap();
-            assert!(matches!(store.claim(run).await, Err(StoreError::RunTerminal { .. })));
-            let after = store.commit(step(run, 2, 2, 3, false)).await.unwrap_err();
-            assert!(matches!(after, StoreError::RunTerminal { status: RunStatus::Completed, .. }));
-        });
-    }
-
-    #[test]
-    fn checkpoint_is_newest_snapshot_plus_later_deltas_and_pending_writes() {
-        block_on(async {
-            let store = MemoryStore::new();
-            let run = RunId::new();
-            store.create_run(new_run(run, "g", None)).await.unwrap();
-            store.commit(step(run, 1, 1, 2, false)).await.unwrap();
-            store.commit(step(run, 1, 2, 3, true)).await.unwrap();
-            store.commit(step(run, 1, 3, 4, false)).await.unwrap();
-            store.commit(step(run, 1, 4, 5, false)).await.unwrap();
-            for (index, value) in [(1, 51), (0, 50), (1, 99)] {
-                let update = TaskUpdate {
-                    task: TaskKey { step: 5, index, node: "n".into() },
-                    update: blob(value),
-                };
-                store.put_task_write(TaskWrite { run, epoch: 1, update }).await.unwrap();
-            }
-            let checkpoint = store.checkpoint(run).await.unwrap();
-            assert_eq!(checkpoint.snapshot_step, 2);
-            assert_eq!(checkpoint.snapshot.decode::<u32>().unwrap(), 102);
-            let deltas: Vec<u64> = checkpoint.deltas.iter().map(|(step, _)| *step).collect();
-            assert_eq!(deltas, [3, 4]);
-            assert_eq!(checkpoint.frontier.decode::<u32>().unwrap(), 4);
-            let pending: Vec<u32> =
-                checkpoint.pending.iter().map(|p| p.update.decode().unwrap()).collect();
-            assert_eq!(pending, [50, 51], "ordered by task; the first write of a task wins");
-
-            store.commit(step(run, 1, 5, 6, false)).await.unwrap();
-            assert!(
-                store.checkpoint(run).await.unwrap().pending.is_empty(),
-                "a commit clears them"
-            );
-        });
-    }
-
-    #[test]
-    fn listing_is_newest_first_with_cursors_and_filters() {
-        block_on(async {
-            let store = MemoryStore::new();
-            let ids: Vec<RunId> = (0..7).map(|i| RunId::from_parts(1_000 + i, 7)).collect();
-            for (i, id) in ids.iter().enumerate() {
-                let graph = if i % 2 == 0 { "even" } else { "odd" };
-                store.create_run(new_run(*id, graph, Some("t"))).await.unwrap();
-            }
-            let mut seen = Vec::new();
-            let mut cursor = None;
-            loop {
-                let page = store
-                    .list_runs(
-                        &RunFilter::default(),
-                        &PageRequest { limit: 3, cursor: cursor.clone() },
-                    )
-                    .await
-                    .unwrap();
-                seen.extend(page.runs.iter().map(|r| r.id));
-                // A run created while paging is newer than every cursor:
-                // it shows up on a fresh listing, never as a duplicate.
-                if cursor.is_none() {
-                    store
-                        .create_run(new_run(RunId::from_parts(9_999, 1), "odd", None))
-                        .await
-                        .unwrap();
-                }
-                match page.next {
-                    Some(next) => cursor = Some(next),
-                    None => break,
-                }
-            }
-            let newest_first: Vec<RunId> = ids.iter().rev().copied().collect();
-            assert_eq!(seen, newest_first);
-
-            let even = RunFilter { graph: Some("even".into()), ..RunFilter::default() };
-            let page = store.list_runs(&even, &PageRequest::default()).await.unwrap();
-            assert_eq!(page.runs.len(), 4);
-            let threaded = RunFilter { thread: Some("t".into()), ..RunFilter::default() };
-            assert_eq!(
-                store.list_runs(&threaded, &PageRequest::default()).await.unwrap().runs.len(),
-                7
-            );
-            let done = RunFilter { status: Some(RunStatus::Completed), ..RunFilter::default() };
-            assert!(store.list_runs(&done, &PageRequest::default()).await.unwrap().runs.is_empty());
-            let bad = PageRequest { limit: 3, cursor: Some(Cursor::from_text("nope")) };
-            assert!(matches!(
-                store.list_runs(&RunFilter::default(), &bad).await,
-                Err(StoreError::InvalidCursor { .. })
-            ));
-        });
+    fn passes_the_store_conformance_suite() {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(crate::conformance::check_store(|| async { MemoryStore::new() }));
     }
 }

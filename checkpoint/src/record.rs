@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::Blob;
 use crate::ids::{RunId, TaskKey};
+use crate::owner::Owner;
 
 /// Where a run is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -161,6 +162,10 @@ pub struct NewRun {
     pub frontier: Blob,
     /// Events emitted before the first step (`run_started`).
     pub events: Vec<EventRecord>,
+    /// The creating process, which owns the run.
+    pub owner: Owner,
+    /// Until when the owner's lease holds, milliseconds since the Unix epoch.
+    pub lease_until_ms: i64,
 }
 
 /// One atomic write: a step record (or a status change alone), the run's
@@ -181,6 +186,9 @@ pub struct Transition {
     pub events: Vec<EventRecord>,
     /// When the transition happened, milliseconds since the Unix epoch.
     pub at_ms: i64,
+    /// The renewed lease while the run stays `running`; a run in any other
+    /// status has no owner and no lease.
+    pub lease_until_ms: Option<i64>,
 }
 
 /// A finished task's update stored before its step commits, so a crash
@@ -218,6 +226,42 @@ pub struct RunRecord {
     pub failure: Option<RunFailure>,
     /// Sequence number of the last stored event.
     pub last_seq: u64,
+    /// The owning process while `running`.
+    pub owner: Option<Owner>,
+    /// Until when the owner's lease holds, while `running`.
+    pub lease_until_ms: Option<i64>,
+}
+
+impl RunRecord {
+    /// A `running` run whose owner is gone: its lease expired at `now_ms`,
+    /// or its owner is a dead process of this host.
+    pub fn is_orphaned(&self, now_ms: i64) -> bool {
+        self.status == RunStatus::Running
+            && (self.lease_until_ms.is_none_or(|until| until < now_ms)
+                || self.owner.as_ref().is_some_and(Owner::is_dead_here))
+    }
+}
+
+/// One checkpoint in a run's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// The step (0 is the input).
+    pub step: u64,
+    /// When it was committed, milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// Tasks the step ran (0 for the input).
+    pub tasks: u32,
+    /// Whether it carries a full state snapshot.
+    pub snapshot: bool,
+}
+
+/// One page of a run's history, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryPage {
+    /// The checkpoints.
+    pub checkpoints: Vec<CheckpointInfo>,
+    /// Pass as `before` for the next page; `None` on the last page.
+    pub next_before: Option<u64>,
 }
 
 /// Everything needed to continue a run from its last checkpoint.

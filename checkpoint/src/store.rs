@@ -4,9 +4,10 @@ use async_trait::async_trait;
 
 use crate::codec::CodecError;
 use crate::ids::RunId;
+use crate::owner::Owner;
 use crate::record::{
-    EventRecord, NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint,
-    TaskWrite, Transition,
+    EventRecord, HistoryPage, NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus,
+    StoredCheckpoint, TaskWrite, Transition,
 };
 
 /// Durable home of runs, checkpoints, pending task writes and events.
@@ -29,10 +30,21 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Writing the same task twice keeps the first write.
     async fn put_task_write(&self, write: TaskWrite) -> Result<(), StoreError>;
 
-    /// Takes ownership of a run that is not terminal, to continue it: sets
-    /// it `running` and returns the new epoch, which fences the previous
-    /// owner.
-    async fn claim(&self, run: RunId) -> Result<u64, StoreError>;
+    /// Takes ownership of a run that is not terminal, to continue it, if
+    /// its epoch is still `expected_epoch` (compare-and-set: of two
+    /// claimers exactly one wins, the other gets [`StoreError::Fenced`]).
+    /// Sets it `running` under `owner` until `lease_until_ms` and returns
+    /// the new epoch, which fences off every earlier owner.
+    async fn claim(
+        &self,
+        run: RunId,
+        expected_epoch: u64,
+        owner: Owner,
+        lease_until_ms: i64,
+    ) -> Result<u64, StoreError>;
+
+    /// Extends the lease of the owner at `epoch`.
+    async fn renew(&self, run: RunId, epoch: u64, lease_until_ms: i64) -> Result<(), StoreError>;
 
     /// The run's record.
     async fn run(&self, run: RunId) -> Result<RunRecord, StoreError>;
@@ -47,6 +59,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         filter: &RunFilter,
         page: &PageRequest,
     ) -> Result<RunPage, StoreError>;
+
+    /// The run's checkpoints, newest first: those before step `before`
+    /// (all when `None`), at most `limit`.
+    async fn history(
+        &self,
+        run: RunId,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<HistoryPage, StoreError>;
 
     /// Stored events of a run with `seq > after_seq`, oldest first, at most
     /// `limit`.
@@ -117,6 +138,20 @@ pub enum StoreError {
     InvalidCursor {
         /// The cursor text.
         cursor: String,
+    },
+    /// The database is busy beyond every retry (another process holds the
+    /// write lock for longer than the store's patience).
+    #[error("the store stayed busy for {waited_ms} ms; another process holds the write lock")]
+    Busy {
+        /// How long the store waited.
+        waited_ms: u64,
+    },
+    /// The backend failed (disk full, I/O error, a damaged database file).
+    #[error("the store failed: {source}")]
+    Backend {
+        /// The backend's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A stored blob failed its checksum or is cut short.
     #[error("run {run}: checkpoint at step {step} is corrupt: {source}")]

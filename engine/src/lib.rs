@@ -56,7 +56,8 @@ pub use event::{
     format_rfc3339, Clock, Event, EventEnvelope, EventSink, EventStream, SystemClock, EVENT_VERSION,
 };
 pub use exec::{
-    Executor, RunConfig, RunError, RunHandle, RunOutcome, SnapshotPolicy, DEFAULT_MAX_STEPS,
+    Executor, RunConfig, RunError, RunHandle, RunOutcome, SnapshotPolicy, DEFAULT_LEASE,
+    DEFAULT_MAX_STEPS,
 };
 pub use graph::{CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, StateGraph};
 pub use node::{InputError, NodeContext, NodeError, RetryPolicy};

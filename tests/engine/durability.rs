@@ -12,7 +12,7 @@ use tollgate::{
     Route, RunConfig, RunError, RunFilter, RunId, RunPage, RunRecord, RunStatus, StateGraph, Store,
     StoreError, END, START,
 };
-use tollgate_checkpoint::{NewRun, StoredCheckpoint, TaskWrite, Transition};
+use tollgate_checkpoint::{HistoryPage, NewRun, Owner, StoredCheckpoint, TaskWrite, Transition};
 
 use crate::support::{self, Gate, Graph, Trace, TraceUpdate};
 
@@ -89,8 +89,25 @@ impl Store for Inspecting {
     async fn put_task_write(&self, write: TaskWrite) -> Result<(), StoreError> {
         self.inner.put_task_write(write).await
     }
-    async fn claim(&self, run: RunId) -> Result<u64, StoreError> {
-        self.inner.claim(run).await
+    async fn claim(
+        &self,
+        run: RunId,
+        expected_epoch: u64,
+        owner: Owner,
+        lease_until_ms: i64,
+    ) -> Result<u64, StoreError> {
+        self.inner.claim(run, expected_epoch, owner, lease_until_ms).await
+    }
+    async fn renew(&self, run: RunId, epoch: u64, lease_until_ms: i64) -> Result<(), StoreError> {
+        self.inner.renew(run, epoch, lease_until_ms).await
+    }
+    async fn history(
+        &self,
+        run: RunId,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<HistoryPage, StoreError> {
+        self.inner.history(run, before, limit).await
     }
     async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
         self.inner.run(run).await

@@ -1,6 +1,7 @@
 //! Per-run settings.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tollgate_checkpoint::{Codec, RunId};
 
@@ -9,6 +10,12 @@ use crate::event::{Clock, EventSink, SystemClock};
 /// Default super-step budget of a run: generous for agents, small enough
 /// that a runaway cycle fails in well under a second of engine time.
 pub const DEFAULT_MAX_STEPS: u64 = 1_000;
+
+/// Default ownership lease of a running run. The owner renews it at every
+/// step and every third of the lease while a step runs. Another process
+/// takes over (`Executor::recover`) once the lease has expired, or at once
+/// when the owner was a process of the same host that no longer exists.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
 
 /// When a checkpoint carries a full state snapshot besides the step's
 /// delta. Loading a run reads the newest snapshot and replays the deltas
@@ -43,6 +50,7 @@ pub struct RunConfig {
     pub(crate) run_id: Option<RunId>,
     pub(crate) snapshots: SnapshotPolicy,
     pub(crate) codec: Codec,
+    pub(crate) lease: Duration,
 }
 
 impl Default for RunConfig {
@@ -55,6 +63,7 @@ impl Default for RunConfig {
             run_id: None,
             snapshots: SnapshotPolicy::default(),
             codec: Codec::Json,
+            lease: DEFAULT_LEASE,
         }
     }
 }
@@ -101,6 +110,17 @@ impl RunConfig {
     pub fn snapshots(mut self, policy: SnapshotPolicy) -> Self {
         self.snapshots = policy;
         self
+    }
+
+    /// How long this process's ownership of the run lasts without renewal
+    /// ([`DEFAULT_LEASE`] by default).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    pub(crate) fn lease_until(&self) -> i64 {
+        self.clock.now_ms().saturating_add(self.lease.as_millis() as i64)
     }
 
     /// The codec for state, updates and frontiers.

@@ -79,7 +79,19 @@ struct TaskDone<U> {
 }
 
 impl<S: State> Leg<S> {
-    pub(crate) async fn drive(mut self) -> Result<RunOutcome<S>, RunError> {
+    pub(crate) async fn drive(self) -> Result<RunOutcome<S>, RunError> {
+        let renewer = tokio::spawn(renew_lease(
+            Arc::clone(&self.store),
+            self.run,
+            self.epoch,
+            self.config.clone(),
+        ));
+        let result = self.drive_steps().await;
+        renewer.abort();
+        result
+    }
+
+    async fn drive_steps(mut self) -> Result<RunOutcome<S>, RunError> {
         let span = tracing::info_span!("run", run_id = %self.run, graph = %self.graph.name());
         async move {
             match self.verdict(self.step) {
@@ -372,6 +384,7 @@ impl<S: State> Leg<S> {
             failure,
             events: self.emitter.take_batch(),
             at_ms: self.emitter.now_ms(),
+            lease_until_ms: (status == RunStatus::Running).then(|| self.config.lease_until()),
         };
         self.store.commit(transition).await?;
         self.emitter.committed();
@@ -391,6 +404,19 @@ impl<S: State> Leg<S> {
             }
         }
         error
+    }
+}
+
+/// Keeps the lease alive while a long step runs; steps renew it too.
+async fn renew_lease(store: Arc<dyn Store>, run: RunId, epoch: u64, config: RunConfig) {
+    let period = (config.lease / 3).max(std::time::Duration::from_millis(10));
+    loop {
+        tokio::time::sleep(period).await;
+        if let Err(error) = store.renew(run, epoch, config.lease_until()).await {
+            // Fenced or finished: the commit path reports what matters.
+            tracing::debug!(%run, %error, "lease renewal stopped");
+            return;
+        }
     }
 }
 

@@ -111,6 +111,17 @@ pub enum RunError {
         #[source]
         source: CodecError,
     },
+    /// The run is `running` under a live owner; it is not this process's to
+    /// continue.
+    #[error(
+        "run {run} is running under {owner}; wait for it, or recover it once its owner is gone"
+    )]
+    RunOwned {
+        /// The run.
+        run: RunId,
+        /// Its owner.
+        owner: String,
+    },
     /// The store refused or failed an operation.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -136,6 +147,7 @@ impl RunError {
             RunError::UnknownStoredNode { .. } => "unknown_stored_node",
             RunError::StateDecode { .. } => "state_decode",
             RunError::Encode { .. } => "encode",
+            RunError::RunOwned { .. } => "run_owned",
             RunError::Store(_) => "store",
             RunError::DriverLost { .. } => "driver_lost",
         }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 use tollgate_checkpoint::{
-    CodecError, GraphRef, NewRun, RunId, RunStatus, Store, StoreError, Transition,
+    CodecError, GraphRef, NewRun, Owner, PageRequest, RunFilter, RunId, RunStatus, Store,
+    StoreError, Transition,
 };
 
 use crate::event::Event;
@@ -136,6 +137,8 @@ impl Executor {
                 snapshot,
                 frontier: frontier_blob,
                 events: emitter.take_batch(),
+                owner: Owner::current(),
+                lease_until_ms: config.lease_until(),
             })
             .await?;
         emitter.committed();
@@ -189,9 +192,17 @@ impl Executor {
         if record.status.is_terminal() {
             return Err(StoreError::RunTerminal { run, status: record.status }.into());
         }
-        // Claim first: from here on no other process can commit to the run,
-        // so the checkpoint read below is the one this leg continues from.
-        let epoch = self.store.claim(run).await?;
+        if record.status == RunStatus::Running && !record.is_orphaned(config.clock.now_ms()) {
+            return Err(RunError::RunOwned {
+                run,
+                owner: record.owner.map_or_else(|| "unknown".to_owned(), |owner| owner.to_string()),
+            });
+        }
+        // Claim first (compare-and-set on the epoch just read): from here on
+        // no other process can commit to the run, so the checkpoint read
+        // below is the one this leg continues from.
+        let epoch =
+            self.store.claim(run, record.epoch, Owner::current(), config.lease_until()).await?;
         let loaded = match load::<S>(&*self.store, graph, run).await {
             Ok(loaded) => loaded,
             Err(error) => {
@@ -206,6 +217,7 @@ impl Executor {
                     failure: Some(failure),
                     events: Vec::new(),
                     at_ms: config.clock.now_ms(),
+                    lease_until_ms: None,
                 };
                 if let Err(store_error) = self.store.commit(transition).await {
                     tracing::warn!(%run, %store_error, "could not record a failed load");
@@ -297,6 +309,53 @@ async fn load<S: State>(
         steps: checkpoint.deltas.len() as u64,
     };
     Ok(Loaded { state, step, frontier, reused, snapshots })
+}
+
+impl Executor {
+    /// Continues every run of `graph` (same name and version) whose owner
+    /// died: still `running`, with an expired lease or an owner that was a
+    /// process of this host and is gone. Runs another process claims first
+    /// are skipped. Returns a handle per run taken over.
+    pub async fn recover<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        config: RunConfig,
+    ) -> Result<Vec<RunHandle<S>>, RunError> {
+        let filter = RunFilter {
+            status: Some(RunStatus::Running),
+            graph: Some(graph.name().to_owned()),
+            thread: None,
+        };
+        let mut orphans = Vec::new();
+        let mut page = PageRequest { limit: 100, cursor: None };
+        loop {
+            let found = self.store.list_runs(&filter, &page).await?;
+            let now = config.clock.now_ms();
+            orphans.extend(
+                found
+                    .runs
+                    .into_iter()
+                    .filter(|run| run.graph == graph_ref(graph) && run.is_orphaned(now))
+                    .map(|run| run.id),
+            );
+            match found.next {
+                Some(cursor) => page.cursor = Some(cursor),
+                None => break,
+            }
+        }
+        let mut handles = Vec::new();
+        for run in orphans {
+            match self.continue_run(graph, run, config.clone()).await {
+                Ok(handle) => handles.push(handle),
+                Err(RunError::Store(StoreError::Fenced { .. }))
+                | Err(RunError::RunOwned { .. }) => {
+                    tracing::debug!(%run, "another process recovered the run first");
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(handles)
+    }
 }
 
 fn spawn<S: State>(leg: Leg<S>) -> RunHandle<S> {

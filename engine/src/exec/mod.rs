@@ -8,6 +8,6 @@ mod executor;
 mod plan;
 mod record;
 
-pub use config::{RunConfig, SnapshotPolicy, DEFAULT_MAX_STEPS};
+pub use config::{RunConfig, SnapshotPolicy, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
 pub use error::RunError;
 pub use executor::{Executor, RunHandle, RunOutcome};

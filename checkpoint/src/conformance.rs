@@ -1,0 +1,307 @@
+//! The store conformance suite: the contract every [`Store`] must keep.
+//!
+//! Call [`check_store`] from a test with a function that makes a fresh,
+//! empty store; each case gets its own. A failure panics with the case and
+//! what differed.
+//!
+//! ```text
+//! #[tokio::test]
+//! async fn my_store_conforms() {
+//!     tollgate_checkpoint::conformance::check_store(|| async { MyStore::new() }).await;
+//! }
+//! ```
+
+use std::future::Future;
+
+use crate::codec::{Blob, Codec};
+use crate::ids::{RunId, TaskKey};
+use crate::owner::Owner;
+use crate::record::{
+    Cursor, EventRecord, GraphRef, NewRun, PageRequest, RunFilter, RunStatus, StepRecord,
+    TaskUpdate, TaskWrite, Transition,
+};
+use crate::store::{Store, StoreError};
+
+/// Runs every case, each on a fresh store from `make`.
+pub async fn check_store<S, F, Fut>(make: F)
+where
+    S: Store,
+    F: Fn() -> Fut,
+    Fut: Future<Output = S>,
+{
+    transitions_apply_in_order_or_not_at_all(&make().await).await;
+    claims_are_compare_and_set_and_fence_old_owners(&make().await).await;
+    terminal_runs_never_change(&make().await).await;
+    checkpoint_is_snapshot_plus_deltas_plus_pending(&make().await).await;
+    pending_writes_keep_the_first_and_clear_on_commit(&make().await).await;
+    listing_is_newest_first_without_gaps_or_duplicates(&make().await).await;
+    history_is_newest_first_and_paginated(&make().await).await;
+    events_are_stored_in_order(&make().await).await;
+    corruption_is_confined_to_its_run(&make().await).await;
+    orphaned_runs_are_recognised(&make().await).await;
+}
+
+fn blob(value: u32) -> Blob {
+    Codec::Json.encode(&value, 1).expect("a u32 encodes")
+}
+
+fn event(seq: u64) -> EventRecord {
+    EventRecord { seq, json: format!("{{\"seq\":{seq}}}") }
+}
+
+fn new_run(id: RunId, graph: &str, thread: Option<&str>) -> NewRun {
+    NewRun {
+        id,
+        graph: GraphRef { name: graph.into(), version: 1 },
+        thread: thread.map(str::to_owned),
+        created_at_ms: id.timestamp_ms() as i64,
+        snapshot: blob(0),
+        frontier: blob(0),
+        events: vec![event(1)],
+        owner: Owner::current(),
+        lease_until_ms: i64::MAX,
+    }
+}
+
+fn update(step: u64, index: u32, value: u32) -> TaskUpdate {
+    TaskUpdate { task: TaskKey { step, index, node: format!("n{index}") }, update: blob(value) }
+}
+
+fn step(run: RunId, epoch: u64, number: u64, seq: u64, snapshot: bool) -> Transition {
+    Transition {
+        run,
+        epoch,
+        step: Some(StepRecord {
+            step: number,
+            updates: vec![update(number, 0, number as u32)],
+            snapshot: snapshot.then(|| blob(100 + number as u32)),
+            frontier: blob(number as u32),
+        }),
+        status: RunStatus::Running,
+        failure: None,
+        events: vec![event(seq)],
+        at_ms: 1_000 + number as i64,
+        lease_until_ms: Some(i64::MAX),
+    }
+}
+
+fn kind(error: &StoreError) -> String {
+    format!("{error:?}").split([' ', '{', '(']).next().unwrap_or_default().to_owned()
+}
+
+async fn transitions_apply_in_order_or_not_at_all(store: &dyn Store) {
+    let run = RunId::new();
+    assert_eq!(store.create_run(new_run(run, "g", None)).await.expect("create"), 1);
+    let again = store.create_run(new_run(run, "g", None)).await.expect_err("duplicate id");
+    assert!(matches!(again, StoreError::RunExists { .. }), "{again:?}");
+    store.commit(step(run, 1, 1, 2, false)).await.expect("step 1");
+    for (transition, expected) in [
+        (step(run, 1, 3, 3, false), "StepOutOfOrder"),
+        (step(run, 1, 1, 3, false), "StepOutOfOrder"),
+        (step(run, 1, 2, 5, false), "EventGap"),
+        (step(run, 7, 2, 3, false), "Fenced"),
+    ] {
+        let error = store.commit(transition).await.expect_err(expected);
+        assert_eq!(kind(&error), expected, "{error:?}");
+    }
+    let record = store.run(run).await.expect("run");
+    assert_eq!(
+        (record.step, record.last_seq, record.epoch),
+        (1, 2, 1),
+        "refused commits change nothing"
+    );
+    assert_eq!(store.history(run, None, 10).await.expect("history").checkpoints.len(), 2);
+    let missing = store.run(RunId::new()).await.expect_err("unknown run");
+    assert!(matches!(missing, StoreError::RunNotFound { .. }), "{missing:?}");
+}
+
+async fn claims_are_compare_and_set_and_fence_old_owners(store: &dyn Store) {
+    let run = RunId::new();
+    store.create_run(new_run(run, "g", None)).await.expect("create");
+    let first = store.claim(run, 1, Owner::current(), i64::MAX).await;
+    let second = store.claim(run, 1, Owner::current(), i64::MAX).await;
+    assert_eq!(first.expect("the first claim wins"), 2);
+    assert!(matches!(second, Err(StoreError::Fenced { writer: 1, current: 2, .. })), "{second:?}");
+    let stale = store.commit(step(run, 1, 1, 2, false)).await.expect_err("fenced commit");
+    assert!(matches!(stale, StoreError::Fenced { writer: 1, current: 2, .. }), "{stale:?}");
+    let stale_write = TaskWrite { run, epoch: 1, update: update(1, 0, 1) };
+    assert!(matches!(store.put_task_write(stale_write).await, Err(StoreError::Fenced { .. })));
+    assert!(matches!(store.renew(run, 1, i64::MAX).await, Err(StoreError::Fenced { .. })));
+    store.renew(run, 2, 5_000).await.expect("the owner renews");
+    assert_eq!(store.run(run).await.expect("run").lease_until_ms, Some(5_000));
+    store.commit(step(run, 2, 1, 2, false)).await.expect("the new owner commits");
+}
+
+async fn terminal_runs_never_change(store: &dyn Store) {
+    for status in [RunStatus::Completed, RunStatus::Rejected] {
+        let run = RunId::new();
+        store.create_run(new_run(run, "g", None)).await.expect("create");
+        let mut done = step(run, 1, 1, 2, false);
+        done.status = status;
+        done.lease_until_ms = None;
+        store.commit(done).await.expect("finish");
+        let record = store.run(run).await.expect("run");
+        assert_eq!((record.owner, record.lease_until_ms), (None, None), "no owner once ended");
+        let claim = store.claim(run, 1, Owner::current(), i64::MAX).await;
+        assert!(matches!(claim, Err(StoreError::RunTerminal { .. })), "{claim:?}");
+        let commit = store.commit(step(run, 1, 2, 3, false)).await;
+        assert!(matches!(commit, Err(StoreError::RunTerminal { .. })), "{commit:?}");
+        assert_eq!(store.run(run).await.expect("run").status, status);
+    }
+}
+
+async fn checkpoint_is_snapshot_plus_deltas_plus_pending(store: &dyn Store) {
+    let run = RunId::new();
+    store.create_run(new_run(run, "g", None)).await.expect("create");
+    let fresh = store.checkpoint(run).await.expect("checkpoint");
+    assert_eq!((fresh.snapshot_step, fresh.deltas.len()), (0, 0));
+    for (number, snapshot) in [(1, false), (2, true), (3, false), (4, false)] {
+        store.commit(step(run, 1, number, number + 1, snapshot)).await.expect("step");
+    }
+    let checkpoint = store.checkpoint(run).await.expect("checkpoint");
+    assert_eq!(checkpoint.snapshot_step, 2);
+    assert_eq!(checkpoint.snapshot.decode::<u32>().expect("snapshot"), 102);
+    let deltas: Vec<(u64, u32)> = checkpoint
+        .deltas
+        .iter()
+        .map(|(step, updates)| (*step, updates[0].update.decode().expect("delta")))
+        .collect();
+    assert_eq!(deltas, [(3, 3), (4, 4)]);
+    assert_eq!(checkpoint.frontier.decode::<u32>().expect("frontier"), 4);
+    assert_eq!(checkpoint.run.step, 4);
+}
+
+async fn pending_writes_keep_the_first_and_clear_on_commit(store: &dyn Store) {
+    let run = RunId::new();
+    store.create_run(new_run(run, "g", None)).await.expect("create");
+    for (index, value) in [(1, 51), (0, 50), (1, 99)] {
+        store
+            .put_task_write(TaskWrite { run, epoch: 1, update: update(1, index, value) })
+            .await
+            .expect("pending write");
+    }
+    let wrong_step =
+        store.put_task_write(TaskWrite { run, epoch: 1, update: update(3, 0, 1) }).await;
+    assert!(matches!(wrong_step, Err(StoreError::StepOutOfOrder { .. })), "{wrong_step:?}");
+    let pending: Vec<(u32, u32)> = store
+        .checkpoint(run)
+        .await
+        .expect("checkpoint")
+        .pending
+        .iter()
+        .map(|p| (p.task.index, p.update.decode().expect("pending")))
+        .collect();
+    assert_eq!(pending, [(0, 50), (1, 51)], "ordered by task; the first write of a task wins");
+    store.commit(step(run, 1, 1, 2, false)).await.expect("commit");
+    assert!(store.checkpoint(run).await.expect("checkpoint").pending.is_empty());
+}
+
+async fn listing_is_newest_first_without_gaps_or_duplicates(store: &dyn Store) {
+    let ids: Vec<RunId> = (0..7).map(|i| RunId::from_parts(1_000 + i, 7)).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let graph = if i % 2 == 0 { "even" } else { "odd" };
+        store.create_run(new_run(*id, graph, (i < 3).then_some("t"))).await.expect("create");
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let request = PageRequest { limit: 3, cursor: cursor.clone() };
+        let page = store.list_runs(&RunFilter::default(), &request).await.expect("page");
+        seen.extend(page.runs.iter().map(|r| r.id));
+        // A run created while paging is newer than every cursor: it never
+        // shows up as a duplicate, and nothing is skipped.
+        store.create_run(new_run(RunId::new(), "late", None)).await.expect("create");
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let newest_first: Vec<RunId> = ids.iter().rev().copied().collect();
+    assert_eq!(seen, newest_first);
+
+    let count = |filter: RunFilter| async move {
+        let request = PageRequest { limit: 100, cursor: None };
+        store.list_runs(&filter, &request).await.expect("filtered page").runs.len()
+    };
+    assert_eq!(count(RunFilter { graph: Some("even".into()), ..RunFilter::default() }).await, 4);
+    assert_eq!(count(RunFilter { thread: Some("t".into()), ..RunFilter::default() }).await, 3);
+    let done = RunFilter { status: Some(RunStatus::Completed), ..RunFilter::default() };
+    assert_eq!(count(done).await, 0);
+    let running = RunFilter {
+        status: Some(RunStatus::Running),
+        graph: Some("odd".into()),
+        ..RunFilter::default()
+    };
+    assert_eq!(count(running).await, 3);
+    let bad = PageRequest { limit: 3, cursor: Some(Cursor::from_text("nope")) };
+    let error = store.list_runs(&RunFilter::default(), &bad).await.expect_err("bad cursor");
+    assert!(matches!(error, StoreError::InvalidCursor { .. }), "{error:?}");
+}
+
+async fn history_is_newest_first_and_paginated(store: &dyn Store) {
+    let run = RunId::new();
+    store.create_run(new_run(run, "g", None)).await.expect("create");
+    for number in 1..=4 {
+        store.commit(step(run, 1, number, number + 1, number == 2)).await.expect("step");
+    }
+    let first = store.history(run, None, 3).await.expect("history");
+    let steps: Vec<(u64, u32, bool)> =
+        first.checkpoints.iter().map(|c| (c.step, c.tasks, c.snapshot)).collect();
+    assert_eq!(steps, [(4, 1, false), (3, 1, false), (2, 1, true)]);
+    assert_eq!(first.checkpoints[0].at_ms, 1_004);
+    assert_eq!(first.next_before, Some(2));
+    let rest = store.history(run, first.next_before, 3).await.expect("history");
+    let steps: Vec<(u64, bool)> = rest.checkpoints.iter().map(|c| (c.step, c.snapshot)).collect();
+    assert_eq!(steps, [(1, false), (0, true)]);
+    assert_eq!(rest.next_before, None);
+}
+
+async fn events_are_stored_in_order(store: &dyn Store) {
+    let run = RunId::new();
+    store.create_run(new_run(run, "g", None)).await.expect("create");
+    for number in 1..=3 {
+        store.commit(step(run, 1, number, number + 1, false)).await.expect("step");
+    }
+    let all: Vec<u64> =
+        store.events(run, 0, usize::MAX).await.expect("events").iter().map(|e| e.seq).collect();
+    assert_eq!(all, [1, 2, 3, 4]);
+    let page: Vec<EventRecord> = store.events(run, 1, 2).await.expect("events");
+    assert_eq!(page, [event(2), event(3)]);
+}
+
+async fn corruption_is_confined_to_its_run(store: &dyn Store) {
+    let (damaged, healthy) = (RunId::new(), RunId::new());
+    let mut bytes = blob(7).to_bytes();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x04;
+    let mut bad = new_run(damaged, "g", None);
+    bad.snapshot = Blob::from_bytes(&bytes).expect("header intact");
+    store.create_run(bad).await.expect("create");
+    store.create_run(new_run(healthy, "g", None)).await.expect("create");
+    let read = store.checkpoint(damaged).await;
+    let detected = match read {
+        Err(StoreError::CorruptCheckpoint { run, step: 0, .. }) => run == damaged,
+        Ok(checkpoint) => checkpoint.snapshot.decode::<u32>().is_err(),
+        Err(other) => panic!("unexpected error {other:?}"),
+    };
+    assert!(detected, "a damaged blob must not decode");
+    let fine = store.checkpoint(healthy).await.expect("the other run is untouched");
+    assert_eq!(fine.snapshot.decode::<u32>().expect("decodes"), 0);
+}
+
+async fn orphaned_runs_are_recognised(store: &dyn Store) {
+    let (expired, alive) = (RunId::new(), RunId::new());
+    let mut stale = new_run(expired, "g", None);
+    stale.lease_until_ms = 10;
+    store.create_run(stale).await.expect("create");
+    store.create_run(new_run(alive, "g", None)).await.expect("create");
+    let now = 1_000;
+    assert!(store.run(expired).await.expect("run").is_orphaned(now));
+    assert!(!store.run(alive).await.expect("run").is_orphaned(now));
+    let record = store.run(expired).await.expect("run");
+    assert_eq!(record.owner, Some(Owner::current()));
+    let epoch =
+        store.claim(expired, record.epoch, Owner::current(), i64::MAX).await.expect("claim");
+    assert!(!store.run(expired).await.expect("run").is_orphaned(now), "claimed again");
+    assert_eq!(epoch, 2);
+}
