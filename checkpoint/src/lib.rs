@@ -21,13 +21,17 @@
 mod codec;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod failpoint;
 mod ids;
 mod memory;
 mod owner;
 mod record;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 mod store;
 
 pub use codec::{Blob, Codec, CodecError};
+pub use failpoint::__failpoint;
 pub use ids::{InvalidRunId, RunId, TaskKey};
 pub use memory::MemoryStore;
 pub use owner::Owner;
@@ -36,4 +40,6 @@ pub use record::{
     PageRequest, RunFailure, RunFilter, RunPage, RunRecord, RunStatus, StepRecord,
     StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
 };
+#[cfg(feature = "sqlite")]
+pub use sqlite::{Durability, SqliteOptions, SqliteStore};
 pub use store::{Store, StoreError};

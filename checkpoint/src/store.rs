@@ -146,6 +146,15 @@ pub enum StoreError {
         /// How long the store waited.
         waited_ms: u64,
     },
+    /// The database was written by a newer tollgate (its schema version is
+    /// beyond this build's).
+    #[error("the database schema is version {found}; this build supports up to {supported}: upgrade tollgate")]
+    SchemaTooNew {
+        /// The database's version.
+        found: u32,
+        /// The newest version this build knows.
+        supported: u32,
+    },
     /// The backend failed (disk full, I/O error, a damaged database file).
     #[error("the store failed: {source}")]
     Backend {
