@@ -7,6 +7,9 @@
 //!
 //! The first run completes after one revision. The second run has a
 //! reviewer that is never satisfied: the cycle is stopped by `max_steps`.
+//! Every step is checkpointed into SQLite (`$TOLLGATE_DB`, else
+//! `./tollgate.db`); the runs in the database are listed at the end, newest
+//! first, so a second invocation lists four.
 //!
 //! Run it with `cargo run --example quickstart`.
 
@@ -14,8 +17,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tollgate::{
-    Event, EventEnvelope, EventSink, Executor, GraphState, MemoryStore, NodeContext, NodeError,
-    Route, RunConfig, RunError, StateGraph, END, START,
+    Event, EventEnvelope, EventSink, Executor, GraphState, NodeContext, NodeError, PageRequest,
+    Route, RunConfig, RunError, RunFilter, SqliteStore, StateGraph, END, START,
 };
 
 /// The workflow's state: one line per field, each with its reducer.
@@ -124,7 +127,8 @@ async fn run(executor: &Executor, bar: u32, max_steps: u64) -> Result<Article, R
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let executor = Executor::new(MemoryStore::new());
+    let path = std::env::var("TOLLGATE_DB").unwrap_or_else(|_| "tollgate.db".to_owned());
+    let executor = Executor::new(SqliteStore::open(&path)?);
     println!("{}", graph().to_mermaid());
 
     println!("== run 1: reviewer wants quality 80, budget 12 steps");
@@ -143,10 +147,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         other => return Err(format!("expected the step limit to stop run 2, got {other:?}").into()),
     }
 
-    let runs = executor.store().list_runs(&Default::default(), &Default::default()).await?;
-    println!("\nruns, newest first:");
-    for run in runs.runs {
-        println!("  {}  {:<10}  step {}", run.id, run.status, run.step);
+    let page = PageRequest { limit: 5, cursor: None };
+    let runs = executor.store().list_runs(&RunFilter::default(), &page).await?;
+    println!("\nruns in {path}, newest first:");
+    for run in &runs.runs {
+        let error = run.failure.as_ref().map_or("", |failure| failure.kind.as_str());
+        println!("  {}  {:<10}  step {:>2}  {error}", run.id, run.status, run.step);
+    }
+    if runs.next.is_some() {
+        println!("  ... (more on the next page)");
     }
     Ok(())
 }

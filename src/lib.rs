@@ -7,9 +7,12 @@
 //! See the README's quick start and `examples/quickstart.rs`.
 
 pub use tollgate_checkpoint::{
-    Blob, Codec, CodecError, Cursor, EventRecord, GraphRef, MemoryStore, PageRequest, RunFailure,
-    RunFilter, RunId, RunPage, RunRecord, RunStatus, Store, StoreError,
+    Blob, CheckpointInfo, Codec, CodecError, Cursor, EventRecord, GraphRef, HistoryPage,
+    MemoryStore, Owner, PageRequest, RunFailure, RunFilter, RunId, RunPage, RunRecord, RunStatus,
+    Store, StoreError,
 };
+#[cfg(feature = "sqlite")]
+pub use tollgate_checkpoint::{Durability, SqliteOptions, SqliteStore};
 pub use tollgate_engine::*;
 
 /// Test doubles and conformance suites (feature `testkit`).
