@@ -1,20 +1,19 @@
-//! The benchmark program (DESIGN §9). Prints one JSON line per workload
-//! with `--json`, a table otherwise.
-//!
-//! Workloads today: `noop` (a counter cycle on the in-memory store: the
-//! engine's own per-step overhead). The SQLite workloads (`raw_commit`,
-//! `cycle`, `fanout`, `growth`, `list`) and `hitl` join as their stores land.
+//! The benchmark program (DESIGN §9): one JSON line per workload with
+//! `--json`, a table otherwise. SQLite files live in a temp dir; default
+//! durability.
 //!
 //! `cargo run --release --example bench -- --json`
+//! `cargo run --release --example bench -- --only cycle,noop`
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use clap::Parser;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 use tollgate::{
-    CompiledGraph, Executor, GraphState, MemoryStore, Route, RunConfig, StateGraph, END, START,
+    CompiledGraph, Executor, GraphState, MemoryStore, PageRequest, Route, RunConfig, RunFilter,
+    Send, SqliteStore, StateGraph, Store, END, START,
 };
 
 #[derive(Parser, Debug)]
@@ -23,18 +22,23 @@ struct Args {
     /// Print one JSON object per workload instead of a table.
     #[arg(long)]
     json: bool,
-    /// Steps per run.
-    #[arg(long, default_value_t = 1_000)]
-    steps: u64,
-    /// Runs per workload; the median run is reported.
-    #[arg(long, default_value_t = 31)]
-    runs: usize,
+    /// Run only these workloads (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
+
+type Outcome = Result<Value, Box<dyn std::error::Error>>;
 
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
 struct Counter {
     #[reducer(sum)]
     count: u64,
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+struct Log {
+    #[reducer(append)]
+    lines: Vec<String>,
 }
 
 fn cycle(steps: u64) -> CompiledGraph<Counter> {
@@ -64,53 +68,239 @@ fn peak_rss_mb() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-async fn noop(args: &Args) -> serde_json::Value {
-    let graph = cycle(args.steps);
-    let config = RunConfig::new().max_steps(args.steps);
-    // Warm up allocators and the runtime.
-    let warm_up = Executor::new(MemoryStore::new());
-    warm_up.run(&graph, Counter::default(), config.clone()).await.expect("warm-up run");
-    let mut seconds = Vec::with_capacity(args.runs);
-    for _ in 0..args.runs {
-        // A fresh store per run: each run pays for its own checkpoints,
-        // not for the ones earlier runs left in memory.
-        let executor = Executor::new(MemoryStore::new());
-        let started = Instant::now();
-        let outcome = executor.run(&graph, Counter::default(), config.clone()).await.expect("run");
-        seconds.push(started.elapsed().as_secs_f64());
-        assert_eq!(outcome.state.count, args.steps, "the cycle ran every step");
-    }
-    seconds.sort_by(f64::total_cmp);
-    let median = seconds[seconds.len() / 2];
+/// Bytes of a database with its WAL and shared-memory files, measured once
+/// the store is closed (closing checkpoints the WAL into the database).
+fn db_bytes(path: &std::path::Path) -> u64 {
+    ["", "-wal", "-shm"]
+        .iter()
+        .filter_map(|suffix| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            std::fs::metadata(name).ok().map(|meta| meta.len())
+        })
+        .sum()
+}
+
+fn line(workload: &str, n: u64, seconds: f64, steps: u64, db: u64, checkpoints: u64) -> Value {
     json!({
-        "workload": "noop",
-        "n": args.steps,
-        "seconds": median,
-        "per_step_us": median * 1e6 / args.steps as f64,
-        "db_bytes": 0,
+        "workload": workload,
+        "n": n,
+        "seconds": seconds,
+        "per_step_us": seconds * 1e6 / steps.max(1) as f64,
+        "db_bytes": db,
         "peak_rss_mb": peak_rss_mb(),
-        "checkpoints": args.steps,
-        "runs": args.runs,
-        "best_per_step_us": seconds[0] * 1e6 / args.steps as f64,
+        "checkpoints": checkpoints,
     })
 }
 
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn extend(mut value: Value, extra: Value) -> Value {
+    if let (Some(object), Value::Object(extra)) = (value.as_object_mut(), extra) {
+        object.extend(extra);
+    }
+    value
+}
+
+/// The floor: single-row INSERT transactions with the store's pragmas.
+fn raw_commit(dir: &std::path::Path) -> Outcome {
+    let n = 1_000;
+    let path = dir.join("raw.db");
+    let conn = rusqlite::Connection::open(&path)?;
+    conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload BLOB NOT NULL)", [])?;
+    let payload = vec![7u8; 64];
+    let started = Instant::now();
+    for _ in 0..n {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        conn.prepare_cached("INSERT INTO t (payload) VALUES (?1)")?.execute([&payload])?;
+        conn.execute_batch("COMMIT")?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    drop(conn);
+    Ok(line("raw_commit", n, seconds, n, db_bytes(&path), n))
+}
+
+async fn cycle_on(store: Arc<dyn Store>, steps: u64) -> Result<f64, Box<dyn std::error::Error>> {
+    let executor = Executor::with_store(store);
+    let started = Instant::now();
+    let outcome =
+        executor.run(&cycle(steps), Counter::default(), RunConfig::new().max_steps(steps)).await?;
+    assert_eq!(outcome.state.count, steps, "the cycle ran every step");
+    Ok(started.elapsed().as_secs_f64())
+}
+
+async fn cycle_sqlite(dir: &std::path::Path) -> Outcome {
+    let n = 1_000;
+    let path = dir.join("cycle.db");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path)?);
+    cycle_on(Arc::clone(&store), 50).await?; // warm-up
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        runs.push(cycle_on(Arc::clone(&store), n).await?);
+    }
+    let seconds = median(runs);
+    drop(store);
+    Ok(line("cycle", n, seconds, n, db_bytes(&path), n))
+}
+
+async fn noop() -> Outcome {
+    let n = 1_000;
+    cycle_on(Arc::new(MemoryStore::new()), n).await?;
+    let mut runs = Vec::new();
+    for _ in 0..31 {
+        // A fresh store per run: each run pays for its own checkpoints.
+        runs.push(cycle_on(Arc::new(MemoryStore::new()), n).await?);
+    }
+    let best = runs.iter().copied().fold(f64::INFINITY, f64::min);
+    let seconds = median(runs);
+    Ok(extend(
+        line("noop", n, seconds, n, 0, n),
+        json!({"best_per_step_us": best * 1e6 / n as f64}),
+    ))
+}
+
+async fn fanout(dir: &std::path::Path) -> Outcome {
+    let (k, runs) = (100usize, 20u64);
+    let path = dir.join("fanout.db");
+    let graph = StateGraph::<Log>::new("fanout", 1)
+        .node("split", |_s: Arc<Log>, _ctx| async move { Ok(LogUpdate::default()) })
+        .node("work", |_s: Arc<Log>, ctx| async move {
+            let item: usize = ctx.input()?;
+            Ok(LogUpdate::default().lines(vec![format!("item {item}")]))
+        })
+        .node("join", |state: Arc<Log>, _ctx| async move {
+            Ok(LogUpdate::default().lines(vec![format!("joined {}", state.lines.len())]))
+        })
+        .edge(START, "split")
+        .route("split", ["work"], move |_: &Log| {
+            Route::send((0..k).map(|i| Send::new("work", json!(i))))
+        })
+        .join(["work"], "join")
+        .edge("join", END)
+        .compile()?;
+    let executor = Executor::new(SqliteStore::open(&path)?);
+    let started = Instant::now();
+    for _ in 0..runs {
+        let outcome = executor.run(&graph, Log::default(), RunConfig::new()).await?;
+        assert_eq!(outcome.state.lines.len(), k + 1);
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    drop(executor);
+    let steps = runs * 3;
+    Ok(extend(
+        line("fanout", runs, seconds, steps, db_bytes(&path), steps),
+        json!({"k": k, "per_run_ms": seconds * 1e3 / runs as f64}),
+    ))
+}
+
+async fn growth(dir: &std::path::Path) -> Outcome {
+    let n = 1_000u64;
+    let path = dir.join("growth.db");
+    let stamps: Arc<Mutex<Vec<Instant>>> = Arc::new(Mutex::new(Vec::with_capacity(n as usize + 1)));
+    let recorder = Arc::clone(&stamps);
+    let graph = StateGraph::<Log>::new("growth", 1)
+        .node("append", move |state: Arc<Log>, _ctx| {
+            recorder.lock().expect("stamps").push(Instant::now());
+            let line = format!("{:0>200}", state.lines.len());
+            async move { Ok(LogUpdate::default().lines(vec![line])) }
+        })
+        .edge(START, "append")
+        .route("append", ["append", END], move |s: &Log| {
+            if (s.lines.len() as u64) < n {
+                Route::to("append")
+            } else {
+                Route::end()
+            }
+        })
+        .compile()?;
+    let executor = Executor::new(SqliteStore::open(&path)?);
+    let started = Instant::now();
+    let outcome = executor.run(&graph, Log::default(), RunConfig::new().max_steps(n)).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    drop(executor);
+    assert_eq!(outcome.state.lines.len() as u64, n);
+    let stamps = stamps.lock().expect("stamps").clone();
+    let span = |from: usize, to: usize| stamps[to].duration_since(stamps[from]).as_secs_f64() * 1e3;
+    let (first, last) = (span(0, 100), span(n as usize - 101, n as usize - 1));
+    Ok(extend(
+        line("growth", n, seconds, n, db_bytes(&path), n),
+        json!({"first100_ms": first, "last100_ms": last, "last_over_first": last / first}),
+    ))
+}
+
+async fn list(dir: &std::path::Path) -> Outcome {
+    let n = 5_000u64;
+    let path = dir.join("list.db");
+    let executor = Executor::new(SqliteStore::open(&path)?);
+    let graph = cycle(1);
+    for _ in 0..n {
+        executor.run(&graph, Counter::default(), RunConfig::new()).await?;
+    }
+    let store = executor.store();
+    let mut pages = Vec::new();
+    let mut cursor = None;
+    let mut seen = 0;
+    for _ in 0..11 {
+        let request = PageRequest { limit: 20, cursor: cursor.clone() };
+        let started = Instant::now();
+        let page = store.list_runs(&RunFilter::default(), &request).await?;
+        pages.push(started.elapsed().as_secs_f64() * 1e3);
+        seen += page.runs.len();
+        cursor = page.next;
+    }
+    assert_eq!(seen, 220, "newest 20 and 10 more pages");
+    drop(executor);
+    let max = pages.iter().copied().fold(0.0, f64::max);
+    let total: f64 = pages.iter().sum();
+    Ok(extend(
+        line("list", n, total / 1e3, 11, db_bytes(&path), n),
+        json!({"page_ms_median": median(pages), "page_ms_max": max}),
+    ))
+}
+
 #[tokio::main]
-async fn main() {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let results = vec![noop(&args).await];
+    let dir = tempfile::tempdir()?;
+    let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|w| w == name);
+    let mut results = Vec::new();
+    if wanted("raw_commit") {
+        results.push(raw_commit(dir.path())?);
+    }
+    if wanted("cycle") {
+        results.push(cycle_sqlite(dir.path()).await?);
+    }
+    if wanted("fanout") {
+        results.push(fanout(dir.path()).await?);
+    }
+    if wanted("growth") {
+        results.push(growth(dir.path()).await?);
+    }
+    if wanted("list") {
+        results.push(list(dir.path()).await?);
+    }
+    if wanted("noop") {
+        results.push(noop().await?);
+    }
     for result in &results {
         if args.json {
             println!("{result}");
         } else {
             println!(
-                "{:<10} n={:<6} {:>8.3} s  {:>8.2} us/step  rss {:.1} MB",
+                "{:<10} n={:<6} {:>8.3} s  {:>9.2} us/step  db {:>9} B  rss {:.1} MB",
                 result["workload"].as_str().unwrap_or("?"),
                 result["n"],
                 result["seconds"].as_f64().unwrap_or(f64::NAN),
                 result["per_step_us"].as_f64().unwrap_or(f64::NAN),
+                result["db_bytes"],
                 result["peak_rss_mb"].as_f64().unwrap_or(f64::NAN),
             );
         }
     }
+    Ok(())
 }

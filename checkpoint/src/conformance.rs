@@ -124,12 +124,37 @@ async fn claims_are_compare_and_set_and_fence_old_owners(store: &dyn Store) {
     assert!(matches!(second, Err(StoreError::Fenced { writer: 1, current: 2, .. })), "{second:?}");
     let stale = store.commit(step(run, 1, 1, 2, false)).await.expect_err("fenced commit");
     assert!(matches!(stale, StoreError::Fenced { writer: 1, current: 2, .. }), "{stale:?}");
-    let stale_write = TaskWrite { run, epoch: 1, update: update(1, 0, 1) };
-    assert!(matches!(store.put_task_write(stale_write).await, Err(StoreError::Fenced { .. })));
+    let stale_write = TaskWrite { run, epoch: 1, updates: vec![update(1, 0, 1)] };
+    assert!(matches!(store.put_task_writes(stale_write).await, Err(StoreError::Fenced { .. })));
     assert!(matches!(store.renew(run, 1, i64::MAX).await, Err(StoreError::Fenced { .. })));
     store.renew(run, 2, 5_000).await.expect("the owner renews");
     assert_eq!(store.run(run).await.expect("run").lease_until_ms, Some(5_000));
-    store.commit(step(run, 2, 1, 2, false)).await.expect("the new owner commits");
+    let failed = Transition {
+        step: None,
+        status: RunStatus::Failed,
+        failure: Some(crate::record::RunFailure {
+            kind: "node_failed".into(),
+            node: Some("n".into()),
+            message: "boom".into(),
+        }),
+        events: vec![event(2)],
+        lease_until_ms: None,
+        ..step(run, 2, 1, 2, false)
+    };
+    store.commit(failed).await.expect("fail the run");
+    let record = store.run(run).await.expect("run");
+    assert_eq!(
+        (record.status, record.owner.as_ref(), record.last_seq),
+        (RunStatus::Failed, None, 2)
+    );
+    assert_eq!(store.claim(run, 2, Owner::current(), i64::MAX).await.expect("claim failed run"), 3);
+    let record = store.run(run).await.expect("run");
+    assert_eq!(
+        (record.status, record.failure),
+        (RunStatus::Running, None),
+        "a claim clears the failure"
+    );
+    store.commit(step(run, 3, 1, 3, false)).await.expect("the new owner commits");
 }
 
 async fn terminal_runs_never_change(store: &dyn Store) {
@@ -174,14 +199,20 @@ async fn checkpoint_is_snapshot_plus_deltas_plus_pending(store: &dyn Store) {
 async fn pending_writes_keep_the_first_and_clear_on_commit(store: &dyn Store) {
     let run = RunId::new();
     store.create_run(new_run(run, "g", None)).await.expect("create");
-    for (index, value) in [(1, 51), (0, 50), (1, 99)] {
-        store
-            .put_task_write(TaskWrite { run, epoch: 1, update: update(1, index, value) })
-            .await
-            .expect("pending write");
-    }
-    let wrong_step =
-        store.put_task_write(TaskWrite { run, epoch: 1, update: update(3, 0, 1) }).await;
+    store
+        .put_task_writes(TaskWrite { run, epoch: 1, updates: vec![update(1, 1, 51)] })
+        .await
+        .expect("pending write");
+    store
+        .put_task_writes(TaskWrite {
+            run,
+            epoch: 1,
+            updates: vec![update(1, 0, 50), update(1, 1, 99)],
+        })
+        .await
+        .expect("pending writes");
+    let mixed = TaskWrite { run, epoch: 1, updates: vec![update(1, 2, 7), update(3, 0, 1)] };
+    let wrong_step = store.put_task_writes(mixed).await;
     assert!(matches!(wrong_step, Err(StoreError::StepOutOfOrder { .. })), "{wrong_step:?}");
     let pending: Vec<(u32, u32)> = store
         .checkpoint(run)

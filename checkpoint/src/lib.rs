@@ -3,7 +3,7 @@
 //! payloads into checksummed [`Blob`]s, and the stores themselves.
 //!
 //! The engine hands a store one [`Transition`] per super-step (step record,
-//! frontier, status, events) and one [`TaskWrite`] per finished task; a store
+//! frontier, status, events) and [`TaskWrite`]s for finished tasks; a store
 //! applies each atomically. [`MemoryStore`] keeps all of it in memory.
 //!
 //! ```

@@ -157,19 +157,21 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn put_task_write(&self, write: TaskWrite) -> Result<(), StoreError> {
+    async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
         let mut inner = self.lock();
         let stored = inner.get_mut(write.run)?;
         check_writer(stored, write.epoch)?;
         let expected = stored.record.step + 1;
-        if write.update.task.step != expected {
+        if let Some(wrong) = write.updates.iter().find(|update| update.task.step != expected) {
             return Err(StoreError::StepOutOfOrder {
                 run: write.run,
                 current: stored.record.step,
-                found: write.update.task.step,
+                found: wrong.task.step,
             });
         }
-        stored.pending.entry(write.update.task.index).or_insert(write.update);
+        for update in write.updates {
+            stored.pending.entry(update.task.index).or_insert(update);
+        }
         Ok(())
     }
 
@@ -188,6 +190,7 @@ impl Store for MemoryStore {
         record.status = RunStatus::Running;
         record.owner = Some(owner);
         record.lease_until_ms = Some(lease_until_ms);
+        record.failure = None;
         Ok(record.epoch)
     }
 

@@ -191,16 +191,17 @@ pub struct Transition {
     pub lease_until_ms: Option<i64>,
 }
 
-/// A finished task's update stored before its step commits, so a crash
-/// re-runs only the step's unfinished tasks.
+/// Finished tasks' updates stored before their step commits, so a crash
+/// re-runs only the step's unfinished tasks. Tasks that finish together are
+/// written together (one transaction).
 #[derive(Debug, Clone)]
 pub struct TaskWrite {
     /// The run.
     pub run: RunId,
     /// The writer's ownership epoch.
     pub epoch: u64,
-    /// The update.
-    pub update: TaskUpdate,
+    /// The updates, all of the step after the run's last committed one.
+    pub updates: Vec<TaskUpdate>,
 }
 
 /// A run as stored.

@@ -26,9 +26,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// failure and events. Clears the pending writes of the step it commits.
     async fn commit(&self, transition: Transition) -> Result<(), StoreError>;
 
-    /// Stores one finished task's update ahead of its step's commit.
-    /// Writing the same task twice keeps the first write.
-    async fn put_task_write(&self, write: TaskWrite) -> Result<(), StoreError>;
+    /// Stores finished tasks' updates ahead of their step's commit, all or
+    /// none. Writing the same task twice keeps the first write.
+    async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError>;
 
     /// Takes ownership of a run that is not terminal, to continue it, if
     /// its epoch is still `expected_epoch` (compare-and-set: of two

@@ -86,8 +86,8 @@ impl Store for Inspecting {
             .push((transition.step.as_ref().map(|s| s.step), transition.status));
         self.inner.commit(transition).await
     }
-    async fn put_task_write(&self, write: TaskWrite) -> Result<(), StoreError> {
-        self.inner.put_task_write(write).await
+    async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
+        self.inner.put_task_writes(write).await
     }
     async fn claim(
         &self,

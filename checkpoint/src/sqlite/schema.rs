@@ -6,67 +6,72 @@ use rusqlite::{Connection, TransactionBehavior};
 /// to `i + 1`. Never edit one that has shipped; append a new one.
 const MIGRATIONS: &[&str] = &[
     // 1: runs, checkpoints as deltas + snapshots, pending writes, events.
+    //
+    // A step is one row holding everything the step wrote (frontier,
+    // updates, events), keyed by an integer (`run number << 32 | step`) so
+    // it is appended to a rowid B-tree; the `runs` row is written only when
+    // the run's status, owner or lease changes. A step therefore commits
+    // little more than one page, close to the smallest possible
+    // transaction. A run's current step, last event and update time are
+    // the newest of its `runs` row and its newest `steps` row.
     "
     CREATE TABLE runs (
         id             TEXT PRIMARY KEY,     -- ULID: sorts by creation time
+        num            INTEGER NOT NULL,     -- small number keying its rows
         graph          TEXT NOT NULL,
         graph_version  INTEGER NOT NULL,
         thread         TEXT,
         status         TEXT NOT NULL,
-        step           INTEGER NOT NULL,
+        step           INTEGER NOT NULL,     -- as of the last runs-row write
         epoch          INTEGER NOT NULL,
         owner          TEXT,                 -- host|pid|start while running
         lease_until_ms INTEGER,
         created_at_ms  INTEGER NOT NULL,
-        updated_at_ms  INTEGER NOT NULL,
+        updated_at_ms  INTEGER NOT NULL,     -- as of the last runs-row write
         failure        TEXT,                 -- JSON RunFailure
-        last_seq       INTEGER NOT NULL
+        last_seq       INTEGER NOT NULL      -- as of the last runs-row write
     ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX runs_by_num ON runs (num);
     CREATE INDEX runs_by_status ON runs (status, id);
     CREATE INDEX runs_by_graph ON runs (graph, id);
     CREATE INDEX runs_by_thread ON runs (thread, id) WHERE thread IS NOT NULL;
 
-    -- One row per committed step (step 0 is the input).
+    -- One row per committed step (step 0 is the input): the next frontier,
+    -- the step's updates (framed: see `frame.rs`) in task order, and the
+    -- step's events (seq first_seq .., one JSON line each, newline-joined).
     CREATE TABLE steps (
-        run      TEXT NOT NULL,
-        step     INTEGER NOT NULL,
-        at_ms    INTEGER NOT NULL,
-        tasks    INTEGER NOT NULL,
-        frontier BLOB NOT NULL,
-        PRIMARY KEY (run, step)
-    );
-    -- The delta of each step: one row per task, in task order.
-    CREATE TABLE updates (
-        run     TEXT NOT NULL,
-        step    INTEGER NOT NULL,
-        task    INTEGER NOT NULL,
-        node    TEXT NOT NULL,
-        payload BLOB NOT NULL,
-        PRIMARY KEY (run, step, task)
+        id          INTEGER PRIMARY KEY,     -- run num << 32 | step
+        at_ms       INTEGER NOT NULL,
+        tasks       INTEGER NOT NULL,
+        frontier    BLOB NOT NULL,
+        updates     BLOB NOT NULL,
+        first_seq   INTEGER NOT NULL,
+        event_count INTEGER NOT NULL,
+        events      TEXT NOT NULL
     );
     -- Full states, every few steps.
     CREATE TABLE snapshots (
-        run     TEXT NOT NULL,
-        step    INTEGER NOT NULL,
-        payload BLOB NOT NULL,
-        PRIMARY KEY (run, step)
+        id      INTEGER PRIMARY KEY,         -- run num << 32 | step
+        payload BLOB NOT NULL
     );
     -- Outputs of finished tasks of the step in flight.
     CREATE TABLE pending_writes (
-        run     TEXT NOT NULL,
+        num     INTEGER NOT NULL,
         step    INTEGER NOT NULL,
         task    INTEGER NOT NULL,
         node    TEXT NOT NULL,
         payload BLOB NOT NULL,
-        PRIMARY KEY (run, step, task)
-    );
+        PRIMARY KEY (num, step, task)
+    ) WITHOUT ROWID;
+    -- Events of transitions that ran no step (a status change alone).
     CREATE TABLE events (
-        run  TEXT NOT NULL,
-        seq  INTEGER NOT NULL,
-        json TEXT NOT NULL,
-        PRIMARY KEY (run, seq)
-    );
-    ",
+        num       INTEGER NOT NULL,
+        first_seq INTEGER NOT NULL,
+        count     INTEGER NOT NULL,
+        lines     TEXT NOT NULL,
+        PRIMARY KEY (num, first_seq)
+    ) WITHOUT ROWID;
+",
 ];
 
 /// The schema version this build writes.

@@ -12,7 +12,8 @@ use std::task::{Context, Poll};
 
 use tokio::task::JoinSet;
 use tollgate_checkpoint::{
-    Blob, Codec, RunId, RunStatus, StepRecord, Store, TaskKey, TaskUpdate, TaskWrite, Transition,
+    __failpoint, Blob, Codec, RunId, RunStatus, StepRecord, Store, TaskKey, TaskUpdate, TaskWrite,
+    Transition,
 };
 use tracing::Instrument;
 
@@ -81,7 +82,7 @@ struct TaskDone<U> {
 impl<S: State> Leg<S> {
     pub(crate) async fn drive(self) -> Result<RunOutcome<S>, RunError> {
         let renewer = tokio::spawn(renew_lease(
-            Arc::clone(&self.store),
+            Arc::downgrade(&self.store),
             self.run,
             self.epoch,
             self.config.clone(),
@@ -307,7 +308,6 @@ impl<S: State> Leg<S> {
                 state: Arc::clone(&self.state),
                 ctx,
                 codec: self.config.codec,
-                store: pending_writes.then(|| (Arc::clone(&self.store), self.epoch)),
             };
             if self.frontier.tasks.len() == 1 {
                 done.push(runner.run().instrument(span).await);
@@ -315,15 +315,33 @@ impl<S: State> Leg<S> {
                 set.spawn(runner.run().instrument(span));
             }
         }
-        while let Some(joined) = set.join_next().await {
-            match joined {
-                Ok(task) => done.push(task),
-                Err(error) => {
+        // Store each finished task's output as it finishes, so a crash
+        // re-runs only unfinished siblings. Tasks that finish together are
+        // written in one transaction (group commit).
+        while let Some(first) = set.join_next().await {
+            let mut finished = vec![first];
+            while let Some(more) = set.try_join_next() {
+                finished.push(more);
+            }
+            let mut writes = Vec::new();
+            for joined in finished {
+                let task = joined.map_err(|error| {
                     // Panics are caught inside the task; this is a runtime
                     // shutdown aborting it.
                     tracing::warn!(%error, "a node task was aborted");
-                    return Err(RunError::DriverLost { run: self.run });
+                    RunError::DriverLost { run: self.run }
+                })?;
+                if let (true, Ok((_, blob))) = (pending_writes, &task.outcome) {
+                    let node = self.graph.node(task.node).name.to_string();
+                    let key = TaskKey { step, index: task.index, node };
+                    writes.push(TaskUpdate { task: key, update: blob.clone() });
                 }
+                done.push(task);
+            }
+            if !writes.is_empty() {
+                __failpoint("pending:before");
+                let write = TaskWrite { run: self.run, epoch: self.epoch, updates: writes };
+                self.store.put_task_writes(write).await?;
             }
         }
         done.sort_by_key(|task| task.index);
@@ -408,10 +426,12 @@ impl<S: State> Leg<S> {
 }
 
 /// Keeps the lease alive while a long step runs; steps renew it too.
-async fn renew_lease(store: Arc<dyn Store>, run: RunId, epoch: u64, config: RunConfig) {
+/// Holds the store weakly: a leg that ended must not keep it open.
+async fn renew_lease(store: std::sync::Weak<dyn Store>, run: RunId, epoch: u64, config: RunConfig) {
     let period = (config.lease / 3).max(std::time::Duration::from_millis(10));
     loop {
         tokio::time::sleep(period).await;
+        let Some(store) = store.upgrade() else { return };
         if let Err(error) = store.renew(run, epoch, config.lease_until()).await {
             // Fenced or finished: the commit path reports what matters.
             tracing::debug!(%run, %error, "lease renewal stopped");
@@ -427,9 +447,6 @@ struct TaskRunner<S: State> {
     state: Arc<S>,
     ctx: NodeContext,
     codec: Codec,
-    /// Where to store the output ahead of the step commit, when the step has
-    /// siblings that a crash must not re-run.
-    store: Option<(Arc<dyn Store>, u64)>,
 }
 
 impl<S: State> TaskRunner<S> {
@@ -441,8 +458,11 @@ impl<S: State> TaskRunner<S> {
         let step = ctx.step;
         let index = ctx.task;
         let outcome = loop {
+            __failpoint("node:before");
             let future = (node.run)(Arc::clone(&self.state), ctx.clone());
-            match CatchUnwind(future).await {
+            let result = CatchUnwind(future).await;
+            __failpoint("node:after");
+            match result {
                 Ok(Ok(output)) => break Ok(output),
                 Ok(Err(error)) if error.is_retryable() && ctx.attempt < max_attempts => {
                     let policy = node.retry.as_ref().expect("max_attempts > 1 implies a policy");
@@ -467,18 +487,16 @@ impl<S: State> TaskRunner<S> {
         };
         let attempts = ctx.attempt;
         let outcome = match outcome {
-            Ok(output) => self.record(output, &node.name, step, index, ctx.run_id).await,
+            Ok(output) => self.record(output, step, ctx.run_id),
             Err(error) => Err(error),
         };
         TaskDone { index, node: self.node, attempts, retries, outcome, reused: false }
     }
 
-    async fn record(
+    fn record(
         &self,
         output: NodeOutput<S::Update>,
-        name: &str,
         step: u64,
-        index: u32,
         run: RunId,
     ) -> Result<(TaskOutputRecord<S::Update>, Blob), RunError> {
         let output = match output {
@@ -494,13 +512,6 @@ impl<S: State> TaskRunner<S> {
             .codec
             .encode(&borrowed, TASK_OUTPUT_VERSION)
             .map_err(|source| RunError::Encode { run, step, source })?;
-        if let Some((store, epoch)) = &self.store {
-            let update = TaskUpdate {
-                task: TaskKey { step, index, node: name.to_owned() },
-                update: blob.clone(),
-            };
-            store.put_task_write(TaskWrite { run, epoch: *epoch, update }).await?;
-        }
         Ok((output, blob))
     }
 }

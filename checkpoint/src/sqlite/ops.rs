@@ -1,0 +1,378 @@
+//! The [`Store`] operations of [`SqliteStore`].
+
+use async_trait::async_trait;
+use rusqlite::params;
+
+use super::rows::{
+    blob_at, check_events, check_writer, join_events, key, last_key, load_owner, load_run,
+    run_from_row, split_events, SELECT_RUN,
+};
+use super::{frame, SqliteStore};
+use crate::codec::Blob;
+use crate::ids::{RunId, TaskKey};
+use crate::owner::Owner;
+use crate::record::{
+    CheckpointInfo, Cursor, EventRecord, HistoryPage, NewRun, PageRequest, RunFilter, RunPage,
+    RunRecord, RunStatus, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
+};
+use crate::store::{Store, StoreError};
+
+/// Steps per run that the row keys can address.
+const MAX_STEP: u64 = u32::MAX as u64;
+
+/// The encoded parts of a committed step.
+struct StepRow {
+    number: u64,
+    tasks: usize,
+    updates: Vec<u8>,
+    snapshot: Option<Vec<u8>>,
+    frontier: Vec<u8>,
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
+        check_events(run.id, 0, &run.events)?;
+        let id = run.id.to_string();
+        let (snapshot, frontier) = (run.snapshot.to_bytes(), run.frontier.to_bytes());
+        let owner = run.owner.to_text();
+        let events = join_events(&run.events);
+        self.write(|tx| {
+            let exists = tx
+                .prepare_cached("SELECT count(*) FROM runs WHERE id = ?1")?
+                .query_row([&id], |row| row.get::<_, i64>(0))?;
+            if exists > 0 {
+                return Err(StoreError::RunExists { run: run.id }.into());
+            }
+            let num: i64 = tx
+                .prepare_cached("SELECT coalesce(max(num), 0) + 1 FROM runs")?
+                .query_row([], |row| row.get(0))?;
+            let insert_run = "INSERT INTO runs (id, num, graph, graph_version, thread, status, \
+                 step, epoch, owner, lease_until_ms, created_at_ms, updated_at_ms, failure, \
+                 last_seq) VALUES (?1, ?2, ?3, ?4, ?5, 'running', 0, 1, ?6, ?7, ?8, ?8, NULL, 0)";
+            tx.prepare_cached(insert_run)?.execute(params![
+                id,
+                num,
+                run.graph.name,
+                run.graph.version,
+                run.thread,
+                owner,
+                run.lease_until_ms,
+                run.created_at_ms
+            ])?;
+            let insert_step = "INSERT INTO steps (id, at_ms, tasks, frontier, updates, first_seq, \
+                 event_count, events) VALUES (?1, ?2, 0, ?3, x'', 1, ?4, ?5)";
+            let count = run.events.len() as i64;
+            tx.prepare_cached(insert_step)?.execute(params![
+                key(num, 0),
+                run.created_at_ms,
+                frontier,
+                count,
+                events
+            ])?;
+            tx.prepare_cached("INSERT INTO snapshots (id, payload) VALUES (?1, ?2)")?
+                .execute(params![key(num, 0), snapshot])?;
+            Ok(1)
+        })
+    }
+
+    async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
+        let run = transition.run;
+        let failure = transition
+            .failure
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
+        let step = transition.step.as_ref().map(|step| StepRow {
+            number: step.step,
+            tasks: step.updates.len(),
+            updates: frame::encode(&step.updates),
+            snapshot: step.snapshot.as_ref().map(Blob::to_bytes),
+            frontier: step.frontier.to_bytes(),
+        });
+        let events = join_events(&transition.events);
+        let running = transition.status == RunStatus::Running;
+        self.write(|tx| {
+            let (record, num) = load_run(tx, run)?;
+            check_writer(run, record.status, record.epoch, transition.epoch)?;
+            if let Some(step) = &step {
+                if step.number != record.step + 1 || step.number > MAX_STEP {
+                    let (current, found) = (record.step, step.number);
+                    return Err(StoreError::StepOutOfOrder { run, current, found }.into());
+                }
+            }
+            check_events(run, record.last_seq, &transition.events)?;
+            let first_seq = record.last_seq as i64 + 1;
+            let count = transition.events.len() as i64;
+            let new_step = step.as_ref().map_or(record.step, |step| step.number);
+            if let Some(step) = &step {
+                let insert = "INSERT INTO steps (id, at_ms, tasks, frontier, updates, first_seq, \
+                     event_count, events) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+                tx.prepare_cached(insert)?.execute(params![
+                    key(num, new_step),
+                    transition.at_ms,
+                    step.tasks as i64,
+                    step.frontier,
+                    step.updates,
+                    first_seq,
+                    count,
+                    events
+                ])?;
+                if let Some(snapshot) = &step.snapshot {
+                    tx.prepare_cached("INSERT INTO snapshots (id, payload) VALUES (?1, ?2)")?
+                        .execute(params![key(num, new_step), snapshot])?;
+                }
+                tx.prepare_cached("DELETE FROM pending_writes WHERE num = ?1 AND step = ?2")?
+                    .execute(params![num, new_step as i64])?;
+            } else if count > 0 {
+                let insert = "INSERT INTO events (num, first_seq, count, lines) \
+                     VALUES (?1, ?2, ?3, ?4)";
+                tx.prepare_cached(insert)?.execute(params![num, first_seq, count, events])?;
+            }
+            if running && record.status == RunStatus::Running && step.is_some() {
+                // A step of a running run: its steps row says it all. The
+                // runs row is touched only to keep the lease fresh (about
+                // every third of the lease), so most steps write one page.
+                if let Some(until) = transition.lease_until_ms {
+                    let length = until - transition.at_ms;
+                    let stale = record.lease_until_ms.is_none_or(|held| held < until - length / 3);
+                    if stale {
+                        tx.prepare_cached("UPDATE runs SET lease_until_ms = ?2 WHERE num = ?1")?
+                            .execute(params![num, until])?;
+                    }
+                }
+            } else {
+                let lease = if running {
+                    transition.lease_until_ms.or(record.lease_until_ms)
+                } else {
+                    None
+                };
+                let update = "UPDATE runs SET status = ?2, step = ?3, failure = ?4, \
+                     updated_at_ms = ?5, last_seq = ?6, lease_until_ms = ?7, \
+                     owner = CASE WHEN ?8 THEN owner END WHERE num = ?1";
+                tx.prepare_cached(update)?.execute(params![
+                    num,
+                    transition.status.as_str(),
+                    new_step as i64,
+                    failure,
+                    transition.at_ms,
+                    first_seq + count - 1,
+                    lease,
+                    running
+                ])?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
+        let run = write.run;
+        let rows: Vec<(&TaskKey, Vec<u8>)> =
+            write.updates.iter().map(|u| (&u.task, u.update.to_bytes())).collect();
+        self.write(|tx| {
+            let (record, num) = load_run(tx, run)?;
+            check_writer(run, record.status, record.epoch, write.epoch)?;
+            if let Some((task, _)) = rows.iter().find(|(task, _)| task.step != record.step + 1) {
+                let (current, found) = (record.step, task.step);
+                return Err(StoreError::StepOutOfOrder { run, current, found }.into());
+            }
+            let mut insert = tx.prepare_cached(
+                "INSERT OR IGNORE INTO pending_writes (num, step, task, node, payload) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for (task, payload) in &rows {
+                insert.execute(params![num, task.step as i64, task.index, task.node, payload])?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn claim(
+        &self,
+        run: RunId,
+        expected_epoch: u64,
+        owner: Owner,
+        lease_until_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let owner = owner.to_text();
+        self.write(|tx| {
+            let (status, epoch, num) = load_owner(tx, run)?;
+            check_writer(run, status, epoch, expected_epoch)?;
+            tx.prepare_cached(
+                "UPDATE runs SET epoch = epoch + 1, status = 'running', owner = ?2, \
+                 lease_until_ms = ?3, failure = NULL WHERE num = ?1",
+            )?
+            .execute(params![num, owner, lease_until_ms])?;
+            Ok(epoch + 1)
+        })
+    }
+
+    async fn renew(&self, run: RunId, epoch: u64, lease_until_ms: i64) -> Result<(), StoreError> {
+        self.write(|tx| {
+            let (status, current, num) = load_owner(tx, run)?;
+            check_writer(run, status, current, epoch)?;
+            tx.prepare_cached(
+                "UPDATE runs SET lease_until_ms = ?2 WHERE num = ?1 AND status = 'running'",
+            )?
+            .execute(params![num, lease_until_ms])?;
+            Ok(())
+        })
+    }
+
+    async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
+        self.read(|tx| load_run(tx, run).map(|(record, _)| record))
+    }
+
+    async fn checkpoint(&self, run: RunId) -> Result<StoredCheckpoint, StoreError> {
+        self.read(|tx| {
+            let (record, num) = load_run(tx, run)?;
+            let (snapshot_key, snapshot): (i64, Vec<u8>) = tx
+                .prepare_cached(
+                    "SELECT id, payload FROM snapshots WHERE id BETWEEN ?1 AND ?2 \
+                     ORDER BY id DESC LIMIT 1",
+                )?
+                .query_row(params![key(num, 0), last_key(num)], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })?;
+            let snapshot_step = (snapshot_key & 0xffff_ffff) as u64;
+            let snapshot = blob_at(run, snapshot_step, &snapshot)?;
+            let mut deltas: Vec<(u64, Vec<TaskUpdate>)> = Vec::new();
+            let mut stmt = tx.prepare_cached(
+                "SELECT id, updates FROM steps WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+            )?;
+            let mut rows = stmt.query(params![key(num, snapshot_step + 1), last_key(num)])?;
+            while let Some(row) = rows.next()? {
+                let step = (row.get::<_, i64>(0)? & 0xffff_ffff) as u64;
+                let framed: Vec<u8> = row.get(1)?;
+                deltas.push((step, frame::decode(run, step, &framed)?));
+            }
+            let frontier: Vec<u8> = tx
+                .prepare_cached("SELECT frontier FROM steps WHERE id = ?1")?
+                .query_row(params![key(num, record.step)], |row| row.get(0))?;
+            let frontier = blob_at(run, record.step, &frontier)?;
+            let next = record.step + 1;
+            let mut pending = Vec::new();
+            let mut stmt = tx.prepare_cached(
+                "SELECT task, node, payload FROM pending_writes WHERE num = ?1 AND step = ?2 \
+                 ORDER BY task",
+            )?;
+            let mut rows = stmt.query(params![num, next as i64])?;
+            while let Some(row) = rows.next()? {
+                pending.push(TaskUpdate {
+                    task: TaskKey { step: next, index: row.get(0)?, node: row.get(1)? },
+                    update: blob_at(run, next, &row.get::<_, Vec<u8>>(2)?)?,
+                });
+            }
+            Ok(StoredCheckpoint { run: record, snapshot_step, snapshot, deltas, frontier, pending })
+        })
+    }
+
+    async fn list_runs(
+        &self,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<RunPage, StoreError> {
+        let after = page.cursor.as_ref().map(Cursor::last_run).transpose()?;
+        let mut sql = format!("{SELECT_RUN} WHERE 1");
+        let mut values: Vec<String> = Vec::new();
+        for (condition, value) in [
+            ("r.status =", filter.status.map(|s| s.as_str().to_owned())),
+            ("r.graph =", filter.graph.clone()),
+            ("r.thread =", filter.thread.clone()),
+            ("r.id <", after.map(|id| id.to_string())),
+        ] {
+            if let Some(value) = value {
+                values.push(value);
+                sql.push_str(&format!(" AND {condition} ?{}", values.len()));
+            }
+        }
+        let limit = page.limit.saturating_add(1).min(i64::MAX as usize);
+        sql.push_str(&format!(" ORDER BY r.id DESC LIMIT {limit}"));
+        let mut runs = self.read(|tx| {
+            let mut stmt = tx.prepare_cached(&sql)?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(values.iter()))?;
+            let mut runs = Vec::new();
+            while let Some(row) = rows.next()? {
+                runs.push(run_from_row(row)??.0);
+            }
+            Ok(runs)
+        })?;
+        let next = if runs.len() > page.limit {
+            runs.truncate(page.limit);
+            runs.last().map(|record| Cursor::after(record.id))
+        } else {
+            None
+        };
+        Ok(RunPage { runs, next })
+    }
+
+    async fn history(
+        &self,
+        run: RunId,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<HistoryPage, StoreError> {
+        let before = before.map_or(MAX_STEP + 1, |step| step.min(MAX_STEP + 1));
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let checkpoints = self.read(|tx| {
+            let (_, _, num) = load_owner(tx, run)?;
+            if before == 0 {
+                return Ok(Vec::new());
+            }
+            let mut stmt = tx.prepare_cached(
+                "SELECT s.id, s.at_ms, s.tasks, EXISTS (SELECT 1 FROM snapshots p WHERE p.id = s.id) \
+                 FROM steps s WHERE s.id BETWEEN ?1 AND ?2 ORDER BY s.id DESC LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(params![key(num, 0), key(num, before - 1), limit], |row| {
+                Ok(CheckpointInfo {
+                    step: (row.get::<_, i64>(0)? & 0xffff_ffff) as u64,
+                    at_ms: row.get(1)?,
+                    tasks: row.get(2)?,
+                    snapshot: row.get(3)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })?;
+        let next_before = match checkpoints.last() {
+            Some(last) if last.step > 0 && checkpoints.len() as i64 == limit => Some(last.step),
+            _ => None,
+        };
+        Ok(HistoryPage { checkpoints, next_before })
+    }
+
+    async fn events(
+        &self,
+        run: RunId,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let mut events = self.read(|tx| {
+            let (_, _, num) = load_owner(tx, run)?;
+            // Step rows and status-change rows, merged by sequence number.
+            let mut stmt = tx.prepare_cached(
+                "SELECT first_seq, events FROM steps \
+                   WHERE id BETWEEN ?1 AND ?2 AND event_count > 0 \
+                     AND first_seq + event_count - 1 > ?4 \
+                 UNION ALL \
+                 SELECT first_seq, lines FROM events \
+                   WHERE num = ?3 AND first_seq + count - 1 > ?4 \
+                 ORDER BY 1",
+            )?;
+            let mut rows =
+                stmt.query(params![key(num, 0), last_key(num), num, after_seq as i64])?;
+            let mut events = Vec::new();
+            while let Some(row) = rows.next()? {
+                let first = row.get::<_, i64>(0)? as u64;
+                let lines: String = row.get(1)?;
+                split_events(first, &lines, after_seq, &mut events);
+                if events.len() >= limit {
+                    break;
+                }
+            }
+            Ok(events)
+        })?;
+        events.truncate(limit);
+        Ok(events)
+    }
+}

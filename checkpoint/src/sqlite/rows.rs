@@ -1,0 +1,158 @@
+//! Reading runs and checking writers: what every operation shares.
+
+use rusqlite::{params, OptionalExtension, Row, Transaction};
+
+use super::Abort;
+use crate::codec::Blob;
+use crate::ids::RunId;
+use crate::owner::Owner;
+use crate::record::{EventRecord, GraphRef, RunFailure, RunRecord, RunStatus};
+use crate::store::StoreError;
+
+/// Selects a run with its effective step, update time and last event: the
+/// newest of its `runs` row and its newest `steps` row. Append a `WHERE`.
+pub(super) const SELECT_RUN: &str = "
+    SELECT r.id, r.graph, r.graph_version, r.thread, r.status,
+           max(r.step, coalesce(s.id & 4294967295, 0)), r.epoch, r.owner, r.lease_until_ms,
+           r.created_at_ms, max(r.updated_at_ms, coalesce(s.at_ms, 0)), r.failure,
+           max(r.last_seq, coalesce(s.first_seq + s.event_count - 1, 0)), r.num
+    FROM runs r
+    LEFT JOIN steps s ON s.id = (
+        SELECT max(id) FROM steps WHERE id BETWEEN r.num << 32 AND (r.num << 32) + 4294967295
+    )";
+
+/// Rows of a run's steps and snapshots are keyed `run number << 32 | step`.
+pub(super) fn key(num: i64, step: u64) -> i64 {
+    (num << 32) | (step & 0xffff_ffff) as i64
+}
+
+/// The last key of a run's range.
+pub(super) fn last_key(num: i64) -> i64 {
+    key(num, 0xffff_ffff)
+}
+
+fn corrupt_row(what: String) -> Abort {
+    Abort::Refused(StoreError::Backend { source: what.into() })
+}
+
+/// Maps a `SELECT_RUN` row. The outer result is SQLite's, the inner one says
+/// whether the row's values make sense.
+pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<(RunRecord, i64), Abort>> {
+    let id: String = row.get(0)?;
+    let status: String = row.get(4)?;
+    let owner: Option<String> = row.get(7)?;
+    let failure: Option<String> = row.get(11)?;
+    let graph = GraphRef { name: row.get(1)?, version: row.get(2)? };
+    let thread: Option<String> = row.get(3)?;
+    let numbers: (i64, i64, Option<i64>, i64, i64, i64) =
+        (row.get(5)?, row.get(6)?, row.get(8)?, row.get(9)?, row.get(10)?, row.get(12)?);
+    let num: i64 = row.get(13)?;
+    let build = || -> Result<(RunRecord, i64), Abort> {
+        let id: RunId =
+            id.parse().map_err(|_| corrupt_row(format!("bad run id `{id}` in runs")))?;
+        let status: RunStatus =
+            status.parse().map_err(|_| corrupt_row(format!("run {id}: bad status `{status}`")))?;
+        let failure = failure
+            .map(|text| serde_json::from_str::<RunFailure>(&text))
+            .transpose()
+            .map_err(|error| corrupt_row(format!("run {id}: bad failure record: {error}")))?;
+        let (step, epoch, lease_until_ms, created_at_ms, updated_at_ms, last_seq) = numbers;
+        let record = RunRecord {
+            id,
+            graph,
+            thread,
+            status,
+            step: step as u64,
+            epoch: epoch as u64,
+            owner: owner.as_deref().and_then(Owner::parse),
+            lease_until_ms,
+            created_at_ms,
+            updated_at_ms,
+            failure,
+            last_seq: last_seq as u64,
+        };
+        Ok((record, num))
+    };
+    Ok(build())
+}
+
+pub(super) fn load_run(tx: &Transaction<'_>, run: RunId) -> Result<(RunRecord, i64), Abort> {
+    let mut stmt = tx.prepare_cached(&format!("{SELECT_RUN} WHERE r.id = ?1"))?;
+    match stmt.query_row([run.to_string()], run_from_row).optional()? {
+        Some(record) => record,
+        None => Err(StoreError::RunNotFound { run }.into()),
+    }
+}
+
+/// The run's status, epoch and number, for a writer that only needs to be
+/// allowed.
+pub(super) fn load_owner(tx: &Transaction<'_>, run: RunId) -> Result<(RunStatus, u64, i64), Abort> {
+    let row: Option<(String, i64, i64)> = tx
+        .prepare_cached("SELECT status, epoch, num FROM runs WHERE id = ?1")?
+        .query_row(params![run.to_string()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .optional()?;
+    let (status, epoch, num) = row.ok_or(StoreError::RunNotFound { run })?;
+    let status =
+        status.parse().map_err(|_| corrupt_row(format!("run {run}: bad status `{status}`")))?;
+    Ok((status, epoch as u64, num))
+}
+
+pub(super) fn check_writer(
+    run: RunId,
+    status: RunStatus,
+    current: u64,
+    epoch: u64,
+) -> Result<(), StoreError> {
+    if status.is_terminal() {
+        return Err(StoreError::RunTerminal { run, status });
+    }
+    if current != epoch {
+        return Err(StoreError::Fenced { run, writer: epoch, current });
+    }
+    Ok(())
+}
+
+pub(super) fn check_events(
+    run: RunId,
+    last_seq: u64,
+    events: &[EventRecord],
+) -> Result<(), StoreError> {
+    for (offset, event) in events.iter().enumerate() {
+        let expected = last_seq + 1 + offset as u64;
+        if event.seq != expected {
+            return Err(StoreError::EventGap { run, expected, found: event.seq });
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn blob_at(run: RunId, step: u64, bytes: &[u8]) -> Result<Blob, Abort> {
+    Blob::from_bytes(bytes)
+        .map_err(|source| Abort::Refused(StoreError::CorruptCheckpoint { run, step, source }))
+}
+
+/// A transition's events as one text cell: JSON lines joined by newlines
+/// (serde_json never writes a raw newline inside a line).
+pub(super) fn join_events(events: &[EventRecord]) -> String {
+    let mut lines = String::with_capacity(events.iter().map(|e| e.json.len() + 1).sum());
+    for (i, event) in events.iter().enumerate() {
+        if i > 0 {
+            lines.push('\n');
+        }
+        lines.push_str(&event.json);
+    }
+    lines
+}
+
+/// Splits an events cell starting at `first_seq`, keeping seq > `after`.
+pub(super) fn split_events(first_seq: u64, lines: &str, after: u64, out: &mut Vec<EventRecord>) {
+    if lines.is_empty() {
+        return;
+    }
+    for (offset, json) in lines.split('\n').enumerate() {
+        let seq = first_seq + offset as u64;
+        if seq > after {
+            out.push(EventRecord { seq, json: json.to_owned() });
+        }
+    }
+}

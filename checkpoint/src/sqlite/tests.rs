@@ -1,0 +1,92 @@
+//! Tests of the SQLite store beyond the conformance suite.
+
+use rusqlite::Connection;
+
+use super::*;
+use crate::record::{EventRecord, GraphRef, NewRun};
+use crate::{Owner, RunId, Store};
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(future)
+}
+
+#[test]
+fn passes_the_store_conformance_suite() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let counter = std::sync::atomic::AtomicUsize::new(0);
+    block_on(crate::conformance::check_store(|| {
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let path = dir.path().join(format!("store-{n}.db"));
+        async move { SqliteStore::open(path).expect("open") }
+    }));
+}
+
+#[test]
+fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("t.db");
+    let run = RunId::new();
+    block_on(async {
+        let store = SqliteStore::open(&path).expect("open");
+        let new = NewRun {
+            id: run,
+            graph: GraphRef { name: "g".into(), version: 3 },
+            thread: Some("t".into()),
+            created_at_ms: 5,
+            snapshot: crate::Codec::Json.encode(&1u8, 1).expect("encode"),
+            frontier: crate::Codec::Json.encode(&2u8, 1).expect("encode"),
+            events: vec![EventRecord { seq: 1, json: "{}".into() }],
+            owner: Owner::current(),
+            lease_until_ms: 99,
+        };
+        store.create_run(new).await.expect("create");
+    });
+    let store = SqliteStore::open(&path).expect("reopen");
+    let record = block_on(store.run(run)).expect("run survives");
+    assert_eq!((record.graph.version, record.thread.as_deref()), (3, Some("t")));
+    assert_eq!(record.owner, Some(Owner::current()));
+    drop(store);
+
+    let conn = Connection::open(&path).expect("open raw");
+    conn.pragma_update(None, "user_version", 99).expect("bump");
+    drop(conn);
+    let error = SqliteStore::open(&path).expect_err("newer schema");
+    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 1 }), "{error:?}");
+}
+
+#[test]
+fn a_truncated_blob_is_corruption_of_that_run_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("t.db");
+    let store = SqliteStore::open(&path).expect("open");
+    let (bad, good) = (RunId::new(), RunId::new());
+    for run in [bad, good] {
+        let new = NewRun {
+            id: run,
+            graph: GraphRef { name: "g".into(), version: 1 },
+            thread: None,
+            created_at_ms: 5,
+            snapshot: crate::Codec::Json.encode(&1u8, 1).expect("encode"),
+            frontier: crate::Codec::Json.encode(&2u8, 1).expect("encode"),
+            events: Vec::new(),
+            owner: Owner::current(),
+            lease_until_ms: 99,
+        };
+        block_on(store.create_run(new)).expect("create");
+    }
+    let conn = Connection::open(&path).expect("open raw");
+    conn.execute(
+        "UPDATE snapshots SET payload = x'0100' \
+         WHERE id = (SELECT num << 32 FROM runs WHERE id = ?1)",
+        [bad.to_string()],
+    )
+    .expect("truncate");
+    let error = block_on(store.checkpoint(bad)).expect_err("corrupt");
+    assert!(
+        matches!(error, StoreError::CorruptCheckpoint { run, step: 0, .. } if run == bad),
+        "{error:?}"
+    );
+    block_on(store.checkpoint(good)).expect("the other run is fine");
+    let ok: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("check");
+    assert_eq!(ok, "ok");
+}
