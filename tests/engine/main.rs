@@ -12,6 +12,8 @@
 //! - `durability`: continuing interrupted and failed runs, reused pending
 //!   writes, corrupt checkpoints, graph pinning, fencing.
 //! - `send_sync`: compile-time `Send`/`Sync` assertions.
+//! - `sqlite`: the engine on the SQLite store: reopening, recovery, fencing,
+//!   lease renewal.
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
@@ -23,5 +25,6 @@ mod events;
 mod reducers;
 mod retry;
 mod send_sync;
+mod sqlite;
 mod step_guard;
 mod support;

@@ -1,0 +1,172 @@
+//! The engine on the SQLite store: reopening, recovery of dead owners,
+//! fencing of an owner that lost its run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate::{
+    Event, EventSink, Executor, Owner, Route, RunConfig, RunError, RunStatus, SqliteStore,
+    StoreError, END, START,
+};
+
+use crate::support::{self, Gate, Graph, Trace, TraceUpdate};
+
+/// A loop of `steps` single-task steps; the node of step `at` waits for
+/// the gate.
+fn looping(steps: i64, gate: Option<(u64, Gate)>) -> tollgate::CompiledGraph<Trace> {
+    Graph::new("durable", 1)
+        .node("tick", move |_s: Arc<Trace>, ctx| {
+            let gate = gate.clone();
+            async move {
+                if let Some((at, gate)) = gate {
+                    if ctx.step() == at {
+                        gate.pass().await;
+                    }
+                }
+                Ok(TraceUpdate::default().count(1).visited(vec![format!("t{}", ctx.step())]))
+            }
+        })
+        .edge(START, "tick")
+        .route("tick", ["tick", END], move |s: &Trace| {
+            if s.count < steps {
+                Route::to("tick")
+            } else {
+                Route::end()
+            }
+        })
+        .compile()
+        .unwrap()
+}
+
+/// Starts a gated run and waits until step `at` is in flight.
+async fn started_and_held(
+    executor: &Executor,
+    at: u64,
+) -> (tollgate::RunHandle<Trace>, Gate, tollgate::CompiledGraph<Trace>) {
+    let gate = Gate::closed();
+    let graph = looping(10, Some((at, gate.clone())));
+    let (sink, mut events) = EventSink::channel();
+    let handle =
+        executor.start(&graph, Trace::default(), RunConfig::new().events(sink)).await.unwrap();
+    while let Some(event) = events.recv().await {
+        if matches!(event.event, Event::NodeStarted { step, .. } if step == at) {
+            break;
+        }
+    }
+    (handle, gate, graph)
+}
+
+#[test]
+fn a_run_continues_after_the_database_is_reopened() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let run = runtime.block_on(async {
+        let executor = Executor::new(SqliteStore::open(&path).unwrap());
+        let (handle, gate, _) = started_and_held(&executor, 4).await;
+        handle.cancel();
+        gate.open();
+        let run = handle.run_id();
+        assert_eq!(handle.wait().await.unwrap().status, RunStatus::Interrupted);
+        run
+    });
+    // A new store and executor on the same file, as another process would.
+    let reference = runtime.block_on(support::run_graph(&looping(10, None))).unwrap();
+    let executor = Executor::new(SqliteStore::open(&path).unwrap());
+    let handle =
+        runtime.block_on(executor.continue_run(&looping(10, None), run, RunConfig::new())).unwrap();
+    let outcome = runtime.block_on(handle.wait()).unwrap();
+    assert_eq!(outcome.state, reference.state);
+    let record = runtime.block_on(executor.store().run(run)).unwrap();
+    assert_eq!((record.status, record.step, record.owner), (RunStatus::Completed, 10, None));
+}
+
+#[test]
+fn recover_takes_over_runs_whose_owner_died_and_leaves_live_ones() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let executor = Executor::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
+    let store = Arc::clone(executor.store());
+    let graph = looping(6, None);
+    let me = Owner::current();
+
+    // Three runs interrupted, then claimed by three kinds of owner.
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let (handle, gate, _) = runtime.block_on(started_and_held(&executor, 2));
+        handle.cancel();
+        gate.open();
+        runs.push(handle.run_id());
+        runtime.block_on(handle.wait()).unwrap();
+    }
+    let dead_here = Owner { started: me.started + 12_345, ..me.clone() };
+    let live_elsewhere = Owner { host: "elsewhere".into(), ..me.clone() };
+    let far = i64::MAX / 2;
+    let owners = [(dead_here, far), (live_elsewhere.clone(), 0), (live_elsewhere, far)];
+    for (run, (owner, lease)) in runs.iter().zip(owners) {
+        let epoch = runtime.block_on(store.run(*run)).unwrap().epoch;
+        runtime.block_on(store.claim(*run, epoch, owner, lease)).unwrap();
+    }
+
+    let handles = runtime.block_on(executor.recover(&graph, RunConfig::new())).unwrap();
+    let mut recovered: Vec<_> = handles.iter().map(|h| h.run_id()).collect();
+    recovered.sort();
+    let mut expected = vec![runs[0], runs[1]];
+    expected.sort();
+    assert_eq!(recovered, expected, "the dead local owner and the expired lease are recovered");
+    for handle in handles {
+        assert_eq!(runtime.block_on(handle.wait()).unwrap().status, RunStatus::Completed);
+    }
+    let error =
+        runtime.block_on(executor.continue_run(&graph, runs[2], RunConfig::new())).unwrap_err();
+    assert!(matches!(error, RunError::RunOwned { .. }), "{error:?}");
+    assert_eq!(runtime.block_on(store.run(runs[2])).unwrap().status, RunStatus::Running);
+}
+
+#[test]
+fn an_owner_that_lost_its_run_cannot_write() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let executor = Executor::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
+    let store = Arc::clone(executor.store());
+    let (handle, gate, _) = runtime.block_on(started_and_held(&executor, 3));
+    let run = handle.run_id();
+
+    // Another process takes the run over while step 3 is in flight.
+    let record = runtime.block_on(store.run(run)).unwrap();
+    let lease = i64::MAX / 2;
+    let epoch = runtime.block_on(store.claim(run, record.epoch, Owner::current(), lease)).unwrap();
+    gate.open();
+    let error = runtime.block_on(handle.wait()).unwrap_err();
+    assert!(
+        matches!(error, RunError::Store(StoreError::Fenced { writer: 1, current: 2, .. })),
+        "{error:?}"
+    );
+    assert_eq!(epoch, 2);
+    let after = runtime.block_on(store.run(run)).unwrap();
+    assert_eq!((after.step, after.epoch), (2, 2), "the fenced step was not written");
+}
+
+#[test]
+fn the_lease_is_renewed_while_a_long_step_runs() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let executor = Executor::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
+    let graph = Graph::new("slow", 1)
+        .node("slow", |_s: Arc<Trace>, _ctx| async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            Ok(TraceUpdate::default().count(1))
+        })
+        .edge(START, "slow")
+        .edge("slow", END)
+        .compile()
+        .unwrap();
+    let config = RunConfig::new().lease(Duration::from_millis(150));
+    let handle = runtime.block_on(executor.start(&graph, Trace::default(), config)).unwrap();
+    let run = handle.run_id();
+    std::thread::sleep(Duration::from_millis(300));
+    let record = runtime.block_on(executor.store().run(run)).unwrap();
+    let now = tollgate::Clock::now_ms(&tollgate::SystemClock);
+    assert!(!record.is_orphaned(now), "the lease was kept fresh: {record:?} at {now}");
+    runtime.block_on(handle.wait()).unwrap();
+}
