@@ -13,8 +13,14 @@ use serde::{Deserialize, Serialize};
 #[non_exhaustive]
 pub enum Codec {
     /// JSON text (serde_json). Self-describing: any process can read and
-    /// edit it without the user's Rust types.
+    /// edit it without the user's Rust types. The default.
     Json,
+    /// bincode 2 (standard configuration): compact, for plain-struct
+    /// states. Not self-describing: it cannot decode `serde_json::Value`,
+    /// internally tagged enums or skipped fields, so the engine decodes
+    /// every blob it writes with it and refuses a run at its first write
+    /// when that fails.
+    Bincode,
 }
 
 impl Codec {
@@ -22,13 +28,20 @@ impl Codec {
     pub fn tag(self) -> u8 {
         match self {
             Codec::Json => 1,
+            Codec::Bincode => 2,
         }
+    }
+
+    /// Whether a blob can be read without knowing its Rust type.
+    pub fn is_self_describing(self) -> bool {
+        matches!(self, Codec::Json)
     }
 
     /// The codec for a stored tag.
     pub fn from_tag(tag: u8) -> Result<Self, CodecError> {
         match tag {
             1 => Ok(Codec::Json),
+            2 => Ok(Codec::Bincode),
             other => Err(CodecError::UnknownCodec { tag: other }),
         }
     }
@@ -39,9 +52,14 @@ impl Codec {
         value: &T,
         schema_version: u16,
     ) -> Result<Blob, CodecError> {
+        let encode_error = |source: Box<dyn std::error::Error + Send + Sync>| CodecError::Encode {
+            codec: self,
+            source,
+        };
         let bytes = match self {
-            Codec::Json => serde_json::to_vec(value)
-                .map_err(|source| CodecError::Encode { codec: self, source: Box::new(source) })?,
+            Codec::Json => serde_json::to_vec(value).map_err(|e| encode_error(Box::new(e)))?,
+            Codec::Bincode => bincode::serde::encode_to_vec(value, bincode::config::standard())
+                .map_err(|e| encode_error(Box::new(e)))?,
         };
         Ok(Blob::new(self, schema_version, bytes))
     }
@@ -91,10 +109,15 @@ impl Blob {
         if found != self.checksum {
             return Err(CodecError::ChecksumMismatch { expected: self.checksum, found });
         }
-        match self.codec {
-            Codec::Json => serde_json::from_slice(&self.bytes).map_err(|source| {
-                CodecError::Decode { codec: self.codec, source: Box::new(source) }
-            }),
+        let codec = self.codec;
+        match codec {
+            Codec::Json => serde_json::from_slice(&self.bytes)
+                .map_err(|source| CodecError::Decode { codec, source: Box::new(source) }),
+            Codec::Bincode => {
+                bincode::serde::decode_from_slice(&self.bytes, bincode::config::standard())
+                    .map(|(value, _)| value)
+                    .map_err(|source| CodecError::Decode { codec, source: Box::new(source) })
+            }
         }
     }
 
@@ -190,6 +213,28 @@ mod tests {
         let back = Blob::from_bytes(&blob.to_bytes()).expect("parse");
         assert_eq!(back.schema_version(), 3);
         assert_eq!(back.decode::<serde_json::Value>().expect("decode"), value);
+    }
+
+    #[test]
+    fn bincode_round_trips_plain_structs_and_cannot_decode_json_values() {
+        #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        struct Plain {
+            name: String,
+            items: Vec<u32>,
+            maybe: Option<i64>,
+        }
+        let plain = Plain { name: "x".into(), items: vec![1, 2], maybe: None };
+        let blob = Codec::Bincode.encode(&plain, 1).expect("encode");
+        let json = Codec::Json.encode(&plain, 1).expect("encode");
+        assert!(blob.payload().len() < json.payload().len(), "bincode is compact");
+        let back = Blob::from_bytes(&blob.to_bytes()).expect("parse");
+        assert_eq!(back.codec(), Codec::Bincode);
+        assert_eq!(back.decode::<Plain>().expect("decode"), plain);
+
+        let value = serde_json::json!({"a": 1});
+        let blob = Codec::Bincode.encode(&value, 1).expect("bincode encodes a Value");
+        let error = blob.decode::<serde_json::Value>().expect_err("but cannot decode it");
+        assert!(matches!(error, CodecError::Decode { codec: Codec::Bincode, .. }), "{error}");
     }
 
     #[test]

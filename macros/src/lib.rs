@@ -60,12 +60,16 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
     let vis = &input.vis;
     let update = format_ident!("{}Update", name);
     let serde_crate = format!("{}::__private::serde", quote!(#krate).to_string().replace(' ', ""));
+    let update_name = update.to_string();
+    let field_count = fields.named.len();
     let update_doc = format!("Partial update of [`{name}`]: `Some` for each field a node writes.");
 
     let mut update_fields = Vec::new();
     let mut setters = Vec::new();
     let mut checks = Vec::new();
     let mut folds = Vec::new();
+    let mut present = Vec::new();
+    let mut serialize_fields = Vec::new();
     for field in &fields.named {
         let ident = field.ident.as_ref().expect("named fields have idents");
         let ty = &field.ty;
@@ -76,7 +80,7 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         let setter_doc = format!("Sets the update of `{field_name}`.");
         update_fields.push(quote! {
             #[doc = #field_doc]
-            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[serde(default)]
             #vis #ident: ::core::option::Option<#projection::Update>,
         });
         setters.push(quote! {
@@ -89,6 +93,14 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
         checks.push(quote! {
             #krate::__check_exclusive(#field_name, #projection::EXCLUSIVE, &writes, |u: &#update| u.#ident.is_some())?;
         });
+        present.push(quote! { usize::from(self.#ident.is_some()) });
+        serialize_fields.push(quote! {
+            if !readable || self.#ident.is_some() {
+                #krate::__private::serde::ser::SerializeStruct::serialize_field(&mut state, #field_name, &self.#ident)?;
+            } else {
+                #krate::__private::serde::ser::SerializeStruct::skip_field(&mut state, #field_name)?;
+            }
+        });
         folds.push(quote! {
             if let ::core::option::Option::Some(value) = write.update.#ident {
                 #projection::reduce(&mut self.#ident, value);
@@ -98,7 +110,7 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
 
     Ok(quote! {
         #[doc = #update_doc]
-        #[derive(Debug, Clone, Default, #krate::__private::serde::Serialize, #krate::__private::serde::Deserialize)]
+        #[derive(Debug, Clone, Default, #krate::__private::serde::Deserialize)]
         #[serde(crate = #serde_crate)]
         #vis struct #update {
             #(#update_fields)*
@@ -106,6 +118,21 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
 
         impl #update {
             #(#setters)*
+        }
+
+        // Unset fields are left out of human-readable forms (JSON) and kept,
+        // as `None`, in compact ones (bincode), which cannot skip fields.
+        impl #krate::__private::serde::Serialize for #update {
+            fn serialize<S>(&self, serializer: S) -> ::core::result::Result<S::Ok, S::Error>
+            where
+                S: #krate::__private::serde::Serializer,
+            {
+                let readable = serializer.is_human_readable();
+                let fields = if readable { 0 #(+ #present)* } else { #field_count };
+                let mut state = serializer.serialize_struct(#update_name, fields)?;
+                #(#serialize_fields)*
+                #krate::__private::serde::ser::SerializeStruct::end(state)
+            }
         }
 
         impl #krate::State for #name {

@@ -10,6 +10,7 @@
 //! - `PRAGMA integrity_check` is `ok`;
 //! - no task whose output was acknowledged durable ran again;
 //! - the run ends completed, with no owner.
+//!
 //! Then 8 processes run 1,000 transitions each on one file: no busy error
 //! reaches them and every run's steps are gap-free.
 //!

@@ -3,6 +3,7 @@
 //! - `support`: the `Trace` state, node helpers and the `run` helper.
 //! - `conformance`: the state-graph conformance cases of the testkit seed
 //!   (linear, conditional, fork/merge, cycle guard, cancellation, errors).
+//! - `codec`: bincode round trips, and refusals at the first write.
 //! - `compile`: one case per compile-time validation rule, and exports.
 //! - `reducers`: derived reducers, conflicting updates, `Send` fan-out.
 //! - `step_guard`: max steps at N-1 / N / N+1, remaining steps, visit limits.
@@ -17,6 +18,7 @@
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
+mod codec;
 mod compile;
 mod conformance;
 mod determinism;

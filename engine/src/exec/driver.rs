@@ -221,7 +221,7 @@ impl<S: State> Leg<S> {
         let encode_error = |source| RunError::Encode { run: self.run, step, source };
         let frontier = match self.frontier_blob.take() {
             Some(blob) if repeated => blob,
-            _ => codec
+            _ => Codec::Json
                 .encode(&self.frontier.to_record(&self.graph), FRONTIER_VERSION)
                 .map_err(encode_error)?,
         };
@@ -233,7 +233,7 @@ impl<S: State> Leg<S> {
             >= self.snapshots.last_size.max(policy.min_delta_bytes)
             || self.snapshots.steps >= policy.max_steps_between
         {
-            let blob = codec.encode(&*self.state, STATE_VERSION).map_err(encode_error)?;
+            let blob = encode_checked::<S, S>(codec, &self.state, "state", self.run, step)?;
             self.snapshots =
                 SnapshotTracker { last_size: blob.stored_len(), delta_bytes: 0, steps: 0 };
             Some(blob)
@@ -508,12 +508,32 @@ impl<S: State> TaskRunner<S> {
             }
         };
         let borrowed = TaskOutputRef { update: output.update.as_ref(), goto: &output.goto };
-        let blob = self
-            .codec
-            .encode(&borrowed, TASK_OUTPUT_VERSION)
-            .map_err(|source| RunError::Encode { run, step, source })?;
+        let blob = encode_checked::<_, TaskOutputRecord<S::Update>>(
+            self.codec, &borrowed, "update", run, step,
+        )?;
         Ok((output, blob))
     }
+}
+
+/// Encodes `value`; with a codec that is not self-describing, also decodes
+/// the blob as `R` so a type the codec cannot read back fails now, at the
+/// write, not at a resume days later.
+pub(crate) fn encode_checked<T: serde::Serialize, R: serde::de::DeserializeOwned>(
+    codec: Codec,
+    value: &T,
+    what: &'static str,
+    run: RunId,
+    step: u64,
+) -> Result<Blob, RunError> {
+    let version = if what == "state" { STATE_VERSION } else { TASK_OUTPUT_VERSION };
+    let blob =
+        codec.encode(value, version).map_err(|source| RunError::Encode { run, step, source })?;
+    if !codec.is_self_describing() {
+        if let Err(source) = blob.decode::<R>() {
+            return Err(RunError::CodecRoundTrip { run, step, codec, what, source });
+        }
+    }
+    Ok(blob)
 }
 
 /// Turns a panic inside a node's future into an error for that task.

@@ -122,6 +122,23 @@ pub enum RunError {
         /// Its owner.
         owner: String,
     },
+    /// The run's codec wrote a blob it cannot read back (bincode and a type
+    /// it cannot decode, such as `serde_json::Value`). Raised at the first
+    /// write, never at resume.
+    #[error("run {run}: the {codec:?} codec cannot read back the {what} it wrote at step {step} ({source}); use the JSON codec for this state")]
+    CodecRoundTrip {
+        /// The run.
+        run: RunId,
+        /// The step being written (0 for the input).
+        step: u64,
+        /// The codec.
+        codec: tollgate_checkpoint::Codec,
+        /// `state` or `update`.
+        what: &'static str,
+        /// Why decoding failed.
+        #[source]
+        source: CodecError,
+    },
     /// The store refused or failed an operation.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -148,6 +165,7 @@ impl RunError {
             RunError::StateDecode { .. } => "state_decode",
             RunError::Encode { .. } => "encode",
             RunError::RunOwned { .. } => "run_owned",
+            RunError::CodecRoundTrip { .. } => "codec_round_trip",
             RunError::Store(_) => "store",
             RunError::DriverLost { .. } => "driver_lost",
         }

@@ -15,11 +15,11 @@ use crate::graph::CompiledGraph;
 use crate::state::{State, Write};
 
 use super::config::RunConfig;
-use super::driver::{Leg, SnapshotTracker};
+use super::driver::{encode_checked, Leg, SnapshotTracker};
 use super::emit::{Emitter, Live};
 use super::error::RunError;
 use super::plan::Frontier;
-use super::record::{FrontierRecord, TaskOutputRecord, FRONTIER_VERSION, STATE_VERSION};
+use super::record::{FrontierRecord, TaskOutputRecord, FRONTIER_VERSION};
 
 /// Runs graphs on a [`Store`]. Cheap to clone; share one per process.
 ///
@@ -117,9 +117,8 @@ impl Executor {
         let run = config.run_id.unwrap_or_default();
         let frontier = Frontier::start(graph, &input)?;
         let encode_error = |source| RunError::Encode { run, step: 0, source };
-        let snapshot = config.codec.encode(&input, STATE_VERSION).map_err(encode_error)?;
-        let frontier_blob = config
-            .codec
+        let snapshot = encode_checked::<S, S>(config.codec, &input, "state", run, 0)?;
+        let frontier_blob = tollgate_checkpoint::Codec::Json
             .encode(&frontier.to_record(graph), FRONTIER_VERSION)
             .map_err(encode_error)?;
         let mut emitter = Emitter::new(run, 0, Arc::clone(&config.clock), config.events.clone());

@@ -18,29 +18,57 @@ pub(crate) const FRONTIER_VERSION: u16 = 1;
 pub(crate) const STATE_VERSION: u16 = 1;
 
 /// What one task produced: stored as a pending write when it finishes and
-/// as part of its step's delta when the step commits.
+/// as part of its step's delta when the step commits. Every field is always
+/// written (no skipped fields), so compact codecs can read it back.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct TaskOutputRecord<U> {
-    #[serde(default = "none", skip_serializing_if = "Option::is_none")]
     pub(crate) update: Option<U>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(with = "gotos")]
     pub(crate) goto: Vec<Goto>,
-}
-
-fn none<U>() -> Option<U> {
-    None
 }
 
 /// The borrowed twin of [`TaskOutputRecord`], for encoding without copies.
 #[derive(Debug, Serialize)]
 pub(crate) struct TaskOutputRef<'a, U> {
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) update: Option<&'a U>,
-    #[serde(skip_serializing_if = "<[Goto]>::is_empty")]
+    #[serde(serialize_with = "gotos::serialize")]
     pub(crate) goto: &'a [Goto],
 }
 
-/// What runs next, and the bookkeeping that must survive with it.
+/// Command targets may carry `Send` inputs (`serde_json::Value`), which
+/// compact codecs cannot decode: in those codecs they travel as JSON text.
+mod gotos {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::route::Goto;
+
+    pub(super) fn serialize<S: Serializer>(
+        gotos: &[Goto],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            gotos.serialize(serializer)
+        } else {
+            let text = serde_json::to_string(gotos).map_err(serde::ser::Error::custom)?;
+            text.serialize(serializer)
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<Goto>, D::Error> {
+        if deserializer.is_human_readable() {
+            Vec::<Goto>::deserialize(deserializer)
+        } else {
+            let text = String::deserialize(deserializer)?;
+            serde_json::from_str(&text).map_err(D::Error::custom)
+        }
+    }
+}
+
+/// What runs next, and the bookkeeping that must survive with it. Always
+/// stored as JSON (it carries `Send` inputs), whatever the run's codec.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct FrontierRecord {
     pub(crate) tasks: Vec<TaskRecord>,
