@@ -25,6 +25,10 @@ struct Args {
     /// Run only these workloads (comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Runs created by the `list` workload. From 20,020 on, the line also
+    /// times the page at depth 1000 (`page_ms_depth1000`).
+    #[arg(long, default_value_t = 5_000)]
+    list_runs: u64,
 }
 
 type Outcome = Result<Value, Box<dyn std::error::Error>>;
@@ -233,8 +237,7 @@ async fn growth(dir: &std::path::Path) -> Outcome {
     ))
 }
 
-async fn list(dir: &std::path::Path) -> Outcome {
-    let n = 5_000u64;
+async fn list(dir: &std::path::Path, n: u64) -> Outcome {
     let path = dir.join("list.db");
     let executor = Executor::new(SqliteStore::open(&path)?);
     let graph = cycle(1);
@@ -254,11 +257,28 @@ async fn list(dir: &std::path::Path) -> Outcome {
         cursor = page.next;
     }
     assert_eq!(seen, 220, "newest 20 and 10 more pages");
+    let mut depths = json!({"page_ms_depth1": pages[0]});
+    if n >= 20_020 {
+        // Walk to page 1000 and time it, to compare with the first.
+        for _ in 11..999 {
+            let request = PageRequest { limit: 20, cursor: cursor.clone() };
+            cursor = store.list_runs(&RunFilter::default(), &request).await?.next;
+        }
+        let mut at_depth = Vec::new();
+        for _ in 0..5 {
+            let request = PageRequest { limit: 20, cursor: cursor.clone() };
+            let started = Instant::now();
+            let page = store.list_runs(&RunFilter::default(), &request).await?;
+            at_depth.push(started.elapsed().as_secs_f64() * 1e3);
+            assert_eq!(page.runs.len(), 20);
+        }
+        depths["page_ms_depth1000"] = json!(median(at_depth));
+    }
     drop(executor);
     let max = pages.iter().copied().fold(0.0, f64::max);
     let total: f64 = pages.iter().sum();
     Ok(extend(
-        line("list", n, total / 1e3, 11, db_bytes(&path), n),
+        extend(line("list", n, total / 1e3, 11, db_bytes(&path), n), depths),
         json!({"page_ms_median": median(pages), "page_ms_max": max}),
     ))
 }
@@ -282,7 +302,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         results.push(growth(dir.path()).await?);
     }
     if wanted("list") {
-        results.push(list(dir.path()).await?);
+        results.push(list(dir.path(), args.list_runs).await?);
     }
     if wanted("noop") {
         results.push(noop().await?);

@@ -2,8 +2,9 @@
 //!
 //! Today it offers [`collect_events`], which drains an
 //! [`EventStream`](tollgate_engine::EventStream) into a list for
-//! assertions. Scripted models, fake tools, trajectory assertions and the
-//! conformance suites arrive with the harness.
+//! assertions, and the store [`conformance`] suite. Scripted models, fake
+//! tools, trajectory assertions and the other conformance suites arrive
+//! with the harness.
 
 use tollgate_engine::{EventEnvelope, EventStream};
 
@@ -16,3 +17,7 @@ pub async fn collect_events(mut stream: EventStream) -> Vec<EventEnvelope> {
     }
     events
 }
+
+/// The store conformance suite: `check_store(|| async { MyStore::new() })`
+/// runs every case of the `Store` contract against a store.
+pub use tollgate_checkpoint::conformance;
