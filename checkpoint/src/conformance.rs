@@ -17,7 +17,7 @@ use crate::codec::{Blob, Codec};
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
-    Cursor, EventRecord, GraphRef, NewRun, PageRequest, RunFilter, RunStatus, StepRecord,
+    Cursor, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest, RunFilter, RunStatus, StepRecord,
     TaskUpdate, TaskWrite, Transition,
 };
 use crate::store::{Store, StoreError};
@@ -39,6 +39,8 @@ where
     events_are_stored_in_order(&make().await).await;
     corruption_is_confined_to_its_run(&make().await).await;
     orphaned_runs_are_recognised(&make().await).await;
+    decisions_are_compare_and_set(&make().await).await;
+    past_checkpoints_are_readable(&make().await).await;
 }
 
 fn blob(value: u32) -> Blob {
@@ -82,6 +84,7 @@ fn step(run: RunId, epoch: u64, number: u64, seq: u64, snapshot: bool) -> Transi
         events: vec![event(seq)],
         at_ms: 1_000 + number as i64,
         lease_until_ms: Some(i64::MAX),
+        interrupts: Vec::new(),
     }
 }
 
@@ -178,12 +181,12 @@ async fn terminal_runs_never_change(store: &dyn Store) {
 async fn checkpoint_is_snapshot_plus_deltas_plus_pending(store: &dyn Store) {
     let run = RunId::new();
     store.create_run(new_run(run, "g", None)).await.expect("create");
-    let fresh = store.checkpoint(run).await.expect("checkpoint");
+    let fresh = store.checkpoint(run, None).await.expect("checkpoint");
     assert_eq!((fresh.snapshot_step, fresh.deltas.len()), (0, 0));
     for (number, snapshot) in [(1, false), (2, true), (3, false), (4, false)] {
         store.commit(step(run, 1, number, number + 1, snapshot)).await.expect("step");
     }
-    let checkpoint = store.checkpoint(run).await.expect("checkpoint");
+    let checkpoint = store.checkpoint(run, None).await.expect("checkpoint");
     assert_eq!(checkpoint.snapshot_step, 2);
     assert_eq!(checkpoint.snapshot.decode::<u32>().expect("snapshot"), 102);
     let deltas: Vec<(u64, u32)> = checkpoint
@@ -215,7 +218,7 @@ async fn pending_writes_keep_the_first_and_clear_on_commit(store: &dyn Store) {
     let wrong_step = store.put_task_writes(mixed).await;
     assert!(matches!(wrong_step, Err(StoreError::StepOutOfOrder { .. })), "{wrong_step:?}");
     let pending: Vec<(u32, u32)> = store
-        .checkpoint(run)
+        .checkpoint(run, None)
         .await
         .expect("checkpoint")
         .pending
@@ -224,7 +227,7 @@ async fn pending_writes_keep_the_first_and_clear_on_commit(store: &dyn Store) {
         .collect();
     assert_eq!(pending, [(0, 50), (1, 51)], "ordered by task; the first write of a task wins");
     store.commit(step(run, 1, 1, 2, false)).await.expect("commit");
-    assert!(store.checkpoint(run).await.expect("checkpoint").pending.is_empty());
+    assert!(store.checkpoint(run, None).await.expect("checkpoint").pending.is_empty());
 }
 
 async fn listing_is_newest_first_without_gaps_or_duplicates(store: &dyn Store) {
@@ -309,14 +312,14 @@ async fn corruption_is_confined_to_its_run(store: &dyn Store) {
     bad.snapshot = Blob::from_bytes(&bytes).expect("header intact");
     store.create_run(bad).await.expect("create");
     store.create_run(new_run(healthy, "g", None)).await.expect("create");
-    let read = store.checkpoint(damaged).await;
+    let read = store.checkpoint(damaged, None).await;
     let detected = match read {
         Err(StoreError::CorruptCheckpoint { run, step: 0, .. }) => run == damaged,
         Ok(checkpoint) => checkpoint.snapshot.decode::<u32>().is_err(),
         Err(other) => panic!("unexpected error {other:?}"),
     };
     assert!(detected, "a damaged blob must not decode");
-    let fine = store.checkpoint(healthy).await.expect("the other run is untouched");
+    let fine = store.checkpoint(healthy, None).await.expect("the other run is untouched");
     assert_eq!(fine.snapshot.decode::<u32>().expect("decodes"), 0);
 }
 
@@ -335,4 +338,96 @@ async fn orphaned_runs_are_recognised(store: &dyn Store) {
         store.claim(expired, record.epoch, Owner::current(), i64::MAX).await.expect("claim");
     assert!(!store.run(expired).await.expect("run").is_orphaned(now), "claimed again");
     assert_eq!(epoch, 2);
+}
+
+fn interrupt(run: RunId, step: u64, task: u32) -> InterruptRecord {
+    InterruptRecord {
+        id: format!("{run}.{step}.{task}.0"),
+        step,
+        task,
+        ordinal: 0,
+        node: format!("n{task}"),
+        kind: "approval".into(),
+        payload: serde_json::json!({"task": task}),
+        decisions: vec!["approve".into(), "reject".into()],
+        schema: None,
+        rejection_routed: false,
+        decision: None,
+        raised_at_ms: 7,
+    }
+}
+
+async fn decisions_are_compare_and_set(store: &dyn Store) {
+    let run = RunId::new();
+    store.create_run(new_run(run, "g", None)).await.expect("create");
+    store.commit(step(run, 1, 1, 2, false)).await.expect("step 1");
+    let pause = Transition {
+        step: None,
+        status: RunStatus::AwaitingHitl,
+        events: vec![event(3)],
+        lease_until_ms: None,
+        interrupts: vec![interrupt(run, 2, 0), interrupt(run, 2, 1)],
+        ..step(run, 1, 1, 3, false)
+    };
+    store.commit(pause).await.expect("pause");
+    let record = store.run(run).await.expect("run");
+    assert_eq!((record.status, record.pending_interrupts, record.owner.as_ref()), (RunStatus::AwaitingHitl, 2, None));
+    let open = store.interrupts(run).await.expect("interrupts");
+    assert_eq!(open, [interrupt(run, 2, 0), interrupt(run, 2, 1)]);
+
+    let decide = |id: String, epoch: u64, status: RunStatus| DecisionWrite {
+        run,
+        expected_epoch: epoch,
+        interrupt: id,
+        decision: serde_json::json!({"decision": "approve"}),
+        status,
+        events: Vec::new(),
+        at_ms: 9,
+    };
+    let (first, second) = (open[0].id.clone(), open[1].id.clone());
+    let refusals = [
+        (decide(first.clone(), 7, RunStatus::AwaitingHitl), "Fenced"),
+        (decide("nope".into(), 1, RunStatus::AwaitingHitl), "InterruptNotFound"),
+    ];
+    for (write, expected) in refusals {
+        let error = store.decide(write).await.expect_err(expected);
+        assert_eq!(kind(&error), expected, "{error:?}");
+    }
+    assert_eq!(store.run(run).await.expect("run"), record, "refused decisions change nothing");
+    assert_eq!(store.decide(decide(first.clone(), 1, RunStatus::AwaitingHitl)).await.expect("decide"), 2);
+    let again = store.decide(decide(first.clone(), 2, RunStatus::AwaitingHitl)).await.expect_err("twice");
+    assert!(matches!(again, StoreError::InterruptAnswered { .. }), "{again:?}");
+    let stale = store.decide(decide(second.clone(), 1, RunStatus::Queued)).await.expect_err("stale");
+    assert!(matches!(stale, StoreError::Fenced { writer: 1, current: 2, .. }), "{stale:?}");
+    assert_eq!(store.decide(decide(second.clone(), 2, RunStatus::Queued)).await.expect("decide"), 3);
+    let record = store.run(run).await.expect("run");
+    assert_eq!((record.status, record.pending_interrupts, record.epoch), (RunStatus::Queued, 0, 3));
+    let answered = store.interrupts(run).await.expect("interrupts");
+    assert!(answered.iter().all(|i| i.decision.is_some()));
+    let late = store.decide(decide(second, 3, RunStatus::Queued)).await.expect_err("not paused");
+    assert!(matches!(late, StoreError::NotAwaitingDecision { status: RunStatus::Queued, .. }), "{late:?}");
+
+    // The continuing owner claims the queued run and commits the step.
+    assert_eq!(store.claim(run, 3, Owner::current(), i64::MAX).await.expect("claim"), 4);
+    store.commit(step(run, 4, 2, 4, false)).await.expect("step 2");
+    assert!(store.interrupts(run).await.expect("interrupts").is_empty(), "a new step has none");
+}
+
+async fn past_checkpoints_are_readable(store: &dyn Store) {
+    let run = RunId::new();
+    store.create_run(new_run(run, "g", None)).await.expect("create");
+    for (number, snapshot) in [(1, false), (2, true), (3, false)] {
+        store.commit(step(run, 1, number, number + 1, snapshot)).await.expect("step");
+    }
+    let cases = [(0, 0, vec![]), (1, 0, vec![1]), (2, 2, vec![]), (3, 2, vec![3])];
+    for (at, snapshot_step, deltas) in cases {
+        let checkpoint = store.checkpoint(run, Some(at)).await.expect("past checkpoint");
+        assert_eq!(checkpoint.snapshot_step, snapshot_step, "at {at}");
+        let steps: Vec<u64> = checkpoint.deltas.iter().map(|(step, _)| *step).collect();
+        assert_eq!(steps, deltas, "at {at}");
+        assert_eq!(checkpoint.frontier.decode::<u32>().expect("frontier"), at as u32);
+        assert_eq!(checkpoint.run.step, at);
+    }
+    let missing = store.checkpoint(run, Some(4)).await.expect_err("beyond the last step");
+    assert!(matches!(missing, StoreError::CheckpointNotFound { step: 4, .. }), "{missing:?}");
 }

@@ -36,7 +36,8 @@ pub use ids::{InvalidRunId, RunId, TaskKey};
 pub use memory::MemoryStore;
 pub use owner::Owner;
 pub use record::{
-    CheckpointInfo, Cursor, EventRecord, GraphRef, HistoryPage, InvalidRunStatus, NewRun,
+    CheckpointInfo, Cursor, DecisionWrite, EventRecord, GraphRef, HistoryPage, InterruptRecord,
+    InvalidRunStatus, NewRun,
     PageRequest, RunFailure, RunFilter, RunPage, RunRecord, RunStatus, StepRecord,
     StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
 };

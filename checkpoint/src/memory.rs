@@ -9,7 +9,7 @@ use crate::codec::Blob;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{
-    CheckpointInfo, Cursor, EventRecord, HistoryPage, NewRun, PageRequest, RunFilter, RunPage,
+    CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter, RunPage,
     RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
 };
 use crate::store::{Store, StoreError};
@@ -39,6 +39,17 @@ struct StoredRun {
     /// Pending writes of the step after `record.step`, by task index.
     pending: HashMap<u32, TaskUpdate>,
     events: Vec<EventRecord>,
+    interrupts: Vec<InterruptRecord>,
+}
+
+impl StoredRun {
+    /// The record as handed out, with its pending interrupts counted.
+    fn record(&self) -> RunRecord {
+        let mut record = self.record.clone();
+        record.pending_interrupts =
+            self.interrupts.iter().filter(|interrupt| interrupt.decision.is_none()).count() as u32;
+        record
+    }
 }
 
 impl MemoryStore {
@@ -102,6 +113,7 @@ impl Store for MemoryStore {
             last_seq: run.events.len() as u64,
             owner: Some(run.owner),
             lease_until_ms: Some(run.lease_until_ms),
+            pending_interrupts: 0,
         };
         inner.runs.insert(
             run.id,
@@ -113,6 +125,7 @@ impl Store for MemoryStore {
                 step_times: vec![run.created_at_ms],
                 pending: HashMap::new(),
                 events: run.events,
+                interrupts: Vec::new(),
             },
         );
         Ok(1)
@@ -145,6 +158,7 @@ impl Store for MemoryStore {
             record.lease_until_ms = None;
         }
         stored.events.extend(transition.events);
+        stored.interrupts.extend(transition.interrupts);
         if let Some(mut step) = transition.step {
             record.step = step.step;
             stored.pending.clear();
@@ -244,35 +258,86 @@ impl Store for MemoryStore {
         inner
             .runs
             .get(&run)
-            .map(|stored| stored.record.clone())
+            .map(StoredRun::record)
             .ok_or(StoreError::RunNotFound { run })
     }
 
-    async fn checkpoint(&self, run: RunId) -> Result<StoredCheckpoint, StoreError> {
+    async fn checkpoint(
+        &self,
+        run: RunId,
+        at: Option<u64>,
+    ) -> Result<StoredCheckpoint, StoreError> {
         let inner = self.lock();
         let stored = inner.runs.get(&run).ok_or(StoreError::RunNotFound { run })?;
-        let (snapshot_step, snapshot) =
-            stored.snapshots.last().cloned().expect("a run always has its input snapshot");
+        let current = stored.record.step;
+        let step = at.unwrap_or(current);
+        if step > current {
+            return Err(StoreError::CheckpointNotFound { run, step });
+        }
+        let (snapshot_step, snapshot) = stored
+            .snapshots
+            .iter()
+            .rev()
+            .find(|(at, _)| *at <= step)
+            .cloned()
+            .expect("a run always has its input snapshot");
         let deltas = stored
             .steps
             .iter()
-            .filter(|step| step.step > snapshot_step)
-            .map(|step| (step.step, step.updates.clone()))
+            .filter(|record| record.step > snapshot_step && record.step <= step)
+            .map(|record| (record.step, record.updates.clone()))
             .collect();
-        let frontier = stored
-            .steps
-            .last()
-            .map_or_else(|| stored.initial_frontier.clone(), |step| step.frontier.clone());
-        let mut pending: Vec<TaskUpdate> = stored.pending.values().cloned().collect();
+        let frontier = match step {
+            0 => stored.initial_frontier.clone(),
+            step => stored.steps[step as usize - 1].frontier.clone(),
+        };
+        let mut pending: Vec<TaskUpdate> = if step == current {
+            stored.pending.values().cloned().collect()
+        } else {
+            Vec::new()
+        };
         pending.sort_by_key(|update| update.task.index);
-        Ok(StoredCheckpoint {
-            run: stored.record.clone(),
-            snapshot_step,
-            snapshot,
-            deltas,
-            frontier,
-            pending,
-        })
+        let mut record = stored.record();
+        record.step = step;
+        Ok(StoredCheckpoint { run: record, snapshot_step, snapshot, deltas, frontier, pending })
+    }
+
+    async fn interrupts(&self, run: RunId) -> Result<Vec<InterruptRecord>, StoreError> {
+        let inner = self.lock();
+        let stored = inner.runs.get(&run).ok_or(StoreError::RunNotFound { run })?;
+        let next = stored.record.step + 1;
+        Ok(stored.interrupts.iter().filter(|i| i.step == next).cloned().collect())
+    }
+
+    async fn decide(&self, write: DecisionWrite) -> Result<u64, StoreError> {
+        let mut inner = self.lock();
+        let run = write.run;
+        let stored = inner.get_mut(run)?;
+        let record = &stored.record;
+        if record.epoch != write.expected_epoch {
+            return Err(StoreError::Fenced { run, writer: write.expected_epoch, current: record.epoch });
+        }
+        if record.status != RunStatus::AwaitingHitl {
+            return Err(StoreError::NotAwaitingDecision { run, status: record.status });
+        }
+        let next = record.step + 1;
+        let position = stored
+            .interrupts
+            .iter()
+            .position(|i| i.id == write.interrupt && i.step == next)
+            .ok_or_else(|| StoreError::InterruptNotFound { run, interrupt: write.interrupt.clone() })?;
+        if stored.interrupts[position].decision.is_some() {
+            return Err(StoreError::InterruptAnswered { run, interrupt: write.interrupt });
+        }
+        check_events(run, record.last_seq, &write.events)?;
+        stored.interrupts[position].decision = Some(write.decision);
+        let record = &mut stored.record;
+        record.epoch += 1;
+        record.status = write.status;
+        record.updated_at_ms = write.at_ms;
+        record.last_seq += write.events.len() as u64;
+        stored.events.extend(write.events);
+        Ok(stored.record.epoch)
     }
 
     async fn list_runs(
@@ -290,10 +355,10 @@ impl Store for MemoryStore {
             .runs
             .range((std::ops::Bound::Unbounded, upper))
             .rev()
-            .map(|(_, stored)| &stored.record)
-            .filter(|record| matches_filter(record, filter))
+            .map(|(_, stored)| stored)
+            .filter(|stored| matches_filter(&stored.record, filter))
             .take(page.limit.saturating_add(1))
-            .cloned()
+            .map(StoredRun::record)
             .collect();
         let next = if runs.len() > page.limit {
             runs.truncate(page.limit);

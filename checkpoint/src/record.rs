@@ -189,6 +189,62 @@ pub struct Transition {
     /// The renewed lease while the run stays `running`; a run in any other
     /// status has no owner and no lease.
     pub lease_until_ms: Option<i64>,
+    /// Interrupts raised by the step in flight (status `awaiting_hitl`),
+    /// stored in the same transaction as the checkpoint that raised them.
+    pub interrupts: Vec<InterruptRecord>,
+}
+
+/// A question a run asked a person, as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InterruptRecord {
+    /// Stable, distinct id: `RUN.STEP.TASK.ORDINAL`.
+    pub id: String,
+    /// The step whose task raised it (the step in flight).
+    pub step: u64,
+    /// The task's position in that step.
+    pub task: u32,
+    /// Which interrupt of the task (0, 1, ... in the order the node raised
+    /// them; breakpoints use their own ordinals).
+    pub ordinal: u32,
+    /// The node.
+    pub node: String,
+    /// What is asked (`approval`, `question`, `breakpoint`, ...).
+    pub kind: String,
+    /// What the person is shown.
+    pub payload: serde_json::Value,
+    /// Decisions accepted (`approve`, `edit`, `respond`, `reject`).
+    pub decisions: Vec<String>,
+    /// JSON Schema an `edit` or `respond` value must satisfy.
+    pub schema: Option<serde_json::Value>,
+    /// Whether the graph routes a rejection of this interrupt somewhere
+    /// (otherwise a rejection ends the run `rejected`).
+    pub rejection_routed: bool,
+    /// The recorded decision, once there is one.
+    pub decision: Option<serde_json::Value>,
+    /// When it was raised, milliseconds since the Unix epoch.
+    pub raised_at_ms: i64,
+}
+
+/// One decision on one interrupt, recorded with compare-and-set on the
+/// run's version (its epoch).
+#[derive(Debug, Clone)]
+pub struct DecisionWrite {
+    /// The run.
+    pub run: RunId,
+    /// The version the decider read; another decision or claim since then
+    /// makes this one fail with [`StoreError::Fenced`](crate::StoreError::Fenced).
+    pub expected_epoch: u64,
+    /// The interrupt answered.
+    pub interrupt: String,
+    /// The decision (the engine's JSON form).
+    pub decision: serde_json::Value,
+    /// The run's status afterwards: `awaiting_hitl` while other interrupts
+    /// are open, `queued` when it can continue, `rejected` when it ends.
+    pub status: RunStatus,
+    /// Events to append (a rejection that ends the run closes a leg).
+    pub events: Vec<EventRecord>,
+    /// When, milliseconds since the Unix epoch.
+    pub at_ms: i64,
 }
 
 /// Finished tasks' updates stored before their step commits, so a crash
@@ -231,6 +287,8 @@ pub struct RunRecord {
     pub owner: Option<Owner>,
     /// Until when the owner's lease holds, while `running`.
     pub lease_until_ms: Option<i64>,
+    /// Interrupts waiting for a decision.
+    pub pending_interrupts: u32,
 }
 
 impl RunRecord {

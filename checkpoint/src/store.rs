@@ -6,7 +6,7 @@ use crate::codec::CodecError;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{
-    EventRecord, HistoryPage, NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus,
+    DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus,
     StoredCheckpoint, TaskWrite, Transition,
 };
 
@@ -49,9 +49,21 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The run's record.
     async fn run(&self, run: RunId) -> Result<RunRecord, StoreError>;
 
-    /// The run's last checkpoint: newest snapshot, later deltas, frontier
-    /// and pending writes.
-    async fn checkpoint(&self, run: RunId) -> Result<StoredCheckpoint, StoreError>;
+    /// The run's checkpoint at step `at` (its last when `None`): newest
+    /// snapshot at or before it, the deltas after that snapshot up to it,
+    /// its frontier, and (for the last checkpoint only) pending writes.
+    async fn checkpoint(&self, run: RunId, at: Option<u64>)
+        -> Result<StoredCheckpoint, StoreError>;
+
+    /// The interrupts of the step in flight (answered or not), in the order
+    /// they were raised.
+    async fn interrupts(&self, run: RunId) -> Result<Vec<InterruptRecord>, StoreError>;
+
+    /// Records a decision: compare-and-set on the run's epoch, which it
+    /// increments. Refused (and nothing changes) when the epoch moved, the
+    /// run is not awaiting a decision, or the interrupt is unknown or
+    /// already answered. Returns the new epoch.
+    async fn decide(&self, write: DecisionWrite) -> Result<u64, StoreError>;
 
     /// Runs matching `filter`, newest first, one page.
     async fn list_runs(
@@ -145,6 +157,38 @@ pub enum StoreError {
     Busy {
         /// How long the store waited.
         waited_ms: u64,
+    },
+    /// The run has no checkpoint at this step.
+    #[error("run {run} has no checkpoint at step {step}")]
+    CheckpointNotFound {
+        /// The run.
+        run: RunId,
+        /// The step asked for.
+        step: u64,
+    },
+    /// The run is not waiting for a decision.
+    #[error("run {run} is {status}, not awaiting a decision")]
+    NotAwaitingDecision {
+        /// The run.
+        run: RunId,
+        /// Its status.
+        status: RunStatus,
+    },
+    /// No interrupt with this id is open on the run.
+    #[error("run {run} has no interrupt `{interrupt}` in its current step")]
+    InterruptNotFound {
+        /// The run.
+        run: RunId,
+        /// The id asked for.
+        interrupt: String,
+    },
+    /// The interrupt has a decision already.
+    #[error("interrupt `{interrupt}` of run {run} is already answered")]
+    InterruptAnswered {
+        /// The run.
+        run: RunId,
+        /// The interrupt.
+        interrupt: String,
     },
     /// The database was written by a newer tollgate (its schema version is
     /// beyond this build's).

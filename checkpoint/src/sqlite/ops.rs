@@ -1,18 +1,18 @@
 //! The [`Store`] operations of [`SqliteStore`].
 
 use async_trait::async_trait;
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
 use super::rows::{
     blob_at, check_events, check_writer, join_events, key, last_key, load_owner, load_run,
     run_from_row, split_events, SELECT_RUN,
 };
-use super::{frame, SqliteStore};
+use super::{frame, Abort, SqliteStore};
 use crate::codec::Blob;
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
-    CheckpointInfo, Cursor, EventRecord, HistoryPage, NewRun, PageRequest, RunFilter, RunPage,
+    CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter, RunPage,
     RunRecord, RunStatus, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
 };
 use crate::store::{Store, StoreError};
@@ -130,6 +130,7 @@ impl Store for SqliteStore {
                      VALUES (?1, ?2, ?3, ?4)";
                 tx.prepare_cached(insert)?.execute(params![num, first_seq, count, events])?;
             }
+            insert_interrupts(tx, num, &transition.interrupts)?;
             if running && record.status == RunStatus::Running && step.is_some() {
                 // A step of a running run: its steps row says it all. The
                 // runs row is touched only to keep the lease fresh (about
@@ -224,15 +225,24 @@ impl Store for SqliteStore {
         self.read(|tx| load_run(tx, run).map(|(record, _)| record))
     }
 
-    async fn checkpoint(&self, run: RunId) -> Result<StoredCheckpoint, StoreError> {
+    async fn checkpoint(
+        &self,
+        run: RunId,
+        at: Option<u64>,
+    ) -> Result<StoredCheckpoint, StoreError> {
         self.read(|tx| {
-            let (record, num) = load_run(tx, run)?;
+            let (mut record, num) = load_run(tx, run)?;
+            let current = record.step;
+            let step = at.unwrap_or(current);
+            if step > current {
+                return Err(StoreError::CheckpointNotFound { run, step }.into());
+            }
             let (snapshot_key, snapshot): (i64, Vec<u8>) = tx
                 .prepare_cached(
                     "SELECT id, payload FROM snapshots WHERE id BETWEEN ?1 AND ?2 \
                      ORDER BY id DESC LIMIT 1",
                 )?
-                .query_row(params![key(num, 0), last_key(num)], |row| {
+                .query_row(params![key(num, 0), key(num, step)], |row| {
                     Ok((row.get(0)?, row.get(1)?))
                 })?;
             let snapshot_step = (snapshot_key & 0xffff_ffff) as u64;
@@ -241,7 +251,7 @@ impl Store for SqliteStore {
             let mut stmt = tx.prepare_cached(
                 "SELECT id, updates FROM steps WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
             )?;
-            let mut rows = stmt.query(params![key(num, snapshot_step + 1), last_key(num)])?;
+            let mut rows = stmt.query(params![key(num, snapshot_step + 1), key(num, step)])?;
             while let Some(row) = rows.next()? {
                 let step = (row.get::<_, i64>(0)? & 0xffff_ffff) as u64;
                 let framed: Vec<u8> = row.get(1)?;
@@ -249,22 +259,94 @@ impl Store for SqliteStore {
             }
             let frontier: Vec<u8> = tx
                 .prepare_cached("SELECT frontier FROM steps WHERE id = ?1")?
-                .query_row(params![key(num, record.step)], |row| row.get(0))?;
-            let frontier = blob_at(run, record.step, &frontier)?;
-            let next = record.step + 1;
+                .query_row(params![key(num, step)], |row| row.get(0))?;
+            let frontier = blob_at(run, step, &frontier)?;
             let mut pending = Vec::new();
-            let mut stmt = tx.prepare_cached(
-                "SELECT task, node, payload FROM pending_writes WHERE num = ?1 AND step = ?2 \
-                 ORDER BY task",
-            )?;
-            let mut rows = stmt.query(params![num, next as i64])?;
-            while let Some(row) = rows.next()? {
-                pending.push(TaskUpdate {
-                    task: TaskKey { step: next, index: row.get(0)?, node: row.get(1)? },
-                    update: blob_at(run, next, &row.get::<_, Vec<u8>>(2)?)?,
-                });
+            if step == current {
+                let next = step + 1;
+                let mut stmt = tx.prepare_cached(
+                    "SELECT task, node, payload FROM pending_writes WHERE num = ?1 AND step = ?2 \
+                     ORDER BY task",
+                )?;
+                let mut rows = stmt.query(params![num, next as i64])?;
+                while let Some(row) = rows.next()? {
+                    pending.push(TaskUpdate {
+                        task: TaskKey { step: next, index: row.get(0)?, node: row.get(1)? },
+                        update: blob_at(run, next, &row.get::<_, Vec<u8>>(2)?)?,
+                    });
+                }
             }
+            record.step = step;
             Ok(StoredCheckpoint { run: record, snapshot_step, snapshot, deltas, frontier, pending })
+        })
+    }
+
+    async fn interrupts(&self, run: RunId) -> Result<Vec<InterruptRecord>, StoreError> {
+        self.read(|tx| {
+            let (record, num) = load_run(tx, run)?;
+            let mut stmt = tx.prepare_cached(
+                "SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, \
+                        rejection_routed, decision, raised_at_ms \
+                 FROM interrupts WHERE num = ?1 AND step = ?2 ORDER BY task, ordinal",
+            )?;
+            let mut rows = stmt.query(params![num, (record.step + 1) as i64])?;
+            let mut interrupts = Vec::new();
+            while let Some(row) = rows.next()? {
+                interrupts.push(interrupt_from_row(run, row)?);
+            }
+            Ok(interrupts)
+        })
+    }
+
+    async fn decide(&self, write: DecisionWrite) -> Result<u64, StoreError> {
+        let run = write.run;
+        let decision = write.decision.to_string();
+        let events = join_events(&write.events);
+        self.write(|tx| {
+            let (record, num) = load_run(tx, run)?;
+            if record.epoch != write.expected_epoch {
+                let (writer, current) = (write.expected_epoch, record.epoch);
+                return Err(StoreError::Fenced { run, writer, current }.into());
+            }
+            if record.status != RunStatus::AwaitingHitl {
+                return Err(StoreError::NotAwaitingDecision { run, status: record.status }.into());
+            }
+            let answered: Option<Option<String>> = tx
+                .prepare_cached(
+                    "SELECT decision FROM interrupts WHERE num = ?1 AND id = ?2 AND step = ?3",
+                )?
+                .query_row(params![num, write.interrupt, (record.step + 1) as i64], |row| {
+                    row.get(0)
+                })
+                .optional()?;
+            let interrupt = write.interrupt.clone();
+            match answered {
+                None => return Err(StoreError::InterruptNotFound { run, interrupt }.into()),
+                Some(Some(_)) => return Err(StoreError::InterruptAnswered { run, interrupt }.into()),
+                Some(None) => {}
+            }
+            check_events(run, record.last_seq, &write.events)?;
+            tx.prepare_cached("UPDATE interrupts SET decision = ?3 WHERE num = ?1 AND id = ?2")?
+                .execute(params![num, write.interrupt, decision])?;
+            let first_seq = record.last_seq as i64 + 1;
+            let count = write.events.len() as i64;
+            if count > 0 {
+                let insert = "INSERT INTO events (num, first_seq, count, lines) \
+                     VALUES (?1, ?2, ?3, ?4)";
+                tx.prepare_cached(insert)?.execute(params![num, first_seq, count, events])?;
+            }
+            tx.prepare_cached(
+                "UPDATE runs SET epoch = epoch + 1, status = ?2, step = ?3, updated_at_ms = ?4, \
+                 last_seq = ?5 WHERE num = ?1",
+            )?
+            .execute(params![
+                num,
+                write.status.as_str(),
+                record.step as i64,
+                write.at_ms,
+                first_seq + count - 1
+            ])?;
+            Ok(record.epoch + 1)
         })
     }
 
@@ -375,4 +457,70 @@ impl Store for SqliteStore {
         events.truncate(limit);
         Ok(events)
     }
+}
+
+fn insert_interrupts(
+    tx: &rusqlite::Transaction<'_>,
+    num: i64,
+    interrupts: &[InterruptRecord],
+) -> Result<(), Abort> {
+    if interrupts.is_empty() {
+        return Ok(());
+    }
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO interrupts (num, id, step, task, ordinal, node, kind, payload, decisions, \
+         schema, rejection_routed, decision, raised_at_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?;
+    for interrupt in interrupts {
+        let decisions = serde_json::to_string(&interrupt.decisions)
+            .map_err(|error| Abort::Refused(StoreError::Backend { source: Box::new(error) }))?;
+        insert.execute(params![
+            num,
+            interrupt.id,
+            interrupt.step as i64,
+            interrupt.task,
+            interrupt.ordinal,
+            interrupt.node,
+            interrupt.kind,
+            interrupt.payload.to_string(),
+            decisions,
+            interrupt.schema.as_ref().map(ToString::to_string),
+            interrupt.rejection_routed,
+            interrupt.decision.as_ref().map(ToString::to_string),
+            interrupt.raised_at_ms
+        ])?;
+    }
+    Ok(())
+}
+
+fn interrupt_from_row(run: RunId, row: &rusqlite::Row<'_>) -> Result<InterruptRecord, Abort> {
+    let json = |text: String| -> Result<serde_json::Value, Abort> {
+        serde_json::from_str(&text).map_err(|error| {
+            Abort::Refused(StoreError::Backend {
+                source: format!("run {run}: bad interrupt JSON: {error}").into(),
+            })
+        })
+    };
+    let decisions: String = row.get(7)?;
+    let decisions = match json(decisions)? {
+        serde_json::Value::Array(items) => {
+            items.into_iter().filter_map(|item| item.as_str().map(str::to_owned)).collect()
+        }
+        _ => Vec::new(),
+    };
+    Ok(InterruptRecord {
+        id: row.get(0)?,
+        step: row.get::<_, i64>(1)? as u64,
+        task: row.get(2)?,
+        ordinal: row.get(3)?,
+        node: row.get(4)?,
+        kind: row.get(5)?,
+        payload: json(row.get(6)?)?,
+        decisions,
+        schema: row.get::<_, Option<String>>(8)?.map(json).transpose()?,
+        rejection_routed: row.get(9)?,
+        decision: row.get::<_, Option<String>>(10)?.map(json).transpose()?,
+        raised_at_ms: row.get(11)?,
+    })
 }

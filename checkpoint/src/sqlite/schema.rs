@@ -63,6 +63,23 @@ const MIGRATIONS: &[&str] = &[
         payload BLOB NOT NULL,
         PRIMARY KEY (num, step, task)
     ) WITHOUT ROWID;
+    -- Questions runs asked people, and the decisions recorded.
+    CREATE TABLE interrupts (
+        num              INTEGER NOT NULL,
+        id               TEXT NOT NULL,      -- RUN.STEP.TASK.ORDINAL
+        step             INTEGER NOT NULL,
+        task             INTEGER NOT NULL,
+        ordinal          INTEGER NOT NULL,
+        node             TEXT NOT NULL,
+        kind             TEXT NOT NULL,
+        payload          TEXT NOT NULL,      -- JSON
+        decisions        TEXT NOT NULL,      -- JSON array of accepted kinds
+        schema           TEXT,               -- JSON Schema of the answer
+        rejection_routed INTEGER NOT NULL,
+        decision         TEXT,               -- JSON, once decided
+        raised_at_ms     INTEGER NOT NULL,
+        PRIMARY KEY (num, id)
+    ) WITHOUT ROWID;
     -- Events of transitions that ran no step (a status change alone).
     CREATE TABLE events (
         num       INTEGER NOT NULL,

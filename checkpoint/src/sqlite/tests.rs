@@ -81,12 +81,12 @@ fn a_truncated_blob_is_corruption_of_that_run_only() {
         [bad.to_string()],
     )
     .expect("truncate");
-    let error = block_on(store.checkpoint(bad)).expect_err("corrupt");
+    let error = block_on(store.checkpoint(bad, None)).expect_err("corrupt");
     assert!(
         matches!(error, StoreError::CorruptCheckpoint { run, step: 0, .. } if run == bad),
         "{error:?}"
     );
-    block_on(store.checkpoint(good)).expect("the other run is fine");
+    block_on(store.checkpoint(good, None)).expect("the other run is fine");
     let ok: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("check");
     assert_eq!(ok, "ok");
 }
