@@ -17,8 +17,8 @@ use crate::codec::{Blob, Codec};
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
-    Cursor, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest, RunFilter, RunStatus, StepRecord,
-    TaskUpdate, TaskWrite, Transition,
+    Cursor, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest, RunFilter,
+    RunStatus, StepRecord, TaskUpdate, TaskWrite, Transition,
 };
 use crate::store::{Store, StoreError};
 
@@ -371,7 +371,10 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
     };
     store.commit(pause).await.expect("pause");
     let record = store.run(run).await.expect("run");
-    assert_eq!((record.status, record.pending_interrupts, record.owner.as_ref()), (RunStatus::AwaitingHitl, 2, None));
+    assert_eq!(
+        (record.status, record.pending_interrupts, record.owner.as_ref()),
+        (RunStatus::AwaitingHitl, 2, None)
+    );
     let open = store.interrupts(run).await.expect("interrupts");
     assert_eq!(open, [interrupt(run, 2, 0), interrupt(run, 2, 1)]);
 
@@ -394,18 +397,29 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
         assert_eq!(kind(&error), expected, "{error:?}");
     }
     assert_eq!(store.run(run).await.expect("run"), record, "refused decisions change nothing");
-    assert_eq!(store.decide(decide(first.clone(), 1, RunStatus::AwaitingHitl)).await.expect("decide"), 2);
-    let again = store.decide(decide(first.clone(), 2, RunStatus::AwaitingHitl)).await.expect_err("twice");
+    assert_eq!(
+        store.decide(decide(first.clone(), 1, RunStatus::AwaitingHitl)).await.expect("decide"),
+        2
+    );
+    let again =
+        store.decide(decide(first.clone(), 2, RunStatus::AwaitingHitl)).await.expect_err("twice");
     assert!(matches!(again, StoreError::InterruptAnswered { .. }), "{again:?}");
-    let stale = store.decide(decide(second.clone(), 1, RunStatus::Queued)).await.expect_err("stale");
+    let stale =
+        store.decide(decide(second.clone(), 1, RunStatus::Queued)).await.expect_err("stale");
     assert!(matches!(stale, StoreError::Fenced { writer: 1, current: 2, .. }), "{stale:?}");
-    assert_eq!(store.decide(decide(second.clone(), 2, RunStatus::Queued)).await.expect("decide"), 3);
+    assert_eq!(
+        store.decide(decide(second.clone(), 2, RunStatus::Queued)).await.expect("decide"),
+        3
+    );
     let record = store.run(run).await.expect("run");
     assert_eq!((record.status, record.pending_interrupts, record.epoch), (RunStatus::Queued, 0, 3));
     let answered = store.interrupts(run).await.expect("interrupts");
     assert!(answered.iter().all(|i| i.decision.is_some()));
     let late = store.decide(decide(second, 3, RunStatus::Queued)).await.expect_err("not paused");
-    assert!(matches!(late, StoreError::NotAwaitingDecision { status: RunStatus::Queued, .. }), "{late:?}");
+    assert!(
+        matches!(late, StoreError::NotAwaitingDecision { status: RunStatus::Queued, .. }),
+        "{late:?}"
+    );
 
     // The continuing owner claims the queued run and commits the step.
     assert_eq!(store.claim(run, 3, Owner::current(), i64::MAX).await.expect("claim"), 4);

@@ -37,9 +37,8 @@ pub use memory::MemoryStore;
 pub use owner::Owner;
 pub use record::{
     CheckpointInfo, Cursor, DecisionWrite, EventRecord, GraphRef, HistoryPage, InterruptRecord,
-    InvalidRunStatus, NewRun,
-    PageRequest, RunFailure, RunFilter, RunPage, RunRecord, RunStatus, StepRecord,
-    StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
+    InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage, RunRecord, RunStatus,
+    StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, SqliteOptions, SqliteStore};

@@ -9,8 +9,9 @@ use crate::codec::Blob;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{
-    CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter, RunPage,
-    RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
+    CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun,
+    PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord, StoredCheckpoint,
+    TaskUpdate, TaskWrite, Transition,
 };
 use crate::store::{Store, StoreError};
 
@@ -46,8 +47,10 @@ impl StoredRun {
     /// The record as handed out, with its pending interrupts counted.
     fn record(&self) -> RunRecord {
         let mut record = self.record.clone();
+        let next = record.step + 1;
         record.pending_interrupts =
-            self.interrupts.iter().filter(|interrupt| interrupt.decision.is_none()).count() as u32;
+            self.interrupts.iter().filter(|i| i.step == next && i.decision.is_none()).count()
+                as u32;
         record
     }
 }
@@ -255,11 +258,7 @@ impl Store for MemoryStore {
 
     async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
         let inner = self.lock();
-        inner
-            .runs
-            .get(&run)
-            .map(StoredRun::record)
-            .ok_or(StoreError::RunNotFound { run })
+        inner.runs.get(&run).map(StoredRun::record).ok_or(StoreError::RunNotFound { run })
     }
 
     async fn checkpoint(
@@ -291,11 +290,8 @@ impl Store for MemoryStore {
             0 => stored.initial_frontier.clone(),
             step => stored.steps[step as usize - 1].frontier.clone(),
         };
-        let mut pending: Vec<TaskUpdate> = if step == current {
-            stored.pending.values().cloned().collect()
-        } else {
-            Vec::new()
-        };
+        let mut pending: Vec<TaskUpdate> =
+            if step == current { stored.pending.values().cloned().collect() } else { Vec::new() };
         pending.sort_by_key(|update| update.task.index);
         let mut record = stored.record();
         record.step = step;
@@ -315,7 +311,11 @@ impl Store for MemoryStore {
         let stored = inner.get_mut(run)?;
         let record = &stored.record;
         if record.epoch != write.expected_epoch {
-            return Err(StoreError::Fenced { run, writer: write.expected_epoch, current: record.epoch });
+            return Err(StoreError::Fenced {
+                run,
+                writer: write.expected_epoch,
+                current: record.epoch,
+            });
         }
         if record.status != RunStatus::AwaitingHitl {
             return Err(StoreError::NotAwaitingDecision { run, status: record.status });
@@ -325,7 +325,10 @@ impl Store for MemoryStore {
             .interrupts
             .iter()
             .position(|i| i.id == write.interrupt && i.step == next)
-            .ok_or_else(|| StoreError::InterruptNotFound { run, interrupt: write.interrupt.clone() })?;
+            .ok_or_else(|| StoreError::InterruptNotFound {
+                run,
+                interrupt: write.interrupt.clone(),
+            })?;
         if stored.interrupts[position].decision.is_some() {
             return Err(StoreError::InterruptAnswered { run, interrupt: write.interrupt });
         }

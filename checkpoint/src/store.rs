@@ -6,8 +6,8 @@ use crate::codec::CodecError;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{
-    DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus,
-    StoredCheckpoint, TaskWrite, Transition,
+    DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter,
+    RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskWrite, Transition,
 };
 
 /// Durable home of runs, checkpoints, pending task writes and events.

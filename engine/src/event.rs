@@ -5,6 +5,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tollgate_checkpoint::{RunFailure, RunId, RunStatus};
 
+use crate::hitl::PendingInterrupt;
+
 /// Version of the event envelope; bumped on incompatible changes.
 pub const EVENT_VERSION: u32 = 1;
 
@@ -93,6 +95,22 @@ pub enum Event {
         /// The error.
         error: String,
     },
+    /// A task asked a person; the run pauses at the end of the step.
+    InterruptRaised {
+        /// Super-step.
+        step: u64,
+        /// Task position in the step.
+        task: u32,
+        /// The interrupt.
+        interrupt: PendingInterrupt,
+    },
+    /// A leg continues a paused run with these decisions.
+    RunResumed {
+        /// The step resumed.
+        step: u64,
+        /// The interrupts answered, with their decisions.
+        decisions: Vec<PendingInterrupt>,
+    },
     /// A step's checkpoint was committed (with this event in it).
     CheckpointSaved {
         /// The step.
@@ -114,6 +132,9 @@ pub enum Event {
         /// Why it failed, when failed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<RunFailure>,
+        /// What the run waits for, when `awaiting_hitl`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        interrupts: Vec<PendingInterrupt>,
     },
 }
 
@@ -126,6 +147,8 @@ impl Event {
             Event::NodeCompleted { .. } => "node_completed",
             Event::NodeFailed { .. } => "node_failed",
             Event::RetryScheduled { .. } => "retry_scheduled",
+            Event::InterruptRaised { .. } => "interrupt_raised",
+            Event::RunResumed { .. } => "run_resumed",
             Event::CheckpointSaved { .. } => "checkpoint_saved",
             Event::RunEnded { .. } => "run_ended",
         }

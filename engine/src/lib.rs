@@ -48,6 +48,7 @@ extern crate self as tollgate_engine;
 mod event;
 mod exec;
 mod graph;
+mod hitl;
 mod node;
 mod route;
 mod state;
@@ -56,11 +57,14 @@ pub use event::{
     format_rfc3339, Clock, Event, EventEnvelope, EventSink, EventStream, SystemClock, EVENT_VERSION,
 };
 pub use exec::{
-    Executor, RunConfig, RunError, RunHandle, RunOutcome, SnapshotPolicy, DEFAULT_LEASE,
-    DEFAULT_MAX_STEPS,
+    DecisionOutcome, Executor, Resumed, RunConfig, RunError, RunHandle, RunOutcome, SnapshotPolicy,
+    DEFAULT_LEASE, DEFAULT_MAX_STEPS,
 };
 pub use graph::{CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, StateGraph};
-pub use node::{InputError, NodeContext, NodeError, RetryPolicy};
+pub use hitl::{
+    Decision, DecisionError, DecisionKind, DecisionRequest, Interrupt, PendingInterrupt,
+};
+pub use node::{InputError, NodeContext, NodeError, Paused, RetryPolicy};
 pub use route::{Command, Goto, Route, Send, END, START};
 pub use state::{
     Append, CustomReducer, DynReducer, DynSchema, DynState, HasId, LastValue, Max, MergeMap,

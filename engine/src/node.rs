@@ -1,8 +1,10 @@
 //! Nodes: the functions a graph runs, what they see and how they fail.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tollgate_checkpoint::RunId;
 
+use crate::hitl::{Decision, Interrupt, Raised};
 use crate::route::Command;
 use crate::state::State;
 
@@ -24,6 +27,10 @@ pub struct NodeContext {
     pub(crate) max_steps: u64,
     pub(crate) attempt: u32,
     pub(crate) input: Option<Arc<Value>>,
+    /// Decisions recorded for this task's interrupts, by ordinal.
+    pub(crate) decisions: Arc<BTreeMap<u32, Decision>>,
+    /// The next interrupt's ordinal in this attempt.
+    pub(crate) ordinal: Arc<AtomicU32>,
 }
 
 impl NodeContext {
@@ -70,6 +77,28 @@ impl NodeContext {
         self.input.as_deref()
     }
 
+    /// Asks a person, pausing the run: returns the decision once one is
+    /// recorded, else an error the node returns with `?`, which pauses the
+    /// run (`awaiting_hitl`). On resume the node runs again from its start;
+    /// its interrupts are matched by order, so each earlier `interrupt`
+    /// call returns its recorded decision and the first unanswered one
+    /// pauses again.
+    ///
+    /// ```
+    /// # use tollgate_engine::{Decision, Interrupt, NodeContext, NodeError};
+    /// # fn node(ctx: &NodeContext) -> Result<bool, NodeError> {
+    /// let decision = ctx.interrupt(Interrupt::new("approval", serde_json::json!({"refund": 20})))?;
+    /// Ok(matches!(decision, Decision::Approve))
+    /// # }
+    /// ```
+    pub fn interrupt(&self, request: Interrupt) -> Result<Decision, NodeError> {
+        let ordinal = self.ordinal.fetch_add(1, Ordering::SeqCst);
+        match self.decisions.get(&ordinal) {
+            Some(decision) => Ok(decision.clone()),
+            None => Err(NodeError::paused(Raised { ordinal, request })),
+        }
+    }
+
     /// The branch input decoded as `T`; a missing or malformed input is a
     /// (non-retryable) node error.
     pub fn input<T: DeserializeOwned>(&self) -> Result<T, NodeError> {
@@ -104,22 +133,45 @@ pub enum InputError {
     },
 }
 
-/// A node's failure: its cause, and whether trying again may help.
+/// A node's failure: its cause, and whether trying again may help. (Also
+/// how [`NodeContext::interrupt`] pauses a node: return it with `?`.)
 #[derive(Debug)]
 pub struct NodeError {
     source: Box<dyn std::error::Error + Send + Sync>,
     retryable: bool,
+    pub(crate) paused: Option<Box<Raised>>,
+}
+
+/// The cause of a [`NodeError`] that paused its node for a decision.
+#[derive(Debug, thiserror::Error)]
+#[error("the node paused for a decision (interrupt {ordinal})")]
+pub struct Paused {
+    ordinal: u32,
 }
 
 impl NodeError {
     /// A failure that retrying will not fix.
     pub fn fatal(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        Self { source: source.into(), retryable: false }
+        Self { source: source.into(), retryable: false, paused: None }
+    }
+
+    fn paused(raised: Raised) -> Self {
+        let ordinal = raised.ordinal;
+        Self {
+            source: Box::new(Paused { ordinal }),
+            retryable: false,
+            paused: Some(Box::new(raised)),
+        }
+    }
+
+    /// Whether this is a pause for a decision rather than a failure.
+    pub fn is_pause(&self) -> bool {
+        self.paused.is_some()
     }
 
     /// A failure the node's [`RetryPolicy`] may retry (a timeout, a 503).
     pub fn retryable(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        Self { source: source.into(), retryable: true }
+        Self { source: source.into(), retryable: true, paused: None }
     }
 
     /// Whether the retry policy may retry it.

@@ -127,11 +127,24 @@ impl Store for Journalled {
     async fn renew(&self, run: RunId, epoch: u64, until: i64) -> Result<(), StoreError> {
         self.inner.renew(run, epoch, until).await
     }
+    async fn interrupts(
+        &self,
+        run: RunId,
+    ) -> Result<Vec<tollgate_checkpoint::InterruptRecord>, StoreError> {
+        self.inner.interrupts(run).await
+    }
+    async fn decide(&self, write: tollgate_checkpoint::DecisionWrite) -> Result<u64, StoreError> {
+        self.inner.decide(write).await
+    }
     async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
         self.inner.run(run).await
     }
-    async fn checkpoint(&self, run: RunId) -> Result<StoredCheckpoint, StoreError> {
-        self.inner.checkpoint(run).await
+    async fn checkpoint(
+        &self,
+        run: RunId,
+        at: Option<u64>,
+    ) -> Result<StoredCheckpoint, StoreError> {
+        self.inner.checkpoint(run, at).await
     }
     async fn list_runs(
         &self,

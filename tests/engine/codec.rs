@@ -61,7 +61,7 @@ fn bincode_states_survive_an_interruption() {
     });
     let run = handle.run_id();
     runtime.block_on(handle.wait()).unwrap();
-    let checkpoint = runtime.block_on(executor.store().checkpoint(run)).unwrap();
+    let checkpoint = runtime.block_on(executor.store().checkpoint(run, None)).unwrap();
     assert_eq!(checkpoint.snapshot.codec(), Codec::Bincode);
     assert_eq!(checkpoint.deltas[0].1[0].update.codec(), Codec::Bincode);
     let continued = runtime.block_on(executor.continue_run(&workload(None), run, config)).unwrap();

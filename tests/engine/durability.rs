@@ -109,11 +109,24 @@ impl Store for Inspecting {
     ) -> Result<HistoryPage, StoreError> {
         self.inner.history(run, before, limit).await
     }
+    async fn interrupts(
+        &self,
+        run: RunId,
+    ) -> Result<Vec<tollgate_checkpoint::InterruptRecord>, StoreError> {
+        self.inner.interrupts(run).await
+    }
+    async fn decide(&self, write: tollgate_checkpoint::DecisionWrite) -> Result<u64, StoreError> {
+        self.inner.decide(write).await
+    }
     async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
         self.inner.run(run).await
     }
-    async fn checkpoint(&self, run: RunId) -> Result<StoredCheckpoint, StoreError> {
-        let mut checkpoint = self.inner.checkpoint(run).await?;
+    async fn checkpoint(
+        &self,
+        run: RunId,
+        at: Option<u64>,
+    ) -> Result<StoredCheckpoint, StoreError> {
+        let mut checkpoint = self.inner.checkpoint(run, at).await?;
         if self.corrupt_reads.load(Ordering::SeqCst) {
             checkpoint.snapshot = damage(&checkpoint.snapshot);
         }
@@ -165,7 +178,7 @@ fn an_interrupted_run_continues_to_the_same_end_as_an_uninterrupted_one() {
     let store = Arc::new(Inspecting::default());
     let executor = Executor::with_store(store.clone());
     let run = runtime.block_on(interrupted_at(&executor, 300, 170));
-    let checkpoint = runtime.block_on(store.checkpoint(run)).unwrap();
+    let checkpoint = runtime.block_on(store.checkpoint(run, None)).unwrap();
     assert!(checkpoint.snapshot_step > 0, "snapshots were taken along the way");
     assert!(!checkpoint.deltas.is_empty(), "loading replays deltas after the snapshot");
 

@@ -69,10 +69,12 @@ fn a_run_logs_every_transition_in_order() {
         step: 3,
         result: Some(result),
         error: None,
+        interrupts,
     } = &last.event
     else {
         panic!("unexpected closing event {last:?}")
     };
+    assert!(interrupts.is_empty());
     assert_eq!(result["visited"], serde_json::json!(["a", "b", "c", "d"]));
     assert!(live.iter().all(|e| e.run_id == run && e.ts == "2026-11-29T07:39:48.000Z" && e.v == 1));
 

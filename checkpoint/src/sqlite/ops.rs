@@ -12,8 +12,9 @@ use crate::codec::Blob;
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
-    CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter, RunPage,
-    RunRecord, RunStatus, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
+    CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun,
+    PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskUpdate, TaskWrite,
+    Transition,
 };
 use crate::store::{Store, StoreError};
 
@@ -322,7 +323,9 @@ impl Store for SqliteStore {
             let interrupt = write.interrupt.clone();
             match answered {
                 None => return Err(StoreError::InterruptNotFound { run, interrupt }.into()),
-                Some(Some(_)) => return Err(StoreError::InterruptAnswered { run, interrupt }.into()),
+                Some(Some(_)) => {
+                    return Err(StoreError::InterruptAnswered { run, interrupt }.into())
+                }
                 Some(None) => {}
             }
             check_events(run, record.last_seq, &write.events)?;

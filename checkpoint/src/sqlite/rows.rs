@@ -16,7 +16,8 @@ pub(super) const SELECT_RUN: &str = "
            max(r.step, coalesce(s.id & 4294967295, 0)), r.epoch, r.owner, r.lease_until_ms,
            r.created_at_ms, max(r.updated_at_ms, coalesce(s.at_ms, 0)), r.failure,
            max(r.last_seq, coalesce(s.first_seq + s.event_count - 1, 0)), r.num,
-           (SELECT count(*) FROM interrupts i WHERE i.num = r.num AND i.decision IS NULL)
+           (SELECT count(*) FROM interrupts i WHERE i.num = r.num AND i.decision IS NULL
+               AND i.step > max(r.step, coalesce(s.id & 4294967295, 0)))
     FROM runs r
     LEFT JOIN steps s ON s.id = (
         SELECT max(id) FROM steps WHERE id BETWEEN r.num << 32 AND (r.num << 32) + 4294967295

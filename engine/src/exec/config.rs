@@ -51,6 +51,8 @@ pub struct RunConfig {
     pub(crate) snapshots: SnapshotPolicy,
     pub(crate) codec: Codec,
     pub(crate) lease: Duration,
+    pub(crate) break_before: Vec<String>,
+    pub(crate) break_after: Vec<String>,
 }
 
 impl Default for RunConfig {
@@ -64,6 +66,8 @@ impl Default for RunConfig {
             snapshots: SnapshotPolicy::default(),
             codec: Codec::Json,
             lease: DEFAULT_LEASE,
+            break_before: Vec::new(),
+            break_after: Vec::new(),
         }
     }
 }
@@ -121,6 +125,19 @@ impl RunConfig {
 
     pub(crate) fn lease_until(&self) -> i64 {
         self.clock.now_ms().saturating_add(self.lease.as_millis() as i64)
+    }
+
+    /// Breakpoints for this run (or leg), besides the graph's: pause before
+    /// these nodes run.
+    pub fn interrupt_before<T: Into<String>>(mut self, nodes: impl IntoIterator<Item = T>) -> Self {
+        self.break_before.extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Breakpoints for this run (or leg): pause after these nodes ran.
+    pub fn interrupt_after<T: Into<String>>(mut self, nodes: impl IntoIterator<Item = T>) -> Self {
+        self.break_after.extend(nodes.into_iter().map(Into::into));
+        self
     }
 
     /// The codec for state, updates and frontiers.

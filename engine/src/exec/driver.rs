@@ -2,25 +2,21 @@
 //! asks the planner what comes next and commits one transition per step.
 //! The same driver serves new runs and continued ones.
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use tokio::task::JoinSet;
 use tollgate_checkpoint::{
-    __failpoint, Blob, Codec, RunId, RunStatus, StepRecord, Store, TaskKey, TaskUpdate, TaskWrite,
-    Transition,
+    __failpoint, Blob, Codec, InterruptRecord, RunId, RunStatus, StepRecord, Store, TaskKey,
+    TaskUpdate, TaskWrite, Transition,
 };
 use tracing::Instrument;
 
 use crate::event::Event;
 use crate::graph::CompiledGraph;
-use crate::node::{splitmix64, NodeContext, NodeError, NodeFuture, NodeOutput};
-use crate::route::Goto;
+use crate::hitl::{interrupt_id, Decision, PendingInterrupt};
+use crate::node::NodeContext;
 use crate::state::{State, Write};
 
 use super::config::RunConfig;
@@ -28,9 +24,8 @@ use super::emit::{node_id, Emitter, Live};
 use super::error::RunError;
 use super::executor::RunOutcome;
 use super::plan::Frontier;
-use super::record::{
-    TaskOutputRecord, TaskOutputRef, FRONTIER_VERSION, STATE_VERSION, TASK_OUTPUT_VERSION,
-};
+use super::record::{TaskOutputRecord, FRONTIER_VERSION};
+use super::task::{encode_checked, is_rejected, rejected, Outcome, TaskDone, TaskRunner};
 
 /// Tracks delta bytes since the last snapshot (see `SnapshotPolicy`).
 #[derive(Debug, Clone, Default)]
@@ -59,6 +54,21 @@ pub(crate) struct Leg<S: State> {
     pub(crate) emitter: Emitter,
     pub(crate) cancel: Arc<AtomicBool>,
     pub(crate) snapshots: SnapshotTracker,
+    /// Decisions for tasks of the next step, by task index then ordinal.
+    pub(crate) decisions: HashMap<u32, Arc<BTreeMap<u32, Decision>>>,
+    /// Per node: pause before it runs / after it ran.
+    pub(crate) breakpoints: Arc<Breakpoints>,
+    /// Interrupts to store with the next transition.
+    pub(crate) raised: Vec<InterruptRecord>,
+    /// What the leg waits for, when it pauses.
+    pub(crate) paused: Vec<PendingInterrupt>,
+}
+
+/// Nodes to pause before and after (graph breakpoints and the run's own).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Breakpoints {
+    pub(crate) before: Vec<bool>,
+    pub(crate) after: Vec<bool>,
 }
 
 /// What the run does after a checkpoint.
@@ -66,17 +76,6 @@ enum Verdict {
     Continue,
     End(RunStatus),
     Fail(RunError),
-}
-
-/// A finished task.
-struct TaskDone<U> {
-    index: u32,
-    node: usize,
-    attempts: u32,
-    /// (attempt, delay, error) of each scheduled retry.
-    retries: Vec<(u32, std::time::Duration, String)>,
-    outcome: Result<(TaskOutputRecord<U>, Blob), RunError>,
-    reused: bool,
 }
 
 impl<S: State> Leg<S> {
@@ -129,7 +128,7 @@ impl<S: State> Leg<S> {
 
     fn outcome(self, status: RunStatus) -> RunOutcome<S> {
         let state = Arc::try_unwrap(self.state).unwrap_or_else(|shared| (*shared).clone());
-        RunOutcome { run_id: self.run, status, step: self.step, state }
+        RunOutcome { run_id: self.run, status, step: self.step, state, interrupts: self.paused }
     }
 
     /// Ends the leg with a status change alone (no step ran).
@@ -151,6 +150,7 @@ impl<S: State> Leg<S> {
         let done = self.execute(step).await?;
 
         let mut failure = None;
+        let mut pauses = Vec::new();
         let mut updates = Vec::with_capacity(done.len());
         let mut writes = Vec::with_capacity(done.len());
         let mut gotos = Vec::with_capacity(done.len());
@@ -169,7 +169,7 @@ impl<S: State> Leg<S> {
                 self.emit(label(), event, Live::Now)?;
             }
             match task.outcome {
-                Ok((output, blob)) => {
+                Outcome::Output(output, blob) => {
                     let event = Event::NodeCompleted {
                         step,
                         task: task.index,
@@ -187,7 +187,37 @@ impl<S: State> Leg<S> {
                     }
                     gotos.push(output.goto);
                 }
-                Err(error) => {
+                Outcome::Paused { raised, .. } => {
+                    let record = InterruptRecord {
+                        id: interrupt_id(self.run, step, task.index, raised.ordinal),
+                        step,
+                        task: task.index,
+                        ordinal: raised.ordinal,
+                        node: name.to_string(),
+                        kind: raised.request.kind,
+                        payload: raised.request.payload,
+                        decisions: raised
+                            .request
+                            .decisions
+                            .iter()
+                            .map(|d| d.as_str().to_owned())
+                            .collect(),
+                        schema: raised.request.schema,
+                        rejection_routed: self.graph.node(task.node).on_reject.is_some(),
+                        decision: None,
+                        raised_at_ms: self.emitter.now_ms(),
+                    };
+                    let interrupt = PendingInterrupt::from_record(&record);
+                    let event = Event::InterruptRaised {
+                        step,
+                        task: task.index,
+                        interrupt: interrupt.clone(),
+                    };
+                    self.emit(label(), event, Live::Now)?;
+                    pauses.push((record, interrupt));
+                    gotos.push(Vec::new());
+                }
+                Outcome::Failed(error) => {
                     let event = Event::NodeFailed {
                         step,
                         task: task.index,
@@ -203,6 +233,16 @@ impl<S: State> Leg<S> {
         if let Some(error) = failure {
             return Err(self.fail(error).await);
         }
+        if !pauses.is_empty() {
+            // The step stays in flight: finished siblings are stored as
+            // pending writes, the interrupts with this transition.
+            let (records, pending): (Vec<_>, Vec<_>) = pauses.into_iter().unzip();
+            self.raised = records;
+            self.paused = pending;
+            self.emit_run_ended(RunStatus::AwaitingHitl, None)?;
+            self.commit(None, RunStatus::AwaitingHitl, None).await?;
+            return Ok(Some(RunStatus::AwaitingHitl));
+        }
 
         let state = Arc::make_mut(&mut self.state);
         if let Err(source) = state.apply(self.graph.schema(), writes) {
@@ -216,6 +256,7 @@ impl<S: State> Leg<S> {
         let repeated = next.same_as(&self.frontier);
         self.frontier = next;
         self.reused.clear();
+        self.decisions.clear();
 
         let codec = self.config.codec;
         let encode_error = |source| RunError::Encode { run: self.run, step, source };
@@ -275,13 +316,34 @@ impl<S: State> Leg<S> {
         for position in 0..count {
             let task = self.frontier.tasks[position].clone();
             let index = position as u32;
+            let decisions = self.decisions.get(&index).cloned().unwrap_or_default();
+            let reject_target = self.graph.node(task.node).on_reject;
+            if let (true, Some(target)) = (is_rejected(&decisions), reject_target) {
+                // A rejected interrupt of a node whose rejections the graph
+                // routes: the node does not run again; it goes there.
+                let target = self.graph.node(target).name.to_string();
+                let outcome = match rejected(self.config.codec, &target, self.run, step) {
+                    Ok((output, blob)) => Outcome::Output(output, blob),
+                    Err(error) => Outcome::Failed(error),
+                };
+                let retries = Vec::new();
+                done.push(TaskDone {
+                    index,
+                    node: task.node,
+                    attempts: 0,
+                    retries,
+                    outcome,
+                    reused: false,
+                });
+                continue;
+            }
             if let Some((output, blob)) = self.reused.remove(&index) {
                 done.push(TaskDone {
                     index,
                     node: task.node,
                     attempts: 0,
                     retries: Vec::new(),
-                    outcome: Ok((output, blob)),
+                    outcome: Outcome::Output(output, blob),
                     reused: true,
                 });
                 continue;
@@ -301,6 +363,8 @@ impl<S: State> Leg<S> {
                 max_steps: self.config.max_steps,
                 attempt: 1,
                 input: task.input,
+                decisions,
+                ordinal: Arc::new(AtomicU32::new(0)),
             };
             let runner = TaskRunner {
                 graph: self.graph.clone(),
@@ -308,9 +372,13 @@ impl<S: State> Leg<S> {
                 state: Arc::clone(&self.state),
                 ctx,
                 codec: self.config.codec,
+                break_before: self.breakpoints.before[task.node],
+                break_after: self.breakpoints.after[task.node],
             };
-            if self.frontier.tasks.len() == 1 {
-                done.push(runner.run().instrument(span).await);
+            if count == 1 {
+                // A lone task runs inline: no spawn on the hot path.
+                let task = runner.run().instrument(span).await;
+                self.keep(step, false, vec![task], &mut done).await?;
             } else {
                 set.spawn(runner.run().instrument(span));
             }
@@ -323,29 +391,53 @@ impl<S: State> Leg<S> {
             while let Some(more) = set.try_join_next() {
                 finished.push(more);
             }
-            let mut writes = Vec::new();
-            for joined in finished {
-                let task = joined.map_err(|error| {
-                    // Panics are caught inside the task; this is a runtime
-                    // shutdown aborting it.
-                    tracing::warn!(%error, "a node task was aborted");
-                    RunError::DriverLost { run: self.run }
-                })?;
-                if let (true, Ok((_, blob))) = (pending_writes, &task.outcome) {
-                    let node = self.graph.node(task.node).name.to_string();
-                    let key = TaskKey { step, index: task.index, node };
-                    writes.push(TaskUpdate { task: key, update: blob.clone() });
-                }
-                done.push(task);
-            }
-            if !writes.is_empty() {
-                __failpoint("pending:before");
-                let write = TaskWrite { run: self.run, epoch: self.epoch, updates: writes };
-                self.store.put_task_writes(write).await?;
-            }
+            let finished = finished
+                .into_iter()
+                .map(|joined| {
+                    joined.map_err(|error| {
+                        // Panics are caught inside the task; this is a
+                        // runtime shutdown aborting it.
+                        tracing::warn!(%error, "a node task was aborted");
+                        RunError::DriverLost { run: self.run }
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            self.keep(step, pending_writes, finished, &mut done).await?;
         }
         done.sort_by_key(|task| task.index);
         Ok(done)
+    }
+
+    /// Stores the outputs that must outlive a crash or a pause (siblings'
+    /// outputs in a multi-task step, a node's output held by a breakpoint
+    /// after it), in one transaction, then adds the tasks to `done`.
+    async fn keep(
+        &mut self,
+        step: u64,
+        siblings: bool,
+        finished: Vec<TaskDone<S::Update>>,
+        done: &mut Vec<TaskDone<S::Update>>,
+    ) -> Result<(), RunError> {
+        let mut writes = Vec::new();
+        for task in &finished {
+            let blob = match &task.outcome {
+                Outcome::Output(_, blob) if siblings => Some(blob),
+                Outcome::Paused { output: Some((_, blob)), .. } => Some(blob),
+                _ => None,
+            };
+            if let Some(blob) = blob {
+                let node = self.graph.node(task.node).name.to_string();
+                let key = TaskKey { step, index: task.index, node };
+                writes.push(TaskUpdate { task: key, update: blob.clone() });
+            }
+        }
+        done.extend(finished);
+        if !writes.is_empty() {
+            __failpoint("pending:before");
+            let write = TaskWrite { run: self.run, epoch: self.epoch, updates: writes };
+            self.store.put_task_writes(write).await?;
+        }
+        Ok(())
     }
 
     fn emit(
@@ -381,9 +473,11 @@ impl<S: State> Leg<S> {
                     source: Box::new(source),
                 },
             })?;
+        let interrupts =
+            if status == RunStatus::AwaitingHitl { self.paused.clone() } else { Vec::new() };
         self.emit(
             None,
-            Event::RunEnded { status, step: self.step, result, error },
+            Event::RunEnded { status, step: self.step, result, error, interrupts },
             Live::AfterCommit,
         )
     }
@@ -403,6 +497,7 @@ impl<S: State> Leg<S> {
             events: self.emitter.take_batch(),
             at_ms: self.emitter.now_ms(),
             lease_until_ms: (status == RunStatus::Running).then(|| self.config.lease_until()),
+            interrupts: std::mem::take(&mut self.raised),
         };
         self.store.commit(transition).await?;
         self.emitter.committed();
@@ -436,118 +531,6 @@ async fn renew_lease(store: std::sync::Weak<dyn Store>, run: RunId, epoch: u64, 
             // Fenced or finished: the commit path reports what matters.
             tracing::debug!(%run, %error, "lease renewal stopped");
             return;
-        }
-    }
-}
-
-/// Everything one task needs, owned, so it can run on another thread.
-struct TaskRunner<S: State> {
-    graph: CompiledGraph<S>,
-    node: usize,
-    state: Arc<S>,
-    ctx: NodeContext,
-    codec: Codec,
-}
-
-impl<S: State> TaskRunner<S> {
-    async fn run(self) -> TaskDone<S::Update> {
-        let node = self.graph.node(self.node);
-        let max_attempts = node.retry.as_ref().map_or(1, |policy| policy.max_attempts);
-        let mut ctx = self.ctx.clone();
-        let mut retries = Vec::new();
-        let step = ctx.step;
-        let index = ctx.task;
-        let outcome = loop {
-            __failpoint("node:before");
-            let future = (node.run)(Arc::clone(&self.state), ctx.clone());
-            let result = CatchUnwind(future).await;
-            __failpoint("node:after");
-            match result {
-                Ok(Ok(output)) => break Ok(output),
-                Ok(Err(error)) if error.is_retryable() && ctx.attempt < max_attempts => {
-                    let policy = node.retry.as_ref().expect("max_attempts > 1 implies a policy");
-                    let seed =
-                        splitmix64(ctx.run_id.timestamp_ms() ^ (step << 20) ^ u64::from(index));
-                    let delay = policy.backoff(ctx.attempt, seed);
-                    tracing::debug!(attempt = ctx.attempt, ?delay, %error, "retrying node");
-                    retries.push((ctx.attempt, delay, error.to_string()));
-                    tokio::time::sleep(delay).await;
-                    ctx.attempt += 1;
-                }
-                Ok(Err(source)) => {
-                    break Err(RunError::NodeFailed {
-                        node: node.name.to_string(),
-                        step,
-                        attempts: ctx.attempt,
-                        source,
-                    })
-                }
-                Err(()) => break Err(RunError::NodePanicked { node: node.name.to_string(), step }),
-            }
-        };
-        let attempts = ctx.attempt;
-        let outcome = match outcome {
-            Ok(output) => self.record(output, step, ctx.run_id),
-            Err(error) => Err(error),
-        };
-        TaskDone { index, node: self.node, attempts, retries, outcome, reused: false }
-    }
-
-    fn record(
-        &self,
-        output: NodeOutput<S::Update>,
-        step: u64,
-        run: RunId,
-    ) -> Result<(TaskOutputRecord<S::Update>, Blob), RunError> {
-        let output = match output {
-            NodeOutput::Update(update) => {
-                TaskOutputRecord { update: Some(update), goto: Vec::<Goto>::new() }
-            }
-            NodeOutput::Command(command) => {
-                TaskOutputRecord { update: command.update, goto: command.goto }
-            }
-        };
-        let borrowed = TaskOutputRef { update: output.update.as_ref(), goto: &output.goto };
-        let blob = encode_checked::<_, TaskOutputRecord<S::Update>>(
-            self.codec, &borrowed, "update", run, step,
-        )?;
-        Ok((output, blob))
-    }
-}
-
-/// Encodes `value`; with a codec that is not self-describing, also decodes
-/// the blob as `R` so a type the codec cannot read back fails now, at the
-/// write, not at a resume days later.
-pub(crate) fn encode_checked<T: serde::Serialize, R: serde::de::DeserializeOwned>(
-    codec: Codec,
-    value: &T,
-    what: &'static str,
-    run: RunId,
-    step: u64,
-) -> Result<Blob, RunError> {
-    let version = if what == "state" { STATE_VERSION } else { TASK_OUTPUT_VERSION };
-    let blob =
-        codec.encode(value, version).map_err(|source| RunError::Encode { run, step, source })?;
-    if !codec.is_self_describing() {
-        if let Err(source) = blob.decode::<R>() {
-            return Err(RunError::CodecRoundTrip { run, step, codec, what, source });
-        }
-    }
-    Ok(blob)
-}
-
-/// Turns a panic inside a node's future into an error for that task.
-struct CatchUnwind<U>(NodeFuture<U>);
-
-impl<U> Future for CatchUnwind<U> {
-    type Output = Result<Result<NodeOutput<U>, NodeError>, ()>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let future = &mut self.0;
-        match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
-            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(_) => Poll::Ready(Err(())),
         }
     }
 }

@@ -139,6 +139,23 @@ pub enum RunError {
         #[source]
         source: CodecError,
     },
+    /// The run waits for decisions on these interrupts; decide first.
+    #[error("run {run} is waiting for decisions on {pending:?}")]
+    AwaitingDecision {
+        /// The run.
+        run: RunId,
+        /// The interrupts waiting.
+        pending: Vec<String>,
+    },
+    /// A breakpoint or `as_node` names a node the graph does not have.
+    #[error("the graph has no node `{node}`")]
+    UnknownBreakpoint {
+        /// The name.
+        node: String,
+    },
+    /// A decision was refused.
+    #[error(transparent)]
+    Decision(#[from] crate::hitl::DecisionError),
     /// The store refused or failed an operation.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -166,6 +183,9 @@ impl RunError {
             RunError::Encode { .. } => "encode",
             RunError::RunOwned { .. } => "run_owned",
             RunError::CodecRoundTrip { .. } => "codec_round_trip",
+            RunError::AwaitingDecision { .. } => "awaiting_decision",
+            RunError::UnknownBreakpoint { .. } => "unknown_node",
+            RunError::Decision(_) => "decision_refused",
             RunError::Store(_) => "store",
             RunError::DriverLost { .. } => "driver_lost",
         }

@@ -1,25 +1,28 @@
 //! The executor: starts and continues runs on a store.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 use tollgate_checkpoint::{
-    CodecError, GraphRef, NewRun, Owner, PageRequest, RunFilter, RunId, RunStatus, Store,
+    Codec, CodecError, GraphRef, NewRun, Owner, PageRequest, RunFilter, RunId, RunStatus, Store,
     StoreError, Transition,
 };
 
 use crate::event::Event;
 use crate::graph::CompiledGraph;
-use crate::state::{State, Write};
+use crate::hitl::{Decision, PendingInterrupt};
+use crate::state::State;
 
 use super::config::RunConfig;
-use super::driver::{encode_checked, Leg, SnapshotTracker};
+use super::driver::{Breakpoints, Leg, SnapshotTracker};
 use super::emit::{Emitter, Live};
 use super::error::RunError;
+use super::history::{load, Loaded};
 use super::plan::Frontier;
-use super::record::{FrontierRecord, TaskOutputRecord, FRONTIER_VERSION};
+use super::record::FRONTIER_VERSION;
+use super::task::encode_checked;
 
 /// Runs graphs on a [`Store`]. Cheap to clone; share one per process.
 ///
@@ -45,7 +48,7 @@ use super::record::{FrontierRecord, TaskOutputRecord, FRONTIER_VERSION};
 /// ```
 #[derive(Debug, Clone)]
 pub struct Executor {
-    store: Arc<dyn Store>,
+    pub(crate) store: Arc<dyn Store>,
 }
 
 /// How a run (or leg) that did not fail ended.
@@ -53,12 +56,14 @@ pub struct Executor {
 pub struct RunOutcome<S> {
     /// The run.
     pub run_id: RunId,
-    /// `completed` or `interrupted`.
+    /// `completed`, `interrupted` or `awaiting_hitl`.
     pub status: RunStatus,
     /// Last committed step.
     pub step: u64,
     /// The state at that step.
     pub state: S,
+    /// What the run waits for, when `awaiting_hitl`.
+    pub interrupts: Vec<PendingInterrupt>,
 }
 
 /// A run in progress: wait for it, or cancel it at the next step boundary.
@@ -82,8 +87,8 @@ impl<S> RunHandle<S> {
         self.cancel.store(true, Ordering::SeqCst);
     }
 
-    /// Waits for the leg to end: `Ok` when it completed or was interrupted,
-    /// `Err` when it failed.
+    /// Waits for the leg to end: `Ok` when it completed, was interrupted
+    /// or paused for a decision, `Err` when it failed.
     pub async fn wait(self) -> Result<RunOutcome<S>, RunError> {
         let run = self.run_id;
         self.join.await.unwrap_or(Err(RunError::DriverLost { run }))
@@ -114,11 +119,23 @@ impl Executor {
         input: S,
         config: RunConfig,
     ) -> Result<RunHandle<S>, RunError> {
-        let run = config.run_id.unwrap_or_default();
         let frontier = Frontier::start(graph, &input)?;
+        self.start_from(graph, input, frontier, config).await
+    }
+
+    /// Creates a run at step 0 with `state` and `frontier`, and drives it.
+    pub(crate) async fn start_from<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        state: S,
+        frontier: Frontier,
+        config: RunConfig,
+    ) -> Result<RunHandle<S>, RunError> {
+        let run = config.run_id.unwrap_or_default();
+        let breakpoints = breakpoints(graph, &config)?;
         let encode_error = |source| RunError::Encode { run, step: 0, source };
-        let snapshot = encode_checked::<S, S>(config.codec, &input, "state", run, 0)?;
-        let frontier_blob = tollgate_checkpoint::Codec::Json
+        let snapshot = encode_checked::<S, S>(config.codec, &state, "state", run, 0)?;
+        let frontier_blob = Codec::Json
             .encode(&frontier.to_record(graph), FRONTIER_VERSION)
             .map_err(encode_error)?;
         let mut emitter = Emitter::new(run, 0, Arc::clone(&config.clock), config.events.clone());
@@ -141,22 +158,8 @@ impl Executor {
             })
             .await?;
         emitter.committed();
-        let leg = Leg {
-            graph: graph.clone(),
-            store: Arc::clone(&self.store),
-            run,
-            epoch,
-            config,
-            state: Arc::new(input),
-            step: 0,
-            frontier,
-            frontier_blob: None,
-            reused: HashMap::new(),
-            emitter,
-            cancel: Arc::new(AtomicBool::new(false)),
-            snapshots,
-        };
-        Ok(spawn(leg))
+        let loaded = Loaded { state, step: 0, frontier, reused: HashMap::new(), snapshots };
+        Ok(self.leg(graph, run, epoch, config, loaded, emitter, HashMap::new(), breakpoints))
     }
 
     /// Starts a run and waits for it.
@@ -169,11 +172,12 @@ impl Executor {
         self.start(graph, input, config).await?.wait().await
     }
 
-    /// Continues a run that is not terminal (interrupted, failed, or
-    /// running under an owner that died) from its last checkpoint. Takes
-    /// ownership of the run: a previous owner still running is fenced off.
-    /// Tasks of the next step whose outputs were already stored are not
-    /// run again.
+    /// Continues a run that is not terminal (interrupted, failed, decided
+    /// after a pause, or running under an owner that died) from its last
+    /// checkpoint. Takes ownership of the run: a previous owner still
+    /// running is fenced off. Tasks of the next step whose outputs were
+    /// already stored are not run again; interrupted tasks run again and
+    /// see their decisions.
     pub async fn continue_run<S: State>(
         &self,
         graph: &CompiledGraph<S>,
@@ -197,26 +201,33 @@ impl Executor {
                 owner: record.owner.map_or_else(|| "unknown".to_owned(), |owner| owner.to_string()),
             });
         }
+        let interrupts = self.store.interrupts(run).await?;
+        let waiting: Vec<String> =
+            interrupts.iter().filter(|i| i.decision.is_none()).map(|i| i.id.clone()).collect();
+        if !waiting.is_empty() {
+            return Err(RunError::AwaitingDecision { run, pending: waiting });
+        }
+        let breakpoints = breakpoints(graph, &config)?;
         // Claim first (compare-and-set on the epoch just read): from here on
         // no other process can commit to the run, so the checkpoint read
         // below is the one this leg continues from.
         let epoch =
             self.store.claim(run, record.epoch, Owner::current(), config.lease_until()).await?;
-        let loaded = match load::<S>(&*self.store, graph, run).await {
+        let loaded = match load::<S>(&*self.store, graph, run, None).await {
             Ok(loaded) => loaded,
             Err(error) => {
                 // Leave the run failed with the reason rather than
                 // `running` under an owner that gave up.
-                let failure = error.to_failure();
                 let transition = Transition {
                     run,
                     epoch,
                     step: None,
                     status: RunStatus::Failed,
-                    failure: Some(failure),
+                    failure: Some(error.to_failure()),
                     events: Vec::new(),
                     at_ms: config.clock.now_ms(),
                     lease_until_ms: None,
+                    interrupts: Vec::new(),
                 };
                 if let Err(store_error) = self.store.commit(transition).await {
                     tracing::warn!(%run, %store_error, "could not record a failed load");
@@ -224,11 +235,42 @@ impl Executor {
                 return Err(error);
             }
         };
-        let Loaded { state, step, frontier, reused, snapshots } = loaded;
         let mut emitter =
             Emitter::new(run, record.last_seq, Arc::clone(&config.clock), config.events.clone());
-        emit_run_started(&mut emitter, graph, step, run)?;
-        let leg = Leg {
+        emit_run_started(&mut emitter, graph, loaded.step, run)?;
+        let mut decisions: HashMap<u32, BTreeMap<u32, Decision>> = HashMap::new();
+        let mut answered = Vec::new();
+        for interrupt in &interrupts {
+            let pending = PendingInterrupt::from_record(interrupt);
+            if let Some(decision) = pending.decision.clone() {
+                decisions.entry(interrupt.task).or_default().insert(interrupt.ordinal, decision);
+                answered.push(pending);
+            }
+        }
+        if !answered.is_empty() {
+            let event = Event::RunResumed { step: loaded.step + 1, decisions: answered };
+            emitter
+                .emit(None, event, Live::Now)
+                .map_err(|source| json_error(run, loaded.step, source))?;
+        }
+        let decisions = decisions.into_iter().map(|(task, map)| (task, Arc::new(map))).collect();
+        Ok(self.leg(graph, run, epoch, config, loaded, emitter, decisions, breakpoints))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn leg<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        epoch: u64,
+        config: RunConfig,
+        loaded: Loaded<S>,
+        emitter: Emitter,
+        decisions: HashMap<u32, Arc<BTreeMap<u32, Decision>>>,
+        breakpoints: Breakpoints,
+    ) -> RunHandle<S> {
+        let Loaded { state, step, frontier, reused, snapshots } = loaded;
+        spawn(Leg {
             graph: graph.clone(),
             store: Arc::clone(&self.store),
             run,
@@ -242,108 +284,50 @@ impl Executor {
             emitter,
             cancel: Arc::new(AtomicBool::new(false)),
             snapshots,
-        };
-        Ok(spawn(leg))
-    }
-}
-
-/// A run's last checkpoint, decoded against a graph.
-struct Loaded<S: State> {
-    state: S,
-    step: u64,
-    frontier: Frontier,
-    reused: HashMap<u32, (TaskOutputRecord<S::Update>, tollgate_checkpoint::Blob)>,
-    snapshots: SnapshotTracker,
-}
-
-/// Rebuilds the state (newest snapshot + deltas), the frontier and the
-/// stored outputs of the next step.
-async fn load<S: State>(
-    store: &dyn Store,
-    graph: &CompiledGraph<S>,
-    run: RunId,
-) -> Result<Loaded<S>, RunError> {
-    let checkpoint = store.checkpoint(run).await?;
-    let step = checkpoint.run.step;
-    let decode_error = |step| move |source| decode_failure(run, step, source);
-
-    let mut state: S =
-        checkpoint.snapshot.decode().map_err(decode_error(checkpoint.snapshot_step))?;
-    let mut delta_bytes = 0;
-    for (delta_step, updates) in &checkpoint.deltas {
-        let mut writes = Vec::with_capacity(updates.len());
-        for update in updates {
-            delta_bytes += update.update.stored_len();
-            let output: TaskOutputRecord<S::Update> =
-                update.update.decode().map_err(decode_error(*delta_step))?;
-            if let Some(value) = output.update {
-                writes.push(Write { node: Arc::from(update.task.node.as_str()), update: value });
-            }
-        }
-        state
-            .apply(graph.schema(), writes)
-            .map_err(|source| RunError::InvalidUpdate { step: *delta_step, source })?;
-    }
-    let frontier_record: FrontierRecord =
-        checkpoint.frontier.decode().map_err(decode_error(step))?;
-    let frontier = Frontier::from_record(frontier_record, graph, run, step)?;
-    let mut reused = HashMap::new();
-    for pending in checkpoint.pending {
-        let task = frontier.tasks.get(pending.task.index as usize);
-        let matches = task.is_some_and(|task| *graph.node(task.node).name == pending.task.node);
-        if !matches {
-            // A write that does not match the frontier is ignored: the
-            // task runs again rather than taking someone else's output.
-            tracing::warn!(%run, task = ?pending.task, "ignoring a pending write that does not match the frontier");
-            continue;
-        }
-        let output: TaskOutputRecord<S::Update> =
-            pending.update.decode().map_err(decode_error(step + 1))?;
-        reused.insert(pending.task.index, (output, pending.update));
+            decisions,
+            breakpoints: Arc::new(breakpoints),
+            raised: Vec::new(),
+            paused: Vec::new(),
+        })
     }
 
-    let snapshots = SnapshotTracker {
-        last_size: checkpoint.snapshot.stored_len(),
-        delta_bytes,
-        steps: checkpoint.deltas.len() as u64,
-    };
-    Ok(Loaded { state, step, frontier, reused, snapshots })
-}
-
-impl Executor {
-    /// Continues every run of `graph` (same name and version) whose owner
-    /// died: still `running`, with an expired lease or an owner that was a
-    /// process of this host and is gone. Runs another process claims first
-    /// are skipped. Returns a handle per run taken over.
+    /// Continues every run of `graph` (same name and version) that another
+    /// process should pick up: `running` with an expired lease or an owner
+    /// that was a process of this host and is gone, or `queued` (decided
+    /// after a pause, by a process without the graph). Runs another process
+    /// claims first are skipped. Returns a handle per run taken over.
     pub async fn recover<S: State>(
         &self,
         graph: &CompiledGraph<S>,
         config: RunConfig,
     ) -> Result<Vec<RunHandle<S>>, RunError> {
-        let filter = RunFilter {
-            status: Some(RunStatus::Running),
-            graph: Some(graph.name().to_owned()),
-            thread: None,
-        };
-        let mut orphans = Vec::new();
-        let mut page = PageRequest { limit: 100, cursor: None };
-        loop {
-            let found = self.store.list_runs(&filter, &page).await?;
-            let now = config.clock.now_ms();
-            orphans.extend(
-                found
-                    .runs
-                    .into_iter()
-                    .filter(|run| run.graph == graph_ref(graph) && run.is_orphaned(now))
-                    .map(|run| run.id),
-            );
-            match found.next {
-                Some(cursor) => page.cursor = Some(cursor),
-                None => break,
+        let mut ready = Vec::new();
+        for status in [RunStatus::Running, RunStatus::Queued] {
+            let filter = RunFilter {
+                status: Some(status),
+                graph: Some(graph.name().to_owned()),
+                thread: None,
+            };
+            let mut page = PageRequest { limit: 100, cursor: None };
+            loop {
+                let found = self.store.list_runs(&filter, &page).await?;
+                let now = config.clock.now_ms();
+                ready.extend(
+                    found
+                        .runs
+                        .into_iter()
+                        .filter(|run| run.graph == graph_ref(graph))
+                        .filter(|run| run.status == RunStatus::Queued || run.is_orphaned(now))
+                        .map(|run| run.id),
+                );
+                match found.next {
+                    Some(cursor) => page.cursor = Some(cursor),
+                    None => break,
+                }
             }
         }
         let mut handles = Vec::new();
-        for run in orphans {
+        for run in ready {
             match self.continue_run(graph, run, config.clone()).await {
                 Ok(handle) => handles.push(handle),
                 Err(RunError::Store(StoreError::Fenced { .. }))
@@ -357,6 +341,30 @@ impl Executor {
     }
 }
 
+/// The run's breakpoints: the graph's, plus those its config adds.
+fn breakpoints<S: State>(
+    graph: &CompiledGraph<S>,
+    config: &RunConfig,
+) -> Result<Breakpoints, RunError> {
+    let count = graph.node_names().count();
+    let mut points = Breakpoints { before: vec![false; count], after: vec![false; count] };
+    for i in 0..count {
+        points.before[i] = graph.node(i).break_before;
+        points.after[i] = graph.node(i).break_after;
+    }
+    for (names, flags) in
+        [(&config.break_before, &mut points.before), (&config.break_after, &mut points.after)]
+    {
+        for name in names {
+            let index = graph
+                .index_of(name)
+                .ok_or_else(|| RunError::UnknownBreakpoint { node: name.clone() })?;
+            flags[index] = true;
+        }
+    }
+    Ok(points)
+}
+
 fn spawn<S: State>(leg: Leg<S>) -> RunHandle<S> {
     let run_id = leg.run;
     let cancel = Arc::clone(&leg.cancel);
@@ -364,11 +372,19 @@ fn spawn<S: State>(leg: Leg<S>) -> RunHandle<S> {
     RunHandle { run_id, cancel, join }
 }
 
-fn graph_ref<S: State>(graph: &CompiledGraph<S>) -> GraphRef {
+pub(crate) fn graph_ref<S: State>(graph: &CompiledGraph<S>) -> GraphRef {
     GraphRef { name: graph.name().to_owned(), version: graph.version() }
 }
 
-fn emit_run_started<S: State>(
+pub(crate) fn json_error(run: RunId, step: u64, source: serde_json::Error) -> RunError {
+    RunError::Encode {
+        run,
+        step,
+        source: CodecError::Encode { codec: Codec::Json, source: Box::new(source) },
+    }
+}
+
+pub(crate) fn emit_run_started<S: State>(
     emitter: &mut Emitter,
     graph: &CompiledGraph<S>,
     from_step: u64,
@@ -379,23 +395,5 @@ fn emit_run_started<S: State>(
         graph_version: graph.version(),
         from_step,
     };
-    emitter.emit(None, event, Live::Now).map_err(|source| RunError::Encode {
-        run,
-        step: from_step,
-        source: CodecError::Encode {
-            codec: tollgate_checkpoint::Codec::Json,
-            source: Box::new(source),
-        },
-    })
-}
-
-/// A damaged blob is corruption of that run; an intact one that does not
-/// decode means the types changed.
-fn decode_failure(run: RunId, step: u64, source: CodecError) -> RunError {
-    match source {
-        CodecError::ChecksumMismatch { .. } | CodecError::Truncated { .. } => {
-            StoreError::CorruptCheckpoint { run, step, source }.into()
-        }
-        source => RunError::StateDecode { run, step, source },
-    }
+    emitter.emit(None, event, Live::Now).map_err(|source| json_error(run, from_step, source))
 }

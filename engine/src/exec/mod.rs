@@ -5,9 +5,13 @@ mod driver;
 mod emit;
 mod error;
 mod executor;
+mod history;
 mod plan;
 mod record;
+mod resume;
+mod task;
 
 pub use config::{RunConfig, SnapshotPolicy, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
 pub use error::RunError;
 pub use executor::{Executor, RunHandle, RunOutcome};
+pub use resume::{DecisionOutcome, Resumed};

@@ -39,6 +39,9 @@ pub struct StateGraph<S: State> {
     pub(super) joins: Vec<JoinDecl>,
     pub(super) retries: Vec<(String, RetryPolicy)>,
     pub(super) visit_limits: Vec<(String, u32)>,
+    pub(super) break_before: Vec<String>,
+    pub(super) break_after: Vec<String>,
+    pub(super) on_reject: Vec<(String, String)>,
 }
 
 pub(super) struct NodeDecl<S: State> {
@@ -93,6 +96,9 @@ impl<S: State> StateGraph<S> {
             joins: Vec::new(),
             retries: Vec::new(),
             visit_limits: Vec::new(),
+            break_before: Vec::new(),
+            break_after: Vec::new(),
+            on_reject: Vec::new(),
         }
     }
 
@@ -184,6 +190,36 @@ impl<S: State> StateGraph<S> {
     /// than `limit` times.
     pub fn max_visits(mut self, node: impl Into<String>, limit: u32) -> Self {
         self.visit_limits.push((node.into(), limit));
+        self
+    }
+
+    /// Static breakpoints: every run pauses (`awaiting_hitl`) before these
+    /// nodes run, until a person approves (or rejects).
+    pub fn interrupt_before<T>(mut self, nodes: T) -> Self
+    where
+        T: IntoIterator,
+        T::Item: Into<String>,
+    {
+        self.break_before.extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Static breakpoints: every run pauses after these nodes ran, before
+    /// their output is merged, until a person approves (or rejects). The
+    /// node does not run again on resume.
+    pub fn interrupt_after<T>(mut self, nodes: T) -> Self
+    where
+        T: IntoIterator,
+        T::Item: Into<String>,
+    {
+        self.break_after.extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// When a person rejects an interrupt raised by `node`, go to `target`
+    /// instead of ending the run `rejected`. The node does not run again.
+    pub fn on_reject(mut self, node: impl Into<String>, target: impl Into<String>) -> Self {
+        self.on_reject.push((node.into(), target.into()));
         self
     }
 

@@ -79,6 +79,12 @@ pub(crate) struct CompiledNode<S: State> {
     pub(crate) joins: Vec<(usize, usize)>,
     pub(crate) retry: Option<RetryPolicy>,
     pub(crate) max_visits: Option<u32>,
+    /// Pause before the node runs / after it ran (compile-time breakpoints).
+    pub(crate) break_before: bool,
+    pub(crate) break_after: bool,
+    /// Where a rejected interrupt of this node goes (else the run ends
+    /// `rejected`).
+    pub(crate) on_reject: Option<usize>,
 }
 
 pub(crate) struct CompiledJoin {
@@ -150,5 +156,10 @@ impl<S: State> CompiledGraph<S> {
 
     pub(crate) fn node(&self, index: usize) -> &CompiledNode<S> {
         &self.inner.nodes[index]
+    }
+
+    /// The index of a node by name.
+    pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
+        self.inner.index.get(name).copied()
     }
 }

@@ -144,6 +144,14 @@ pub enum GraphProblem {
         /// `max_visits` or `retry.max_attempts`.
         option: &'static str,
     },
+    /// A rejection route leads to a node that does not exist.
+    #[error("rejections of `{node}` go to `{target}`, which is not a node")]
+    UnknownRejectTarget {
+        /// The node whose rejections are routed.
+        node: String,
+        /// The missing target.
+        target: String,
+    },
     /// Nothing leaves `START`.
     #[error("nothing leaves `__start__`: add an edge or route from START")]
     NoEntry,
@@ -222,8 +230,20 @@ fn slot_index(slot: usize) -> NodeIndex {
 }
 
 pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>, CompileError> {
-    let StateGraph { name, version, schema, nodes, edges, routes, joins, retries, visit_limits } =
-        graph;
+    let StateGraph {
+        name,
+        version,
+        schema,
+        nodes,
+        edges,
+        routes,
+        joins,
+        retries,
+        visit_limits,
+        break_before,
+        break_after,
+        on_reject,
+    } = graph;
     let mut problems = Vec::new();
 
     let mut index = HashMap::new();
@@ -400,6 +420,38 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
         }
     }
 
+    let flags = |names: Vec<String>, problems: &mut Vec<GraphProblem>| {
+        let mut set = vec![false; nodes.len()];
+        for node in names {
+            match index.get(&node) {
+                Some(&i) => set[i] = true,
+                None => problems.push(GraphProblem::UnknownOptionNode { node }),
+            }
+        }
+        set
+    };
+    let before = flags(break_before, &mut problems);
+    let after = flags(break_after, &mut problems);
+    let mut reject_to = vec![None; nodes.len()];
+    for (node, target) in on_reject {
+        let Some(&from) = index.get(&node) else {
+            problems.push(GraphProblem::UnknownOptionNode { node });
+            continue;
+        };
+        match index.get(&target) {
+            Some(&to) => {
+                reject_to[from] = Some(to);
+                pg.update_edge(
+                    NodeIndex::new(from + 2),
+                    NodeIndex::new(to + 2),
+                    EdgeKind::Conditional,
+                );
+                commands[from].get_or_insert_with(HashMap::new).insert(target, Target::Node(to));
+            }
+            None => problems.push(GraphProblem::UnknownRejectTarget { node, target }),
+        }
+    }
+
     let start_successors = successors.remove(0);
     if start_successors.edges.is_empty() && start_successors.route.is_none() {
         problems.push(GraphProblem::NoEntry);
@@ -427,7 +479,11 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
         .zip(successors)
         .zip(commands)
         .zip(memberships)
-        .map(|(((node, next), commands), joins)| CompiledNode {
+        .enumerate()
+        .map(|(i, (((node, next), commands), joins))| CompiledNode {
+            break_before: before[i],
+            break_after: after[i],
+            on_reject: reject_to[i],
             retry: retry_of.remove(&node.name),
             max_visits: visits_of.remove(&node.name),
             name: Arc::from(node.name),

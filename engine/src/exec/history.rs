@@ -1,0 +1,239 @@
+//! Loading checkpoints, and time travel: the state at any checkpoint,
+//! forking a run from one, and writing a state update as if a node ran.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tollgate_checkpoint::{
+    Blob, Codec, CodecError, Owner, RunId, RunStatus, StepRecord, Store, StoreError, TaskKey,
+    TaskUpdate, Transition,
+};
+
+use crate::event::Event;
+use crate::graph::CompiledGraph;
+use crate::state::{State, Write};
+
+use super::config::RunConfig;
+use super::driver::SnapshotTracker;
+use super::emit::{node_id, Emitter, Live};
+use super::error::RunError;
+use super::executor::{emit_run_started, graph_ref, json_error, Executor, RunHandle};
+use super::plan::Frontier;
+use super::record::{FrontierRecord, TaskOutputRecord, FRONTIER_VERSION};
+use super::task::{encode_checked, encode_output};
+
+/// A run's checkpoint, decoded against a graph.
+pub(crate) struct Loaded<S: State> {
+    pub(crate) state: S,
+    pub(crate) step: u64,
+    pub(crate) frontier: Frontier,
+    pub(crate) reused: HashMap<u32, (TaskOutputRecord<S::Update>, Blob)>,
+    pub(crate) snapshots: SnapshotTracker,
+}
+
+/// Rebuilds the state at step `at` (the last when `None`): newest snapshot
+/// at or before it, plus the deltas after it; the frontier; and, for the
+/// last step, the stored outputs of the next step's finished tasks.
+pub(crate) async fn load<S: State>(
+    store: &dyn Store,
+    graph: &CompiledGraph<S>,
+    run: RunId,
+    at: Option<u64>,
+) -> Result<Loaded<S>, RunError> {
+    let checkpoint = store.checkpoint(run, at).await?;
+    let step = checkpoint.run.step;
+    let decode_error = |step| move |source| decode_failure(run, step, source);
+
+    let mut state: S =
+        checkpoint.snapshot.decode().map_err(decode_error(checkpoint.snapshot_step))?;
+    let mut delta_bytes = 0;
+    for (delta_step, updates) in &checkpoint.deltas {
+        let mut writes = Vec::with_capacity(updates.len());
+        for update in updates {
+            delta_bytes += update.update.stored_len();
+            let output: TaskOutputRecord<S::Update> =
+                update.update.decode().map_err(decode_error(*delta_step))?;
+            if let Some(value) = output.update {
+                writes.push(Write { node: Arc::from(update.task.node.as_str()), update: value });
+            }
+        }
+        state
+            .apply(graph.schema(), writes)
+            .map_err(|source| RunError::InvalidUpdate { step: *delta_step, source })?;
+    }
+    let frontier_record: FrontierRecord =
+        checkpoint.frontier.decode().map_err(decode_error(step))?;
+    let frontier = Frontier::from_record(frontier_record, graph, run, step)?;
+    let mut reused = HashMap::new();
+    for pending in checkpoint.pending {
+        let task = frontier.tasks.get(pending.task.index as usize);
+        let matches = task.is_some_and(|task| *graph.node(task.node).name == pending.task.node);
+        if !matches {
+            // A write that does not match the frontier is ignored: the task
+            // runs again rather than taking someone else's output.
+            tracing::warn!(%run, task = ?pending.task, "ignoring a pending write that does not match the frontier");
+            continue;
+        }
+        let output: TaskOutputRecord<S::Update> =
+            pending.update.decode().map_err(decode_error(step + 1))?;
+        reused.insert(pending.task.index, (output, pending.update));
+    }
+    let snapshots = SnapshotTracker {
+        last_size: checkpoint.snapshot.stored_len(),
+        delta_bytes,
+        steps: checkpoint.deltas.len() as u64,
+    };
+    Ok(Loaded { state, step, frontier, reused, snapshots })
+}
+
+/// A damaged blob is corruption of that run; an intact one that does not
+/// decode means the types changed.
+fn decode_failure(run: RunId, step: u64, source: CodecError) -> RunError {
+    match source {
+        CodecError::ChecksumMismatch { .. } | CodecError::Truncated { .. } => {
+            StoreError::CorruptCheckpoint { run, step, source }.into()
+        }
+        source => RunError::StateDecode { run, step, source },
+    }
+}
+
+impl Executor {
+    /// The run's state at checkpoint `step` (0 is the input).
+    pub async fn state_at<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        step: u64,
+    ) -> Result<S, RunError> {
+        check_graph(&*self.store, graph, run).await?;
+        Ok(load(&*self.store, graph, run, Some(step)).await?.state)
+    }
+
+    /// Starts a new run from checkpoint `step` of `run`: its state (with
+    /// `edit` merged through the reducers, as if written by a node named
+    /// `__fork__`) and what was to run next. The source run is unchanged.
+    pub async fn fork<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        step: u64,
+        edit: Option<S::Update>,
+        config: RunConfig,
+    ) -> Result<RunHandle<S>, RunError> {
+        check_graph(&*self.store, graph, run).await?;
+        let Loaded { mut state, frontier, .. } = load(&*self.store, graph, run, Some(step)).await?;
+        if let Some(update) = edit {
+            let write = Write { node: Arc::from("__fork__"), update };
+            state
+                .apply(graph.schema(), vec![write])
+                .map_err(|source| RunError::InvalidUpdate { step, source })?;
+        }
+        self.start_from(graph, state, frontier, config).await
+    }
+
+    /// Writes `update` as a new checkpoint, as if `as_node` had run: the
+    /// update goes through the reducers and the next tasks are `as_node`'s
+    /// successors. The run must not be running or terminal; it is left
+    /// `interrupted`, ready to be continued, and a step that was in flight
+    /// (with its interrupts) is superseded. Returns the new step.
+    pub async fn update_state<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        update: S::Update,
+        as_node: &str,
+        config: RunConfig,
+    ) -> Result<u64, RunError> {
+        let record = check_graph(&*self.store, graph, run).await?;
+        if record.status == RunStatus::Running {
+            return Err(RunError::RunOwned {
+                run,
+                owner: record.owner.map_or_else(|| "unknown".to_owned(), |owner| owner.to_string()),
+            });
+        }
+        let node = graph
+            .index_of(as_node)
+            .ok_or_else(|| RunError::UnknownBreakpoint { node: as_node.to_owned() })?;
+        let epoch =
+            self.store.claim(run, record.epoch, Owner::current(), config.lease_until()).await?;
+        let Loaded { mut state, frontier, step, .. } = load(&*self.store, graph, run, None).await?;
+        let step = step + 1;
+        let output = TaskOutputRecord { update: Some(update), goto: Vec::new() };
+        let (output, blob) = encode_output(config.codec, output, run, step)?;
+        let event_update =
+            serde_json::to_value(&output.update).map_err(|e| json_error(run, step, e))?;
+        if let Some(update) = output.update {
+            let write = Write { node: Arc::from(as_node), update };
+            state
+                .apply(graph.schema(), vec![write])
+                .map_err(|source| RunError::InvalidUpdate { step, source })?;
+        }
+        let ran = Frontier { tasks: vec![super::plan::Task { node, input: None }], ..frontier };
+        let next = ran.next(graph, &state, vec![Vec::new()])?;
+        let frontier_blob = Codec::Json
+            .encode(&next.to_record(graph), FRONTIER_VERSION)
+            .map_err(|source| RunError::Encode { run, step, source })?;
+        let snapshot = encode_checked::<S, S>(config.codec, &state, "state", run, step)?;
+
+        let mut emitter = Emitter::new(run, record.last_seq, Arc::clone(&config.clock), None);
+        emit_run_started(&mut emitter, graph, step - 1, run)?;
+        let id = node_id(as_node, step, 0);
+        let completed = Event::NodeCompleted {
+            step,
+            task: 0,
+            update: event_update,
+            goto: Vec::new(),
+            reused: false,
+        };
+        let events = [
+            (Some((as_node, id.as_str())), completed),
+            (None, Event::CheckpointSaved { step, tasks: 1, snapshot: true }),
+            (
+                None,
+                Event::RunEnded {
+                    status: RunStatus::Interrupted,
+                    step,
+                    result: None,
+                    error: None,
+                    interrupts: Vec::new(),
+                },
+            ),
+        ];
+        for (label, event) in events {
+            emitter
+                .emit(label, event, Live::Now)
+                .map_err(|source| json_error(run, step, source))?;
+        }
+        let task = TaskKey { step, index: 0, node: as_node.to_owned() };
+        let transition = Transition {
+            run,
+            epoch,
+            step: Some(StepRecord {
+                step,
+                updates: vec![TaskUpdate { task, update: blob }],
+                snapshot: Some(snapshot),
+                frontier: frontier_blob,
+            }),
+            status: RunStatus::Interrupted,
+            failure: None,
+            events: emitter.take_batch(),
+            at_ms: emitter.now_ms(),
+            lease_until_ms: None,
+            interrupts: Vec::new(),
+        };
+        self.store.commit(transition).await?;
+        Ok(step)
+    }
+}
+
+async fn check_graph<S: State>(
+    store: &dyn Store,
+    graph: &CompiledGraph<S>,
+    run: RunId,
+) -> Result<tollgate_checkpoint::RunRecord, RunError> {
+    let record = store.run(run).await?;
+    if record.graph != graph_ref(graph) {
+        return Err(RunError::GraphMismatch { run, stored: record.graph, graph: graph_ref(graph) });
+    }
+    Ok(record)
+}

@@ -1,0 +1,211 @@
+//! Deciding on interrupts and resuming paused runs.
+
+use std::sync::Arc;
+
+use tollgate_checkpoint::{DecisionWrite, RunFailure, RunId, RunStatus, StoreError};
+
+use crate::event::{Clock, Event, SystemClock};
+use crate::graph::CompiledGraph;
+use crate::hitl::{validate, Decision, DecisionError, DecisionRequest, PendingInterrupt};
+use crate::state::State;
+
+use super::config::RunConfig;
+use super::emit::{Emitter, Live};
+use super::error::RunError;
+use super::executor::{graph_ref, Executor, RunHandle};
+
+/// What a recorded decision did to its run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionOutcome {
+    /// The run.
+    pub run: RunId,
+    /// The interrupt answered.
+    pub interrupt: String,
+    /// The run's status now: `queued` (ready to continue), `awaiting_hitl`
+    /// (other interrupts still open) or `rejected` (ended).
+    pub status: RunStatus,
+    /// The run's version (epoch) after the decision.
+    pub version: u64,
+    /// Interrupts still waiting.
+    pub pending: Vec<PendingInterrupt>,
+}
+
+/// What [`Executor::resume`] did.
+#[derive(Debug)]
+pub enum Resumed<S> {
+    /// Every interrupt is answered: the run continues in this process.
+    Continuing(RunHandle<S>),
+    /// Other interrupts still wait for decisions.
+    Waiting(DecisionOutcome),
+    /// The decision rejected the run and the graph does not route
+    /// rejections of that node: the run ended `rejected`.
+    Rejected(DecisionOutcome),
+}
+
+fn store_refusal(run: RunId, error: StoreError) -> DecisionError {
+    match error {
+        StoreError::Fenced { writer, current, .. } => {
+            DecisionError::Conflict { run, expected: writer, found: current }
+        }
+        StoreError::NotAwaitingDecision { status, .. } => DecisionError::NotPaused { run, status },
+        StoreError::InterruptAnswered { interrupt, .. } => {
+            DecisionError::AlreadyAnswered { run, interrupt }
+        }
+        StoreError::InterruptNotFound { interrupt, .. } => {
+            DecisionError::InterruptNotFound { run, interrupt, pending: Vec::new() }
+        }
+        other => DecisionError::Store(other),
+    }
+}
+
+impl Executor {
+    /// Records a decision on a paused run. Needs no graph: the CLI or a
+    /// server can decide, and the process that has the graph continues the
+    /// run (`continue_run`, `recover`). Compare-and-set on the run's
+    /// version: of two concurrent decisions exactly one is recorded, the
+    /// other gets [`DecisionError::Conflict`]. A refused decision changes
+    /// nothing.
+    pub async fn decide(
+        &self,
+        run: RunId,
+        request: DecisionRequest,
+    ) -> Result<DecisionOutcome, DecisionError> {
+        let refused = |error| store_refusal(run, error);
+        let record = self.store.run(run).await.map_err(refused)?;
+        if record.status != RunStatus::AwaitingHitl {
+            return Err(DecisionError::NotPaused { run, status: record.status });
+        }
+        let interrupts = self.store.interrupts(run).await.map_err(refused)?;
+        let waiting: Vec<String> =
+            interrupts.iter().filter(|i| i.decision.is_none()).map(|i| i.id.clone()).collect();
+        let target = match &request.interrupt {
+            Some(id) => {
+                let found = interrupts.iter().find(|i| &i.id == id).ok_or_else(|| {
+                    DecisionError::InterruptNotFound {
+                        run,
+                        interrupt: id.clone(),
+                        pending: waiting.clone(),
+                    }
+                })?;
+                if found.decision.is_some() {
+                    return Err(DecisionError::AlreadyAnswered { run, interrupt: id.clone() });
+                }
+                found
+            }
+            None => match waiting.as_slice() {
+                [only] => interrupts.iter().find(|i| &i.id == only).expect("listed above"),
+                _ => return Err(DecisionError::Ambiguous { run, pending: waiting }),
+            },
+        };
+        let view = PendingInterrupt::from_record(target);
+        let kind = request.decision.kind();
+        if !view.decisions.contains(&kind) {
+            return Err(DecisionError::NotAllowed {
+                interrupt: target.id.clone(),
+                decision: kind,
+                allowed: view.decisions,
+            });
+        }
+        if let (Some(schema), Some(value)) = (&target.schema, request.decision.value()) {
+            validate(&target.id, schema, value)?;
+        }
+
+        let ends = matches!(request.decision, Decision::Reject { .. }) && !target.rejection_routed;
+        let remaining: Vec<PendingInterrupt> = interrupts
+            .iter()
+            .filter(|i| i.decision.is_none() && i.id != target.id)
+            .map(PendingInterrupt::from_record)
+            .collect();
+        let status = if ends {
+            RunStatus::Rejected
+        } else if remaining.is_empty() {
+            RunStatus::Queued
+        } else {
+            RunStatus::AwaitingHitl
+        };
+        let decision = serde_json::to_value(&request.decision).map_err(|error| {
+            DecisionError::Store(StoreError::Backend { source: Box::new(error) })
+        })?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let mut emitter = Emitter::new(run, record.last_seq, Arc::clone(&clock), None);
+        if ends {
+            // A rejection that ends the run is a leg of its own.
+            let reason = match &request.decision {
+                Decision::Reject { reason } => reason.clone(),
+                _ => None,
+            };
+            let answered = PendingInterrupt { decision: Some(request.decision.clone()), ..view };
+            let failure = RunFailure {
+                kind: "rejected".into(),
+                node: Some(target.node.clone()),
+                message: reason
+                    .unwrap_or_else(|| format!("interrupt `{}` was rejected", target.id)),
+            };
+            let events = [
+                Event::RunStarted {
+                    graph: record.graph.name.clone(),
+                    graph_version: record.graph.version,
+                    from_step: record.step,
+                },
+                Event::RunResumed { step: record.step + 1, decisions: vec![answered] },
+                Event::RunEnded {
+                    status: RunStatus::Rejected,
+                    step: record.step,
+                    result: None,
+                    error: Some(failure),
+                    interrupts: Vec::new(),
+                },
+            ];
+            for event in events {
+                emitter.emit(None, event, Live::Now).map_err(|error| {
+                    DecisionError::Store(StoreError::Backend { source: Box::new(error) })
+                })?;
+            }
+        }
+        let version = self
+            .store
+            .decide(DecisionWrite {
+                run,
+                expected_epoch: record.epoch,
+                interrupt: target.id.clone(),
+                decision,
+                status,
+                events: emitter.take_batch(),
+                at_ms: clock.now_ms(),
+            })
+            .await
+            .map_err(refused)?;
+        Ok(DecisionOutcome {
+            run,
+            interrupt: target.id.clone(),
+            status,
+            version,
+            pending: remaining,
+        })
+    }
+
+    /// Records a decision and, once the run has every decision it waits
+    /// for, continues it in this process.
+    pub async fn resume<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        request: DecisionRequest,
+        config: RunConfig,
+    ) -> Result<Resumed<S>, RunError> {
+        let record = self.store.run(run).await?;
+        if record.graph != graph_ref(graph) {
+            return Err(RunError::GraphMismatch {
+                run,
+                stored: record.graph,
+                graph: graph_ref(graph),
+            });
+        }
+        let outcome = self.decide(run, request).await?;
+        Ok(match outcome.status {
+            RunStatus::Queued => Resumed::Continuing(self.continue_run(graph, run, config).await?),
+            RunStatus::Rejected => Resumed::Rejected(outcome),
+            _ => Resumed::Waiting(outcome),
+        })
+    }
+}

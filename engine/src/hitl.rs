@@ -1,0 +1,288 @@
+//! Human in the loop: interrupts nodes raise and the decisions people make.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tollgate_checkpoint::{InterruptRecord, RunId};
+
+/// Ordinal of a breakpoint before a node runs.
+pub(crate) const BEFORE: u32 = u32::MAX - 1;
+/// Ordinal of a breakpoint after a node ran.
+pub(crate) const AFTER: u32 = u32::MAX;
+
+/// A decision a person can make on an interrupt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionKind {
+    /// Go ahead as proposed.
+    Approve,
+    /// Go ahead with an edited value.
+    Edit,
+    /// Answer a question.
+    Respond,
+    /// Refuse.
+    Reject,
+}
+
+impl DecisionKind {
+    /// Every kind.
+    pub const ALL: [DecisionKind; 4] =
+        [DecisionKind::Approve, DecisionKind::Edit, DecisionKind::Respond, DecisionKind::Reject];
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionKind::Approve => "approve",
+            DecisionKind::Edit => "edit",
+            DecisionKind::Respond => "respond",
+            DecisionKind::Reject => "reject",
+        }
+    }
+}
+
+/// A person's decision on an interrupt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum Decision {
+    /// Go ahead as proposed.
+    Approve,
+    /// Go ahead with this value instead.
+    Edit {
+        /// The edited value.
+        value: Value,
+    },
+    /// The answer to a question.
+    Respond {
+        /// The answer.
+        value: Value,
+    },
+    /// Refuse, with an optional reason.
+    Reject {
+        /// Why.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+impl Decision {
+    /// Which kind of decision this is.
+    pub fn kind(&self) -> DecisionKind {
+        match self {
+            Decision::Approve => DecisionKind::Approve,
+            Decision::Edit { .. } => DecisionKind::Edit,
+            Decision::Respond { .. } => DecisionKind::Respond,
+            Decision::Reject { .. } => DecisionKind::Reject,
+        }
+    }
+
+    /// The value of an `edit` or `respond`.
+    pub fn value(&self) -> Option<&Value> {
+        match self {
+            Decision::Edit { value } | Decision::Respond { value } => Some(value),
+            _ => None,
+        }
+    }
+}
+
+/// What a node asks a person: raise it with
+/// [`NodeContext::interrupt`](crate::NodeContext::interrupt).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interrupt {
+    pub(crate) kind: String,
+    pub(crate) payload: Value,
+    pub(crate) decisions: Vec<DecisionKind>,
+    pub(crate) schema: Option<Value>,
+}
+
+impl Interrupt {
+    /// An interrupt of `kind` (`approval`, `question`, ...) showing
+    /// `payload`; every decision is accepted until [`Interrupt::allow`]
+    /// narrows them.
+    pub fn new(kind: impl Into<String>, payload: Value) -> Self {
+        Self { kind: kind.into(), payload, decisions: DecisionKind::ALL.to_vec(), schema: None }
+    }
+
+    /// Accepts only these decisions.
+    pub fn allow(mut self, decisions: impl IntoIterator<Item = DecisionKind>) -> Self {
+        self.decisions = decisions.into_iter().collect();
+        self
+    }
+
+    /// The JSON Schema an `edit` or `respond` value must satisfy.
+    pub fn schema(mut self, schema: Value) -> Self {
+        self.schema = Some(schema);
+        self
+    }
+}
+
+/// An interrupt a task raised, on its way to the store.
+#[derive(Debug, Clone)]
+pub(crate) struct Raised {
+    pub(crate) ordinal: u32,
+    pub(crate) request: Interrupt,
+}
+
+/// The stable id of an interrupt: `RUN.STEP.TASK.ORDINAL` (ordinals of
+/// breakpoints read `before` / `after`).
+pub(crate) fn interrupt_id(run: RunId, step: u64, task: u32, ordinal: u32) -> String {
+    match ordinal {
+        BEFORE => format!("{run}.{step}.{task}.before"),
+        AFTER => format!("{run}.{step}.{task}.after"),
+        n => format!("{run}.{step}.{task}.{n}"),
+    }
+}
+
+/// An interrupt waiting for (or holding) a decision, as callers see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingInterrupt {
+    /// Stable id: `RUN.STEP.TASK.ORDINAL`.
+    pub id: String,
+    /// The node that raised it.
+    pub node: String,
+    /// The step in flight.
+    pub step: u64,
+    /// The task's position in the step.
+    pub task: u32,
+    /// What is asked.
+    pub kind: String,
+    /// What the person is shown.
+    pub payload: Value,
+    /// Decisions accepted.
+    pub decisions: Vec<DecisionKind>,
+    /// JSON Schema of an `edit` or `respond` value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    /// The decision, once made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+}
+
+impl PendingInterrupt {
+    pub(crate) fn from_record(record: &InterruptRecord) -> Self {
+        let decisions = record
+            .decisions
+            .iter()
+            .filter_map(|name| DecisionKind::ALL.into_iter().find(|kind| kind.as_str() == name))
+            .collect();
+        Self {
+            id: record.id.clone(),
+            node: record.node.clone(),
+            step: record.step,
+            task: record.task,
+            kind: record.kind.clone(),
+            payload: record.payload.clone(),
+            decisions,
+            schema: record.schema.clone(),
+            decision: record.decision.clone().and_then(|value| serde_json::from_value(value).ok()),
+        }
+    }
+}
+
+/// Which interrupt a decision answers and what it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionRequest {
+    /// The interrupt; `None` addresses the only pending one.
+    pub interrupt: Option<String>,
+    /// The decision.
+    pub decision: Decision,
+}
+
+impl DecisionRequest {
+    /// A decision on the run's only pending interrupt.
+    pub fn new(decision: Decision) -> Self {
+        Self { interrupt: None, decision }
+    }
+
+    /// A decision on the interrupt `id`.
+    pub fn on(id: impl Into<String>, decision: Decision) -> Self {
+        Self { interrupt: Some(id.into()), decision }
+    }
+}
+
+/// A refused decision. Nothing was recorded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecisionError {
+    /// The run is not waiting for a decision.
+    #[error("run {run} is {status}, not awaiting a decision")]
+    NotPaused {
+        /// The run.
+        run: RunId,
+        /// Its status.
+        status: tollgate_checkpoint::RunStatus,
+    },
+    /// No open interrupt has this id.
+    #[error("run {run} has no interrupt `{interrupt}` waiting; pending: {pending:?}")]
+    InterruptNotFound {
+        /// The run.
+        run: RunId,
+        /// The id given.
+        interrupt: String,
+        /// The ids still waiting.
+        pending: Vec<String>,
+    },
+    /// The interrupt is answered already.
+    #[error("interrupt `{interrupt}` of run {run} is already answered")]
+    AlreadyAnswered {
+        /// The run.
+        run: RunId,
+        /// The interrupt.
+        interrupt: String,
+    },
+    /// No id was given and several interrupts are waiting.
+    #[error("run {run} has {} interrupts waiting; name one of {pending:?}", pending.len())]
+    Ambiguous {
+        /// The run.
+        run: RunId,
+        /// The ids waiting.
+        pending: Vec<String>,
+    },
+    /// The interrupt does not accept this kind of decision.
+    #[error("interrupt `{interrupt}` accepts {allowed:?}, not {decision:?}")]
+    NotAllowed {
+        /// The interrupt.
+        interrupt: String,
+        /// The decision given.
+        decision: DecisionKind,
+        /// The decisions accepted.
+        allowed: Vec<DecisionKind>,
+    },
+    /// The value of an `edit` or `respond` does not satisfy the schema.
+    #[error("the answer to `{interrupt}` does not match its schema: {}", errors.join("; "))]
+    InvalidValue {
+        /// The interrupt.
+        interrupt: String,
+        /// What the validator reported.
+        errors: Vec<String>,
+    },
+    /// Another decision (or a claim) changed the run since it was read:
+    /// of two concurrent decisions, this one lost.
+    #[error("run {run} changed (version {expected} -> {found}); reload it and decide again")]
+    Conflict {
+        /// The run.
+        run: RunId,
+        /// The version this decision was based on.
+        expected: u64,
+        /// The version found.
+        found: u64,
+    },
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(tollgate_checkpoint::StoreError),
+}
+
+/// Checks an `edit` / `respond` value against the interrupt's schema.
+pub(crate) fn validate(
+    interrupt: &str,
+    schema: &Value,
+    value: &Value,
+) -> Result<(), DecisionError> {
+    let invalid = |errors| DecisionError::InvalidValue { interrupt: interrupt.to_owned(), errors };
+    let validator = jsonschema::validator_for(schema)
+        .map_err(|error| invalid(vec![format!("the interrupt's schema is invalid: {error}")]))?;
+    let errors: Vec<String> = validator.iter_errors(value).map(|error| error.to_string()).collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(errors))
+    }
+}
