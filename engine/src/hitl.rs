@@ -184,17 +184,27 @@ pub struct DecisionRequest {
     pub interrupt: Option<String>,
     /// The decision.
     pub decision: Decision,
+    /// The run version (`RunRecord::epoch`) the decider saw; when set, a
+    /// run that changed since is a [`DecisionError::Conflict`].
+    pub expected_version: Option<u64>,
 }
 
 impl DecisionRequest {
     /// A decision on the run's only pending interrupt.
     pub fn new(decision: Decision) -> Self {
-        Self { interrupt: None, decision }
+        Self { interrupt: None, decision, expected_version: None }
     }
 
     /// A decision on the interrupt `id`.
     pub fn on(id: impl Into<String>, decision: Decision) -> Self {
-        Self { interrupt: Some(id.into()), decision }
+        Self { interrupt: Some(id.into()), decision, expected_version: None }
+    }
+
+    /// Refuses the decision if the run moved past `version` (another
+    /// reviewer decided first).
+    pub fn at_version(mut self, version: u64) -> Self {
+        self.expected_version = Some(version);
+        self
     }
 }
 

@@ -5,6 +5,8 @@
 //!   (linear, conditional, fork/merge, cycle guard, cancellation, errors).
 //! - `codec`: bincode round trips, and refusals at the first write.
 //! - `compile`: one case per compile-time validation rule, and exports.
+//! - `hitl`: interrupts, decisions, the double-resume race, breakpoints,
+//!   fork and update_state.
 //! - `reducers`: derived reducers, conflicting updates, `Send` fan-out.
 //! - `step_guard`: max steps at N-1 / N / N+1, remaining steps, visit limits.
 //! - `determinism`: merges never depend on task timing.
@@ -24,6 +26,7 @@ mod conformance;
 mod determinism;
 mod durability;
 mod events;
+mod hitl;
 mod reducers;
 mod retry;
 mod send_sync;

@@ -185,7 +185,7 @@ impl<S: State> Leg<S> {
                     if let Some(update) = output.update {
                         writes.push(Write { node: Arc::clone(&name), update });
                     }
-                    gotos.push(output.goto);
+                    gotos.push((output.goto, task.rejected));
                 }
                 Outcome::Paused { raised, .. } => {
                     let record = InterruptRecord {
@@ -215,7 +215,7 @@ impl<S: State> Leg<S> {
                     };
                     self.emit(label(), event, Live::Now)?;
                     pauses.push((record, interrupt));
-                    gotos.push(Vec::new());
+                    gotos.push((Vec::new(), false));
                 }
                 Outcome::Failed(error) => {
                     let event = Event::NodeFailed {
@@ -226,7 +226,7 @@ impl<S: State> Leg<S> {
                     };
                     self.emit(label(), event, Live::Now)?;
                     failure.get_or_insert(error);
-                    gotos.push(Vec::new());
+                    gotos.push((Vec::new(), false));
                 }
             }
         }
@@ -334,6 +334,7 @@ impl<S: State> Leg<S> {
                     retries,
                     outcome,
                     reused: false,
+                    rejected: true,
                 });
                 continue;
             }
@@ -345,6 +346,7 @@ impl<S: State> Leg<S> {
                     retries: Vec::new(),
                     outcome: Outcome::Output(output, blob),
                     reused: true,
+                    rejected: false,
                 });
                 continue;
             }

@@ -169,7 +169,7 @@ impl Executor {
                 .map_err(|source| RunError::InvalidUpdate { step, source })?;
         }
         let ran = Frontier { tasks: vec![super::plan::Task { node, input: None }], ..frontier };
-        let next = ran.next(graph, &state, vec![Vec::new()])?;
+        let next = ran.next(graph, &state, vec![(Vec::new(), false)])?;
         let frontier_blob = Codec::Json
             .encode(&next.to_record(graph), FRONTIER_VERSION)
             .map_err(|source| RunError::Encode { run, step, source })?;

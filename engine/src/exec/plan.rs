@@ -107,21 +107,31 @@ impl Frontier {
     }
 
     /// The frontier after this one ran: `gotos[i]` are the command targets
-    /// of task `i`; routes see the merged `state`.
+    /// of task `i`, and when its flag is set they are the only way on (a
+    /// routed rejection: no static edge, route or join applies); routes see
+    /// the merged `state`.
     pub(crate) fn next<S: State>(
         &self,
         graph: &CompiledGraph<S>,
         state: &S,
-        gotos: Vec<Vec<Goto>>,
+        gotos: Vec<(Vec<Goto>, bool)>,
     ) -> Result<Self, RunError> {
         let inner = &graph.inner;
         let mut schedule = Schedule::new(inner.nodes.len());
         let mut arrivals = self.arrivals.clone();
         let mut visits = self.visits.clone();
-        for (task, gotos) in self.tasks.iter().zip(gotos) {
+        for (task, (gotos, only)) in self.tasks.iter().zip(gotos) {
             let node = graph.node(task.node);
             if let Some(count) = visits.get_mut(task.node) {
                 *count += 1;
+            }
+            if only {
+                let empty = HashMap::new();
+                let allowed = node.commands.as_ref().unwrap_or(&empty);
+                for goto in gotos {
+                    schedule.goto(&node.name, goto, allowed)?;
+                }
+                continue;
             }
             for &target in &node.next.edges {
                 schedule.target(target);

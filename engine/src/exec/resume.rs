@@ -72,6 +72,9 @@ impl Executor {
     ) -> Result<DecisionOutcome, DecisionError> {
         let refused = |error| store_refusal(run, error);
         let record = self.store.run(run).await.map_err(refused)?;
+        if let Some(expected) = request.expected_version.filter(|v| *v != record.epoch) {
+            return Err(DecisionError::Conflict { run, expected, found: record.epoch });
+        }
         if record.status != RunStatus::AwaitingHitl {
             return Err(DecisionError::NotPaused { run, status: record.status });
         }
@@ -166,7 +169,7 @@ impl Executor {
             .store
             .decide(DecisionWrite {
                 run,
-                expected_epoch: record.epoch,
+                expected_epoch: request.expected_version.unwrap_or(record.epoch),
                 interrupt: target.id.clone(),
                 decision,
                 status,

@@ -41,6 +41,8 @@ pub(crate) struct TaskDone<U> {
     pub(crate) retries: Vec<(u32, std::time::Duration, String)>,
     pub(crate) outcome: Outcome<U>,
     pub(crate) reused: bool,
+    /// A rejected interrupt routed elsewhere: only its goto applies.
+    pub(crate) rejected: bool,
 }
 
 /// Everything one task needs, owned, so it can run on another thread.
@@ -72,6 +74,7 @@ impl<S: State> TaskRunner<S> {
             retries,
             outcome,
             reused: false,
+            rejected: false,
         };
         if self.break_before && !ctx.decisions.contains_key(&BEFORE) {
             let raised = breakpoint(&node.name, "before", BEFORE);

@@ -1,0 +1,582 @@
+//! Human in the loop: pause, resume, reject; parallel and repeated
+//! interrupts; every refused decision; the double-resume race; resuming
+//! after a reopen; breakpoints; fork and update_state.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use serde_json::json;
+use tollgate::{
+    Decision, DecisionError, DecisionKind, DecisionRequest, Event, EventSink, Executor, Interrupt,
+    NodeContext, NodeError, Resumed, RunConfig, RunError, RunId, RunOutcome, RunStatus,
+    SqliteStore, StoreError, END, START,
+};
+
+use crate::support::{self, visit, Graph, Trace, TraceUpdate};
+
+/// Counts how often each node ran.
+#[derive(Debug, Default, Clone)]
+struct Runs(Arc<[AtomicU32; 4]>);
+
+impl Runs {
+    fn bump(&self, slot: usize) {
+        self.0[slot].fetch_add(1, Ordering::SeqCst);
+    }
+    fn get(&self, slot: usize) -> u32 {
+        self.0[slot].load(Ordering::SeqCst)
+    }
+}
+
+/// `ask` asks with `request`, records the decision in `tags`, then `after`
+/// runs.
+fn asking(runs: &Runs, request: Interrupt) -> Graph {
+    let (asked, after) = (runs.clone(), runs.clone());
+    Graph::new("hitl", 1)
+        .node("ask", move |_s: Arc<Trace>, ctx: NodeContext| {
+            let (runs, request) = (asked.clone(), request.clone());
+            async move {
+                runs.bump(0);
+                let decision = ctx.interrupt(request)?;
+                let text = serde_json::to_string(&decision).map_err(NodeError::fatal)?;
+                Ok(TraceUpdate::default().tags([("decision".to_owned(), text)].into()))
+            }
+        })
+        .node("after", move |_s: Arc<Trace>, _ctx| {
+            let runs = after.clone();
+            async move {
+                runs.bump(1);
+                Ok(TraceUpdate::default().visited(vec!["after".into()]))
+            }
+        })
+        .edge(START, "ask")
+        .edge("ask", "after")
+        .edge("after", END)
+}
+
+fn approval() -> Interrupt {
+    Interrupt::new("approval", json!({"refund": 20}))
+}
+
+fn sqlite(dir: &Path) -> Executor {
+    Executor::new(SqliteStore::open(dir.join("hitl.db")).unwrap())
+}
+
+async fn paused(executor: &Executor, graph: &tollgate::CompiledGraph<Trace>) -> RunOutcome<Trace> {
+    let outcome = executor.run(graph, Trace::default(), RunConfig::new()).await.unwrap();
+    assert_eq!(outcome.status, RunStatus::AwaitingHitl);
+    outcome
+}
+
+async fn finish(resumed: Resumed<Trace>) -> RunOutcome<Trace> {
+    match resumed {
+        Resumed::Continuing(handle) => handle.wait().await.unwrap(),
+        other => panic!("expected the run to continue, got {other:?}"),
+    }
+}
+
+#[test]
+fn pause_then_approve_continues_and_the_node_sees_the_decision() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let executor = sqlite(dir.path());
+    let runs = Runs::default();
+    let graph = asking(&runs, approval()).compile().unwrap();
+    let (sink, mut events) = EventSink::channel();
+    let outcome = runtime
+        .block_on(executor.run(&graph, Trace::default(), RunConfig::new().events(sink)))
+        .unwrap();
+    let run = outcome.run_id;
+    assert_eq!((outcome.status, outcome.step), (RunStatus::AwaitingHitl, 0));
+    assert_eq!(outcome.interrupts.len(), 1);
+    let interrupt = &outcome.interrupts[0];
+    assert_eq!(interrupt.id, format!("{run}.1.0.0"));
+    assert_eq!((interrupt.node.as_str(), interrupt.kind.as_str()), ("ask", "approval"));
+    assert_eq!(interrupt.payload, json!({"refund": 20}));
+
+    let record = runtime.block_on(executor.store().run(run)).unwrap();
+    assert_eq!(record.status, RunStatus::AwaitingHitl);
+    assert_eq!((record.pending_interrupts, record.owner, record.lease_until_ms), (1, None, None));
+    let mut kinds = Vec::new();
+    while let Some(event) = events.try_recv() {
+        kinds.push(event.event.kind());
+        if let Event::RunEnded { status, interrupts, .. } = &event.event {
+            assert_eq!((*status, interrupts.len()), (RunStatus::AwaitingHitl, 1));
+        }
+    }
+    assert_eq!(kinds, ["run_started", "node_started", "interrupt_raised", "run_ended"]);
+
+    let resumed = runtime
+        .block_on(executor.resume(
+            &graph,
+            run,
+            DecisionRequest::new(Decision::Approve),
+            RunConfig::new(),
+        ))
+        .unwrap();
+    let done = runtime.block_on(finish(resumed));
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.state.tags["decision"], r#"{"decision":"approve"}"#);
+    assert_eq!((runs.get(0), runs.get(1)), (2, 1), "ask re-ran once, after ran once");
+    let stored = runtime.block_on(executor.store().events(run, 0, usize::MAX)).unwrap();
+    let kinds: Vec<String> = stored
+        .iter()
+        .map(|e| {
+            serde_json::from_str::<serde_json::Value>(&e.json).unwrap()["event_type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        &kinds[4..6],
+        ["run_started", "run_resumed"],
+        "the second leg starts with the decision"
+    );
+    assert_eq!(kinds.last().map(String::as_str), Some("run_ended"));
+}
+
+#[test]
+fn reject_ends_the_run_unless_the_graph_routes_rejections() {
+    let runtime = support::runtime();
+    let runs = Runs::default();
+    let executor = Executor::new(tollgate::MemoryStore::new());
+    let graph = asking(&runs, approval()).compile().unwrap();
+    let run = runtime.block_on(paused(&executor, &graph)).run_id;
+    let reject = DecisionRequest::new(Decision::Reject { reason: Some("too much".into()) });
+    let resumed = runtime.block_on(executor.resume(&graph, run, reject, RunConfig::new())).unwrap();
+    assert!(
+        matches!(resumed, Resumed::Rejected(ref outcome) if outcome.status == RunStatus::Rejected),
+        "{resumed:?}"
+    );
+    assert_eq!(runtime.block_on(executor.store().run(run)).unwrap().status, RunStatus::Rejected);
+    let again = runtime.block_on(executor.continue_run(&graph, run, RunConfig::new())).unwrap_err();
+    assert!(matches!(again, RunError::Store(StoreError::RunTerminal { .. })), "{again:?}");
+    let last =
+        runtime.block_on(executor.store().events(run, 0, usize::MAX)).unwrap().pop().unwrap();
+    let last: serde_json::Value = serde_json::from_str(&last.json).unwrap();
+    assert_eq!(
+        (last["status"].as_str(), last["error"]["message"].as_str()),
+        (Some("rejected"), Some("too much"))
+    );
+
+    let routed_runs = Runs::default();
+    let routed = asking(&routed_runs, approval())
+        .node("fallback", |_s: Arc<Trace>, _ctx| async move {
+            Ok(TraceUpdate::default().visited(vec!["fallback".into()]))
+        })
+        .edge("fallback", END)
+        .on_reject("ask", "fallback")
+        .compile()
+        .unwrap();
+    let run = runtime.block_on(paused(&executor, &routed)).run_id;
+    let reject = DecisionRequest::new(Decision::Reject { reason: None });
+    let done = runtime.block_on(async {
+        finish(executor.resume(&routed, run, reject, RunConfig::new()).await.unwrap()).await
+    });
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.state.visited, ["fallback"]);
+    assert_eq!(
+        (routed_runs.get(0), routed_runs.get(1)),
+        (1, 0),
+        "ask did not run again; after never ran"
+    );
+}
+
+#[test]
+fn parallel_interrupts_get_distinct_ids_and_each_needs_a_decision() {
+    let runtime = support::runtime();
+    let runs = Runs::default();
+    let (left, right) = (runs.clone(), runs.clone());
+    let graph = visit(Graph::new("parallel", 1), "split")
+        .node("left", move |_s: Arc<Trace>, ctx: NodeContext| {
+            let runs = left.clone();
+            async move {
+                runs.bump(0);
+                ctx.interrupt(Interrupt::new("approval", json!("left")))?;
+                Ok(TraceUpdate::default().visited(vec!["left".into()]))
+            }
+        })
+        .node("right", move |_s: Arc<Trace>, ctx: NodeContext| {
+            let runs = right.clone();
+            async move {
+                runs.bump(1);
+                ctx.interrupt(Interrupt::new("approval", json!("right")))?;
+                Ok(TraceUpdate::default().visited(vec!["right".into()]))
+            }
+        })
+        .edge(START, "split")
+        .edge("split", "left")
+        .edge("split", "right")
+        .edge("left", END)
+        .edge("right", END)
+        .compile()
+        .unwrap();
+    let executor = Executor::new(tollgate::MemoryStore::new());
+    let outcome = runtime.block_on(paused(&executor, &graph));
+    let run = outcome.run_id;
+    let ids: Vec<&str> = outcome.interrupts.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(ids, [format!("{run}.2.0.0"), format!("{run}.2.1.0")]);
+
+    let ambiguous = runtime
+        .block_on(executor.decide(run, DecisionRequest::new(Decision::Approve)))
+        .unwrap_err();
+    assert!(
+        matches!(&ambiguous, DecisionError::Ambiguous { pending, .. } if pending.len() == 2),
+        "{ambiguous:?}"
+    );
+    let first = DecisionRequest::on(ids[1], Decision::Approve);
+    let waiting = runtime.block_on(executor.resume(&graph, run, first, RunConfig::new())).unwrap();
+    assert!(
+        matches!(&waiting, Resumed::Waiting(o) if o.pending.len() == 1 && o.pending[0].id == ids[0]),
+        "{waiting:?}"
+    );
+    let second = DecisionRequest::on(ids[0], Decision::Approve);
+    let done = runtime.block_on(async {
+        finish(executor.resume(&graph, run, second, RunConfig::new()).await.unwrap()).await
+    });
+    assert_eq!(done.state.visited, ["split", "left", "right"]);
+    assert_eq!((runs.get(0), runs.get(1)), (2, 2));
+}
+
+#[test]
+fn several_interrupts_in_one_node_are_answered_in_order() {
+    let runtime = support::runtime();
+    let runs = Runs::default();
+    let counted = runs.clone();
+    let schema =
+        json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+    let graph = Graph::new("form", 1)
+        .node("form", move |_s: Arc<Trace>, ctx: NodeContext| {
+            let (runs, schema) = (counted.clone(), schema.clone());
+            async move {
+                runs.bump(0);
+                let first =
+                    ctx.interrupt(Interrupt::new("question", json!("who?")).schema(schema))?;
+                let second = ctx.interrupt(Interrupt::new("approval", json!("sure?")))?;
+                let name =
+                    first.value().and_then(|v| v["name"].as_str()).unwrap_or_default().to_owned();
+                Ok(TraceUpdate::default().visited(vec![name, format!("{:?}", second.kind())]))
+            }
+        })
+        .edge(START, "form")
+        .edge("form", END)
+        .compile()
+        .unwrap();
+    let executor = Executor::new(tollgate::MemoryStore::new());
+    let first = runtime.block_on(paused(&executor, &graph));
+    let run = first.run_id;
+    assert_eq!(first.interrupts[0].id, format!("{run}.1.0.0"));
+    let invalid = DecisionRequest::new(Decision::Respond { value: json!({"name": 7}) });
+    let error = runtime.block_on(executor.decide(run, invalid)).unwrap_err();
+    assert!(matches!(error, DecisionError::InvalidValue { .. }), "{error:?}");
+    let answer = DecisionRequest::new(Decision::Respond { value: json!({"name": "Ada"}) });
+    let second = runtime.block_on(async {
+        match executor.resume(&graph, run, answer, RunConfig::new()).await.unwrap() {
+            Resumed::Continuing(handle) => handle.wait().await.unwrap(),
+            other => panic!("{other:?}"),
+        }
+    });
+    assert_eq!(second.status, RunStatus::AwaitingHitl);
+    assert_eq!(
+        second.interrupts[0].id,
+        format!("{run}.1.0.1"),
+        "the second question has the next ordinal"
+    );
+    let done = runtime.block_on(async {
+        finish(
+            executor
+                .resume(&graph, run, DecisionRequest::new(Decision::Approve), RunConfig::new())
+                .await
+                .unwrap(),
+        )
+        .await
+    });
+    assert_eq!(done.state.visited, ["Ada", "Approve"]);
+    assert_eq!(runs.get(0), 3, "the node ran three times: two pauses, then through");
+}
+
+/// Every row of every table, for byte-for-byte comparisons.
+fn dump(path: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut rows = Vec::new();
+    for table in ["runs", "steps", "snapshots", "pending_writes", "interrupts", "events"] {
+        let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY 1, 2")).unwrap();
+        let columns = stmt.column_count();
+        let mut query = stmt.query([]).unwrap();
+        while let Some(row) = query.next().unwrap() {
+            let values: Vec<String> =
+                (0..columns).map(|i| format!("{:?}", row.get_ref(i).unwrap())).collect();
+            rows.push(format!("{table}: {}", values.join(" | ")));
+        }
+    }
+    rows
+}
+
+#[test]
+fn refused_decisions_are_typed_and_change_nothing() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hitl.db");
+    let executor = sqlite(dir.path());
+    let runs = Runs::default();
+    let strict = Interrupt::new("question", json!("amount?"))
+        .allow([DecisionKind::Respond, DecisionKind::Reject])
+        .schema(json!({"type": "integer", "minimum": 0}));
+    let graph = asking(&runs, strict).compile().unwrap();
+    let run = runtime.block_on(paused(&executor, &graph)).run_id;
+    let version = runtime.block_on(executor.store().run(run)).unwrap().epoch;
+    let id = format!("{run}.1.0.0");
+    let simple =
+        visit(Graph::new("simple", 1), "a").edge(START, "a").edge("a", END).compile().unwrap();
+    let done = runtime.block_on(executor.run(&simple, Trace::default(), RunConfig::new())).unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    let done = done.run_id;
+
+    let cases: Vec<(RunId, DecisionRequest, &str)> = vec![
+        (run, DecisionRequest::new(Decision::Approve), "NotAllowed"),
+        (run, DecisionRequest::new(Decision::Respond { value: json!(-3) }), "InvalidValue"),
+        (run, DecisionRequest::new(Decision::Respond { value: json!("ten") }), "InvalidValue"),
+        (run, DecisionRequest::on("nope", Decision::Reject { reason: None }), "InterruptNotFound"),
+        (
+            run,
+            DecisionRequest::new(Decision::Respond { value: json!(3) }).at_version(version + 5),
+            "Conflict",
+        ),
+        (done, DecisionRequest::new(Decision::Approve), "NotPaused"),
+        (RunId::new(), DecisionRequest::new(Decision::Approve), "Store"),
+    ];
+    let before = dump(&path);
+    for (target, request, expected) in cases {
+        let error = runtime.block_on(executor.decide(target, request)).unwrap_err();
+        let kind = format!("{error:?}");
+        assert!(kind.starts_with(expected), "expected {expected}, got {kind}");
+    }
+    assert_eq!(dump(&path), before, "refused decisions leave every row as it was");
+
+    let answer =
+        DecisionRequest::on(&id, Decision::Respond { value: json!(3) }).at_version(version);
+    runtime.block_on(executor.decide(run, answer.clone())).unwrap();
+    let after = dump(&path);
+    let twice = runtime
+        .block_on(
+            executor.decide(run, DecisionRequest::on(&id, Decision::Respond { value: json!(4) })),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(twice, DecisionError::NotPaused { status: RunStatus::Queued, .. }),
+        "{twice:?}"
+    );
+    let stale = runtime.block_on(executor.decide(run, answer)).unwrap_err();
+    assert!(matches!(stale, DecisionError::Conflict { .. }), "{stale:?}");
+    assert_eq!(dump(&path), after);
+}
+
+#[test]
+fn of_two_concurrent_resumes_exactly_one_wins_200_times() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    // Two stores on one file: two processes, as far as SQLite can tell.
+    let (first, second) = (sqlite(dir.path()), sqlite(dir.path()));
+    for round in 0..200 {
+        let runs = Runs::default();
+        let graph = asking(&runs, approval()).compile().unwrap();
+        let run = runtime.block_on(paused(&first, &graph)).run_id;
+        let version = runtime.block_on(first.store().run(run)).unwrap().epoch;
+        let request = DecisionRequest::new(Decision::Approve).at_version(version);
+        let results = runtime.block_on(async {
+            let a = first.resume(&graph, run, request.clone(), RunConfig::new());
+            let b = second.resume(&graph, run, request.clone(), RunConfig::new());
+            let (a, b) = tokio::join!(a, b);
+            let mut outcomes = Vec::new();
+            for result in [a, b] {
+                outcomes.push(match result {
+                    Ok(resumed) => Ok(finish(resumed).await.status),
+                    Err(error) => Err(error),
+                });
+            }
+            outcomes
+        });
+        let wins = results.iter().filter(|r| matches!(r, Ok(RunStatus::Completed))).count();
+        let conflicts = results
+            .iter()
+            .filter(|r| matches!(r, Err(RunError::Decision(DecisionError::Conflict { .. }))))
+            .count();
+        assert_eq!((wins, conflicts), (1, 1), "round {round}: {results:?}");
+        assert_eq!(runs.get(1), 1, "round {round}: the next node ran once");
+    }
+}
+
+#[test]
+fn a_decision_from_a_process_without_the_graph_is_picked_up_after_a_reopen() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Runs::default();
+    let graph = asking(&runs, approval()).compile().unwrap();
+    let run = runtime.block_on(async { paused(&sqlite(dir.path()), &graph).await.run_id });
+    // A reviewer's process: opens the file, decides, knows no graph.
+    let outcome = runtime
+        .block_on(sqlite(dir.path()).decide(run, DecisionRequest::new(Decision::Approve)))
+        .unwrap();
+    assert_eq!(outcome.status, RunStatus::Queued);
+    // The graph's process, restarted: recover picks the decided run up.
+    let executor = sqlite(dir.path());
+    let handles = runtime.block_on(executor.recover(&graph, RunConfig::new())).unwrap();
+    assert_eq!(handles.len(), 1);
+    let done = runtime.block_on(handles.into_iter().next().unwrap().wait()).unwrap();
+    assert_eq!((done.run_id, done.status), (run, RunStatus::Completed));
+    assert_eq!(runs.get(1), 1);
+}
+
+#[test]
+fn breakpoints_pause_before_and_after_nodes() {
+    let runtime = support::runtime();
+    let executor = Executor::new(tollgate::MemoryStore::new());
+    let runs = Runs::default();
+    let (a, b) = (runs.clone(), runs.clone());
+    let graph = Graph::new("breaks", 1)
+        .node("a", move |_s: Arc<Trace>, _ctx| {
+            let runs = a.clone();
+            async move {
+                runs.bump(0);
+                Ok(TraceUpdate::default().visited(vec!["a".into()]).count(1))
+            }
+        })
+        .node("b", move |_s: Arc<Trace>, _ctx| {
+            let runs = b.clone();
+            async move {
+                runs.bump(1);
+                Ok(TraceUpdate::default().visited(vec!["b".into()]).count(1))
+            }
+        })
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", END)
+        .interrupt_before(["b"])
+        .compile()
+        .unwrap();
+    let config = RunConfig::new().interrupt_after(["a"]);
+    let first = runtime.block_on(executor.run(&graph, Trace::default(), config)).unwrap();
+    let run = first.run_id;
+    assert_eq!((first.status, first.step), (RunStatus::AwaitingHitl, 0));
+    assert_eq!(first.interrupts[0].id, format!("{run}.1.0.after"));
+    assert_eq!(first.interrupts[0].payload, json!({"node": "a", "when": "after"}));
+    assert_eq!(runs.get(0), 1, "a ran before the breakpoint after it");
+
+    let second = runtime.block_on(async {
+        finish(
+            executor
+                .resume(&graph, run, DecisionRequest::new(Decision::Approve), RunConfig::new())
+                .await
+                .unwrap(),
+        )
+        .await
+    });
+    assert_eq!((second.status, second.step), (RunStatus::AwaitingHitl, 1));
+    assert_eq!(second.interrupts[0].id, format!("{run}.2.0.before"));
+    assert_eq!(second.state.visited, ["a"], "a's stored output was merged, a did not run again");
+    assert_eq!((runs.get(0), runs.get(1)), (1, 0));
+
+    let done = runtime.block_on(async {
+        finish(
+            executor
+                .resume(&graph, run, DecisionRequest::new(Decision::Approve), RunConfig::new())
+                .await
+                .unwrap(),
+        )
+        .await
+    });
+    assert_eq!(
+        (done.status, done.state.visited.clone()),
+        (RunStatus::Completed, vec!["a".to_owned(), "b".to_owned()])
+    );
+    assert_eq!((runs.get(0), runs.get(1)), (1, 1));
+    let unknown = runtime
+        .block_on(executor.start(
+            &graph,
+            Trace::default(),
+            RunConfig::new().interrupt_before(["ghost"]),
+        ))
+        .unwrap_err();
+    assert!(matches!(unknown, RunError::UnknownBreakpoint { .. }), "{unknown:?}");
+}
+
+#[test]
+fn fork_and_update_state_travel_in_time() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let executor = sqlite(dir.path());
+    let graph = support::visits(Graph::new("linear", 1), &["a", "b", "c"])
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", "c")
+        .edge("c", END)
+        .compile()
+        .unwrap();
+    let done = runtime.block_on(executor.run(&graph, Trace::default(), RunConfig::new())).unwrap();
+    let run = done.run_id;
+    assert_eq!(done.state.visited, ["a", "b", "c"]);
+    let at_one = runtime.block_on(executor.state_at(&graph, run, 1)).unwrap();
+    assert_eq!(at_one.visited, ["a"]);
+    let history = runtime.block_on(executor.store().history(run, None, 10)).unwrap();
+    assert_eq!(history.checkpoints.iter().map(|c| c.step).collect::<Vec<_>>(), [3, 2, 1, 0]);
+
+    let edit = TraceUpdate::default().visited(vec!["edited".into()]);
+    let fork =
+        runtime.block_on(executor.fork(&graph, run, 1, Some(edit), RunConfig::new())).unwrap();
+    let forked = runtime.block_on(fork.wait()).unwrap();
+    assert_ne!(forked.run_id, run);
+    assert_eq!(forked.state.visited, ["a", "edited", "b", "c"], "the fork continues from step 1");
+    assert_eq!(
+        runtime.block_on(executor.state_at(&graph, run, 3)).unwrap().visited,
+        ["a", "b", "c"],
+        "the source run is unchanged"
+    );
+
+    // update_state on an interrupted run, as if `b` had written it.
+    let gate = support::Gate::closed();
+    let held = gate.clone();
+    let slow = support::visits(Graph::new("linear", 1), &["b", "c"])
+        .node("a", move |_s: Arc<Trace>, _ctx| {
+            let held = held.clone();
+            async move {
+                held.pass().await;
+                Ok(TraceUpdate::default().visited(vec!["a".into()]).count(1))
+            }
+        })
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", "c")
+        .edge("c", END)
+        .compile()
+        .unwrap();
+    let (sink, mut events) = EventSink::channel();
+    let handle = runtime
+        .block_on(executor.start(&slow, Trace::default(), RunConfig::new().events(sink)))
+        .unwrap();
+    runtime.block_on(async {
+        // Cancel while `a` (step 1) is in flight, so step 1 commits.
+        while let Some(event) = events.recv().await {
+            if matches!(event.event, Event::NodeStarted { step: 1, .. }) {
+                break;
+            }
+        }
+    });
+    handle.cancel();
+    gate.open();
+    let paused = runtime.block_on(handle.wait()).unwrap();
+    assert_eq!((paused.status, paused.step), (RunStatus::Interrupted, 1));
+    let update = TraceUpdate::default().visited(vec!["b-by-hand".into()]);
+    let step = runtime
+        .block_on(executor.update_state(&slow, paused.run_id, update, "b", RunConfig::new()))
+        .unwrap();
+    assert_eq!(step, 2);
+    let continued =
+        runtime.block_on(executor.continue_run(&slow, paused.run_id, RunConfig::new())).unwrap();
+    let done = runtime.block_on(continued.wait()).unwrap();
+    assert_eq!(
+        done.state.visited,
+        ["a", "b-by-hand", "c"],
+        "after update_state as `b`, `c` runs next"
+    );
+}
