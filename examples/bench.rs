@@ -12,8 +12,9 @@ use clap::Parser;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tollgate::{
-    CompiledGraph, Executor, GraphState, MemoryStore, PageRequest, Route, RunConfig, RunFilter,
-    Send, SqliteStore, StateGraph, Store, END, START,
+    CompiledGraph, Decision, DecisionRequest, Executor, GraphState, Interrupt, MemoryStore,
+    PageRequest, Resumed, Route, RunConfig, RunFilter, RunStatus, Send, SqliteStore, StateGraph,
+    Store, END, START,
 };
 
 #[derive(Parser, Debug)]
@@ -237,6 +238,51 @@ async fn growth(dir: &std::path::Path) -> Outcome {
     ))
 }
 
+/// 500 runs pause at an interrupt; then each is resumed to completion.
+async fn hitl(dir: &std::path::Path) -> Outcome {
+    let n = 500u64;
+    let path = dir.join("hitl.db");
+    let graph = StateGraph::<Counter>::new("hitl", 1)
+        .node("ask", |_s: Arc<Counter>, ctx| async move {
+            ctx.interrupt(Interrupt::new("approval", json!({"amount": 20})))?;
+            Ok(CounterUpdate::default().count(1))
+        })
+        .node(
+            "after",
+            |_s: Arc<Counter>, _ctx| async move { Ok(CounterUpdate::default().count(1)) },
+        )
+        .edge(START, "ask")
+        .edge("ask", "after")
+        .edge("after", END)
+        .compile()?;
+    let executor = Executor::new(SqliteStore::open(&path)?);
+    let started = Instant::now();
+    let mut runs = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let outcome = executor.run(&graph, Counter::default(), RunConfig::new()).await?;
+        assert_eq!(outcome.status, RunStatus::AwaitingHitl);
+        runs.push(outcome.run_id);
+    }
+    let pausing = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    for run in runs {
+        let request = DecisionRequest::new(Decision::Approve);
+        let Resumed::Continuing(handle) =
+            executor.resume(&graph, run, request, RunConfig::new()).await?
+        else {
+            return Err("the run did not continue".into());
+        };
+        assert_eq!(handle.wait().await?.status, RunStatus::Completed);
+    }
+    let resuming = started.elapsed().as_secs_f64();
+    drop(executor);
+    let seconds = pausing + resuming;
+    Ok(extend(
+        line("hitl", n, seconds, n * 3, db_bytes(&path), n * 2),
+        json!({"start_pause_us": pausing * 1e6 / n as f64, "resume_us": resuming * 1e6 / n as f64}),
+    ))
+}
+
 async fn list(dir: &std::path::Path, n: u64) -> Outcome {
     let path = dir.join("list.db");
     let executor = Executor::new(SqliteStore::open(&path)?);
@@ -297,6 +343,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if wanted("fanout") {
         results.push(fanout(dir.path()).await?);
+    }
+    if wanted("hitl") {
+        results.push(hitl(dir.path()).await?);
     }
     if wanted("growth") {
         results.push(growth(dir.path()).await?);

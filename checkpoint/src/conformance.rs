@@ -386,6 +386,7 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
         status,
         events: Vec::new(),
         at_ms: 9,
+        claim: None,
     };
     let (first, second) = (open[0].id.clone(), open[1].id.clone());
     let refusals = [
@@ -419,6 +420,31 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
     assert!(
         matches!(late, StoreError::NotAwaitingDecision { status: RunStatus::Queued, .. }),
         "{late:?}"
+    );
+
+    // A decider that continues the run itself claims it in the same write.
+    let other = RunId::new();
+    store.create_run(new_run(other, "g", None)).await.expect("create");
+    let pause = Transition {
+        step: None,
+        status: RunStatus::AwaitingHitl,
+        events: vec![event(2)],
+        lease_until_ms: None,
+        interrupts: vec![interrupt(other, 1, 0)],
+        ..step(other, 1, 1, 2, false)
+    };
+    store.commit(pause).await.expect("pause");
+    let claimed = DecisionWrite {
+        run: other,
+        interrupt: format!("{other}.1.0.0"),
+        claim: Some((Owner::current(), 4_242)),
+        ..decide(String::new(), 1, RunStatus::Queued)
+    };
+    assert_eq!(store.decide(claimed).await.expect("decide and claim"), 2);
+    let record = store.run(other).await.expect("run");
+    assert_eq!(
+        (record.status, record.owner, record.lease_until_ms),
+        (RunStatus::Running, Some(Owner::current()), Some(4_242))
     );
 
     // The continuing owner claims the queued run and commits the step.

@@ -338,6 +338,11 @@ impl Store for MemoryStore {
         record.epoch += 1;
         record.status = write.status;
         record.updated_at_ms = write.at_ms;
+        if let (RunStatus::Queued, Some((owner, lease))) = (write.status, write.claim) {
+            record.status = RunStatus::Running;
+            record.owner = Some(owner);
+            record.lease_until_ms = Some(lease);
+        }
         record.last_seq += write.events.len() as u64;
         stored.events.extend(write.events);
         Ok(stored.record.epoch)

@@ -245,6 +245,10 @@ pub struct DecisionWrite {
     pub events: Vec<EventRecord>,
     /// When, milliseconds since the Unix epoch.
     pub at_ms: i64,
+    /// When the run becomes `queued`, take it over at once (status
+    /// `running` under this owner until this lease) in the same
+    /// transaction: the decider continues the run itself.
+    pub claim: Option<(Owner, i64)>,
 }
 
 /// Finished tasks' updates stored before their step commits, so a crash

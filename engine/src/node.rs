@@ -18,7 +18,7 @@ use crate::state::State;
 
 /// What a node sees besides the state: where it runs and how much budget is
 /// left.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct NodeContext {
     pub(crate) run_id: RunId,
     pub(crate) step: u64,
@@ -30,7 +30,23 @@ pub struct NodeContext {
     /// Decisions recorded for this task's interrupts, by ordinal.
     pub(crate) decisions: Arc<BTreeMap<u32, Decision>>,
     /// The next interrupt's ordinal in this attempt.
-    pub(crate) ordinal: Arc<AtomicU32>,
+    pub(crate) ordinal: AtomicU32,
+}
+
+impl Clone for NodeContext {
+    fn clone(&self) -> Self {
+        Self {
+            run_id: self.run_id,
+            step: self.step,
+            task: self.task,
+            node: Arc::clone(&self.node),
+            max_steps: self.max_steps,
+            attempt: self.attempt,
+            input: self.input.clone(),
+            decisions: Arc::clone(&self.decisions),
+            ordinal: AtomicU32::new(self.ordinal.load(Ordering::SeqCst)),
+        }
+    }
 }
 
 impl NodeContext {

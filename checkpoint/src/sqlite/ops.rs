@@ -338,16 +338,24 @@ impl Store for SqliteStore {
                      VALUES (?1, ?2, ?3, ?4)";
                 tx.prepare_cached(insert)?.execute(params![num, first_seq, count, events])?;
             }
+            let (status, owner, lease) = match (&write.status, &write.claim) {
+                (RunStatus::Queued, Some((owner, lease))) => {
+                    (RunStatus::Running, Some(owner.to_text()), Some(*lease))
+                }
+                (status, _) => (*status, None, None),
+            };
             tx.prepare_cached(
                 "UPDATE runs SET epoch = epoch + 1, status = ?2, step = ?3, updated_at_ms = ?4, \
-                 last_seq = ?5 WHERE num = ?1",
+                 last_seq = ?5, owner = ?6, lease_until_ms = ?7 WHERE num = ?1",
             )?
             .execute(params![
                 num,
-                write.status.as_str(),
+                status.as_str(),
                 record.step as i64,
                 write.at_ms,
-                first_seq + count - 1
+                first_seq + count - 1,
+                owner,
+                lease
             ])?;
             Ok(record.epoch + 1)
         })

@@ -56,6 +56,8 @@ pub(crate) struct Leg<S: State> {
     pub(crate) snapshots: SnapshotTracker,
     /// Decisions for tasks of the next step, by task index then ordinal.
     pub(crate) decisions: HashMap<u32, Arc<BTreeMap<u32, Decision>>>,
+    /// Shared empty decisions, for tasks without any.
+    pub(crate) no_decisions: Arc<BTreeMap<u32, Decision>>,
     /// Per node: pause before it runs / after it ran.
     pub(crate) breakpoints: Arc<Breakpoints>,
     /// Interrupts to store with the next transition.
@@ -316,7 +318,10 @@ impl<S: State> Leg<S> {
         for position in 0..count {
             let task = self.frontier.tasks[position].clone();
             let index = position as u32;
-            let decisions = self.decisions.get(&index).cloned().unwrap_or_default();
+            let decisions = match self.decisions.get(&index) {
+                Some(decisions) => Arc::clone(decisions),
+                None => Arc::clone(&self.no_decisions),
+            };
             let reject_target = self.graph.node(task.node).on_reject;
             if let (true, Some(target)) = (is_rejected(&decisions), reject_target) {
                 // A rejected interrupt of a node whose rejections the graph
@@ -366,7 +371,7 @@ impl<S: State> Leg<S> {
                 attempt: 1,
                 input: task.input,
                 decisions,
-                ordinal: Arc::new(AtomicU32::new(0)),
+                ordinal: AtomicU32::new(0),
             };
             let runner = TaskRunner {
                 graph: self.graph.clone(),

@@ -213,6 +213,22 @@ impl Executor {
         // below is the one this leg continues from.
         let epoch =
             self.store.claim(run, record.epoch, Owner::current(), config.lease_until()).await?;
+        self.continue_claimed(graph, run, epoch, record.last_seq, &interrupts, breakpoints, config)
+            .await
+    }
+
+    /// Continues a run this process has just claimed at `epoch`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn continue_claimed<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        epoch: u64,
+        last_seq: u64,
+        interrupts: &[tollgate_checkpoint::InterruptRecord],
+        breakpoints: Breakpoints,
+        config: RunConfig,
+    ) -> Result<RunHandle<S>, RunError> {
         let loaded = match load::<S>(&*self.store, graph, run, None).await {
             Ok(loaded) => loaded,
             Err(error) => {
@@ -236,11 +252,11 @@ impl Executor {
             }
         };
         let mut emitter =
-            Emitter::new(run, record.last_seq, Arc::clone(&config.clock), config.events.clone());
+            Emitter::new(run, last_seq, Arc::clone(&config.clock), config.events.clone());
         emit_run_started(&mut emitter, graph, loaded.step, run)?;
         let mut decisions: HashMap<u32, BTreeMap<u32, Decision>> = HashMap::new();
         let mut answered = Vec::new();
-        for interrupt in &interrupts {
+        for interrupt in interrupts {
             let pending = PendingInterrupt::from_record(interrupt);
             if let Some(decision) = pending.decision.clone() {
                 decisions.entry(interrupt.task).or_default().insert(interrupt.ordinal, decision);
@@ -285,6 +301,7 @@ impl Executor {
             cancel: Arc::new(AtomicBool::new(false)),
             snapshots,
             decisions,
+            no_decisions: Arc::default(),
             breakpoints: Arc::new(breakpoints),
             raised: Vec::new(),
             paused: Vec::new(),
@@ -342,7 +359,7 @@ impl Executor {
 }
 
 /// The run's breakpoints: the graph's, plus those its config adds.
-fn breakpoints<S: State>(
+pub(crate) fn breakpoints<S: State>(
     graph: &CompiledGraph<S>,
     config: &RunConfig,
 ) -> Result<Breakpoints, RunError> {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use tollgate_checkpoint::{DecisionWrite, RunFailure, RunId, RunStatus, StoreError};
+use tollgate_checkpoint::{DecisionWrite, Owner, RunFailure, RunId, RunStatus, StoreError};
 
 use crate::event::{Clock, Event, SystemClock};
 use crate::graph::CompiledGraph;
@@ -12,7 +12,7 @@ use crate::state::State;
 use super::config::RunConfig;
 use super::emit::{Emitter, Live};
 use super::error::RunError;
-use super::executor::{graph_ref, Executor, RunHandle};
+use super::executor::{breakpoints, graph_ref, Executor, RunHandle};
 
 /// What a recorded decision did to its run.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +70,18 @@ impl Executor {
         run: RunId,
         request: DecisionRequest,
     ) -> Result<DecisionOutcome, DecisionError> {
+        self.record_decision(run, request, None).await.map(|(outcome, _)| outcome)
+    }
+
+    /// Records a decision; with `claim`, a run that becomes ready is taken
+    /// over in the same transaction (status `running`). Also returns the
+    /// run's last event sequence number.
+    async fn record_decision(
+        &self,
+        run: RunId,
+        request: DecisionRequest,
+        claim: Option<(Owner, i64)>,
+    ) -> Result<(DecisionOutcome, u64), DecisionError> {
         let refused = |error| store_refusal(run, error);
         let record = self.store.run(run).await.map_err(refused)?;
         if let Some(expected) = request.expected_version.filter(|v| *v != record.epoch) {
@@ -175,16 +187,19 @@ impl Executor {
                 status,
                 events: emitter.take_batch(),
                 at_ms: clock.now_ms(),
+                claim,
             })
             .await
             .map_err(refused)?;
-        Ok(DecisionOutcome {
+        let last_seq = record.last_seq + if ends { 3 } else { 0 };
+        let outcome = DecisionOutcome {
             run,
             interrupt: target.id.clone(),
             status,
             version,
             pending: remaining,
-        })
+        };
+        Ok((outcome, last_seq))
     }
 
     /// Records a decision and, once the run has every decision it waits
@@ -204,9 +219,27 @@ impl Executor {
                 graph: graph_ref(graph),
             });
         }
-        let outcome = self.decide(run, request).await?;
+        let points = breakpoints(graph, &config)?;
+        // The decision and the takeover are one transaction: no other
+        // process can slip in between and continue the run.
+        let claim = Some((Owner::current(), config.lease_until()));
+        let (outcome, last_seq) = self.record_decision(run, request, claim).await?;
         Ok(match outcome.status {
-            RunStatus::Queued => Resumed::Continuing(self.continue_run(graph, run, config).await?),
+            RunStatus::Queued => {
+                let interrupts = self.store.interrupts(run).await?;
+                let handle = self
+                    .continue_claimed(
+                        graph,
+                        run,
+                        outcome.version,
+                        last_seq,
+                        &interrupts,
+                        points,
+                        config,
+                    )
+                    .await?;
+                Resumed::Continuing(handle)
+            }
             RunStatus::Rejected => Resumed::Rejected(outcome),
             _ => Resumed::Waiting(outcome),
         })

@@ -83,7 +83,7 @@ impl<S: State> TaskRunner<S> {
         let max_attempts = node.retry.as_ref().map_or(1, |policy| policy.max_attempts);
         let mut retries = Vec::new();
         let result = loop {
-            ctx.ordinal = Arc::new(AtomicU32::new(0));
+            ctx.ordinal = AtomicU32::new(0);
             __failpoint("node:before");
             let future = (node.run)(Arc::clone(&self.state), ctx.clone());
             let result = CatchUnwind(future).await;
