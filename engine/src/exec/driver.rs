@@ -81,19 +81,7 @@ enum Verdict {
 }
 
 impl<S: State> Leg<S> {
-    pub(crate) async fn drive(self) -> Result<RunOutcome<S>, RunError> {
-        let renewer = tokio::spawn(renew_lease(
-            Arc::downgrade(&self.store),
-            self.run,
-            self.epoch,
-            self.config.clone(),
-        ));
-        let result = self.drive_steps().await;
-        renewer.abort();
-        result
-    }
-
-    async fn drive_steps(mut self) -> Result<RunOutcome<S>, RunError> {
+    pub(crate) async fn drive(mut self) -> Result<RunOutcome<S>, RunError> {
         let span = tracing::info_span!("run", run_id = %self.run, graph = %self.graph.name());
         async move {
             match self.verdict(self.step) {
@@ -149,7 +137,9 @@ impl<S: State> Leg<S> {
     /// Runs one super-step and commits it. `Some(status)` when the leg ended.
     async fn step_once(&mut self) -> Result<Option<RunStatus>, RunError> {
         let step = self.step + 1;
+        self.emitter.tick();
         let done = self.execute(step).await?;
+        self.emitter.tick();
 
         let mut failure = None;
         let mut pauses = Vec::new();
@@ -318,9 +308,12 @@ impl<S: State> Leg<S> {
         for position in 0..count {
             let task = self.frontier.tasks[position].clone();
             let index = position as u32;
-            let decisions = match self.decisions.get(&index) {
-                Some(decisions) => Arc::clone(decisions),
-                None => Arc::clone(&self.no_decisions),
+            let decisions = match self.decisions.is_empty() {
+                true => Arc::clone(&self.no_decisions),
+                false => match self.decisions.get(&index) {
+                    Some(decisions) => Arc::clone(decisions),
+                    None => Arc::clone(&self.no_decisions),
+                },
             };
             let reject_target = self.graph.node(task.node).on_reject;
             if let (true, Some(target)) = (is_rejected(&decisions), reject_target) {
@@ -343,7 +336,8 @@ impl<S: State> Leg<S> {
                 });
                 continue;
             }
-            if let Some((output, blob)) = self.reused.remove(&index) {
+            let reused = if self.reused.is_empty() { None } else { self.reused.remove(&index) };
+            if let Some((output, blob)) = reused {
                 done.push(TaskDone {
                     index,
                     node: task.node,
@@ -384,7 +378,7 @@ impl<S: State> Leg<S> {
             };
             if count == 1 {
                 // A lone task runs inline: no spawn on the hot path.
-                let task = runner.run().instrument(span).await;
+                let task = self.leased(runner.run().instrument(span)).await;
                 self.keep(step, false, vec![task], &mut done).await?;
             } else {
                 set.spawn(runner.run().instrument(span));
@@ -393,7 +387,7 @@ impl<S: State> Leg<S> {
         // Store each finished task's output as it finishes, so a crash
         // re-runs only unfinished siblings. Tasks that finish together are
         // written in one transaction (group commit).
-        while let Some(first) = set.join_next().await {
+        while let Some(first) = self.leased(set.join_next()).await {
             let mut finished = vec![first];
             while let Some(more) = set.try_join_next() {
                 finished.push(more);
@@ -413,6 +407,36 @@ impl<S: State> Leg<S> {
         }
         done.sort_by_key(|task| task.index);
         Ok(done)
+    }
+
+    /// Awaits `work`, renewing the lease every third of it while the work
+    /// runs (every commit renews it too). A task that finishes at once
+    /// never touches the timer.
+    async fn leased<F: std::future::Future>(&self, work: F) -> F::Output {
+        tokio::pin!(work);
+        // Fast path: work that is done at its first poll creates no timer.
+        let first = std::future::poll_fn(|cx| match work.as_mut().poll(cx) {
+            std::task::Poll::Ready(output) => std::task::Poll::Ready(Some(output)),
+            std::task::Poll::Pending => std::task::Poll::Ready(None),
+        })
+        .await;
+        if let Some(output) = first {
+            return output;
+        }
+        let period = (self.config.lease / 3).max(std::time::Duration::from_millis(10));
+        loop {
+            tokio::select! {
+                biased;
+                output = &mut work => return output,
+                () = tokio::time::sleep(period) => {
+                    let until = self.config.lease_until();
+                    if let Err(error) = self.store.renew(self.run, self.epoch, until).await {
+                        // Fenced or gone: the next commit reports it.
+                        tracing::debug!(run = %self.run, %error, "lease renewal refused");
+                    }
+                }
+            }
+        }
     }
 
     /// Stores the outputs that must outlive a crash or a pause (siblings'
@@ -503,7 +527,9 @@ impl<S: State> Leg<S> {
             failure,
             events: self.emitter.take_batch(),
             at_ms: self.emitter.now_ms(),
-            lease_until_ms: (status == RunStatus::Running).then(|| self.config.lease_until()),
+            lease_until_ms: (status == RunStatus::Running).then(|| {
+                self.emitter.now_ms().saturating_add(self.config.lease.as_millis() as i64)
+            }),
             interrupts: std::mem::take(&mut self.raised),
         };
         self.store.commit(transition).await?;
@@ -524,20 +550,5 @@ impl<S: State> Leg<S> {
             }
         }
         error
-    }
-}
-
-/// Keeps the lease alive while a long step runs; steps renew it too.
-/// Holds the store weakly: a leg that ended must not keep it open.
-async fn renew_lease(store: std::sync::Weak<dyn Store>, run: RunId, epoch: u64, config: RunConfig) {
-    let period = (config.lease / 3).max(std::time::Duration::from_millis(10));
-    loop {
-        tokio::time::sleep(period).await;
-        let Some(store) = store.upgrade() else { return };
-        if let Err(error) = store.renew(run, epoch, config.lease_until()).await {
-            // Fenced or finished: the commit path reports what matters.
-            tracing::debug!(%run, %error, "lease renewal stopped");
-            return;
-        }
     }
 }

@@ -32,6 +32,9 @@ pub(crate) struct Emitter {
     clock: Arc<dyn Clock>,
     /// The last timestamp formatted, and its text.
     ts: (i64, String),
+    /// The time events are stamped with, refreshed by [`Emitter::tick`]
+    /// (reading the clock once per phase of a step, not once per event).
+    now: i64,
     sink: Option<EventSink>,
     batch: Vec<EventRecord>,
     deferred: Vec<EventEnvelope>,
@@ -46,20 +49,29 @@ impl Emitter {
         sink: Option<EventSink>,
     ) -> Self {
         let prefix = format!("{{\"v\":{EVENT_VERSION},\"run_id\":\"{run}\",\"seq\":");
+        let now = clock.now_ms();
         Self {
             run,
             prefix,
             seq: last_seq,
             clock,
             ts: (i64::MIN, String::new()),
+            now,
             sink,
             batch: Vec::new(),
             deferred: Vec::new(),
         }
     }
 
+    /// The time of the current phase (see [`Emitter::tick`]).
     pub(crate) fn now_ms(&self) -> i64 {
-        self.clock.now_ms()
+        self.now
+    }
+
+    /// Reads the clock: later events and records carry this time.
+    pub(crate) fn tick(&mut self) -> i64 {
+        self.now = self.clock.now_ms();
+        self.now
     }
 
     /// Numbers and records one event. `node` is (name, instance id).
@@ -69,7 +81,7 @@ impl Emitter {
         event: Event,
         live: Live,
     ) -> Result<(), serde_json::Error> {
-        let now = self.clock.now_ms();
+        let now = self.now;
         if self.ts.0 != now {
             self.ts = (now, format_rfc3339(now));
         }

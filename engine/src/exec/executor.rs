@@ -120,7 +120,7 @@ impl Executor {
         config: RunConfig,
     ) -> Result<RunHandle<S>, RunError> {
         let frontier = Frontier::start(graph, &input)?;
-        self.start_from(graph, input, frontier, config).await
+        Ok(spawn(self.start_from(graph, input, frontier, config).await?))
     }
 
     /// Creates a run at step 0 with `state` and `frontier`, and drives it.
@@ -130,7 +130,7 @@ impl Executor {
         state: S,
         frontier: Frontier,
         config: RunConfig,
-    ) -> Result<RunHandle<S>, RunError> {
+    ) -> Result<Leg<S>, RunError> {
         let run = config.run_id.unwrap_or_default();
         let breakpoints = breakpoints(graph, &config)?;
         let encode_error = |source| RunError::Encode { run, step: 0, source };
@@ -169,7 +169,9 @@ impl Executor {
         input: S,
         config: RunConfig,
     ) -> Result<RunOutcome<S>, RunError> {
-        self.start(graph, input, config).await?.wait().await
+        // Driven in the caller's task: no spawn, no cross-thread wake-up.
+        let frontier = Frontier::start(graph, &input)?;
+        self.start_from(graph, input, frontier, config).await?.drive().await
     }
 
     /// Continues a run that is not terminal (interrupted, failed, decided
@@ -270,7 +272,7 @@ impl Executor {
                 .map_err(|source| json_error(run, loaded.step, source))?;
         }
         let decisions = decisions.into_iter().map(|(task, map)| (task, Arc::new(map))).collect();
-        Ok(self.leg(graph, run, epoch, config, loaded, emitter, decisions, breakpoints))
+        Ok(spawn(self.leg(graph, run, epoch, config, loaded, emitter, decisions, breakpoints)))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -284,9 +286,9 @@ impl Executor {
         emitter: Emitter,
         decisions: HashMap<u32, Arc<BTreeMap<u32, Decision>>>,
         breakpoints: Breakpoints,
-    ) -> RunHandle<S> {
+    ) -> Leg<S> {
         let Loaded { state, step, frontier, reused, snapshots } = loaded;
-        spawn(Leg {
+        Leg {
             graph: graph.clone(),
             store: Arc::clone(&self.store),
             run,
@@ -305,7 +307,7 @@ impl Executor {
             breakpoints: Arc::new(breakpoints),
             raised: Vec::new(),
             paused: Vec::new(),
-        })
+        }
     }
 
     /// Continues every run of `graph` (same name and version) that another
@@ -382,7 +384,7 @@ pub(crate) fn breakpoints<S: State>(
     Ok(points)
 }
 
-fn spawn<S: State>(leg: Leg<S>) -> RunHandle<S> {
+pub(crate) fn spawn<S: State>(leg: Leg<S>) -> RunHandle<S> {
     let run_id = leg.run;
     let cancel = Arc::clone(&leg.cancel);
     let join = tokio::spawn(leg.drive());

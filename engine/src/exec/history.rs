@@ -128,7 +128,7 @@ impl Executor {
                 .apply(graph.schema(), vec![write])
                 .map_err(|source| RunError::InvalidUpdate { step, source })?;
         }
-        self.start_from(graph, state, frontier, config).await
+        Ok(super::executor::spawn(self.start_from(graph, state, frontier, config).await?))
     }
 
     /// Writes `update` as a new checkpoint, as if `as_node` had run: the
