@@ -359,7 +359,7 @@ impl Store for MemoryStore {
             Some(last) => std::ops::Bound::Excluded(last),
             None => std::ops::Bound::Unbounded,
         };
-        let mut runs: Vec<RunRecord> = inner
+        let runs: Vec<RunRecord> = inner
             .runs
             .range((std::ops::Bound::Unbounded, upper))
             .rev()
@@ -368,13 +368,7 @@ impl Store for MemoryStore {
             .take(page.limit.saturating_add(1))
             .map(StoredRun::record)
             .collect();
-        let next = if runs.len() > page.limit {
-            runs.truncate(page.limit);
-            runs.last().map(|record| Cursor::after(record.id))
-        } else {
-            None
-        };
-        Ok(RunPage { runs, next })
+        Ok(RunPage::from_overfetch(runs, page.limit))
     }
 
     async fn events(

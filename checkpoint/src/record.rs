@@ -405,3 +405,17 @@ pub struct RunPage {
     /// Where the next page starts; `None` on the last page.
     pub next: Option<Cursor>,
 }
+
+impl RunPage {
+    /// A page from up to `limit + 1` runs read newest first: the extra run,
+    /// if any, only says that another page follows.
+    pub fn from_overfetch(mut runs: Vec<RunRecord>, limit: usize) -> Self {
+        let next = if runs.len() > limit {
+            runs.truncate(limit);
+            runs.last().map(|record| Cursor::after(record.id))
+        } else {
+            None
+        };
+        Self { runs, next }
+    }
+}

@@ -382,7 +382,7 @@ impl Store for SqliteStore {
         }
         let limit = page.limit.saturating_add(1).min(i64::MAX as usize);
         sql.push_str(&format!(" ORDER BY r.id DESC LIMIT {limit}"));
-        let mut runs = self.read(|tx| {
+        let runs = self.read(|tx| {
             let mut stmt = tx.prepare_cached(&sql)?;
             let mut rows = stmt.query(rusqlite::params_from_iter(values.iter()))?;
             let mut runs = Vec::new();
@@ -391,13 +391,7 @@ impl Store for SqliteStore {
             }
             Ok(runs)
         })?;
-        let next = if runs.len() > page.limit {
-            runs.truncate(page.limit);
-            runs.last().map(|record| Cursor::after(record.id))
-        } else {
-            None
-        };
-        Ok(RunPage { runs, next })
+        Ok(RunPage::from_overfetch(runs, page.limit))
     }
 
     async fn history(

@@ -186,14 +186,7 @@ impl Executor {
         run: RunId,
         config: RunConfig,
     ) -> Result<RunHandle<S>, RunError> {
-        let record = self.store.run(run).await?;
-        if record.graph != graph_ref(graph) {
-            return Err(RunError::GraphMismatch {
-                run,
-                stored: record.graph,
-                graph: graph_ref(graph),
-            });
-        }
+        let record = check_graph(&*self.store, graph, run).await?;
         if record.status.is_terminal() {
             return Err(StoreError::RunTerminal { run, status: record.status }.into());
         }
@@ -389,6 +382,19 @@ pub(crate) fn spawn<S: State>(leg: Leg<S>) -> RunHandle<S> {
     let cancel = Arc::clone(&leg.cancel);
     let join = tokio::spawn(leg.drive());
     RunHandle { run_id, cancel, join }
+}
+
+/// The run's record, if it belongs to `graph` (name and version).
+pub(crate) async fn check_graph<S: State>(
+    store: &dyn Store,
+    graph: &CompiledGraph<S>,
+    run: RunId,
+) -> Result<tollgate_checkpoint::RunRecord, RunError> {
+    let record = store.run(run).await?;
+    if record.graph != graph_ref(graph) {
+        return Err(RunError::GraphMismatch { run, stored: record.graph, graph: graph_ref(graph) });
+    }
+    Ok(record)
 }
 
 pub(crate) fn graph_ref<S: State>(graph: &CompiledGraph<S>) -> GraphRef {

@@ -17,7 +17,7 @@ use super::config::RunConfig;
 use super::driver::SnapshotTracker;
 use super::emit::{node_id, Emitter, Live};
 use super::error::RunError;
-use super::executor::{emit_run_started, graph_ref, json_error, Executor, RunHandle};
+use super::executor::{check_graph, emit_run_started, json_error, Executor, RunHandle};
 use super::plan::Frontier;
 use super::record::{FrontierRecord, TaskOutputRecord, FRONTIER_VERSION};
 use super::task::{encode_checked, encode_output};
@@ -224,16 +224,4 @@ impl Executor {
         self.store.commit(transition).await?;
         Ok(step)
     }
-}
-
-async fn check_graph<S: State>(
-    store: &dyn Store,
-    graph: &CompiledGraph<S>,
-    run: RunId,
-) -> Result<tollgate_checkpoint::RunRecord, RunError> {
-    let record = store.run(run).await?;
-    if record.graph != graph_ref(graph) {
-        return Err(RunError::GraphMismatch { run, stored: record.graph, graph: graph_ref(graph) });
-    }
-    Ok(record)
 }

@@ -12,7 +12,7 @@ use crate::state::State;
 use super::config::RunConfig;
 use super::emit::{Emitter, Live};
 use super::error::RunError;
-use super::executor::{breakpoints, graph_ref, Executor, RunHandle};
+use super::executor::{breakpoints, check_graph, Executor, RunHandle};
 
 /// What a recorded decision did to its run.
 #[derive(Debug, Clone, PartialEq)]
@@ -211,14 +211,7 @@ impl Executor {
         request: DecisionRequest,
         config: RunConfig,
     ) -> Result<Resumed<S>, RunError> {
-        let record = self.store.run(run).await?;
-        if record.graph != graph_ref(graph) {
-            return Err(RunError::GraphMismatch {
-                run,
-                stored: record.graph,
-                graph: graph_ref(graph),
-            });
-        }
+        check_graph(&*self.store, graph, run).await?;
         let points = breakpoints(graph, &config)?;
         // The decision and the takeover are one transaction: no other
         // process can slip in between and continue the run.
