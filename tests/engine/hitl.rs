@@ -498,7 +498,7 @@ fn breakpoints_pause_before_and_after_nodes() {
             RunConfig::new().interrupt_before(["ghost"]),
         ))
         .unwrap_err();
-    assert!(matches!(unknown, RunError::UnknownBreakpoint { .. }), "{unknown:?}");
+    assert!(matches!(unknown, RunError::UnknownNode { .. }), "{unknown:?}");
 }
 
 #[test]

@@ -147,9 +147,9 @@ pub enum RunError {
         /// The interrupts waiting.
         pending: Vec<String>,
     },
-    /// A breakpoint or `as_node` names a node the graph does not have.
+    /// A breakpoint or an `as_node` names a node the graph does not have.
     #[error("the graph has no node `{node}`")]
-    UnknownBreakpoint {
+    UnknownNode {
         /// The name.
         node: String,
     },
@@ -184,7 +184,7 @@ impl RunError {
             RunError::RunOwned { .. } => "run_owned",
             RunError::CodecRoundTrip { .. } => "codec_round_trip",
             RunError::AwaitingDecision { .. } => "awaiting_decision",
-            RunError::UnknownBreakpoint { .. } => "unknown_node",
+            RunError::UnknownNode { .. } => "unknown_node",
             RunError::Decision(_) => "decision_refused",
             RunError::Store(_) => "store",
             RunError::DriverLost { .. } => "driver_lost",

@@ -368,9 +368,8 @@ pub(crate) fn breakpoints<S: State>(
         [(&config.break_before, &mut points.before), (&config.break_after, &mut points.after)]
     {
         for name in names {
-            let index = graph
-                .index_of(name)
-                .ok_or_else(|| RunError::UnknownBreakpoint { node: name.clone() })?;
+            let index =
+                graph.index_of(name).ok_or_else(|| RunError::UnknownNode { node: name.clone() })?;
             flags[index] = true;
         }
     }

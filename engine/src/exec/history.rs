@@ -153,7 +153,7 @@ impl Executor {
         }
         let node = graph
             .index_of(as_node)
-            .ok_or_else(|| RunError::UnknownBreakpoint { node: as_node.to_owned() })?;
+            .ok_or_else(|| RunError::UnknownNode { node: as_node.to_owned() })?;
         let epoch =
             self.store.claim(run, record.epoch, Owner::current(), config.lease_until()).await?;
         let Loaded { mut state, frontier, step, .. } = load(&*self.store, graph, run, None).await?;

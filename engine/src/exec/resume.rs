@@ -177,6 +177,8 @@ impl Executor {
                 })?;
             }
         }
+        let events = emitter.take_batch();
+        let last_seq = record.last_seq + events.len() as u64;
         let version = self
             .store
             .decide(DecisionWrite {
@@ -185,13 +187,12 @@ impl Executor {
                 interrupt: target.id.clone(),
                 decision,
                 status,
-                events: emitter.take_batch(),
+                events,
                 at_ms: clock.now_ms(),
                 claim,
             })
             .await
             .map_err(refused)?;
-        let last_seq = record.last_seq + if ends { 3 } else { 0 };
         let outcome = DecisionOutcome {
             run,
             interrupt: target.id.clone(),
