@@ -117,6 +117,8 @@ fn raw_commit(dir: &std::path::Path) -> Outcome {
     let conn = rusqlite::Connection::open(&path)?;
     conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    let pages = tollgate::SqliteOptions::default().wal_autocheckpoint;
+    conn.pragma_update(None, "wal_autocheckpoint", pages)?;
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload BLOB NOT NULL)", [])?;
     let payload = vec![7u8; 64];
     let started = Instant::now();
