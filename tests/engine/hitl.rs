@@ -68,6 +68,16 @@ async fn paused(executor: &Executor, graph: &tollgate::CompiledGraph<Trace>) -> 
     outcome
 }
 
+/// Approves the run's only pending interrupt and waits for the leg.
+async fn approve(
+    executor: &Executor,
+    graph: &tollgate::CompiledGraph<Trace>,
+    run: RunId,
+) -> RunOutcome<Trace> {
+    let request = DecisionRequest::new(Decision::Approve);
+    finish(executor.resume(graph, run, request, RunConfig::new()).await.unwrap()).await
+}
+
 async fn finish(resumed: Resumed<Trace>) -> RunOutcome<Trace> {
     match resumed {
         Resumed::Continuing(handle) => handle.wait().await.unwrap(),
@@ -283,15 +293,7 @@ fn several_interrupts_in_one_node_are_answered_in_order() {
         format!("{run}.1.0.1"),
         "the second question has the next ordinal"
     );
-    let done = runtime.block_on(async {
-        finish(
-            executor
-                .resume(&graph, run, DecisionRequest::new(Decision::Approve), RunConfig::new())
-                .await
-                .unwrap(),
-        )
-        .await
-    });
+    let done = runtime.block_on(approve(&executor, &graph, run));
     assert_eq!(done.state.visited, ["Ada", "Approve"]);
     assert_eq!(runs.get(0), 3, "the node ran three times: two pauses, then through");
 }
@@ -463,29 +465,13 @@ fn breakpoints_pause_before_and_after_nodes() {
     assert_eq!(first.interrupts[0].payload, json!({"node": "a", "when": "after"}));
     assert_eq!(runs.get(0), 1, "a ran before the breakpoint after it");
 
-    let second = runtime.block_on(async {
-        finish(
-            executor
-                .resume(&graph, run, DecisionRequest::new(Decision::Approve), RunConfig::new())
-                .await
-                .unwrap(),
-        )
-        .await
-    });
+    let second = runtime.block_on(approve(&executor, &graph, run));
     assert_eq!((second.status, second.step), (RunStatus::AwaitingHitl, 1));
     assert_eq!(second.interrupts[0].id, format!("{run}.2.0.before"));
     assert_eq!(second.state.visited, ["a"], "a's stored output was merged, a did not run again");
     assert_eq!((runs.get(0), runs.get(1)), (1, 0));
 
-    let done = runtime.block_on(async {
-        finish(
-            executor
-                .resume(&graph, run, DecisionRequest::new(Decision::Approve), RunConfig::new())
-                .await
-                .unwrap(),
-        )
-        .await
-    });
+    let done = runtime.block_on(approve(&executor, &graph, run));
     assert_eq!(
         (done.status, done.state.visited.clone()),
         (RunStatus::Completed, vec!["a".to_owned(), "b".to_owned()])
