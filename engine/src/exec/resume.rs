@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use tollgate_checkpoint::{DecisionWrite, Owner, RunFailure, RunId, RunStatus, StoreError};
+use tollgate_checkpoint::{
+    DecisionWrite, Owner, RunFailure, RunId, RunRecord, RunStatus, StoreError,
+};
 
 use crate::event::{Clock, Event, SystemClock};
 use crate::graph::CompiledGraph;
@@ -28,6 +30,15 @@ pub struct DecisionOutcome {
     pub version: u64,
     /// Interrupts still waiting.
     pub pending: Vec<PendingInterrupt>,
+}
+
+/// A recorded decision, with what continuing the run needs.
+struct Decided {
+    outcome: DecisionOutcome,
+    /// The run's last event sequence number.
+    last_seq: u64,
+    /// The step's interrupts, the new decision included.
+    interrupts: Vec<tollgate_checkpoint::InterruptRecord>,
 }
 
 /// What [`Executor::resume`] did.
@@ -70,27 +81,31 @@ impl Executor {
         run: RunId,
         request: DecisionRequest,
     ) -> Result<DecisionOutcome, DecisionError> {
-        self.record_decision(run, request, None).await.map(|(outcome, _)| outcome)
+        self.record_decision(run, request, None, None).await.map(|decided| decided.outcome)
     }
 
     /// Records a decision; with `claim`, a run that becomes ready is taken
-    /// over in the same transaction (status `running`). Also returns the
-    /// run's last event sequence number.
+    /// over in the same transaction (status `running`). `record` is the
+    /// run's record when the caller has just read it.
     async fn record_decision(
         &self,
         run: RunId,
         request: DecisionRequest,
         claim: Option<(Owner, i64)>,
-    ) -> Result<(DecisionOutcome, u64), DecisionError> {
+        record: Option<RunRecord>,
+    ) -> Result<Decided, DecisionError> {
         let refused = |error| store_refusal(run, error);
-        let record = self.store.run(run).await.map_err(refused)?;
+        let record = match record {
+            Some(record) => record,
+            None => self.store.run(run).await.map_err(refused)?,
+        };
         if let Some(expected) = request.expected_version.filter(|v| *v != record.epoch) {
             return Err(DecisionError::Conflict { run, expected, found: record.epoch });
         }
         if record.status != RunStatus::AwaitingHitl {
             return Err(DecisionError::NotPaused { run, status: record.status });
         }
-        let interrupts = self.store.interrupts(run).await.map_err(refused)?;
+        let mut interrupts = self.store.interrupts(run).await.map_err(refused)?;
         let waiting: Vec<String> =
             interrupts.iter().filter(|i| i.decision.is_none()).map(|i| i.id.clone()).collect();
         let target = match &request.interrupt {
@@ -185,7 +200,7 @@ impl Executor {
                 run,
                 expected_epoch: request.expected_version.unwrap_or(record.epoch),
                 interrupt: target.id.clone(),
-                decision,
+                decision: decision.clone(),
                 status,
                 events,
                 at_ms: clock.now_ms(),
@@ -193,14 +208,12 @@ impl Executor {
             })
             .await
             .map_err(refused)?;
-        let outcome = DecisionOutcome {
-            run,
-            interrupt: target.id.clone(),
-            status,
-            version,
-            pending: remaining,
-        };
-        Ok((outcome, last_seq))
+        let interrupt = target.id.clone();
+        if let Some(answered) = interrupts.iter_mut().find(|i| i.id == interrupt) {
+            answered.decision = Some(decision);
+        }
+        let outcome = DecisionOutcome { run, interrupt, status, version, pending: remaining };
+        Ok(Decided { outcome, last_seq, interrupts })
     }
 
     /// Records a decision and, once the run has every decision it waits
@@ -212,15 +225,15 @@ impl Executor {
         request: DecisionRequest,
         config: RunConfig,
     ) -> Result<Resumed<S>, RunError> {
-        check_graph(&*self.store, graph, run).await?;
+        let record = check_graph(&*self.store, graph, run).await?;
         let points = breakpoints(graph, &config)?;
         // The decision and the takeover are one transaction: no other
         // process can slip in between and continue the run.
         let claim = Some((Owner::current(), config.lease_until()));
-        let (outcome, last_seq) = self.record_decision(run, request, claim).await?;
+        let Decided { outcome, last_seq, interrupts } =
+            self.record_decision(run, request, claim, Some(record)).await?;
         Ok(match outcome.status {
             RunStatus::Queued => {
-                let interrupts = self.store.interrupts(run).await?;
                 let handle = self
                     .continue_claimed(
                         graph,
