@@ -162,7 +162,11 @@ impl Executor {
         Ok(self.leg(graph, run, epoch, config, loaded, emitter, HashMap::new(), breakpoints))
     }
 
-    /// Starts a run and waits for it.
+    /// Starts a run and drives it in the calling task until its leg ends.
+    /// Dropping the future stops the run where it is: it stays `running`
+    /// until its lease expires, and then `recover` continues it. Use
+    /// [`Executor::start`] for a run that goes on in the background and
+    /// can be cancelled.
     pub async fn run<S: State>(
         &self,
         graph: &CompiledGraph<S>,
