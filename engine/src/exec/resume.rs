@@ -75,13 +75,15 @@ impl Executor {
     /// run (`continue_run`, `recover`). Compare-and-set on the run's
     /// version: of two concurrent decisions exactly one is recorded, the
     /// other gets [`DecisionError::Conflict`]. A refused decision changes
-    /// nothing.
+    /// nothing. Events it writes (a rejection that ends the run) carry the
+    /// system clock's time; [`Executor::resume`] uses its config's clock.
     pub async fn decide(
         &self,
         run: RunId,
         request: DecisionRequest,
     ) -> Result<DecisionOutcome, DecisionError> {
-        self.record_decision(run, request, None, None).await.map(|decided| decided.outcome)
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        self.record_decision(run, request, None, None, clock).await.map(|decided| decided.outcome)
     }
 
     /// Records a decision; with `claim`, a run that becomes ready is taken
@@ -93,6 +95,7 @@ impl Executor {
         request: DecisionRequest,
         claim: Option<(Owner, i64)>,
         record: Option<RunRecord>,
+        clock: Arc<dyn Clock>,
     ) -> Result<Decided, DecisionError> {
         let refused = |error| store_refusal(run, error);
         let record = match record {
@@ -156,7 +159,6 @@ impl Executor {
         let decision = serde_json::to_value(&request.decision).map_err(|error| {
             DecisionError::Store(StoreError::Backend { source: Box::new(error) })
         })?;
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let mut emitter = Emitter::new(run, record.last_seq, Arc::clone(&clock), None);
         if ends {
             // A rejection that ends the run is a leg of its own.
@@ -230,8 +232,9 @@ impl Executor {
         // The decision and the takeover are one transaction: no other
         // process can slip in between and continue the run.
         let claim = Some((Owner::current(), config.lease_until()));
-        let Decided { outcome, last_seq, interrupts } =
-            self.record_decision(run, request, claim, Some(record)).await?;
+        let Decided { outcome, last_seq, interrupts } = self
+            .record_decision(run, request, claim, Some(record), Arc::clone(&config.clock))
+            .await?;
         Ok(match outcome.status {
             RunStatus::Queued => {
                 let handle = self
