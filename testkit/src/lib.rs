@@ -1,7 +1,7 @@
 //! Test support for tollgate applications and backends.
 //!
 //! Today it offers [`collect_events`], which drains an
-//! [`EventStream`](tollgate_engine::EventStream) into a list for
+//! [`EventStream`] into a list for
 //! assertions, and the store [`conformance`] suite. Scripted models, fake
 //! tools, trajectory assertions and the other conformance suites arrive
 //! with the harness.

@@ -60,7 +60,7 @@ impl Default for SqliteOptions {
     }
 }
 
-/// A [`Store`] in one SQLite file: WAL journal, `BEGIN IMMEDIATE` for every
+/// A [`Store`](crate::Store) in one SQLite file: WAL journal, `BEGIN IMMEDIATE` for every
 /// write, one transaction per transition, schema migrations keyed by
 /// `user_version`, cached prepared statements. Several processes may open
 /// the same file at once; a busy database is waited for and retried, never
