@@ -5,7 +5,7 @@ use rusqlite::{params, OptionalExtension};
 
 use super::rows::{
     blob_at, check_events, check_writer, join_events, key, last_key, load_owner, load_run,
-    run_from_row, split_events, SELECT_RUN,
+    load_writer, run_from_row, split_events, SELECT_RUN,
 };
 use super::{frame, Abort, SqliteStore};
 use crate::codec::Blob;
@@ -95,7 +95,8 @@ impl Store for SqliteStore {
         let events = join_events(&transition.events);
         let running = transition.status == RunStatus::Running;
         self.write(|tx| {
-            let (record, num) = load_run(tx, run)?;
+            let record = load_writer(tx, run)?;
+            let num = record.num;
             check_writer(run, record.status, record.epoch, transition.epoch)?;
             if let Some(step) = &step {
                 if step.number != record.step + 1 || step.number > MAX_STEP {
@@ -173,7 +174,8 @@ impl Store for SqliteStore {
         let rows: Vec<(&TaskKey, Vec<u8>)> =
             write.updates.iter().map(|u| (&u.task, u.update.to_bytes())).collect();
         self.write(|tx| {
-            let (record, num) = load_run(tx, run)?;
+            let record = load_writer(tx, run)?;
+            let num = record.num;
             check_writer(run, record.status, record.epoch, write.epoch)?;
             if let Some((task, _)) = rows.iter().find(|(task, _)| task.step != record.step + 1) {
                 let (current, found) = (record.step, task.step);

@@ -88,6 +88,50 @@ pub(super) fn load_run(tx: &Transaction<'_>, run: RunId) -> Result<(RunRecord, i
     }
 }
 
+/// What a writer checks before a commit: the run's status, epoch, number,
+/// effective step and last event, and its lease.
+pub(super) struct Writer {
+    pub(super) status: RunStatus,
+    pub(super) epoch: u64,
+    pub(super) num: i64,
+    pub(super) step: u64,
+    pub(super) last_seq: u64,
+    pub(super) lease_until_ms: Option<i64>,
+}
+
+/// Reads [`Writer`]: the part of `SELECT_RUN` a commit needs, without
+/// decoding the rest of the row (this is on every step's path).
+pub(super) fn load_writer(tx: &Transaction<'_>, run: RunId) -> Result<Writer, Abort> {
+    let row: Option<(String, i64, i64, i64, i64, Option<i64>)> = tx
+        .prepare_cached(
+            "SELECT r.status, r.epoch, r.num, max(r.step, coalesce(s.id & 4294967295, 0)),
+                    max(r.last_seq, coalesce(s.first_seq + s.event_count - 1, 0)),
+                    r.lease_until_ms
+             FROM runs r
+             LEFT JOIN steps s ON s.id = (
+                 SELECT max(id) FROM steps
+                 WHERE id BETWEEN r.num << 32 AND (r.num << 32) + 4294967295
+             )
+             WHERE r.id = ?1",
+        )?
+        .query_row(params![run.to_string()], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
+        })
+        .optional()?;
+    let (status, epoch, num, step, last_seq, lease_until_ms) =
+        row.ok_or(StoreError::RunNotFound { run })?;
+    let status =
+        status.parse().map_err(|_| corrupt_row(format!("run {run}: bad status `{status}`")))?;
+    Ok(Writer {
+        status,
+        epoch: epoch as u64,
+        num,
+        step: step as u64,
+        last_seq: last_seq as u64,
+        lease_until_ms,
+    })
+}
+
 /// The run's status, epoch and number, for a writer that only needs to be
 /// allowed.
 pub(super) fn load_owner(tx: &Transaction<'_>, run: RunId) -> Result<(RunStatus, u64, i64), Abort> {
