@@ -7,6 +7,8 @@
 //! - `compile`: one case per compile-time validation rule, and exports.
 //! - `hitl`: interrupts, decisions, the double-resume race, breakpoints,
 //!   fork and update_state.
+//! - `properties`: random graphs against a reference model; runs stopped at
+//!   any step and continued from a reopened database.
 //! - `reducers`: derived reducers, conflicting updates, `Send` fan-out.
 //! - `step_guard`: max steps at N-1 / N / N+1, remaining steps, visit limits.
 //! - `determinism`: merges never depend on task timing.
@@ -27,6 +29,7 @@ mod determinism;
 mod durability;
 mod events;
 mod hitl;
+mod properties;
 mod reducers;
 mod retry;
 mod send_sync;
