@@ -199,15 +199,7 @@ fn an_interrupted_run_continues_to_the_same_end_as_an_uninterrupted_one() {
     let stored = runtime.block_on(store.events(run, 0, usize::MAX)).unwrap();
     let seqs: Vec<u64> = stored.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=stored.len() as u64).collect::<Vec<_>>(), "gap-free across legs");
-    let kinds: Vec<String> = stored
-        .iter()
-        .map(|e| {
-            serde_json::from_str::<serde_json::Value>(&e.json).unwrap()["event_type"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
+    let kinds = support::event_kinds(&stored);
     assert_eq!(kinds.iter().filter(|k| *k == "run_started").count(), 2);
     assert_eq!(kinds.iter().filter(|k| *k == "run_ended").count(), 2);
     assert_eq!(kinds.last().map(String::as_str), Some("run_ended"));

@@ -129,15 +129,7 @@ fn pause_then_approve_continues_and_the_node_sees_the_decision() {
     assert_eq!(done.state.tags["decision"], r#"{"decision":"approve"}"#);
     assert_eq!((runs.get(0), runs.get(1)), (2, 1), "ask re-ran once, after ran once");
     let stored = runtime.block_on(executor.store().events(run, 0, usize::MAX)).unwrap();
-    let kinds: Vec<String> = stored
-        .iter()
-        .map(|e| {
-            serde_json::from_str::<serde_json::Value>(&e.json).unwrap()["event_type"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
+    let kinds = support::event_kinds(&stored);
     assert_eq!(
         &kinds[4..6],
         ["run_started", "run_resumed"],

@@ -126,3 +126,14 @@ impl Gate {
         self.permits.add_permits(1);
     }
 }
+
+/// The `event_type` of each stored event, in order.
+pub(crate) fn event_kinds(stored: &[tollgate::EventRecord]) -> Vec<String> {
+    stored
+        .iter()
+        .map(|event| {
+            let line: serde_json::Value = serde_json::from_str(&event.json).expect("stored JSON");
+            line["event_type"].as_str().expect("every event has a type").to_owned()
+        })
+        .collect()
+}
