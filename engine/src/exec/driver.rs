@@ -22,7 +22,7 @@ use crate::state::{State, Write};
 use super::config::RunConfig;
 use super::emit::{node_id, Emitter, Live};
 use super::error::RunError;
-use super::executor::RunOutcome;
+use super::executor::{json_error, RunOutcome};
 use super::plan::Frontier;
 use super::record::{TaskOutputRecord, FRONTIER_VERSION};
 use super::task::{encode_checked, is_rejected, rejected, Outcome, TaskDone, TaskRunner};
@@ -165,7 +165,8 @@ impl<S: State> Leg<S> {
                     let event = Event::NodeCompleted {
                         step,
                         task: task.index,
-                        update: serde_json::to_value(&output.update).unwrap_or_default(),
+                        update: serde_json::to_value(&output.update)
+                            .map_err(|source| json_error(self.run, step, source))?,
                         goto: output.goto.iter().map(|goto| goto.node().to_owned()).collect(),
                         reused: task.reused,
                     };
@@ -477,15 +478,8 @@ impl<S: State> Leg<S> {
         event: Event,
         live: Live,
     ) -> Result<(), RunError> {
-        let step = self.step;
-        self.emitter.emit(node, event, live).map_err(|source| RunError::Encode {
-            run: self.run,
-            step,
-            source: tollgate_checkpoint::CodecError::Encode {
-                codec: Codec::Json,
-                source: Box::new(source),
-            },
-        })
+        let (run, step) = (self.run, self.step);
+        self.emitter.emit(node, event, live).map_err(|source| json_error(run, step, source))
     }
 
     fn emit_run_ended(
@@ -496,14 +490,7 @@ impl<S: State> Leg<S> {
         let result = (status == RunStatus::Completed)
             .then(|| serde_json::to_value(&*self.state))
             .transpose()
-            .map_err(|source| RunError::Encode {
-                run: self.run,
-                step: self.step,
-                source: tollgate_checkpoint::CodecError::Encode {
-                    codec: Codec::Json,
-                    source: Box::new(source),
-                },
-            })?;
+            .map_err(|source| json_error(self.run, self.step, source))?;
         let interrupts =
             if status == RunStatus::AwaitingHitl { self.paused.clone() } else { Vec::new() };
         self.emit(
