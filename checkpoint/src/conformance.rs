@@ -41,6 +41,19 @@ where
     orphaned_runs_are_recognised(&make().await).await;
     decisions_are_compare_and_set(&make().await).await;
     past_checkpoints_are_readable(&make().await).await;
+    attachments_are_kept_verbatim(&make().await).await;
+}
+
+async fn attachments_are_kept_verbatim(store: &impl Store) {
+    let (with, without) = (RunId::new(), RunId::new());
+    let body = r#"{"name":"refunds","tools":["é",1]}"#;
+    let mut run = new_run(with, "g", None);
+    run.attachment = Some(body.to_owned());
+    store.create_run(run).await.expect("create");
+    store.create_run(new_run(without, "g", None)).await.expect("create");
+    assert_eq!(store.attachment(with).await.expect("read").as_deref(), Some(body));
+    assert_eq!(store.attachment(without).await.expect("read"), None);
+    assert!(matches!(store.attachment(RunId::new()).await, Err(StoreError::RunNotFound { .. })));
 }
 
 fn blob(value: u32) -> Blob {
@@ -62,6 +75,7 @@ fn new_run(id: RunId, graph: &str, thread: Option<&str>) -> NewRun {
         events: vec![event(1)],
         owner: Owner::current(),
         lease_until_ms: i64::MAX,
+        attachment: None,
     }
 }
 

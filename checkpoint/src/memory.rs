@@ -40,6 +40,7 @@ struct StoredRun {
     /// Pending writes of the step after `record.step`, by task index.
     pending: HashMap<u32, TaskUpdate>,
     events: Vec<EventRecord>,
+    attachment: Option<String>,
     interrupts: Vec<InterruptRecord>,
 }
 
@@ -129,6 +130,7 @@ impl Store for MemoryStore {
                 pending: HashMap::new(),
                 events: run.events,
                 interrupts: Vec::new(),
+                attachment: run.attachment,
             },
         );
         Ok(1)
@@ -369,6 +371,12 @@ impl Store for MemoryStore {
             .map(StoredRun::record)
             .collect();
         Ok(RunPage::from_overfetch(runs, page.limit))
+    }
+
+    async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
+        let inner = self.lock();
+        let stored = inner.runs.get(&run).ok_or(StoreError::RunNotFound { run })?;
+        Ok(stored.attachment.clone())
     }
 
     async fn events(

@@ -166,6 +166,11 @@ pub struct NewRun {
     pub owner: Owner,
     /// Until when the owner's lease holds, milliseconds since the Unix epoch.
     pub lease_until_ms: i64,
+    /// JSON text kept with the run and never changed, read back with
+    /// [`Store::attachment`](crate::Store::attachment): what another
+    /// process needs to rebuild the graph (a blueprint run stores its
+    /// blueprint).
+    pub attachment: Option<String>,
 }
 
 /// One atomic write: a step record (or a status change alone), the run's

@@ -81,6 +81,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         limit: usize,
     ) -> Result<HistoryPage, StoreError>;
 
+    /// The JSON text the run was created with ([`NewRun::attachment`]).
+    async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError>;
+
     /// Stored events of a run with `seq > after_seq`, oldest first, at most
     /// `limit`.
     async fn events(

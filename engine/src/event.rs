@@ -94,6 +94,10 @@ pub enum Event {
         delay_ms: u64,
         /// The error.
         error: String,
+        /// The model or tool call retried, when the harness retries a call
+        /// inside a node (the node itself is not retried then).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
     },
     /// A task asked a person; the run pauses at the end of the step.
     InterruptRaised {
@@ -136,6 +140,108 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         interrupts: Vec<PendingInterrupt>,
     },
+    /// An agent called its chat model.
+    ModelStarted {
+        /// The agent.
+        agent: String,
+        /// This call (unique in the run; retries of it share it).
+        call_id: String,
+        /// The model's name.
+        model: String,
+        /// 1 on the first attempt, 2 on the first retry, ...
+        attempt: u32,
+    },
+    /// A piece of a streamed model reply.
+    ModelDelta {
+        /// The agent.
+        agent: String,
+        /// The call.
+        call_id: String,
+        /// Text to append to the reply so far.
+        text: String,
+    },
+    /// A model call returned.
+    ModelCompleted {
+        /// The agent.
+        agent: String,
+        /// The call.
+        call_id: String,
+        /// The model's name.
+        model: String,
+        /// The assistant message it produced.
+        message: Value,
+        /// Token usage, when the provider reports it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Value>,
+        /// Wall time of the call, retries included.
+        duration_ms: u64,
+    },
+    /// An agent called a tool.
+    ToolStarted {
+        /// The agent.
+        agent: String,
+        /// The model's tool-call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The arguments.
+        args: Value,
+        /// When, RFC 3339 UTC.
+        started_at: String,
+    },
+    /// Progress of a running tool (a command tool's output lines).
+    ToolDelta {
+        /// The agent.
+        agent: String,
+        /// The model's tool-call id.
+        call_id: String,
+        /// `stdout` or `stderr`.
+        stream: String,
+        /// One line, without its line break.
+        line: String,
+    },
+    /// A tool call ended; its result went back to the model.
+    ToolCompleted {
+        /// The agent.
+        agent: String,
+        /// The model's tool-call id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// Whether the tool succeeded (false: the model got an error).
+        ok: bool,
+        /// The result or error, shortened.
+        summary: String,
+        /// Wall time of the call.
+        duration_ms: u64,
+    },
+    /// A middleware hook began.
+    MiddlewareStarted {
+        /// The agent.
+        agent: String,
+        /// The middleware's name.
+        middleware: String,
+        /// `before_model`, `after_model`, `wrap_model_call` or `wrap_tool_call`.
+        hook: String,
+    },
+    /// A middleware hook returned.
+    MiddlewareCompleted {
+        /// The agent.
+        agent: String,
+        /// The middleware's name.
+        middleware: String,
+        /// The hook.
+        hook: String,
+        /// Whether it returned without error.
+        ok: bool,
+    },
+    /// An application-defined event.
+    Custom {
+        /// Its name.
+        name: String,
+        /// Its payload.
+        payload: Value,
+    },
 }
 
 impl Event {
@@ -151,6 +257,35 @@ impl Event {
             Event::RunResumed { .. } => "run_resumed",
             Event::CheckpointSaved { .. } => "checkpoint_saved",
             Event::RunEnded { .. } => "run_ended",
+            Event::ModelStarted { .. } => "model_started",
+            Event::ModelDelta { .. } => "model_delta",
+            Event::ModelCompleted { .. } => "model_completed",
+            Event::ToolStarted { .. } => "tool_started",
+            Event::ToolDelta { .. } => "tool_delta",
+            Event::ToolCompleted { .. } => "tool_completed",
+            Event::MiddlewareStarted { .. } => "middleware_started",
+            Event::MiddlewareCompleted { .. } => "middleware_completed",
+            Event::Custom { .. } => "custom",
+        }
+    }
+
+    /// Whether a node may emit it through
+    /// [`NodeContext::emit`](crate::NodeContext::emit): the harness events
+    /// (model, tool, middleware, custom) and harness retries. Run, node,
+    /// checkpoint and interrupt events belong to the executor.
+    pub fn is_node_emittable(&self) -> bool {
+        match self {
+            Event::RetryScheduled { call_id, .. } => call_id.is_some(),
+            Event::ModelStarted { .. }
+            | Event::ModelDelta { .. }
+            | Event::ModelCompleted { .. }
+            | Event::ToolStarted { .. }
+            | Event::ToolDelta { .. }
+            | Event::ToolCompleted { .. }
+            | Event::MiddlewareStarted { .. }
+            | Event::MiddlewareCompleted { .. }
+            | Event::Custom { .. } => true,
+            _ => false,
         }
     }
 }

@@ -64,7 +64,7 @@ pub use graph::{CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, 
 pub use hitl::{
     Decision, DecisionError, DecisionKind, DecisionRequest, Interrupt, PendingInterrupt,
 };
-pub use node::{InputError, NodeContext, NodeError, Paused, RetryPolicy};
+pub use node::{EmitError, InputError, NodeContext, NodeError, Paused, RetryPolicy};
 pub use route::{Command, Goto, Route, Send, END, START};
 pub use state::{
     Append, CustomReducer, DynReducer, DynSchema, DynState, HasId, LastValue, Max, MergeMap,

@@ -12,6 +12,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tollgate_checkpoint::RunId;
 
+use crate::event::Event;
+use crate::exec::{node_id, Emitter, Live};
 use crate::hitl::{Decision, Interrupt, Raised};
 use crate::route::Command;
 use crate::state::State;
@@ -31,6 +33,8 @@ pub struct NodeContext {
     pub(crate) decisions: Arc<BTreeMap<u32, Decision>>,
     /// The next interrupt's ordinal in this attempt.
     pub(crate) ordinal: AtomicU32,
+    /// The leg's event numbering, shared with the driver.
+    pub(crate) emitter: Arc<Emitter>,
 }
 
 impl Clone for NodeContext {
@@ -45,6 +49,7 @@ impl Clone for NodeContext {
             input: self.input.clone(),
             decisions: Arc::clone(&self.decisions),
             ordinal: AtomicU32::new(self.ordinal.load(Ordering::SeqCst)),
+            emitter: Arc::clone(&self.emitter),
         }
     }
 }
@@ -115,6 +120,31 @@ impl NodeContext {
         }
     }
 
+    /// Milliseconds since the Unix epoch, from the run's clock (see
+    /// [`RunConfig::clock`](crate::RunConfig::clock)).
+    pub fn now_ms(&self) -> i64 {
+        self.emitter.clock().now_ms()
+    }
+
+    /// Records `event` in the run's event log (stored with the step's
+    /// checkpoint, numbered in order with the executor's events) and sends
+    /// it to the live sink at once. The envelope names this node instance.
+    ///
+    /// Only harness events may be emitted (see
+    /// [`Event::is_node_emittable`]); anything else is refused with
+    /// [`EmitError::Reserved`]. Events of an attempt that later fails or
+    /// pauses stay in the log: they happened.
+    pub fn emit(&self, event: Event) -> Result<(), EmitError> {
+        if !event.is_node_emittable() {
+            return Err(EmitError::Reserved { kind: event.kind() });
+        }
+        let id = node_id(&self.node, self.step, self.task);
+        self.emitter.tick();
+        self.emitter
+            .emit(Some((&self.node, &id)), event, Live::Now)
+            .map_err(|source| EmitError::Encode { source })
+    }
+
     /// The branch input decoded as `T`; a missing or malformed input is a
     /// (non-retryable) node error.
     pub fn input<T: DeserializeOwned>(&self) -> Result<T, NodeError> {
@@ -125,6 +155,31 @@ impl NodeContext {
         T::deserialize(value).map_err(|source| {
             NodeError::fatal(InputError::Malformed { node: self.node.to_string(), source })
         })
+    }
+}
+
+/// [`NodeContext::emit`] refused an event.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmitError {
+    /// Run, node, checkpoint and interrupt events are the executor's.
+    #[error("nodes may not emit `{kind}` events; they belong to the executor")]
+    Reserved {
+        /// The refused event's kind.
+        kind: &'static str,
+    },
+    /// The event did not serialize.
+    #[error("could not encode the event: {source}")]
+    Encode {
+        /// What the encoder reported.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl From<EmitError> for NodeError {
+    fn from(error: EmitError) -> Self {
+        NodeError::fatal(error)
     }
 }
 

@@ -169,6 +169,9 @@ impl Store for Journalled {
     ) -> Result<Vec<EventRecord>, StoreError> {
         self.inner.events(run, after, limit).await
     }
+    async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
+        self.inner.attachment(run).await
+    }
 }
 
 pub(crate) fn run_id() -> RunId {

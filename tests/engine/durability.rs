@@ -147,6 +147,9 @@ impl Store for Inspecting {
     ) -> Result<Vec<EventRecord>, StoreError> {
         self.inner.events(run, after, limit).await
     }
+    async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
+        self.inner.attachment(run).await
+    }
 }
 
 /// Runs the appender, cancels it while step `at` is in flight, waits.

@@ -6,7 +6,10 @@ use tollgate::{
     Clock, Event, EventEnvelope, Executor, MemoryStore, RunConfig, RunId, RunStatus, END, START,
 };
 
-use crate::support::{self, visits, Graph, Trace};
+use serde_json::json;
+use tollgate::EmitError;
+
+use crate::support::{self, visits, Graph, Trace, TraceUpdate};
 
 fn graph() -> tollgate::CompiledGraph<Trace> {
     visits(Graph::new("events", 1), &["a", "b", "c", "d"])
@@ -93,4 +96,52 @@ fn node_completed_carries_the_update_as_json() {
     assert_eq!(line["node"], "a");
     assert_eq!(line["update"], serde_json::json!({"visited": ["a"], "count": 1}));
     assert!(line.get("reused").is_none(), "false flags are omitted: {line}");
+}
+
+#[test]
+fn nodes_emit_harness_events_between_their_bookends_and_may_not_forge_the_executors() {
+    let runtime = support::runtime();
+    let executor = Executor::new(MemoryStore::new());
+    let graph = Graph::new("emit", 1)
+        .node("a", |_, ctx: tollgate::NodeContext| async move {
+            let custom = Event::Custom { name: "progress".into(), payload: json!({"done": 1}) };
+            ctx.emit(custom)?;
+            let forged = Event::NodeStarted { step: 9, task: 9 };
+            let refused = ctx.emit(forged).expect_err("executor events are reserved");
+            assert!(matches!(refused, EmitError::Reserved { kind: "node_started" }), "{refused}");
+            let retry = Event::RetryScheduled {
+                step: 1,
+                task: 0,
+                attempt: 1,
+                delay_ms: 0,
+                error: "429".into(),
+                call_id: None,
+            };
+            assert!(ctx.emit(retry).is_err(), "node retries are the executor's");
+            Ok(TraceUpdate::default().count(1))
+        })
+        .edge(START, "a")
+        .edge("a", END)
+        .compile()
+        .unwrap();
+    let attachment = json!({"blueprint": {"name": "x"}});
+    let config = RunConfig::new().attach(&attachment);
+    let (result, live) = runtime.block_on(support::run_with_events(&executor, &graph, config));
+    let run = result.unwrap().run_id;
+    let kinds: Vec<(u64, &str)> = live.iter().map(|e| (e.seq, e.event.kind())).collect();
+    assert_eq!(
+        kinds,
+        [
+            (1, "run_started"),
+            (2, "node_started"),
+            (3, "custom"),
+            (4, "node_completed"),
+            (5, "checkpoint_saved"),
+            (6, "run_ended")
+        ]
+    );
+    assert_eq!(live[2].node_id.as_deref(), Some("a:1.0"));
+    assert_eq!(runtime.block_on(stored(&executor, run)), live, "emitted events are stored");
+    let attached = runtime.block_on(executor.attachment(run)).unwrap();
+    assert_eq!(attached, Some(attachment), "the attachment is kept with the run");
 }

@@ -73,6 +73,10 @@ impl Store for SqliteStore {
             ])?;
             tx.prepare_cached("INSERT INTO snapshots (id, payload) VALUES (?1, ?2)")?
                 .execute(params![key(num, 0), snapshot])?;
+            if let Some(body) = &run.attachment {
+                tx.prepare_cached("INSERT INTO attachments (num, body) VALUES (?1, ?2)")?
+                    .execute(params![num, body])?;
+            }
             Ok(1)
         })
     }
@@ -428,6 +432,16 @@ impl Store for SqliteStore {
             _ => None,
         };
         Ok(HistoryPage { checkpoints, next_before })
+    }
+
+    async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
+        self.read(|tx| {
+            let (_, _, num) = load_owner(tx, run)?;
+            Ok(tx
+                .prepare_cached("SELECT body FROM attachments WHERE num = ?1")?
+                .query_row([num], |row| row.get(0))
+                .optional()?)
+        })
     }
 
     async fn events(

@@ -89,6 +89,14 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (num, first_seq)
     ) WITHOUT ROWID;
 ",
+    // 2: what a run was created with besides its input (a blueprint), kept
+    // out of `runs` so listing reads no large rows.
+    "
+    CREATE TABLE attachments (
+        num  INTEGER PRIMARY KEY,            -- runs.num
+        body TEXT NOT NULL                   -- JSON
+    );
+",
 ];
 
 /// The schema version this build writes.

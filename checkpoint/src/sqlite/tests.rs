@@ -38,6 +38,7 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
             events: vec![EventRecord { seq: 1, json: "{}".into() }],
             owner: Owner::current(),
             lease_until_ms: 99,
+            attachment: None,
         };
         store.create_run(new).await.expect("create");
     });
@@ -47,11 +48,19 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
     assert_eq!(record.owner, Some(Owner::current()));
     drop(store);
 
+    // A version-1 file (before attachments) is migrated in place.
+    let conn = Connection::open(&path).expect("open raw");
+    conn.execute_batch("DROP TABLE attachments; PRAGMA user_version = 1").expect("downgrade");
+    drop(conn);
+    let store = SqliteStore::open(&path).expect("migrate 1 -> 2");
+    assert_eq!(block_on(store.attachment(run)).expect("attachments table exists"), None);
+    drop(store);
+
     let conn = Connection::open(&path).expect("open raw");
     conn.pragma_update(None, "user_version", 99).expect("bump");
     drop(conn);
     let error = SqliteStore::open(&path).expect_err("newer schema");
-    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 1 }), "{error:?}");
+    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 2 }), "{error:?}");
 }
 
 #[test]
@@ -71,6 +80,7 @@ fn a_truncated_blob_is_corruption_of_that_run_only() {
             events: Vec::new(),
             owner: Owner::current(),
             lease_until_ms: 99,
+            attachment: None,
         };
         block_on(store.create_run(new)).expect("create");
     }

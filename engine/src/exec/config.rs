@@ -53,6 +53,7 @@ pub struct RunConfig {
     pub(crate) lease: Duration,
     pub(crate) break_before: Vec<String>,
     pub(crate) break_after: Vec<String>,
+    pub(crate) attachment: Option<String>,
 }
 
 impl Default for RunConfig {
@@ -68,6 +69,7 @@ impl Default for RunConfig {
             lease: DEFAULT_LEASE,
             break_before: Vec::new(),
             break_after: Vec::new(),
+            attachment: None,
         }
     }
 }
@@ -137,6 +139,14 @@ impl RunConfig {
     /// Breakpoints for this run (or leg): pause after these nodes ran.
     pub fn interrupt_after<T: Into<String>>(mut self, nodes: impl IntoIterator<Item = T>) -> Self {
         self.break_after.extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Stores `attachment` with a new run, for any process to read back
+    /// with [`Executor::attachment`](crate::Executor::attachment) (a
+    /// blueprint run keeps its blueprint here). Ignored when continuing.
+    pub fn attach(mut self, attachment: &serde_json::Value) -> Self {
+        self.attachment = Some(attachment.to_string());
         self
     }
 

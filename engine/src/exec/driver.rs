@@ -51,7 +51,7 @@ pub(crate) struct Leg<S: State> {
     pub(crate) frontier_blob: Option<Blob>,
     /// Outputs already stored for tasks of the next step, by task index.
     pub(crate) reused: HashMap<u32, (TaskOutputRecord<S::Update>, Blob)>,
-    pub(crate) emitter: Emitter,
+    pub(crate) emitter: Arc<Emitter>,
     pub(crate) cancel: Arc<AtomicBool>,
     pub(crate) snapshots: SnapshotTracker,
     /// Decisions for tasks of the next step, by task index then ordinal.
@@ -157,6 +157,7 @@ impl<S: State> Leg<S> {
                     attempt: *attempt,
                     delay_ms: delay.as_millis() as u64,
                     error: error.clone(),
+                    call_id: None,
                 };
                 self.emit(label(), event, Live::Now)?;
             }
@@ -367,6 +368,7 @@ impl<S: State> Leg<S> {
                 input: task.input,
                 decisions,
                 ordinal: AtomicU32::new(0),
+                emitter: Arc::clone(&self.emitter),
             };
             let runner = TaskRunner {
                 graph: self.graph.clone(),

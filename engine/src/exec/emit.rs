@@ -1,7 +1,7 @@
 //! Numbering, storing and streaming a run's events.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tollgate_checkpoint::{EventRecord, RunId};
 
@@ -23,19 +23,28 @@ pub(crate) enum Live {
 /// same text `serde_json` makes of an [`EventEnvelope`]), with the run id
 /// and the timestamp formatted once and reused: this is on every step's
 /// path.
+///
+/// The driver and the leg's running nodes (harness events) share one
+/// emitter, so its counters sit behind a mutex; every lock is short and
+/// uncontended in the common case.
 #[derive(Debug)]
 pub(crate) struct Emitter {
     run: RunId,
     /// `{"v":1,"run_id":"…","seq":` — the same for every event of the run.
     prefix: String,
-    seq: u64,
     clock: Arc<dyn Clock>,
+    sink: Option<EventSink>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    seq: u64,
     /// The last timestamp formatted, and its text.
     ts: (i64, String),
     /// The time events are stamped with, refreshed by [`Emitter::tick`]
     /// (reading the clock once per phase of a step, not once per event).
     now: i64,
-    sink: Option<EventSink>,
     batch: Vec<EventRecord>,
     deferred: Vec<EventEnvelope>,
 }
@@ -50,45 +59,55 @@ impl Emitter {
     ) -> Self {
         let prefix = format!("{{\"v\":{EVENT_VERSION},\"run_id\":\"{run}\",\"seq\":");
         let now = clock.now_ms();
-        Self {
-            run,
-            prefix,
+        let inner = Inner {
             seq: last_seq,
-            clock,
             ts: (i64::MIN, String::new()),
             now,
-            sink,
             batch: Vec::new(),
             deferred: Vec::new(),
-        }
+        };
+        Self { run, prefix, clock, sink, inner: Mutex::new(inner) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the counters half
+        // updated (each update is one assignment after the fallible work).
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The time of the current phase (see [`Emitter::tick`]).
     pub(crate) fn now_ms(&self) -> i64 {
-        self.now
+        self.lock().now
     }
 
     /// Reads the clock: later events and records carry this time.
-    pub(crate) fn tick(&mut self) -> i64 {
-        self.now = self.clock.now_ms();
-        self.now
+    pub(crate) fn tick(&self) -> i64 {
+        let now = self.clock.now_ms();
+        self.lock().now = now;
+        now
+    }
+
+    /// The run's clock.
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
     }
 
     /// Numbers and records one event. `node` is (name, instance id).
     pub(crate) fn emit(
-        &mut self,
+        &self,
         node: Option<(&str, &str)>,
         event: Event,
         live: Live,
     ) -> Result<(), serde_json::Error> {
-        let now = self.now;
-        if self.ts.0 != now {
-            self.ts = (now, format_rfc3339(now));
+        let mut inner = self.lock();
+        let now = inner.now;
+        if inner.ts.0 != now {
+            inner.ts = (now, format_rfc3339(now));
         }
-        let seq = self.seq + 1;
+        let seq = inner.seq + 1;
         let mut json = String::with_capacity(self.prefix.len() + 160);
         json.push_str(&self.prefix);
-        let _ = write!(json, "{seq},\"ts\":\"{}\",", self.ts.1);
+        let _ = write!(json, "{seq},\"ts\":\"{}\",", inner.ts.1);
         let mut bytes = json.into_bytes();
         if let Some((name, id)) = node {
             bytes.extend_from_slice(b"\"node\":");
@@ -103,35 +122,37 @@ impl Emitter {
         serde_json::to_writer(&mut bytes, &event)?;
         bytes.remove(body);
         let json = String::from_utf8(bytes).expect("serde_json writes UTF-8");
-        self.seq = seq;
-        self.batch.push(EventRecord { seq, json });
+        inner.seq = seq;
+        inner.batch.push(EventRecord { seq, json });
         if let Some(sink) = &self.sink {
             let envelope = EventEnvelope {
                 v: EVENT_VERSION,
                 run_id: self.run,
                 seq,
-                ts: self.ts.1.clone(),
+                ts: inner.ts.1.clone(),
                 node: node.map(|(name, _)| name.to_owned()),
                 node_id: node.map(|(_, id)| id.to_owned()),
                 event,
             };
             match live {
+                // Sent under the lock, so live order is seq order.
                 Live::Now => sink.send(envelope),
-                Live::AfterCommit => self.deferred.push(envelope),
+                Live::AfterCommit => inner.deferred.push(envelope),
             }
         }
         Ok(())
     }
 
     /// The events recorded since the last commit, for the next transition.
-    pub(crate) fn take_batch(&mut self) -> Vec<EventRecord> {
-        std::mem::take(&mut self.batch)
+    pub(crate) fn take_batch(&self) -> Vec<EventRecord> {
+        std::mem::take(&mut self.lock().batch)
     }
 
     /// Sends the events held back until their commit.
-    pub(crate) fn committed(&mut self) {
+    pub(crate) fn committed(&self) {
         if let Some(sink) = &self.sink {
-            for envelope in self.deferred.drain(..) {
+            let deferred = std::mem::take(&mut self.lock().deferred);
+            for envelope in deferred {
                 sink.send(envelope);
             }
         }
@@ -151,7 +172,7 @@ mod tests {
     #[test]
     fn hand_written_envelope_equals_the_serde_one() {
         let (sink, mut stream) = EventSink::channel();
-        let mut emitter = Emitter::new(RunId::new(), 41, Arc::new(SystemClock), Some(sink));
+        let emitter = Emitter::new(RunId::new(), 41, Arc::new(SystemClock), Some(sink));
         let events = [
             (Some(("a \"quoted\" node", "a:1.0")), Event::NodeStarted { step: 1, task: 0 }),
             (None, Event::CheckpointSaved { step: 1, tasks: 1, snapshot: false }),

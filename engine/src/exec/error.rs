@@ -165,6 +165,15 @@ pub enum RunError {
         /// The run.
         run: RunId,
     },
+    /// The run's stored attachment is not JSON.
+    #[error("run {run}: its attachment is not valid JSON: {source}")]
+    AttachmentDecode {
+        /// The run.
+        run: RunId,
+        /// What the decoder reported.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 impl RunError {
@@ -188,6 +197,7 @@ impl RunError {
             RunError::Decision(_) => "decision_refused",
             RunError::Store(_) => "store",
             RunError::DriverLost { .. } => "driver_lost",
+            RunError::AttachmentDecode { .. } => "attachment_decode",
         }
     }
 

@@ -111,6 +111,16 @@ impl Executor {
         &self.store
     }
 
+    /// What the run was created with by [`RunConfig::attach`], if anything.
+    pub async fn attachment(&self, run: RunId) -> Result<Option<serde_json::Value>, RunError> {
+        let Some(text) = self.store.attachment(run).await? else {
+            return Ok(None);
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|source| RunError::AttachmentDecode { run, source })
+    }
+
     /// Starts a run of `graph` from `input`. The run exists in the store
     /// (status `running`) when this returns; it proceeds on a tokio task.
     pub async fn start<S: State>(
@@ -138,8 +148,8 @@ impl Executor {
         let frontier_blob = Codec::Json
             .encode(&frontier.to_record(graph), FRONTIER_VERSION)
             .map_err(encode_error)?;
-        let mut emitter = Emitter::new(run, 0, Arc::clone(&config.clock), config.events.clone());
-        emit_run_started(&mut emitter, graph, 0, run)?;
+        let emitter = Emitter::new(run, 0, Arc::clone(&config.clock), config.events.clone());
+        emit_run_started(&emitter, graph, 0, run)?;
         let created_at_ms = emitter.now_ms();
         let snapshots =
             SnapshotTracker { last_size: snapshot.stored_len(), ..SnapshotTracker::default() };
@@ -155,6 +165,7 @@ impl Executor {
                 events: emitter.take_batch(),
                 owner: Owner::current(),
                 lease_until_ms: config.lease_until(),
+                attachment: config.attachment.clone(),
             })
             .await?;
         emitter.committed();
@@ -250,9 +261,8 @@ impl Executor {
                 return Err(error);
             }
         };
-        let mut emitter =
-            Emitter::new(run, last_seq, Arc::clone(&config.clock), config.events.clone());
-        emit_run_started(&mut emitter, graph, loaded.step, run)?;
+        let emitter = Emitter::new(run, last_seq, Arc::clone(&config.clock), config.events.clone());
+        emit_run_started(&emitter, graph, loaded.step, run)?;
         let mut decisions: HashMap<u32, BTreeMap<u32, Decision>> = HashMap::new();
         let mut answered = Vec::new();
         for interrupt in interrupts {
@@ -296,7 +306,7 @@ impl Executor {
             frontier,
             frontier_blob: None,
             reused,
-            emitter,
+            emitter: Arc::new(emitter),
             cancel: Arc::new(AtomicBool::new(false)),
             snapshots,
             decisions,
@@ -413,7 +423,7 @@ pub(crate) fn json_error(run: RunId, step: u64, source: serde_json::Error) -> Ru
 }
 
 pub(crate) fn emit_run_started<S: State>(
-    emitter: &mut Emitter,
+    emitter: &Emitter,
     graph: &CompiledGraph<S>,
     from_step: u64,
     run: RunId,

@@ -175,8 +175,8 @@ impl Executor {
             .map_err(|source| RunError::Encode { run, step, source })?;
         let snapshot = encode_checked::<S, S>(config.codec, &state, "state", run, step)?;
 
-        let mut emitter = Emitter::new(run, record.last_seq, Arc::clone(&config.clock), None);
-        emit_run_started(&mut emitter, graph, step - 1, run)?;
+        let emitter = Emitter::new(run, record.last_seq, Arc::clone(&config.clock), None);
+        emit_run_started(&emitter, graph, step - 1, run)?;
         let id = node_id(as_node, step, 0);
         let completed = Event::NodeCompleted {
             step,

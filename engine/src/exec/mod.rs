@@ -12,6 +12,7 @@ mod resume;
 mod task;
 
 pub use config::{RunConfig, SnapshotPolicy, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
+pub(crate) use emit::{node_id, Emitter, Live};
 pub use error::RunError;
 pub use executor::{Executor, RunHandle, RunOutcome};
 pub use resume::{DecisionOutcome, Resumed};

@@ -159,7 +159,7 @@ impl Executor {
         let decision = serde_json::to_value(&request.decision).map_err(|error| {
             DecisionError::Store(StoreError::Backend { source: Box::new(error) })
         })?;
-        let mut emitter = Emitter::new(run, record.last_seq, Arc::clone(&clock), None);
+        let emitter = Emitter::new(run, record.last_seq, Arc::clone(&clock), None);
         if ends {
             // A rejection that ends the run is a leg of its own.
             let reason = match &request.decision {
