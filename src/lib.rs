@@ -14,6 +14,7 @@ pub use tollgate_checkpoint::{
 #[cfg(feature = "sqlite")]
 pub use tollgate_checkpoint::{Durability, SqliteOptions, SqliteStore};
 pub use tollgate_engine::*;
+pub use tollgate_nodes::*;
 
 /// Test doubles and conformance suites (feature `testkit`).
 #[cfg(feature = "testkit")]

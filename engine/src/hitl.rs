@@ -91,6 +91,7 @@ pub struct Interrupt {
     pub(crate) payload: Value,
     pub(crate) decisions: Vec<DecisionKind>,
     pub(crate) schema: Option<Value>,
+    pub(crate) handles_rejection: bool,
 }
 
 impl Interrupt {
@@ -98,12 +99,29 @@ impl Interrupt {
     /// `payload`; every decision is accepted until [`Interrupt::allow`]
     /// narrows them.
     pub fn new(kind: impl Into<String>, payload: Value) -> Self {
-        Self { kind: kind.into(), payload, decisions: DecisionKind::ALL.to_vec(), schema: None }
+        Self {
+            kind: kind.into(),
+            payload,
+            decisions: DecisionKind::ALL.to_vec(),
+            schema: None,
+            handles_rejection: false,
+        }
     }
 
     /// Accepts only these decisions.
     pub fn allow(mut self, decisions: impl IntoIterator<Item = DecisionKind>) -> Self {
         self.decisions = decisions.into_iter().collect();
+        self
+    }
+
+    /// Hands a rejection back to the node: the node runs again and this
+    /// interrupt's `interrupt` call returns [`Decision::Reject`] (an agent
+    /// tells its model that a person refused a tool call). Without it a
+    /// rejection ends the run `rejected`. A node the graph routes
+    /// rejections of ([`StateGraph::on_reject`](crate::StateGraph::on_reject))
+    /// follows that route either way.
+    pub fn handle_rejection(mut self) -> Self {
+        self.handles_rejection = true;
         self
     }
 

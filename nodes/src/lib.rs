@@ -1,7 +1,70 @@
 //! The tollgate agent harness: messages, chat models, tools, registries,
-//! the agent graph, middleware and structured output.
+//! agents compiled into graphs, middleware, structured output, retries,
+//! memory, the scripted mock provider and blueprints.
 //!
-//! Nothing is here yet: the harness is built on the engine in a later step
-//! (see the project's open issues). The crate exists now so the workspace
-//! has its final shape and dependency direction: `tollgate-nodes` depends
-//! on `tollgate-engine`, never the reverse, and knows no SQL.
+//! An [`Agent`] (a [`ChatModel`], [`Tool`]s, settings) compiles into a
+//! [`CompiledAgent`]: a graph of two nodes on [`AgentState`], the model
+//! node `NAME` and the tools node `NAME.tools`, routed on tool calls. The
+//! engine's executor runs it like any graph, so every model turn and every
+//! tool round is a checkpointed transition: a run survives a crash between
+//! turns, pauses for tool approvals, and continues in another process.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use serde_json::json;
+//! use tollgate_checkpoint::{MemoryStore, RunStatus};
+//! use tollgate_engine::{Executor, RunConfig};
+//! use tollgate_nodes::{Agent, FixtureTool, ScriptReply, ScriptedModel, ToolSpec};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let model = ScriptedModel::new("scripted", vec![
+//!     ScriptReply::ToolCalls(vec![("lookup_order".into(), json!({"id": 7}), None)]),
+//!     ScriptReply::Text("Order 7 is 20 EUR.".into()),
+//! ]);
+//! let lookup = FixtureTool::new(
+//!     ToolSpec::new("lookup_order", "Find an order", json!({
+//!         "type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]
+//!     })),
+//!     json!({"id": 7, "amount": 20}),
+//! );
+//! let agent = Agent::new("orders", Arc::new(model)).tool(lookup).compile().unwrap();
+//! let run = agent.run(&Executor::new(MemoryStore::new()), "How much was order 7?", RunConfig::new())
+//!     .await
+//!     .unwrap();
+//! assert_eq!(run.status, RunStatus::Completed);
+//! assert_eq!(run.final_text(), Some("Order 7 is 20 EUR."));
+//! # });
+//! ```
+
+mod agent;
+mod blueprint;
+mod command;
+mod error;
+mod memory;
+mod message;
+mod middleware;
+mod model;
+mod retry;
+mod scripted;
+mod structured;
+mod tool;
+
+pub use agent::{
+    Agent, AgentProgress, AgentRun, AgentState, AgentStateUpdate, CompiledAgent,
+    DEFAULT_MAX_REASKS, DEFAULT_MAX_TURNS, TOOL_APPROVAL,
+};
+pub use blueprint::{Blueprint, BlueprintError, BlueprintProblem};
+pub use command::{CommandTool, DEFAULT_COMMAND_TIMEOUT};
+pub use error::{ErrorClass, HarnessError};
+pub use memory::{
+    InMemoryKeyValueStore, InMemoryShortTermMemory, KeyValueStore, ShortTermMemory, StoreItem,
+};
+pub use message::{Message, ToolCall, Usage};
+pub use middleware::{Middleware, ModelNext, ToolNext};
+pub use model::{
+    ChatModel, DeltaSink, ModelOptions, ModelRegistry, ModelRequest, ModelResponse, OutputSchema,
+    ResponseFormat, ToolChoice,
+};
+pub use retry::{ModelRetry, MAX_RETRY_AFTER};
+pub use scripted::{ScriptReply, ScriptedModel};
+pub use tool::{FixtureTool, FnTool, Tool, ToolContext, ToolRegistry, ToolSpec};

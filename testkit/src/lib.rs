@@ -1,10 +1,14 @@
 //! Test support for tollgate applications and backends.
 //!
 //! Today it offers [`collect_events`], which drains an
-//! [`EventStream`] into a list for
-//! assertions, and the store [`conformance`] suite. Scripted models, fake
-//! tools, trajectory assertions and the other conformance suites arrive
-//! with the harness.
+//! [`EventStream`] into a list for assertions, ordered trajectory
+//! assertions over a run's events ([`assert_trajectory`]), and the store
+//! [`conformance`] suite. Scripted-model builders, fake tools and the other
+//! conformance suites are still to come.
+
+mod trajectory;
+
+pub use trajectory::{assert_trajectory, render, Trajectory};
 
 use tollgate_engine::{EventEnvelope, EventStream};
 

@@ -197,7 +197,8 @@ impl<S: State> Leg<S> {
                             .map(|d| d.as_str().to_owned())
                             .collect(),
                         schema: raised.request.schema,
-                        rejection_routed: self.graph.node(task.node).on_reject.is_some(),
+                        rejection_routed: self.graph.node(task.node).on_reject.is_some()
+                            || raised.request.handles_rejection,
                         decision: None,
                         raised_at_ms: self.emitter.now_ms(),
                     };

@@ -1,0 +1,291 @@
+//! The model node: one turn of an agent (a model call, with retries,
+//! middleware and structured-output re-asks).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde_json::Value;
+use tollgate_engine::{Event, MessageOp, NodeContext};
+use tracing::Instrument;
+
+use super::{AgentCore, AgentProgress, AgentState, AgentStateUpdate};
+use crate::error::HarnessError;
+use crate::message::Message;
+use crate::middleware::{HookEvents, ModelHandler, ModelNext};
+use crate::model::{DeltaSink, ModelRequest, ModelResponse, ResponseFormat, ToolChoice};
+use crate::structured;
+
+/// Ids of the messages and calls one node execution creates: unique across
+/// runs (a thread's memory or a fork carries messages into another run),
+/// and the same when the node runs again.
+pub(crate) struct Ids {
+    prefix: String,
+    next: AtomicU32,
+}
+
+impl Ids {
+    pub(crate) fn new(agent: &str, ctx: &NodeContext) -> Self {
+        let prefix = format!("{agent}.{}.{}.{}", ctx.run_id(), ctx.step(), ctx.task());
+        Self { prefix, next: AtomicU32::new(0) }
+    }
+
+    pub(crate) fn next(&self) -> String {
+        format!("{}.{}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// Emits middleware events through the node's context.
+pub(crate) struct NodeHooks<'a> {
+    pub(crate) agent: &'a str,
+    pub(crate) ctx: &'a NodeContext,
+}
+
+impl HookEvents for NodeHooks<'_> {
+    fn started(&self, middleware: &str, hook: &'static str) {
+        emit(
+            self.ctx,
+            Event::MiddlewareStarted {
+                agent: self.agent.to_owned(),
+                middleware: middleware.to_owned(),
+                hook: hook.to_owned(),
+            },
+        );
+    }
+
+    fn completed(&self, middleware: &str, hook: &'static str, ok: bool) {
+        emit(
+            self.ctx,
+            Event::MiddlewareCompleted {
+                agent: self.agent.to_owned(),
+                middleware: middleware.to_owned(),
+                hook: hook.to_owned(),
+                ok,
+            },
+        );
+    }
+}
+
+/// Emits a harness event; they are all node-emittable, so only an encoding
+/// failure (impossible for these JSON values) could refuse it.
+pub(crate) fn emit(ctx: &NodeContext, event: Event) {
+    if let Err(error) = ctx.emit(event) {
+        tracing::warn!(%error, "could not record a harness event");
+    }
+}
+
+/// Runs one turn and returns the node's update.
+pub(crate) async fn model_turn(
+    core: &AgentCore,
+    state: &AgentState,
+    ctx: &NodeContext,
+) -> Result<AgentStateUpdate, HarnessError> {
+    let progress = state.progress.get(&core.name).cloned().unwrap_or_default();
+    if progress.turns >= core.max_turns {
+        return Err(HarnessError::TurnLimitExceeded {
+            agent: core.name.clone(),
+            limit: core.max_turns,
+        });
+    }
+    let span = tracing::info_span!("model", agent = %core.name, model = %core.model.name());
+    async {
+        let ids = Ids::new(&core.name, ctx);
+        let calls = AtomicU64::new(progress.model_calls);
+        let seen: Vec<Message> =
+            state.messages.iter().filter(|m| m.visible_to(&core.name)).cloned().collect();
+        let mut added: Vec<Message> = Vec::new();
+        let mut reasks = 0;
+        let structured = loop {
+            let mut messages = seen.clone();
+            messages.extend(added.iter().cloned());
+            let response = call_model(core, ctx, &ids, &calls, messages).await?;
+            let message = Message::Assistant {
+                id: ids.next(),
+                agent: Some(core.name.clone()),
+                content: response.content,
+                tool_calls: response.tool_calls,
+                usage: response.usage,
+            };
+            added.push(message);
+            let last = added.last().expect("just pushed");
+            match structured::check(core, last, &ids) {
+                structured::Verdict::Done { value, extra } => {
+                    added.extend(extra);
+                    break value;
+                }
+                structured::Verdict::Retry { errors, correction } => {
+                    if reasks >= core.max_reasks {
+                        return Err(HarnessError::StructuredOutputInvalid {
+                            agent: core.name.clone(),
+                            attempts: reasks + 1,
+                            errors,
+                        });
+                    }
+                    reasks += 1;
+                    added.extend(correction);
+                }
+            }
+        };
+        let progress =
+            AgentProgress { model_calls: calls.load(Ordering::SeqCst), turns: progress.turns + 1 };
+        let mut update = AgentStateUpdate::default()
+            .messages(added.into_iter().map(MessageOp::Upsert).collect())
+            .progress([(core.name.clone(), progress)].into());
+        if let Some(value) = structured {
+            update = update.structured([(core.name.clone(), value)].into());
+        }
+        Ok(update)
+    }
+    .instrument(span)
+    .await
+}
+
+/// One model call through the middleware stack, with retries innermost,
+/// reported as `model_started` (per attempt) and `model_completed`.
+async fn call_model(
+    core: &AgentCore,
+    ctx: &NodeContext,
+    ids: &Ids,
+    calls: &AtomicU64,
+    messages: Vec<Message>,
+) -> Result<ModelResponse, HarnessError> {
+    let call_id = ids.next();
+    let hooks = NodeHooks { agent: &core.name, ctx };
+    let tool_choice = match &core.response_format {
+        ResponseFormat::ToolStrategy { .. } => ToolChoice::Required,
+        _ => ToolChoice::Auto,
+    };
+    let mut request = ModelRequest {
+        agent: core.name.clone(),
+        system: core.system.clone(),
+        messages,
+        tools: core.specs.clone(),
+        tool_choice,
+        response_format: core.response_format.clone(),
+        options: core.options.clone(),
+        call_index: calls.load(Ordering::SeqCst),
+    };
+    let started = Instant::now();
+    for middleware in &core.middleware {
+        hooks.started(middleware.name(), "before_model");
+        let result = middleware.before_model(&mut request).await;
+        hooks.completed(middleware.name(), "before_model", result.is_ok());
+        result?;
+    }
+    let inner = Attempts { core, ctx, call_id: &call_id, calls };
+    let next = ModelNext { rest: &core.middleware, inner: &inner, events: &hooks };
+    let mut response = next.call(request.clone()).await?;
+    for middleware in core.middleware.iter().rev() {
+        hooks.started(middleware.name(), "after_model");
+        let result = middleware.after_model(&request, &mut response).await;
+        hooks.completed(middleware.name(), "after_model", result.is_ok());
+        result?;
+    }
+    let message = serde_json::json!({
+        "content": response.content,
+        "tool_calls": response.tool_calls,
+    });
+    emit(
+        ctx,
+        Event::ModelCompleted {
+            agent: core.name.clone(),
+            call_id,
+            model: core.model.name().to_owned(),
+            message,
+            usage: response.usage.map(|usage| serde_json::to_value(usage).unwrap_or(Value::Null)),
+            duration_ms: started.elapsed().as_millis() as u64,
+        },
+    );
+    Ok(response)
+}
+
+/// The innermost model call: attempts under the retry policy.
+struct Attempts<'a> {
+    core: &'a AgentCore,
+    ctx: &'a NodeContext,
+    call_id: &'a str,
+    calls: &'a AtomicU64,
+}
+
+/// Forwards streamed text as `model_delta` events.
+struct Deltas<'a> {
+    agent: &'a str,
+    call_id: &'a str,
+    ctx: &'a NodeContext,
+}
+
+impl DeltaSink for Deltas<'_> {
+    fn text(&mut self, text: &str) {
+        emit(
+            self.ctx,
+            Event::ModelDelta {
+                agent: self.agent.to_owned(),
+                call_id: self.call_id.to_owned(),
+                text: text.to_owned(),
+            },
+        );
+    }
+}
+
+impl ModelHandler for Attempts<'_> {
+    fn handle(
+        &self,
+        mut request: ModelRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<ModelResponse, HarnessError>> + Send + '_>> {
+        Box::pin(async move {
+            let core = self.core;
+            let max = core.retry.backoff.max_attempts.max(1);
+            let mut attempt = 1;
+            loop {
+                request.call_index = self.calls.fetch_add(1, Ordering::SeqCst);
+                emit(
+                    self.ctx,
+                    Event::ModelStarted {
+                        agent: core.name.clone(),
+                        call_id: self.call_id.to_owned(),
+                        model: core.model.name().to_owned(),
+                        attempt,
+                    },
+                );
+                let result = if core.streaming {
+                    let mut deltas =
+                        Deltas { agent: &core.name, call_id: self.call_id, ctx: self.ctx };
+                    core.model.stream(&request, &mut deltas).await
+                } else {
+                    core.model.invoke(&request).await
+                };
+                let error = match result {
+                    Ok(response) => return Ok(response),
+                    Err(error) => error,
+                };
+                if !core.retry.retries(&error) {
+                    return Err(error);
+                }
+                if attempt >= max {
+                    return Err(HarnessError::RetryExhausted {
+                        attempts: attempt,
+                        last: Box::new(error),
+                    });
+                }
+                let seed =
+                    self.ctx.run_id().timestamp_ms() ^ (self.ctx.step() << 20) ^ request.call_index;
+                let delay = core.retry.delay(attempt, seed, &error);
+                emit(
+                    self.ctx,
+                    Event::RetryScheduled {
+                        step: self.ctx.step(),
+                        task: self.ctx.task(),
+                        attempt,
+                        delay_ms: delay.as_millis() as u64,
+                        error: error.to_string(),
+                        call_id: Some(self.call_id.to_owned()),
+                    },
+                );
+                tracing::debug!(attempt, ?delay, %error, "retrying model call");
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+        })
+    }
+}

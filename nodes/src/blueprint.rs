@@ -1,0 +1,521 @@
+//! Blueprints: agents and graphs of agents described in JSON, validated
+//! with every problem reported, compiled into the same graph as the Rust
+//! API, and stored with their runs so any process can continue them.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tollgate_engine::{RunConfig, StateGraph, END, START};
+
+use crate::agent::{Agent, AgentState, CompiledAgent};
+use crate::command::CommandTool;
+use crate::error::HarnessError;
+use crate::model::{ChatModel, ModelRegistry, OutputSchema, ResponseFormat};
+use crate::scripted::{ScriptReply, ScriptedModel};
+use crate::tool::{ArgsValidator, FixtureTool, ToolSpec};
+
+/// Version of the attachment a blueprint run stores.
+const ATTACHMENT_VERSION: u64 = 1;
+
+/// The structure of a blueprint, checked before anything else.
+const SCHEMA: &str = r##"{
+  "$defs": {
+    "tool": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["name", "description", "parameters"],
+      "properties": {
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+        "description": {"type": "string"},
+        "parameters": {"type": "object"},
+        "fixture": true,
+        "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "approval": {"type": "boolean"},
+        "timeout_ms": {"type": "integer", "minimum": 1}
+      }
+    },
+    "agent": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["name", "model"],
+      "properties": {
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+        "version": {"type": "integer", "minimum": 1},
+        "system": {"type": ["string", "null"]},
+        "model": {"type": "string", "minLength": 1},
+        "max_steps": {"type": "integer", "minimum": 1},
+        "max_turns": {"type": "integer", "minimum": 1},
+        "tools": {"type": "array", "items": {"$ref": "#/$defs/tool"}},
+        "output_schema": {"type": ["object", "null"]}
+      }
+    },
+    "graph": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["name", "agents", "edges"],
+      "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "version": {"type": "integer", "minimum": 1},
+        "max_steps": {"type": "integer", "minimum": 1},
+        "agents": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/agent"}},
+        "edges": {
+          "type": "array",
+          "items": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2}
+        }
+      }
+    }
+  },
+  "if": {"type": "object", "required": ["agents"]},
+  "then": {"$ref": "#/$defs/graph"},
+  "else": {"$ref": "#/$defs/agent"}
+}"##;
+
+/// One thing wrong with a blueprint, and where (a JSON pointer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlueprintProblem {
+    /// Where, as a JSON pointer (`/tools/1/parameters`); empty for the root.
+    pub at: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for BlueprintProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.at.is_empty() {
+            true => write!(f, "{}", self.message),
+            false => write!(f, "{}: {}", self.at, self.message),
+        }
+    }
+}
+
+/// A blueprint could not be read, was invalid, or did not compile.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BlueprintError {
+    /// The file could not be read.
+    #[error("cannot read blueprint {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not JSON.
+    #[error("blueprint {} is not valid JSON: {source}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The blueprint breaks the format; every problem found is listed.
+    #[error("invalid blueprint ({} problem(s)):\n  {}", problems.len(), problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  "))]
+    Invalid {
+        /// Every problem.
+        problems: Vec<BlueprintProblem>,
+    },
+    /// A run's stored attachment is not a blueprint attachment.
+    #[error("the run was not started from a blueprint (or its attachment is unreadable)")]
+    NotABlueprintRun,
+    /// It is valid but could not be built (a model spec no factory serves).
+    #[error("blueprint does not compile: {source}")]
+    Compile {
+        /// Why.
+        #[source]
+        source: HarnessError,
+    },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct AgentDoc {
+    name: String,
+    #[serde(default = "one")]
+    version: u32,
+    #[serde(default)]
+    system: Option<String>,
+    model: String,
+    #[serde(default)]
+    max_steps: Option<u64>,
+    #[serde(default)]
+    max_turns: Option<u32>,
+    #[serde(default)]
+    tools: Vec<ToolDoc>,
+    #[serde(default)]
+    output_schema: Option<Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct ToolDoc {
+    name: String,
+    description: String,
+    parameters: Value,
+    #[serde(default)]
+    fixture: Option<Value>,
+    #[serde(default)]
+    command: Option<Vec<String>>,
+    #[serde(default)]
+    approval: bool,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct GraphDoc {
+    name: String,
+    #[serde(default = "one")]
+    version: u32,
+    #[serde(default)]
+    max_steps: Option<u64>,
+    agents: Vec<AgentDoc>,
+    edges: Vec<(String, String)>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone)]
+enum Doc {
+    Agent(AgentDoc),
+    Graph(GraphDoc),
+}
+
+/// A validated blueprint: an agent, or a graph of agents.
+///
+/// ```json
+/// {"name": "refunds", "version": 1, "system": "You handle refund requests.",
+///  "model": "scripted:replies.json", "max_steps": 40,
+///  "tools": [{"name": "lookup_order", "description": "Find an order",
+///             "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}},
+///             "fixture": {"id": 7, "amount": 20}}],
+///  "output_schema": null}
+/// ```
+///
+/// A graph: `{"name", "version", "max_steps"?, "agents": [agent, ...],
+/// "edges": [["START", "a"], ["a", "b"], ["b", "END"]]}`. Paths (scripts,
+/// commands) are relative to the blueprint's folder.
+#[derive(Debug, Clone)]
+pub struct Blueprint {
+    source: Value,
+    base_dir: PathBuf,
+    doc: Doc,
+    model_override: Option<String>,
+}
+
+impl Blueprint {
+    /// Reads and validates the blueprint at `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, BlueprintError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| BlueprintError::Io { path: path.to_owned(), source })?;
+        let source = serde_json::from_str(&text)
+            .map_err(|source| BlueprintError::Json { path: path.to_owned(), source })?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let base_dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+        Self::from_value(source, base_dir)
+    }
+
+    /// Validates a blueprint whose relative paths start at `base_dir`.
+    pub fn from_value(source: Value, base_dir: impl Into<PathBuf>) -> Result<Self, BlueprintError> {
+        let base_dir = base_dir.into();
+        let mut problems = structure_problems(&source);
+        if !problems.is_empty() {
+            return Err(BlueprintError::Invalid { problems });
+        }
+        let doc = if source.get("agents").is_some() {
+            serde_json::from_value(source.clone()).map(Doc::Graph)
+        } else {
+            serde_json::from_value(source.clone()).map(Doc::Agent)
+        };
+        let doc = doc.map_err(|error| BlueprintError::Invalid {
+            problems: vec![BlueprintProblem { at: String::new(), message: error.to_string() }],
+        })?;
+        match &doc {
+            Doc::Agent(agent) => check_agent(agent, "", &base_dir, &mut problems),
+            Doc::Graph(graph) => check_graph(graph, &base_dir, &mut problems),
+        }
+        if problems.is_empty() {
+            Ok(Self { source, base_dir, doc, model_override: None })
+        } else {
+            Err(BlueprintError::Invalid { problems })
+        }
+    }
+
+    /// Uses model `spec` for every agent instead of the blueprint's.
+    pub fn with_model(mut self, spec: impl Into<String>) -> Self {
+        self.model_override = Some(spec.into());
+        self
+    }
+
+    /// The blueprint's (graph's) name.
+    pub fn name(&self) -> &str {
+        match &self.doc {
+            Doc::Agent(agent) => &agent.name,
+            Doc::Graph(graph) => &graph.name,
+        }
+    }
+
+    /// What a run of this blueprint stores, to be continued anywhere:
+    /// the blueprint, its folder and any model override.
+    pub fn attachment(&self) -> Value {
+        json!({
+            "blueprint_attachment": ATTACHMENT_VERSION,
+            "blueprint": self.source,
+            "base_dir": self.base_dir,
+            "model": self.model_override,
+        })
+    }
+
+    /// The blueprint a run stored ([`Blueprint::attachment`]), validated
+    /// again.
+    pub fn from_attachment(attachment: &Value) -> Result<Self, BlueprintError> {
+        if attachment["blueprint_attachment"].as_u64() != Some(ATTACHMENT_VERSION) {
+            return Err(BlueprintError::NotABlueprintRun);
+        }
+        let base_dir = attachment["base_dir"].as_str().ok_or(BlueprintError::NotABlueprintRun)?;
+        let blueprint = Self::from_value(attachment["blueprint"].clone(), base_dir)?;
+        Ok(match attachment["model"].as_str() {
+            Some(spec) => blueprint.with_model(spec),
+            None => blueprint,
+        })
+    }
+
+    /// The settings a run of it starts with: its `max_steps`, and the
+    /// blueprint attached so any process can continue the run.
+    pub fn run_config(&self) -> RunConfig {
+        let max_steps = match &self.doc {
+            Doc::Agent(agent) => agent.max_steps,
+            Doc::Graph(graph) => graph.max_steps,
+        };
+        let config = RunConfig::new().attach(&self.attachment());
+        match max_steps {
+            Some(steps) => config.max_steps(steps),
+            None => config,
+        }
+    }
+
+    /// Builds the graph. `scripted:PATH` models are served here; other
+    /// specs come from `models` (`openai:` once its factory is registered).
+    pub fn compile(&self, models: &ModelRegistry) -> Result<CompiledAgent, BlueprintError> {
+        let compile = |source| BlueprintError::Compile { source };
+        match &self.doc {
+            Doc::Agent(doc) => self.agent(doc, models).and_then(Agent::compile).map_err(compile),
+            Doc::Graph(doc) => {
+                let mut graph = StateGraph::<AgentState>::new(doc.name.clone(), doc.version);
+                for (from, to) in &doc.edges {
+                    if from == "START" {
+                        graph = graph.edge(START, endpoint(to));
+                    }
+                }
+                for agent in &doc.agents {
+                    let then: Vec<&str> = doc
+                        .edges
+                        .iter()
+                        .filter(|(from, _)| from == &agent.name)
+                        .map(|(_, to)| endpoint(to))
+                        .collect();
+                    let built = self.agent(agent, models).map_err(compile)?;
+                    graph = built.add_to(graph, &then).map_err(compile)?;
+                }
+                let graph = graph.compile().map_err(|error| compile(HarnessError::Graph(error)))?;
+                Ok(CompiledAgent::new(doc.name.clone(), graph))
+            }
+        }
+    }
+
+    fn agent(&self, doc: &AgentDoc, models: &ModelRegistry) -> Result<Agent, HarnessError> {
+        let spec = self.model_override.as_deref().unwrap_or(&doc.model);
+        let model = self.model(spec, models)?;
+        let mut agent = Agent::new(doc.name.clone(), model).version(doc.version);
+        if let Some(system) = &doc.system {
+            agent = agent.system(system.clone());
+        }
+        if let Some(turns) = doc.max_turns {
+            agent = agent.max_turns(turns);
+        }
+        let mut approval = Vec::new();
+        for tool in &doc.tools {
+            let spec =
+                ToolSpec::new(tool.name.clone(), tool.description.clone(), tool.parameters.clone());
+            agent = match (&tool.fixture, &tool.command) {
+                (Some(result), _) => agent.tool(FixtureTool::new(spec, result.clone())),
+                (None, Some(command)) => {
+                    let mut tool_impl = CommandTool::new(spec, &command[0], command[1..].to_vec())
+                        .dir(&self.base_dir);
+                    if let Some(ms) = tool.timeout_ms {
+                        tool_impl = tool_impl.timeout(Duration::from_millis(ms));
+                    }
+                    agent.tool(tool_impl)
+                }
+                (None, None) => unreachable!("validated: a tool has a fixture or a command"),
+            };
+            if tool.approval {
+                approval.push(tool.name.clone());
+            }
+        }
+        if let Some(schema) = &doc.output_schema {
+            let name = format!("{}_output", doc.name);
+            agent = agent.response_format(ResponseFormat::JsonSchema(OutputSchema::new(
+                name,
+                schema.clone(),
+            )));
+        }
+        Ok(agent.require_approval(approval))
+    }
+
+    fn model(
+        &self,
+        spec: &str,
+        models: &ModelRegistry,
+    ) -> Result<Arc<dyn ChatModel>, HarnessError> {
+        match spec.strip_prefix("scripted:") {
+            Some(path) => {
+                let path = self.base_dir.join(path);
+                let missing = || HarnessError::MissingModel { spec: spec.to_owned() };
+                let text = std::fs::read_to_string(&path).map_err(|_| missing())?;
+                let value: Value = serde_json::from_str(&text).map_err(|_| missing())?;
+                let replies = ScriptReply::parse_script(&value).map_err(|_| missing())?;
+                Ok(Arc::new(ScriptedModel::new(spec, replies)))
+            }
+            None => models.get(spec),
+        }
+    }
+}
+
+fn endpoint(name: &str) -> &str {
+    match name {
+        "END" => END,
+        "START" => START,
+        other => other,
+    }
+}
+
+fn structure_problems(source: &Value) -> Vec<BlueprintProblem> {
+    static VALIDATOR: OnceLock<jsonschema::Validator> = OnceLock::new();
+    let validator = VALIDATOR.get_or_init(|| {
+        let schema: Value = serde_json::from_str(SCHEMA).expect("the blueprint schema is JSON");
+        jsonschema::validator_for(&schema).expect("the blueprint schema is valid")
+    });
+    let mut problems: Vec<BlueprintProblem> = validator
+        .iter_errors(source)
+        .map(|error| BlueprintProblem {
+            at: error.instance_path().to_string(),
+            message: error.to_string(),
+        })
+        .collect();
+    problems.dedup();
+    problems
+}
+
+fn problem(problems: &mut Vec<BlueprintProblem>, at: String, message: impl Into<String>) {
+    problems.push(BlueprintProblem { at, message: message.into() });
+}
+
+fn check_agent(agent: &AgentDoc, at: &str, base_dir: &Path, problems: &mut Vec<BlueprintProblem>) {
+    match agent.model.split_once(':') {
+        Some(("scripted", path)) => {
+            let file = base_dir.join(path);
+            match std::fs::read_to_string(&file) {
+                Err(error) => problem(
+                    problems,
+                    format!("{at}/model"),
+                    format!("cannot read script {}: {error}", file.display()),
+                ),
+                Ok(text) => match serde_json::from_str::<Value>(&text) {
+                    Err(error) => problem(
+                        problems,
+                        format!("{at}/model"),
+                        format!("script {} is not JSON: {error}", file.display()),
+                    ),
+                    Ok(value) => {
+                        if let Err(found) = ScriptReply::parse_script(&value) {
+                            for message in found {
+                                problem(
+                                    problems,
+                                    format!("{at}/model"),
+                                    format!("script {}: {message}", file.display()),
+                                );
+                            }
+                        }
+                    }
+                },
+            }
+        }
+        Some((_, rest)) if !rest.is_empty() => {}
+        _ => problem(
+            problems,
+            format!("{at}/model"),
+            format!("`{}` is not a model spec (`scripted:PATH`, `openai:MODEL`)", agent.model),
+        ),
+    }
+    let mut names = BTreeSet::new();
+    for (index, tool) in agent.tools.iter().enumerate() {
+        let at = format!("{at}/tools/{index}");
+        if !names.insert(tool.name.as_str()) {
+            problem(
+                problems,
+                format!("{at}/name"),
+                format!("tool `{}` is declared twice", tool.name),
+            );
+        }
+        match (&tool.fixture, &tool.command) {
+            (Some(_), Some(_)) => {
+                problem(problems, at.clone(), "a tool has a `fixture` or a `command`, not both")
+            }
+            (None, None) => problem(
+                problems,
+                at.clone(),
+                "a tool needs a `fixture` (fixed result) or a `command`",
+            ),
+            _ => {}
+        }
+        if let Err(error) = ArgsValidator::new(&tool.name, &tool.parameters) {
+            problem(problems, format!("{at}/parameters"), error.to_string());
+        }
+    }
+    if let Some(schema) = &agent.output_schema {
+        if let Err(error) = ArgsValidator::new("output_schema", schema) {
+            problem(problems, format!("{at}/output_schema"), error.to_string());
+        }
+    }
+}
+
+fn check_graph(graph: &GraphDoc, base_dir: &Path, problems: &mut Vec<BlueprintProblem>) {
+    let mut names = BTreeSet::new();
+    for (index, agent) in graph.agents.iter().enumerate() {
+        if !names.insert(agent.name.as_str()) {
+            problem(
+                problems,
+                format!("/agents/{index}/name"),
+                format!("agent `{}` is declared twice", agent.name),
+            );
+        }
+        check_agent(agent, &format!("/agents/{index}"), base_dir, problems);
+    }
+    for (index, (from, to)) in graph.edges.iter().enumerate() {
+        if from != "START" && !names.contains(from.as_str()) {
+            problem(problems, format!("/edges/{index}/0"), format!("unknown node `{from}`"));
+        }
+        if to != "END" && !names.contains(to.as_str()) {
+            problem(problems, format!("/edges/{index}/1"), format!("unknown node `{to}`"));
+        }
+    }
+    if !graph.edges.iter().any(|(from, _)| from == "START") {
+        problem(problems, "/edges".into(), "no edge leaves START");
+    }
+    for agent in &graph.agents {
+        if !graph.edges.iter().any(|(from, _)| from == &agent.name) {
+            problem(
+                problems,
+                "/edges".into(),
+                format!("agent `{}` has no outgoing edge (add one to END)", agent.name),
+            );
+        }
+    }
+}

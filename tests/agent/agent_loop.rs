@@ -1,0 +1,123 @@
+//! The model/tool loop: trajectories, concurrency, ids, limits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tollgate::{
+    Agent, Event, FnTool, HarnessError, Message, RunConfig, RunError, RunStatus, ScriptReply,
+    ToolSpec,
+};
+use tollgate_testkit::assert_trajectory;
+
+use crate::support::{self, call, counting, model, text};
+
+#[test]
+fn an_agent_calls_a_tool_then_answers() {
+    let rt = support::runtime();
+    let (lookup, calls) = counting("lookup_user");
+    let agent =
+        Agent::new("helper", model(vec![call("lookup_user", json!({"id": 7})), text("Ann.")]))
+            .system("Be brief.")
+            .tool(lookup)
+            .compile()
+            .unwrap();
+    let run = rt.block_on(agent.run(&support::executor(), "Who is 7?", RunConfig::new())).unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(run.final_text(), Some("Ann."));
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_trajectory(run.events())
+        .model_called("default")
+        .tool_called_with("lookup_user", json!({"id": 7}))
+        .tool_completed("lookup_user", true)
+        .model_called("default")
+        .completed();
+    // The tool's result answers the model's call id, and went back to it.
+    let Message::Tool { call_id, content, is_error, .. } = &run.messages[2] else {
+        panic!("expected a tool result, got {:?}", run.messages[2])
+    };
+    assert_eq!((call_id.as_str(), is_error), ("call_0_0", &false));
+    assert_eq!(content, r#"{"echo":{"id":7}}"#);
+    let usage = run.events().iter().find_map(|e| match &e.event {
+        Event::ModelCompleted { usage, .. } => usage.clone(),
+        _ => None,
+    });
+    assert!(usage.is_some_and(|u| u["total_tokens"].as_u64() > Some(0)), "usage is reported");
+    // Each turn is a checkpoint: model, tools, model.
+    assert_eq!(run.events().iter().filter(|e| e.event.kind() == "checkpoint_saved").count(), 3);
+}
+
+#[test]
+fn tool_calls_of_one_turn_run_concurrently() {
+    let rt = support::runtime();
+    // Each call waits for the other: run one after the other, they time out.
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let spec = ToolSpec::new("meet", "waits for a partner", json!({"type": "object"}));
+    let tool = FnTool::new(spec, move |args, _ctx| {
+        let barrier = Arc::clone(&barrier);
+        async move {
+            tokio::time::timeout(Duration::from_secs(5), barrier.wait()).await.map_err(|_| {
+                HarnessError::ToolFailed { tool: "meet".into(), message: "ran alone".into() }
+            })?;
+            Ok(args)
+        }
+    });
+    let both = ScriptReply::ToolCalls(vec![
+        ("meet".into(), json!({"n": 1}), Some("a".into())),
+        ("meet".into(), json!({"n": 2}), Some("b".into())),
+    ]);
+    let agent = Agent::new("pair", model(vec![both, text("met")])).tool(tool).compile().unwrap();
+    let run = rt.block_on(agent.run(&support::executor(), "go", RunConfig::new())).unwrap();
+    let results: Vec<(&str, &str)> = run
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { call_id, content, .. } => Some((call_id.as_str(), content.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, [("a", r#"{"n":1}"#), ("b", r#"{"n":2}"#)], "results in call order");
+}
+
+#[test]
+fn a_model_that_never_stops_calling_tools_hits_the_turn_limit() {
+    let rt = support::runtime();
+    let (tool, _) = counting("again");
+    let replies = (0..10).map(|_| call("again", json!({"id": 1}))).collect();
+    let agent = Agent::new("loop", model(replies)).tool(tool).max_turns(3).compile().unwrap();
+    let error = rt.block_on(agent.run(&support::executor(), "go", RunConfig::new())).unwrap_err();
+    let HarnessError::Run(RunError::NodeFailed { node, source, .. }) = &error else {
+        panic!("{error}")
+    };
+    assert_eq!(node, "loop");
+    let cause = source.cause().downcast_ref::<HarnessError>();
+    assert!(matches!(cause, Some(HarnessError::TurnLimitExceeded { limit: 3, .. })), "{error}");
+}
+
+#[test]
+fn a_script_that_runs_out_is_a_typed_error() {
+    let rt = support::runtime();
+    let (tool, _) = counting("t");
+    let agent =
+        Agent::new("short", model(vec![call("t", json!({"id": 1}))])).tool(tool).compile().unwrap();
+    let error = rt.block_on(agent.run(&support::executor(), "go", RunConfig::new())).unwrap_err();
+    assert!(error.to_string().contains("has 1 replies; call 2 asked for one more"), "{error}");
+}
+
+#[test]
+fn streaming_reports_deltas_that_join_to_the_answer() {
+    let rt = support::runtime();
+    let chunks = ScriptReply::Stream(vec!["Hel".into(), "lo, ".into(), "wörld".into()]);
+    let agent = Agent::new("s", model(vec![chunks])).streaming(true).compile().unwrap();
+    let run = rt.block_on(agent.run(&support::executor(), "hi", RunConfig::new())).unwrap();
+    let deltas: String = run
+        .events()
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ModelDelta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, "Hello, wörld");
+    assert_eq!(run.final_text(), Some("Hello, wörld"));
+}
