@@ -21,17 +21,11 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// jittered); a provider's `Retry-After` replaces the computed delay (up to
 /// [`MAX_RETRY_AFTER`]). Each retry is a `retry_scheduled` event carrying
 /// the call id. Classes can be switched on or off one by one.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelRetry {
     /// Attempts and backoff.
     pub backoff: RetryPolicy,
     overrides: BTreeMap<ErrorClass, bool>,
-}
-
-impl Default for ModelRetry {
-    fn default() -> Self {
-        Self { backoff: RetryPolicy::default(), overrides: BTreeMap::new() }
-    }
 }
 
 impl ModelRetry {

@@ -31,13 +31,16 @@ impl ToolSpec {
     }
 }
 
+/// Reports a line of a tool's output: (stream, line).
+pub(crate) type Progress = dyn Fn(&str, &str) + Send + Sync;
+
 /// What a running tool call knows about itself.
 #[derive(Clone)]
 pub struct ToolContext {
     pub(crate) agent: String,
     pub(crate) call_id: String,
     pub(crate) idempotency_key: String,
-    pub(crate) progress: Option<Arc<dyn Fn(&str, &str) + Send + Sync>>,
+    pub(crate) progress: Option<Arc<Progress>>,
 }
 
 impl fmt::Debug for ToolContext {

@@ -7,12 +7,29 @@ use tollgate_engine::{Event, EventEnvelope};
 /// matching event after the previous match, and a miss panics with the
 /// whole trajectory printed.
 ///
-/// ```ignore
-/// assert_trajectory(run.events())
-///     .model_called("default")
-///     .tool_called("lookup_user")
-///     .model_called("default")
-///     .completed();
+/// An agent's run reads `assert_trajectory(run.events()).model_called("default")
+/// .tool_called("lookup_user").model_called("default").completed()`; any
+/// run's stored events work:
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate_checkpoint::MemoryStore;
+/// use tollgate_engine::{DynState, Executor, RunConfig, StateGraph, END, START};
+/// use tollgate_testkit::assert_trajectory;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let graph = StateGraph::<DynState>::new("one", 1)
+///     .node("only", |_state: Arc<DynState>, _ctx| async { Ok(Default::default()) })
+///     .edge(START, "only")
+///     .edge("only", END)
+///     .compile()
+///     .unwrap();
+/// let executor = Executor::new(MemoryStore::new());
+/// let outcome = executor.run(&graph, DynState::default(), RunConfig::new()).await.unwrap();
+/// let stored = executor.store().events(outcome.run_id, 0, usize::MAX).await.unwrap();
+/// let events: Vec<_> = stored.iter().map(|e| serde_json::from_str(&e.json).unwrap()).collect();
+/// assert_trajectory(&events).event("node_started").event("checkpoint_saved").completed();
+/// # });
 /// ```
 pub fn assert_trajectory(events: &[EventEnvelope]) -> Trajectory<'_> {
     Trajectory { events, next: 0 }

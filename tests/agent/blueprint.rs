@@ -1,1 +1,255 @@
-//! Blueprints.
+//! Blueprints: validation, command tools, continuing a stored blueprint in
+//! a fresh process, and recovery after a crash between turns.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tollgate::{
+    Agent, Blueprint, BlueprintError, Decision, DecisionRequest, Event, Executor, FnTool,
+    HarnessError, ModelRegistry, RunConfig, RunStatus, SqliteStore, ToolSpec,
+};
+use tollgate_testkit::assert_trajectory;
+
+use crate::support::{self, call, id_schema, model, text};
+
+fn write(dir: &Path, name: &str, body: &str) {
+    std::fs::write(dir.join(name), body).unwrap();
+}
+
+/// The refunds blueprint of DESIGN §8, with a command tool behind approval.
+fn refunds(dir: &Path) -> Value {
+    write(
+        dir,
+        "replies.json",
+        r#"[{"tool_calls": [{"name": "lookup_order", "args": {"id": 7}}]},
+            {"tool_calls": [{"name": "issue_refund", "args": {"id": 7}}]},
+            {"text": "Refunded 20 EUR for order 7."}]"#,
+    );
+    write(
+        dir,
+        "refund.sh",
+        "read args\necho \"refunding $args\" >&2\necho '{\"refunded\": true}'\n",
+    );
+    json!({
+        "name": "refunds", "version": 1,
+        "system": "You handle refund requests.",
+        "model": "scripted:replies.json",
+        "max_steps": 40,
+        "tools": [
+            {"name": "lookup_order", "description": "Find an order", "parameters": id_schema(),
+             "fixture": {"id": 7, "amount": 20}},
+            {"name": "issue_refund", "description": "Refund an order", "parameters": id_schema(),
+             "command": ["/bin/sh", "refund.sh"], "approval": true}
+        ],
+        "output_schema": null
+    })
+}
+
+#[test]
+fn every_problem_of_a_blueprint_is_reported_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "bad_script.json", r#"[{"text": 1}, {"nope": true}]"#);
+    let blueprint = json!({
+        "name": "broken",
+        "model": "scripted:bad_script.json",
+        "tools": [
+            {"name": "a", "description": "", "parameters": {"type": "object"}},
+            {"name": "a", "description": "", "parameters": {"type": "nonsense"}, "fixture": 1,
+             "command": ["x"]}
+        ],
+        "output_schema": {"type": 12}
+    });
+    let Err(BlueprintError::Invalid { problems }) = Blueprint::from_value(blueprint, dir.path())
+    else {
+        panic!("expected an invalid blueprint")
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    let expect = [
+        "/model: script",
+        "reply 0: `text` is a string",
+        "reply 1: a reply has exactly one of",
+        "/tools/1/name: tool `a` is declared twice",
+        "/tools/0: a tool needs a `fixture`",
+        "/tools/1: a tool has a `fixture` or a `command`, not both",
+        "/tools/1/parameters",
+        "/output_schema",
+    ];
+    for needle in expect {
+        assert!(text.iter().any(|p| p.contains(needle)), "missing `{needle}` in {text:#?}");
+    }
+    // Structure problems (unknown fields, wrong types) are all listed too.
+    let structure = json!({"name": 3, "model": "scripted:x", "tools": "none", "surprise": true});
+    let Err(BlueprintError::Invalid { problems }) = Blueprint::from_value(structure, dir.path())
+    else {
+        panic!("expected an invalid blueprint")
+    };
+    assert!(problems.len() >= 3, "{problems:#?}");
+    // A graph naming unknown agents.
+    let graph = json!({"name": "g", "agents": [{"name": "a", "model": "openai:gpt"}],
+                       "edges": [["a", "b"]]});
+    let Err(BlueprintError::Invalid { problems }) = Blueprint::from_value(graph, dir.path()) else {
+        panic!("expected an invalid graph")
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert!(text.iter().any(|p| p.contains("unknown node `b`")), "{text:?}");
+    assert!(text.iter().any(|p| p.contains("no edge leaves START")), "{text:?}");
+}
+
+#[test]
+fn a_blueprint_run_pauses_and_is_continued_from_its_stored_blueprint_after_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("refunds.json"), refunds(dir.path()).to_string()).unwrap();
+    let db = dir.path().join("runs.db");
+    let rt = support::runtime();
+
+    let blueprint = Blueprint::load(dir.path().join("refunds.json")).unwrap();
+    let agent = blueprint.compile(&ModelRegistry::new()).unwrap();
+    let executor = Executor::new(SqliteStore::open(&db).unwrap());
+    let paused =
+        rt.block_on(agent.run(&executor, "Refund order 7", blueprint.run_config())).unwrap();
+    assert_eq!(paused.status, RunStatus::AwaitingHitl);
+    assert_eq!(paused.interrupts[0].payload["tool"], "issue_refund");
+    let run_id = paused.run_id;
+    drop((agent, executor, blueprint));
+
+    // Another process: only the database and the run id.
+    let executor = Executor::new(SqliteStore::open(&db).unwrap());
+    let attachment = rt.block_on(executor.attachment(run_id)).unwrap().expect("blueprint stored");
+    let blueprint = Blueprint::from_attachment(&attachment).unwrap();
+    let agent = blueprint.compile(&ModelRegistry::new()).unwrap();
+    let approve = DecisionRequest::new(Decision::Approve);
+    let done = rt.block_on(agent.resume(&executor, run_id, approve, RunConfig::new())).unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.final_text(), Some("Refunded 20 EUR for order 7."));
+    assert_trajectory(done.events())
+        .tool_called("lookup_order")
+        .interrupted("tool_approval")
+        .event("run_resumed")
+        .tool_called_with("issue_refund", json!({"id": 7}))
+        .tool_completed("issue_refund", true)
+        .completed();
+    // The command's stderr line arrived as a tool_delta event.
+    let lines: Vec<&str> = done
+        .events()
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ToolDelta { stream, line, .. } if stream == "stderr" => Some(line.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lines, [r#"refunding {"id":7}"#]);
+}
+
+#[test]
+fn a_graph_of_agents_hands_answers_along_and_keeps_tool_traffic_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "research.json",
+        r#"[{"tool_calls": [{"name": "search", "args": {"id": 1}}]}, {"text": "Facts: 42."}]"#,
+    );
+    write(dir.path(), "write.json", r#"[{"text": "Report: the answer is 42."}]"#);
+    let blueprint = json!({
+        "name": "pipeline", "version": 2,
+        "agents": [
+            {"name": "researcher", "model": "scripted:research.json",
+             "tools": [{"name": "search", "description": "", "parameters": id_schema(), "fixture": {"hits": 1}}]},
+            {"name": "writer", "model": "scripted:write.json"}
+        ],
+        "edges": [["START", "researcher"], ["researcher", "writer"], ["writer", "END"]]
+    });
+    let blueprint = Blueprint::from_value(blueprint, dir.path()).unwrap();
+    let agent = blueprint.compile(&ModelRegistry::new()).unwrap();
+    assert_eq!((agent.graph().name(), agent.graph().version()), ("pipeline", 2));
+    let rt = support::runtime();
+    let run = rt
+        .block_on(agent.run(&support::executor(), "What is the answer?", blueprint.run_config()))
+        .unwrap();
+    assert_eq!(run.final_text(), Some("Report: the answer is 42."));
+    let writer_saw: Vec<&str> =
+        run.messages.iter().filter(|m| m.visible_to("writer")).map(|m| m.content()).collect();
+    assert_eq!(writer_saw, ["What is the answer?", "Facts: 42.", "Report: the answer is 42."]);
+}
+
+#[test]
+fn an_unknown_model_spec_fails_to_compile_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let blueprint =
+        Blueprint::from_value(json!({"name": "x", "model": "openai:gpt-x"}), dir.path()).unwrap();
+    let error = blueprint.compile(&ModelRegistry::new()).unwrap_err();
+    assert!(
+        matches!(&error, BlueprintError::Compile { source: HarnessError::MissingModel { spec } } if spec == "openai:gpt-x"),
+        "{error}"
+    );
+}
+
+/// A tool that hangs on its first call (the process "dies" in it) and
+/// answers afterwards.
+fn hang_once(calls: Arc<AtomicU32>, hung: Arc<AtomicBool>) -> FnTool {
+    FnTool::new(ToolSpec::new("slow", "", id_schema()), move |args, _| {
+        let (calls, hung) = (Arc::clone(&calls), Arc::clone(&hung));
+        async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            if !hung.swap(true, Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+            Ok(args)
+        }
+    })
+}
+
+#[test]
+fn a_crash_between_turns_resumes_at_the_next_turn_without_redoing_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("crash.db");
+    let (calls, hung) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicBool::new(false)));
+    let build = || {
+        Agent::new("a", model(vec![call("slow", json!({"id": 1})), text("finished")]))
+            .tool(hang_once(Arc::clone(&calls), Arc::clone(&hung)))
+            .compile()
+            .unwrap()
+    };
+    let lease = Duration::from_millis(200);
+    let run_id = {
+        // Leg 1: turn 1 commits, then the process dies inside the tool.
+        let rt = support::runtime();
+        let executor = Executor::new(SqliteStore::open(&db).unwrap());
+        let agent = build();
+        let input = tollgate::AgentState {
+            messages: vec![tollgate::Message::user("input.0", "go")],
+            ..Default::default()
+        };
+        let handle = rt
+            .block_on(executor.start(agent.graph(), input, RunConfig::new().lease(lease)))
+            .unwrap();
+        let run_id = handle.run_id();
+        rt.block_on(async {
+            while calls.load(Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        drop(rt); // the crash: the run stays `running` under a lease
+        run_id
+    };
+    // Leg 2, a fresh "process": recover once the lease has expired.
+    std::thread::sleep(lease * 2);
+    let rt = support::runtime();
+    let executor = Executor::new(SqliteStore::open(&db).unwrap());
+    let agent = build();
+    let handles = rt.block_on(executor.recover(agent.graph(), RunConfig::new())).unwrap();
+    assert_eq!(handles.len(), 1);
+    let outcome = rt.block_on(handles.into_iter().next().unwrap().wait()).unwrap();
+    assert_eq!((outcome.run_id, outcome.status), (run_id, RunStatus::Completed));
+    let progress = &outcome.state.progress["a"];
+    assert_eq!(progress.model_calls, 2, "turn 1 was not asked again; turn 2 got reply 2");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "the in-flight tool round ran again (at least once)"
+    );
+    let texts: Vec<&str> = outcome.state.messages.iter().map(|m| m.content()).collect();
+    assert_eq!(texts.last(), Some(&"finished"));
+}

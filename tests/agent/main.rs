@@ -11,6 +11,8 @@
 //! - `blueprint`: validation, command tools, continuing from a stored
 //!   blueprint in a fresh process, recovery after a crash between turns.
 
+#![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
+
 mod agent_loop;
 mod blueprint;
 mod memory;
