@@ -6,7 +6,7 @@ use tollgate_checkpoint::RunId;
 use tollgate_engine::{CompileError, NodeError, RunError};
 
 /// What kind of failure an error is, for retry decisions
-/// ([`RetryPolicy`](crate::ModelRetry)) and for callers that branch on it.
+/// ([`ModelRetry`](crate::ModelRetry)) and for callers that branch on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum ErrorClass {

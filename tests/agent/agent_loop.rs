@@ -121,3 +121,41 @@ fn streaming_reports_deltas_that_join_to_the_answer() {
     assert_eq!(deltas, "Hello, wörld");
     assert_eq!(run.final_text(), Some("Hello, wörld"));
 }
+
+#[test]
+fn a_typed_tool_gets_its_schema_from_the_rust_type_and_decoded_arguments() {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Lookup {
+        /// The order.
+        id: u32,
+    }
+    let tool = FnTool::typed("lookup", "Find an order", |args: Lookup, ctx| async move {
+        Ok(json!({"id": args.id, "call": ctx.call_id()}))
+    });
+    let schema = &tollgate::Tool::spec(&tool).parameters;
+    assert_eq!(schema["properties"]["id"]["type"], "integer");
+    assert_eq!(schema["required"], json!(["id"]));
+    let rt = support::runtime();
+    let agent = Agent::new(
+        "t",
+        model(vec![
+            call("lookup", json!({"id": -1})),
+            call("lookup", json!({"id": 3})),
+            text("ok"),
+        ]),
+    )
+    .tool(tool)
+    .compile()
+    .unwrap();
+    let run = rt.block_on(agent.run(&support::executor(), "go", RunConfig::new())).unwrap();
+    let results: Vec<(&str, bool)> = run
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { content, is_error, .. } => Some((content.as_str(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert!(results[0].1 && results[0].0.contains("minimum"), "u32 rejects -1: {results:?}");
+    assert_eq!(results[1], (r#"{"call":"call_1_0","id":3}"#, false));
+}
