@@ -3,7 +3,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::{json, Value};
 use tollgate_engine::{
@@ -144,7 +143,8 @@ async fn run_call(core: &AgentCore, ctx: &NodeContext, call: ToolCall) -> (Strin
                 started_at: format_rfc3339(ctx.now_ms()),
             },
         );
-        let started = Instant::now();
+        // The run's clock, so a fixed clock gives reproducible logs.
+        let started = ctx.now_ms();
         let hooks = NodeHooks { agent: &core.name, ctx };
         let inner = Call { core, ctx, tool: Arc::clone(tool) };
         let next = ToolNext { rest: &core.middleware, inner: &inner, events: &hooks };
@@ -162,7 +162,7 @@ async fn run_call(core: &AgentCore, ctx: &NodeContext, call: ToolCall) -> (Strin
                 tool: name,
                 ok,
                 summary: shorten(&content, 200),
-                duration_ms: started.elapsed().as_millis() as u64,
+                duration_ms: ctx.now_ms().saturating_sub(started).max(0) as u64,
             },
         );
         (content, !ok)

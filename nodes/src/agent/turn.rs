@@ -4,7 +4,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::Instant;
 
 use serde_json::Value;
 use tollgate_engine::{Event, MessageOp, NodeContext};
@@ -166,7 +165,8 @@ async fn call_model(
         options: core.options.clone(),
         call_index: calls.load(Ordering::SeqCst),
     };
-    let started = Instant::now();
+    // The run's clock, so a fixed clock gives reproducible logs.
+    let started = ctx.now_ms();
     for middleware in &core.middleware {
         hooks.started(middleware.name(), "before_model");
         let result = middleware.before_model(&mut request).await;
@@ -194,7 +194,7 @@ async fn call_model(
             model: core.model.name().to_owned(),
             message,
             usage: response.usage.map(|usage| serde_json::to_value(usage).unwrap_or(Value::Null)),
-            duration_ms: started.elapsed().as_millis() as u64,
+            duration_ms: ctx.now_ms().saturating_sub(started).max(0) as u64,
         },
     );
     Ok(response)
