@@ -2,19 +2,28 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use ulid::Ulid;
 
-/// Identifier of one run: a ULID, so ids sort by creation time.
+/// Identifier of one run: a ULID, so ids sort by creation time. Ids made by
+/// one process increase strictly, even within one millisecond, so runs it
+/// starts list in the order it started them; across processes, runs of the
+/// same millisecond sort in no particular order.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct RunId(Ulid);
 
 impl RunId {
-    /// A fresh id stamped with the current time.
+    /// A fresh id stamped with the current time, greater than every id this
+    /// process made before.
     pub fn new() -> Self {
-        Self(Ulid::new())
+        static GENERATOR: Mutex<Option<ulid::Generator>> = Mutex::new(None);
+        let mut generator = GENERATOR.lock().unwrap_or_else(PoisonError::into_inner);
+        let id = generator.get_or_insert_with(ulid::Generator::new).generate();
+        // The random part overflows only after 2^80 ids in one millisecond.
+        Self(id.unwrap_or_else(|_| Ulid::new()))
     }
 
     /// An id built from a millisecond timestamp and 80 random bits; used by
@@ -74,4 +83,17 @@ pub struct TaskKey {
     pub index: u32,
     /// Name of the node the task runs.
     pub node: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_of_one_process_increase_strictly_even_within_a_millisecond() {
+        let ids: Vec<RunId> = (0..10_000).map(|_| RunId::new()).collect();
+        assert!(ids.windows(2).all(|pair| pair[0] < pair[1]));
+        let same_ms = ids.windows(2).filter(|p| p[0].timestamp_ms() == p[1].timestamp_ms()).count();
+        assert!(same_ms > 0, "the test made ids within one millisecond");
+    }
 }

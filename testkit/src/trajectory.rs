@@ -113,6 +113,127 @@ impl<'a> Trajectory<'a> {
         self
     }
 
+    fn count(&self, what: &str, expected: usize, matches: impl Fn(&Event) -> bool) {
+        let found = self.events.iter().filter(|e| matches(&e.event)).count();
+        assert!(
+            found == expected,
+            "expected {expected} {what}, found {found}; trajectory:\n{}",
+            render(self.events)
+        );
+    }
+
+    /// Exactly `n` model calls (attempts) in the whole log: no unexpected
+    /// provider calls.
+    pub fn model_calls(self, n: usize) -> Self {
+        self.count("model calls", n, |e| matches!(e, Event::ModelStarted { .. }));
+        self
+    }
+
+    /// Exactly `n` tool calls in the whole log.
+    pub fn tool_calls(self, n: usize) -> Self {
+        self.count("tool calls", n, |e| matches!(e, Event::ToolStarted { .. }));
+        self
+    }
+
+    /// Exactly `n` retries of model calls in the whole log.
+    pub fn retries(self, n: usize) -> Self {
+        self.count("model-call retries", n, |e| {
+            matches!(e, Event::RetryScheduled { call_id: Some(_), .. })
+        });
+        self
+    }
+
+    /// Exactly `n` model calls reporting token usage.
+    pub fn usage_records(self, n: usize) -> Self {
+        self.count("usage records", n, |e| {
+            matches!(e, Event::ModelCompleted { usage: Some(_), .. })
+        });
+        self
+    }
+
+    /// Exactly `n` checkpoints.
+    pub fn checkpoints(self, n: usize) -> Self {
+        self.count("checkpoints", n, |e| matches!(e, Event::CheckpointSaved { .. }));
+        self
+    }
+
+    /// These event kinds appear in this order (others may come between).
+    pub fn kinds_in_order(self, kinds: &[&str]) -> Self {
+        kinds.iter().fold(self, |trajectory, kind| trajectory.event(kind))
+    }
+
+    /// Nodes started in exactly this order, over the whole log.
+    pub fn node_sequence(self, nodes: &[&str]) -> Self {
+        let found: Vec<&str> = self
+            .events
+            .iter()
+            .filter(|e| matches!(e.event, Event::NodeStarted { .. }))
+            .filter_map(|e| e.node.as_deref())
+            .collect();
+        assert!(
+            found == nodes,
+            "expected node sequence {nodes:?}, found {found:?}; trajectory:\n{}",
+            render(self.events)
+        );
+        self
+    }
+
+    /// The last model answer's text is `text`.
+    pub fn final_message(self, text: &str) -> Self {
+        let last = self.events.iter().rev().find_map(|e| match &e.event {
+            Event::ModelCompleted { message, .. } => message["content"].as_str(),
+            _ => None,
+        });
+        assert!(
+            last == Some(text),
+            "expected the final message {text:?}, found {last:?}; trajectory:\n{}",
+            render(self.events)
+        );
+        self
+    }
+
+    /// The completed run's state holds `value` as `agent`'s structured
+    /// answer.
+    pub fn structured_output(self, agent: &str, value: &serde_json::Value) -> Self {
+        let found = self.events.iter().rev().find_map(|e| match &e.event {
+            Event::RunEnded { result: Some(result), .. } => {
+                result["structured"].get(agent).cloned()
+            }
+            _ => None,
+        });
+        assert!(
+            found.as_ref() == Some(value),
+            "expected structured output {value} from `{agent}`, found {found:?}; trajectory:\n{}",
+            render(self.events)
+        );
+        self
+    }
+
+    /// An interrupt of `kind` accepting exactly `decisions` (`approve`,
+    /// `edit`, `respond`, `reject`).
+    pub fn interrupt_with_options(self, kind: &str, decisions: &[&str]) -> Self {
+        self.find(&format!("an interrupt of kind `{kind}` accepting {decisions:?}"), |event| {
+            matches!(event, Event::InterruptRaised { interrupt, .. }
+                if interrupt.kind == kind
+                    && interrupt.decisions.iter().map(|d| d.as_str()).eq(decisions.iter().copied()))
+        })
+    }
+
+    /// After the next `run_resumed`, the first node to start is `node`.
+    pub fn resumed_at(self, node: &str) -> Self {
+        let after = self.event("run_resumed");
+        let next = after.events[after.next..]
+            .iter()
+            .find(|e| matches!(e.event, Event::NodeStarted { .. }))
+            .and_then(|e| e.node.as_deref());
+        assert!(
+            next == Some(node),
+            "expected the run to resume at `{node}`, it resumed at {next:?}; trajectory:\n{}",
+            render(after.events)
+        );
+        after
+    }
+
     /// The log ends with a leg that ended with `status`.
     pub fn ended(self, status: RunStatus) -> Self {
         match self.events.last().map(|e| &e.event) {
