@@ -242,6 +242,13 @@ pub enum Event {
         /// Its payload.
         payload: Value,
     },
+    /// The run reached its cap of stored events: from here on this leg
+    /// drops detail events (`model_delta`, `tool_delta`, `middleware_*`,
+    /// `custom`); every other event is still stored and sent.
+    EventsCapped {
+        /// The cap ([`RunConfig::event_cap`](crate::RunConfig::event_cap)).
+        cap: u64,
+    },
 }
 
 impl Event {
@@ -266,7 +273,21 @@ impl Event {
             Event::MiddlewareStarted { .. } => "middleware_started",
             Event::MiddlewareCompleted { .. } => "middleware_completed",
             Event::Custom { .. } => "custom",
+            Event::EventsCapped { .. } => "events_capped",
         }
+    }
+
+    /// Whether it is a detail event, dropped once a run has reached its
+    /// event cap: `model_delta`, `tool_delta`, `middleware_*`, `custom`.
+    pub fn is_detail(&self) -> bool {
+        matches!(
+            self,
+            Event::ModelDelta { .. }
+                | Event::ToolDelta { .. }
+                | Event::MiddlewareStarted { .. }
+                | Event::MiddlewareCompleted { .. }
+                | Event::Custom { .. }
+        )
     }
 
     /// Whether a node may emit it through
@@ -287,6 +308,93 @@ impl Event {
             | Event::Custom { .. } => true,
             _ => false,
         }
+    }
+}
+
+/// A view of the one event stream (DESIGN §6): a filter, not another
+/// stream. Every mode but `final` keeps the run's bookends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamMode {
+    /// Model calls: `model_started`, `model_delta`, `model_completed`.
+    Messages,
+    /// Tool calls: `tool_started`, `tool_delta`, `tool_completed`.
+    Tools,
+    /// State changes: `node_completed`, `checkpoint_saved`,
+    /// `interrupt_raised`, `run_resumed`.
+    Updates,
+    /// Everything.
+    Events,
+    /// Only `run_ended`, with the result or error.
+    Final,
+}
+
+impl StreamMode {
+    /// Every mode.
+    pub const ALL: [StreamMode; 5] = [
+        StreamMode::Messages,
+        StreamMode::Tools,
+        StreamMode::Updates,
+        StreamMode::Events,
+        StreamMode::Final,
+    ];
+
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamMode::Messages => "messages",
+            StreamMode::Tools => "tools",
+            StreamMode::Updates => "updates",
+            StreamMode::Events => "events",
+            StreamMode::Final => "final",
+        }
+    }
+
+    /// Whether this mode shows `event`.
+    pub fn accepts(self, event: &Event) -> bool {
+        let bookend = matches!(event, Event::RunStarted { .. } | Event::RunEnded { .. });
+        match self {
+            StreamMode::Events => true,
+            StreamMode::Final => matches!(event, Event::RunEnded { .. }),
+            StreamMode::Messages => {
+                bookend
+                    || matches!(
+                        event,
+                        Event::ModelStarted { .. }
+                            | Event::ModelDelta { .. }
+                            | Event::ModelCompleted { .. }
+                    )
+            }
+            StreamMode::Tools => {
+                bookend
+                    || matches!(
+                        event,
+                        Event::ToolStarted { .. }
+                            | Event::ToolDelta { .. }
+                            | Event::ToolCompleted { .. }
+                    )
+            }
+            StreamMode::Updates => {
+                bookend
+                    || matches!(
+                        event,
+                        Event::NodeCompleted { .. }
+                            | Event::CheckpointSaved { .. }
+                            | Event::InterruptRaised { .. }
+                            | Event::RunResumed { .. }
+                    )
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for StreamMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        StreamMode::ALL.into_iter().find(|mode| mode.as_str() == text).ok_or_else(|| {
+            format!("unknown stream mode `{text}` (messages, tools, updates, events, final)")
+        })
     }
 }
 

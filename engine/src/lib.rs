@@ -54,11 +54,12 @@ mod route;
 mod state;
 
 pub use event::{
-    format_rfc3339, Clock, Event, EventEnvelope, EventSink, EventStream, SystemClock, EVENT_VERSION,
+    format_rfc3339, Clock, Event, EventEnvelope, EventSink, EventStream, StreamMode, SystemClock,
+    EVENT_VERSION,
 };
 pub use exec::{
     DecisionOutcome, Executor, Resumed, RunConfig, RunError, RunHandle, RunOutcome, SnapshotPolicy,
-    DEFAULT_LEASE, DEFAULT_MAX_STEPS,
+    DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_STEPS,
 };
 pub use graph::{CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, StateGraph};
 pub use hitl::{

@@ -145,3 +145,76 @@ fn nodes_emit_harness_events_between_their_bookends_and_may_not_forge_the_execut
     let attached = runtime.block_on(executor.attachment(run)).unwrap();
     assert_eq!(attached, Some(attachment), "the attachment is kept with the run");
 }
+
+#[test]
+fn past_the_cap_detail_events_are_dropped_once_marked_and_the_rest_kept() {
+    let runtime = support::runtime();
+    let executor = Executor::new(MemoryStore::new());
+    let graph = Graph::new("chatty", 1)
+        .node("talk", |_, ctx: tollgate::NodeContext| async move {
+            for n in 0..50 {
+                ctx.emit(Event::Custom { name: "tick".into(), payload: json!(n) })?;
+            }
+            Ok(TraceUpdate::default().count(1))
+        })
+        .edge(START, "talk")
+        .route("talk", ["talk", END], |s: &Trace| {
+            if s.count < 2 {
+                tollgate::Route::to("talk")
+            } else {
+                tollgate::Route::end()
+            }
+        })
+        .compile()
+        .unwrap();
+    let config = RunConfig::new().event_cap(10);
+    let (result, live) = runtime.block_on(support::run_with_events(&executor, &graph, config));
+    let run = result.unwrap().run_id;
+    let stored = runtime.block_on(stored(&executor, run));
+    assert_eq!(stored, live, "live and stored agree past the cap");
+    let seqs: Vec<u64> = stored.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=stored.len() as u64).collect::<Vec<_>>(), "gap-free");
+    let customs = stored.iter().filter(|e| e.event.kind() == "custom").count();
+    assert_eq!(customs, 10 - 2, "customs fill the cap after run_started and node_started");
+    let capped: Vec<&EventEnvelope> =
+        stored.iter().filter(|e| e.event.kind() == "events_capped").collect();
+    assert_eq!(capped.len(), 1, "marked once per leg");
+    assert_eq!(capped[0].event, Event::EventsCapped { cap: 10 });
+    let after: Vec<&str> = stored
+        .iter()
+        .skip_while(|e| e.event.kind() != "events_capped")
+        .skip(1)
+        .map(|e| e.event.kind())
+        .collect();
+    assert_eq!(
+        after,
+        [
+            "node_completed",
+            "checkpoint_saved",
+            "node_started",
+            "node_completed",
+            "checkpoint_saved",
+            "run_ended"
+        ],
+        "lifecycle events are always kept"
+    );
+}
+
+#[test]
+fn stream_modes_filter_the_one_stream() {
+    use tollgate::StreamMode;
+    let runtime = support::runtime();
+    let executor = Executor::new(MemoryStore::new());
+    let (_, live) =
+        runtime.block_on(support::run_with_events(&executor, &graph(), RunConfig::new()));
+    let kinds = |mode: StreamMode| -> Vec<&str> {
+        live.iter().filter(|e| mode.accepts(&e.event)).map(|e| e.event.kind()).collect()
+    };
+    assert_eq!(kinds(StreamMode::Final), ["run_ended"]);
+    assert_eq!(kinds(StreamMode::Events).len(), live.len());
+    assert_eq!(kinds(StreamMode::Tools), ["run_started", "run_ended"], "no tools in this graph");
+    let updates = kinds(StreamMode::Updates);
+    assert!(updates.contains(&"node_completed") && !updates.contains(&"node_started"));
+    assert_eq!("updates".parse::<StreamMode>(), Ok(StreamMode::Updates));
+    assert!("everything".parse::<StreamMode>().is_err());
+}

@@ -11,6 +11,12 @@ use crate::event::{Clock, EventSink, SystemClock};
 /// that a runaway cycle fails in well under a second of engine time.
 pub const DEFAULT_MAX_STEPS: u64 = 1_000;
 
+/// Default cap of stored events per run: past it, detail events
+/// (`model_delta`, `tool_delta`, `middleware_*`, `custom`) are dropped (an
+/// `events_capped` event says so); run, node, checkpoint, interrupt, model
+/// and tool call events are always kept.
+pub const DEFAULT_EVENT_CAP: u64 = 10_000;
+
 /// Default ownership lease of a running run. The owner renews it at every
 /// step and every third of the lease while a step runs. Another process
 /// takes over (`Executor::recover`) once the lease has expired, or at once
@@ -54,6 +60,7 @@ pub struct RunConfig {
     pub(crate) break_before: Vec<String>,
     pub(crate) break_after: Vec<String>,
     pub(crate) attachment: Option<String>,
+    pub(crate) event_cap: u64,
 }
 
 impl Default for RunConfig {
@@ -70,6 +77,7 @@ impl Default for RunConfig {
             break_before: Vec::new(),
             break_after: Vec::new(),
             attachment: None,
+            event_cap: DEFAULT_EVENT_CAP,
         }
     }
 }
@@ -147,6 +155,13 @@ impl RunConfig {
     /// blueprint run keeps its blueprint here). Ignored when continuing.
     pub fn attach(mut self, attachment: &serde_json::Value) -> Self {
         self.attachment = Some(attachment.to_string());
+        self
+    }
+
+    /// Stored events after which detail events are dropped
+    /// ([`DEFAULT_EVENT_CAP`]).
+    pub fn event_cap(mut self, cap: u64) -> Self {
+        self.event_cap = cap;
         self
     }
 

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tollgate_checkpoint::{EventRecord, RunId};
 
 use crate::event::{format_rfc3339, Clock, Event, EventEnvelope, EventSink, EVENT_VERSION};
+use crate::exec::config::DEFAULT_EVENT_CAP;
 
 /// When a live subscriber sees an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +35,8 @@ pub(crate) struct Emitter {
     prefix: String,
     clock: Arc<dyn Clock>,
     sink: Option<EventSink>,
+    /// Stored events after which detail events are dropped.
+    cap: u64,
     inner: Mutex<Inner>,
 }
 
@@ -47,6 +50,8 @@ struct Inner {
     now: i64,
     batch: Vec<EventRecord>,
     deferred: Vec<EventEnvelope>,
+    /// This leg has recorded its `events_capped` marker.
+    capped: bool,
 }
 
 impl Emitter {
@@ -65,8 +70,15 @@ impl Emitter {
             now,
             batch: Vec::new(),
             deferred: Vec::new(),
+            capped: false,
         };
-        Self { run, prefix, clock, sink, inner: Mutex::new(inner) }
+        Self { run, prefix, clock, sink, cap: DEFAULT_EVENT_CAP, inner: Mutex::new(inner) }
+    }
+
+    /// Drops detail events once `cap` events are stored.
+    pub(crate) fn with_cap(mut self, cap: u64) -> Self {
+        self.cap = cap;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -100,6 +112,15 @@ impl Emitter {
         live: Live,
     ) -> Result<(), serde_json::Error> {
         let mut inner = self.lock();
+        if event.is_detail() && inner.seq >= self.cap {
+            if inner.capped {
+                return Ok(());
+            }
+            inner.capped = true;
+            drop(inner);
+            self.emit(None, Event::EventsCapped { cap: self.cap }, Live::Now)?;
+            return Ok(());
+        }
         let now = inner.now;
         if inner.ts.0 != now {
             inner.ts = (now, format_rfc3339(now));

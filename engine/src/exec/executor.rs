@@ -148,7 +148,8 @@ impl Executor {
         let frontier_blob = Codec::Json
             .encode(&frontier.to_record(graph), FRONTIER_VERSION)
             .map_err(encode_error)?;
-        let emitter = Emitter::new(run, 0, Arc::clone(&config.clock), config.events.clone());
+        let emitter = Emitter::new(run, 0, Arc::clone(&config.clock), config.events.clone())
+            .with_cap(config.event_cap);
         emit_run_started(&emitter, graph, 0, run)?;
         let created_at_ms = emitter.now_ms();
         let snapshots =
@@ -261,7 +262,8 @@ impl Executor {
                 return Err(error);
             }
         };
-        let emitter = Emitter::new(run, last_seq, Arc::clone(&config.clock), config.events.clone());
+        let emitter = Emitter::new(run, last_seq, Arc::clone(&config.clock), config.events.clone())
+            .with_cap(config.event_cap);
         emit_run_started(&emitter, graph, loaded.step, run)?;
         let mut decisions: HashMap<u32, BTreeMap<u32, Decision>> = HashMap::new();
         let mut answered = Vec::new();

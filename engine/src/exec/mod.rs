@@ -11,7 +11,7 @@ mod record;
 mod resume;
 mod task;
 
-pub use config::{RunConfig, SnapshotPolicy, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
+pub use config::{RunConfig, SnapshotPolicy, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
 pub(crate) use emit::{node_id, Emitter, Live};
 pub use error::RunError;
 pub use executor::{Executor, RunHandle, RunOutcome};
