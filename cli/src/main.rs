@@ -1,21 +1,243 @@
-//! The `tollgate` command line.
-//!
-//! Its commands (`run`, `runs list|show|resume|reject|events|continue`,
-//! `serve`) need the durable SQLite store and arrive with it; today the
-//! binary answers `--version` and `--help` and refuses anything else with
-//! exit code 2 (bad usage).
+//! The `tollgate` command line: runs blueprints, lists and shows runs,
+//! records decisions, prints and follows events, continues runs, and serves
+//! the HTTP API. Exit codes (DESIGN §8): 0 completed or done, 10
+//! awaiting_hitl, 11 rejected, 1 failed, 2 bad usage or invalid input, 3
+//! not found, 4 conflict.
+
+mod args;
+mod error;
+mod output;
+mod server;
+mod service;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
+use serde_json::{json, Value};
+use tollgate_checkpoint::{RunFilter, RunId, RunStatus};
+use tollgate_engine::{Decision, EventSink};
+use tollgate_nodes::Blueprint;
 
-/// Durable state-graph workflows for LLM agents.
-#[derive(Parser, Debug)]
-#[command(name = "tollgate", version, about, long_about = None)]
-struct Cli {}
+use args::{Cli, Command, RunsCommand};
+use error::{code, CliError};
+use service::{Decided, RunSummary, Runs};
 
 fn main() -> ExitCode {
-    let _cli = Cli::parse();
-    eprintln!("tollgate: no commands yet; `run` and `runs ...` arrive with the durable store");
-    ExitCode::from(2)
+    let cli = Cli::parse();
+    let runtime =
+        match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                eprintln!("tollgate: cannot start the async runtime: {error}");
+                return ExitCode::from(code::FAILED);
+            }
+        };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("tollgate: {error}");
+            ExitCode::from(error.exit_code())
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+    let runs = Runs::open(&cli.db)?;
+    match cli.command {
+        Command::Run { blueprint, input, model, json } => {
+            let mut blueprint = Blueprint::load(&blueprint)?;
+            if let Some(spec) = model {
+                blueprint = blueprint.with_model(spec);
+            }
+            let input = user_message(&input)?;
+            let summary = runs.start(&blueprint, &input, progress(json)).await?;
+            Ok(report(&summary, json))
+        }
+        Command::Runs(command) => runs_command(&runs, command).await,
+        Command::Serve { addr, token } => {
+            server::serve(runs, addr, token).await?;
+            Ok(code::OK)
+        }
+    }
+}
+
+async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError> {
+    match command {
+        RunsCommand::List { status, graph, limit, cursor, json } => {
+            let status = status
+                .map(|text| {
+                    text.parse::<RunStatus>().map_err(|error| CliError::invalid(error.to_string()))
+                })
+                .transpose()?;
+            let filter = RunFilter { status, graph, thread: None };
+            let (found, next) = runs.list(filter, limit, cursor).await?;
+            if json {
+                print_json(&json!({"runs": found, "next_cursor": next}));
+            } else {
+                print!("{}", output::table(&found, next.as_deref()));
+            }
+            Ok(code::OK)
+        }
+        RunsCommand::Show { run, json } => {
+            let summary = runs.summary(run_id(&run)?).await?;
+            print_summary(&summary, json);
+            Ok(code::OK)
+        }
+        RunsCommand::Resume { run, interrupt, approve, edit, respond, json } => {
+            let decision = match (approve, edit, respond) {
+                (true, _, _) => Decision::Approve,
+                (_, Some(value), _) => Decision::Edit { value: json_arg("--edit", &value)? },
+                (_, _, Some(value)) => Decision::Respond { value: json_arg("--respond", &value)? },
+                _ => {
+                    return Err(CliError::invalid(
+                        "give one of --approve, --edit JSON, --respond JSON",
+                    ))
+                }
+            };
+            decide(runs, &run, interrupt, decision, json).await
+        }
+        RunsCommand::Reject { run, interrupt, reason, json } => {
+            decide(runs, &run, interrupt, Decision::Reject { reason }, json).await
+        }
+        RunsCommand::Events { run, follow, json } => {
+            events(runs, run_id(&run)?, follow, json).await
+        }
+        RunsCommand::Continue { run, json } => {
+            let summary = runs.continue_run(run_id(&run)?, progress(json)).await?;
+            Ok(report(&summary, json))
+        }
+    }
+}
+
+async fn decide(
+    runs: &Runs,
+    run: &str,
+    interrupt: Option<String>,
+    decision: Decision,
+    json: bool,
+) -> Result<u8, CliError> {
+    let run = run_id(run)?;
+    match runs.decide(run, interrupt, decision, progress(json)).await? {
+        Decided::Continuing(handle) => {
+            service::wait(handle).await?;
+            Ok(report(&runs.summary(run).await?, json))
+        }
+        Decided::Settled => Ok(report(&runs.summary(run).await?, json)),
+        Decided::Recorded => {
+            // A graph defined in Rust: the decision is recorded and the
+            // process that has the graph continues the run (exit 0),
+            // unless the decision ended it (a rejection: exit 11).
+            let summary = runs.summary(run).await?;
+            print_summary(&summary, json);
+            if summary.status == RunStatus::Rejected {
+                return Ok(code::REJECTED);
+            }
+            if !json {
+                println!(
+                    "decision recorded; the process that owns graph `{}` continues the run",
+                    summary.graph
+                );
+            }
+            Ok(code::OK)
+        }
+    }
+}
+
+async fn events(runs: &Runs, run: RunId, follow: bool, json: bool) -> Result<u8, CliError> {
+    let mut after = 0;
+    loop {
+        let batch = runs.events(run, after, 1000).await?;
+        for record in &batch {
+            if json {
+                println!("{}", record.json);
+            } else {
+                println!("{}", output::event(&service::parse(record)?));
+            }
+            after = record.seq;
+        }
+        if !follow {
+            return Ok(code::OK);
+        }
+        if batch.is_empty() {
+            let record = runs.store().run(run).await?;
+            if record.status.is_terminal() && record.last_seq <= after {
+                return Ok(code::OK);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Prints a leg's events to stderr as they happen (human mode only).
+fn progress(json: bool) -> Option<EventSink> {
+    if json {
+        return None;
+    }
+    let (sink, mut stream) = EventSink::channel();
+    tokio::spawn(async move {
+        while let Some(envelope) = stream.recv().await {
+            if !matches!(
+                envelope.event.kind(),
+                "model_delta" | "middleware_started" | "middleware_completed"
+            ) {
+                eprintln!("{}", output::event(&envelope));
+            }
+        }
+    });
+    Some(sink)
+}
+
+/// Prints the summary and turns the run's status into the exit code.
+fn report(summary: &RunSummary, json: bool) -> u8 {
+    print_summary(summary, json);
+    match summary.status {
+        RunStatus::Completed => code::OK,
+        RunStatus::AwaitingHitl => code::AWAITING,
+        RunStatus::Rejected => code::REJECTED,
+        // Decided and waiting for its graph's process, or still going.
+        RunStatus::Queued | RunStatus::Running => code::OK,
+        _ => code::FAILED,
+    }
+}
+
+fn print_summary(summary: &RunSummary, json: bool) {
+    if json {
+        print_json(summary);
+    } else {
+        print!("{}", output::summary(summary));
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) {
+    match serde_json::to_string(value) {
+        Ok(text) => println!("{text}"),
+        Err(error) => eprintln!("tollgate: cannot encode JSON: {error}"),
+    }
+}
+
+fn run_id(text: &str) -> Result<RunId, CliError> {
+    text.parse().map_err(|_| {
+        CliError::invalid(format!(
+            "`{text}` is not a run id (26 characters, as `runs list` prints)"
+        ))
+    })
+}
+
+fn json_arg(flag: &str, text: &str) -> Result<Value, CliError> {
+    serde_json::from_str(text)
+        .map_err(|error| CliError::invalid(format!("{flag} takes JSON: {error}")))
+}
+
+/// The user's message from `--input`: text, a JSON string, or a JSON object
+/// (its `message` field, else the object itself as JSON text).
+fn user_message(input: &str) -> Result<String, CliError> {
+    match serde_json::from_str::<Value>(input) {
+        Ok(Value::String(text)) => Ok(text),
+        Ok(Value::Object(object)) => Ok(match object.get("message").and_then(Value::as_str) {
+            Some(text) => text.to_owned(),
+            None => Value::Object(object).to_string(),
+        }),
+        _ => Ok(input.to_owned()),
+    }
 }

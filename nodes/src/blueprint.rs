@@ -216,7 +216,10 @@ impl Blueprint {
             .map_err(|source| BlueprintError::Io { path: path.to_owned(), source })?;
         let source = serde_json::from_str(&text)
             .map_err(|source| BlueprintError::Json { path: path.to_owned(), source })?;
-        let dir = path.parent().unwrap_or(Path::new("."));
+        let dir = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
         let base_dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
         Self::from_value(source, base_dir)
     }

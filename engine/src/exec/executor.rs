@@ -66,6 +66,17 @@ pub struct RunOutcome<S> {
     pub interrupts: Vec<PendingInterrupt>,
 }
 
+/// Cancels a run at its next step boundary; see [`RunHandle::cancel_token`].
+#[derive(Debug, Clone)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// Asks the run to stop at the next step boundary.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 /// A run in progress: wait for it, or cancel it at the next step boundary.
 #[derive(Debug)]
 pub struct RunHandle<S> {
@@ -85,6 +96,12 @@ impl<S> RunHandle<S> {
     /// finish first and their step is committed.
     pub fn cancel(&self) {
         self.cancel.store(true, Ordering::SeqCst);
+    }
+
+    /// A handle that cancels this run (like [`RunHandle::cancel`]) from
+    /// elsewhere, while another task waits on the run.
+    pub fn cancel_token(&self) -> CancelToken {
+        CancelToken(Arc::clone(&self.cancel))
     }
 
     /// Waits for the leg to end: `Ok` when it completed, was interrupted

@@ -14,5 +14,5 @@ mod task;
 pub use config::{RunConfig, SnapshotPolicy, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
 pub(crate) use emit::{node_id, Emitter, Live};
 pub use error::RunError;
-pub use executor::{Executor, RunHandle, RunOutcome};
+pub use executor::{CancelToken, Executor, RunHandle, RunOutcome};
 pub use resume::{DecisionOutcome, Resumed};

@@ -1,0 +1,133 @@
+//! The command line, as clap sees it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Parser, Subcommand};
+
+/// Durable state-graph workflows for LLM agents.
+#[derive(Parser, Debug)]
+#[command(name = "tollgate", version, about, long_about = None)]
+pub(crate) struct Cli {
+    /// The database (default: $TOLLGATE_DB, else ./tollgate.db).
+    #[arg(long, global = true, env = "TOLLGATE_DB", default_value = "tollgate.db")]
+    pub(crate) db: PathBuf,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Runs a blueprint until it completes, pauses for a decision or fails.
+    Run {
+        /// The blueprint file (JSON).
+        blueprint: PathBuf,
+        /// The user's message: text, or a JSON object (its `message` field,
+        /// else the whole object, is sent).
+        #[arg(long, default_value = "")]
+        input: String,
+        /// Use this model for every agent (`scripted:PATH`, `openai:MODEL`).
+        #[arg(long)]
+        model: Option<String>,
+        /// Print the run summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lists, shows, decides, follows and continues runs.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Serves the REST, SSE and WebSocket API.
+    Serve {
+        /// Address to bind (loopback by default).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: SocketAddr,
+        /// Bearer token required on every mutating endpoint.
+        #[arg(long, env = "TOLLGATE_TOKEN")]
+        token: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum RunsCommand {
+    /// Runs newest first, one page.
+    List {
+        /// Only runs with this status.
+        #[arg(long)]
+        status: Option<String>,
+        /// Only runs of this graph.
+        #[arg(long)]
+        graph: Option<String>,
+        /// Runs per page.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Continue after this cursor (printed with the previous page).
+        #[arg(long)]
+        cursor: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One run: status, step, pending interrupts, result or error.
+    Show {
+        /// The run.
+        run: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approves, edits or answers a pending interrupt.
+    #[command(group(ArgGroup::new("decision").required(true).args(["approve", "edit", "respond"])))]
+    Resume {
+        /// The run.
+        run: String,
+        /// The interrupt (needed when several are pending).
+        #[arg(long)]
+        interrupt: Option<String>,
+        /// Go ahead as proposed.
+        #[arg(long)]
+        approve: bool,
+        /// Go ahead with this JSON value instead.
+        #[arg(long, value_name = "JSON")]
+        edit: Option<String>,
+        /// Answer with this JSON value.
+        #[arg(long, value_name = "JSON")]
+        respond: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rejects a pending interrupt.
+    Reject {
+        /// The run.
+        run: String,
+        /// The interrupt (needed when several are pending).
+        #[arg(long)]
+        interrupt: Option<String>,
+        /// Why.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Prints a run's events; `--follow` waits for new ones until the run
+    /// is finished.
+    Events {
+        /// The run.
+        run: String,
+        /// Keep printing new events.
+        #[arg(long)]
+        follow: bool,
+        /// Print NDJSON, one event envelope a line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continues a blueprint run that was interrupted or whose owner died.
+    Continue {
+        /// The run.
+        run: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}

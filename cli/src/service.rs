@@ -1,0 +1,328 @@
+//! The operations the CLI and the server share: summaries, listing,
+//! decisions, continuing blueprint runs, events.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use tollgate_checkpoint::{
+    Cursor, EventRecord, PageRequest, RunFilter, RunId, RunRecord, RunStatus, SqliteStore, Store,
+};
+use tollgate_engine::{
+    format_rfc3339, Decision, DecisionRequest, Event, EventEnvelope, EventSink, Executor, Resumed,
+    RunConfig, RunHandle,
+};
+use tollgate_nodes::{AgentState, Blueprint, CompiledAgent, Message, ModelRegistry};
+
+use crate::error::CliError;
+
+/// One interrupt in a summary.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct InterruptView {
+    pub(crate) id: String,
+    pub(crate) node: String,
+    pub(crate) kind: String,
+    pub(crate) payload: Value,
+    pub(crate) decisions: Vec<&'static str>,
+}
+
+/// The run summary of DESIGN §8.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RunSummary {
+    pub(crate) id: String,
+    pub(crate) graph: String,
+    pub(crate) status: RunStatus,
+    pub(crate) step: u64,
+    pub(crate) created_at: String,
+    pub(crate) updated_at: String,
+    pub(crate) interrupts: Vec<InterruptView>,
+    /// The final state of a completed run.
+    pub(crate) result: Value,
+    /// Why it failed or was rejected.
+    pub(crate) error: Value,
+}
+
+impl RunSummary {
+    /// The last assistant message of an agent run's result, if any.
+    pub(crate) fn final_text(&self) -> Option<&str> {
+        self.result["messages"]
+            .as_array()?
+            .iter()
+            .rev()
+            .find(|m| {
+                m["role"] == "assistant" && m["content"].as_str().is_some_and(|c| !c.is_empty())
+            })
+            .and_then(|m| m["content"].as_str())
+    }
+}
+
+/// What recording a decision led to.
+pub(crate) enum Decided {
+    /// Recorded; the process that has the run's graph continues it.
+    Recorded,
+    /// Recorded on a blueprint run, which now waits for other decisions or
+    /// ended rejected.
+    Settled,
+    /// Recorded on a blueprint run, which this process now continues.
+    Continuing(RunHandle<AgentState>),
+}
+
+/// A blueprint run's graph, rebuilt from what the run stored.
+pub(crate) struct Rebuilt {
+    pub(crate) agent: CompiledAgent,
+}
+
+/// The runs of one database.
+#[derive(Clone)]
+pub(crate) struct Runs {
+    executor: Arc<Executor>,
+    models: ModelRegistry,
+}
+
+impl Runs {
+    pub(crate) fn open(db: &Path) -> Result<Self, CliError> {
+        let store = SqliteStore::open(db).map_err(|error| CliError::Failed {
+            message: format!("cannot open database {}: {error}", db.display()),
+        })?;
+        Ok(Self { executor: Arc::new(Executor::new(store)), models: models() })
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        self.executor.store()
+    }
+
+    pub(crate) async fn summary(&self, run: RunId) -> Result<RunSummary, CliError> {
+        let record = self.store().run(run).await?;
+        self.summarize(record).await
+    }
+
+    async fn summarize(&self, record: RunRecord) -> Result<RunSummary, CliError> {
+        let interrupts = if record.pending_interrupts > 0 {
+            self.store()
+                .interrupts(record.id)
+                .await?
+                .iter()
+                .filter(|i| i.decision.is_none())
+                .map(|i| InterruptView {
+                    id: i.id.clone(),
+                    node: i.node.clone(),
+                    kind: i.kind.clone(),
+                    payload: i.payload.clone(),
+                    decisions: allowed(&i.decisions),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // The closing event of the last leg carries the result (and the
+        // reason of a rejection).
+        let mut result = Value::Null;
+        let mut error = match &record.failure {
+            Some(failure) => {
+                json!({"kind": failure.kind, "node": failure.node, "message": failure.message})
+            }
+            None => Value::Null,
+        };
+        let finished = matches!(record.status, RunStatus::Completed | RunStatus::Rejected);
+        if finished && record.last_seq > 0 {
+            let last = self.store().events(record.id, record.last_seq - 1, 1).await?;
+            if let Some(envelope) = last.first().and_then(|e| parse(e).ok()) {
+                if let Event::RunEnded { result: value, error: failure, .. } = envelope.event {
+                    result = value.unwrap_or(Value::Null);
+                    if let (Value::Null, Some(failure)) = (&error, failure) {
+                        error = json!({"kind": failure.kind, "node": failure.node, "message": failure.message});
+                    }
+                }
+            }
+        }
+        Ok(RunSummary {
+            id: record.id.to_string(),
+            graph: record.graph.name.clone(),
+            status: record.status,
+            step: record.step,
+            created_at: format_rfc3339(record.created_at_ms),
+            updated_at: format_rfc3339(record.updated_at_ms),
+            interrupts,
+            result,
+            error,
+        })
+    }
+
+    pub(crate) async fn list(
+        &self,
+        filter: RunFilter,
+        limit: usize,
+        cursor: Option<String>,
+    ) -> Result<(Vec<RunSummary>, Option<String>), CliError> {
+        if limit == 0 || limit > 1000 {
+            return Err(CliError::invalid("--limit must be between 1 and 1000"));
+        }
+        let page = PageRequest { limit, cursor: cursor.map(Cursor::from_text) };
+        let found = self.store().list_runs(&filter, &page).await?;
+        let mut runs = Vec::with_capacity(found.runs.len());
+        for record in found.runs {
+            runs.push(self.summarize(record).await?);
+        }
+        Ok((runs, found.next.map(|cursor| cursor.to_string())))
+    }
+
+    /// The blueprint graph of a run, if it was started from one.
+    pub(crate) async fn rebuild(&self, run: RunId) -> Result<Option<Rebuilt>, CliError> {
+        let Some(attachment) = self.executor.attachment(run).await? else {
+            return Ok(None);
+        };
+        let blueprint = match Blueprint::from_attachment(&attachment) {
+            Ok(blueprint) => blueprint,
+            Err(tollgate_nodes::BlueprintError::NotABlueprintRun) => return Ok(None),
+            Err(error) => return Err(error.into()),
+        };
+        let agent = blueprint.compile(&self.models)?;
+        Ok(Some(Rebuilt { agent }))
+    }
+
+    /// Records a decision. A blueprint run is then taken over by this
+    /// process in the same transaction ([`Decided::Continuing`]); any other
+    /// run is left for the process that has its graph.
+    pub(crate) async fn decide(
+        &self,
+        run: RunId,
+        interrupt: Option<String>,
+        decision: Decision,
+        events: Option<EventSink>,
+    ) -> Result<Decided, CliError> {
+        let request = match interrupt {
+            Some(id) => DecisionRequest::on(id, decision),
+            None => DecisionRequest::new(decision),
+        };
+        self.store().run(run).await?;
+        match self.rebuild(run).await? {
+            None => {
+                self.executor.decide(run, request).await?;
+                Ok(Decided::Recorded)
+            }
+            Some(rebuilt) => {
+                let config = with_events(RunConfig::new(), events);
+                match self.executor.resume(rebuilt.agent.graph(), run, request, config).await? {
+                    Resumed::Continuing(handle) => Ok(Decided::Continuing(handle)),
+                    Resumed::Waiting(_) | Resumed::Rejected(_) => Ok(Decided::Settled),
+                }
+            }
+        }
+    }
+
+    /// A run's checkpoints, newest first, one page.
+    pub(crate) async fn history(
+        &self,
+        run: RunId,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Value, CliError> {
+        if limit == 0 || limit > 1000 {
+            return Err(CliError::invalid("limit must be between 1 and 1000"));
+        }
+        let page = self.store().history(run, before, limit).await?;
+        let checkpoints: Vec<Value> = page
+            .checkpoints
+            .iter()
+            .map(|c| json!({"step": c.step, "at": format_rfc3339(c.at_ms), "tasks": c.tasks, "snapshot": c.snapshot}))
+            .collect();
+        Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}))
+    }
+
+    /// Continues a blueprint run that was interrupted, failed or lost its
+    /// owner.
+    pub(crate) async fn continue_run(
+        &self,
+        run: RunId,
+        events: Option<EventSink>,
+    ) -> Result<RunSummary, CliError> {
+        self.store().run(run).await?;
+        let Some(rebuilt) = self.rebuild(run).await? else {
+            return Err(CliError::invalid(format!(
+                "run {run} was not started from a blueprint: continue it from the process that has its graph (Executor::continue_run or recover)"
+            )));
+        };
+        let config = with_events(RunConfig::new(), events);
+        let handle = self.executor.continue_run(rebuilt.agent.graph(), run, config).await?;
+        wait(handle).await?;
+        self.summary(run).await
+    }
+
+    /// Starts a blueprint run on `input` and waits for its leg to end.
+    pub(crate) async fn start(
+        &self,
+        blueprint: &Blueprint,
+        input: &str,
+        events: Option<EventSink>,
+    ) -> Result<RunSummary, CliError> {
+        let agent = blueprint.compile(&self.models)?;
+        let state =
+            AgentState { messages: vec![Message::user("input.0", input)], ..AgentState::default() };
+        let config = with_events(blueprint.run_config(), events);
+        let handle = self.executor.start(agent.graph(), state, config).await?;
+        let run = handle.run_id();
+        wait(handle).await?;
+        self.summary(run).await
+    }
+
+    /// Stored events after `after`, at most `limit`.
+    pub(crate) async fn events(
+        &self,
+        run: RunId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, CliError> {
+        Ok(self.store().events(run, after, limit).await?)
+    }
+}
+
+fn with_events(config: RunConfig, events: Option<EventSink>) -> RunConfig {
+    match events {
+        Some(sink) => config.events(sink),
+        None => config,
+    }
+}
+
+/// Waits for a leg, cancelling it at the next step on Ctrl-C (the run is
+/// then `interrupted` and can be continued). A failed run is reported by
+/// its summary, not as an error.
+pub(crate) async fn wait<S: tollgate_engine::State>(handle: RunHandle<S>) -> Result<(), CliError> {
+    let cancel = handle.cancel_token();
+    let watcher = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupting at the next step boundary...");
+            cancel.cancel();
+        }
+    });
+    let result = handle.wait().await;
+    watcher.abort();
+    match result {
+        Ok(_) => Ok(()),
+        Err(tollgate_engine::RunError::NodeFailed { .. })
+        | Err(tollgate_engine::RunError::NodePanicked { .. })
+        | Err(tollgate_engine::RunError::StepLimitExceeded { .. })
+        | Err(tollgate_engine::RunError::VisitLimitExceeded { .. })
+        | Err(tollgate_engine::RunError::InvalidUpdate { .. })
+        | Err(tollgate_engine::RunError::UndeclaredTarget { .. }) => Ok(()),
+        Err(other) => Err(other.into()),
+    }
+}
+
+fn allowed(decisions: &[String]) -> Vec<&'static str> {
+    ["approve", "edit", "respond", "reject"]
+        .into_iter()
+        .filter(|kind| decisions.iter().any(|d| d == kind))
+        .collect()
+}
+
+pub(crate) fn parse(record: &EventRecord) -> Result<EventEnvelope, CliError> {
+    serde_json::from_str(&record.json).map_err(|error| CliError::Failed {
+        message: format!("stored event {} is not valid JSON: {error}", record.seq),
+    })
+}
+
+/// Providers a blueprint may name besides `scripted:`.
+pub(crate) fn models() -> ModelRegistry {
+    ModelRegistry::new()
+}

@@ -1,0 +1,303 @@
+//! The real `tollgate` binary on temporary databases: every command, every
+//! exit code, the JSON shapes, and two concurrent resumes.
+
+#![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tollgate_checkpoint::{RunStatus, SqliteStore};
+use tollgate_engine::{
+    DynState, Executor, Interrupt, NodeContext, RunConfig, StateGraph, END, START,
+};
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let refund = "read args\necho \"refunding $args\" >&2\necho '{\"refunded\": true}'\n";
+        std::fs::write(dir.path().join("refund.sh"), refund).unwrap();
+        let replies = json!([
+            {"tool_calls": [{"name": "lookup_order", "args": {"id": 7}}]},
+            {"tool_calls": [{"name": "issue_refund", "args": {"id": 7}}]},
+            {"text": "Refunded 20 EUR for order 7."}
+        ]);
+        std::fs::write(dir.path().join("replies.json"), replies.to_string()).unwrap();
+        let schema = json!({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]});
+        let blueprint = json!({
+            "name": "refunds", "version": 1, "system": "You handle refund requests.",
+            "model": "scripted:replies.json", "max_steps": 40,
+            "tools": [
+                {"name": "lookup_order", "description": "Find an order", "parameters": schema,
+                 "fixture": {"id": 7, "amount": 20}},
+                {"name": "issue_refund", "description": "Refund an order", "parameters": schema,
+                 "command": ["/bin/sh", "refund.sh"], "approval": true}
+            ]
+        });
+        std::fs::write(dir.path().join("refunds.json"), blueprint.to_string()).unwrap();
+        std::fs::write(dir.path().join("hello.json"), r#"[{"text": "Hello!"}]"#).unwrap();
+        let hello = json!({"name": "hello", "model": "scripted:hello.json"});
+        std::fs::write(dir.path().join("hello_bp.json"), hello.to_string()).unwrap();
+        std::fs::write(
+            dir.path().join("down.json"),
+            r#"[{"error": "auth", "message": "bad key"}]"#,
+        )
+        .unwrap();
+        let down = json!({"name": "down", "model": "scripted:down.json"});
+        std::fs::write(dir.path().join("down_bp.json"), down.to_string()).unwrap();
+        Self { dir }
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("runs.db")
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+        command.arg("--db").arg(self.db()).args(args).current_dir(self.dir.path());
+        command.env_remove("TOLLGATE_DB");
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn json(&self, args: &[&str], code: i32) -> Value {
+        let output = self.run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+            panic!("{args:?}: not JSON ({error}): {}", String::from_utf8_lossy(&output.stdout))
+        })
+    }
+
+    /// Starts the refunds blueprint; returns the paused run's id.
+    fn paused(&self) -> String {
+        let summary =
+            self.json(&["run", "refunds.json", "--input", "Refund order 7", "--json"], 10);
+        summary["id"].as_str().unwrap().to_owned()
+    }
+}
+
+fn code(output: &Output) -> Option<i32> {
+    output.status.code()
+}
+
+fn assert_summary_shape(summary: &Value) {
+    let keys: Vec<&str> = summary.as_object().unwrap().keys().map(String::as_str).collect();
+    for key in [
+        "id",
+        "graph",
+        "status",
+        "step",
+        "created_at",
+        "updated_at",
+        "interrupts",
+        "result",
+        "error",
+    ] {
+        assert!(keys.contains(&key), "summary lacks `{key}`: {summary}");
+    }
+}
+
+#[test]
+fn run_pauses_at_approval_and_resume_finishes_it() {
+    let fx = Fixture::new();
+    let summary = fx.json(&["run", "refunds.json", "--input", "Refund order 7", "--json"], 10);
+    assert_summary_shape(&summary);
+    assert_eq!(summary["status"], "awaiting_hitl");
+    let interrupt = &summary["interrupts"][0];
+    assert_eq!(
+        (interrupt["kind"].as_str(), interrupt["node"].as_str()),
+        (Some("tool_approval"), Some("refunds.tools"))
+    );
+    assert_eq!(interrupt["payload"]["args"], json!({"id": 7}));
+    let id = summary["id"].as_str().unwrap();
+
+    let shown = fx.json(&["runs", "show", id, "--json"], 0);
+    assert_eq!(shown["interrupts"], summary["interrupts"]);
+
+    let done = fx.json(
+        &[
+            "runs",
+            "resume",
+            id,
+            "--interrupt",
+            interrupt["id"].as_str().unwrap(),
+            "--approve",
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(done["status"], "completed");
+    let answer = done["result"]["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    assert_eq!(answer, "Refunded 20 EUR for order 7.");
+
+    // Human output says what happened, without JSON.
+    let text = fx.run(&["runs", "show", id]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("status   completed") && text.contains("answer   Refunded 20 EUR"),
+        "{text}"
+    );
+}
+
+#[test]
+fn list_pages_newest_first_with_filters() {
+    let fx = Fixture::new();
+    let ids: Vec<String> = (0..3).map(|_| fx.paused()).collect();
+    let done = fx.json(&["run", "hello_bp.json", "--json"], 0);
+    let page = fx.json(&["runs", "list", "--limit", "2", "--json"], 0);
+    let first: Vec<&str> =
+        page["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(first, [done["id"].as_str().unwrap(), ids[2].as_str()]);
+    assert_summary_shape(&page["runs"][0]);
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let rest = fx.json(&["runs", "list", "--limit", "2", "--cursor", cursor, "--json"], 0);
+    let second: Vec<&str> =
+        rest["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(second, [ids[1].as_str(), ids[0].as_str()]);
+    assert_eq!(rest["next_cursor"], Value::Null);
+
+    let paused = fx.json(&["runs", "list", "--status", "awaiting_hitl", "--json"], 0);
+    assert_eq!(paused["runs"].as_array().unwrap().len(), 3);
+    let hello = fx.json(&["runs", "list", "--graph", "hello", "--json"], 0);
+    assert_eq!(hello["runs"].as_array().unwrap().len(), 1);
+    let table = String::from_utf8(fx.run(&["runs", "list"]).stdout).unwrap();
+    assert!(table.starts_with("ID ") && table.contains("awaiting_hitl"), "{table}");
+    assert_eq!(code(&fx.run(&["runs", "list", "--status", "sleeping"])), Some(2));
+}
+
+#[test]
+fn events_print_ndjson_and_follow_ends_with_a_finished_run() {
+    let fx = Fixture::new();
+    let id = fx.json(&["run", "hello_bp.json", "--json"], 0)["id"].as_str().unwrap().to_owned();
+    let output = fx.run(&["runs", "events", &id, "--json"]);
+    assert_eq!(code(&output), Some(0));
+    let lines: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.first().unwrap()["event_type"], "run_started");
+    assert_eq!(lines.last().unwrap()["event_type"], "run_ended");
+    let seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
+    // --follow on a completed run prints everything and ends.
+    let followed = fx.run(&["runs", "events", &id, "--follow", "--json"]);
+    assert_eq!(code(&followed), Some(0));
+    assert_eq!(String::from_utf8(followed.stdout).unwrap().lines().count(), lines.len());
+}
+
+#[test]
+fn exit_codes_cover_failure_usage_not_found_and_conflict() {
+    let fx = Fixture::new();
+    // 1: the run failed (the provider refused the key); the summary says why.
+    let failed = fx.json(&["run", "down_bp.json", "--json"], 1);
+    assert_eq!(failed["status"], "failed");
+    assert!(failed["error"]["message"].as_str().unwrap().contains("bad key"), "{failed}");
+    // 2: bad usage and invalid input.
+    assert_eq!(code(&fx.run(&["runs", "resume", "x"])), Some(2), "no decision flag");
+    assert_eq!(code(&fx.run(&["runs", "show", "not-a-run-id"])), Some(2));
+    std::fs::write(fx.path("bad.json"), r#"{"name": 1}"#).unwrap();
+    let bad = fx.run(&["run", "bad.json"]);
+    assert_eq!(code(&bad), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid blueprint"));
+    let id = fx.paused();
+    assert_eq!(code(&fx.run(&["runs", "resume", &id, "--edit", "{not json"])), Some(2));
+    let refused = fx.run(&["runs", "resume", &id, "--edit", r#"{"id": "seven"}"#]);
+    assert_eq!(code(&refused), Some(2), "an edit breaking the schema");
+    // 3: not found.
+    assert_eq!(code(&fx.run(&["runs", "show", "01ARZ3NDEKTSV4RRFFQ69G5FAV"])), Some(3));
+    assert_eq!(
+        code(&fx.run(&["runs", "resume", &id, "--interrupt", "nope", "--approve"])),
+        Some(3)
+    );
+    // 4: a decision on a run that is no longer waiting.
+    assert_eq!(code(&fx.run(&["runs", "resume", &id, "--approve"])), Some(0));
+    assert_eq!(code(&fx.run(&["runs", "reject", &id])), Some(4));
+    // `continue` needs a blueprint run that is not finished.
+    assert_eq!(
+        code(&fx.run(&["runs", "continue", &id])),
+        Some(1),
+        "a completed run cannot continue"
+    );
+}
+
+#[test]
+fn two_concurrent_resumes_one_wins_one_conflicts() {
+    let fx = Fixture::new();
+    for _ in 0..3 {
+        let id = fx.paused();
+        let spawn = || {
+            fx.command(&["runs", "resume", &id, "--approve", "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (first, second) = (spawn(), spawn());
+        let mut codes = [first.wait_with_output().unwrap(), second.wait_with_output().unwrap()]
+            .map(|output| output.status.code().unwrap());
+        codes.sort_unstable();
+        assert_eq!(codes, [0, 4], "exactly one resume wins");
+        // The refund ran once: one tool_completed for it in the log.
+        let output = fx.run(&["runs", "events", &id, "--json"]);
+        let refunds = String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .filter(|line| line.contains("\"tool_completed\"") && line.contains("issue_refund"))
+            .count();
+        assert_eq!(refunds, 1);
+    }
+}
+
+/// A graph defined in Rust, paused in this process, decided by the CLI.
+fn rust_graph_run(db: &Path) -> String {
+    let graph = StateGraph::<DynState>::new("rust-graph", 1)
+        .node("ask", |_s: Arc<DynState>, ctx: NodeContext| async move {
+            ctx.interrupt(Interrupt::new("approval", json!({"amount": 20})))?;
+            Ok(Default::default())
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .compile()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let executor = Executor::new(SqliteStore::open(db).unwrap());
+        let outcome = executor.run(&graph, DynState::default(), RunConfig::new()).await.unwrap();
+        assert_eq!(outcome.status, RunStatus::AwaitingHitl);
+        outcome.run_id.to_string()
+    })
+}
+
+#[test]
+fn decisions_on_rust_graphs_are_recorded_for_their_process() {
+    let fx = Fixture::new();
+    let id = rust_graph_run(&fx.db());
+    let recorded = fx.json(&["runs", "resume", &id, "--approve", "--json"], 0);
+    assert_eq!(recorded["status"], "queued", "waits for the process that has the graph");
+    let continued = fx.run(&["runs", "continue", &id]);
+    assert_eq!(code(&continued), Some(2));
+    assert!(String::from_utf8_lossy(&continued.stderr).contains("not started from a blueprint"));
+
+    let id = rust_graph_run(&fx.db());
+    let rejected = fx.json(&["runs", "reject", &id, "--reason", "too much", "--json"], 11);
+    assert_eq!(rejected["status"], "rejected");
+    assert_eq!(rejected["error"]["message"], "too much");
+}
