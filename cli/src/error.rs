@@ -81,7 +81,9 @@ impl From<StoreError> for CliError {
                 message: format!("{error}; another process took the run over"),
             },
             StoreError::InvalidCursor { .. } => CliError::invalid(error.to_string()),
-            StoreError::RunTerminal { .. } => CliError::invalid(format!("{error}; nothing to do")),
+            StoreError::RunTerminal { .. } => CliError::Conflict {
+                message: format!("{error}: it finished before this request took effect"),
+            },
             other => CliError::Failed { message: other.to_string() },
         }
     }

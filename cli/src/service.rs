@@ -237,7 +237,10 @@ impl Runs {
         run: RunId,
         events: Option<EventSink>,
     ) -> Result<RunSummary, CliError> {
-        self.store().run(run).await?;
+        let record = self.store().run(run).await?;
+        if record.status.is_terminal() {
+            return Err(CliError::invalid(format!("run {run} is {}; there is nothing to continue", record.status)));
+        }
         let Some(rebuilt) = self.rebuild(run).await? else {
             return Err(CliError::invalid(format!(
                 "run {run} was not started from a blueprint: continue it from the process that has its graph (Executor::continue_run or recover)"

@@ -233,7 +233,7 @@ fn exit_codes_cover_failure_usage_not_found_and_conflict() {
     // `continue` needs a blueprint run that is not finished.
     assert_eq!(
         code(&fx.run(&["runs", "continue", &id])),
-        Some(1),
+        Some(2),
         "a completed run cannot continue"
     );
 }

@@ -44,6 +44,8 @@ mod memory;
 mod message;
 mod middleware;
 mod model;
+#[cfg(feature = "openai")]
+mod openai;
 mod retry;
 mod scripted;
 mod structured;
@@ -64,6 +66,11 @@ pub use middleware::{Middleware, ModelNext, ToolNext};
 pub use model::{
     ChatModel, DeltaSink, ModelOptions, ModelRegistry, ModelRequest, ModelResponse, OutputSchema,
     ResponseFormat, ToolChoice,
+};
+#[cfg(feature = "openai")]
+pub use openai::{
+    request_body as openai_request_body, strict_schema, OpenAiModel, DEFAULT_OPENAI_BASE_URL,
+    DEFAULT_OPENAI_TIMEOUT,
 };
 pub use retry::{ModelRetry, MAX_RETRY_AFTER};
 pub use scripted::{ScriptReply, ScriptedModel};

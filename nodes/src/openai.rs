@@ -1,0 +1,482 @@
+//! The OpenAI-compatible chat provider (feature `openai`): Chat Completions
+//! over HTTPS (reqwest + rustls), invoke and SSE streaming. Works with
+//! OpenAI and with servers speaking the same format (vLLM, Ollama,
+//! llama.cpp, OpenRouter).
+//!
+//! The adapter never retries (the agent's `ModelRetry` does) and never
+//! shows the key: it travels only in the `Authorization` header; `Debug`
+//! redacts it and any error text that would contain it is scrubbed.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Once;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{json, Map, Value};
+
+use crate::error::HarnessError;
+use crate::message::{Message, ToolCall, Usage};
+use crate::model::{
+    ChatModel, DeltaSink, ModelRegistry, ModelRequest, ModelResponse, ResponseFormat, ToolChoice,
+};
+
+/// The public API, used when `OPENAI_BASE_URL` is not set.
+pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// Default limit of one request (the whole stream included).
+pub const DEFAULT_OPENAI_TIMEOUT: Duration = Duration::from_secs(120);
+
+const PROVIDER: &str = "openai";
+
+/// A Chat Completions model.
+#[derive(Clone)]
+pub struct OpenAiModel {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    model: String,
+    name: String,
+}
+
+impl fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiModel")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .finish()
+    }
+}
+
+fn install_crypto() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Another library may have installed one first; either works.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+impl OpenAiModel {
+    /// `model` at `OPENAI_BASE_URL` (default [`DEFAULT_OPENAI_BASE_URL`])
+    /// with the key in `OPENAI_API_KEY` (none: requests go without one, as
+    /// local servers accept).
+    pub fn from_env(model: impl Into<String>) -> Result<Self, HarnessError> {
+        let base = std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| DEFAULT_OPENAI_BASE_URL.into());
+        let key = std::env::var("OPENAI_API_KEY").ok().filter(|key| !key.is_empty());
+        Self::new(model, base, key)
+    }
+
+    /// `model` at `base_url` (up to and including `/v1`) with `api_key`.
+    pub fn new(
+        model: impl Into<String>,
+        base_url: impl Into<String>,
+        api_key: Option<String>,
+    ) -> Result<Self, HarnessError> {
+        Self::with_timeout(model, base_url, api_key, DEFAULT_OPENAI_TIMEOUT)
+    }
+
+    /// Like [`OpenAiModel::new`], with a request timeout.
+    pub fn with_timeout(
+        model: impl Into<String>,
+        base_url: impl Into<String>,
+        api_key: Option<String>,
+        timeout: Duration,
+    ) -> Result<Self, HarnessError> {
+        install_crypto();
+        let model = model.into();
+        let client = reqwest::Client::builder().timeout(timeout).build().map_err(|error| {
+            HarnessError::InvalidRequest { provider: PROVIDER.into(), status: None, message: error.to_string() }
+        })?;
+        let base_url = base_url.into().trim_end_matches('/').to_owned();
+        Ok(Self { client, base_url, api_key, name: format!("openai:{model}"), model })
+    }
+
+    /// Removes the key from text that is about to leave the adapter.
+    fn scrub(&self, text: &str) -> String {
+        match &self.api_key {
+            Some(key) if !key.is_empty() => text.replace(key.as_str(), "[redacted]"),
+            _ => text.to_owned(),
+        }
+    }
+
+    async fn send(&self, body: &Value) -> Result<reqwest::Response, HarnessError> {
+        let mut request = self.client.post(format!("{}/chat/completions", self.base_url)).json(body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.map_err(|error| self.transport(&error))?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let status = response.status().as_u16();
+        let retry_after = retry_after(response.headers());
+        let text = response.text().await.unwrap_or_default();
+        Err(self.status_error(status, retry_after, &text))
+    }
+
+    fn transport(&self, error: &reqwest::Error) -> HarnessError {
+        let message = self.scrub(&error_chain(error));
+        if error.is_timeout() {
+            HarnessError::Timeout { what: format!("{PROVIDER} ({})", self.model), after: DEFAULT_OPENAI_TIMEOUT }
+        } else {
+            HarnessError::Network { provider: PROVIDER.into(), message }
+        }
+    }
+
+    fn status_error(&self, status: u16, retry_after: Option<Duration>, body: &str) -> HarnessError {
+        let parsed: Option<Value> = serde_json::from_str(body).ok();
+        let message = parsed
+            .as_ref()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| body.chars().take(500).collect());
+        let message = self.scrub(&message);
+        let provider = PROVIDER.to_owned();
+        match status {
+            401 | 403 => HarnessError::Auth { provider, status: Some(status), message },
+            429 => HarnessError::RateLimited { provider, retry_after, message },
+            408 => HarnessError::Timeout { what: format!("{PROVIDER} ({})", self.model), after: Duration::ZERO },
+            500..=599 => HarnessError::Server { provider, status: Some(status), message },
+            _ => HarnessError::InvalidRequest { provider, status: Some(status), message },
+        }
+    }
+
+    fn protocol(&self, message: impl Into<String>) -> HarnessError {
+        HarnessError::Protocol { provider: PROVIDER.into(), message: self.scrub(&message.into()) }
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// `retry-after-ms` (milliseconds) or `retry-after` (seconds; an HTTP date
+/// is not read and falls back to the policy's backoff).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let read = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = read("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        return (ms >= 0.0).then(|| Duration::from_secs_f64(ms / 1000.0));
+    }
+    read("retry-after").and_then(|v| v.parse::<f64>().ok()).filter(|s| *s >= 0.0).map(Duration::from_secs_f64)
+}
+
+/// The request body for `request` (`stream` adds `stream_options` so the
+/// final chunk carries usage).
+pub fn request_body(model: &str, request: &ModelRequest, stream: bool) -> Value {
+    let mut messages = Vec::new();
+    if let Some(system) = &request.system {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    for message in &request.messages {
+        messages.push(match message {
+            Message::System { content, .. } => json!({"role": "system", "content": content}),
+            Message::User { content, .. } => json!({"role": "user", "content": content}),
+            Message::Assistant { content, tool_calls, .. } => {
+                let mut out = json!({"role": "assistant", "content": if content.is_empty() && !tool_calls.is_empty() { Value::Null } else { json!(content) }});
+                if !tool_calls.is_empty() {
+                    out["tool_calls"] = tool_calls
+                        .iter()
+                        .map(|call| json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.args.to_string()}}))
+                        .collect();
+                }
+                out
+            }
+            Message::Tool { call_id, content, .. } => json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+        });
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("messages".into(), Value::Array(messages));
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|tool| json!({"type": "function", "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters}}))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        let choice = match &request.tool_choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Named(name) => json!({"type": "function", "function": {"name": name}}),
+        };
+        body.insert("tool_choice".into(), choice);
+    }
+    if let ResponseFormat::ProviderNative(schema) = &request.response_format {
+        body.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {"name": schema_name(&schema.name), "schema": strict_schema(&schema.schema), "strict": true}}),
+        );
+    }
+    let options = &request.options;
+    if let Some(temperature) = options.temperature {
+        body.insert("temperature".into(), json!(temperature));
+    }
+    if let Some(max_tokens) = options.max_tokens {
+        body.insert("max_tokens".into(), json!(max_tokens));
+    }
+    if !options.stop.is_empty() {
+        body.insert("stop".into(), json!(options.stop));
+    }
+    if stream {
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    for (key, value) in &options.extra {
+        body.insert(key.clone(), value.clone());
+    }
+    Value::Object(body)
+}
+
+/// A schema name OpenAI accepts: `[a-zA-Z0-9_-]`, at most 64 characters.
+fn schema_name(name: &str) -> String {
+    let cleaned: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).take(64).collect();
+    if cleaned.is_empty() { "response".into() } else { cleaned }
+}
+
+/// The strict-mode form of a schema: every object closed
+/// (`additionalProperties: false`) with every property required; a
+/// property that was optional may also be `null`.
+pub fn strict_schema(schema: &Value) -> Value {
+    match schema {
+        Value::Object(object) => {
+            let mut out: Map<String, Value> = object.iter().map(|(k, v)| (k.clone(), strict_schema(v))).collect();
+            let is_object = object.get("type") == Some(&json!("object")) || object.contains_key("properties");
+            if is_object {
+                let required: Vec<String> = object
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|r| r.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                    .unwrap_or_default();
+                if let Some(Value::Object(properties)) = out.get_mut("properties") {
+                    for (name, property) in properties.iter_mut() {
+                        if !required.contains(name) {
+                            *property = nullable(property.clone());
+                        }
+                    }
+                    let all: Vec<Value> = properties.keys().map(|k| json!(k)).collect();
+                    out.insert("required".into(), Value::Array(all));
+                }
+                out.insert("additionalProperties".into(), json!(false));
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(strict_schema).collect()),
+        other => other.clone(),
+    }
+}
+
+fn nullable(mut property: Value) -> Value {
+    match property.get_mut("type") {
+        Some(Value::String(kind)) if kind != "null" => {
+            let kind = kind.clone();
+            property["type"] = json!([kind, "null"]);
+            property
+        }
+        Some(Value::Array(kinds)) => {
+            if !kinds.contains(&json!("null")) {
+                kinds.push(json!("null"));
+            }
+            property
+        }
+        _ => json!({"anyOf": [property, {"type": "null"}]}),
+    }
+}
+
+fn parse_args(raw: &str) -> Result<Value, String> {
+    if raw.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_str(raw).map_err(|error| format!("tool-call arguments are not JSON ({error}): {raw}"))
+}
+
+fn parse_usage(value: &Value) -> Option<Usage> {
+    let input = value["prompt_tokens"].as_u64()?;
+    let output = value["completion_tokens"].as_u64().unwrap_or(0);
+    Some(Usage { input_tokens: input, output_tokens: output, total_tokens: value["total_tokens"].as_u64().unwrap_or(input + output) })
+}
+
+/// Tool-call fragments of a stream, accumulated by index (a new id at a
+/// used index starts a new call: some servers send every parallel call at
+/// index 0).
+#[derive(Default)]
+struct Calls {
+    calls: Vec<(String, String, String)>,
+    by_index: BTreeMap<u64, usize>,
+}
+
+impl Calls {
+    fn add(&mut self, fragment: &Value) {
+        let index = fragment["index"].as_u64().unwrap_or(0);
+        let id = fragment["id"].as_str().filter(|id| !id.is_empty());
+        let slot = match (self.by_index.get(&index), id) {
+            (Some(&slot), Some(id)) if !self.calls[slot].0.is_empty() && self.calls[slot].0 != id => None,
+            (Some(&slot), _) => Some(slot),
+            (None, _) => None,
+        };
+        let slot = slot.unwrap_or_else(|| {
+            self.calls.push((String::new(), String::new(), String::new()));
+            self.by_index.insert(index, self.calls.len() - 1);
+            self.calls.len() - 1
+        });
+        let call = &mut self.calls[slot];
+        if let Some(id) = id {
+            call.0 = id.to_owned();
+        }
+        if let Some(name) = fragment["function"]["name"].as_str() {
+            call.1.push_str(name);
+        }
+        if let Some(arguments) = fragment["function"]["arguments"].as_str() {
+            call.2.push_str(arguments);
+        }
+    }
+
+    fn finish(self) -> Result<Vec<ToolCall>, String> {
+        self.calls
+            .into_iter()
+            .enumerate()
+            .map(|(n, (id, name, args))| {
+                let id = if id.is_empty() { format!("call_{n}") } else { id };
+                Ok(ToolCall::new(id, name, parse_args(&args)?))
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl ChatModel for OpenAiModel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn invoke(&self, request: &ModelRequest) -> Result<ModelResponse, HarnessError> {
+        let body = request_body(&self.model, request, false);
+        let response = self.send(&body).await?;
+        let text = response.text().await.map_err(|error| self.transport(&error))?;
+        let value: Value = serde_json::from_str(&text).map_err(|error| self.protocol(format!("response is not JSON: {error}")))?;
+        let message = &value["choices"][0]["message"];
+        if !message.is_object() {
+            return Err(self.protocol("response has no choices[0].message"));
+        }
+        let mut tool_calls = Vec::new();
+        if let Some(calls) = message["tool_calls"].as_array() {
+            for call in calls {
+                let args = parse_args(call["function"]["arguments"].as_str().unwrap_or("")).map_err(|m| self.protocol(m))?;
+                let id = call["id"].as_str().unwrap_or_default().to_owned();
+                let name = call["function"]["name"].as_str().unwrap_or_default().to_owned();
+                tool_calls.push(ToolCall::new(id, name, args));
+            }
+        }
+        let content = message["content"].as_str().or_else(|| message["refusal"].as_str()).unwrap_or_default().to_owned();
+        Ok(ModelResponse { content, tool_calls, usage: parse_usage(&value["usage"]) })
+    }
+
+    async fn stream(
+        &self,
+        request: &ModelRequest,
+        deltas: &mut (dyn DeltaSink + Send),
+    ) -> Result<ModelResponse, HarnessError> {
+        let body = request_body(&self.model, request, true);
+        let response = self.send(&body).await?;
+        let mut events = response.bytes_stream().eventsource();
+        let (mut content, mut calls, mut usage, mut done) = (String::new(), Calls::default(), None, false);
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|error| match error {
+                eventsource_stream::EventStreamError::Transport(error) => self.transport(&error),
+                other => self.protocol(format!("malformed event stream: {other}")),
+            })?;
+            let data = event.data.trim();
+            if data == "[DONE]" {
+                done = true;
+                break;
+            }
+            if data.is_empty() {
+                continue;
+            }
+            let chunk: Value = serde_json::from_str(data).map_err(|error| self.protocol(format!("malformed chunk ({error}): {data}")))?;
+            if chunk.get("error").is_some_and(|e| !e.is_null()) {
+                let status = chunk["error"]["code"].as_u64().and_then(|c| u16::try_from(c).ok()).unwrap_or(500);
+                return Err(self.status_error(status, None, data));
+            }
+            if let Some(found) = parse_usage(&chunk["usage"]) {
+                usage = Some(found);
+            }
+            let delta = &chunk["choices"][0]["delta"];
+            if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+                content.push_str(text);
+                deltas.text(text);
+            }
+            if let Some(fragments) = delta["tool_calls"].as_array() {
+                fragments.iter().for_each(|fragment| calls.add(fragment));
+            }
+        }
+        if !done {
+            return Err(self.protocol("the stream ended before [DONE]"));
+        }
+        let tool_calls = calls.finish().map_err(|m| self.protocol(m))?;
+        Ok(ModelResponse { content, tool_calls, usage })
+    }
+}
+
+impl ModelRegistry {
+    /// Serves `openai:MODEL` specs with [`OpenAiModel::from_env`].
+    pub fn with_openai(self) -> Self {
+        self.factory("openai", |model| {
+            let model = OpenAiModel::from_env(model)?;
+            Ok(std::sync::Arc::new(model) as std::sync::Arc<dyn ChatModel>)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_schemas_close_objects_and_require_every_property() {
+        let schema = json!({"type": "object", "properties": {
+            "a": {"type": "string"}, "b": {"type": "integer"},
+            "c": {"type": "object", "properties": {"d": {"type": "boolean"}}}
+        }, "required": ["a"]});
+        assert_eq!(
+            strict_schema(&schema),
+            json!({"type": "object", "additionalProperties": false, "required": ["a", "b", "c"], "properties": {
+                "a": {"type": "string"},
+                "b": {"type": ["integer", "null"]},
+                "c": {"type": ["object", "null"], "additionalProperties": false, "required": ["d"],
+                      "properties": {"d": {"type": ["boolean", "null"]}}}
+            }})
+        );
+    }
+
+    #[test]
+    fn streamed_tool_calls_accumulate_by_index_and_by_id() {
+        let mut calls = Calls::default();
+        for fragment in [
+            json!({"index": 0, "id": "a", "function": {"name": "look", "arguments": ""}}),
+            json!({"index": 1, "id": "b", "function": {"name": "ping", "arguments": "{\"x\""}}),
+            json!({"index": 0, "function": {"arguments": "{\"q\": \"日"}}),
+            json!({"index": 1, "function": {"arguments": ": 1}"}}),
+            json!({"index": 0, "function": {"arguments": "本\"}"}}),
+            // Ollama style: a new id at index 0 is another call.
+            json!({"index": 0, "id": "c", "function": {"name": "noargs", "arguments": ""}}),
+        ] {
+            calls.add(&fragment);
+        }
+        let calls = calls.finish().unwrap();
+        let flat: Vec<(&str, &str, Value)> = calls.iter().map(|c| (c.id.as_str(), c.name.as_str(), c.args.clone())).collect();
+        assert_eq!(
+            flat,
+            [("a", "look", json!({"q": "日本"})), ("b", "ping", json!({"x": 1})), ("c", "noargs", json!({}))]
+        );
+    }
+}
