@@ -239,7 +239,10 @@ impl Runs {
     ) -> Result<RunSummary, CliError> {
         let record = self.store().run(run).await?;
         if record.status.is_terminal() {
-            return Err(CliError::invalid(format!("run {run} is {}; there is nothing to continue", record.status)));
+            return Err(CliError::invalid(format!(
+                "run {run} is {}; there is nothing to continue",
+                record.status
+            )));
         }
         let Some(rebuilt) = self.rebuild(run).await? else {
             return Err(CliError::invalid(format!(
@@ -325,7 +328,8 @@ pub(crate) fn parse(record: &EventRecord) -> Result<EventEnvelope, CliError> {
     })
 }
 
-/// Providers a blueprint may name besides `scripted:`.
+/// Providers a blueprint may name besides `scripted:`: `openai:MODEL`
+/// (`OPENAI_BASE_URL`, `OPENAI_API_KEY`).
 pub(crate) fn models() -> ModelRegistry {
-    ModelRegistry::new()
+    ModelRegistry::new().with_openai()
 }

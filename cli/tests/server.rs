@@ -74,6 +74,13 @@ fn fixture() -> tempfile::TempDir {
     dir
 }
 
+/// An HTTP client. reqwest is built without a bundled crypto provider (the
+/// workspace picks ring), so install it first.
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
@@ -91,7 +98,7 @@ fn rest_lists_shows_decides_and_types_its_errors() {
     let dir = fixture();
     let id = paused(dir.path());
     let server = serve(dir.path());
-    let client = reqwest::Client::new();
+    let client = client();
     runtime().block_on(async {
         let url = |path: &str| format!("{}{path}", server.base);
         let health: Value = client.get(url("/healthz")).send().await.unwrap().json().await.unwrap();
@@ -190,7 +197,7 @@ async fn sse(client: &reqwest::Client, url: &str, last: Option<u64>) -> Vec<(u64
 fn sse_replays_follows_resumes_from_last_event_id_and_ends_with_the_run() {
     let dir = fixture();
     let server = serve(dir.path());
-    let client = reqwest::Client::new();
+    let client = client();
     let mut run = tollgate(dir.path(), &["run", "slow.json", "--json"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -241,7 +248,7 @@ fn sse_replays_follows_resumes_from_last_event_id_and_ends_with_the_run() {
 fn websocket_sends_full_state_then_live_events_in_the_ui_shape() {
     let dir = fixture();
     let server = serve(dir.path());
-    let client = reqwest::Client::new();
+    let client = client();
     let mut run = tollgate(dir.path(), &["run", "slow.json", "--json"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -64,7 +64,8 @@ impl OpenAiModel {
     /// with the key in `OPENAI_API_KEY` (none: requests go without one, as
     /// local servers accept).
     pub fn from_env(model: impl Into<String>) -> Result<Self, HarnessError> {
-        let base = std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| DEFAULT_OPENAI_BASE_URL.into());
+        let base =
+            std::env::var("OPENAI_BASE_URL").unwrap_or_else(|_| DEFAULT_OPENAI_BASE_URL.into());
         let key = std::env::var("OPENAI_API_KEY").ok().filter(|key| !key.is_empty());
         Self::new(model, base, key)
     }
@@ -88,7 +89,11 @@ impl OpenAiModel {
         install_crypto();
         let model = model.into();
         let client = reqwest::Client::builder().timeout(timeout).build().map_err(|error| {
-            HarnessError::InvalidRequest { provider: PROVIDER.into(), status: None, message: error.to_string() }
+            HarnessError::InvalidRequest {
+                provider: PROVIDER.into(),
+                status: None,
+                message: error.to_string(),
+            }
         })?;
         let base_url = base_url.into().trim_end_matches('/').to_owned();
         Ok(Self { client, base_url, api_key, name: format!("openai:{model}"), model })
@@ -103,7 +108,8 @@ impl OpenAiModel {
     }
 
     async fn send(&self, body: &Value) -> Result<reqwest::Response, HarnessError> {
-        let mut request = self.client.post(format!("{}/chat/completions", self.base_url)).json(body);
+        let mut request =
+            self.client.post(format!("{}/chat/completions", self.base_url)).json(body);
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
@@ -120,7 +126,10 @@ impl OpenAiModel {
     fn transport(&self, error: &reqwest::Error) -> HarnessError {
         let message = self.scrub(&error_chain(error));
         if error.is_timeout() {
-            HarnessError::Timeout { what: format!("{PROVIDER} ({})", self.model), after: DEFAULT_OPENAI_TIMEOUT }
+            HarnessError::Timeout {
+                what: format!("{PROVIDER} ({})", self.model),
+                after: DEFAULT_OPENAI_TIMEOUT,
+            }
         } else {
             HarnessError::Network { provider: PROVIDER.into(), message }
         }
@@ -137,7 +146,10 @@ impl OpenAiModel {
         match status {
             401 | 403 => HarnessError::Auth { provider, status: Some(status), message },
             429 => HarnessError::RateLimited { provider, retry_after, message },
-            408 => HarnessError::Timeout { what: format!("{PROVIDER} ({})", self.model), after: Duration::ZERO },
+            408 => HarnessError::Timeout {
+                what: format!("{PROVIDER} ({})", self.model),
+                after: Duration::ZERO,
+            },
             500..=599 => HarnessError::Server { provider, status: Some(status), message },
             _ => HarnessError::InvalidRequest { provider, status: Some(status), message },
         }
@@ -166,7 +178,10 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     if let Some(ms) = read("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
         return (ms >= 0.0).then(|| Duration::from_secs_f64(ms / 1000.0));
     }
-    read("retry-after").and_then(|v| v.parse::<f64>().ok()).filter(|s| *s >= 0.0).map(Duration::from_secs_f64)
+    read("retry-after")
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| *s >= 0.0)
+        .map(Duration::from_secs_f64)
 }
 
 /// The request body for `request` (`stream` adds `stream_options` so the
@@ -239,8 +254,16 @@ pub fn request_body(model: &str, request: &ModelRequest, stream: bool) -> Value 
 
 /// A schema name OpenAI accepts: `[a-zA-Z0-9_-]`, at most 64 characters.
 fn schema_name(name: &str) -> String {
-    let cleaned: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).take(64).collect();
-    if cleaned.is_empty() { "response".into() } else { cleaned }
+    let cleaned: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .take(64)
+        .collect();
+    if cleaned.is_empty() {
+        "response".into()
+    } else {
+        cleaned
+    }
 }
 
 /// The strict-mode form of a schema: every object closed
@@ -249,8 +272,10 @@ fn schema_name(name: &str) -> String {
 pub fn strict_schema(schema: &Value) -> Value {
     match schema {
         Value::Object(object) => {
-            let mut out: Map<String, Value> = object.iter().map(|(k, v)| (k.clone(), strict_schema(v))).collect();
-            let is_object = object.get("type") == Some(&json!("object")) || object.contains_key("properties");
+            let mut out: Map<String, Value> =
+                object.iter().map(|(k, v)| (k.clone(), strict_schema(v))).collect();
+            let is_object =
+                object.get("type") == Some(&json!("object")) || object.contains_key("properties");
             if is_object {
                 let required: Vec<String> = object
                     .get("required")
@@ -296,13 +321,18 @@ fn parse_args(raw: &str) -> Result<Value, String> {
     if raw.trim().is_empty() {
         return Ok(json!({}));
     }
-    serde_json::from_str(raw).map_err(|error| format!("tool-call arguments are not JSON ({error}): {raw}"))
+    serde_json::from_str(raw)
+        .map_err(|error| format!("tool-call arguments are not JSON ({error}): {raw}"))
 }
 
 fn parse_usage(value: &Value) -> Option<Usage> {
     let input = value["prompt_tokens"].as_u64()?;
     let output = value["completion_tokens"].as_u64().unwrap_or(0);
-    Some(Usage { input_tokens: input, output_tokens: output, total_tokens: value["total_tokens"].as_u64().unwrap_or(input + output) })
+    Some(Usage {
+        input_tokens: input,
+        output_tokens: output,
+        total_tokens: value["total_tokens"].as_u64().unwrap_or(input + output),
+    })
 }
 
 /// Tool-call fragments of a stream, accumulated by index (a new id at a
@@ -319,7 +349,11 @@ impl Calls {
         let index = fragment["index"].as_u64().unwrap_or(0);
         let id = fragment["id"].as_str().filter(|id| !id.is_empty());
         let slot = match (self.by_index.get(&index), id) {
-            (Some(&slot), Some(id)) if !self.calls[slot].0.is_empty() && self.calls[slot].0 != id => None,
+            (Some(&slot), Some(id))
+                if !self.calls[slot].0.is_empty() && self.calls[slot].0 != id =>
+            {
+                None
+            }
             (Some(&slot), _) => Some(slot),
             (None, _) => None,
         };
@@ -362,7 +396,8 @@ impl ChatModel for OpenAiModel {
         let body = request_body(&self.model, request, false);
         let response = self.send(&body).await?;
         let text = response.text().await.map_err(|error| self.transport(&error))?;
-        let value: Value = serde_json::from_str(&text).map_err(|error| self.protocol(format!("response is not JSON: {error}")))?;
+        let value: Value = serde_json::from_str(&text)
+            .map_err(|error| self.protocol(format!("response is not JSON: {error}")))?;
         let message = &value["choices"][0]["message"];
         if !message.is_object() {
             return Err(self.protocol("response has no choices[0].message"));
@@ -370,13 +405,18 @@ impl ChatModel for OpenAiModel {
         let mut tool_calls = Vec::new();
         if let Some(calls) = message["tool_calls"].as_array() {
             for call in calls {
-                let args = parse_args(call["function"]["arguments"].as_str().unwrap_or("")).map_err(|m| self.protocol(m))?;
+                let args = parse_args(call["function"]["arguments"].as_str().unwrap_or(""))
+                    .map_err(|m| self.protocol(m))?;
                 let id = call["id"].as_str().unwrap_or_default().to_owned();
                 let name = call["function"]["name"].as_str().unwrap_or_default().to_owned();
                 tool_calls.push(ToolCall::new(id, name, args));
             }
         }
-        let content = message["content"].as_str().or_else(|| message["refusal"].as_str()).unwrap_or_default().to_owned();
+        let content = message["content"]
+            .as_str()
+            .or_else(|| message["refusal"].as_str())
+            .unwrap_or_default()
+            .to_owned();
         Ok(ModelResponse { content, tool_calls, usage: parse_usage(&value["usage"]) })
     }
 
@@ -388,7 +428,8 @@ impl ChatModel for OpenAiModel {
         let body = request_body(&self.model, request, true);
         let response = self.send(&body).await?;
         let mut events = response.bytes_stream().eventsource();
-        let (mut content, mut calls, mut usage, mut done) = (String::new(), Calls::default(), None, false);
+        let (mut content, mut calls, mut usage, mut done) =
+            (String::new(), Calls::default(), None, false);
         while let Some(event) = events.next().await {
             let event = event.map_err(|error| match error {
                 eventsource_stream::EventStreamError::Transport(error) => self.transport(&error),
@@ -402,9 +443,13 @@ impl ChatModel for OpenAiModel {
             if data.is_empty() {
                 continue;
             }
-            let chunk: Value = serde_json::from_str(data).map_err(|error| self.protocol(format!("malformed chunk ({error}): {data}")))?;
+            let chunk: Value = serde_json::from_str(data)
+                .map_err(|error| self.protocol(format!("malformed chunk ({error}): {data}")))?;
             if chunk.get("error").is_some_and(|e| !e.is_null()) {
-                let status = chunk["error"]["code"].as_u64().and_then(|c| u16::try_from(c).ok()).unwrap_or(500);
+                let status = chunk["error"]["code"]
+                    .as_u64()
+                    .and_then(|c| u16::try_from(c).ok())
+                    .unwrap_or(500);
                 return Err(self.status_error(status, None, data));
             }
             if let Some(found) = parse_usage(&chunk["usage"]) {
@@ -473,10 +518,15 @@ mod tests {
             calls.add(&fragment);
         }
         let calls = calls.finish().unwrap();
-        let flat: Vec<(&str, &str, Value)> = calls.iter().map(|c| (c.id.as_str(), c.name.as_str(), c.args.clone())).collect();
+        let flat: Vec<(&str, &str, Value)> =
+            calls.iter().map(|c| (c.id.as_str(), c.name.as_str(), c.args.clone())).collect();
         assert_eq!(
             flat,
-            [("a", "look", json!({"q": "日本"})), ("b", "ping", json!({"x": 1})), ("c", "noargs", json!({}))]
+            [
+                ("a", "look", json!({"q": "日本"})),
+                ("b", "ping", json!({"x": 1})),
+                ("c", "noargs", json!({}))
+            ]
         );
     }
 }

@@ -35,6 +35,8 @@
 
 mod clock;
 pub mod conformance;
+#[cfg(feature = "provider-suite")]
+pub mod fake_openai;
 mod models;
 mod recorder;
 mod replay;

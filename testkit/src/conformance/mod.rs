@@ -3,8 +3,14 @@
 //! - [`check_store`]: the `Store` contract (every store).
 //! - [`check_engine`]: the state-graph and agent cases of the testkit
 //!   spec, run by the executor on a store you supply.
+//! - `check_openai_compatible` (feature `provider-suite`): a chat adapter
+//!   against a fake OpenAI-compatible server, streaming included.
 
 mod graph;
+#[cfg(feature = "provider-suite")]
+mod provider;
 
 pub use graph::check_engine;
+#[cfg(feature = "provider-suite")]
+pub use provider::{check_openai_compatible, ProviderSetup, SUITE_KEY};
 pub use tollgate_checkpoint::conformance::check_store;
