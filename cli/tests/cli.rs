@@ -301,3 +301,42 @@ fn decisions_on_rust_graphs_are_recorded_for_their_process() {
     assert_eq!(rejected["status"], "rejected");
     assert_eq!(rejected["error"]["message"], "too much");
 }
+
+#[test]
+fn continue_picks_up_a_blueprint_run_whose_process_was_killed() {
+    let fx = Fixture::new();
+    std::fs::write(
+        fx.path("slow_replies.json"),
+        r#"[{"tool_calls": [{"name": "wait", "args": {}}]}, {"text": "waited"}]"#,
+    )
+    .unwrap();
+    let slow = json!({"name": "slow", "model": "scripted:slow_replies.json",
+        "tools": [{"name": "wait", "description": "", "parameters": {"type": "object"},
+                   "command": ["/bin/sh", "-c", "sleep 2; echo '{}'"]}]});
+    std::fs::write(fx.path("slow.json"), slow.to_string()).unwrap();
+    let mut child = fx
+        .command(&["run", "slow.json", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the tool runs, then kill the process in the middle of it.
+    let id = loop {
+        let list = fx.json(&["runs", "list", "--json"], 0);
+        let started = list["runs"][0]["step"].as_u64().is_some_and(|step| step >= 1);
+        if started {
+            break list["runs"][0]["id"].as_str().unwrap().to_owned();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        fx.json(&["runs", "show", &id, "--json"], 0)["status"],
+        "running",
+        "left running by a dead owner"
+    );
+    let done = fx.json(&["runs", "continue", &id, "--json"], 0);
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["result"]["messages"].as_array().unwrap().last().unwrap()["content"], "waited");
+}

@@ -209,6 +209,46 @@ impl<'a> Trajectory<'a> {
         self
     }
 
+    /// The completed run's final state holds `value` at the JSON pointer
+    /// `pointer` (`/count`, `/messages/0/content`).
+    pub fn final_state(self, pointer: &str, value: &serde_json::Value) -> Self {
+        let found = self.events.iter().rev().find_map(|e| match &e.event {
+            Event::RunEnded { result: Some(result), .. } => result.pointer(pointer).cloned(),
+            _ => None,
+        });
+        assert!(
+            found.as_ref() == Some(value),
+            "expected {value} at `{pointer}` of the final state, found {found:?}; trajectory:\n{}",
+            render(self.events)
+        );
+        self
+    }
+
+    /// The update `node` wrote at `step` holds `value` at `pointer` (for a
+    /// whole checkpoint's state, use `Executor::state_at`).
+    pub fn update_at(
+        self,
+        step: u64,
+        node: &str,
+        pointer: &str,
+        value: &serde_json::Value,
+    ) -> Self {
+        let found = self.events.iter().find_map(|e| match &e.event {
+            Event::NodeCompleted { step: s, update, .. }
+                if *s == step && e.node.as_deref() == Some(node) =>
+            {
+                update.pointer(pointer).cloned()
+            }
+            _ => None,
+        });
+        assert!(
+            found.as_ref() == Some(value),
+            "expected `{node}` at step {step} to write {value} at `{pointer}`, found {found:?}; trajectory:\n{}",
+            render(self.events)
+        );
+        self
+    }
+
     /// An interrupt of `kind` accepting exactly `decisions` (`approve`,
     /// `edit`, `respond`, `reject`).
     pub fn interrupt_with_options(self, kind: &str, decisions: &[&str]) -> Self {

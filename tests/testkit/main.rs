@@ -265,3 +265,52 @@ fn a_failed_trajectory_assertion_prints_the_trajectory() {
     assert!(message.contains("expected a call of tool `lookup`"), "{message}");
     assert!(message.contains("model_started") && message.contains("run_ended"), "{message}");
 }
+
+#[test]
+fn graph_assertions_cover_status_transitions_checkpoints_state_and_interrupts() {
+    use tollgate::{
+        Decision, DecisionRequest, Interrupt, NodeContext, Resumed, StateGraph, END, START,
+    };
+    let rt = runtime();
+    let count = |n: i64| serde_json::Map::from_iter([("count".to_owned(), json!(n))]);
+    let schema = tollgate::DynSchema::new().field("count", tollgate::DynReducer::Sum);
+    let graph = StateGraph::<tollgate::DynState>::with_schema("g", 1, schema)
+        .node("ask", move |_s, ctx: NodeContext| async move {
+            let interrupt = Interrupt::new("approval", json!({"amount": 20}))
+                .allow([tollgate::DecisionKind::Approve, tollgate::DecisionKind::Reject]);
+            ctx.interrupt(interrupt)?;
+            Ok(count(1))
+        })
+        .node("after", move |_s, _ctx| async move { Ok(count(2)) })
+        .edge(START, "ask")
+        .edge("ask", "after")
+        .edge("after", END)
+        .compile()
+        .unwrap();
+    let executor = Executor::new(MemoryStore::new());
+    let paused =
+        rt.block_on(executor.run(&graph, tollgate::DynState::default(), RunConfig::new())).unwrap();
+    let Resumed::Continuing(handle) = rt
+        .block_on(executor.resume(
+            &graph,
+            paused.run_id,
+            DecisionRequest::new(Decision::Approve),
+            RunConfig::new(),
+        ))
+        .unwrap()
+    else {
+        panic!("continues")
+    };
+    let done = rt.block_on(handle.wait()).unwrap();
+    let stored = rt.block_on(executor.store().events(done.run_id, 0, usize::MAX)).unwrap();
+    let events: Vec<tollgate::EventEnvelope> =
+        stored.iter().map(|e| serde_json::from_str(&e.json).unwrap()).collect();
+    assert_trajectory(&events)
+        .interrupt_with_options("approval", &["approve", "reject"])
+        .resumed_at("ask")
+        .node_sequence(&["ask", "ask", "after"])
+        .checkpoints(2)
+        .update_at(2, "after", "/count", &json!(2))
+        .final_state("/count", &json!(3))
+        .completed();
+}
