@@ -12,7 +12,7 @@ pub use tollgate_checkpoint::{
     Store, StoreError,
 };
 #[cfg(feature = "sqlite")]
-pub use tollgate_checkpoint::{Durability, SqliteOptions, SqliteStore};
+pub use tollgate_checkpoint::{Checkpointing, Durability, SqliteOptions, SqliteStore};
 pub use tollgate_engine::*;
 pub use tollgate_nodes::*;
 

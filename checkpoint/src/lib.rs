@@ -41,5 +41,5 @@ pub use record::{
     StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
 };
 #[cfg(feature = "sqlite")]
-pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+pub use sqlite::{Checkpointing, Durability, SqliteOptions, SqliteStore};
 pub use store::{Store, StoreError};

@@ -170,3 +170,27 @@ fn the_lease_is_renewed_while_a_long_step_runs() {
     assert!(!record.is_orphaned(now), "the lease was kept fresh: {record:?} at {now}");
     runtime.block_on(handle.wait()).unwrap();
 }
+
+#[test]
+fn the_background_checkpointer_keeps_the_wal_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wal.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let executor = Executor::new(store);
+    let runtime = support::runtime();
+    // ~3 pages a step: 4000 steps never checkpointed would be ~12 000
+    // pages (~48 MiB), past even the inline safety net (10 000 pages).
+    for _ in 0..4 {
+        let config = RunConfig::new().max_steps(2_000);
+        let outcome =
+            runtime.block_on(executor.run(&looping(1_000, None), Trace::default(), config));
+        assert_eq!(outcome.unwrap().status, RunStatus::Completed);
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let wal = std::fs::metadata(dir.path().join("wal.db-wal")).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        wal < 16 << 20,
+        "the WAL grew to {wal} bytes: the background checkpointer is not keeping up"
+    );
+    drop(executor);
+}

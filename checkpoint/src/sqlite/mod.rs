@@ -8,7 +8,7 @@ mod schema;
 mod tests;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
@@ -45,8 +45,27 @@ pub struct SqliteOptions {
     /// WAL pages after which a commit copies the WAL back into the
     /// database (`wal_autocheckpoint`). Larger means fewer, cheaper-per-page
     /// checkpoints (a page written many times is copied once) and a larger
-    /// `-wal` file. Default 1000 pages (4 MiB), SQLite's own default.
+    /// `-wal` file. Default 1000 pages (4 MiB), SQLite's own default. With
+    /// [`Checkpointing::Background`] this is only the safety net, at ten
+    /// times the value.
     pub wal_autocheckpoint: u32,
+    /// Who copies the WAL back into the database.
+    pub checkpointing: Checkpointing,
+}
+
+/// Who copies the write-ahead log back into the database file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Checkpointing {
+    /// A thread of the store, on its own connection, shortly after commits
+    /// (passive checkpoints: writers never wait for it). Commits stay short
+    /// and even; an inline checkpoint every `wal_autocheckpoint` pages
+    /// remains as a safety net should the thread fall behind.
+    #[default]
+    Background,
+    /// The commit that crosses `wal_autocheckpoint` pages does it, inside
+    /// the caller's call (SQLite's default).
+    Inline,
 }
 
 impl Default for SqliteOptions {
@@ -56,6 +75,7 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             patience: Duration::from_secs(60),
             wal_autocheckpoint: 1_000,
+            checkpointing: Checkpointing::Background,
         }
     }
 }
@@ -73,6 +93,89 @@ pub struct SqliteStore {
     conn: Mutex<Connection>,
     path: PathBuf,
     options: SqliteOptions,
+    checkpointer: Option<Checkpointer>,
+}
+
+/// The background checkpoint thread and how to wake and stop it.
+#[derive(Debug)]
+struct Checkpointer {
+    shared: Arc<CheckpointShared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Debug, Default)]
+struct CheckpointShared {
+    /// (commits so far, stop).
+    state: Mutex<(u64, bool)>,
+    wake: Condvar,
+}
+
+/// Commits between wake-ups of the checkpoint thread (it also wakes on a
+/// timer).
+const CHECKPOINT_EVERY: u64 = 256;
+/// The checkpoint thread's timer.
+const CHECKPOINT_PERIOD: Duration = Duration::from_millis(100);
+
+impl Checkpointer {
+    fn start(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open(path).map_err(backend)?;
+        // A busy checkpoint is skipped, not waited for.
+        conn.busy_timeout(Duration::ZERO).map_err(backend)?;
+        let shared = Arc::new(CheckpointShared::default());
+        let theirs = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("tollgate-checkpoint".into())
+            .spawn(move || Self::work(&conn, &theirs))
+            .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
+        Ok(Self { shared, thread: Some(thread) })
+    }
+
+    fn work(conn: &Connection, shared: &CheckpointShared) {
+        let mut seen = 0;
+        let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if state.1 {
+                return;
+            }
+            if state.0 != seen {
+                seen = state.0;
+                drop(state);
+                // PASSIVE: copies what no reader still needs, never blocks
+                // writers; busy or failed attempts are retried next time.
+                if let Err(error) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                {
+                    if !is_busy(&error) {
+                        tracing::debug!(%error, "background checkpoint failed");
+                    }
+                }
+                state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            state = shared
+                .wake
+                .wait_timeout(state, CHECKPOINT_PERIOD)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    fn committed(&self) {
+        let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.0 += 1;
+        if state.0 % CHECKPOINT_EVERY == 0 {
+            self.shared.wake.notify_one();
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).1 = true;
+        self.shared.wake.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 pub(crate) fn backend(error: rusqlite::Error) -> StoreError {
@@ -132,7 +235,11 @@ impl SqliteStore {
             }
         }
         conn.set_prepared_statement_cache_capacity(64);
-        Ok(Self { conn: Mutex::new(conn), path, options })
+        let checkpointer = match options.checkpointing {
+            Checkpointing::Background => Some(Checkpointer::start(&path)?),
+            Checkpointing::Inline => None,
+        };
+        Ok(Self { conn: Mutex::new(conn), path, options, checkpointer })
     }
 
     fn prepare(conn: &mut Connection, options: &SqliteOptions) -> Result<(), StoreError> {
@@ -149,8 +256,11 @@ impl SqliteStore {
             Durability::Full => "FULL",
         };
         conn.pragma_update(None, "synchronous", synchronous).map_err(backend)?;
-        conn.pragma_update(None, "wal_autocheckpoint", options.wal_autocheckpoint)
-            .map_err(backend)?;
+        let autocheckpoint = match options.checkpointing {
+            Checkpointing::Background => options.wal_autocheckpoint.saturating_mul(10),
+            Checkpointing::Inline => options.wal_autocheckpoint,
+        };
+        conn.pragma_update(None, "wal_autocheckpoint", autocheckpoint).map_err(backend)?;
         schema::migrate(conn).map_err(|error| match error {
             schema::MigrateError::TooNew { found } => {
                 StoreError::SchemaTooNew { found, supported: schema::SCHEMA_VERSION }
@@ -188,6 +298,10 @@ impl SqliteStore {
             match attempt {
                 Ok(value) => {
                     __failpoint("commit:after");
+                    drop(conn);
+                    if let Some(checkpointer) = &self.checkpointer {
+                        checkpointer.committed();
+                    }
                     return Ok(value);
                 }
                 Err(Abort::Refused(error)) => return Err(error),
