@@ -110,8 +110,8 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Prints a run's events; `--follow` waits for new ones until the run
-    /// is finished.
+    /// Prints a run's events; `--follow` waits for new ones until no leg of
+    /// the run is in flight.
     Events {
         /// The run.
         run: String,

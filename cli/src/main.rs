@@ -160,8 +160,11 @@ async fn events(runs: &Runs, run: RunId, follow: bool, json: bool) -> Result<u8,
             return Ok(code::OK);
         }
         if batch.is_empty() {
+            // Like the SSE stream: done once no leg is in flight and its
+            // closing event is printed.
             let record = runs.store().run(run).await?;
-            if record.status.is_terminal() && record.last_seq <= after {
+            let in_flight = matches!(record.status, RunStatus::Running | RunStatus::Queued);
+            if !in_flight && record.last_seq <= after {
                 return Ok(code::OK);
             }
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -39,6 +39,7 @@ pub struct OpenAiModel {
     api_key: Option<String>,
     model: String,
     name: String,
+    timeout: Duration,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -96,7 +97,7 @@ impl OpenAiModel {
             }
         })?;
         let base_url = base_url.into().trim_end_matches('/').to_owned();
-        Ok(Self { client, base_url, api_key, name: format!("openai:{model}"), model })
+        Ok(Self { client, base_url, api_key, name: format!("openai:{model}"), model, timeout })
     }
 
     /// Removes the key from text that is about to leave the adapter.
@@ -128,7 +129,7 @@ impl OpenAiModel {
         if error.is_timeout() {
             HarnessError::Timeout {
                 what: format!("{PROVIDER} ({})", self.model),
-                after: DEFAULT_OPENAI_TIMEOUT,
+                after: self.timeout,
             }
         } else {
             HarnessError::Network { provider: PROVIDER.into(), message }
