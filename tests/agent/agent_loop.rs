@@ -159,3 +159,79 @@ fn a_typed_tool_gets_its_schema_from_the_rust_type_and_decoded_arguments() {
     assert!(results[0].1 && results[0].0.contains("minimum"), "u32 rejects -1: {results:?}");
     assert_eq!(results[1], (r#"{"call":"call_1_0","id":3}"#, false));
 }
+
+#[test]
+fn concurrent_sub_agents_stay_attributable_and_apart() {
+    use tollgate::{AgentState, StateGraph, END, START};
+    use tollgate_testkit::{FakeTool, ScriptedModel as Expecting};
+    let rt = support::runtime();
+    let model = |tool: &str| {
+        Expecting::builder()
+            .tool_call(tool, json!({"id": 1}))
+            .reply(&format!("{tool} done"))
+            .build()
+    };
+    let (left, right) = (model("l_tool"), model("r_tool"));
+    let graph = StateGraph::<AgentState>::new("pair", 1).edge(START, "left").edge(START, "right");
+    let graph = Agent::new("left", Arc::new(left.clone()))
+        .tool(FakeTool::new("l_tool", json!("L")))
+        .add_to(graph, &[END])
+        .unwrap();
+    let graph = Agent::new("right", Arc::new(right.clone()))
+        .tool(FakeTool::new("r_tool", json!("R")))
+        .add_to(graph, &[END])
+        .unwrap();
+    let graph = graph.compile().unwrap();
+    let executor = support::executor();
+    let input =
+        AgentState { messages: vec![Message::user("input.0", "go")], ..AgentState::default() };
+    let outcome = rt.block_on(executor.run(&graph, input, RunConfig::new())).unwrap();
+    assert_eq!(outcome.status, RunStatus::Completed);
+    // Both ran in the same steps, as tasks 0 and 1.
+    let records = rt.block_on(executor.store().events(outcome.run_id, 0, usize::MAX)).unwrap();
+    let events: Vec<tollgate::EventEnvelope> =
+        records.iter().map(|r| serde_json::from_str(&r.json).unwrap()).collect();
+    let tools: Vec<(String, String, String)> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ToolStarted { agent, tool, .. } => {
+                Some((agent.clone(), tool.clone(), e.node_id.clone().unwrap()))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut tools = tools;
+    tools.sort();
+    assert_eq!(
+        tools,
+        [
+            ("left".into(), "l_tool".into(), "left.tools:2.0".into()),
+            ("right".into(), "r_tool".into(), "right.tools:2.1".into())
+        ]
+    );
+    // Each model saw only the input and its own traffic.
+    for (model, own, other) in [(&left, "l_tool", "r_tool"), (&right, "r_tool", "l_tool")] {
+        let second = &model.requests()[1];
+        let names: Vec<&str> = second
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { name, .. } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(names, [own], "{own} agent saw {other}'s results");
+    }
+    let answers: Vec<&str> = outcome
+        .state
+        .messages
+        .iter()
+        .filter(|m| {
+            m.agent().is_some()
+                && m.tool_calls().is_empty()
+                && matches!(m, Message::Assistant { .. })
+        })
+        .map(|m| m.content())
+        .collect();
+    assert_eq!(answers, ["l_tool done", "r_tool done"], "merged in task order");
+}
