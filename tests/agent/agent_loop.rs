@@ -166,10 +166,7 @@ fn concurrent_sub_agents_stay_attributable_and_apart() {
     use tollgate_testkit::{FakeTool, ScriptedModel as Expecting};
     let rt = support::runtime();
     let model = |tool: &str| {
-        Expecting::builder()
-            .tool_call(tool, json!({"id": 1}))
-            .reply(&format!("{tool} done"))
-            .build()
+        Expecting::builder().tool_call(tool, json!({"id": 1})).reply(format!("{tool} done")).build()
     };
     let (left, right) = (model("l_tool"), model("r_tool"));
     let graph = StateGraph::<AgentState>::new("pair", 1).edge(START, "left").edge(START, "right");
