@@ -193,32 +193,36 @@ async fn sse(client: &reqwest::Client, url: &str, last: Option<u64>) -> Vec<(u64
     events
 }
 
+/// Starts the slow blueprint (its tool sleeps a second) in the background.
+fn start_slow(dir: &Path) -> Child {
+    tollgate(dir, &["run", "slow.json", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The id of the first run to appear in the listing.
+async fn first_run(client: &reqwest::Client, server: &Server) -> String {
+    loop {
+        let list: Value =
+            client.get(format!("{}/runs", server.base)).send().await.unwrap().json().await.unwrap();
+        if let Some(id) = list["runs"][0]["id"].as_str() {
+            return id.to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[test]
 fn sse_replays_follows_resumes_from_last_event_id_and_ends_with_the_run() {
     let dir = fixture();
     let server = serve(dir.path());
     let client = client();
-    let mut run = tollgate(dir.path(), &["run", "slow.json", "--json"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut run = start_slow(dir.path());
     runtime().block_on(async {
         // Connect while the run is in flight (its tool sleeps a second).
-        let id = loop {
-            let list: Value = client
-                .get(format!("{}/runs", server.base))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if let Some(id) = list["runs"][0]["id"].as_str() {
-                break id.to_owned();
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let id = first_run(&client, &server).await;
         let url = format!("{}/runs/{id}/events", server.base);
         let live = sse(&client, &url, None).await;
         let seqs: Vec<u64> = live.iter().map(|(seq, ..)| *seq).collect();
@@ -249,26 +253,9 @@ fn websocket_sends_full_state_then_live_events_in_the_ui_shape() {
     let dir = fixture();
     let server = serve(dir.path());
     let client = client();
-    let mut run = tollgate(dir.path(), &["run", "slow.json", "--json"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut run = start_slow(dir.path());
     runtime().block_on(async {
-        let id = loop {
-            let list: Value = client
-                .get(format!("{}/runs", server.base))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            if let Some(id) = list["runs"][0]["id"].as_str() {
-                break id.to_owned();
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let id = first_run(&client, &server).await;
         let ws_url = format!("{}/runs/{id}/ws", server.base.replace("http://", "ws://"));
         let (mut socket, _) = tokio_tungstenite::connect_async(ws_url.as_str()).await.unwrap();
         let first = socket.next().await.unwrap().unwrap();
