@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tollgate_checkpoint::RunId;
-use tollgate_engine::{CompileError, NodeError, RunError};
+use tollgate_engine::{CompileError, EmitError, NodeError, RunError};
 
 /// What kind of failure an error is, for retry decisions
 /// ([`ModelRetry`](crate::ModelRetry)) and for callers that branch on it.
@@ -253,6 +253,9 @@ pub enum HarnessError {
         #[source]
         source: serde_json::Error,
     },
+    /// An event could not be recorded.
+    #[error(transparent)]
+    Emit(#[from] EmitError),
     /// The run failed in the engine or the store.
     #[error(transparent)]
     Run(#[from] RunError),
@@ -290,7 +293,9 @@ impl HarnessError {
                 ErrorClass::Limit
             }
             HarnessError::Graph(_) => ErrorClass::Config,
-            HarnessError::Run(_) | HarnessError::EventDecode { .. } => ErrorClass::Run,
+            HarnessError::Run(_) | HarnessError::EventDecode { .. } | HarnessError::Emit(_) => {
+                ErrorClass::Run
+            }
         }
     }
 
@@ -328,6 +333,7 @@ impl HarnessError {
             HarnessError::TurnLimitExceeded { .. } => "turn_limit_exceeded",
             HarnessError::Graph(_) => "invalid_graph",
             HarnessError::EventDecode { .. } => "event_decode",
+            HarnessError::Emit(_) => "emit",
             HarnessError::Run(_) => "run",
         }
     }

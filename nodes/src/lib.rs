@@ -39,6 +39,7 @@
 mod agent;
 mod blueprint;
 mod command;
+mod context;
 mod error;
 mod memory;
 mod message;
@@ -57,6 +58,7 @@ pub use agent::{
 };
 pub use blueprint::{Blueprint, BlueprintError, BlueprintProblem};
 pub use command::{CommandTool, DEFAULT_COMMAND_TIMEOUT};
+pub use context::RunContext;
 pub use error::{ErrorClass, HarnessError};
 pub use memory::{
     InMemoryKeyValueStore, InMemoryShortTermMemory, KeyValueStore, ShortTermMemory, StoreItem,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::context::RunContext;
 use crate::error::HarnessError;
 use crate::message::ToolCall;
 use crate::model::{ModelRequest, ModelResponse};
@@ -32,7 +33,11 @@ pub trait Middleware: Send + Sync + fmt::Debug {
     fn name(&self) -> &str;
 
     /// Before each model call: may change the request.
-    async fn before_model(&self, _request: &mut ModelRequest) -> Result<(), HarnessError> {
+    async fn before_model(
+        &self,
+        _request: &mut ModelRequest,
+        _cx: &RunContext,
+    ) -> Result<(), HarnessError> {
         Ok(())
     }
 
@@ -41,11 +46,13 @@ pub trait Middleware: Send + Sync + fmt::Debug {
         &self,
         _request: &ModelRequest,
         _response: &mut ModelResponse,
+        _cx: &RunContext,
     ) -> Result<(), HarnessError> {
         Ok(())
     }
 
-    /// Around each model call (retries included).
+    /// Around each model call (retries included). `next.context()` is the
+    /// run.
     async fn wrap_model_call(
         &self,
         request: ModelRequest,
@@ -55,6 +62,7 @@ pub trait Middleware: Send + Sync + fmt::Debug {
     }
 
     /// Around each tool call (after validation and approval).
+    /// `next.context()` is the run.
     async fn wrap_tool_call(
         &self,
         call: ToolCall,
@@ -86,6 +94,7 @@ pub struct ModelNext<'a> {
     pub(crate) rest: &'a [Arc<dyn Middleware>],
     pub(crate) inner: &'a dyn ModelHandler,
     pub(crate) events: &'a dyn HookEvents,
+    pub(crate) cx: &'a RunContext,
 }
 
 impl fmt::Debug for ModelNext<'_> {
@@ -95,13 +104,19 @@ impl fmt::Debug for ModelNext<'_> {
 }
 
 impl<'a> ModelNext<'a> {
+    /// The run this call belongs to.
+    pub fn context(&self) -> &'a RunContext {
+        self.cx
+    }
+
     /// Calls the next middleware, or the model.
     pub fn call(self, request: ModelRequest) -> BoxFuture<'a, Result<ModelResponse, HarnessError>> {
         Box::pin(async move {
             match self.rest.split_first() {
                 None => self.inner.handle(request).await,
                 Some((first, rest)) => {
-                    let next = ModelNext { rest, inner: self.inner, events: self.events };
+                    let next =
+                        ModelNext { rest, inner: self.inner, events: self.events, cx: self.cx };
                     self.events.started(first.name(), "wrap_model_call");
                     let result = first.wrap_model_call(request, next).await;
                     self.events.completed(first.name(), "wrap_model_call", result.is_ok());
@@ -118,6 +133,7 @@ pub struct ToolNext<'a> {
     pub(crate) rest: &'a [Arc<dyn Middleware>],
     pub(crate) inner: &'a dyn ToolHandler,
     pub(crate) events: &'a dyn HookEvents,
+    pub(crate) cx: &'a RunContext,
 }
 
 impl fmt::Debug for ToolNext<'_> {
@@ -127,13 +143,19 @@ impl fmt::Debug for ToolNext<'_> {
 }
 
 impl<'a> ToolNext<'a> {
+    /// The run this call belongs to.
+    pub fn context(&self) -> &'a RunContext {
+        self.cx
+    }
+
     /// Calls the next middleware, or the tool.
     pub fn call(self, call: ToolCall) -> BoxFuture<'a, Result<Value, HarnessError>> {
         Box::pin(async move {
             match self.rest.split_first() {
                 None => self.inner.handle(call).await,
                 Some((first, rest)) => {
-                    let next = ToolNext { rest, inner: self.inner, events: self.events };
+                    let next =
+                        ToolNext { rest, inner: self.inner, events: self.events, cx: self.cx };
                     self.events.started(first.name(), "wrap_tool_call");
                     let result = first.wrap_tool_call(call, next).await;
                     self.events.completed(first.name(), "wrap_tool_call", result.is_ok());

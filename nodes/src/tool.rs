@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::context::RunContext;
 use crate::error::HarnessError;
 
 /// What the model is told about a tool.
@@ -41,6 +42,7 @@ pub struct ToolContext {
     pub(crate) call_id: String,
     pub(crate) idempotency_key: String,
     pub(crate) progress: Option<Arc<Progress>>,
+    pub(crate) run: Option<RunContext>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -57,7 +59,13 @@ impl ToolContext {
     /// A context outside any run (for calling a tool directly, in tests).
     pub fn detached(call_id: impl Into<String>) -> Self {
         let call_id = call_id.into();
-        Self { agent: String::new(), idempotency_key: call_id.clone(), call_id, progress: None }
+        Self {
+            agent: String::new(),
+            idempotency_key: call_id.clone(),
+            call_id,
+            progress: None,
+            run: None,
+        }
     }
 
     /// The agent calling.
@@ -74,6 +82,11 @@ impl ToolContext {
     /// and resumes): hand it to side effects that must not happen twice.
     pub fn idempotency_key(&self) -> &str {
         &self.idempotency_key
+    }
+
+    /// The run this call belongs to (none for a detached call).
+    pub fn run(&self) -> Option<&RunContext> {
+        self.run.as_ref()
     }
 
     /// Reports a line of progress (`stream` is `stdout` or `stderr`) as a

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use tollgate::{
     Agent, Event, HarnessError, Middleware, ModelNext, ModelRequest, ModelResponse, RunConfig,
-    ToolCall, ToolNext,
+    RunContext, ToolCall, ToolNext,
 };
 
 use crate::support::{self, call, counting, model, text};
@@ -28,8 +28,13 @@ impl Middleware for Recorder {
     fn name(&self) -> &str {
         self.name
     }
-    async fn before_model(&self, request: &mut ModelRequest) -> Result<(), HarnessError> {
+    async fn before_model(
+        &self,
+        request: &mut ModelRequest,
+        cx: &RunContext,
+    ) -> Result<(), HarnessError> {
         self.note("before");
+        assert_eq!((cx.agent(), cx.node()), ("a", "a"), "the hook knows where it runs");
         request.system =
             Some(format!("{} +{}", request.system.clone().unwrap_or_default(), self.name));
         Ok(())
@@ -38,6 +43,7 @@ impl Middleware for Recorder {
         &self,
         _: &ModelRequest,
         _: &mut ModelResponse,
+        _: &RunContext,
     ) -> Result<(), HarnessError> {
         self.note("after");
         Ok(())
@@ -58,6 +64,9 @@ impl Middleware for Recorder {
         next: ToolNext<'_>,
     ) -> Result<Value, HarnessError> {
         self.note("tool_in");
+        let cx = next.context();
+        assert_eq!(cx.node(), "a.tools");
+        cx.emit_custom("audit", json!({"by": self.name, "tool": call.name})).unwrap();
         let result = next.call(call).await;
         self.note("tool_out");
         result
@@ -115,4 +124,21 @@ fn the_first_registered_middleware_is_the_outermost() {
     let completed =
         run.events().iter().filter(|e| e.event.kind() == "middleware_completed").count();
     assert_eq!(completed, 2 * 6 + 2, "every hook run is bookended: 6 per turn, 2 per tool call");
+    let audits: Vec<(&str, &serde_json::Value)> = run
+        .events()
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Custom { payload, .. } => Some((e.node_id.as_deref().unwrap(), payload)),
+            _ => None,
+        })
+        .filter(|(_, payload)| payload.get("by").is_some())
+        .collect();
+    assert_eq!(
+        audits,
+        [
+            ("a.tools:2.0", &json!({"by": "A", "tool": "t"})),
+            ("a.tools:2.0", &json!({"by": "B", "tool": "t"}))
+        ],
+        "middleware records custom events through its RunContext"
+    );
 }

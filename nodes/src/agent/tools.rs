@@ -13,6 +13,7 @@ use tracing::Instrument;
 use super::turn::{emit, Ids, NodeHooks};
 use super::{AgentCore, AgentState, AgentStateUpdate};
 use crate::command::shorten;
+use crate::context::RunContext;
 use crate::error::HarnessError;
 use crate::message::{Message, ToolCall};
 use crate::middleware::{ToolHandler, ToolNext};
@@ -146,8 +147,9 @@ async fn run_call(core: &AgentCore, ctx: &NodeContext, call: ToolCall) -> (Strin
         // The run's clock, so a fixed clock gives reproducible logs.
         let started = ctx.now_ms();
         let hooks = NodeHooks { agent: &core.name, ctx };
-        let inner = Call { core, ctx, tool: Arc::clone(tool) };
-        let next = ToolNext { rest: &core.middleware, inner: &inner, events: &hooks };
+        let cx = RunContext::new(ctx, &core.name);
+        let inner = Call { core, ctx, tool: Arc::clone(tool), cx: cx.clone() };
+        let next = ToolNext { rest: &core.middleware, inner: &inner, events: &hooks, cx: &cx };
         let (id, name) = (call.id.clone(), call.name.clone());
         let result = next.call(call).await;
         let (content, ok) = match result {
@@ -176,6 +178,7 @@ struct Call<'a> {
     core: &'a AgentCore,
     ctx: &'a NodeContext,
     tool: Arc<dyn Tool>,
+    cx: RunContext,
 }
 
 impl ToolHandler for Call<'_> {
@@ -202,6 +205,7 @@ impl ToolHandler for Call<'_> {
                 idempotency_key: format!("{}:{}", self.ctx.idempotency_key(), call.id),
                 call_id: call.id,
                 progress: Some(progress),
+                run: Some(self.cx.clone()),
             };
             let work = self.tool.call(call.args, &context);
             match self.core.tool_timeout {

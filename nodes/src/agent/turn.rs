@@ -10,6 +10,7 @@ use tollgate_engine::{Event, MessageOp, NodeContext};
 use tracing::Instrument;
 
 use super::{AgentCore, AgentProgress, AgentState, AgentStateUpdate};
+use crate::context::RunContext;
 use crate::error::HarnessError;
 use crate::message::Message;
 use crate::middleware::{HookEvents, ModelHandler, ModelNext};
@@ -167,18 +168,19 @@ async fn call_model(
     };
     // The run's clock, so a fixed clock gives reproducible logs.
     let started = ctx.now_ms();
+    let cx = RunContext::new(ctx, &core.name);
     for middleware in &core.middleware {
         hooks.started(middleware.name(), "before_model");
-        let result = middleware.before_model(&mut request).await;
+        let result = middleware.before_model(&mut request, &cx).await;
         hooks.completed(middleware.name(), "before_model", result.is_ok());
         result?;
     }
     let inner = Attempts { core, ctx, call_id: &call_id, calls };
-    let next = ModelNext { rest: &core.middleware, inner: &inner, events: &hooks };
+    let next = ModelNext { rest: &core.middleware, inner: &inner, events: &hooks, cx: &cx };
     let mut response = next.call(request.clone()).await?;
     for middleware in core.middleware.iter().rev() {
         hooks.started(middleware.name(), "after_model");
-        let result = middleware.after_model(&request, &mut response).await;
+        let result = middleware.after_model(&request, &mut response, &cx).await;
         hooks.completed(middleware.name(), "after_model", result.is_ok());
         result?;
     }
