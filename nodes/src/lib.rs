@@ -64,7 +64,7 @@ pub use memory::{
     InMemoryKeyValueStore, InMemoryShortTermMemory, KeyValueStore, ShortTermMemory, StoreItem,
 };
 pub use message::{Message, ToolCall, Usage};
-pub use middleware::{Middleware, ModelNext, ToolNext};
+pub use middleware::{Middleware, ModelFallback, ModelNext, ToolNext};
 pub use model::{
     ChatModel, DeltaSink, ModelOptions, ModelRegistry, ModelRequest, ModelResponse, OutputSchema,
     ResponseFormat, ToolChoice,

@@ -165,3 +165,45 @@ impl<'a> ToolNext<'a> {
         })
     }
 }
+
+/// Falls back to another model when the agent's model fails for good (after
+/// its retries): the fallback answers the same request, and a `custom`
+/// event `fallback_selected` records it (`{"model", "error"}`).
+#[derive(Debug, Clone)]
+pub struct ModelFallback {
+    fallback: Arc<dyn crate::model::ChatModel>,
+}
+
+impl ModelFallback {
+    /// Falls back to `fallback`.
+    pub fn new(fallback: Arc<dyn crate::model::ChatModel>) -> Self {
+        Self { fallback }
+    }
+}
+
+#[async_trait]
+impl Middleware for ModelFallback {
+    fn name(&self) -> &str {
+        "model_fallback"
+    }
+
+    async fn wrap_model_call(
+        &self,
+        request: ModelRequest,
+        next: ModelNext<'_>,
+    ) -> Result<ModelResponse, HarnessError> {
+        let cx = next.context();
+        match next.call(request.clone()).await {
+            Ok(response) => Ok(response),
+            Err(error) => {
+                let payload = serde_json::json!({
+                    "model": self.fallback.name(),
+                    "error": error.to_string(),
+                    "class": format!("{:?}", error.class()),
+                });
+                cx.emit_custom("fallback_selected", payload)?;
+                self.fallback.invoke(&request).await
+            }
+        }
+    }
+}

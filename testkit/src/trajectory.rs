@@ -98,6 +98,14 @@ impl<'a> Trajectory<'a> {
         })
     }
 
+    /// The [`ModelFallback`](tollgate_nodes::ModelFallback) middleware
+    /// switched to the model named `model`.
+    pub fn fallback_selected(self, model: &str) -> Self {
+        self.find(&format!("a fallback to `{model}`"), |event| {
+            matches!(event, Event::Custom { name, payload } if name == "fallback_selected" && payload["model"] == model)
+        })
+    }
+
     /// No tool of this name is called from here on.
     pub fn no_tool_called(self, name: &str) -> Self {
         if let Some(event) = self.events[self.next..]

@@ -99,3 +99,19 @@ fn retry_after_is_honoured() {
     });
     assert_eq!(delay, Some(120));
 }
+
+#[test]
+fn a_fallback_model_answers_when_the_primary_fails_for_good() {
+    let rt = support::runtime();
+    let primary = model(vec![failure("auth")]);
+    let backup =
+        std::sync::Arc::new(tollgate::ScriptedModel::new("backup", vec![text("from the backup")]));
+    let agent = Agent::new("a", primary)
+        .middleware(tollgate::ModelFallback::new(backup))
+        .retry(fast_retry())
+        .compile()
+        .unwrap();
+    let run = rt.block_on(agent.run(&support::executor(), "go", RunConfig::new())).unwrap();
+    assert_eq!(run.final_text(), Some("from the backup"));
+    assert_trajectory(run.events()).model_called("default").fallback_selected("backup").completed();
+}
