@@ -37,6 +37,7 @@ mod clock;
 pub mod conformance;
 #[cfg(feature = "provider-suite")]
 pub mod fake_openai;
+mod hooked;
 mod models;
 mod recorder;
 mod replay;
@@ -45,6 +46,7 @@ mod tools;
 mod trajectory;
 
 pub use clock::{deterministic_config, DeterministicIds, StepClock, EPOCH_2026_MS};
+pub use hooked::{HookedStore, StoreHooks};
 pub use models::{
     args_from_schema, FailingModel, Failure, FakeChatModel, FakeStreamingModel, FlakyModel,
     SchemaDrivenModel, ScriptBuilder, ScriptedModel,

@@ -5,14 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tollgate::{
-    Executor, GraphState, HistoryPage, NodeContext, PageRequest, Route, RunConfig, RunFilter,
-    RunId, RunPage, RunRecord, Send, SqliteStore, StateGraph, Store, StoreError, END, START,
+    Executor, GraphState, NodeContext, Route, RunConfig, RunId, RunStatus, Send, SqliteStore,
+    StateGraph, END, START,
 };
-use tollgate_checkpoint::{EventRecord, NewRun, Owner, StoredCheckpoint, TaskWrite, Transition};
+use tollgate_testkit::{HookedStore, StoreHooks};
 
 /// Steps of the `loop` node after the fan-out and the tally.
 pub(crate) const LOOPS: u64 = 20;
@@ -83,94 +82,28 @@ pub(crate) fn graph(dir: PathBuf) -> tollgate::CompiledGraph<Job> {
         .unwrap()
 }
 
-/// A store that journals every write the database acknowledged, to
+/// Hooks that journal every write the database acknowledged, to
 /// `acks.log`: `pid commit STEP` and `pid pending STEP TASK`.
 #[derive(Debug)]
-struct Journalled {
-    inner: SqliteStore,
+struct Journal {
     acks: PathBuf,
 }
 
-#[async_trait]
-impl Store for Journalled {
-    async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
-        let epoch = self.inner.create_run(run).await?;
+impl StoreHooks for Journal {
+    fn after_create(&self, _run: RunId) {
         journal(&self.acks, &format!("{} commit 0", std::process::id()));
-        Ok(epoch)
     }
-    async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
-        let step = transition.step.as_ref().map(|step| step.step);
-        self.inner.commit(transition).await?;
+
+    fn after_commit(&self, _run: RunId, step: Option<u64>, _status: RunStatus) {
         if let Some(step) = step {
             journal(&self.acks, &format!("{} commit {step}", std::process::id()));
         }
-        Ok(())
     }
-    async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
-        let tasks: Vec<(u64, u32)> =
-            write.updates.iter().map(|u| (u.task.step, u.task.index)).collect();
-        self.inner.put_task_writes(write).await?;
+
+    fn after_task_writes(&self, tasks: &[(u64, u32)]) {
         for (step, task) in tasks {
             journal(&self.acks, &format!("{} pending {step} {task}", std::process::id()));
         }
-        Ok(())
-    }
-    async fn claim(
-        &self,
-        run: RunId,
-        epoch: u64,
-        owner: Owner,
-        until: i64,
-    ) -> Result<u64, StoreError> {
-        self.inner.claim(run, epoch, owner, until).await
-    }
-    async fn renew(&self, run: RunId, epoch: u64, until: i64) -> Result<(), StoreError> {
-        self.inner.renew(run, epoch, until).await
-    }
-    async fn interrupts(
-        &self,
-        run: RunId,
-    ) -> Result<Vec<tollgate_checkpoint::InterruptRecord>, StoreError> {
-        self.inner.interrupts(run).await
-    }
-    async fn decide(&self, write: tollgate_checkpoint::DecisionWrite) -> Result<u64, StoreError> {
-        self.inner.decide(write).await
-    }
-    async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
-        self.inner.run(run).await
-    }
-    async fn checkpoint(
-        &self,
-        run: RunId,
-        at: Option<u64>,
-    ) -> Result<StoredCheckpoint, StoreError> {
-        self.inner.checkpoint(run, at).await
-    }
-    async fn list_runs(
-        &self,
-        filter: &RunFilter,
-        page: &PageRequest,
-    ) -> Result<RunPage, StoreError> {
-        self.inner.list_runs(filter, page).await
-    }
-    async fn history(
-        &self,
-        run: RunId,
-        before: Option<u64>,
-        limit: usize,
-    ) -> Result<HistoryPage, StoreError> {
-        self.inner.history(run, before, limit).await
-    }
-    async fn events(
-        &self,
-        run: RunId,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.inner.events(run, after, limit).await
-    }
-    async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
-        self.inner.attachment(run).await
     }
 }
 
@@ -185,10 +118,10 @@ pub(crate) fn main(mode: &str) {
     let result = runtime.block_on(async {
         match mode {
             "start" | "recover" => {
-                let store = Journalled {
-                    inner: SqliteStore::open(dir.join("db.sqlite"))?,
-                    acks: dir.join("acks.log"),
-                };
+                let store = HookedStore::new(
+                    SqliteStore::open(dir.join("db.sqlite"))?,
+                    Journal { acks: dir.join("acks.log") },
+                );
                 let executor = Executor::new(store);
                 let graph = graph(dir.clone());
                 if mode == "start" {

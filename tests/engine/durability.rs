@@ -5,14 +5,13 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tollgate::{
-    Blob, Event, EventRecord, EventSink, Executor, GraphState, MemoryStore, NodeError, PageRequest,
-    Route, RunConfig, RunError, RunFilter, RunId, RunPage, RunRecord, RunStatus, StateGraph, Store,
-    StoreError, END, START,
+    Blob, Event, EventSink, Executor, GraphState, MemoryStore, NodeError, Route, RunConfig,
+    RunError, RunId, RunStatus, StateGraph, Store, StoreError, END, START,
 };
-use tollgate_checkpoint::{HistoryPage, NewRun, Owner, StoredCheckpoint, TaskWrite, Transition};
+use tollgate_checkpoint::{StoredCheckpoint, Transition};
+use tollgate_testkit::{HookedStore, StoreHooks};
 
 use crate::support::{self, Gate, Graph, Trace, TraceUpdate};
 
@@ -48,15 +47,20 @@ fn appender(steps: i64) -> tollgate::CompiledGraph<Trace> {
     gated_appender(steps, None)
 }
 
-/// A store wrapper that counts written bytes and can damage what it reads.
+/// Hooks that count written bytes and can damage what the engine reads.
 #[derive(Debug, Default)]
 struct Inspecting {
-    inner: MemoryStore,
     delta_bytes: AtomicUsize,
     snapshot_bytes: AtomicUsize,
     snapshots: AtomicUsize,
     corrupt_reads: AtomicBool,
     commits: Mutex<Vec<(Option<u64>, RunStatus)>>,
+}
+
+type Inspected = HookedStore<MemoryStore, Inspecting>;
+
+fn inspected() -> Arc<Inspected> {
+    Arc::new(HookedStore::new(MemoryStore::new(), Inspecting::default()))
 }
 
 fn damage(blob: &Blob) -> Blob {
@@ -66,12 +70,8 @@ fn damage(blob: &Blob) -> Blob {
     Blob::from_bytes(&bytes).unwrap()
 }
 
-#[async_trait]
-impl Store for Inspecting {
-    async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
-        self.inner.create_run(run).await
-    }
-    async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
+impl StoreHooks for Inspecting {
+    fn before_commit(&self, transition: &Transition) {
         if let Some(step) = &transition.step {
             let delta: usize = step.updates.iter().map(|u| u.update.stored_len()).sum();
             self.delta_bytes.fetch_add(delta, Ordering::SeqCst);
@@ -84,71 +84,13 @@ impl Store for Inspecting {
             .lock()
             .unwrap()
             .push((transition.step.as_ref().map(|s| s.step), transition.status));
-        self.inner.commit(transition).await
     }
-    async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
-        self.inner.put_task_writes(write).await
-    }
-    async fn claim(
-        &self,
-        run: RunId,
-        expected_epoch: u64,
-        owner: Owner,
-        lease_until_ms: i64,
-    ) -> Result<u64, StoreError> {
-        self.inner.claim(run, expected_epoch, owner, lease_until_ms).await
-    }
-    async fn renew(&self, run: RunId, epoch: u64, lease_until_ms: i64) -> Result<(), StoreError> {
-        self.inner.renew(run, epoch, lease_until_ms).await
-    }
-    async fn history(
-        &self,
-        run: RunId,
-        before: Option<u64>,
-        limit: usize,
-    ) -> Result<HistoryPage, StoreError> {
-        self.inner.history(run, before, limit).await
-    }
-    async fn interrupts(
-        &self,
-        run: RunId,
-    ) -> Result<Vec<tollgate_checkpoint::InterruptRecord>, StoreError> {
-        self.inner.interrupts(run).await
-    }
-    async fn decide(&self, write: tollgate_checkpoint::DecisionWrite) -> Result<u64, StoreError> {
-        self.inner.decide(write).await
-    }
-    async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
-        self.inner.run(run).await
-    }
-    async fn checkpoint(
-        &self,
-        run: RunId,
-        at: Option<u64>,
-    ) -> Result<StoredCheckpoint, StoreError> {
-        let mut checkpoint = self.inner.checkpoint(run, at).await?;
+
+    fn on_checkpoint(&self, mut checkpoint: StoredCheckpoint) -> StoredCheckpoint {
         if self.corrupt_reads.load(Ordering::SeqCst) {
             checkpoint.snapshot = damage(&checkpoint.snapshot);
         }
-        Ok(checkpoint)
-    }
-    async fn list_runs(
-        &self,
-        filter: &RunFilter,
-        page: &PageRequest,
-    ) -> Result<RunPage, StoreError> {
-        self.inner.list_runs(filter, page).await
-    }
-    async fn events(
-        &self,
-        run: RunId,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.inner.events(run, after, limit).await
-    }
-    async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
-        self.inner.attachment(run).await
+        checkpoint
     }
 }
 
@@ -178,7 +120,7 @@ fn an_interrupted_run_continues_to_the_same_end_as_an_uninterrupted_one() {
     let graph = appender(300);
     let reference = runtime.block_on(support::run_graph(&graph)).unwrap();
 
-    let store = Arc::new(Inspecting::default());
+    let store = inspected();
     let executor = Executor::with_store(store.clone());
     let run = runtime.block_on(interrupted_at(&executor, 300, 170));
     let checkpoint = runtime.block_on(store.checkpoint(run, None)).unwrap();
@@ -211,21 +153,24 @@ fn an_interrupted_run_continues_to_the_same_end_as_an_uninterrupted_one() {
 #[test]
 fn checkpoints_grow_with_the_updates_not_with_the_state() {
     let runtime = support::runtime();
-    let store = Arc::new(Inspecting::default());
+    let store = inspected();
     let executor = Executor::with_store(store.clone());
     let outcome = runtime
         .block_on(executor.run(&appender(1_000), Trace::default(), RunConfig::new()))
         .unwrap();
     assert_eq!(outcome.step, 1_000);
-    let deltas = store.delta_bytes.load(Ordering::SeqCst);
-    let snapshots = store.snapshot_bytes.load(Ordering::SeqCst);
+    let deltas = store.hooks().delta_bytes.load(Ordering::SeqCst);
+    let snapshots = store.hooks().snapshot_bytes.load(Ordering::SeqCst);
     // 1000 x ~230-byte deltas; full snapshots every step would be ~100 MB.
     assert!(deltas < 300_000, "delta bytes {deltas}");
     assert!(
         snapshots <= 2 * deltas + 64 * 1024,
         "snapshot bytes {snapshots} vs delta bytes {deltas}"
     );
-    assert!(store.snapshots.load(Ordering::SeqCst) >= 3, "snapshots are taken as the state grows");
+    assert!(
+        store.hooks().snapshots.load(Ordering::SeqCst) >= 3,
+        "snapshots are taken as the state grows"
+    );
 }
 
 #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
@@ -290,7 +235,7 @@ fn a_failed_run_continues_without_rerunning_finished_siblings() {
 fn unusable_checkpoints_are_typed_errors() {
     let runtime = support::runtime();
     let graph = appender(400);
-    let store = Arc::new(Inspecting::default());
+    let store = inspected();
     let executor = Executor::with_store(store.clone());
     let run = runtime.block_on(interrupted_at(&executor, 400, 3));
 
@@ -330,13 +275,13 @@ fn unusable_checkpoints_are_typed_errors() {
     assert_eq!(record.status, RunStatus::Failed, "the failed load is recorded");
     assert_eq!(record.failure.unwrap().kind, "state_decode");
 
-    store.corrupt_reads.store(true, Ordering::SeqCst);
+    store.hooks().corrupt_reads.store(true, Ordering::SeqCst);
     let error = runtime.block_on(executor.continue_run(&graph, run, RunConfig::new())).unwrap_err();
     assert!(
         matches!(error, RunError::Store(StoreError::CorruptCheckpoint { run: r, step: 0, .. }) if r == run),
         "{error:?}"
     );
-    store.corrupt_reads.store(false, Ordering::SeqCst);
+    store.hooks().corrupt_reads.store(false, Ordering::SeqCst);
 
     let done = runtime.block_on(executor.run(&graph, Trace::default(), RunConfig::new())).unwrap();
     let error =

@@ -1,0 +1,144 @@
+//! A store wrapper with hooks, for tests that watch or tamper with what the
+//! engine stores.
+
+use async_trait::async_trait;
+use tollgate_checkpoint::{
+    DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, Owner, PageRequest,
+    RunFilter, RunId, RunPage, RunRecord, RunStatus, Store, StoreError, StoredCheckpoint,
+    TaskWrite, Transition,
+};
+
+/// What a [`HookedStore`] calls around the wrapped store. Every hook has a
+/// default that does nothing; `after_*` hooks run only when the operation
+/// succeeded (the database acknowledged it).
+pub trait StoreHooks: Send + Sync + std::fmt::Debug + 'static {
+    /// A run was created.
+    fn after_create(&self, _run: RunId) {}
+    /// A transition is about to be committed.
+    fn before_commit(&self, _transition: &Transition) {}
+    /// A transition was committed: its run, step (if it ran one) and status.
+    fn after_commit(&self, _run: RunId, _step: Option<u64>, _status: RunStatus) {}
+    /// Pending task writes were stored: (step, task) of each.
+    fn after_task_writes(&self, _tasks: &[(u64, u32)]) {}
+    /// A checkpoint was read; return it as the engine should see it (to
+    /// damage it, say).
+    fn on_checkpoint(&self, checkpoint: StoredCheckpoint) -> StoredCheckpoint {
+        checkpoint
+    }
+}
+
+/// Wraps a store, calling `hooks` around its operations; everything else is
+/// delegated unchanged.
+#[derive(Debug)]
+pub struct HookedStore<S, H> {
+    inner: S,
+    hooks: H,
+}
+
+impl<S: Store, H: StoreHooks> HookedStore<S, H> {
+    /// `inner` with `hooks`.
+    pub fn new(inner: S, hooks: H) -> Self {
+        Self { inner, hooks }
+    }
+
+    /// The hooks (to read what they recorded).
+    pub fn hooks(&self) -> &H {
+        &self.hooks
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
+    async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
+        let id = run.id;
+        let epoch = self.inner.create_run(run).await?;
+        self.hooks.after_create(id);
+        Ok(epoch)
+    }
+
+    async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
+        self.hooks.before_commit(&transition);
+        let (run, step, status) =
+            (transition.run, transition.step.as_ref().map(|s| s.step), transition.status);
+        self.inner.commit(transition).await?;
+        self.hooks.after_commit(run, step, status);
+        Ok(())
+    }
+
+    async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
+        let tasks: Vec<(u64, u32)> =
+            write.updates.iter().map(|u| (u.task.step, u.task.index)).collect();
+        self.inner.put_task_writes(write).await?;
+        self.hooks.after_task_writes(&tasks);
+        Ok(())
+    }
+
+    async fn claim(
+        &self,
+        run: RunId,
+        epoch: u64,
+        owner: Owner,
+        until: i64,
+    ) -> Result<u64, StoreError> {
+        self.inner.claim(run, epoch, owner, until).await
+    }
+
+    async fn renew(&self, run: RunId, epoch: u64, until: i64) -> Result<(), StoreError> {
+        self.inner.renew(run, epoch, until).await
+    }
+
+    async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
+        self.inner.run(run).await
+    }
+
+    async fn checkpoint(
+        &self,
+        run: RunId,
+        at: Option<u64>,
+    ) -> Result<StoredCheckpoint, StoreError> {
+        Ok(self.hooks.on_checkpoint(self.inner.checkpoint(run, at).await?))
+    }
+
+    async fn interrupts(&self, run: RunId) -> Result<Vec<InterruptRecord>, StoreError> {
+        self.inner.interrupts(run).await
+    }
+
+    async fn decide(&self, write: DecisionWrite) -> Result<u64, StoreError> {
+        self.inner.decide(write).await
+    }
+
+    async fn list_runs(
+        &self,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<RunPage, StoreError> {
+        self.inner.list_runs(filter, page).await
+    }
+
+    async fn history(
+        &self,
+        run: RunId,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<HistoryPage, StoreError> {
+        self.inner.history(run, before, limit).await
+    }
+
+    async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
+        self.inner.attachment(run).await
+    }
+
+    async fn events(
+        &self,
+        run: RunId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.inner.events(run, after, limit).await
+    }
+}
