@@ -7,7 +7,8 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{
-    Cursor, EventRecord, PageRequest, RunFilter, RunId, RunRecord, RunStatus, SqliteStore, Store,
+    Cursor, EventRecord, PageRequest, RunFailure, RunFilter, RunId, RunRecord, RunStatus,
+    SqliteStore, Store,
 };
 use tollgate_engine::{
     format_rfc3339, Decision, DecisionRequest, Event, EventEnvelope, EventSink, Executor, Resumed,
@@ -94,10 +95,17 @@ impl Runs {
 
     pub(crate) async fn summary(&self, run: RunId) -> Result<RunSummary, CliError> {
         let record = self.store().run(run).await?;
-        self.summarize(record).await
+        self.summarize(record, true).await
     }
 
-    async fn summarize(&self, record: RunRecord) -> Result<RunSummary, CliError> {
+    /// The summary of `record`. A completed run's result (its final state,
+    /// possibly a whole conversation) is read only `with_result`: listings
+    /// leave it null rather than load every run's state.
+    async fn summarize(
+        &self,
+        record: RunRecord,
+        with_result: bool,
+    ) -> Result<RunSummary, CliError> {
         let interrupts = if record.pending_interrupts > 0 {
             self.store()
                 .interrupts(record.id)
@@ -118,20 +126,19 @@ impl Runs {
         // The closing event of the last leg carries the result (and the
         // reason of a rejection).
         let mut result = Value::Null;
-        let mut error = match &record.failure {
-            Some(failure) => {
-                json!({"kind": failure.kind, "node": failure.node, "message": failure.message})
-            }
-            None => Value::Null,
+        let mut error = record.failure.as_ref().map_or(Value::Null, failure_json);
+        let wanted = match record.status {
+            RunStatus::Completed => with_result,
+            RunStatus::Rejected => error.is_null(),
+            _ => false,
         };
-        let finished = matches!(record.status, RunStatus::Completed | RunStatus::Rejected);
-        if finished && record.last_seq > 0 {
+        if wanted && record.last_seq > 0 {
             let last = self.store().events(record.id, record.last_seq - 1, 1).await?;
             if let Some(envelope) = last.first().and_then(|e| parse(e).ok()) {
                 if let Event::RunEnded { result: value, error: failure, .. } = envelope.event {
                     result = value.unwrap_or(Value::Null);
                     if let (Value::Null, Some(failure)) = (&error, failure) {
-                        error = json!({"kind": failure.kind, "node": failure.node, "message": failure.message});
+                        error = failure_json(&failure);
                     }
                 }
             }
@@ -162,7 +169,7 @@ impl Runs {
         let found = self.store().list_runs(&filter, &page).await?;
         let mut runs = Vec::with_capacity(found.runs.len());
         for record in found.runs {
-            runs.push(self.summarize(record).await?);
+            runs.push(self.summarize(record, false).await?);
         }
         Ok((runs, found.next.map(|cursor| cursor.to_string())))
     }
@@ -313,6 +320,10 @@ pub(crate) async fn wait<S: tollgate_engine::State>(handle: RunHandle<S>) -> Res
         | Err(tollgate_engine::RunError::UndeclaredTarget { .. }) => Ok(()),
         Err(other) => Err(other.into()),
     }
+}
+
+fn failure_json(failure: &RunFailure) -> Value {
+    json!({"kind": failure.kind, "node": failure.node, "message": failure.message})
 }
 
 fn allowed(decisions: &[String]) -> Vec<&'static str> {

@@ -166,6 +166,9 @@ fn list_pages_newest_first_with_filters() {
         page["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(first, [done["id"].as_str().unwrap(), ids[2].as_str()]);
     assert_summary_shape(&page["runs"][0]);
+    assert_eq!(page["runs"][0]["result"], Value::Null, "listings do not load final states");
+    let shown = fx.json(&["runs", "show", done["id"].as_str().unwrap(), "--json"], 0);
+    assert!(shown["result"]["messages"].is_array(), "show does");
     let cursor = page["next_cursor"].as_str().unwrap();
     let rest = fx.json(&["runs", "list", "--limit", "2", "--cursor", cursor, "--json"], 0);
     let second: Vec<&str> =
