@@ -269,12 +269,12 @@ async fn hitl(dir: &std::path::Path) -> Outcome {
     let started = Instant::now();
     for run in runs {
         let request = DecisionRequest::new(Decision::Approve);
-        let Resumed::Continuing(handle) =
-            executor.resume(&graph, run, request, RunConfig::new()).await?
+        let Resumed::Continuing(outcome) =
+            executor.resume_run(&graph, run, request, RunConfig::new()).await?
         else {
             return Err("the run did not continue".into());
         };
-        assert_eq!(handle.wait().await?.status, RunStatus::Completed);
+        assert_eq!(outcome.status, RunStatus::Completed);
     }
     let resuming = started.elapsed().as_secs_f64();
     drop(executor);

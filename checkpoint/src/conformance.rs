@@ -391,6 +391,10 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
     );
     let open = store.interrupts(run).await.expect("interrupts");
     assert_eq!(open, [interrupt(run, 2, 0), interrupt(run, 2, 1)]);
+    let last = store.checkpoint(run, None).await.expect("last checkpoint");
+    assert_eq!((last.run.step, &last.interrupts), (1, &open), "the checkpoint carries them");
+    let past = store.checkpoint(run, Some(0)).await.expect("past checkpoint");
+    assert!(past.interrupts.is_empty(), "a past checkpoint has none: {:?}", past.interrupts);
 
     let decide = |id: String, epoch: u64, status: RunStatus| DecisionWrite {
         run,
@@ -430,6 +434,8 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
     assert_eq!((record.status, record.pending_interrupts, record.epoch), (RunStatus::Queued, 0, 3));
     let answered = store.interrupts(run).await.expect("interrupts");
     assert!(answered.iter().all(|i| i.decision.is_some()));
+    let last = store.checkpoint(run, None).await.expect("last checkpoint");
+    assert_eq!(last.interrupts, answered, "with their decisions");
     let late = store.decide(decide(second, 3, RunStatus::Queued)).await.expect_err("not paused");
     assert!(
         matches!(late, StoreError::NotAwaitingDecision { status: RunStatus::Queued, .. }),
@@ -465,6 +471,8 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
     assert_eq!(store.claim(run, 3, Owner::current(), i64::MAX).await.expect("claim"), 4);
     store.commit(step(run, 4, 2, 4, false)).await.expect("step 2");
     assert!(store.interrupts(run).await.expect("interrupts").is_empty(), "a new step has none");
+    let last = store.checkpoint(run, None).await.expect("last checkpoint");
+    assert!(last.interrupts.is_empty(), "{:?}", last.interrupts);
 }
 
 async fn past_checkpoints_are_readable(store: &dyn Store) {

@@ -45,6 +45,11 @@ struct StoredRun {
 }
 
 impl StoredRun {
+    /// The interrupts raised at `step`, in the order they were raised.
+    fn interrupts_at(&self, step: u64) -> Vec<InterruptRecord> {
+        self.interrupts.iter().filter(|i| i.step == step).cloned().collect()
+    }
+
     /// The record as handed out, with its pending interrupts counted.
     fn record(&self) -> RunRecord {
         let mut record = self.record.clone();
@@ -292,19 +297,29 @@ impl Store for MemoryStore {
             0 => stored.initial_frontier.clone(),
             step => stored.steps[step as usize - 1].frontier.clone(),
         };
-        let mut pending: Vec<TaskUpdate> =
-            if step == current { stored.pending.values().cloned().collect() } else { Vec::new() };
+        let (mut pending, interrupts): (Vec<TaskUpdate>, _) = if step == current {
+            (stored.pending.values().cloned().collect(), stored.interrupts_at(step + 1))
+        } else {
+            (Vec::new(), Vec::new())
+        };
         pending.sort_by_key(|update| update.task.index);
         let mut record = stored.record();
         record.step = step;
-        Ok(StoredCheckpoint { run: record, snapshot_step, snapshot, deltas, frontier, pending })
+        Ok(StoredCheckpoint {
+            run: record,
+            snapshot_step,
+            snapshot,
+            deltas,
+            frontier,
+            pending,
+            interrupts,
+        })
     }
 
     async fn interrupts(&self, run: RunId) -> Result<Vec<InterruptRecord>, StoreError> {
         let inner = self.lock();
         let stored = inner.runs.get(&run).ok_or(StoreError::RunNotFound { run })?;
-        let next = stored.record.step + 1;
-        Ok(stored.interrupts.iter().filter(|i| i.step == next).cloned().collect())
+        Ok(stored.interrupts_at(stored.record.step + 1))
     }
 
     async fn decide(&self, write: DecisionWrite) -> Result<u64, StoreError> {

@@ -347,6 +347,9 @@ pub struct StoredCheckpoint {
     pub frontier: Blob,
     /// Updates already stored for tasks of the next step.
     pub pending: Vec<TaskUpdate>,
+    /// Interrupts of the next step (the step in flight), answered or not,
+    /// in the order they were raised; empty for a past checkpoint.
+    pub interrupts: Vec<InterruptRecord>,
 }
 
 /// Which runs to list.

@@ -51,7 +51,8 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// The run's checkpoint at step `at` (its last when `None`): newest
     /// snapshot at or before it, the deltas after that snapshot up to it,
-    /// its frontier, and (for the last checkpoint only) pending writes.
+    /// its frontier, and (for the last checkpoint only) pending writes and
+    /// the interrupts of the step in flight, all from one consistent read.
     async fn checkpoint(&self, run: RunId, at: Option<u64>)
         -> Result<StoredCheckpoint, StoreError>;
 

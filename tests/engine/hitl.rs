@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::json;
 use tollgate::{
     Decision, DecisionError, DecisionKind, DecisionRequest, Event, EventSink, Executor, Interrupt,
-    NodeContext, NodeError, Resumed, RunConfig, RunError, RunId, RunOutcome, RunStatus,
+    NodeContext, NodeError, Resumed, RunConfig, RunError, RunHandle, RunId, RunOutcome, RunStatus,
     SqliteStore, StoreError, END, START,
 };
 
@@ -68,17 +68,22 @@ async fn paused(executor: &Executor, graph: &tollgate::CompiledGraph<Trace>) -> 
     outcome
 }
 
-/// Approves the run's only pending interrupt and waits for the leg.
+/// Approves the run's only pending interrupt and drives the leg in this
+/// task (`resume_run`).
 async fn approve(
     executor: &Executor,
     graph: &tollgate::CompiledGraph<Trace>,
     run: RunId,
 ) -> RunOutcome<Trace> {
     let request = DecisionRequest::new(Decision::Approve);
-    finish(executor.resume(graph, run, request, RunConfig::new()).await.unwrap()).await
+    match executor.resume_run(graph, run, request, RunConfig::new()).await.unwrap() {
+        Resumed::Continuing(outcome) => outcome,
+        other => panic!("expected the run to continue, got {other:?}"),
+    }
 }
 
-async fn finish(resumed: Resumed<Trace>) -> RunOutcome<Trace> {
+/// Waits for the leg `resume` spawned.
+async fn finish(resumed: Resumed<RunHandle<Trace>>) -> RunOutcome<Trace> {
     match resumed {
         Resumed::Continuing(handle) => handle.wait().await.unwrap(),
         other => panic!("expected the run to continue, got {other:?}"),
@@ -146,7 +151,8 @@ fn reject_ends_the_run_unless_the_graph_routes_rejections() {
     let graph = asking(&runs, approval()).compile().unwrap();
     let run = runtime.block_on(paused(&executor, &graph)).run_id;
     let reject = DecisionRequest::new(Decision::Reject { reason: Some("too much".into()) });
-    let resumed = runtime.block_on(executor.resume(&graph, run, reject, RunConfig::new())).unwrap();
+    let resumed =
+        runtime.block_on(executor.resume_run(&graph, run, reject, RunConfig::new())).unwrap();
     assert!(
         matches!(resumed, Resumed::Rejected(ref outcome) if outcome.status == RunStatus::Rejected),
         "{resumed:?}"
@@ -228,7 +234,8 @@ fn parallel_interrupts_get_distinct_ids_and_each_needs_a_decision() {
         "{ambiguous:?}"
     );
     let first = DecisionRequest::on(ids[1], Decision::Approve);
-    let waiting = runtime.block_on(executor.resume(&graph, run, first, RunConfig::new())).unwrap();
+    let waiting =
+        runtime.block_on(executor.resume_run(&graph, run, first, RunConfig::new())).unwrap();
     assert!(
         matches!(&waiting, Resumed::Waiting(o) if o.pending.len() == 1 && o.pending[0].id == ids[0]),
         "{waiting:?}"

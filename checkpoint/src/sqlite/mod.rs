@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, ErrorCode, Transaction, TransactionBehavior};
+use rusqlite::{Connection, ErrorCode};
 
 use crate::failpoint::__failpoint;
 use crate::store::StoreError;
@@ -105,13 +105,25 @@ struct Checkpointer {
 
 #[derive(Debug, Default)]
 struct CheckpointShared {
-    /// (commits so far, stop).
-    state: Mutex<(u64, bool)>,
+    state: Mutex<CheckpointState>,
     wake: Condvar,
 }
 
-/// Commits between wake-ups of the checkpoint thread (it also wakes on a
-/// timer).
+#[derive(Debug, Default)]
+struct CheckpointState {
+    /// Commits so far.
+    commits: u64,
+    /// Commits the last checkpoint started after.
+    covered: u64,
+    /// Checkpoints run so far.
+    checkpoints: u64,
+    stop: bool,
+}
+
+/// Commits after which the checkpoint thread runs (it also runs on a
+/// timer when there were fewer). Not after every commit: each checkpoint
+/// syncs the files, and copying a batch writes a page changed many times
+/// once.
 const CHECKPOINT_EVERY: u64 = 256;
 /// The checkpoint thread's timer.
 const CHECKPOINT_PERIOD: Duration = Duration::from_millis(100);
@@ -131,14 +143,17 @@ impl Checkpointer {
     }
 
     fn work(conn: &Connection, shared: &CheckpointShared) {
-        let mut seen = 0;
+        let mut timed_out = false;
         let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            if state.1 {
+            if state.stop {
                 return;
             }
-            if state.0 != seen {
-                seen = state.0;
+            let behind = state.commits - state.covered;
+            if behind >= CHECKPOINT_EVERY || (timed_out && behind > 0) {
+                state.covered = state.commits;
+                state.checkpoints += 1;
+                timed_out = false;
                 drop(state);
                 // PASSIVE: copies what no reader still needs, never blocks
                 // writers; busy or failed attempts are retried next time.
@@ -151,18 +166,26 @@ impl Checkpointer {
                 state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
                 continue;
             }
-            state = shared
+            let (guard, waited) = shared
                 .wake
                 .wait_timeout(state, CHECKPOINT_PERIOD)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+                .unwrap_or_else(PoisonError::into_inner);
+            state = guard;
+            timed_out = waited.timed_out();
         }
+    }
+
+    /// (commits, checkpoints) so far.
+    #[cfg(test)]
+    fn counts(&self) -> (u64, u64) {
+        let state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        (state.commits, state.checkpoints)
     }
 
     fn committed(&self) {
         let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.0 += 1;
-        if state.0 % CHECKPOINT_EVERY == 0 {
+        state.commits += 1;
+        if state.commits - state.covered == CHECKPOINT_EVERY {
             self.shared.wake.notify_one();
         }
     }
@@ -170,10 +193,53 @@ impl Checkpointer {
 
 impl Drop for Checkpointer {
     fn drop(&mut self) {
-        self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).1 = true;
+        self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).stop = true;
         self.shared.wake.notify_one();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+    }
+}
+
+/// A transaction begun and ended with cached statements (rusqlite's own
+/// `Transaction` parses `BEGIN` and `COMMIT` anew each time, a few
+/// microseconds on every step). Rolled back on drop unless committed.
+struct Tx<'c> {
+    conn: &'c Connection,
+    open: bool,
+}
+
+impl<'c> Tx<'c> {
+    fn begin(conn: &'c Connection, begin: &str) -> rusqlite::Result<Self> {
+        // Built first so that a `BEGIN` failing halfway is rolled back too.
+        let tx = Self { conn, open: true };
+        conn.prepare_cached(begin)?.execute([])?;
+        Ok(tx)
+    }
+
+    fn commit(mut self) -> rusqlite::Result<()> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        // A failed COMMIT may already have ended the transaction.
+        if self.open && !self.conn.is_autocommit() {
+            if let Err(error) = self.conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([]))
+            {
+                tracing::warn!(%error, "rollback failed");
+            }
         }
     }
 }
@@ -282,14 +348,14 @@ impl SqliteStore {
     /// retrying the whole transaction while the database is busy.
     pub(crate) fn write<T>(
         &self,
-        work: impl Fn(&Transaction<'_>) -> Result<T, Abort>,
+        work: impl Fn(&Connection) -> Result<T, Abort>,
     ) -> Result<T, StoreError> {
         let started = Instant::now();
-        let mut conn = self.lock();
+        let conn = self.lock();
         let mut pause = Duration::from_millis(1);
         loop {
             let attempt = (|| {
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let tx = Tx::begin(&conn, "BEGIN IMMEDIATE")?;
                 let value = work(&tx)?;
                 __failpoint("commit:inside");
                 tx.commit()?;
@@ -322,13 +388,13 @@ impl SqliteStore {
     /// Runs `work` in a read transaction (one consistent snapshot).
     pub(crate) fn read<T>(
         &self,
-        work: impl Fn(&Transaction<'_>) -> Result<T, Abort>,
+        work: impl Fn(&Connection) -> Result<T, Abort>,
     ) -> Result<T, StoreError> {
         let started = Instant::now();
-        let mut conn = self.lock();
+        let conn = self.lock();
         loop {
             let attempt = (|| {
-                let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+                let tx = Tx::begin(&conn, "BEGIN DEFERRED")?;
                 let value = work(&tx)?;
                 tx.commit()?;
                 Ok(value)

@@ -1,7 +1,7 @@
 //! The [`Store`] operations of [`SqliteStore`].
 
 use async_trait::async_trait;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::rows::{
     blob_at, check_events, check_writer, join_events, key, last_key, load_owner, load_run,
@@ -269,6 +269,7 @@ impl Store for SqliteStore {
                 .query_row(params![key(num, step)], |row| row.get(0))?;
             let frontier = blob_at(run, step, &frontier)?;
             let mut pending = Vec::new();
+            let mut interrupts = Vec::new();
             if step == current {
                 let next = step + 1;
                 let mut stmt = tx.prepare_cached(
@@ -282,26 +283,25 @@ impl Store for SqliteStore {
                         update: blob_at(run, next, &row.get::<_, Vec<u8>>(2)?)?,
                     });
                 }
+                interrupts = interrupts_at(tx, run, num, next)?;
             }
             record.step = step;
-            Ok(StoredCheckpoint { run: record, snapshot_step, snapshot, deltas, frontier, pending })
+            Ok(StoredCheckpoint {
+                run: record,
+                snapshot_step,
+                snapshot,
+                deltas,
+                frontier,
+                pending,
+                interrupts,
+            })
         })
     }
 
     async fn interrupts(&self, run: RunId) -> Result<Vec<InterruptRecord>, StoreError> {
         self.read(|tx| {
             let (record, num) = load_run(tx, run)?;
-            let mut stmt = tx.prepare_cached(
-                "SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, \
-                        rejection_routed, decision, raised_at_ms \
-                 FROM interrupts WHERE num = ?1 AND step = ?2 ORDER BY task, ordinal",
-            )?;
-            let mut rows = stmt.query(params![num, (record.step + 1) as i64])?;
-            let mut interrupts = Vec::new();
-            while let Some(row) = rows.next()? {
-                interrupts.push(interrupt_from_row(run, row)?);
-            }
-            Ok(interrupts)
+            interrupts_at(tx, run, num, record.step + 1)
         })
     }
 
@@ -481,7 +481,7 @@ impl Store for SqliteStore {
 }
 
 fn insert_interrupts(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &Connection,
     num: i64,
     interrupts: &[InterruptRecord],
 ) -> Result<(), Abort> {
@@ -513,6 +513,26 @@ fn insert_interrupts(
         ])?;
     }
     Ok(())
+}
+
+/// The interrupts raised at `step`, in the order they were raised.
+fn interrupts_at(
+    tx: &Connection,
+    run: RunId,
+    num: i64,
+    step: u64,
+) -> Result<Vec<InterruptRecord>, Abort> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, \
+                rejection_routed, decision, raised_at_ms \
+         FROM interrupts WHERE num = ?1 AND step = ?2 ORDER BY task, ordinal",
+    )?;
+    let mut rows = stmt.query(params![num, step as i64])?;
+    let mut interrupts = Vec::new();
+    while let Some(row) = rows.next()? {
+        interrupts.push(interrupt_from_row(run, row)?);
+    }
+    Ok(interrupts)
 }
 
 fn interrupt_from_row(run: RunId, row: &rusqlite::Row<'_>) -> Result<InterruptRecord, Abort> {

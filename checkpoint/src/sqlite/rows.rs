@@ -1,6 +1,6 @@
 //! Reading runs and checking writers: what every operation shares.
 
-use rusqlite::{params, OptionalExtension, Row, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::Abort;
 use crate::codec::Blob;
@@ -80,7 +80,7 @@ pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<(RunRecord,
     Ok(build())
 }
 
-pub(super) fn load_run(tx: &Transaction<'_>, run: RunId) -> Result<(RunRecord, i64), Abort> {
+pub(super) fn load_run(tx: &Connection, run: RunId) -> Result<(RunRecord, i64), Abort> {
     let mut stmt = tx.prepare_cached(&format!("{SELECT_RUN} WHERE r.id = ?1"))?;
     match stmt.query_row([run.to_string()], run_from_row).optional()? {
         Some(record) => record,
@@ -101,7 +101,7 @@ pub(super) struct Writer {
 
 /// Reads [`Writer`]: the part of `SELECT_RUN` a commit needs, without
 /// decoding the rest of the row (this is on every step's path).
-pub(super) fn load_writer(tx: &Transaction<'_>, run: RunId) -> Result<Writer, Abort> {
+pub(super) fn load_writer(tx: &Connection, run: RunId) -> Result<Writer, Abort> {
     let row: Option<(String, i64, i64, i64, i64, Option<i64>)> = tx
         .prepare_cached(
             "SELECT r.status, r.epoch, r.num, max(r.step, coalesce(s.id & 4294967295, 0)),
@@ -134,7 +134,7 @@ pub(super) fn load_writer(tx: &Transaction<'_>, run: RunId) -> Result<Writer, Ab
 
 /// The run's status, epoch and number, for a writer that only needs to be
 /// allowed.
-pub(super) fn load_owner(tx: &Transaction<'_>, run: RunId) -> Result<(RunStatus, u64, i64), Abort> {
+pub(super) fn load_owner(tx: &Connection, run: RunId) -> Result<(RunStatus, u64, i64), Abort> {
     let row: Option<(String, i64, i64)> = tx
         .prepare_cached("SELECT status, epoch, num FROM runs WHERE id = ?1")?
         .query_row(params![run.to_string()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))

@@ -100,3 +100,25 @@ fn a_truncated_blob_is_corruption_of_that_run_only() {
     let ok: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("check");
     assert_eq!(ok, "ok");
 }
+
+#[test]
+fn the_checkpoint_thread_runs_per_batch_of_commits_not_per_commit() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = SqliteStore::open(dir.path().join("c.db")).expect("open");
+    let started = std::time::Instant::now();
+    for num in 0..1_000 {
+        let insert = "INSERT INTO attachments (num, body) VALUES (?1, 'x')";
+        store.write(|tx| Ok(tx.execute(insert, [num])?)).expect("write");
+        std::thread::yield_now();
+    }
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let checkpointer = store.checkpointer.as_ref().expect("background checkpointing");
+    let (commits, checkpoints) = checkpointer.counts();
+    assert_eq!(commits, 1_000);
+    // One per CHECKPOINT_EVERY commits, plus one per timer period at most.
+    let bound = commits / CHECKPOINT_EVERY + elapsed_ms / CHECKPOINT_PERIOD.as_millis() as u64 + 2;
+    assert!(
+        checkpoints <= bound,
+        "{checkpoints} checkpoints for {commits} commits in {elapsed_ms} ms (at most {bound})"
+    );
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tollgate_checkpoint::{
     Codec, CodecError, GraphRef, NewRun, Owner, PageRequest, RunFilter, RunId, RunStatus, Store,
-    StoreError, Transition,
+    StoreError, StoredCheckpoint, Transition,
 };
 
 use crate::event::Event;
@@ -19,10 +19,24 @@ use super::config::RunConfig;
 use super::driver::{Breakpoints, Leg, SnapshotTracker};
 use super::emit::{Emitter, Live};
 use super::error::RunError;
-use super::history::{load, Loaded};
+use super::history::{decode, Loaded};
 use super::plan::Frontier;
 use super::record::FRONTIER_VERSION;
 use super::task::encode_checked;
+
+/// A run this process has just taken over, and where its leg starts.
+pub(crate) struct Claimed {
+    pub(crate) run: RunId,
+    /// The run's epoch after the claim.
+    pub(crate) epoch: u64,
+    /// The run's last event sequence number.
+    pub(crate) last_seq: u64,
+    /// Its last checkpoint, when it was read before the claim and the
+    /// claim's compare-and-set on the epoch vouches it is still the last
+    /// (a decision: nothing commits to a paused run). `None`: read it after
+    /// the claim.
+    pub(crate) checkpoint: Option<StoredCheckpoint>,
+}
 
 /// Runs graphs on a [`Store`]. Cheap to clone; share one per process.
 ///
@@ -229,35 +243,40 @@ impl Executor {
                 owner: record.owner.map_or_else(|| "unknown".to_owned(), |owner| owner.to_string()),
             });
         }
-        let interrupts = self.store.interrupts(run).await?;
-        let waiting: Vec<String> =
-            interrupts.iter().filter(|i| i.decision.is_none()).map(|i| i.id.clone()).collect();
-        if !waiting.is_empty() {
+        if record.pending_interrupts > 0 {
+            let interrupts = self.store.interrupts(run).await?;
+            let waiting: Vec<String> =
+                interrupts.iter().filter(|i| i.decision.is_none()).map(|i| i.id.clone()).collect();
             return Err(RunError::AwaitingDecision { run, pending: waiting });
         }
         let breakpoints = breakpoints(graph, &config)?;
         // Claim first (compare-and-set on the epoch just read): from here on
         // no other process can commit to the run, so the checkpoint read
-        // below is the one this leg continues from.
+        // after it is the one this leg continues from.
         let epoch =
             self.store.claim(run, record.epoch, Owner::current(), config.lease_until()).await?;
-        self.continue_claimed(graph, run, epoch, record.last_seq, &interrupts, breakpoints, config)
-            .await
+        let claimed = Claimed { run, epoch, last_seq: record.last_seq, checkpoint: None };
+        Ok(spawn(self.continue_claimed(graph, claimed, breakpoints, config).await?))
     }
 
-    /// Continues a run this process has just claimed at `epoch`.
-    #[allow(clippy::too_many_arguments)]
+    /// The leg that continues a run this process has just claimed.
     pub(crate) async fn continue_claimed<S: State>(
         &self,
         graph: &CompiledGraph<S>,
-        run: RunId,
-        epoch: u64,
-        last_seq: u64,
-        interrupts: &[tollgate_checkpoint::InterruptRecord],
+        claimed: Claimed,
         breakpoints: Breakpoints,
         config: RunConfig,
-    ) -> Result<RunHandle<S>, RunError> {
-        let loaded = match load::<S>(&*self.store, graph, run, None).await {
+    ) -> Result<Leg<S>, RunError> {
+        let Claimed { run, epoch, last_seq, checkpoint } = claimed;
+        let checkpoint = match checkpoint {
+            Some(checkpoint) => Ok(checkpoint),
+            None => self.store.checkpoint(run, None).await.map_err(RunError::from),
+        };
+        let loaded = checkpoint.and_then(|mut checkpoint| {
+            let interrupts = std::mem::take(&mut checkpoint.interrupts);
+            decode::<S>(graph, checkpoint).map(|loaded| (loaded, interrupts))
+        });
+        let (loaded, interrupts) = match loaded {
             Ok(loaded) => loaded,
             Err(error) => {
                 // Leave the run failed with the reason rather than
@@ -284,7 +303,7 @@ impl Executor {
         emit_run_started(&emitter, graph, loaded.step, run)?;
         let mut decisions: HashMap<u32, BTreeMap<u32, Decision>> = HashMap::new();
         let mut answered = Vec::new();
-        for interrupt in interrupts {
+        for interrupt in &interrupts {
             let pending = PendingInterrupt::from_record(interrupt);
             if let Some(decision) = pending.decision.clone() {
                 decisions.entry(interrupt.task).or_default().insert(interrupt.ordinal, decision);
@@ -298,7 +317,7 @@ impl Executor {
                 .map_err(|source| json_error(run, loaded.step, source))?;
         }
         let decisions = decisions.into_iter().map(|(task, map)| (task, Arc::new(map))).collect();
-        Ok(spawn(self.leg(graph, run, epoch, config, loaded, emitter, decisions, breakpoints)))
+        Ok(self.leg(graph, run, epoch, config, loaded, emitter, decisions, breakpoints))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -423,10 +442,20 @@ pub(crate) async fn check_graph<S: State>(
     run: RunId,
 ) -> Result<tollgate_checkpoint::RunRecord, RunError> {
     let record = store.run(run).await?;
-    if record.graph != graph_ref(graph) {
-        return Err(RunError::GraphMismatch { run, stored: record.graph, graph: graph_ref(graph) });
-    }
+    same_graph(graph, &record)?;
     Ok(record)
+}
+
+/// Refuses a run recorded by another graph (name or version).
+pub(crate) fn same_graph<S: State>(
+    graph: &CompiledGraph<S>,
+    record: &tollgate_checkpoint::RunRecord,
+) -> Result<(), RunError> {
+    if record.graph != graph_ref(graph) {
+        let stored = record.graph.clone();
+        return Err(RunError::GraphMismatch { run: record.id, stored, graph: graph_ref(graph) });
+    }
+    Ok(())
 }
 
 pub(crate) fn graph_ref<S: State>(graph: &CompiledGraph<S>) -> GraphRef {

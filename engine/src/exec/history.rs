@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use tollgate_checkpoint::{
-    Blob, Codec, CodecError, Owner, RunId, RunStatus, StepRecord, Store, StoreError, TaskKey,
-    TaskUpdate, Transition,
+    Blob, Codec, CodecError, Owner, RunId, RunStatus, StepRecord, Store, StoreError,
+    StoredCheckpoint, TaskKey, TaskUpdate, Transition,
 };
 
 use crate::event::Event;
@@ -40,8 +40,15 @@ pub(crate) async fn load<S: State>(
     run: RunId,
     at: Option<u64>,
 ) -> Result<Loaded<S>, RunError> {
-    let checkpoint = store.checkpoint(run, at).await?;
-    let step = checkpoint.run.step;
+    decode(graph, store.checkpoint(run, at).await?)
+}
+
+/// Decodes a checkpoint read from the store against `graph`.
+pub(crate) fn decode<S: State>(
+    graph: &CompiledGraph<S>,
+    checkpoint: StoredCheckpoint,
+) -> Result<Loaded<S>, RunError> {
+    let (run, step) = (checkpoint.run.id, checkpoint.run.step);
     let decode_error = |step| move |source| decode_failure(run, step, source);
 
     let mut state: S =

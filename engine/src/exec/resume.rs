@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use tollgate_checkpoint::{
-    DecisionWrite, Owner, RunFailure, RunId, RunRecord, RunStatus, StoreError,
+    DecisionWrite, InterruptRecord, Owner, RunFailure, RunId, RunRecord, RunStatus, StoreError,
 };
 
 use crate::event::{Clock, Event, SystemClock};
@@ -12,9 +12,10 @@ use crate::hitl::{validate, Decision, DecisionError, DecisionRequest, PendingInt
 use crate::state::State;
 
 use super::config::RunConfig;
+use super::driver::Leg;
 use super::emit::{Emitter, Live};
 use super::error::RunError;
-use super::executor::{breakpoints, check_graph, Executor, RunHandle};
+use super::executor::{breakpoints, same_graph, spawn, Claimed, Executor, RunHandle, RunOutcome};
 
 /// What a recorded decision did to its run.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,14 +39,16 @@ struct Decided {
     /// The run's last event sequence number.
     last_seq: u64,
     /// The step's interrupts, the new decision included.
-    interrupts: Vec<tollgate_checkpoint::InterruptRecord>,
+    interrupts: Vec<InterruptRecord>,
 }
 
-/// What [`Executor::resume`] did.
+/// What [`Executor::resume`] (`T` = [`RunHandle`]) or
+/// [`Executor::resume_run`] (`T` = [`RunOutcome`]) did.
 #[derive(Debug)]
-pub enum Resumed<S> {
-    /// Every interrupt is answered: the run continues in this process.
-    Continuing(RunHandle<S>),
+pub enum Resumed<T> {
+    /// Every interrupt is answered and the run continued in this process:
+    /// its handle (`resume`), or how the leg ended (`resume_run`).
+    Continuing(T),
     /// Other interrupts still wait for decisions.
     Waiting(DecisionOutcome),
     /// The decision rejected the run and the graph does not route
@@ -87,20 +90,20 @@ impl Executor {
     }
 
     /// Records a decision; with `claim`, a run that becomes ready is taken
-    /// over in the same transaction (status `running`). `record` is the
-    /// run's record when the caller has just read it.
+    /// over in the same transaction (status `running`). `known` is the
+    /// run's record and interrupts when the caller has just read them.
     async fn record_decision(
         &self,
         run: RunId,
         request: DecisionRequest,
         claim: Option<(Owner, i64)>,
-        record: Option<RunRecord>,
+        known: Option<(RunRecord, Vec<InterruptRecord>)>,
         clock: Arc<dyn Clock>,
     ) -> Result<Decided, DecisionError> {
         let refused = |error| store_refusal(run, error);
-        let record = match record {
-            Some(record) => record,
-            None => self.store.run(run).await.map_err(refused)?,
+        let (record, known_interrupts) = match known {
+            Some((record, interrupts)) => (record, Some(interrupts)),
+            None => (self.store.run(run).await.map_err(refused)?, None),
         };
         if let Some(expected) = request.expected_version.filter(|v| *v != record.epoch) {
             return Err(DecisionError::Conflict { run, expected, found: record.epoch });
@@ -108,7 +111,10 @@ impl Executor {
         if record.status != RunStatus::AwaitingHitl {
             return Err(DecisionError::NotPaused { run, status: record.status });
         }
-        let mut interrupts = self.store.interrupts(run).await.map_err(refused)?;
+        let mut interrupts = match known_interrupts {
+            Some(interrupts) => interrupts,
+            None => self.store.interrupts(run).await.map_err(refused)?,
+        };
         let waiting: Vec<String> =
             interrupts.iter().filter(|i| i.decision.is_none()).map(|i| i.id.clone()).collect();
         let target = match &request.interrupt {
@@ -219,36 +225,70 @@ impl Executor {
     }
 
     /// Records a decision and, once the run has every decision it waits
-    /// for, continues it in this process.
+    /// for, continues it in this process in a task of its own (like
+    /// [`Executor::start`]): wait on the handle or cancel it.
     pub async fn resume<S: State>(
         &self,
         graph: &CompiledGraph<S>,
         run: RunId,
         request: DecisionRequest,
         config: RunConfig,
-    ) -> Result<Resumed<S>, RunError> {
-        let record = check_graph(&*self.store, graph, run).await?;
+    ) -> Result<Resumed<RunHandle<S>>, RunError> {
+        Ok(match self.resume_leg(graph, run, request, config).await? {
+            Resumed::Continuing(leg) => Resumed::Continuing(spawn(leg)),
+            Resumed::Waiting(outcome) => Resumed::Waiting(outcome),
+            Resumed::Rejected(outcome) => Resumed::Rejected(outcome),
+        })
+    }
+
+    /// Records a decision and, once the run has every decision it waits
+    /// for, drives it in the calling task until its leg ends (like
+    /// [`Executor::run`]; no spawn, no cross-thread wake-up). `Err` when the
+    /// leg failed. Dropping the future stops the run where it is: it stays
+    /// `running` until its lease expires, and then `recover` continues it.
+    pub async fn resume_run<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        request: DecisionRequest,
+        config: RunConfig,
+    ) -> Result<Resumed<RunOutcome<S>>, RunError> {
+        Ok(match self.resume_leg(graph, run, request, config).await? {
+            Resumed::Continuing(leg) => Resumed::Continuing(leg.drive().await?),
+            Resumed::Waiting(outcome) => Resumed::Waiting(outcome),
+            Resumed::Rejected(outcome) => Resumed::Rejected(outcome),
+        })
+    }
+
+    /// Records the decision; once the run is ready, claims it in the same
+    /// write and returns the leg that continues it.
+    async fn resume_leg<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        request: DecisionRequest,
+        config: RunConfig,
+    ) -> Result<Resumed<Leg<S>>, RunError> {
+        // One read: the record, the interrupts and the state to continue
+        // from. The decision is compare-and-set on the epoch read here, and
+        // nothing commits to a paused run without changing it, so once the
+        // decision is recorded this checkpoint is still the run's last.
+        let mut checkpoint = self.store.checkpoint(run, None).await?;
+        same_graph(graph, &checkpoint.run)?;
         let points = breakpoints(graph, &config)?;
         // The decision and the takeover are one transaction: no other
         // process can slip in between and continue the run.
         let claim = Some((Owner::current(), config.lease_until()));
+        let known = (checkpoint.run.clone(), std::mem::take(&mut checkpoint.interrupts));
         let Decided { outcome, last_seq, interrupts } = self
-            .record_decision(run, request, claim, Some(record), Arc::clone(&config.clock))
+            .record_decision(run, request, claim, Some(known), Arc::clone(&config.clock))
             .await?;
         Ok(match outcome.status {
             RunStatus::Queued => {
-                let handle = self
-                    .continue_claimed(
-                        graph,
-                        run,
-                        outcome.version,
-                        last_seq,
-                        &interrupts,
-                        points,
-                        config,
-                    )
-                    .await?;
-                Resumed::Continuing(handle)
+                checkpoint.interrupts = interrupts;
+                let epoch = outcome.version;
+                let claimed = Claimed { run, epoch, last_seq, checkpoint: Some(checkpoint) };
+                Resumed::Continuing(self.continue_claimed(graph, claimed, points, config).await?)
             }
             RunStatus::Rejected => Resumed::Rejected(outcome),
             _ => Resumed::Waiting(outcome),

@@ -124,11 +124,8 @@ impl CompiledAgent {
         decision: DecisionRequest,
         config: RunConfig,
     ) -> Result<AgentRun, HarnessError> {
-        match executor.resume(&self.graph, run, decision, config).await? {
-            Resumed::Continuing(handle) => {
-                let outcome = handle.wait().await?;
-                self.finish(executor, outcome).await
-            }
+        match executor.resume_run(&self.graph, run, decision, config).await? {
+            Resumed::Continuing(outcome) => self.finish(executor, outcome).await,
             Resumed::Waiting(decided) | Resumed::Rejected(decided) => {
                 self.load(executor, run, decided.pending).await
             }
