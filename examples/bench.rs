@@ -115,10 +115,11 @@ fn raw_commit(dir: &std::path::Path) -> Outcome {
     let n = 1_000;
     let path = dir.join("raw.db");
     let conn = rusqlite::Connection::open(&path)?;
-    conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    let pages = tollgate::SqliteOptions::default().wal_autocheckpoint;
-    conn.pragma_update(None, "wal_autocheckpoint", pages)?;
+    let defaults = tollgate::SqliteOptions::default();
+    conn.pragma_update(None, "page_size", defaults.page_size)?;
+    conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))?;
+    conn.pragma_update(None, "wal_autocheckpoint", defaults.wal_autocheckpoint)?;
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload BLOB NOT NULL)", [])?;
     let payload = vec![7u8; 64];
     let started = Instant::now();

@@ -203,6 +203,19 @@ pub enum StoreError {
         /// The newest version this build knows.
         supported: u32,
     },
+    /// SQLite's page size must be a power of two from 512 to 65536.
+    #[error("{page_size} is not a valid SQLite page size (a power of two from 512 to 65536)")]
+    InvalidPageSize {
+        /// The size asked for.
+        page_size: u32,
+    },
+    /// The database could not be put in write-ahead-log mode (an in-memory
+    /// or read-only file, or a file system without shared memory).
+    #[error("the database is in journal mode `{mode}`; the store needs WAL")]
+    WalUnavailable {
+        /// The journal mode SQLite reported.
+        mode: String,
+    },
     /// The backend failed (disk full, I/O error, a damaged database file).
     #[error("the store failed: {source}")]
     Backend {

@@ -122,3 +122,34 @@ fn the_checkpoint_thread_runs_per_batch_of_commits_not_per_commit() {
         "{checkpoints} checkpoints for {commits} commits in {elapsed_ms} ms (at most {bound})"
     );
 }
+
+#[test]
+fn the_page_size_applies_to_new_files_and_bad_sizes_are_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let page_size = |path: &std::path::Path| -> u32 {
+        let conn = Connection::open(path).expect("open");
+        conn.query_row("PRAGMA page_size", [], |row| row.get(0)).expect("page_size")
+    };
+    let fresh = dir.path().join("fresh.db");
+    drop(SqliteStore::open(&fresh).expect("open"));
+    assert_eq!(page_size(&fresh), SqliteOptions::default().page_size);
+    assert_eq!(SqliteOptions::default().page_size, 2048);
+
+    let custom = dir.path().join("custom.db");
+    let options = SqliteOptions { page_size: 8192, ..SqliteOptions::default() };
+    drop(SqliteStore::open_with(&custom, options).expect("open"));
+    assert_eq!(page_size(&custom), 8192);
+    // An existing file keeps its size, whatever the options say.
+    drop(SqliteStore::open(&custom).expect("reopen"));
+    assert_eq!(page_size(&custom), 8192);
+
+    for bad in [0, 100, 3000, 131_072] {
+        let options = SqliteOptions { page_size: bad, ..SqliteOptions::default() };
+        let error = SqliteStore::open_with(dir.path().join("bad.db"), options).expect_err("bad");
+        assert!(
+            matches!(error, StoreError::InvalidPageSize { page_size } if page_size == bad),
+            "{error:?}"
+        );
+    }
+    assert!(!dir.path().join("bad.db").exists(), "a refused size creates no file");
+}
