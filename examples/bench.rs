@@ -241,7 +241,10 @@ async fn growth(dir: &std::path::Path) -> Outcome {
     ))
 }
 
-/// 500 runs pause at an interrupt; then each is resumed to completion.
+/// 500 runs pause at an interrupt; then each is resumed to completion with
+/// `resume_run` (the leg driven in this task). `resume_spawned_us`: 100
+/// more runs resumed with `resume` (the leg in a task of its own) and waited
+/// for.
 async fn hitl(dir: &std::path::Path) -> Outcome {
     let n = 500u64;
     let path = dir.join("hitl.db");
@@ -279,10 +282,33 @@ async fn hitl(dir: &std::path::Path) -> Outcome {
     }
     let resuming = started.elapsed().as_secs_f64();
     drop(executor);
+    let bytes = db_bytes(&path);
+    // The spawned variant, on a file of its own.
+    let executor = Executor::new(SqliteStore::open(dir.join("hitl_spawned.db"))?);
+    let spawned_n = 100;
+    let mut runs = Vec::with_capacity(spawned_n);
+    for _ in 0..spawned_n {
+        runs.push(executor.run(&graph, Counter::default(), RunConfig::new()).await?.run_id);
+    }
+    let started = Instant::now();
+    for run in runs {
+        let request = DecisionRequest::new(Decision::Approve);
+        let Resumed::Continuing(handle) =
+            executor.resume(&graph, run, request, RunConfig::new()).await?
+        else {
+            return Err("the run did not continue".into());
+        };
+        assert_eq!(handle.wait().await?.status, RunStatus::Completed);
+    }
+    let spawned = started.elapsed().as_secs_f64() * 1e6 / spawned_n as f64;
     let seconds = pausing + resuming;
     Ok(extend(
-        line("hitl", n, seconds, n * 3, db_bytes(&path), n * 2),
-        json!({"start_pause_us": pausing * 1e6 / n as f64, "resume_us": resuming * 1e6 / n as f64}),
+        line("hitl", n, seconds, n * 3, bytes, n * 2),
+        json!({
+            "start_pause_us": pausing * 1e6 / n as f64,
+            "resume_us": resuming * 1e6 / n as f64,
+            "resume_spawned_us": spawned,
+        }),
     ))
 }
 

@@ -97,6 +97,26 @@ const MIGRATIONS: &[&str] = &[
         body TEXT NOT NULL                   -- JSON
     );
 ",
+    // 3: events of status-only transitions move to a rowid table. As a
+    // WITHOUT ROWID table keyed by (run, seq), a pause (whose lines carry
+    // the interrupt payloads) was inserted into the middle of a B-tree of
+    // large rows: page splits, and rows past the small local limit of index
+    // pages spilled to mostly empty overflow pages. Rows now append (rowids
+    // grow with time) and a small index finds a run's rows.
+    "
+    CREATE TABLE status_events (
+        id        INTEGER PRIMARY KEY,
+        num       INTEGER NOT NULL,
+        first_seq INTEGER NOT NULL,
+        count     INTEGER NOT NULL,
+        lines     TEXT NOT NULL
+    );
+    INSERT INTO status_events (num, first_seq, count, lines)
+        SELECT num, first_seq, count, lines FROM events ORDER BY num, first_seq;
+    DROP TABLE events;
+    ALTER TABLE status_events RENAME TO events;
+    CREATE UNIQUE INDEX events_by_run ON events (num, first_seq);
+",
 ];
 
 /// The schema version this build writes.

@@ -60,7 +60,7 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
     conn.pragma_update(None, "user_version", 99).expect("bump");
     drop(conn);
     let error = SqliteStore::open(&path).expect_err("newer schema");
-    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 2 }), "{error:?}");
+    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 3 }), "{error:?}");
 }
 
 #[test]
@@ -152,4 +152,72 @@ fn the_page_size_applies_to_new_files_and_bad_sizes_are_refused() {
         );
     }
     assert!(!dir.path().join("bad.db").exists(), "a refused size creates no file");
+}
+
+#[test]
+fn version_2_status_events_are_migrated_to_the_rowid_table() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("t.db");
+    let run = RunId::new();
+    let line = |seq: u64| EventRecord { seq, json: format!("{{\"seq\":{seq}}}") };
+    let store = SqliteStore::open(&path).expect("open");
+    let new = NewRun {
+        id: run,
+        graph: GraphRef { name: "g".into(), version: 1 },
+        thread: None,
+        created_at_ms: 5,
+        snapshot: crate::Codec::Json.encode(&1u8, 1).expect("encode"),
+        frontier: crate::Codec::Json.encode(&2u8, 1).expect("encode"),
+        events: vec![line(1)],
+        owner: Owner::current(),
+        lease_until_ms: 99,
+        attachment: None,
+    };
+    block_on(store.create_run(new)).expect("create");
+    let pause = crate::Transition {
+        run,
+        epoch: 1,
+        step: None,
+        status: crate::RunStatus::Interrupted,
+        failure: None,
+        events: vec![line(2), line(3)],
+        at_ms: 6,
+        lease_until_ms: None,
+        interrupts: Vec::new(),
+    };
+    block_on(store.commit(pause)).expect("status-only transition");
+    let before = block_on(store.events(run, 0, usize::MAX)).expect("events");
+    assert_eq!(before.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    drop(store);
+
+    // Back to the version-2 layout: a WITHOUT ROWID table keyed by run and seq.
+    let conn = Connection::open(&path).expect("open raw");
+    conn.execute_batch(
+        "CREATE TABLE old_events (num INTEGER NOT NULL, first_seq INTEGER NOT NULL, \
+             count INTEGER NOT NULL, lines TEXT NOT NULL, PRIMARY KEY (num, first_seq)) \
+             WITHOUT ROWID;
+         INSERT INTO old_events SELECT num, first_seq, count, lines FROM events;
+         DROP TABLE events;
+         ALTER TABLE old_events RENAME TO events;
+         PRAGMA user_version = 2;",
+    )
+    .expect("downgrade");
+    drop(conn);
+
+    let store = SqliteStore::open(&path).expect("migrate 2 -> 3");
+    let after = block_on(store.events(run, 0, usize::MAX)).expect("events");
+    assert_eq!(after, before, "the events survive the migration");
+    drop(store);
+    let conn = Connection::open(&path).expect("open raw");
+    let indexed: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'events_by_run'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("schema");
+    let version: u32 = conn.query_row("PRAGMA user_version", [], |row| row.get(0)).expect("v");
+    assert_eq!((indexed, version), (1, 3));
+    let ok: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("check");
+    assert_eq!(ok, "ok");
 }
