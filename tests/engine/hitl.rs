@@ -240,6 +240,15 @@ fn parallel_interrupts_get_distinct_ids_and_each_needs_a_decision() {
         matches!(&waiting, Resumed::Waiting(o) if o.pending.len() == 1 && o.pending[0].id == ids[0]),
         "{waiting:?}"
     );
+    // Continuing needs every decision: refused, naming the one still open,
+    // and nothing changes.
+    let before = runtime.block_on(executor.store().run(run)).unwrap();
+    let early = runtime.block_on(executor.continue_run(&graph, run, RunConfig::new())).unwrap_err();
+    assert!(
+        matches!(&early, RunError::AwaitingDecision { pending, .. } if pending == &[ids[0].clone()]),
+        "{early:?}"
+    );
+    assert_eq!(runtime.block_on(executor.store().run(run)).unwrap(), before);
     let second = DecisionRequest::on(ids[0], Decision::Approve);
     let done = runtime.block_on(async {
         finish(executor.resume(&graph, run, second, RunConfig::new()).await.unwrap()).await
