@@ -245,7 +245,7 @@ fn parallel_interrupts_get_distinct_ids_and_each_needs_a_decision() {
     let before = runtime.block_on(executor.store().run(run)).unwrap();
     let early = runtime.block_on(executor.continue_run(&graph, run, RunConfig::new())).unwrap_err();
     assert!(
-        matches!(&early, RunError::AwaitingDecision { pending, .. } if pending == &[ids[0].clone()]),
+        matches!(&early, RunError::AwaitingDecision { pending, .. } if pending == &[ids[0]]),
         "{early:?}"
     );
     assert_eq!(runtime.block_on(executor.store().run(run)).unwrap(), before);
