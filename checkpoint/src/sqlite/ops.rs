@@ -45,8 +45,10 @@ impl Store for SqliteStore {
             if exists > 0 {
                 return Err(StoreError::RunExists { run: run.id }.into());
             }
+            // Every run has a step-0 row keyed `num << 32`, so the newest
+            // step row holds the highest number (no index on runs.num).
             let num: i64 = tx
-                .prepare_cached("SELECT coalesce(max(num), 0) + 1 FROM runs")?
+                .prepare_cached("SELECT coalesce(max(id) >> 32, 0) + 1 FROM steps")?
                 .query_row([], |row| row.get(0))?;
             let insert_run = "INSERT INTO runs (id, num, graph, graph_version, thread, status, \
                  step, epoch, owner, lease_until_ms, created_at_ms, updated_at_ms, failure, \
@@ -98,6 +100,7 @@ impl Store for SqliteStore {
         });
         let events = join_events(&transition.events);
         let running = transition.status == RunStatus::Running;
+        let id = run.to_string();
         self.write(|tx| {
             let record = load_writer(tx, run)?;
             let num = record.num;
@@ -145,8 +148,8 @@ impl Store for SqliteStore {
                     let length = until - transition.at_ms;
                     let stale = record.lease_until_ms.is_none_or(|held| held < until - length / 3);
                     if stale {
-                        tx.prepare_cached("UPDATE runs SET lease_until_ms = ?2 WHERE num = ?1")?
-                            .execute(params![num, until])?;
+                        tx.prepare_cached("UPDATE runs SET lease_until_ms = ?2 WHERE id = ?1")?
+                            .execute(params![id, until])?;
                     }
                 }
             } else {
@@ -157,9 +160,9 @@ impl Store for SqliteStore {
                 };
                 let update = "UPDATE runs SET status = ?2, step = ?3, failure = ?4, \
                      updated_at_ms = ?5, last_seq = ?6, lease_until_ms = ?7, \
-                     owner = CASE WHEN ?8 THEN owner END WHERE num = ?1";
+                     owner = CASE WHEN ?8 THEN owner END WHERE id = ?1";
                 tx.prepare_cached(update)?.execute(params![
-                    num,
+                    id,
                     transition.status.as_str(),
                     new_step as i64,
                     failure,
@@ -204,26 +207,28 @@ impl Store for SqliteStore {
         lease_until_ms: i64,
     ) -> Result<u64, StoreError> {
         let owner = owner.to_text();
+        let id = run.to_string();
         self.write(|tx| {
-            let (status, epoch, num) = load_owner(tx, run)?;
+            let (status, epoch, _) = load_owner(tx, run)?;
             check_writer(run, status, epoch, expected_epoch)?;
             tx.prepare_cached(
                 "UPDATE runs SET epoch = epoch + 1, status = 'running', owner = ?2, \
-                 lease_until_ms = ?3, failure = NULL WHERE num = ?1",
+                 lease_until_ms = ?3, failure = NULL WHERE id = ?1",
             )?
-            .execute(params![num, owner, lease_until_ms])?;
+            .execute(params![id, owner, lease_until_ms])?;
             Ok(epoch + 1)
         })
     }
 
     async fn renew(&self, run: RunId, epoch: u64, lease_until_ms: i64) -> Result<(), StoreError> {
+        let id = run.to_string();
         self.write(|tx| {
-            let (status, current, num) = load_owner(tx, run)?;
+            let (status, current, _) = load_owner(tx, run)?;
             check_writer(run, status, current, epoch)?;
             tx.prepare_cached(
-                "UPDATE runs SET lease_until_ms = ?2 WHERE num = ?1 AND status = 'running'",
+                "UPDATE runs SET lease_until_ms = ?2 WHERE id = ?1 AND status = 'running'",
             )?
-            .execute(params![num, lease_until_ms])?;
+            .execute(params![id, lease_until_ms])?;
             Ok(())
         })
     }
@@ -309,6 +314,7 @@ impl Store for SqliteStore {
         let run = write.run;
         let decision = write.decision.to_string();
         let events = join_events(&write.events);
+        let id = run.to_string();
         self.write(|tx| {
             let (record, num) = load_run(tx, run)?;
             if record.epoch != write.expected_epoch {
@@ -352,10 +358,10 @@ impl Store for SqliteStore {
             };
             tx.prepare_cached(
                 "UPDATE runs SET epoch = epoch + 1, status = ?2, step = ?3, updated_at_ms = ?4, \
-                 last_seq = ?5, owner = ?6, lease_until_ms = ?7 WHERE num = ?1",
+                 last_seq = ?5, owner = ?6, lease_until_ms = ?7 WHERE id = ?1",
             )?
             .execute(params![
-                num,
+                id,
                 status.as_str(),
                 record.step as i64,
                 write.at_ms,

@@ -155,13 +155,13 @@ fn the_page_size_applies_to_new_files_and_bad_sizes_are_refused() {
 }
 
 #[test]
-fn version_2_status_events_are_migrated_to_the_rowid_table() {
+fn version_2_files_are_migrated_status_events_kept() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("t.db");
     let run = RunId::new();
     let line = |seq: u64| EventRecord { seq, json: format!("{{\"seq\":{seq}}}") };
     let store = SqliteStore::open(&path).expect("open");
-    let new = NewRun {
+    let new_run = NewRun {
         id: run,
         graph: GraphRef { name: "g".into(), version: 1 },
         thread: None,
@@ -173,7 +173,7 @@ fn version_2_status_events_are_migrated_to_the_rowid_table() {
         lease_until_ms: 99,
         attachment: None,
     };
-    block_on(store.create_run(new)).expect("create");
+    block_on(store.create_run(new_run.clone())).expect("create");
     let pause = crate::Transition {
         run,
         epoch: 1,
@@ -190,7 +190,8 @@ fn version_2_status_events_are_migrated_to_the_rowid_table() {
     assert_eq!(before.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
     drop(store);
 
-    // Back to the version-2 layout: a WITHOUT ROWID table keyed by run and seq.
+    // Back to the version-2 layout: a WITHOUT ROWID table keyed by run and
+    // seq, and an index on runs.num.
     let conn = Connection::open(&path).expect("open raw");
     conn.execute_batch(
         "CREATE TABLE old_events (num INTEGER NOT NULL, first_seq INTEGER NOT NULL, \
@@ -199,6 +200,7 @@ fn version_2_status_events_are_migrated_to_the_rowid_table() {
          INSERT INTO old_events SELECT num, first_seq, count, lines FROM events;
          DROP TABLE events;
          ALTER TABLE old_events RENAME TO events;
+         CREATE UNIQUE INDEX runs_by_num ON runs (num);
          PRAGMA user_version = 2;",
     )
     .expect("downgrade");
@@ -209,15 +211,31 @@ fn version_2_status_events_are_migrated_to_the_rowid_table() {
     assert_eq!(after, before, "the events survive the migration");
     drop(store);
     let conn = Connection::open(&path).expect("open raw");
-    let indexed: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'events_by_run'",
-            [],
+    let index = |name: &str| -> i64 {
+        conn.query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1",
+            [name],
             |row| row.get(0),
         )
-        .expect("schema");
+        .expect("schema")
+    };
     let version: u32 = conn.query_row("PRAGMA user_version", [], |row| row.get(0)).expect("v");
-    assert_eq!((indexed, version), (1, 3));
+    assert_eq!((index("events_by_run"), index("runs_by_num"), version), (1, 0, 3));
+
+    // Runs created after the migration continue the numbering.
+    let store = SqliteStore::open(&path).expect("reopen");
+    let next = RunId::new();
+    let new = NewRun { id: next, events: Vec::new(), ..new_run.clone() };
+    block_on(store.create_run(new)).expect("create after migration");
+    drop(store);
+    let nums: Vec<i64> = conn
+        .prepare("SELECT num FROM runs ORDER BY num")
+        .expect("prepare")
+        .query_map([], |row| row.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert_eq!(nums, [1, 2]);
     let ok: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("check");
     assert_eq!(ok, "ok");
 }
