@@ -6,6 +6,22 @@ use super::*;
 use crate::record::{EventRecord, GraphRef, NewRun};
 use crate::{Owner, RunId, Store};
 
+/// A run of graph `g` v1 with a one-byte state, to create in tests.
+fn new_run(id: RunId) -> NewRun {
+    NewRun {
+        id,
+        graph: GraphRef { name: "g".into(), version: 1 },
+        thread: None,
+        created_at_ms: 5,
+        snapshot: crate::Codec::Json.encode(&1u8, 1).expect("encode"),
+        frontier: crate::Codec::Json.encode(&2u8, 1).expect("encode"),
+        events: Vec::new(),
+        owner: Owner::current(),
+        lease_until_ms: 99,
+        attachment: None,
+    }
+}
+
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(future)
 }
@@ -29,16 +45,10 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
     block_on(async {
         let store = SqliteStore::open(&path).expect("open");
         let new = NewRun {
-            id: run,
             graph: GraphRef { name: "g".into(), version: 3 },
             thread: Some("t".into()),
-            created_at_ms: 5,
-            snapshot: crate::Codec::Json.encode(&1u8, 1).expect("encode"),
-            frontier: crate::Codec::Json.encode(&2u8, 1).expect("encode"),
             events: vec![EventRecord { seq: 1, json: "{}".into() }],
-            owner: Owner::current(),
-            lease_until_ms: 99,
-            attachment: None,
+            ..new_run(run)
         };
         store.create_run(new).await.expect("create");
     });
@@ -70,19 +80,7 @@ fn a_truncated_blob_is_corruption_of_that_run_only() {
     let store = SqliteStore::open(&path).expect("open");
     let (bad, good) = (RunId::new(), RunId::new());
     for run in [bad, good] {
-        let new = NewRun {
-            id: run,
-            graph: GraphRef { name: "g".into(), version: 1 },
-            thread: None,
-            created_at_ms: 5,
-            snapshot: crate::Codec::Json.encode(&1u8, 1).expect("encode"),
-            frontier: crate::Codec::Json.encode(&2u8, 1).expect("encode"),
-            events: Vec::new(),
-            owner: Owner::current(),
-            lease_until_ms: 99,
-            attachment: None,
-        };
-        block_on(store.create_run(new)).expect("create");
+        block_on(store.create_run(new_run(run))).expect("create");
     }
     let conn = Connection::open(&path).expect("open raw");
     conn.execute(
@@ -161,19 +159,8 @@ fn version_2_files_are_migrated_status_events_kept() {
     let run = RunId::new();
     let line = |seq: u64| EventRecord { seq, json: format!("{{\"seq\":{seq}}}") };
     let store = SqliteStore::open(&path).expect("open");
-    let new_run = NewRun {
-        id: run,
-        graph: GraphRef { name: "g".into(), version: 1 },
-        thread: None,
-        created_at_ms: 5,
-        snapshot: crate::Codec::Json.encode(&1u8, 1).expect("encode"),
-        frontier: crate::Codec::Json.encode(&2u8, 1).expect("encode"),
-        events: vec![line(1)],
-        owner: Owner::current(),
-        lease_until_ms: 99,
-        attachment: None,
-    };
-    block_on(store.create_run(new_run.clone())).expect("create");
+    let first = NewRun { events: vec![line(1)], ..new_run(run) };
+    block_on(store.create_run(first)).expect("create");
     let pause = crate::Transition {
         run,
         epoch: 1,
@@ -225,8 +212,7 @@ fn version_2_files_are_migrated_status_events_kept() {
     // Runs created after the migration continue the numbering.
     let store = SqliteStore::open(&path).expect("reopen");
     let next = RunId::new();
-    let new = NewRun { id: next, events: Vec::new(), ..new_run.clone() };
-    block_on(store.create_run(new)).expect("create after migration");
+    block_on(store.create_run(new_run(next))).expect("create after migration");
     drop(store);
     let nums: Vec<i64> = conn
         .prepare("SELECT num FROM runs ORDER BY num")
