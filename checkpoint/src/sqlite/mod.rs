@@ -37,7 +37,10 @@ pub struct SqliteOptions {
     /// What a commit survives.
     pub durability: Durability,
     /// How long SQLite itself waits for another process's write lock
-    /// before reporting busy (`busy_timeout`).
+    /// inside one attempt (`busy_timeout`), blocking the calling thread.
+    /// Default zero: a busy attempt returns at once and the store waits
+    /// between attempts without holding a runtime worker, so other tasks
+    /// (a server's requests, other runs) go on meanwhile.
     pub busy_timeout: Duration,
     /// How long the store keeps retrying a busy database before it gives
     /// up with [`StoreError::Busy`].
@@ -81,7 +84,7 @@ impl Default for SqliteOptions {
     fn default() -> Self {
         Self {
             durability: Durability::Process,
-            busy_timeout: Duration::from_secs(5),
+            busy_timeout: Duration::ZERO,
             patience: Duration::from_secs(60),
             wal_autocheckpoint: 1_000,
             checkpointing: Checkpointing::Background,
@@ -360,26 +363,29 @@ impl SqliteStore {
     }
 
     /// Runs `work` in a `BEGIN IMMEDIATE` transaction and commits it,
-    /// retrying the whole transaction while the database is busy.
-    pub(crate) fn write<T>(
+    /// retrying the whole transaction while another process holds the
+    /// write lock. The connection is not held between attempts, and the
+    /// wait does not hold a runtime worker (see [`back_off`]).
+    pub(crate) async fn write<T: Send>(
         &self,
-        work: impl Fn(&Connection) -> Result<T, Abort>,
+        work: impl Fn(&Connection) -> Result<T, Abort> + Send + Sync,
     ) -> Result<T, StoreError> {
         let started = Instant::now();
-        let conn = self.lock();
-        let mut pause = Duration::from_millis(1);
+        let mut pause = FIRST_PAUSE;
         loop {
-            let attempt = (|| {
-                let tx = Tx::begin(&conn, "BEGIN IMMEDIATE")?;
-                let value = work(&tx)?;
-                __failpoint("commit:inside");
-                tx.commit()?;
-                Ok(value)
-            })();
+            let attempt = {
+                let conn = self.lock();
+                let tx = Tx::begin(&conn, "BEGIN IMMEDIATE");
+                tx.map_err(Abort::from).and_then(|tx| {
+                    let value = work(&tx)?;
+                    __failpoint("commit:inside");
+                    tx.commit()?;
+                    Ok(value)
+                })
+            };
             match attempt {
                 Ok(value) => {
                     __failpoint("commit:after");
-                    drop(conn);
                     if let Some(checkpointer) = &self.checkpointer {
                         checkpointer.committed();
                     }
@@ -387,48 +393,70 @@ impl SqliteStore {
                 }
                 Err(Abort::Refused(error)) => return Err(error),
                 Err(Abort::Sqlite(error)) if is_busy(&error) => {
-                    if started.elapsed() >= self.options.patience {
-                        return Err(StoreError::Busy {
-                            waited_ms: started.elapsed().as_millis() as u64,
-                        });
-                    }
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(50));
+                    self.wait_busy(started, &mut pause).await?;
                 }
                 Err(Abort::Sqlite(error)) => return Err(backend(error)),
             }
         }
     }
 
-    /// Runs `work` in a read transaction (one consistent snapshot).
-    pub(crate) fn read<T>(
+    /// Runs `work` in a read transaction (one consistent snapshot),
+    /// retried like [`SqliteStore::write`] while the database is busy.
+    pub(crate) async fn read<T: Send>(
         &self,
-        work: impl Fn(&Connection) -> Result<T, Abort>,
+        work: impl Fn(&Connection) -> Result<T, Abort> + Send + Sync,
     ) -> Result<T, StoreError> {
         let started = Instant::now();
-        let conn = self.lock();
+        let mut pause = FIRST_PAUSE;
         loop {
-            let attempt = (|| {
-                let tx = Tx::begin(&conn, "BEGIN DEFERRED")?;
-                let value = work(&tx)?;
-                tx.commit()?;
-                Ok(value)
-            })();
+            let attempt = {
+                let conn = self.lock();
+                let tx = Tx::begin(&conn, "BEGIN DEFERRED");
+                tx.map_err(Abort::from).and_then(|tx| {
+                    let value = work(&tx)?;
+                    tx.commit()?;
+                    Ok(value)
+                })
+            };
             match attempt {
                 Ok(value) => return Ok(value),
                 Err(Abort::Refused(error)) => return Err(error),
-                Err(Abort::Sqlite(error))
-                    if is_busy(&error) && started.elapsed() < self.options.patience =>
-                {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
                 Err(Abort::Sqlite(error)) if is_busy(&error) => {
-                    return Err(StoreError::Busy {
-                        waited_ms: started.elapsed().as_millis() as u64,
-                    })
+                    self.wait_busy(started, &mut pause).await?;
                 }
                 Err(Abort::Sqlite(error)) => return Err(backend(error)),
             }
         }
+    }
+
+    /// Waits `pause` (doubling it, up to [`LAST_PAUSE`]) before another
+    /// attempt, or gives up with [`StoreError::Busy`] past the patience.
+    async fn wait_busy(&self, started: Instant, pause: &mut Duration) -> Result<(), StoreError> {
+        if started.elapsed() >= self.options.patience {
+            return Err(StoreError::Busy { waited_ms: started.elapsed().as_millis() as u64 });
+        }
+        back_off(*pause).await;
+        *pause = (*pause * 2).min(LAST_PAUSE);
+        Ok(())
+    }
+}
+
+/// The first and the longest wait between attempts on a busy database.
+const FIRST_PAUSE: Duration = Duration::from_millis(1);
+const LAST_PAUSE: Duration = Duration::from_millis(50);
+
+/// Waits `pause` without holding a runtime worker: on a tokio runtime the
+/// sleep runs on its blocking pool (which needs no timer driver, so any
+/// runtime will do) while the worker runs other tasks; elsewhere the
+/// calling thread sleeps.
+async fn back_off(pause: Duration) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            if runtime.spawn_blocking(move || std::thread::sleep(pause)).await.is_err() {
+                // The runtime is shutting down.
+                std::thread::sleep(pause);
+            }
+        }
+        Err(_) => std::thread::sleep(pause),
     }
 }

@@ -81,6 +81,7 @@ impl Store for SqliteStore {
             }
             Ok(1)
         })
+        .await
     }
 
     async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
@@ -174,6 +175,7 @@ impl Store for SqliteStore {
             }
             Ok(())
         })
+        .await
     }
 
     async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
@@ -197,6 +199,7 @@ impl Store for SqliteStore {
             }
             Ok(())
         })
+        .await
     }
 
     async fn claim(
@@ -218,6 +221,7 @@ impl Store for SqliteStore {
             .execute(params![id, owner, lease_until_ms])?;
             Ok(epoch + 1)
         })
+        .await
     }
 
     async fn renew(&self, run: RunId, epoch: u64, lease_until_ms: i64) -> Result<(), StoreError> {
@@ -231,10 +235,11 @@ impl Store for SqliteStore {
             .execute(params![id, lease_until_ms])?;
             Ok(())
         })
+        .await
     }
 
     async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
-        self.read(|tx| load_run(tx, run).map(|(record, _)| record))
+        self.read(|tx| load_run(tx, run).map(|(record, _)| record)).await
     }
 
     async fn checkpoint(
@@ -301,6 +306,7 @@ impl Store for SqliteStore {
                 interrupts,
             })
         })
+        .await
     }
 
     async fn interrupts(&self, run: RunId) -> Result<Vec<InterruptRecord>, StoreError> {
@@ -308,6 +314,7 @@ impl Store for SqliteStore {
             let (record, num) = load_run(tx, run)?;
             interrupts_at(tx, run, num, record.step + 1)
         })
+        .await
     }
 
     async fn decide(&self, write: DecisionWrite) -> Result<u64, StoreError> {
@@ -371,6 +378,7 @@ impl Store for SqliteStore {
             ])?;
             Ok(record.epoch + 1)
         })
+        .await
     }
 
     async fn list_runs(
@@ -394,15 +402,17 @@ impl Store for SqliteStore {
         }
         let limit = page.limit.saturating_add(1).min(i64::MAX as usize);
         sql.push_str(&format!(" ORDER BY r.id DESC LIMIT {limit}"));
-        let runs = self.read(|tx| {
-            let mut stmt = tx.prepare_cached(&sql)?;
-            let mut rows = stmt.query(rusqlite::params_from_iter(values.iter()))?;
-            let mut runs = Vec::new();
-            while let Some(row) = rows.next()? {
-                runs.push(run_from_row(row)??.0);
-            }
-            Ok(runs)
-        })?;
+        let runs = self
+            .read(|tx| {
+                let mut stmt = tx.prepare_cached(&sql)?;
+                let mut rows = stmt.query(rusqlite::params_from_iter(values.iter()))?;
+                let mut runs = Vec::new();
+                while let Some(row) = rows.next()? {
+                    runs.push(run_from_row(row)??.0);
+                }
+                Ok(runs)
+            })
+            .await?;
         Ok(RunPage::from_overfetch(runs, page.limit))
     }
 
@@ -432,7 +442,7 @@ impl Store for SqliteStore {
                 })
             })?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })?;
+        }).await?;
         let next_before = match checkpoints.last() {
             Some(last) if last.step > 0 && checkpoints.len() as i64 == limit => Some(last.step),
             _ => None,
@@ -448,6 +458,7 @@ impl Store for SqliteStore {
                 .query_row([num], |row| row.get(0))
                 .optional()?)
         })
+        .await
     }
 
     async fn events(
@@ -456,31 +467,33 @@ impl Store for SqliteStore {
         after_seq: u64,
         limit: usize,
     ) -> Result<Vec<EventRecord>, StoreError> {
-        let mut events = self.read(|tx| {
-            let (_, _, num) = load_owner(tx, run)?;
-            // Step rows and status-change rows, merged by sequence number.
-            let mut stmt = tx.prepare_cached(
-                "SELECT first_seq, events FROM steps \
+        let mut events = self
+            .read(|tx| {
+                let (_, _, num) = load_owner(tx, run)?;
+                // Step rows and status-change rows, merged by sequence number.
+                let mut stmt = tx.prepare_cached(
+                    "SELECT first_seq, events FROM steps \
                    WHERE id BETWEEN ?1 AND ?2 AND event_count > 0 \
                      AND first_seq + event_count - 1 > ?4 \
                  UNION ALL \
                  SELECT first_seq, lines FROM events \
                    WHERE num = ?3 AND first_seq + count - 1 > ?4 \
                  ORDER BY 1",
-            )?;
-            let mut rows =
-                stmt.query(params![key(num, 0), last_key(num), num, after_seq as i64])?;
-            let mut events = Vec::new();
-            while let Some(row) = rows.next()? {
-                let first = row.get::<_, i64>(0)? as u64;
-                let lines: String = row.get(1)?;
-                split_events(first, &lines, after_seq, &mut events);
-                if events.len() >= limit {
-                    break;
+                )?;
+                let mut rows =
+                    stmt.query(params![key(num, 0), last_key(num), num, after_seq as i64])?;
+                let mut events = Vec::new();
+                while let Some(row) = rows.next()? {
+                    let first = row.get::<_, i64>(0)? as u64;
+                    let lines: String = row.get(1)?;
+                    split_events(first, &lines, after_seq, &mut events);
+                    if events.len() >= limit {
+                        break;
+                    }
                 }
-            }
-            Ok(events)
-        })?;
+                Ok(events)
+            })
+            .await?;
         events.truncate(limit);
         Ok(events)
     }

@@ -104,11 +104,13 @@ fn the_checkpoint_thread_runs_per_batch_of_commits_not_per_commit() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = SqliteStore::open(dir.path().join("c.db")).expect("open");
     let started = std::time::Instant::now();
-    for num in 0..1_000 {
-        let insert = "INSERT INTO attachments (num, body) VALUES (?1, 'x')";
-        store.write(|tx| Ok(tx.execute(insert, [num])?)).expect("write");
-        std::thread::yield_now();
-    }
+    block_on(async {
+        for num in 0..1_000 {
+            let insert = "INSERT INTO attachments (num, body) VALUES (?1, 'x')";
+            store.write(|tx| Ok(tx.execute(insert, [num])?)).await.expect("write");
+            std::thread::yield_now();
+        }
+    });
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let checkpointer = store.checkpointer.as_ref().expect("background checkpointing");
     let (commits, checkpoints) = checkpointer.counts();
@@ -224,4 +226,40 @@ fn version_2_files_are_migrated_status_events_kept() {
     assert_eq!(nums, [1, 2]);
     let ok: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("check");
     assert_eq!(ok, "ok");
+}
+
+#[test]
+fn waiting_for_a_locked_database_leaves_the_runtime_free() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("locked.db");
+    let store = SqliteStore::open(&path).expect("open");
+    // Another connection (another process, as far as SQLite can tell)
+    // holds the write lock for 300 ms.
+    let holder = Connection::open(&path).expect("open holder");
+    holder.execute_batch("BEGIN IMMEDIATE").expect("lock");
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        holder.execute_batch("COMMIT").expect("unlock");
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("rt");
+    let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let started = std::time::Instant::now();
+    runtime.block_on(async {
+        // On a one-thread runtime this task only runs while the write waits
+        // without blocking the thread.
+        let counter = std::sync::Arc::clone(&ticks);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        let insert = "INSERT INTO attachments (num, body) VALUES (1, 'x')";
+        store.write(|tx| Ok(tx.execute(insert, [])?)).await.expect("write after the lock");
+    });
+    let waited = started.elapsed();
+    release.join().expect("holder");
+    let ticks = ticks.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(waited >= std::time::Duration::from_millis(250), "the write waited: {waited:?}");
+    assert!(ticks >= 10, "other tasks ran {ticks} times in {waited:?} while the write waited");
 }
