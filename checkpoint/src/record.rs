@@ -122,6 +122,36 @@ pub struct EventRecord {
     pub json: String,
 }
 
+impl EventRecord {
+    /// Consecutive events as one text: their JSON lines joined by newlines
+    /// (a JSON line never holds a raw newline). Stores keep a transition's
+    /// events this way, with the first one's sequence number.
+    pub fn join_lines(events: &[EventRecord]) -> String {
+        let mut lines = String::with_capacity(events.iter().map(|e| e.json.len() + 1).sum());
+        for (i, event) in events.iter().enumerate() {
+            if i > 0 {
+                lines.push('\n');
+            }
+            lines.push_str(&event.json);
+        }
+        lines
+    }
+
+    /// Splits what [`EventRecord::join_lines`] made, numbering from
+    /// `first_seq`, and appends the events with `seq > after` to `out`.
+    pub fn split_lines(first_seq: u64, lines: &str, after: u64, out: &mut Vec<EventRecord>) {
+        if lines.is_empty() {
+            return;
+        }
+        for (offset, json) in lines.split('\n').enumerate() {
+            let seq = first_seq + offset as u64;
+            if seq > after {
+                out.push(EventRecord { seq, json: json.to_owned() });
+            }
+        }
+    }
+}
+
 /// A finished task's update, addressed by its deterministic key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskUpdate {

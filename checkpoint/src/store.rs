@@ -216,6 +216,28 @@ pub enum StoreError {
         /// The journal mode SQLite reported.
         mode: String,
     },
+    /// The database holds tables of another application: tollgate writes
+    /// nothing to it (use an empty database, or a schema of its own).
+    #[error("the database holds tables that are not tollgate's ({tables}); use an empty database or a schema of tollgate's own")]
+    ForeignDatabase {
+        /// Some of the tables found, comma-separated.
+        tables: String,
+    },
+    /// The database server cannot be reached or refused the connection
+    /// (down, unreachable, wrong password). Transient causes may clear.
+    #[error("the database is unavailable: {source}")]
+    Unavailable {
+        /// The client's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The connection URL or an option is not valid.
+    #[error("invalid database settings: {source}")]
+    InvalidSettings {
+        /// What was wrong.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The backend failed (disk full, I/O error, a damaged database file).
     #[error("the store failed: {source}")]
     Backend {

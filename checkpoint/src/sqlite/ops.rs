@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::rows::{
-    blob_at, check_events, check_writer, join_events, key, last_key, load_owner, load_run,
-    load_writer, run_from_row, split_events, SELECT_RUN,
+    blob_at, check_events, check_writer, key, last_key, load_owner, load_run, load_writer,
+    run_from_row, SELECT_RUN,
 };
 use super::{frame, Abort, SqliteStore};
 use crate::codec::Blob;
@@ -37,7 +37,7 @@ impl Store for SqliteStore {
         let id = run.id.to_string();
         let (snapshot, frontier) = (run.snapshot.to_bytes(), run.frontier.to_bytes());
         let owner = run.owner.to_text();
-        let events = join_events(&run.events);
+        let events = EventRecord::join_lines(&run.events);
         self.write(|tx| {
             let exists = tx
                 .prepare_cached("SELECT count(*) FROM runs WHERE id = ?1")?
@@ -99,7 +99,7 @@ impl Store for SqliteStore {
             snapshot: step.snapshot.as_ref().map(Blob::to_bytes),
             frontier: step.frontier.to_bytes(),
         });
-        let events = join_events(&transition.events);
+        let events = EventRecord::join_lines(&transition.events);
         let running = transition.status == RunStatus::Running;
         let id = run.to_string();
         self.write(|tx| {
@@ -320,7 +320,7 @@ impl Store for SqliteStore {
     async fn decide(&self, write: DecisionWrite) -> Result<u64, StoreError> {
         let run = write.run;
         let decision = write.decision.to_string();
-        let events = join_events(&write.events);
+        let events = EventRecord::join_lines(&write.events);
         let id = run.to_string();
         self.write(|tx| {
             let (record, num) = load_run(tx, run)?;
@@ -486,7 +486,7 @@ impl Store for SqliteStore {
                 while let Some(row) = rows.next()? {
                     let first = row.get::<_, i64>(0)? as u64;
                     let lines: String = row.get(1)?;
-                    split_events(first, &lines, after_seq, &mut events);
+                    EventRecord::split_lines(first, &lines, after_seq, &mut events);
                     if events.len() >= limit {
                         break;
                     }

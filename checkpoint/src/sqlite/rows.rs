@@ -178,29 +178,3 @@ pub(super) fn blob_at(run: RunId, step: u64, bytes: &[u8]) -> Result<Blob, Abort
     Blob::from_bytes(bytes)
         .map_err(|source| Abort::Refused(StoreError::CorruptCheckpoint { run, step, source }))
 }
-
-/// A transition's events as one text cell: JSON lines joined by newlines
-/// (serde_json never writes a raw newline inside a line).
-pub(super) fn join_events(events: &[EventRecord]) -> String {
-    let mut lines = String::with_capacity(events.iter().map(|e| e.json.len() + 1).sum());
-    for (i, event) in events.iter().enumerate() {
-        if i > 0 {
-            lines.push('\n');
-        }
-        lines.push_str(&event.json);
-    }
-    lines
-}
-
-/// Splits an events cell starting at `first_seq`, keeping seq > `after`.
-pub(super) fn split_events(first_seq: u64, lines: &str, after: u64, out: &mut Vec<EventRecord>) {
-    if lines.is_empty() {
-        return;
-    }
-    for (offset, json) in lines.split('\n').enumerate() {
-        let seq = first_seq + offset as u64;
-        if seq > after {
-            out.push(EventRecord { seq, json: json.to_owned() });
-        }
-    }
-}

@@ -1,0 +1,646 @@
+//! The [`Store`] operations of [`PostgresStore`].
+
+use async_trait::async_trait;
+use tokio_postgres::types::{FromSql, ToSql};
+use tokio_postgres::{IsolationLevel, Row};
+use tollgate_checkpoint::{
+    Blob, CheckpointInfo, Cursor, DecisionWrite, EventRecord, GraphRef, HistoryPage,
+    InterruptRecord, NewRun, Owner, PageRequest, RunFailure, RunFilter, RunId, RunPage, RunRecord,
+    RunStatus, Store, StoreError, StoredCheckpoint, TaskKey, TaskUpdate, TaskWrite, Transition,
+};
+
+use crate::store::{client_error, PostgresStore, Refusal};
+
+/// A run's columns, with its open interrupts counted. Append a `WHERE`.
+const SELECT_RUN: &str = "
+    SELECT r.id, r.graph, r.graph_version, r.thread, r.status, r.step, r.epoch, r.owner,
+           r.lease_until_ms, r.created_at_ms, r.updated_at_ms, r.failure, r.last_seq,
+           (SELECT count(*) FROM interrupts i
+             WHERE i.run = r.id AND i.decision IS NULL AND i.step > r.step)
+    FROM runs r";
+
+/// Parameters of one statement.
+type Params<'a, const N: usize = 2> = [&'a (dyn ToSql + Sync); N];
+
+/// Steps are `bigint` in SQL; the contract's steps are `u64`.
+fn sql_int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn damaged(what: String) -> StoreError {
+    StoreError::Backend { source: what.into() }
+}
+
+/// A column of our own schema; a type that does not match is a damaged
+/// or foreign table, reported, never a panic.
+fn column<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> Result<T, StoreError> {
+    row.try_get(index).map_err(|error| StoreError::Backend { source: Box::new(error) })
+}
+
+fn json_text<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|error| StoreError::Backend { source: Box::new(error) })
+}
+
+fn run_from_row(row: &Row) -> Result<RunRecord, StoreError> {
+    let id: String = column(row, 0)?;
+    let id: RunId = id.parse().map_err(|_| damaged(format!("bad run id `{id}` in runs")))?;
+    let status: String = column(row, 4)?;
+    let status: RunStatus =
+        status.parse().map_err(|_| damaged(format!("run {id}: bad status `{status}`")))?;
+    let failure = column::<Option<String>>(row, 11)?
+        .map(|text| serde_json::from_str::<RunFailure>(&text))
+        .transpose()
+        .map_err(|error| damaged(format!("run {id}: bad failure record: {error}")))?;
+    let owner: Option<String> = column(row, 7)?;
+    let version: i64 = column(row, 2)?;
+    Ok(RunRecord {
+        id,
+        graph: GraphRef { name: column(row, 1)?, version: version as u32 },
+        thread: column(row, 3)?,
+        status,
+        step: column::<i64>(row, 5)? as u64,
+        epoch: column::<i64>(row, 6)? as u64,
+        owner: owner.as_deref().and_then(Owner::parse),
+        lease_until_ms: column(row, 8)?,
+        created_at_ms: column(row, 9)?,
+        updated_at_ms: column(row, 10)?,
+        failure,
+        last_seq: column::<i64>(row, 12)? as u64,
+        pending_interrupts: column::<i64>(row, 13)? as u32,
+    })
+}
+
+fn blob_at(run: RunId, step: u64, bytes: &[u8]) -> Result<Blob, StoreError> {
+    Blob::from_bytes(bytes).map_err(|source| StoreError::CorruptCheckpoint { run, step, source })
+}
+
+/// The first sequence number and count of events that must follow each
+/// other without gaps (the store checks the first against the run's last).
+fn event_span(run: RunId, events: &[EventRecord]) -> Result<(i64, i32), StoreError> {
+    let first = events.first().map_or(0, |event| event.seq);
+    for (offset, event) in events.iter().enumerate() {
+        let expected = first + offset as u64;
+        if event.seq != expected {
+            return Err(StoreError::EventGap { run, expected, found: event.seq });
+        }
+    }
+    Ok((sql_int(first), events.len() as i32))
+}
+
+/// Interrupts as the JSON array `tollgate_insert_interrupts` reads; JSON
+/// values travel as strings so they are stored verbatim.
+fn interrupts_json(interrupts: &[InterruptRecord]) -> Result<Option<String>, StoreError> {
+    if interrupts.is_empty() {
+        return Ok(None);
+    }
+    let rows: Vec<serde_json::Value> = interrupts
+        .iter()
+        .map(|interrupt| {
+            Ok(serde_json::json!({
+                "id": interrupt.id,
+                "step": interrupt.step,
+                "task": interrupt.task,
+                "ordinal": interrupt.ordinal,
+                "node": interrupt.node,
+                "kind": interrupt.kind,
+                "payload": interrupt.payload.to_string(),
+                "decisions": json_text(&interrupt.decisions)?,
+                "schema": interrupt.schema.as_ref().map(ToString::to_string),
+                "rejection_routed": interrupt.rejection_routed,
+                "decision": interrupt.decision.as_ref().map(ToString::to_string),
+                "raised_at_ms": interrupt.raised_at_ms,
+            }))
+        })
+        .collect::<Result<_, StoreError>>()?;
+    json_text(&rows).map(Some)
+}
+
+fn interrupt_from_row(run: RunId, row: &Row) -> Result<InterruptRecord, StoreError> {
+    let json = |text: String| -> Result<serde_json::Value, StoreError> {
+        serde_json::from_str(&text)
+            .map_err(|error| damaged(format!("run {run}: bad interrupt JSON: {error}")))
+    };
+    let decisions = match json(column(row, 7)?)? {
+        serde_json::Value::Array(items) => {
+            items.into_iter().filter_map(|item| item.as_str().map(str::to_owned)).collect()
+        }
+        _ => Vec::new(),
+    };
+    Ok(InterruptRecord {
+        id: column(row, 0)?,
+        step: column::<i64>(row, 1)? as u64,
+        task: column::<i32>(row, 2)? as u32,
+        ordinal: column::<i32>(row, 3)? as u32,
+        node: column(row, 4)?,
+        kind: column(row, 5)?,
+        payload: json(column(row, 6)?)?,
+        decisions,
+        schema: column::<Option<String>>(row, 8)?.map(json).transpose()?,
+        rejection_routed: column(row, 9)?,
+        decision: column::<Option<String>>(row, 10)?.map(json).transpose()?,
+        raised_at_ms: column(row, 11)?,
+    })
+}
+
+const SELECT_INTERRUPTS: &str = "
+    SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, rejection_routed,
+           decision, raised_at_ms
+    FROM interrupts WHERE run = $1 AND step = $2 ORDER BY task, ordinal";
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
+        let (first, count) = event_span(run.id, &run.events)?;
+        if count > 0 && first != 1 {
+            return Err(StoreError::EventGap { run: run.id, expected: 1, found: first as u64 });
+        }
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(
+                "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            )
+            .await
+            .map_err(client_error)?;
+        let id = run.id.to_string();
+        client
+            .execute(
+                &statement,
+                &[
+                    &id,
+                    &run.graph.name,
+                    &i64::from(run.graph.version),
+                    &run.thread,
+                    &run.owner.to_text(),
+                    &run.lease_until_ms,
+                    &run.created_at_ms,
+                    &run.snapshot.to_bytes(),
+                    &run.frontier.to_bytes(),
+                    &count,
+                    &EventRecord::join_lines(&run.events),
+                    &run.attachment,
+                ],
+            )
+            .await
+            .map_err(|error| Refusal::new(run.id).map(error))?;
+        Ok(1)
+    }
+
+    async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
+        let run = transition.run;
+        let (first_seq, count) = event_span(run, &transition.events)?;
+        let failure = transition.failure.as_ref().map(json_text).transpose()?;
+        let interrupts = interrupts_json(&transition.interrupts)?;
+        let step = transition.step.as_ref();
+        let number = step.map(|step| sql_int(step.step));
+        let frontier = step.map(|step| step.frontier.to_bytes());
+        let tasks: Vec<i32> = step
+            .map(|step| step.updates.iter().map(|u| u.task.index as i32).collect())
+            .unwrap_or_default();
+        let nodes: Vec<&str> = step
+            .map(|step| step.updates.iter().map(|u| u.task.node.as_str()).collect())
+            .unwrap_or_default();
+        let updates: Vec<Vec<u8>> = step
+            .map(|step| step.updates.iter().map(|u| u.update.to_bytes()).collect())
+            .unwrap_or_default();
+        let snapshot = step.and_then(|step| step.snapshot.as_ref()).map(Blob::to_bytes);
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(
+                "SELECT tollgate_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
+                 $14, $15, $16)",
+            )
+            .await
+            .map_err(client_error)?;
+        let id = run.to_string();
+        let result = client
+            .execute(
+                &statement,
+                &[
+                    &id,
+                    &sql_int(transition.epoch),
+                    &number,
+                    &transition.at_ms,
+                    &frontier,
+                    &tasks,
+                    &nodes,
+                    &updates,
+                    &snapshot,
+                    &transition.status.as_str(),
+                    &failure,
+                    &first_seq,
+                    &count,
+                    &EventRecord::join_lines(&transition.events),
+                    &transition.lease_until_ms,
+                    &interrupts,
+                ],
+            )
+            .await;
+        result.map(drop).map_err(|error| {
+            Refusal {
+                epoch: transition.epoch,
+                step: step.map_or(0, |step| step.step),
+                first_seq: first_seq as u64,
+                ..Refusal::new(run)
+            }
+            .map(error)
+        })
+    }
+
+    async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
+        let run = write.run;
+        let steps: Vec<i64> = write.updates.iter().map(|u| sql_int(u.task.step)).collect();
+        let tasks: Vec<i32> = write.updates.iter().map(|u| u.task.index as i32).collect();
+        let nodes: Vec<&str> = write.updates.iter().map(|u| u.task.node.as_str()).collect();
+        let payloads: Vec<Vec<u8>> = write.updates.iter().map(|u| u.update.to_bytes()).collect();
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("SELECT tollgate_put_task_writes($1, $2, $3, $4, $5, $6)")
+            .await
+            .map_err(client_error)?;
+        let id = run.to_string();
+        client
+            .execute(&statement, &[&id, &sql_int(write.epoch), &steps, &tasks, &nodes, &payloads])
+            .await
+            .map(drop)
+            .map_err(|error| Refusal { epoch: write.epoch, ..Refusal::new(run) }.map(error))
+    }
+
+    async fn claim(
+        &self,
+        run: RunId,
+        expected_epoch: u64,
+        owner: Owner,
+        lease_until_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("SELECT tollgate_claim($1, $2, $3, $4)")
+            .await
+            .map_err(client_error)?;
+        let id = run.to_string();
+        let row = client
+            .query_one(
+                &statement,
+                &[&id, &sql_int(expected_epoch), &owner.to_text(), &lease_until_ms],
+            )
+            .await
+            .map_err(|error| Refusal { epoch: expected_epoch, ..Refusal::new(run) }.map(error))?;
+        Ok(column::<i64>(&row, 0)? as u64)
+    }
+
+    async fn renew(&self, run: RunId, epoch: u64, lease_until_ms: i64) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("SELECT tollgate_renew($1, $2, $3)")
+            .await
+            .map_err(client_error)?;
+        let id = run.to_string();
+        client
+            .execute(&statement, &[&id, &sql_int(epoch), &lease_until_ms])
+            .await
+            .map(drop)
+            .map_err(|error| Refusal { epoch, ..Refusal::new(run) }.map(error))
+    }
+
+    async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&format!("{SELECT_RUN} WHERE r.id = $1"))
+            .await
+            .map_err(client_error)?;
+        let row = client
+            .query_opt(&statement, &[&run.to_string()])
+            .await
+            .map_err(client_error)?
+            .ok_or(StoreError::RunNotFound { run })?;
+        run_from_row(&row)
+    }
+
+    async fn checkpoint(
+        &self,
+        run: RunId,
+        at: Option<u64>,
+    ) -> Result<StoredCheckpoint, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(client_error)?;
+        let id = run.to_string();
+        let select_run = tx
+            .prepare_cached(&format!("{SELECT_RUN} WHERE r.id = $1"))
+            .await
+            .map_err(client_error)?;
+        let row = tx
+            .query_opt(&select_run, &[&id])
+            .await
+            .map_err(client_error)?
+            .ok_or(StoreError::RunNotFound { run })?;
+        let mut record = run_from_row(&row)?;
+        let current = record.step;
+        let step = at.unwrap_or(current);
+        if step > current {
+            return Err(StoreError::CheckpointNotFound { run, step });
+        }
+        let at = sql_int(step);
+        let next = sql_int(step + 1);
+        let (snapshot, deltas, frontier, pending, interrupts) = tokio::try_join!(
+            tx.prepare_cached(
+                "SELECT step, payload FROM snapshots WHERE run = $1 AND step <= $2 \
+                 ORDER BY step DESC LIMIT 1",
+            ),
+            tx.prepare_cached(
+                "SELECT step, tasks, nodes, updates FROM steps WHERE run = $1 AND step <= $2 \
+                 AND step > (SELECT max(step) FROM snapshots WHERE run = $1 AND step <= $2) \
+                 ORDER BY step",
+            ),
+            tx.prepare_cached("SELECT frontier FROM steps WHERE run = $1 AND step = $2"),
+            tx.prepare_cached(
+                "SELECT task, node, payload FROM pending_writes WHERE run = $1 AND step = $2 \
+                 ORDER BY task",
+            ),
+            tx.prepare_cached(SELECT_INTERRUPTS),
+        )
+        .map_err(client_error)?;
+        let last = step == current;
+        let (this, following): (Params<'_>, Params<'_>) = ([&id, &at], [&id, &next]);
+        let (snapshot, deltas, frontier, pending, interrupts) = tokio::try_join!(
+            tx.query_one(&snapshot, &this),
+            tx.query(&deltas, &this),
+            tx.query_one(&frontier, &this),
+            async {
+                if last {
+                    tx.query(&pending, &following).await
+                } else {
+                    Ok(Vec::new())
+                }
+            },
+            async {
+                if last {
+                    tx.query(&interrupts, &following).await
+                } else {
+                    Ok(Vec::new())
+                }
+            },
+        )
+        .map_err(client_error)?;
+        tx.commit().await.map_err(client_error)?;
+        let snapshot_step = column::<i64>(&snapshot, 0)? as u64;
+        let snapshot = blob_at(run, snapshot_step, column(&snapshot, 1)?)?;
+        let deltas = deltas
+            .iter()
+            .map(|row| {
+                let step = column::<i64>(row, 0)? as u64;
+                let tasks: Vec<i32> = column(row, 1)?;
+                let nodes: Vec<String> = column(row, 2)?;
+                let blobs: Vec<&[u8]> = column(row, 3)?;
+                if tasks.len() != nodes.len() || tasks.len() != blobs.len() {
+                    return Err(damaged(format!("run {run}: step {step} has ragged updates")));
+                }
+                let updates = tasks
+                    .into_iter()
+                    .zip(nodes)
+                    .zip(blobs)
+                    .map(|((index, node), bytes)| {
+                        Ok(TaskUpdate {
+                            task: TaskKey { step, index: index as u32, node },
+                            update: blob_at(run, step, bytes)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                Ok((step, updates))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let frontier = blob_at(run, step, column(&frontier, 0)?)?;
+        let pending = pending
+            .iter()
+            .map(|row| {
+                Ok(TaskUpdate {
+                    task: TaskKey {
+                        step: step + 1,
+                        index: column::<i32>(row, 0)? as u32,
+                        node: column(row, 1)?,
+                    },
+                    update: blob_at(run, step + 1, column(row, 2)?)?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let interrupts = interrupts
+            .iter()
+            .map(|row| interrupt_from_row(run, row))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        record.step = step;
+        Ok(StoredCheckpoint {
+            run: record,
+            snapshot_step,
+            snapshot,
+            deltas,
+            frontier,
+            pending,
+            interrupts,
+        })
+    }
+
+    async fn interrupts(&self, run: RunId) -> Result<Vec<InterruptRecord>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(
+                "SELECT i.id, i.step, i.task, i.ordinal, i.node, i.kind, i.payload, i.decisions, \
+                        i.schema, i.rejection_routed, i.decision, i.raised_at_ms, r.id \
+                 FROM runs r LEFT JOIN interrupts i ON i.run = r.id AND i.step = r.step + 1 \
+                 WHERE r.id = $1 ORDER BY i.task, i.ordinal",
+            )
+            .await
+            .map_err(client_error)?;
+        let rows = client.query(&statement, &[&run.to_string()]).await.map_err(client_error)?;
+        if rows.is_empty() {
+            return Err(StoreError::RunNotFound { run });
+        }
+        let mut interrupts = Vec::new();
+        for row in &rows {
+            if column::<Option<String>>(row, 0)?.is_some() {
+                interrupts.push(interrupt_from_row(run, row)?);
+            }
+        }
+        Ok(interrupts)
+    }
+
+    async fn decide(&self, write: DecisionWrite) -> Result<u64, StoreError> {
+        let run = write.run;
+        let (first_seq, count) = event_span(run, &write.events)?;
+        let (status, owner, lease) = match (&write.status, &write.claim) {
+            (RunStatus::Queued, Some((owner, lease))) => {
+                (RunStatus::Running, Some(owner.to_text()), Some(*lease))
+            }
+            (status, _) => (*status, None, None),
+        };
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("SELECT tollgate_decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)")
+            .await
+            .map_err(client_error)?;
+        let id = run.to_string();
+        let row = client
+            .query_one(
+                &statement,
+                &[
+                    &id,
+                    &sql_int(write.expected_epoch),
+                    &write.interrupt,
+                    &write.decision.to_string(),
+                    &status.as_str(),
+                    &first_seq,
+                    &count,
+                    &EventRecord::join_lines(&write.events),
+                    &write.at_ms,
+                    &owner,
+                    &lease,
+                ],
+            )
+            .await
+            .map_err(|error| {
+                Refusal {
+                    epoch: write.expected_epoch,
+                    first_seq: first_seq as u64,
+                    interrupt: write.interrupt.clone(),
+                    ..Refusal::new(run)
+                }
+                .map(error)
+            })?;
+        Ok(column::<i64>(&row, 0)? as u64)
+    }
+
+    async fn list_runs(
+        &self,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<RunPage, StoreError> {
+        let after = page.cursor.as_ref().map(Cursor::last_run).transpose()?;
+        // The text is built from fixed fragments only; values are parameters.
+        let mut sql = format!("{SELECT_RUN} WHERE true");
+        let mut values: Vec<String> = Vec::new();
+        for (condition, value) in [
+            ("r.status =", filter.status.map(|s| s.as_str().to_owned())),
+            ("r.graph =", filter.graph.clone()),
+            ("r.thread =", filter.thread.clone()),
+            ("r.id <", after.map(|id| id.to_string())),
+        ] {
+            if let Some(value) = value {
+                values.push(value);
+                sql.push_str(&format!(" AND {condition} ${}", values.len()));
+            }
+        }
+        sql.push_str(&format!(" ORDER BY r.id DESC LIMIT ${}", values.len() + 1));
+        let limit = sql_int(page.limit.saturating_add(1) as u64);
+        let client = self.client().await?;
+        let statement = client.prepare_cached(&sql).await.map_err(client_error)?;
+        let mut params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|value| value as _).collect();
+        params.push(&limit);
+        let rows = client.query(&statement, &params).await.map_err(client_error)?;
+        let runs = rows.iter().map(run_from_row).collect::<Result<Vec<_>, _>>()?;
+        Ok(RunPage::from_overfetch(runs, page.limit))
+    }
+
+    async fn history(
+        &self,
+        run: RunId,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<HistoryPage, StoreError> {
+        let before = before.map_or(i64::MAX, sql_int);
+        let limit = sql_int(limit as u64);
+        let client = self.client().await?;
+        let (exists, statement) = tokio::try_join!(
+            client.prepare_cached("SELECT 1 FROM runs WHERE id = $1"),
+            client.prepare_cached(
+                "SELECT s.step, s.at_ms, cardinality(s.tasks), \
+                        EXISTS (SELECT 1 FROM snapshots p WHERE p.run = s.run AND p.step = s.step) \
+                 FROM steps s WHERE s.run = $1 AND s.step < $2 ORDER BY s.step DESC LIMIT $3",
+            ),
+        )
+        .map_err(client_error)?;
+        let id = run.to_string();
+        let (by_id, page): (Params<'_, 1>, Params<'_, 3>) = ([&id], [&id, &before, &limit]);
+        let (exists, rows) =
+            tokio::try_join!(client.query_opt(&exists, &by_id), client.query(&statement, &page),)
+                .map_err(client_error)?;
+        if exists.is_none() {
+            return Err(StoreError::RunNotFound { run });
+        }
+        let checkpoints = rows
+            .iter()
+            .map(|row| {
+                Ok(CheckpointInfo {
+                    step: column::<i64>(row, 0)? as u64,
+                    at_ms: column(row, 1)?,
+                    tasks: column::<i32>(row, 2)? as u32,
+                    snapshot: column(row, 3)?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let next_before = match checkpoints.last() {
+            Some(last) if last.step > 0 && checkpoints.len() as i64 == limit => Some(last.step),
+            _ => None,
+        };
+        Ok(HistoryPage { checkpoints, next_before })
+    }
+
+    async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(
+                "SELECT a.body FROM runs r LEFT JOIN attachments a ON a.run = r.id \
+                 WHERE r.id = $1",
+            )
+            .await
+            .map_err(client_error)?;
+        let row = client
+            .query_opt(&statement, &[&run.to_string()])
+            .await
+            .map_err(client_error)?
+            .ok_or(StoreError::RunNotFound { run })?;
+        column(&row, 0)
+    }
+
+    async fn events(
+        &self,
+        run: RunId,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let after = sql_int(after_seq);
+        // Every row holds at least one event, so `limit` rows are enough.
+        let rows_limit = sql_int(limit as u64);
+        let client = self.client().await?;
+        let (exists, statement) = tokio::try_join!(
+            client.prepare_cached("SELECT 1 FROM runs WHERE id = $1"),
+            client.prepare_cached(
+                "SELECT first_seq, lines FROM events \
+                 WHERE run = $1 AND first_seq + count - 1 > $2 ORDER BY first_seq LIMIT $3",
+            ),
+        )
+        .map_err(client_error)?;
+        let id = run.to_string();
+        let (by_id, page): (Params<'_, 1>, Params<'_, 3>) = ([&id], [&id, &after, &rows_limit]);
+        let (exists, rows) =
+            tokio::try_join!(client.query_opt(&exists, &by_id), client.query(&statement, &page),)
+                .map_err(client_error)?;
+        if exists.is_none() {
+            return Err(StoreError::RunNotFound { run });
+        }
+        let mut events = Vec::new();
+        for row in &rows {
+            let first = column::<i64>(row, 0)? as u64;
+            let lines: String = column(row, 1)?;
+            EventRecord::split_lines(first, &lines, after_seq, &mut events);
+            if events.len() >= limit {
+                break;
+            }
+        }
+        events.truncate(limit);
+        Ok(events)
+    }
+}

@@ -1,0 +1,263 @@
+//! Opening a [`PostgresStore`]: URL, TLS, the connection pool, errors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use tokio_postgres::error::SqlState;
+use tokio_postgres_rustls::MakeRustlsConnect;
+use tollgate_checkpoint::{RunId, RunStatus, StoreError};
+
+use crate::schema;
+
+/// Settings of a [`PostgresStore`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PostgresOptions {
+    /// Most connections the store keeps open (default 16). Each concurrent
+    /// store call holds one for its duration (one round trip for a write).
+    pub pool_size: usize,
+    /// A schema of tollgate's own inside a shared database: created when
+    /// missing and put first on every connection's `search_path`. `None`
+    /// uses the connection's `search_path` (normally `public`). A plain
+    /// identifier: lowercase letters, digits and `_`, not starting with a
+    /// digit, at most 63 characters.
+    pub schema: Option<String>,
+    /// How long opening a connection may take when the URL sets no
+    /// `connect_timeout` (default 10 s).
+    pub connect_timeout: Duration,
+    /// How long a call waits for a free connection (default 30 s).
+    pub wait_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            pool_size: 16,
+            schema: None,
+            connect_timeout: Duration::from_secs(10),
+            wait_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl PostgresOptions {
+    /// These options with tollgate's tables in `schema`.
+    pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = Some(schema.into());
+        self
+    }
+
+    /// These options with at most `size` connections.
+    pub fn with_pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size;
+        self
+    }
+}
+
+/// A [`Store`](tollgate_checkpoint::Store) in PostgreSQL, shared by any
+/// number of processes on any number of machines.
+///
+/// Every write is one call of a SQL function of the schema: one round trip
+/// and one transaction that locks the run's row, checks the writer (epoch,
+/// status, step, event sequence) and then writes, or refuses and writes
+/// nothing. Reads of a checkpoint run in one repeatable-read snapshot.
+/// Connections come from a pool; a connection that broke is replaced on
+/// its next use.
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pub(crate) pool: Pool,
+}
+
+/// Where tollgate's tables are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SchemaName {
+    /// The connection's `search_path`.
+    Default,
+    /// A schema of its own (a checked identifier).
+    Named(String),
+}
+
+impl SchemaName {
+    fn new(name: Option<&str>) -> Result<Self, StoreError> {
+        let Some(name) = name else { return Ok(SchemaName::Default) };
+        let mut chars = name.chars();
+        let plain = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            && name.len() <= 63;
+        if plain {
+            Ok(SchemaName::Named(name.to_owned()))
+        } else {
+            Err(StoreError::InvalidSettings { source: InvalidSchema(name.to_owned()).into() })
+        }
+    }
+}
+
+/// A schema name that is not a plain identifier.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a valid schema name (lowercase letters, digits and `_`, not starting with a digit, at most 63 characters)")]
+struct InvalidSchema(String);
+
+impl PostgresStore {
+    /// `true` for a `postgres://` or `postgresql://` URL: what selects this
+    /// store wherever a database is named (anything else is a SQLite path).
+    pub fn is_url(text: &str) -> bool {
+        text.starts_with("postgres://") || text.starts_with("postgresql://")
+    }
+
+    /// Connects with default [`PostgresOptions`] and migrates the schema.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, PostgresOptions::default()).await
+    }
+
+    /// Connects to the database at `url`
+    /// (`postgres://user:password@host:port/database?sslmode=require`, or
+    /// any form `tokio-postgres` accepts) and brings its schema to this
+    /// build's version under an advisory lock, so that many processes
+    /// opening one database at once migrate it once.
+    ///
+    /// Refused, with nothing written: a schema of a newer tollgate
+    /// ([`StoreError::SchemaTooNew`]), one holding tables of another
+    /// application ([`StoreError::ForeignDatabase`]). An unreachable server
+    /// or a refused login is [`StoreError::Unavailable`]; a malformed URL
+    /// [`StoreError::InvalidSettings`].
+    pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
+        let schema = SchemaName::new(options.schema.as_deref())?;
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("tollgate");
+        }
+        if let SchemaName::Named(name) = &schema {
+            let extra = format!("-c search_path={name}");
+            let options = match config.get_options() {
+                Some(given) => format!("{given} {extra}"),
+                None => extra,
+            };
+            config.options(&options);
+        }
+        let manager = Manager::from_config(
+            config,
+            tls()?,
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.wait_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?;
+        let store = PostgresStore { pool };
+        let mut client = store.client().await?;
+        schema::migrate(&mut client, &schema).await?;
+        Ok(store)
+    }
+
+    /// A pooled connection.
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
+        self.pool.get().await.map_err(pool_error)
+    }
+}
+
+/// TLS as `sslmode` asks, verified against the Mozilla roots, with ring as
+/// the crypto provider (no process-wide default needed).
+fn tls() -> Result<MakeRustlsConnect, StoreError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(MakeRustlsConnect::new(config))
+}
+
+fn pool_error(error: PoolError) -> StoreError {
+    match error {
+        PoolError::Backend(error) => client_error(error),
+        PoolError::Timeout(kind) => {
+            StoreError::Unavailable { source: format!("timed out ({kind:?})").into() }
+        }
+        other => StoreError::Unavailable { source: Box::new(other) },
+    }
+}
+
+/// A client error that is not one of the schema's refusals.
+pub(crate) fn client_error(error: tokio_postgres::Error) -> StoreError {
+    let unavailable = match error.code() {
+        None => true,
+        Some(code) => [
+            SqlState::INVALID_PASSWORD,
+            SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+            SqlState::INVALID_CATALOG_NAME,
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::TOO_MANY_CONNECTIONS,
+        ]
+        .contains(code),
+    };
+    // A server's error says what it is ("password authentication failed
+    // for user ..."); the client's wrapper says only "db error".
+    let source: Box<dyn std::error::Error + Send + Sync> = match error.as_db_error() {
+        Some(db) => Box::new(db.clone()),
+        None => Box::new(error),
+    };
+    if unavailable {
+        StoreError::Unavailable { source }
+    } else {
+        StoreError::Backend { source }
+    }
+}
+
+/// What a write was about, to turn the schema's refusals (`TG...` codes)
+/// into [`StoreError`]s.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Refusal {
+    pub(crate) run: RunId,
+    pub(crate) epoch: u64,
+    pub(crate) step: u64,
+    pub(crate) first_seq: u64,
+    pub(crate) interrupt: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(run: RunId) -> Self {
+        Self { run, ..Self::default() }
+    }
+
+    pub(crate) fn map(&self, error: tokio_postgres::Error) -> StoreError {
+        let Some(db) = error.as_db_error() else { return client_error(error) };
+        let detail = db.detail().unwrap_or_default();
+        let mut numbers = detail.split(',').map(|part| part.trim().parse::<u64>().ok());
+        let first = numbers.next().flatten();
+        let second = numbers.next().flatten();
+        let status = detail.parse::<RunStatus>();
+        let run = self.run;
+        let refused = match (db.code().code(), first, status) {
+            ("TG001", _, _) => StoreError::RunNotFound { run },
+            ("TG002", _, _) => StoreError::RunExists { run },
+            ("TG003", Some(current), _) => StoreError::Fenced { run, writer: self.epoch, current },
+            ("TG004", Some(current), _) => {
+                StoreError::StepOutOfOrder { run, current, found: second.unwrap_or(self.step) }
+            }
+            ("TG005", Some(expected), _) => {
+                StoreError::EventGap { run, expected, found: self.first_seq }
+            }
+            ("TG006", _, Ok(status)) => StoreError::RunTerminal { run, status },
+            ("TG007", _, Ok(status)) => StoreError::NotAwaitingDecision { run, status },
+            ("TG008", _, _) => {
+                StoreError::InterruptNotFound { run, interrupt: self.interrupt.clone() }
+            }
+            ("TG009", _, _) => {
+                StoreError::InterruptAnswered { run, interrupt: self.interrupt.clone() }
+            }
+            _ => return client_error(error),
+        };
+        refused
+    }
+}

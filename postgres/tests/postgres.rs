@@ -1,0 +1,290 @@
+//! The Postgres store on a real server: both conformance suites, its
+//! migrations and refusals, and decisions raced from many connections.
+//!
+//! The server's URL comes from `TOLLGATE_PG_URL` (`bash scripts/postgres`
+//! starts one and prints it). Without it these tests say they were skipped,
+//! except under `CI=true`, where a missing URL fails them.
+
+#![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio_postgres::NoTls;
+use tollgate_checkpoint::conformance::check_store;
+use tollgate_checkpoint::{
+    Codec, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, Owner, RunId, RunStatus,
+    Store, StoreError, Transition,
+};
+use tollgate_postgres::{PostgresOptions, PostgresStore};
+use tollgate_testkit::conformance::check_engine;
+
+/// The server's URL, or `None` (with a note) where none is configured.
+fn url() -> Option<String> {
+    match std::env::var("TOLLGATE_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
+            panic!("TOLLGATE_PG_URL is not set: CI must run the Postgres tests (bash scripts/postgres)")
+        }
+        _ => {
+            eprintln!("skipped: TOLLGATE_PG_URL is not set (bash scripts/postgres prints one)");
+            None
+        }
+    }
+}
+
+/// A schema no other test uses.
+fn fresh_schema() -> String {
+    format!("t{}", ulid::Ulid::new().to_string().to_lowercase())
+}
+
+async fn fresh_store(url: &str) -> PostgresStore {
+    let options = PostgresOptions::default().with_schema(fresh_schema()).with_pool_size(4);
+    PostgresStore::connect_with(url, options).await.unwrap()
+}
+
+/// A plain connection, to look at or tamper with the database directly.
+async fn raw(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+/// The tables of `schema` with their row counts.
+async fn tables(client: &tokio_postgres::Client, schema: &str) -> Vec<(String, i64)> {
+    let names = client
+        .query(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 \
+             ORDER BY 1",
+            &[&schema],
+        )
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for row in names {
+        let name: String = row.get(0);
+        let count: i64 = client
+            .query_one(&format!("SELECT count(*) FROM \"{schema}\".\"{name}\""), &[])
+            .await
+            .unwrap()
+            .get(0);
+        out.push((name, count));
+    }
+    out
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+#[test]
+fn passes_the_store_conformance_suite() {
+    let Some(url) = url() else { return };
+    runtime().block_on(check_store(|| fresh_store(&url)));
+}
+
+#[test]
+fn passes_the_engine_conformance_suite() {
+    let Some(url) = url() else { return };
+    let cases = AtomicUsize::new(0);
+    runtime().block_on(check_engine(|| {
+        cases.fetch_add(1, Ordering::SeqCst);
+        fresh_store(&url)
+    }));
+    assert!(cases.load(Ordering::SeqCst) > 5, "the suite made a store per case");
+}
+
+#[test]
+fn ten_processes_opening_at_once_migrate_once() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = fresh_schema();
+        let opens = (0..10).map(|_| {
+            let options = PostgresOptions::default().with_schema(schema.clone()).with_pool_size(1);
+            let url = url.clone();
+            tokio::spawn(async move { PostgresStore::connect_with(&url, options).await })
+        });
+        for open in opens.collect::<Vec<_>>() {
+            open.await.unwrap().unwrap();
+        }
+        let client = raw(&url).await;
+        let row = client
+            .query_one(&format!("SELECT version, application FROM {schema}.tollgate_schema"), &[])
+            .await
+            .unwrap();
+        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (1, "tollgate".to_owned()));
+        let names: Vec<String> =
+            tables(&client, &schema).await.into_iter().map(|(name, _)| name).collect();
+        let expected = [
+            "attachments",
+            "events",
+            "interrupts",
+            "pending_writes",
+            "runs",
+            "snapshots",
+            "steps",
+            "tollgate_schema",
+        ];
+        assert_eq!(names, expected, "each table made once");
+    });
+}
+
+#[test]
+fn a_newer_or_foreign_schema_is_refused_and_left_untouched() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let client = raw(&url).await;
+        // A schema of a newer tollgate.
+        let newer = fresh_schema();
+        drop(fresh_store_in(&url, &newer).await);
+        client
+            .execute(&format!("UPDATE {newer}.tollgate_schema SET version = 99"), &[])
+            .await
+            .unwrap();
+        let before = tables(&client, &newer).await;
+        let options = PostgresOptions::default().with_schema(newer.clone());
+        let error = PostgresStore::connect_with(&url, options).await.unwrap_err();
+        assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 1 }), "{error:?}");
+        assert!(error.to_string().contains("upgrade tollgate"), "{error}");
+        assert_eq!(tables(&client, &newer).await, before, "nothing changed");
+
+        // A schema holding another application's tables.
+        let foreign = fresh_schema();
+        client
+            .batch_execute(&format!(
+                "CREATE SCHEMA {foreign}; CREATE TABLE {foreign}.customers (id int); \
+                 INSERT INTO {foreign}.customers VALUES (1)"
+            ))
+            .await
+            .unwrap();
+        let options = PostgresOptions::default().with_schema(foreign.clone());
+        let error = PostgresStore::connect_with(&url, options).await.unwrap_err();
+        assert!(matches!(&error, StoreError::ForeignDatabase { tables } if tables == "customers"));
+        assert!(error.to_string().contains("not tollgate's"), "{error}");
+        assert_eq!(tables(&client, &foreign).await, [("customers".to_owned(), 1)]);
+    });
+}
+
+async fn fresh_store_in(url: &str, schema: &str) -> PostgresStore {
+    let options = PostgresOptions::default().with_schema(schema).with_pool_size(1);
+    PostgresStore::connect_with(url, options).await.unwrap()
+}
+
+#[test]
+fn bad_settings_and_unreachable_servers_are_typed_errors() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let closed_port = "postgres://tollgate:tollgate@127.0.0.1:1/tollgate_test?sslmode=disable";
+        let error = PostgresStore::connect(closed_port).await.unwrap_err();
+        assert!(matches!(error, StoreError::Unavailable { .. }), "{error:?}");
+
+        let wrong_password = url.replacen("tollgate:tollgate@", "tollgate:wrong@", 1);
+        assert_ne!(wrong_password, url, "the test URL names the tollgate role");
+        let error = PostgresStore::connect(&wrong_password).await.unwrap_err();
+        assert!(matches!(error, StoreError::Unavailable { .. }), "{error:?}");
+        assert!(error.to_string().contains("password"), "{error}");
+
+        let error = PostgresStore::connect("postgres://host:notaport/db").await.unwrap_err();
+        assert!(matches!(error, StoreError::InvalidSettings { .. }), "{error:?}");
+        let options = PostgresOptions::default().with_schema("Robert'); DROP TABLE runs;--");
+        let error = PostgresStore::connect_with(&url, options).await.unwrap_err();
+        assert!(matches!(error, StoreError::InvalidSettings { .. }), "{error:?}");
+        assert!(PostgresStore::is_url("postgres://x/y") && PostgresStore::is_url("postgresql://x"));
+        assert!(!PostgresStore::is_url("tollgate.db"));
+    });
+}
+
+fn paused_run(run: RunId) -> (NewRun, Transition) {
+    let blob = Codec::Json.encode(&0u32, 1).unwrap();
+    let created = NewRun {
+        id: run,
+        graph: GraphRef { name: "g".into(), version: 1 },
+        thread: None,
+        created_at_ms: 1,
+        snapshot: blob.clone(),
+        frontier: blob,
+        events: vec![EventRecord { seq: 1, json: "{}".into() }],
+        owner: Owner::current(),
+        lease_until_ms: i64::MAX,
+        attachment: None,
+    };
+    let interrupt = InterruptRecord {
+        id: format!("{run}.1.0.0"),
+        step: 1,
+        task: 0,
+        ordinal: 0,
+        node: "gate".into(),
+        kind: "approval".into(),
+        payload: serde_json::json!({"b": 1, "a": [2, 3]}),
+        decisions: vec!["approve".into()],
+        schema: None,
+        rejection_routed: false,
+        decision: None,
+        raised_at_ms: 2,
+    };
+    let pause = Transition {
+        run,
+        epoch: 1,
+        step: None,
+        status: RunStatus::AwaitingHitl,
+        failure: None,
+        events: vec![EventRecord { seq: 2, json: "{}".into() }],
+        at_ms: 2,
+        lease_until_ms: None,
+        interrupts: vec![interrupt],
+    };
+    (created, pause)
+}
+
+#[test]
+fn of_many_concurrent_decisions_on_separate_connections_exactly_one_wins() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = fresh_schema();
+        let store = Arc::new(fresh_store_in(&url, &schema).await);
+        for _ in 0..5 {
+            let run = RunId::new();
+            let (created, pause) = paused_run(run);
+            store.create_run(created).await.unwrap();
+            store.commit(pause).await.unwrap();
+            // Eight deciders, each with its own pool (its own connection).
+            let mut deciders = Vec::new();
+            for n in 0..8 {
+                let store = fresh_store_in(&url, &schema).await;
+                deciders.push(tokio::spawn(async move {
+                    store
+                        .decide(DecisionWrite {
+                            run,
+                            expected_epoch: 1,
+                            interrupt: format!("{run}.1.0.0"),
+                            decision: serde_json::json!({"decision": "approve", "by": n}),
+                            status: RunStatus::Queued,
+                            events: vec![EventRecord { seq: 3, json: format!("{{\"by\":{n}}}") }],
+                            at_ms: 3,
+                            claim: None,
+                        })
+                        .await
+                }));
+            }
+            let mut won = 0;
+            for decider in deciders {
+                match decider.await.unwrap() {
+                    Ok(epoch) => {
+                        assert_eq!(epoch, 2);
+                        won += 1;
+                    }
+                    Err(StoreError::Fenced { current: 2, .. })
+                    | Err(StoreError::NotAwaitingDecision { .. }) => {}
+                    Err(other) => panic!("unexpected refusal {other:?}"),
+                }
+            }
+            assert_eq!(won, 1, "exactly one decision wins");
+            let record = store.run(run).await.unwrap();
+            assert_eq!((record.status, record.epoch, record.last_seq), (RunStatus::Queued, 2, 3));
+            let events = store.events(run, 0, 10).await.unwrap();
+            assert_eq!(events.len(), 3, "one decision's event, once");
+            let interrupts = store.interrupts(run).await.unwrap();
+            assert_eq!(interrupts[0].payload, serde_json::json!({"b": 1, "a": [2, 3]}));
+        }
+    });
+}
