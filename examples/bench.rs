@@ -4,6 +4,9 @@
 //!
 //! `cargo run --release --example bench -- --json`
 //! `cargo run --release --example bench -- --only cycle,noop`
+//! `cargo run --release --example bench -- --json --store postgres` (the
+//! server of `TOLLGATE_PG_URL`; each workload in a schema `bench_NAME` of
+//! its own, dropped first; `pg_raw_commit` is the floor there)
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -16,6 +19,7 @@ use tollgate::{
     PageRequest, Resumed, Route, RunConfig, RunFilter, RunStatus, Send, SqliteStore, StateGraph,
     Store, END, START,
 };
+use tollgate_postgres::{PostgresOptions, PostgresStore};
 
 #[derive(Parser, Debug)]
 #[command(about = "tollgate benchmarks")]
@@ -30,6 +34,85 @@ struct Args {
     /// times the page at depth 1000 (`page_ms_depth1000`).
     #[arg(long, default_value_t = 5_000)]
     list_runs: u64,
+    /// The store the workloads run on: `sqlite` (files in a temp dir) or
+    /// `postgres` (the server of `TOLLGATE_PG_URL`).
+    #[arg(long, default_value = "sqlite", value_parser = ["sqlite", "postgres"])]
+    store: String,
+}
+
+/// Where the workloads' stores live.
+enum Backend {
+    /// One SQLite file per workload in this folder.
+    Sqlite(std::path::PathBuf),
+    /// One schema per workload on the server of this URL.
+    Postgres(String),
+}
+
+impl Backend {
+    /// A fresh, empty store for the workload `name`.
+    async fn open(&self, name: &str) -> Result<Arc<dyn Store>, Box<dyn std::error::Error>> {
+        Ok(match self {
+            Backend::Sqlite(dir) => Arc::new(SqliteStore::open(dir.join(format!("{name}.db")))?),
+            Backend::Postgres(url) => {
+                let schema = format!("bench_{name}");
+                let client = pg_client(url).await?;
+                client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await?;
+                let options = PostgresOptions::default().with_schema(schema);
+                Arc::new(PostgresStore::connect_with(url, options).await?)
+            }
+        })
+    }
+
+    /// Bytes the workload `name` left: the SQLite file with its WAL, or the
+    /// Postgres schema's tables with their TOAST and indexes.
+    async fn bytes(&self, name: &str) -> Result<u64, Box<dyn std::error::Error>> {
+        Ok(match self {
+            Backend::Sqlite(dir) => db_bytes(&dir.join(format!("{name}.db"))),
+            Backend::Postgres(url) => {
+                let client = pg_client(url).await?;
+                let row = client
+                    .query_one(
+                        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint \
+                         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                         WHERE n.nspname = $1 AND c.relkind = 'r'",
+                        &[&format!("bench_{name}")],
+                    )
+                    .await?;
+                row.get::<_, i64>(0) as u64
+            }
+        })
+    }
+}
+
+async fn pg_client(url: &str) -> Result<tokio_postgres::Client, Box<dyn std::error::Error>> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// The Postgres floor: single-row INSERTs, each its own transaction (one
+/// round trip and one commit), `synchronous_commit` as the server has it.
+async fn pg_raw_commit(url: &str) -> Outcome {
+    let n = 1_000;
+    let client = pg_client(url).await?;
+    client
+        .batch_execute(
+            "DROP SCHEMA IF EXISTS bench_raw CASCADE; CREATE SCHEMA bench_raw; \
+             CREATE TABLE bench_raw.t (id bigserial PRIMARY KEY, payload bytea NOT NULL)",
+        )
+        .await?;
+    let insert = client.prepare("INSERT INTO bench_raw.t (payload) VALUES ($1)").await?;
+    let payload = vec![7u8; 64];
+    let started = Instant::now();
+    for _ in 0..n {
+        client.execute(&insert, &[&payload]).await?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let synchronous: String = client.query_one("SHOW synchronous_commit", &[]).await?.get(0);
+    Ok(extend(
+        line("pg_raw_commit", n, seconds, n, 0, n),
+        json!({"synchronous_commit": synchronous}),
+    ))
 }
 
 type Outcome = Result<Value, Box<dyn std::error::Error>>;
@@ -142,10 +225,9 @@ async fn cycle_on(store: Arc<dyn Store>, steps: u64) -> Result<f64, Box<dyn std:
     Ok(started.elapsed().as_secs_f64())
 }
 
-async fn cycle_sqlite(dir: &std::path::Path) -> Outcome {
+async fn cycle_store(backend: &Backend) -> Outcome {
     let n = 1_000;
-    let path = dir.join("cycle.db");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path)?);
+    let store = backend.open("cycle").await?;
     cycle_on(Arc::clone(&store), 50).await?; // warm-up
     let mut runs = Vec::new();
     for _ in 0..5 {
@@ -153,7 +235,7 @@ async fn cycle_sqlite(dir: &std::path::Path) -> Outcome {
     }
     let seconds = median(runs);
     drop(store);
-    Ok(line("cycle", n, seconds, n, db_bytes(&path), n))
+    Ok(line("cycle", n, seconds, n, backend.bytes("cycle").await?, n))
 }
 
 async fn noop() -> Outcome {
@@ -172,9 +254,8 @@ async fn noop() -> Outcome {
     ))
 }
 
-async fn fanout(dir: &std::path::Path) -> Outcome {
+async fn fanout(backend: &Backend) -> Outcome {
     let (k, runs) = (100usize, 20u64);
-    let path = dir.join("fanout.db");
     let graph = StateGraph::<Log>::new("fanout", 1)
         .node("split", |_s: Arc<Log>, _ctx| async move { Ok(LogUpdate::default()) })
         .node("work", |_s: Arc<Log>, ctx| async move {
@@ -191,7 +272,7 @@ async fn fanout(dir: &std::path::Path) -> Outcome {
         .join(["work"], "join")
         .edge("join", END)
         .compile()?;
-    let executor = Executor::new(SqliteStore::open(&path)?);
+    let executor = Executor::with_store(backend.open("fanout").await?);
     let started = Instant::now();
     for _ in 0..runs {
         let outcome = executor.run(&graph, Log::default(), RunConfig::new()).await?;
@@ -201,14 +282,13 @@ async fn fanout(dir: &std::path::Path) -> Outcome {
     drop(executor);
     let steps = runs * 3;
     Ok(extend(
-        line("fanout", runs, seconds, steps, db_bytes(&path), steps),
+        line("fanout", runs, seconds, steps, backend.bytes("fanout").await?, steps),
         json!({"k": k, "per_run_ms": seconds * 1e3 / runs as f64}),
     ))
 }
 
-async fn growth(dir: &std::path::Path) -> Outcome {
+async fn growth(backend: &Backend) -> Outcome {
     let n = 1_000u64;
-    let path = dir.join("growth.db");
     let stamps: Arc<Mutex<Vec<Instant>>> = Arc::new(Mutex::new(Vec::with_capacity(n as usize + 1)));
     let recorder = Arc::clone(&stamps);
     let graph = StateGraph::<Log>::new("growth", 1)
@@ -226,7 +306,7 @@ async fn growth(dir: &std::path::Path) -> Outcome {
             }
         })
         .compile()?;
-    let executor = Executor::new(SqliteStore::open(&path)?);
+    let executor = Executor::with_store(backend.open("growth").await?);
     let started = Instant::now();
     let outcome = executor.run(&graph, Log::default(), RunConfig::new().max_steps(n)).await?;
     let seconds = started.elapsed().as_secs_f64();
@@ -236,7 +316,7 @@ async fn growth(dir: &std::path::Path) -> Outcome {
     let span = |from: usize, to: usize| stamps[to].duration_since(stamps[from]).as_secs_f64() * 1e3;
     let (first, last) = (span(0, 100), span(n as usize - 101, n as usize - 1));
     Ok(extend(
-        line("growth", n, seconds, n, db_bytes(&path), n),
+        line("growth", n, seconds, n, backend.bytes("growth").await?, n),
         json!({"first100_ms": first, "last100_ms": last, "last_over_first": last / first}),
     ))
 }
@@ -245,9 +325,8 @@ async fn growth(dir: &std::path::Path) -> Outcome {
 /// `resume_run` (the leg driven in this task). `resume_spawned_us`: 100
 /// more runs resumed with `resume` (the leg in a task of its own) and waited
 /// for.
-async fn hitl(dir: &std::path::Path) -> Outcome {
+async fn hitl(backend: &Backend) -> Outcome {
     let n = 500u64;
-    let path = dir.join("hitl.db");
     let graph = StateGraph::<Counter>::new("hitl", 1)
         .node("ask", |_s: Arc<Counter>, ctx| async move {
             ctx.interrupt(Interrupt::new("approval", json!({"amount": 20})))?;
@@ -261,7 +340,7 @@ async fn hitl(dir: &std::path::Path) -> Outcome {
         .edge("ask", "after")
         .edge("after", END)
         .compile()?;
-    let executor = Executor::new(SqliteStore::open(&path)?);
+    let executor = Executor::with_store(backend.open("hitl").await?);
     let started = Instant::now();
     let mut runs = Vec::with_capacity(n as usize);
     for _ in 0..n {
@@ -282,9 +361,9 @@ async fn hitl(dir: &std::path::Path) -> Outcome {
     }
     let resuming = started.elapsed().as_secs_f64();
     drop(executor);
-    let bytes = db_bytes(&path);
+    let bytes = backend.bytes("hitl").await?;
     // The spawned variant, on a file of its own.
-    let executor = Executor::new(SqliteStore::open(dir.join("hitl_spawned.db"))?);
+    let executor = Executor::with_store(backend.open("hitl_spawned").await?);
     let spawned_n = 100;
     let mut runs = Vec::with_capacity(spawned_n);
     for _ in 0..spawned_n {
@@ -312,9 +391,8 @@ async fn hitl(dir: &std::path::Path) -> Outcome {
     ))
 }
 
-async fn list(dir: &std::path::Path, n: u64) -> Outcome {
-    let path = dir.join("list.db");
-    let executor = Executor::new(SqliteStore::open(&path)?);
+async fn list(backend: &Backend, n: u64) -> Outcome {
+    let executor = Executor::with_store(backend.open("list").await?);
     let graph = cycle(1);
     for _ in 0..n {
         executor.run(&graph, Counter::default(), RunConfig::new()).await?;
@@ -353,7 +431,7 @@ async fn list(dir: &std::path::Path, n: u64) -> Outcome {
     let max = pages.iter().copied().fold(0.0, f64::max);
     let total: f64 = pages.iter().sum();
     Ok(extend(
-        extend(line("list", n, total / 1e3, 11, db_bytes(&path), n), depths),
+        extend(line("list", n, total / 1e3, 11, backend.bytes("list").await?, n), depths),
         json!({"page_ms_median": median(pages), "page_ms_max": max}),
     ))
 }
@@ -363,24 +441,35 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let dir = tempfile::tempdir()?;
     let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|w| w == name);
+    let backend = if args.store == "postgres" {
+        let url = std::env::var("TOLLGATE_PG_URL")
+            .map_err(|_| "--store postgres reads the server's URL from TOLLGATE_PG_URL")?;
+        Backend::Postgres(url)
+    } else {
+        Backend::Sqlite(dir.path().to_owned())
+    };
     let mut results = Vec::new();
-    if wanted("raw_commit") {
-        results.push(raw_commit(dir.path())?);
+    match &backend {
+        Backend::Sqlite(dir) if wanted("raw_commit") => results.push(raw_commit(dir)?),
+        Backend::Postgres(url) if wanted("pg_raw_commit") => {
+            results.push(pg_raw_commit(url).await?);
+        }
+        _ => {}
     }
     if wanted("cycle") {
-        results.push(cycle_sqlite(dir.path()).await?);
+        results.push(cycle_store(&backend).await?);
     }
     if wanted("fanout") {
-        results.push(fanout(dir.path()).await?);
+        results.push(fanout(&backend).await?);
     }
     if wanted("hitl") {
-        results.push(hitl(dir.path()).await?);
+        results.push(hitl(&backend).await?);
     }
     if wanted("growth") {
-        results.push(growth(dir.path()).await?);
+        results.push(growth(&backend).await?);
     }
     if wanted("list") {
-        results.push(list(dir.path(), args.list_runs).await?);
+        results.push(list(&backend, args.list_runs).await?);
     }
     if wanted("noop") {
         results.push(noop().await?);

@@ -15,6 +15,8 @@ pub use tollgate_checkpoint::{
 pub use tollgate_checkpoint::{Checkpointing, Durability, SqliteOptions, SqliteStore};
 pub use tollgate_engine::*;
 pub use tollgate_nodes::*;
+#[cfg(feature = "postgres")]
+pub use tollgate_postgres::{PostgresOptions, PostgresStore};
 
 /// Test doubles and conformance suites (feature `testkit`).
 #[cfg(feature = "testkit")]

@@ -43,7 +43,7 @@ fn main() -> ExitCode {
 }
 
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
-    let runs = Runs::open(&cli.db)?;
+    let runs = Runs::open(&cli.db).await?;
     match cli.command {
         Command::Run { blueprint, input, model, json } => {
             let mut blueprint = Blueprint::load(&blueprint)?;

@@ -8,13 +8,14 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{
     Cursor, EventRecord, PageRequest, RunFailure, RunFilter, RunId, RunRecord, RunStatus,
-    SqliteStore, Store,
+    SqliteStore, Store, StoreError,
 };
 use tollgate_engine::{
     format_rfc3339, Decision, DecisionRequest, Event, EventEnvelope, EventSink, Executor, Resumed,
     RunConfig, RunHandle,
 };
 use tollgate_nodes::{AgentState, Blueprint, CompiledAgent, Message, ModelRegistry};
+use tollgate_postgres::PostgresStore;
 
 use crate::error::CliError;
 
@@ -74,6 +75,22 @@ pub(crate) struct Rebuilt {
     pub(crate) agent: CompiledAgent,
 }
 
+/// `url` with its password (if any) replaced by `***`, for messages.
+fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else { return url.to_owned() };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => match rest[..at].find(':') {
+            Some(colon) => {
+                format!("{}{}:***{}", &url[..scheme_end + 3], &rest[..colon], &rest[at..])
+            }
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
 /// The runs of one database.
 #[derive(Clone)]
 pub(crate) struct Runs {
@@ -82,11 +99,23 @@ pub(crate) struct Runs {
 }
 
 impl Runs {
-    pub(crate) fn open(db: &Path) -> Result<Self, CliError> {
-        let store = SqliteStore::open(db).map_err(|error| CliError::Failed {
-            message: format!("cannot open database {}: {error}", db.display()),
+    /// Opens the database `db` names: a `postgres://` (or `postgresql://`)
+    /// URL selects PostgreSQL, anything else is a SQLite file's path.
+    pub(crate) async fn open(db: &Path) -> Result<Self, CliError> {
+        let text = db.to_string_lossy();
+        let opened = if PostgresStore::is_url(&text) {
+            PostgresStore::connect(&text).await.map(|store| Executor::new(store))
+        } else {
+            SqliteStore::open(db).map(|store| Executor::new(store))
+        };
+        let executor = opened.map_err(|error| {
+            let message = format!("cannot open database {}: {error}", redact(&text));
+            match error {
+                StoreError::InvalidSettings { .. } => CliError::Invalid { message },
+                _ => CliError::Failed { message },
+            }
         })?;
-        Ok(Self { executor: Arc::new(Executor::new(store)), models: models() })
+        Ok(Self { executor: Arc::new(executor), models: models() })
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {

@@ -3,11 +3,13 @@
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use tokio_postgres::NoTls;
 use tollgate_checkpoint::{RunStatus, SqliteStore};
 use tollgate_engine::{
     DynState, Executor, Interrupt, NodeContext, RunConfig, StateGraph, END, START,
@@ -15,6 +17,8 @@ use tollgate_engine::{
 
 struct Fixture {
     dir: tempfile::TempDir,
+    /// What `--db` names: a SQLite file in `dir`, or a Postgres URL.
+    db: OsString,
 }
 
 impl Fixture {
@@ -50,11 +54,40 @@ impl Fixture {
         .unwrap();
         let down = json!({"name": "down", "model": "scripted:down.json"});
         std::fs::write(dir.path().join("down_bp.json"), down.to_string()).unwrap();
-        Self { dir }
+        let db = dir.path().join("runs.db").into_os_string();
+        Self { dir, db }
+    }
+
+    /// The same files, with runs in a new, empty Postgres database on the
+    /// server of `TOLLGATE_PG_URL`; `None` (the test skipped, with a note)
+    /// without one, except under `CI=true`, where that fails the test.
+    fn postgres() -> Option<Self> {
+        let url = match std::env::var("TOLLGATE_PG_URL") {
+            Ok(url) if !url.is_empty() => url,
+            _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
+                panic!("TOLLGATE_PG_URL is not set: CI must run the Postgres tests")
+            }
+            _ => {
+                eprintln!("skipped: TOLLGATE_PG_URL is not set (bash scripts/postgres prints one)");
+                return None;
+            }
+        };
+        let name = format!("tg_{}", tollgate_checkpoint::RunId::new().to_string().to_lowercase());
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+            tokio::spawn(connection);
+            client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+        });
+        // postgres://user:password@host:port/DATABASE?options
+        let (base, query) = url.split_once('?').map_or((url.as_str(), ""), |(b, q)| (b, q));
+        let (server, _) = base.rsplit_once('/').unwrap();
+        let query = if query.is_empty() { String::new() } else { format!("?{query}") };
+        Some(Self { db: format!("{server}/{name}{query}").into(), ..Self::new() })
     }
 
     fn db(&self) -> PathBuf {
-        self.dir.path().join("runs.db")
+        PathBuf::from(&self.db)
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -93,6 +126,35 @@ impl Fixture {
     }
 }
 
+/// Each case once on SQLite and once on Postgres.
+macro_rules! on_both_stores {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test]
+            fn $case() {
+                super::$case(super::Fixture::new());
+            })*
+        }
+        mod postgres {
+            $(#[test]
+            fn $case() {
+                if let Some(fx) = super::Fixture::postgres() {
+                    super::$case(fx);
+                }
+            })*
+        }
+    };
+}
+
+on_both_stores!(
+    run_pauses_at_approval_and_resume_finishes_it,
+    list_pages_newest_first_with_filters,
+    events_print_ndjson_and_follow_ends_with_a_finished_run,
+    exit_codes_cover_failure_usage_not_found_and_conflict,
+    two_concurrent_resumes_one_wins_one_conflicts,
+    continue_picks_up_a_blueprint_run_whose_process_was_killed
+);
+
 fn code(output: &Output) -> Option<i32> {
     output.status.code()
 }
@@ -114,9 +176,7 @@ fn assert_summary_shape(summary: &Value) {
     }
 }
 
-#[test]
-fn run_pauses_at_approval_and_resume_finishes_it() {
-    let fx = Fixture::new();
+fn run_pauses_at_approval_and_resume_finishes_it(fx: Fixture) {
     let summary = fx.json(&["run", "refunds.json", "--input", "Refund order 7", "--json"], 10);
     assert_summary_shape(&summary);
     assert_eq!(summary["status"], "awaiting_hitl");
@@ -156,9 +216,7 @@ fn run_pauses_at_approval_and_resume_finishes_it() {
     );
 }
 
-#[test]
-fn list_pages_newest_first_with_filters() {
-    let fx = Fixture::new();
+fn list_pages_newest_first_with_filters(fx: Fixture) {
     let ids: Vec<String> = (0..3).map(|_| fx.paused()).collect();
     let done = fx.json(&["run", "hello_bp.json", "--json"], 0);
     let page = fx.json(&["runs", "list", "--limit", "2", "--json"], 0);
@@ -185,9 +243,7 @@ fn list_pages_newest_first_with_filters() {
     assert_eq!(code(&fx.run(&["runs", "list", "--status", "sleeping"])), Some(2));
 }
 
-#[test]
-fn events_print_ndjson_and_follow_ends_with_a_finished_run() {
-    let fx = Fixture::new();
+fn events_print_ndjson_and_follow_ends_with_a_finished_run(fx: Fixture) {
     let id = fx.json(&["run", "hello_bp.json", "--json"], 0)["id"].as_str().unwrap().to_owned();
     let output = fx.run(&["runs", "events", &id, "--json"]);
     assert_eq!(code(&output), Some(0));
@@ -206,9 +262,7 @@ fn events_print_ndjson_and_follow_ends_with_a_finished_run() {
     assert_eq!(String::from_utf8(followed.stdout).unwrap().lines().count(), lines.len());
 }
 
-#[test]
-fn exit_codes_cover_failure_usage_not_found_and_conflict() {
-    let fx = Fixture::new();
+fn exit_codes_cover_failure_usage_not_found_and_conflict(fx: Fixture) {
     // 1: the run failed (the provider refused the key); the summary says why.
     let failed = fx.json(&["run", "down_bp.json", "--json"], 1);
     assert_eq!(failed["status"], "failed");
@@ -241,9 +295,7 @@ fn exit_codes_cover_failure_usage_not_found_and_conflict() {
     );
 }
 
-#[test]
-fn two_concurrent_resumes_one_wins_one_conflicts() {
-    let fx = Fixture::new();
+fn two_concurrent_resumes_one_wins_one_conflicts(fx: Fixture) {
     for _ in 0..3 {
         let id = fx.paused();
         let spawn = || {
@@ -305,9 +357,7 @@ fn decisions_on_rust_graphs_are_recorded_for_their_process() {
     assert_eq!(rejected["error"]["message"], "too much");
 }
 
-#[test]
-fn continue_picks_up_a_blueprint_run_whose_process_was_killed() {
-    let fx = Fixture::new();
+fn continue_picks_up_a_blueprint_run_whose_process_was_killed(fx: Fixture) {
     std::fs::write(
         fx.path("slow_replies.json"),
         r#"[{"tool_calls": [{"name": "wait", "args": {}}]}, {"text": "waited"}]"#,
@@ -342,4 +392,33 @@ fn continue_picks_up_a_blueprint_run_whose_process_was_killed() {
     let done = fx.json(&["runs", "continue", &id, "--json"], 0);
     assert_eq!(done["status"], "completed");
     assert_eq!(done["result"]["messages"].as_array().unwrap().last().unwrap()["content"], "waited");
+}
+
+#[test]
+fn a_postgres_url_that_cannot_be_used_is_a_clear_error_without_its_password() {
+    let fx = Fixture::new();
+    let open = |url: &str| {
+        Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["runs", "list"])
+            .env("TOLLGATE_DB", url)
+            .current_dir(fx.path("."))
+            .output()
+            .unwrap()
+    };
+    let down = open("postgres://me:s3cret@127.0.0.1:1/db?sslmode=disable");
+    let message = String::from_utf8_lossy(&down.stderr).into_owned();
+    assert_eq!(code(&down), Some(1), "{message}");
+    assert!(
+        message.contains("cannot open database postgres://me:***@127.0.0.1:1/db")
+            && message.contains("unavailable"),
+        "{message}"
+    );
+    let bad = open("postgres://me:s3cret@host:notaport/db");
+    let message = String::from_utf8_lossy(&bad.stderr).into_owned();
+    assert_eq!(code(&bad), Some(2), "{message}");
+    assert!(message.contains("invalid database settings"), "{message}");
+    for output in [&down, &bad] {
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), message);
+        assert!(!text.contains("s3cret"), "the password leaked: {text}");
+    }
 }

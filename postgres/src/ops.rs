@@ -612,14 +612,20 @@ impl Store for PostgresStore {
         limit: usize,
     ) -> Result<Vec<EventRecord>, StoreError> {
         let after = sql_int(after_seq);
-        // Every row holds at least one event, so `limit` rows are enough.
+        // Every row holds at least one event, so `limit` rows are enough
+        // (step rows with events, and rows of status-only transitions).
         let rows_limit = sql_int(limit as u64);
         let client = self.client().await?;
         let (exists, statement) = tokio::try_join!(
             client.prepare_cached("SELECT 1 FROM runs WHERE id = $1"),
             client.prepare_cached(
-                "SELECT first_seq, lines FROM events \
-                 WHERE run = $1 AND first_seq + count - 1 > $2 ORDER BY first_seq LIMIT $3",
+                "(SELECT first_seq, events FROM steps \
+                   WHERE run = $1 AND event_count > 0 AND first_seq + event_count - 1 > $2 \
+                   ORDER BY step LIMIT $3) \
+                 UNION ALL \
+                 (SELECT first_seq, lines FROM events \
+                   WHERE run = $1 AND first_seq + count - 1 > $2 ORDER BY first_seq LIMIT $3) \
+                 ORDER BY 1 LIMIT $3",
             ),
         )
         .map_err(client_error)?;

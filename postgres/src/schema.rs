@@ -38,16 +38,21 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_by_graph ON runs (graph, id);
     CREATE INDEX runs_by_thread ON runs (thread, id) WHERE thread IS NOT NULL;
 
-    -- One row per committed step (step 0 is the input): the next frontier
-    -- and the step's updates in merge order.
+    -- One row per committed step (step 0 is the input): the next frontier,
+    -- the step's updates in merge order, and the step's events (seq
+    -- first_seq .., one JSON line each, newline-joined): one row written
+    -- per step.
     CREATE TABLE steps (
-        run      text NOT NULL,
-        step     bigint NOT NULL,
-        at_ms    bigint NOT NULL,
-        frontier bytea NOT NULL,
-        tasks    integer[] NOT NULL,
-        nodes    text[] NOT NULL,
-        updates  bytea[] NOT NULL,
+        run         text NOT NULL,
+        step        bigint NOT NULL,
+        at_ms       bigint NOT NULL,
+        frontier    bytea NOT NULL,
+        tasks       integer[] NOT NULL,
+        nodes       text[] NOT NULL,
+        updates     bytea[] NOT NULL,
+        first_seq   bigint NOT NULL,
+        event_count integer NOT NULL,
+        events      text NOT NULL,
         PRIMARY KEY (run, step)
     );
     CREATE TABLE snapshots (
@@ -81,8 +86,8 @@ const MIGRATIONS: &[&str] = &[
         raised_at_ms     bigint NOT NULL,
         PRIMARY KEY (run, id)
     );
-    -- The events of one transition: seq first_seq .., one JSON line each,
-    -- newline-joined.
+    -- The events of a transition that committed no step (a status change,
+    -- a decision), as in `steps`.
     CREATE TABLE events (
         run       text NOT NULL,
         first_seq bigint NOT NULL,
@@ -143,19 +148,20 @@ const MIGRATIONS: &[&str] = &[
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'TG002', MESSAGE = 'run exists';
         END IF;
-        INSERT INTO steps (run, step, at_ms, frontier, tasks, nodes, updates)
-        VALUES (p_run, 0, p_at, p_frontier, '{}', '{}', '{}');
+        INSERT INTO steps (run, step, at_ms, frontier, tasks, nodes, updates, first_seq,
+                           event_count, events)
+        VALUES (p_run, 0, p_at, p_frontier, '{}', '{}', '{}', 1, p_count, p_lines);
         INSERT INTO snapshots (run, step, payload) VALUES (p_run, 0, p_snapshot);
-        IF p_count > 0 THEN
-            INSERT INTO events (run, first_seq, count, lines) VALUES (p_run, 1, p_count, p_lines);
-        END IF;
         IF p_attachment IS NOT NULL THEN
             INSERT INTO attachments (run, body) VALUES (p_run, p_attachment);
         END IF;
     END $$;
 
     -- One transition. TG004 step out of order (detail: current step),
-    -- TG005 event gap (detail: the next seq).
+    -- TG005 event gap (detail: the next seq). The run's row is updated
+    -- first, by a statement whose conditions are the writer's checks (it
+    -- takes the row lock); only when it matches nothing is the refusal
+    -- worked out. Changes to a status other than `running` are announced.
     CREATE FUNCTION tollgate_commit(
         p_run text, p_epoch bigint, p_step bigint, p_at bigint, p_frontier bytea,
         p_tasks integer[], p_nodes text[], p_updates bytea[], p_snapshot bytea,
@@ -164,30 +170,6 @@ const MIGRATIONS: &[&str] = &[
     ) RETURNS void LANGUAGE plpgsql AS $$
     DECLARE r runs;
     BEGIN
-        r := tollgate_writer(p_run, p_epoch);
-        IF p_step IS NOT NULL AND p_step <> r.step + 1 THEN
-            RAISE EXCEPTION USING ERRCODE = 'TG004', MESSAGE = 'step out of order',
-                DETAIL = r.step::text;
-        END IF;
-        IF p_count > 0 AND p_first_seq <> r.last_seq + 1 THEN
-            RAISE EXCEPTION USING ERRCODE = 'TG005', MESSAGE = 'event gap',
-                DETAIL = (r.last_seq + 1)::text;
-        END IF;
-        IF p_step IS NOT NULL THEN
-            INSERT INTO steps (run, step, at_ms, frontier, tasks, nodes, updates)
-            VALUES (p_run, p_step, p_at, p_frontier, p_tasks, p_nodes, p_updates);
-            IF p_snapshot IS NOT NULL THEN
-                INSERT INTO snapshots (run, step, payload) VALUES (p_run, p_step, p_snapshot);
-            END IF;
-            DELETE FROM pending_writes WHERE run = p_run AND step = p_step;
-        END IF;
-        IF p_count > 0 THEN
-            INSERT INTO events (run, first_seq, count, lines)
-            VALUES (p_run, p_first_seq, p_count, p_lines);
-        END IF;
-        IF p_interrupts IS NOT NULL THEN
-            PERFORM tollgate_insert_interrupts(p_run, p_interrupts);
-        END IF;
         UPDATE runs SET
             status = p_status,
             step = coalesce(p_step, step),
@@ -197,8 +179,35 @@ const MIGRATIONS: &[&str] = &[
             lease_until_ms = CASE WHEN p_status = 'running'
                                   THEN coalesce(p_lease, lease_until_ms) END,
             owner = CASE WHEN p_status = 'running' THEN owner END
-        WHERE id = p_run;
-        IF p_status <> r.status THEN
+        WHERE id = p_run AND epoch = p_epoch AND status NOT IN ('completed', 'rejected')
+          AND (p_step IS NULL OR step = p_step - 1)
+          AND (p_count = 0 OR last_seq = p_first_seq - 1);
+        IF NOT FOUND THEN
+            r := tollgate_writer(p_run, p_epoch);
+            IF p_step IS NOT NULL AND p_step <> r.step + 1 THEN
+                RAISE EXCEPTION USING ERRCODE = 'TG004', MESSAGE = 'step out of order',
+                    DETAIL = r.step::text;
+            END IF;
+            RAISE EXCEPTION USING ERRCODE = 'TG005', MESSAGE = 'event gap',
+                DETAIL = (r.last_seq + 1)::text;
+        END IF;
+        IF p_step IS NOT NULL THEN
+            INSERT INTO steps (run, step, at_ms, frontier, tasks, nodes, updates, first_seq,
+                               event_count, events)
+            VALUES (p_run, p_step, p_at, p_frontier, p_tasks, p_nodes, p_updates,
+                    p_first_seq, p_count, p_lines);
+            IF p_snapshot IS NOT NULL THEN
+                INSERT INTO snapshots (run, step, payload) VALUES (p_run, p_step, p_snapshot);
+            END IF;
+            DELETE FROM pending_writes WHERE run = p_run AND step = p_step;
+        ELSIF p_count > 0 THEN
+            INSERT INTO events (run, first_seq, count, lines)
+            VALUES (p_run, p_first_seq, p_count, p_lines);
+        END IF;
+        IF p_interrupts IS NOT NULL THEN
+            PERFORM tollgate_insert_interrupts(p_run, p_interrupts);
+        END IF;
+        IF p_status <> 'running' THEN
             PERFORM pg_notify('tollgate_runs', p_run || ' ' || p_status);
         END IF;
     END $$;
