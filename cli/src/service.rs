@@ -104,9 +104,9 @@ impl Runs {
     pub(crate) async fn open(db: &Path) -> Result<Self, CliError> {
         let text = db.to_string_lossy();
         let opened = if PostgresStore::is_url(&text) {
-            PostgresStore::connect(&text).await.map(|store| Executor::new(store))
+            PostgresStore::connect(&text).await.map(Executor::new)
         } else {
-            SqliteStore::open(db).map(|store| Executor::new(store))
+            SqliteStore::open(db).map(Executor::new)
         };
         let executor = opened.map_err(|error| {
             let message = format!("cannot open database {}: {error}", redact(&text));

@@ -288,3 +288,43 @@ fn of_many_concurrent_decisions_on_separate_connections_exactly_one_wins() {
         }
     });
 }
+
+#[test]
+fn connections_the_server_dropped_are_replaced() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        // A name of its own, so that only this test's connections are cut.
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let tagged = format!("{url}{separator}application_name=tg_dropped_test");
+        let options = PostgresOptions::default().with_schema(fresh_schema()).with_pool_size(2);
+        let store = PostgresStore::connect_with(&tagged, options).await.unwrap();
+        let run = RunId::new();
+        let (created, pause) = paused_run(run);
+        store.create_run(created).await.unwrap();
+        let admin = raw(&url).await;
+        let cut = admin
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE application_name = 'tg_dropped_test'",
+                &[],
+            )
+            .await
+            .unwrap();
+        assert!(!cut.is_empty(), "the store's connection was found and cut");
+        // A call that meets a connection whose end has not reached the pool
+        // yet fails as unavailable (at most one per pooled connection); the
+        // pool then opens new ones.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let mut failures = 0;
+        let record = loop {
+            match store.run(run).await {
+                Ok(record) => break record,
+                Err(StoreError::Unavailable { .. }) if failures < 2 => failures += 1,
+                Err(other) => panic!("after {failures} failures: {other:?}"),
+            }
+        };
+        assert_eq!(record.status, RunStatus::Running);
+        store.commit(pause).await.unwrap();
+        assert_eq!(store.run(run).await.unwrap().status, RunStatus::AwaitingHitl);
+    });
+}
