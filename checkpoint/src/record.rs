@@ -393,6 +393,21 @@ pub struct RunFilter {
     pub thread: Option<String>,
 }
 
+impl RunFilter {
+    /// The conditions that are set, as (field, value) pairs: `status`,
+    /// `graph`, `thread`, each a run must equal. For stores that build
+    /// queries: a new filter field appears here, for every store at once.
+    pub fn equalities(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
+        [
+            ("status", self.status.map(|status| status.as_str().to_owned())),
+            ("graph", self.graph.clone()),
+            ("thread", self.thread.clone()),
+        ]
+        .into_iter()
+        .filter_map(|(field, value)| value.map(|value| (field, value)))
+    }
+}
+
 /// An opaque position in a run listing.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Cursor(String);

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use tokio_postgres::types::{FromSql, ToSql};
-use tokio_postgres::{IsolationLevel, Row};
+use tokio_postgres::{IsolationLevel, Row, Statement};
 use tollgate_checkpoint::{
     Blob, CheckpointInfo, Cursor, DecisionWrite, EventRecord, GraphRef, HistoryPage,
     InterruptRecord, NewRun, Owner, PageRequest, RunFailure, RunFilter, RunId, RunPage, RunRecord,
@@ -12,12 +12,20 @@ use tollgate_checkpoint::{
 use crate::store::{client_error, PostgresStore, Refusal};
 
 /// A run's columns, with its open interrupts counted. Append a `WHERE`.
-const SELECT_RUN: &str = "
-    SELECT r.id, r.graph, r.graph_version, r.thread, r.status, r.step, r.epoch, r.owner,
-           r.lease_until_ms, r.created_at_ms, r.updated_at_ms, r.failure, r.last_seq,
-           (SELECT count(*) FROM interrupts i
-             WHERE i.run = r.id AND i.decision IS NULL AND i.step > r.step)
-    FROM runs r";
+macro_rules! select_run {
+    () => {
+        "SELECT r.id, r.graph, r.graph_version, r.thread, r.status, r.step, r.epoch, r.owner,
+                r.lease_until_ms, r.created_at_ms, r.updated_at_ms, r.failure, r.last_seq,
+                (SELECT count(*) FROM interrupts i
+                  WHERE i.run = r.id AND i.decision IS NULL AND i.step > r.step)
+         FROM runs r"
+    };
+}
+
+const SELECT_RUN: &str = select_run!();
+
+/// One run by id.
+const RUN_BY_ID: &str = concat!(select_run!(), " WHERE r.id = $1");
 
 /// Parameters of one statement.
 type Params<'a, const N: usize = 2> = [&'a (dyn ToSql + Sync); N];
@@ -147,6 +155,18 @@ const SELECT_INTERRUPTS: &str = "
            decision, raised_at_ms
     FROM interrupts WHERE run = $1 AND step = $2 ORDER BY task, ordinal";
 
+impl PostgresStore {
+    /// A pooled connection and `sql` prepared on it (cached per connection).
+    async fn prepared(
+        &self,
+        sql: &str,
+    ) -> Result<(deadpool_postgres::Client, Statement), StoreError> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(sql).await.map_err(client_error)?;
+        Ok((client, statement))
+    }
+}
+
 #[async_trait]
 impl Store for PostgresStore {
     async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
@@ -154,13 +174,11 @@ impl Store for PostgresStore {
         if count > 0 && first != 1 {
             return Err(StoreError::EventGap { run: run.id, expected: 1, found: first as u64 });
         }
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(
+        let (client, statement) = self
+            .prepared(
                 "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             )
-            .await
-            .map_err(client_error)?;
+            .await?;
         let id = run.id.to_string();
         client
             .execute(
@@ -203,14 +221,12 @@ impl Store for PostgresStore {
             .map(|step| step.updates.iter().map(|u| u.update.to_bytes()).collect())
             .unwrap_or_default();
         let snapshot = step.and_then(|step| step.snapshot.as_ref()).map(Blob::to_bytes);
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(
+        let (client, statement) = self
+            .prepared(
                 "SELECT tollgate_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
                  $14, $15, $16)",
             )
-            .await
-            .map_err(client_error)?;
+            .await?;
         let id = run.to_string();
         let result = client
             .execute(
@@ -252,11 +268,8 @@ impl Store for PostgresStore {
         let tasks: Vec<i32> = write.updates.iter().map(|u| u.task.index as i32).collect();
         let nodes: Vec<&str> = write.updates.iter().map(|u| u.task.node.as_str()).collect();
         let payloads: Vec<Vec<u8>> = write.updates.iter().map(|u| u.update.to_bytes()).collect();
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached("SELECT tollgate_put_task_writes($1, $2, $3, $4, $5, $6)")
-            .await
-            .map_err(client_error)?;
+        let (client, statement) =
+            self.prepared("SELECT tollgate_put_task_writes($1, $2, $3, $4, $5, $6)").await?;
         let id = run.to_string();
         client
             .execute(&statement, &[&id, &sql_int(write.epoch), &steps, &tasks, &nodes, &payloads])
@@ -272,11 +285,7 @@ impl Store for PostgresStore {
         owner: Owner,
         lease_until_ms: i64,
     ) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached("SELECT tollgate_claim($1, $2, $3, $4)")
-            .await
-            .map_err(client_error)?;
+        let (client, statement) = self.prepared("SELECT tollgate_claim($1, $2, $3, $4)").await?;
         let id = run.to_string();
         let row = client
             .query_one(
@@ -289,11 +298,7 @@ impl Store for PostgresStore {
     }
 
     async fn renew(&self, run: RunId, epoch: u64, lease_until_ms: i64) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached("SELECT tollgate_renew($1, $2, $3)")
-            .await
-            .map_err(client_error)?;
+        let (client, statement) = self.prepared("SELECT tollgate_renew($1, $2, $3)").await?;
         let id = run.to_string();
         client
             .execute(&statement, &[&id, &sql_int(epoch), &lease_until_ms])
@@ -303,11 +308,7 @@ impl Store for PostgresStore {
     }
 
     async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&format!("{SELECT_RUN} WHERE r.id = $1"))
-            .await
-            .map_err(client_error)?;
+        let (client, statement) = self.prepared(RUN_BY_ID).await?;
         let row = client
             .query_opt(&statement, &[&run.to_string()])
             .await
@@ -330,10 +331,7 @@ impl Store for PostgresStore {
             .await
             .map_err(client_error)?;
         let id = run.to_string();
-        let select_run = tx
-            .prepare_cached(&format!("{SELECT_RUN} WHERE r.id = $1"))
-            .await
-            .map_err(client_error)?;
+        let select_run = tx.prepare_cached(RUN_BY_ID).await.map_err(client_error)?;
         let row = tx
             .query_opt(&select_run, &[&id])
             .await
@@ -445,16 +443,14 @@ impl Store for PostgresStore {
     }
 
     async fn interrupts(&self, run: RunId) -> Result<Vec<InterruptRecord>, StoreError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(
+        let (client, statement) = self
+            .prepared(
                 "SELECT i.id, i.step, i.task, i.ordinal, i.node, i.kind, i.payload, i.decisions, \
                         i.schema, i.rejection_routed, i.decision, i.raised_at_ms, r.id \
                  FROM runs r LEFT JOIN interrupts i ON i.run = r.id AND i.step = r.step + 1 \
                  WHERE r.id = $1 ORDER BY i.task, i.ordinal",
             )
-            .await
-            .map_err(client_error)?;
+            .await?;
         let rows = client.query(&statement, &[&run.to_string()]).await.map_err(client_error)?;
         if rows.is_empty() {
             return Err(StoreError::RunNotFound { run });
@@ -477,11 +473,9 @@ impl Store for PostgresStore {
             }
             (status, _) => (*status, None, None),
         };
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached("SELECT tollgate_decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)")
-            .await
-            .map_err(client_error)?;
+        let (client, statement) = self
+            .prepared("SELECT tollgate_decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)")
+            .await?;
         let id = run.to_string();
         let row = client
             .query_one(
@@ -522,21 +516,16 @@ impl Store for PostgresStore {
         // The text is built from fixed fragments only; values are parameters.
         let mut sql = format!("{SELECT_RUN} WHERE true");
         let mut values: Vec<String> = Vec::new();
-        for (condition, value) in [
-            ("r.status =", filter.status.map(|s| s.as_str().to_owned())),
-            ("r.graph =", filter.graph.clone()),
-            ("r.thread =", filter.thread.clone()),
-            ("r.id <", after.map(|id| id.to_string())),
-        ] {
-            if let Some(value) = value {
-                values.push(value);
-                sql.push_str(&format!(" AND {condition} ${}", values.len()));
-            }
+        let conditions = filter.equalities().map(|(field, value)| (field, "=", value));
+        for (field, operator, value) in
+            conditions.chain(after.map(|id| ("id", "<", id.to_string())))
+        {
+            values.push(value);
+            sql.push_str(&format!(" AND r.{field} {operator} ${}", values.len()));
         }
         sql.push_str(&format!(" ORDER BY r.id DESC LIMIT ${}", values.len() + 1));
         let limit = sql_int(page.limit.saturating_add(1) as u64);
-        let client = self.client().await?;
-        let statement = client.prepare_cached(&sql).await.map_err(client_error)?;
+        let (client, statement) = self.prepared(&sql).await?;
         let mut params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|value| value as _).collect();
         params.push(&limit);
         let rows = client.query(&statement, &params).await.map_err(client_error)?;
@@ -589,14 +578,12 @@ impl Store for PostgresStore {
     }
 
     async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(
+        let (client, statement) = self
+            .prepared(
                 "SELECT a.body FROM runs r LEFT JOIN attachments a ON a.run = r.id \
                  WHERE r.id = $1",
             )
-            .await
-            .map_err(client_error)?;
+            .await?;
         let row = client
             .query_opt(&statement, &[&run.to_string()])
             .await

@@ -7,10 +7,9 @@
 //! writes anything and raises one of the `TG...` codes below when it
 //! refuses, so a refused call changes nothing.
 
-use tokio_postgres::IsolationLevel;
 use tollgate_checkpoint::StoreError;
 
-use crate::store::{client_error, SchemaName};
+use crate::store::client_error;
 
 /// Migrations in order: `MIGRATIONS[i]` takes the schema from version `i`
 /// to `i + 1`. Never edit one that has shipped; append a new one.
@@ -316,31 +315,22 @@ const MIGRATION_LOCK: i32 = 0x7467;
 /// another application, is refused before anything is written.
 pub(crate) async fn migrate(
     client: &mut deadpool_postgres::Client,
-    schema: &SchemaName,
+    schema: Option<&str>,
 ) -> Result<(), StoreError> {
-    let tx = client
-        .build_transaction()
-        .isolation_level(IsolationLevel::ReadCommitted)
-        .start()
-        .await
-        .map_err(client_error)?;
-    let named = match schema {
-        SchemaName::Named(name) => Some(name.as_str()),
-        SchemaName::Default => None,
-    };
+    let tx = client.transaction().await.map_err(client_error)?;
     tx.execute(
         "SELECT pg_advisory_xact_lock($1, hashtext(coalesce($2, current_schema(), '')))",
-        &[&MIGRATION_LOCK, &named],
+        &[&MIGRATION_LOCK, &schema],
     )
     .await
     .map_err(client_error)?;
-    if let Some(name) = named {
+    if let Some(name) = schema {
         let exists = tx
             .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&name])
             .await
             .map_err(client_error)?;
         if exists.is_none() {
-            // The name is a checked plain identifier (`SchemaName::new`).
+            // The name is a checked plain identifier (`checked_schema`).
             tx.batch_execute(&format!("CREATE SCHEMA \"{name}\"")).await.map_err(client_error)?;
         }
     }

@@ -69,27 +69,17 @@ pub struct PostgresStore {
     pub(crate) pool: Pool,
 }
 
-/// Where tollgate's tables are.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SchemaName {
-    /// The connection's `search_path`.
-    Default,
-    /// A schema of its own (a checked identifier).
-    Named(String),
-}
-
-impl SchemaName {
-    fn new(name: Option<&str>) -> Result<Self, StoreError> {
-        let Some(name) = name else { return Ok(SchemaName::Default) };
-        let mut chars = name.chars();
-        let plain = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-            && name.len() <= 63;
-        if plain {
-            Ok(SchemaName::Named(name.to_owned()))
-        } else {
-            Err(StoreError::InvalidSettings { source: InvalidSchema(name.to_owned()).into() })
-        }
+/// `name` when it is a plain identifier (it is put into SQL text).
+fn checked_schema(name: Option<&str>) -> Result<Option<&str>, StoreError> {
+    let Some(name) = name else { return Ok(None) };
+    let mut chars = name.chars();
+    let plain = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.len() <= 63;
+    if plain {
+        Ok(Some(name))
+    } else {
+        Err(StoreError::InvalidSettings { source: InvalidSchema(name.to_owned()).into() })
     }
 }
 
@@ -122,7 +112,7 @@ impl PostgresStore {
     /// or a refused login is [`StoreError::Unavailable`]; a malformed URL
     /// [`StoreError::InvalidSettings`].
     pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
-        let schema = SchemaName::new(options.schema.as_deref())?;
+        let schema = checked_schema(options.schema.as_deref())?;
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?;
         if config.get_connect_timeout().is_none() {
@@ -131,7 +121,7 @@ impl PostgresStore {
         if config.get_application_name().is_none() {
             config.application_name("tollgate");
         }
-        if let SchemaName::Named(name) = &schema {
+        if let Some(name) = schema {
             let extra = format!("-c search_path={name}");
             let options = match config.get_options() {
                 Some(given) => format!("{given} {extra}"),
@@ -153,7 +143,7 @@ impl PostgresStore {
             .map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?;
         let store = PostgresStore { pool };
         let mut client = store.client().await?;
-        schema::migrate(&mut client, &schema).await?;
+        schema::migrate(&mut client, schema).await?;
         Ok(store)
     }
 
@@ -238,7 +228,7 @@ impl Refusal {
         let second = numbers.next().flatten();
         let status = detail.parse::<RunStatus>();
         let run = self.run;
-        let refused = match (db.code().code(), first, status) {
+        match (db.code().code(), first, status) {
             ("TG001", _, _) => StoreError::RunNotFound { run },
             ("TG002", _, _) => StoreError::RunExists { run },
             ("TG003", Some(current), _) => StoreError::Fenced { run, writer: self.epoch, current },
@@ -256,8 +246,7 @@ impl Refusal {
             ("TG009", _, _) => {
                 StoreError::InterruptAnswered { run, interrupt: self.interrupt.clone() }
             }
-            _ => return client_error(error),
-        };
-        refused
+            _ => client_error(error),
+        }
     }
 }

@@ -389,16 +389,12 @@ impl Store for SqliteStore {
         let after = page.cursor.as_ref().map(Cursor::last_run).transpose()?;
         let mut sql = format!("{SELECT_RUN} WHERE 1");
         let mut values: Vec<String> = Vec::new();
-        for (condition, value) in [
-            ("r.status =", filter.status.map(|s| s.as_str().to_owned())),
-            ("r.graph =", filter.graph.clone()),
-            ("r.thread =", filter.thread.clone()),
-            ("r.id <", after.map(|id| id.to_string())),
-        ] {
-            if let Some(value) = value {
-                values.push(value);
-                sql.push_str(&format!(" AND {condition} ?{}", values.len()));
-            }
+        let conditions = filter.equalities().map(|(field, value)| (field, "=", value));
+        for (field, operator, value) in
+            conditions.chain(after.map(|id| ("id", "<", id.to_string())))
+        {
+            values.push(value);
+            sql.push_str(&format!(" AND r.{field} {operator} ?{}", values.len()));
         }
         let limit = page.limit.saturating_add(1).min(i64::MAX as usize);
         sql.push_str(&format!(" ORDER BY r.id DESC LIMIT {limit}"));
