@@ -1,4 +1,4 @@
-//! The benchmark program (DESIGN §9): one JSON line per workload with
+//! The benchmark program (README, Benchmark): one JSON line per workload with
 //! `--json`, a table otherwise. SQLite files live in a temp dir; default
 //! durability.
 //!

@@ -5,7 +5,7 @@ use tollgate_checkpoint::{RunId, StoreError};
 use tollgate_engine::{DecisionError, RunError};
 use tollgate_nodes::{BlueprintError, HarnessError};
 
-/// Exit codes of DESIGN §8.
+/// Exit codes, as docs/cli.md lists them.
 pub(crate) mod code {
     pub(crate) const OK: u8 = 0;
     pub(crate) const FAILED: u8 = 1;

@@ -1,6 +1,6 @@
 //! The `tollgate` command line: runs blueprints, lists and shows runs,
 //! records decisions, prints and follows events, continues runs, and serves
-//! the HTTP API. Exit codes (DESIGN §8): 0 completed or done, 10
+//! the HTTP API. Exit codes (docs/cli.md): 0 completed or done, 10
 //! awaiting_hitl, 11 rejected, 1 failed, 2 bad usage or invalid input, 3
 //! not found, 4 conflict.
 

@@ -29,7 +29,7 @@ pub(crate) struct InterruptView {
     pub(crate) decisions: Vec<&'static str>,
 }
 
-/// The run summary of DESIGN §8.
+/// The run summary (docs/cli.md, JSON).
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct RunSummary {
     pub(crate) id: String,

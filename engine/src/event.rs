@@ -311,8 +311,9 @@ impl Event {
     }
 }
 
-/// A view of the one event stream (DESIGN §6): a filter, not another
-/// stream. Every mode but `final` keeps the run's bookends.
+/// A view of the one event stream (docs/events.md, stream modes): a
+/// filter, not another stream. Every mode but `final` keeps the run's
+/// bookends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StreamMode {

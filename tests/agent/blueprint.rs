@@ -19,7 +19,7 @@ fn write(dir: &Path, name: &str, body: &str) {
     std::fs::write(dir.join(name), body).unwrap();
 }
 
-/// The refunds blueprint of DESIGN §8, with a command tool behind approval.
+/// The refunds blueprint of docs/agents.md, with a command tool behind approval.
 fn refunds(dir: &Path) -> Value {
     write(
         dir,

@@ -1,4 +1,4 @@
-//! Crash tests with real processes (DESIGN §10, reliability recipe T1).
+//! Crash tests with real processes (docs/durability.md, how it is tested).
 //!
 //! This binary is both the parent and the child. Run plainly, it is the
 //! parent: for each scenario it starts a child on a file database, kills it

@@ -84,7 +84,7 @@ fn lines(path: &Path) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Every check of DESIGN §10 on a finished scenario.
+/// Every durability check on a finished scenario (docs/durability.md).
 fn verify(dir: &Path, scenario: &Scenario, expected: &serde_json::Value) {
     let store = SqliteStore::open(dir.join("db.sqlite")).unwrap();
     let run = child::run_id();
