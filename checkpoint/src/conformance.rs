@@ -42,6 +42,37 @@ where
     decisions_are_compare_and_set(&make().await).await;
     past_checkpoints_are_readable(&make().await).await;
     attachments_are_kept_verbatim(&make().await).await;
+    queued_runs_have_no_owner_until_claimed(&make().await).await;
+}
+
+async fn queued_runs_have_no_owner_until_claimed(store: &dyn Store) {
+    let run = RunId::new();
+    store.create_run(NewRun { claim: None, ..new_run(run, "g", None) }).await.expect("queue");
+    let record = store.run(run).await.expect("run");
+    assert_eq!(
+        (
+            record.status,
+            record.epoch,
+            record.owner.as_ref(),
+            record.lease_until_ms,
+            record.last_seq
+        ),
+        (RunStatus::Queued, 1, None, None, 1)
+    );
+    assert!(!record.is_orphaned(i64::MAX), "a queued run is not orphaned");
+    let queued = RunFilter { status: Some(RunStatus::Queued), ..RunFilter::default() };
+    let page = store.list_runs(&queued, &PageRequest::default()).await.expect("list");
+    assert_eq!(page.runs.iter().map(|r| r.id).collect::<Vec<_>>(), [run]);
+    assert_eq!(store.claim(run, 1, Owner::current(), 5_000).await.expect("claim"), 2);
+    let second = store.claim(run, 1, Owner::current(), 5_000).await;
+    assert!(matches!(second, Err(StoreError::Fenced { current: 2, .. })), "{second:?}");
+    let record = store.run(run).await.expect("run");
+    assert_eq!(
+        (record.status, record.owner, record.lease_until_ms),
+        (RunStatus::Running, Some(Owner::current()), Some(5_000))
+    );
+    let checkpoint = store.checkpoint(run, None).await.expect("checkpoint");
+    assert_eq!((checkpoint.run.step, checkpoint.snapshot_step), (0, 0));
 }
 
 async fn attachments_are_kept_verbatim(store: &impl Store) {
@@ -73,8 +104,7 @@ fn new_run(id: RunId, graph: &str, thread: Option<&str>) -> NewRun {
         snapshot: blob(0),
         frontier: blob(0),
         events: vec![event(1)],
-        owner: Owner::current(),
-        lease_until_ms: i64::MAX,
+        claim: Some((Owner::current(), i64::MAX)),
         attachment: None,
     }
 }
@@ -340,7 +370,7 @@ async fn corruption_is_confined_to_its_run(store: &dyn Store) {
 async fn orphaned_runs_are_recognised(store: &dyn Store) {
     let (expired, alive) = (RunId::new(), RunId::new());
     let mut stale = new_run(expired, "g", None);
-    stale.lease_until_ms = 10;
+    stale.claim = Some((Owner::current(), 10));
     store.create_run(stale).await.expect("create");
     store.create_run(new_run(alive, "g", None)).await.expect("create");
     let now = 1_000;

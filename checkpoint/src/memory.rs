@@ -113,15 +113,15 @@ impl Store for MemoryStore {
             id: run.id,
             graph: run.graph,
             thread: run.thread,
-            status: RunStatus::Running,
+            status: if run.claim.is_some() { RunStatus::Running } else { RunStatus::Queued },
             step: 0,
             epoch: 1,
             created_at_ms: run.created_at_ms,
             updated_at_ms: run.created_at_ms,
             failure: None,
             last_seq: run.events.len() as u64,
-            owner: Some(run.owner),
-            lease_until_ms: Some(run.lease_until_ms),
+            owner: run.claim.as_ref().map(|(owner, _)| owner.clone()),
+            lease_until_ms: run.claim.as_ref().map(|(_, until)| *until),
             pending_interrupts: 0,
         };
         inner.runs.insert(

@@ -192,10 +192,11 @@ pub struct NewRun {
     pub frontier: Blob,
     /// Events emitted before the first step (`run_started`).
     pub events: Vec<EventRecord>,
-    /// The creating process, which owns the run.
-    pub owner: Owner,
-    /// Until when the owner's lease holds, milliseconds since the Unix epoch.
-    pub lease_until_ms: i64,
+    /// The owner and its lease (milliseconds since the Unix epoch): the
+    /// creating process, which drives the run (status `running`). `None`
+    /// queues the run instead (status `queued`, no owner): a worker claims
+    /// it at epoch 1 and drives it from step 0.
+    pub claim: Option<(Owner, i64)>,
     /// JSON text kept with the run and never changed, read back with
     /// [`Store::attachment`](crate::Store::attachment): what another
     /// process needs to rebuild the graph (a blueprint run stores its

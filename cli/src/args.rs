@@ -29,7 +29,22 @@ pub(crate) enum Command {
         /// Use this model for every agent (`scripted:PATH`, `openai:MODEL`).
         #[arg(long)]
         model: Option<String>,
+        /// Store the run `queued` and return at once: a `tollgate worker`
+        /// (of any process sharing the database) drives it.
+        #[arg(long)]
+        queue: bool,
         /// Print the run summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drives blueprint runs no process drives (queued, decided, or whose
+    /// owner died) until SIGTERM or SIGINT; then releases its legs at their
+    /// next step boundary and exits 0.
+    Worker {
+        /// Legs driven at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// Print the report at exit as JSON.
         #[arg(long)]
         json: bool,
     },

@@ -45,14 +45,31 @@ fn main() -> ExitCode {
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     let runs = Runs::open(&cli.db).await?;
     match cli.command {
-        Command::Run { blueprint, input, model, json } => {
+        Command::Run { blueprint, input, model, queue, json } => {
             let mut blueprint = Blueprint::load(&blueprint)?;
             if let Some(spec) = model {
                 blueprint = blueprint.with_model(spec);
             }
             let input = user_message(&input)?;
-            let summary = runs.start(&blueprint, &input, progress(json)).await?;
+            let summary = if queue {
+                runs.enqueue(&blueprint, &input).await?
+            } else {
+                runs.start(&blueprint, &input, progress(json)).await?
+            };
             Ok(report(&summary, json))
+        }
+        Command::Worker { concurrency, json } => {
+            let report = runs.work(concurrency, shutdown_signal()).await;
+            if json {
+                print_json(&report);
+            } else {
+                println!(
+                    "worker stopped: {} legs ({} completed, {} failed, {} released), {} claims lost to other workers",
+                    report["legs"], report["completed"], report["failed"], report["released"],
+                    report["lost_claims"]
+                );
+            }
+            Ok(code::OK)
         }
         Command::Runs(command) => runs_command(&runs, command).await,
         Command::Serve { addr, token } => {
@@ -192,6 +209,25 @@ fn progress(json: bool) -> Option<EventSink> {
 }
 
 /// Prints the summary and turns the run's status into the exit code.
+/// Completes on SIGTERM or SIGINT (Ctrl-C).
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                eprintln!("tollgate: cannot watch SIGTERM ({error}); stop with Ctrl-C");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
 fn report(summary: &RunSummary, json: bool) -> u8 {
     print_summary(summary, json);
     match summary.status {

@@ -4,6 +4,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use tokio::sync::{watch, Notify};
+
 use serde::Serialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{
@@ -11,8 +14,8 @@ use tollgate_checkpoint::{
     SqliteStore, Store, StoreError,
 };
 use tollgate_engine::{
-    format_rfc3339, Decision, DecisionRequest, Event, EventEnvelope, EventSink, Executor, Resumed,
-    RunConfig, RunHandle,
+    drive_leg, format_rfc3339, Decision, DecisionRequest, Event, EventEnvelope, EventSink,
+    Executor, Resumed, RunConfig, RunError, RunHandle, Worker, Workload,
 };
 use tollgate_nodes::{AgentState, Blueprint, CompiledAgent, Message, ModelRegistry};
 use tollgate_postgres::PostgresStore;
@@ -70,9 +73,11 @@ pub(crate) enum Decided {
     Continuing(RunHandle<AgentState>),
 }
 
-/// A blueprint run's graph, rebuilt from what the run stored.
+/// A blueprint run's graph, rebuilt from what the run stored, and the
+/// blueprint's run settings (`max_steps`).
 pub(crate) struct Rebuilt {
     pub(crate) agent: CompiledAgent,
+    pub(crate) config: RunConfig,
 }
 
 /// `url` with its password (if any) replaced by `***`, for messages.
@@ -96,6 +101,8 @@ fn redact(url: &str) -> String {
 pub(crate) struct Runs {
     executor: Arc<Executor>,
     models: ModelRegistry,
+    /// Notified when a run is queued or changes status (Postgres only).
+    wake: Option<Arc<Notify>>,
 }
 
 impl Runs {
@@ -104,18 +111,20 @@ impl Runs {
     pub(crate) async fn open(db: &Path) -> Result<Self, CliError> {
         let text = db.to_string_lossy();
         let opened = if PostgresStore::is_url(&text) {
-            PostgresStore::connect(&text).await.map(Executor::new)
+            PostgresStore::connect(&text)
+                .await
+                .map(|store| (Some(store.run_notifications()), Executor::new(store)))
         } else {
-            SqliteStore::open(db).map(Executor::new)
+            SqliteStore::open(db).map(|store| (None, Executor::new(store)))
         };
-        let executor = opened.map_err(|error| {
+        let (wake, executor) = opened.map_err(|error| {
             let message = format!("cannot open database {}: {error}", redact(&text));
             match error {
                 StoreError::InvalidSettings { .. } => CliError::Invalid { message },
                 _ => CliError::Failed { message },
             }
         })?;
-        Ok(Self { executor: Arc::new(executor), models: models() })
+        Ok(Self { executor: Arc::new(executor), models: models(), wake })
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
@@ -214,7 +223,7 @@ impl Runs {
             Err(error) => return Err(error.into()),
         };
         let agent = blueprint.compile(&self.models)?;
-        Ok(Some(Rebuilt { agent }))
+        Ok(Some(Rebuilt { agent, config: blueprint.run_config() }))
     }
 
     /// Records a decision. A blueprint run is then taken over by this
@@ -285,7 +294,7 @@ impl Runs {
                 "run {run} was not started from a blueprint: continue it from the process that has its graph (Executor::continue_run or recover)"
             )));
         };
-        let config = with_events(RunConfig::new(), events);
+        let config = with_events(rebuilt.config, events);
         let handle = self.executor.continue_run(rebuilt.agent.graph(), run, config).await?;
         wait(handle).await?;
         self.summary(run).await
@@ -299,13 +308,48 @@ impl Runs {
         events: Option<EventSink>,
     ) -> Result<RunSummary, CliError> {
         let agent = blueprint.compile(&self.models)?;
-        let state =
-            AgentState { messages: vec![Message::user("input.0", input)], ..AgentState::default() };
         let config = with_events(blueprint.run_config(), events);
-        let handle = self.executor.start(agent.graph(), state, config).await?;
+        let handle = self.executor.start(agent.graph(), input_state(input), config).await?;
         let run = handle.run_id();
         wait(handle).await?;
         self.summary(run).await
+    }
+
+    /// Stores a blueprint run on `input`, `queued` for a worker.
+    pub(crate) async fn enqueue(
+        &self,
+        blueprint: &Blueprint,
+        input: &str,
+    ) -> Result<RunSummary, CliError> {
+        let agent = blueprint.compile(&self.models)?;
+        let run = self
+            .executor
+            .enqueue(agent.graph(), input_state(input), blueprint.run_config())
+            .await?;
+        self.summary(run).await
+    }
+
+    /// Drives blueprint runs no process drives, `concurrency` legs at once,
+    /// until `shutdown`; returns the worker's report as JSON.
+    pub(crate) async fn work(
+        &self,
+        concurrency: usize,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Value {
+        let mut worker = Worker::new((*self.executor).clone())
+            .workload(Arc::new(BlueprintRuns(self.clone())))
+            .concurrency(concurrency);
+        if let Some(wake) = self.wake.clone() {
+            worker = worker.wake_on(wake);
+        }
+        let report = worker.run(shutdown).await;
+        json!({
+            "legs": report.legs,
+            "completed": report.completed,
+            "failed": report.failed,
+            "released": report.released,
+            "lost_claims": report.lost_claims,
+        })
     }
 
     /// Stored events after `after`, at most `limit`.
@@ -316,6 +360,50 @@ impl Runs {
         limit: usize,
     ) -> Result<Vec<EventRecord>, CliError> {
         Ok(self.store().events(run, after, limit).await?)
+    }
+}
+
+/// A blueprint run's input: the user's message.
+fn input_state(input: &str) -> AgentState {
+    AgentState { messages: vec![Message::user("input.0", input)], ..AgentState::default() }
+}
+
+/// Blueprint runs, each rebuilt from what it stored: what `tollgate worker`
+/// drives. A run that is not a blueprint run, or whose blueprint cannot be
+/// rebuilt here (a model this build lacks), is left for other workers.
+struct BlueprintRuns(Runs);
+
+#[async_trait]
+impl Workload for BlueprintRuns {
+    async fn drive(
+        &self,
+        executor: &Executor,
+        run: &RunRecord,
+        _config: RunConfig,
+        shutdown: watch::Receiver<bool>,
+    ) -> Option<Result<RunStatus, RunError>> {
+        let rebuilt = match self.0.rebuild(run.id).await {
+            Ok(Some(rebuilt)) => rebuilt,
+            Ok(None) => return None,
+            Err(error) => {
+                tracing::warn!(run = %run.id, %error, "worker: cannot rebuild the blueprint");
+                return None;
+            }
+        };
+        // Each leg runs with its blueprint's settings.
+        let driven =
+            match executor.continue_run(rebuilt.agent.graph(), run.id, rebuilt.config).await {
+                Ok(handle) => drive_leg(handle, shutdown).await.map(|outcome| outcome.status),
+                Err(error) => Err(error),
+            };
+        // One line per leg for whoever watches the worker.
+        match &driven {
+            Ok(status) => eprintln!("tollgate worker: run {}: {status}", run.id),
+            Err(RunError::Store(StoreError::Fenced { .. } | StoreError::RunTerminal { .. }))
+            | Err(RunError::RunOwned { .. }) => {}
+            Err(error) => eprintln!("tollgate worker: run {}: {error}", run.id),
+        }
+        Some(driven)
     }
 }
 

@@ -152,7 +152,9 @@ on_both_stores!(
     events_print_ndjson_and_follow_ends_with_a_finished_run,
     exit_codes_cover_failure_usage_not_found_and_conflict,
     two_concurrent_resumes_one_wins_one_conflicts,
-    continue_picks_up_a_blueprint_run_whose_process_was_killed
+    continue_picks_up_a_blueprint_run_whose_process_was_killed,
+    workers_drain_the_queue_through_a_kill_exactly_once,
+    a_terminated_worker_releases_its_legs_for_another
 );
 
 fn code(output: &Output) -> Option<i32> {
@@ -421,4 +423,136 @@ fn a_postgres_url_that_cannot_be_used_is_a_clear_error_without_its_password() {
         let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), message);
         assert!(!text.contains("s3cret"), "the password leaked: {text}");
     }
+}
+
+/// A blueprint of 11 steps: five turns that each call the `note` command
+/// tool (which appends its arguments to `effects.log`), then an answer.
+fn queue_blueprint(fx: &Fixture, tool_seconds: f64) {
+    let effects = fx.path("effects.log");
+    let note = format!(
+        "read args\necho \"$args\" >> '{}'\nsleep {tool_seconds}\necho '{{}}'\n",
+        effects.display()
+    );
+    std::fs::write(fx.path("note.sh"), note).unwrap();
+    let mut replies: Vec<Value> =
+        (1..=5).map(|n| json!({"tool_calls": [{"name": "note", "args": {"n": n}}]})).collect();
+    replies.push(json!({"text": "noted"}));
+    std::fs::write(fx.path("steps_replies.json"), Value::from(replies).to_string()).unwrap();
+    let blueprint = json!({"name": "steps", "model": "scripted:steps_replies.json", "max_steps": 40,
+        "tools": [{"name": "note", "description": "", "parameters": {"type": "object"},
+                   "command": ["/bin/sh", "note.sh"]}]});
+    std::fs::write(fx.path("steps.json"), blueprint.to_string()).unwrap();
+}
+
+fn queue_runs(fx: &Fixture, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|_| {
+            let queued = fx.json(&["run", "steps.json", "--input", "go", "--queue", "--json"], 0);
+            assert_eq!(queued["status"], "queued", "{queued}");
+            queued["id"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+fn start_worker(fx: &Fixture) -> std::process::Child {
+    let log =
+        std::fs::OpenOptions::new().create(true).append(true).open(fx.path("workers.log")).unwrap();
+    fx.command(&["worker", "--concurrency", "3", "--json"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+fn signal(child: &std::process::Child, name: &str) {
+    let status = Command::new("kill").args(["-s", name, &child.id().to_string()]).status();
+    assert!(status.unwrap().success(), "kill -s {name}");
+}
+
+/// Statuses of `runs`, from one listing.
+fn statuses(fx: &Fixture, runs: &[String]) -> Vec<String> {
+    let list = fx.json(&["runs", "list", "--limit", "1000", "--json"], 0);
+    runs.iter()
+        .map(|id| {
+            let found = list["runs"].as_array().unwrap().iter().find(|r| r["id"] == **id);
+            found.map_or("missing".to_owned(), |r| r["status"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+fn wait_for(fx: &Fixture, runs: &[String], done: impl Fn(&[String]) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let now = statuses(fx, runs);
+        if done(&now) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out: {now:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The report a stopped worker printed.
+fn stopped_report(child: std::process::Child) -> Value {
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "a worker stopped by a signal exits 0");
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn workers_drain_the_queue_through_a_kill_exactly_once(fx: Fixture) {
+    queue_blueprint(&fx, 0.02);
+    let runs = queue_runs(&fx, 20);
+    let (first, second) = (start_worker(&fx), start_worker(&fx));
+    let completed = |statuses: &[String]| statuses.iter().filter(|s| *s == "completed").count();
+    wait_for(&fx, &runs, |now| completed(now) >= 3);
+    let mut first = first;
+    first.kill().unwrap(); // SIGKILL, in the middle of legs
+    first.wait().unwrap();
+    let third = start_worker(&fx);
+    wait_for(&fx, &runs, |now| completed(now) == runs.len());
+    signal(&second, "TERM");
+    signal(&third, "TERM");
+    let reports = [stopped_report(second), stopped_report(third)];
+    let log = std::fs::read_to_string(fx.path("workers.log")).unwrap_or_default();
+    assert!(reports.iter().all(|r| r["failed"] == 0), "{reports:?}\n{log}");
+    for run in &runs {
+        let shown = fx.json(&["runs", "show", run, "--json"], 0);
+        assert_eq!(
+            (shown["status"].as_str(), shown["step"].as_u64()),
+            (Some("completed"), Some(11))
+        );
+        let output = fx.run(&["runs", "events", run, "--json"]);
+        let seqs: Vec<u64> = String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap()["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "gap-free, no duplicate");
+    }
+    // Each run called the tool five times; the killed worker's legs (three
+    // at most) may have repeated the one call each had in flight.
+    let effects = std::fs::read_to_string(fx.path("effects.log")).unwrap().lines().count();
+    assert!((100..=103).contains(&effects), "{effects} tool side effects");
+}
+
+fn a_terminated_worker_releases_its_legs_for_another(fx: Fixture) {
+    queue_blueprint(&fx, 0.3);
+    let runs = queue_runs(&fx, 3);
+    let worker = start_worker(&fx);
+    // All three legs under way, then SIGTERM.
+    wait_for(&fx, &runs, |now| now.iter().all(|s| s == "running"));
+    signal(&worker, "TERM");
+    let report = stopped_report(worker);
+    assert_eq!((report["released"].as_u64(), report["completed"].as_u64()), (Some(3), Some(0)));
+    for run in &runs {
+        let shown = fx.json(&["runs", "show", run, "--json"], 0);
+        assert_eq!(shown["status"], "queued", "released back to the queue: {shown}");
+    }
+    let next = start_worker(&fx);
+    wait_for(&fx, &runs, |now| now.iter().all(|s| s == "completed"));
+    signal(&next, "TERM");
+    assert_eq!(stopped_report(next)["completed"], 3);
+    let effects = std::fs::read_to_string(fx.path("effects.log")).unwrap().lines().count();
+    assert_eq!(effects, 15, "a release at a step boundary repeats nothing");
 }

@@ -58,8 +58,9 @@ pub use event::{
     EVENT_VERSION,
 };
 pub use exec::{
-    CancelToken, DecisionOutcome, Executor, Resumed, RunConfig, RunError, RunHandle, RunOutcome,
-    SnapshotPolicy, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_STEPS,
+    drive_leg, CancelToken, DecisionOutcome, Executor, Resumed, RunConfig, RunError, RunHandle,
+    RunOutcome, SnapshotPolicy, Worker, WorkerReport, Workload, DEFAULT_EVENT_CAP, DEFAULT_LEASE,
+    DEFAULT_MAX_STEPS,
 };
 pub use graph::{CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, StateGraph};
 pub use hitl::{

@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod listen;
 mod ops;
 mod schema;
 mod store;

@@ -133,6 +133,8 @@ const MIGRATIONS: &[&str] = &[
             decision text, raised_at_ms bigint)
     $$;
 
+    -- A run owned by its creator (p_owner set: `running`) or queued for a
+    -- worker (p_owner NULL: `queued`, announced).
     CREATE FUNCTION tollgate_create_run(
         p_run text, p_graph text, p_version bigint, p_thread text, p_owner text,
         p_lease bigint, p_at bigint, p_snapshot bytea, p_frontier bytea, p_count integer,
@@ -141,8 +143,9 @@ const MIGRATIONS: &[&str] = &[
     BEGIN
         INSERT INTO runs (id, graph, graph_version, thread, status, step, epoch, owner,
                           lease_until_ms, created_at_ms, updated_at_ms, failure, last_seq)
-        VALUES (p_run, p_graph, p_version, p_thread, 'running', 0, 1, p_owner, p_lease,
-                p_at, p_at, NULL, p_count)
+        VALUES (p_run, p_graph, p_version, p_thread,
+                CASE WHEN p_owner IS NULL THEN 'queued' ELSE 'running' END, 0, 1, p_owner,
+                p_lease, p_at, p_at, NULL, p_count)
         ON CONFLICT (id) DO NOTHING;
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'TG002', MESSAGE = 'run exists';
@@ -153,6 +156,9 @@ const MIGRATIONS: &[&str] = &[
         INSERT INTO snapshots (run, step, payload) VALUES (p_run, 0, p_snapshot);
         IF p_attachment IS NOT NULL THEN
             INSERT INTO attachments (run, body) VALUES (p_run, p_attachment);
+        END IF;
+        IF p_owner IS NULL THEN
+            PERFORM pg_notify('tollgate_runs', p_run || ' queued');
         END IF;
     END $$;
 

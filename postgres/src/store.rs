@@ -64,9 +64,12 @@ impl PostgresOptions {
 /// nothing. Reads of a checkpoint run in one repeatable-read snapshot.
 /// Connections come from a pool; a connection that broke is replaced on
 /// its next use.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PostgresStore {
     pub(crate) pool: Pool,
+    /// What connections are opened with: the pool's, and the listener's.
+    pub(crate) config: tokio_postgres::Config,
+    pub(crate) tls: MakeRustlsConnect,
 }
 
 /// `name` when it is a plain identifier (it is put into SQL text).
@@ -87,6 +90,17 @@ fn checked_schema(name: Option<&str>) -> Result<Option<&str>, StoreError> {
 #[derive(Debug, thiserror::Error)]
 #[error("`{0}` is not a valid schema name (lowercase letters, digits and `_`, not starting with a digit, at most 63 characters)")]
 struct InvalidSchema(String);
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The config holds the password: only where the server is.
+        f.debug_struct("PostgresStore")
+            .field("hosts", &self.config.get_hosts())
+            .field("dbname", &self.config.get_dbname())
+            .field("pool", &self.pool.status())
+            .finish_non_exhaustive()
+    }
+}
 
 impl PostgresStore {
     /// `true` for a `postgres://` or `postgresql://` URL: what selects this
@@ -129,9 +143,10 @@ impl PostgresStore {
             };
             config.options(&options);
         }
+        let tls = tls()?;
         let manager = Manager::from_config(
-            config,
-            tls()?,
+            config.clone(),
+            tls.clone(),
             ManagerConfig { recycling_method: RecyclingMethod::Fast },
         );
         let pool = Pool::builder(manager)
@@ -141,7 +156,7 @@ impl PostgresStore {
             .create_timeout(Some(options.connect_timeout))
             .build()
             .map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?;
-        let store = PostgresStore { pool };
+        let store = PostgresStore { pool, config, tls };
         let mut client = store.client().await?;
         schema::migrate(&mut client, schema).await?;
         Ok(store)

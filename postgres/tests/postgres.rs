@@ -204,8 +204,7 @@ fn paused_run(run: RunId) -> (NewRun, Transition) {
         snapshot: blob.clone(),
         frontier: blob,
         events: vec![EventRecord { seq: 1, json: "{}".into() }],
-        owner: Owner::current(),
-        lease_until_ms: i64::MAX,
+        claim: Some((Owner::current(), i64::MAX)),
         attachment: None,
     };
     let interrupt = InterruptRecord {

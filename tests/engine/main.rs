@@ -19,6 +19,8 @@
 //! - `send_sync`: compile-time `Send`/`Sync` assertions.
 //! - `sqlite`: the engine on the SQLite store: reopening, recovery, fencing,
 //!   lease renewal.
+//! - `workers`: queued runs and workers (claims, release at shutdown,
+//!   decided and orphaned runs, foreign graphs).
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
@@ -36,3 +38,4 @@ mod send_sync;
 mod sqlite;
 mod step_guard;
 mod support;
+mod workers;

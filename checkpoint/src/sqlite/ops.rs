@@ -36,7 +36,9 @@ impl Store for SqliteStore {
         check_events(run.id, 0, &run.events)?;
         let id = run.id.to_string();
         let (snapshot, frontier) = (run.snapshot.to_bytes(), run.frontier.to_bytes());
-        let owner = run.owner.to_text();
+        let status = if run.claim.is_some() { RunStatus::Running } else { RunStatus::Queued };
+        let owner = run.claim.as_ref().map(|(owner, _)| owner.to_text());
+        let lease = run.claim.as_ref().map(|(_, until)| *until);
         let events = EventRecord::join_lines(&run.events);
         self.write(|tx| {
             let exists = tx
@@ -52,15 +54,16 @@ impl Store for SqliteStore {
                 .query_row([], |row| row.get(0))?;
             let insert_run = "INSERT INTO runs (id, num, graph, graph_version, thread, status, \
                  step, epoch, owner, lease_until_ms, created_at_ms, updated_at_ms, failure, \
-                 last_seq) VALUES (?1, ?2, ?3, ?4, ?5, 'running', 0, 1, ?6, ?7, ?8, ?8, NULL, 0)";
+                 last_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 1, ?7, ?8, ?9, ?9, NULL, 0)";
             tx.prepare_cached(insert_run)?.execute(params![
                 id,
                 num,
                 run.graph.name,
                 run.graph.version,
                 run.thread,
+                status.as_str(),
                 owner,
-                run.lease_until_ms,
+                lease,
                 run.created_at_ms
             ])?;
             let insert_step = "INSERT INTO steps (id, at_ms, tasks, frontier, updates, first_seq, \

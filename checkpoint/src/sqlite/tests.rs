@@ -16,8 +16,7 @@ fn new_run(id: RunId) -> NewRun {
         snapshot: crate::Codec::Json.encode(&1u8, 1).expect("encode"),
         frontier: crate::Codec::Json.encode(&2u8, 1).expect("encode"),
         events: Vec::new(),
-        owner: Owner::current(),
-        lease_until_ms: 99,
+        claim: Some((Owner::current(), 99)),
         attachment: None,
     }
 }

@@ -3,7 +3,7 @@
 //! The same driver serves new runs and continued ones.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use tokio::task::JoinSet;
@@ -22,7 +22,7 @@ use crate::state::{State, Write};
 use super::config::RunConfig;
 use super::emit::{node_id, Emitter, Live};
 use super::error::RunError;
-use super::executor::{json_error, RunOutcome};
+use super::executor::{json_error, stop, RunOutcome};
 use super::plan::Frontier;
 use super::record::{TaskOutputRecord, FRONTIER_VERSION};
 use super::task::{encode_checked, is_rejected, rejected, Outcome, TaskDone, TaskRunner};
@@ -52,7 +52,8 @@ pub(crate) struct Leg<S: State> {
     /// Outputs already stored for tasks of the next step, by task index.
     pub(crate) reused: HashMap<u32, (TaskOutputRecord<S::Update>, Blob)>,
     pub(crate) emitter: Arc<Emitter>,
-    pub(crate) cancel: Arc<AtomicBool>,
+    /// Whether the leg was asked to stop (`executor::stop`).
+    pub(crate) cancel: Arc<AtomicU8>,
     pub(crate) snapshots: SnapshotTracker,
     /// Decisions for tasks of the next step, by task index then ordinal.
     pub(crate) decisions: HashMap<u32, Arc<BTreeMap<u32, Decision>>>,
@@ -102,8 +103,10 @@ impl<S: State> Leg<S> {
     fn verdict(&self, step: u64) -> Verdict {
         if self.frontier.tasks.is_empty() {
             Verdict::End(RunStatus::Completed)
-        } else if self.cancel.load(Ordering::SeqCst) {
+        } else if self.cancel.load(Ordering::SeqCst) == stop::CANCEL {
             Verdict::End(RunStatus::Interrupted)
+        } else if self.cancel.load(Ordering::SeqCst) == stop::RELEASE {
+            Verdict::End(RunStatus::Queued)
         } else if step + 1 > self.config.max_steps {
             let node = self.graph.node(self.frontier.tasks[0].node).name.to_string();
             Verdict::Fail(RunError::StepLimitExceeded {

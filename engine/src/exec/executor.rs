@@ -1,13 +1,13 @@
 //! The executor: starts and continues runs on a store.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 use tollgate_checkpoint::{
-    Codec, CodecError, GraphRef, NewRun, Owner, PageRequest, RunFilter, RunId, RunStatus, Store,
-    StoreError, StoredCheckpoint, Transition,
+    Blob, Codec, CodecError, GraphRef, NewRun, Owner, PageRequest, RunFilter, RunId, RunStatus,
+    Store, StoreError, StoredCheckpoint, Transition,
 };
 
 use crate::event::Event;
@@ -80,14 +80,33 @@ pub struct RunOutcome<S> {
     pub interrupts: Vec<PendingInterrupt>,
 }
 
+/// How a leg was asked to stop at its next step boundary (shared by the
+/// leg and its handles): not at all, cancelled, or released.
+pub(crate) mod stop {
+    /// Not asked to stop.
+    pub(crate) const NONE: u8 = 0;
+    /// Cancelled: the run ends `interrupted`.
+    pub(crate) const CANCEL: u8 = 1;
+    /// Released: the run goes back to `queued` with no owner.
+    pub(crate) const RELEASE: u8 = 2;
+}
+
 /// Cancels a run at its next step boundary; see [`RunHandle::cancel_token`].
 #[derive(Debug, Clone)]
-pub struct CancelToken(Arc<AtomicBool>);
+pub struct CancelToken(Arc<AtomicU8>);
 
 impl CancelToken {
-    /// Asks the run to stop at the next step boundary.
+    /// Asks the run to stop at the next step boundary; it ends
+    /// `interrupted` (see [`RunHandle::cancel`]).
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.store(stop::CANCEL, Ordering::SeqCst);
+    }
+
+    /// Asks the run to stop at the next step boundary and go back to the
+    /// queue (see [`RunHandle::release`]). A cancel asked before wins.
+    pub fn release(&self) {
+        let _ =
+            self.0.compare_exchange(stop::NONE, stop::RELEASE, Ordering::SeqCst, Ordering::SeqCst);
     }
 }
 
@@ -95,7 +114,7 @@ impl CancelToken {
 #[derive(Debug)]
 pub struct RunHandle<S> {
     run_id: RunId,
-    cancel: Arc<AtomicBool>,
+    cancel: Arc<AtomicU8>,
     join: JoinHandle<Result<RunOutcome<S>, RunError>>,
 }
 
@@ -109,7 +128,16 @@ impl<S> RunHandle<S> {
     /// `interrupted` and can be continued later. Tasks already running
     /// finish first and their step is committed.
     pub fn cancel(&self) {
-        self.cancel.store(true, Ordering::SeqCst);
+        self.cancel_token().cancel();
+    }
+
+    /// Asks the run to stop at the next step boundary and go back to the
+    /// queue: it ends the leg `queued`, with no owner and no lease, for
+    /// any process (a [`Worker`](crate::Worker)) to continue from that
+    /// step. Tasks already running finish first and their step is
+    /// committed. What a worker does when it shuts down.
+    pub fn release(&self) {
+        self.cancel_token().release();
     }
 
     /// A handle that cancels this run (like [`RunHandle::cancel`]) from
@@ -174,11 +202,7 @@ impl Executor {
     ) -> Result<Leg<S>, RunError> {
         let run = config.run_id.unwrap_or_default();
         let breakpoints = breakpoints(graph, &config)?;
-        let encode_error = |source| RunError::Encode { run, step: 0, source };
-        let snapshot = encode_checked::<S, S>(config.codec, &state, "state", run, 0)?;
-        let frontier_blob = Codec::Json
-            .encode(&frontier.to_record(graph), FRONTIER_VERSION)
-            .map_err(encode_error)?;
+        let (snapshot, frontier_blob) = encode_input(graph, run, &state, &frontier, &config)?;
         let emitter = Emitter::new(run, 0, Arc::clone(&config.clock), config.events.clone())
             .with_cap(config.event_cap);
         emit_run_started(&emitter, graph, 0, run)?;
@@ -195,14 +219,44 @@ impl Executor {
                 snapshot,
                 frontier: frontier_blob,
                 events: emitter.take_batch(),
-                owner: Owner::current(),
-                lease_until_ms: config.lease_until(),
+                claim: Some((Owner::current(), config.lease_until())),
                 attachment: config.attachment.clone(),
             })
             .await?;
         emitter.committed();
         let loaded = Loaded { state, step: 0, frontier, reused: HashMap::new(), snapshots };
         Ok(self.leg(graph, run, epoch, config, loaded, emitter, HashMap::new(), breakpoints))
+    }
+
+    /// Stores a run of `graph` from `input` without driving it: status
+    /// `queued`, no owner, for a [`Worker`](crate::Worker) of any process
+    /// that has the graph to claim and drive from step 0. Returns its id
+    /// (`config.run_id` when set). Only what the run is (id, thread,
+    /// attachment, input) is stored; how it runs (`max_steps`, lease,
+    /// breakpoints, event sink) is the worker's `RunConfig`.
+    pub async fn enqueue<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        input: S,
+        config: RunConfig,
+    ) -> Result<RunId, RunError> {
+        let frontier = Frontier::start(graph, &input)?;
+        let run = config.run_id.unwrap_or_default();
+        let (snapshot, frontier) = encode_input(graph, run, &input, &frontier, &config)?;
+        self.store
+            .create_run(NewRun {
+                id: run,
+                graph: graph_ref(graph),
+                thread: config.thread.clone(),
+                created_at_ms: config.clock.now_ms(),
+                snapshot,
+                frontier,
+                events: Vec::new(),
+                claim: None,
+                attachment: config.attachment.clone(),
+            })
+            .await?;
+        Ok(run)
     }
 
     /// Starts a run and drives it in the calling task until its leg ends.
@@ -345,7 +399,7 @@ impl Executor {
             frontier_blob: None,
             reused,
             emitter: Arc::new(emitter),
-            cancel: Arc::new(AtomicBool::new(false)),
+            cancel: Arc::new(AtomicU8::new(stop::NONE)),
             snapshots,
             decisions,
             no_decisions: Arc::default(),
@@ -426,6 +480,21 @@ pub(crate) fn breakpoints<S: State>(
         }
     }
     Ok(points)
+}
+
+/// A new run's step-0 snapshot and frontier, encoded.
+fn encode_input<S: State>(
+    graph: &CompiledGraph<S>,
+    run: RunId,
+    state: &S,
+    frontier: &Frontier,
+    config: &RunConfig,
+) -> Result<(Blob, Blob), RunError> {
+    let snapshot = encode_checked::<S, S>(config.codec, state, "state", run, 0)?;
+    let frontier = Codec::Json
+        .encode(&frontier.to_record(graph), FRONTIER_VERSION)
+        .map_err(|source| RunError::Encode { run, step: 0, source })?;
+    Ok((snapshot, frontier))
 }
 
 pub(crate) fn spawn<S: State>(leg: Leg<S>) -> RunHandle<S> {

@@ -10,9 +10,11 @@ mod plan;
 mod record;
 mod resume;
 mod task;
+mod worker;
 
 pub use config::{RunConfig, SnapshotPolicy, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
 pub(crate) use emit::{node_id, Emitter, Live};
 pub use error::RunError;
 pub use executor::{CancelToken, Executor, RunHandle, RunOutcome};
 pub use resume::{DecisionOutcome, Resumed};
+pub use worker::{drive_leg, Worker, WorkerReport, Workload};

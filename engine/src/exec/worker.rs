@@ -1,0 +1,325 @@
+//! Workers: processes that take runs no one drives and drive them.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinSet;
+use tollgate_checkpoint::{PageRequest, RunFilter, RunId, RunRecord, RunStatus, StoreError};
+
+use crate::graph::CompiledGraph;
+use crate::state::State;
+
+use super::config::RunConfig;
+use super::error::RunError;
+use super::executor::{graph_ref, Executor, RunHandle, RunOutcome};
+
+/// What a [`Worker`] can drive. A [`CompiledGraph`] drives the runs of its
+/// own name and version; a program whose graphs are rebuilt per run (a
+/// blueprint stored with the run) implements it itself.
+#[async_trait]
+pub trait Workload: Send + Sync + 'static {
+    /// `None`, at once and without touching the run, when this workload
+    /// does not drive `run` (it is left for other workers). Otherwise
+    /// claims it (a compare-and-set: another worker may win, and the
+    /// answer is then [`StoreError::Fenced`] or [`RunError::RunOwned`]) and
+    /// drives its leg to its end with `config`. When `shutdown` turns
+    /// `true`, the leg is to be released at its next step boundary
+    /// ([`RunHandle::release`]): [`drive_leg`] does that for a handle.
+    async fn drive(
+        &self,
+        executor: &Executor,
+        run: &RunRecord,
+        config: RunConfig,
+        shutdown: watch::Receiver<bool>,
+    ) -> Option<Result<RunStatus, RunError>>;
+}
+
+#[async_trait]
+impl<S: State> Workload for CompiledGraph<S> {
+    async fn drive(
+        &self,
+        executor: &Executor,
+        run: &RunRecord,
+        config: RunConfig,
+        shutdown: watch::Receiver<bool>,
+    ) -> Option<Result<RunStatus, RunError>> {
+        if run.graph != graph_ref(self) {
+            return None;
+        }
+        Some(match executor.continue_run(self, run.id, config).await {
+            Ok(handle) => drive_leg(handle, shutdown).await.map(|outcome| outcome.status),
+            Err(error) => Err(error),
+        })
+    }
+}
+
+/// Waits for a leg, releasing it (back to `queued` at its next step
+/// boundary) as soon as `shutdown` turns `true`.
+pub async fn drive_leg<S>(
+    handle: RunHandle<S>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<RunOutcome<S>, RunError> {
+    let token = handle.cancel_token();
+    let wait = handle.wait();
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            outcome = &mut wait => return outcome,
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    token.release();
+                    return wait.await;
+                }
+            }
+        }
+    }
+}
+
+/// What a worker did before it stopped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerReport {
+    /// Legs driven to their end (any status).
+    pub legs: u64,
+    /// Of those, runs that completed.
+    pub completed: u64,
+    /// Legs that ended failed (the run records why).
+    pub failed: u64,
+    /// Legs released back to the queue at shutdown.
+    pub released: u64,
+    /// Claims another worker won first.
+    pub lost_claims: u64,
+}
+
+/// Takes runs that no process drives and drives them: `queued` runs (new
+/// ones from [`Executor::enqueue`], and paused ones a decision made ready)
+/// and `running` runs whose owner is gone (its lease expired, or it was a
+/// process of this host that died). Any number of workers, in any number
+/// of processes, share a store: each run is claimed by a compare-and-set
+/// on its epoch, so exactly one worker drives it, and an owner that lost
+/// its lease is fenced off at its next commit.
+///
+/// ```no_run
+/// # use tollgate_engine::{CompiledGraph, DynState, Executor, Worker};
+/// # async fn demo(executor: Executor, graph: CompiledGraph<DynState>) {
+/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// // ... `stop.send(())` on SIGTERM ...
+/// let report = Worker::new(executor)
+///     .graph(graph)
+///     .concurrency(4)
+///     .run(async { stopped.await.ok(); })
+///     .await;
+/// println!("{} runs completed", report.completed);
+/// # drop(stop);
+/// # }
+/// ```
+pub struct Worker {
+    executor: Executor,
+    workloads: Vec<Arc<dyn Workload>>,
+    concurrency: usize,
+    poll: Duration,
+    config: RunConfig,
+    wake: Option<Arc<Notify>>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("workloads", &self.workloads.len())
+            .field("concurrency", &self.concurrency)
+            .field("poll", &self.poll)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    /// A worker on `executor`'s store, with no workloads yet, 4 legs at a
+    /// time, looking for runs every second.
+    pub fn new(executor: Executor) -> Self {
+        Self {
+            executor,
+            workloads: Vec::new(),
+            concurrency: 4,
+            poll: Duration::from_secs(1),
+            config: RunConfig::new(),
+            wake: None,
+        }
+    }
+
+    /// Drives the runs of `graph` (its name and version).
+    pub fn graph<S: State>(self, graph: CompiledGraph<S>) -> Self {
+        self.workload(Arc::new(graph))
+    }
+
+    /// Drives the runs `workload` accepts.
+    pub fn workload(mut self, workload: Arc<dyn Workload>) -> Self {
+        self.workloads.push(workload);
+        self
+    }
+
+    /// At most `legs` legs at once (at least 1).
+    pub fn concurrency(mut self, legs: usize) -> Self {
+        self.concurrency = legs.max(1);
+        self
+    }
+
+    /// How often an idle worker looks for runs (default 1 s). With
+    /// [`Worker::wake_on`], only a fallback.
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll = every;
+        self
+    }
+
+    /// The settings of every leg (lease, `max_steps`, event sink, clock).
+    /// Its `run_id` is ignored.
+    pub fn config(mut self, config: RunConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Looks for runs at once whenever `wake` is notified (a store's
+    /// notification that a run was queued or decided).
+    pub fn wake_on(mut self, wake: Arc<Notify>) -> Self {
+        self.wake = Some(wake);
+        self
+    }
+
+    /// Drives runs until `shutdown` completes; then claims no more,
+    /// releases its legs at their next step boundary (back to `queued`,
+    /// no owner: another worker continues them) and returns once they
+    /// have ended. A store that fails (a database restarting) is retried
+    /// with back-off; nothing is given up.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> WorkerReport {
+        let (stop, stopped) = watch::channel(false);
+        let mut report = WorkerReport::default();
+        let mut legs: JoinSet<(RunId, Option<Result<RunStatus, RunError>>)> = JoinSet::new();
+        let mut driving: HashSet<RunId> = HashSet::new();
+        // Runs no workload of this worker drives: not offered again.
+        let mut declined: HashSet<RunId> = HashSet::new();
+        let mut stopping = false;
+        let mut backoff = Duration::ZERO;
+        let wake = self.wake.clone().unwrap_or_default();
+        tokio::pin!(shutdown);
+        loop {
+            if !stopping && legs.len() < self.concurrency {
+                match self.ready().await {
+                    Ok(ready) => {
+                        backoff = Duration::ZERO;
+                        for record in ready {
+                            if legs.len() >= self.concurrency {
+                                break;
+                            }
+                            if driving.contains(&record.id) || declined.contains(&record.id) {
+                                continue;
+                            }
+                            driving.insert(record.id);
+                            let workloads = self.workloads.clone();
+                            let (executor, config) = (self.executor.clone(), self.config.clone());
+                            let shutdown = stopped.clone();
+                            legs.spawn(async move {
+                                let config = RunConfig { run_id: None, ..config };
+                                for workload in workloads {
+                                    let driven = workload
+                                        .drive(&executor, &record, config.clone(), shutdown.clone())
+                                        .await;
+                                    if driven.is_some() {
+                                        return (record.id, driven);
+                                    }
+                                }
+                                (record.id, None)
+                            });
+                        }
+                    }
+                    Err(error) => {
+                        backoff = (backoff * 2).clamp(Duration::from_millis(100), self.poll * 10);
+                        tracing::warn!(%error, ?backoff, "worker: cannot look for runs");
+                    }
+                }
+            }
+            if stopping && legs.is_empty() {
+                return report;
+            }
+            let idle = if backoff.is_zero() { self.poll } else { backoff };
+            tokio::select! {
+                () = &mut shutdown, if !stopping => {
+                    stopping = true;
+                    let _ = stop.send(true);
+                }
+                Some(done) = legs.join_next(), if !legs.is_empty() => {
+                    if let Ok((run, driven)) = done {
+                        driving.remove(&run);
+                        match driven {
+                            Some(result) => report.count(run, result),
+                            None => {
+                                declined.insert(run);
+                            }
+                        }
+                    }
+                }
+                () = wake.notified(), if !stopping => {}
+                () = tokio::time::sleep(idle), if !stopping => {}
+            }
+        }
+    }
+
+    /// Runs no one drives, oldest first within each kind: `queued` ones,
+    /// then `running` ones whose owner is gone. At most a few pages.
+    async fn ready(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let store = self.executor.store();
+        let now = self.config.clock.now_ms();
+        let mut ready = Vec::new();
+        for status in [RunStatus::Queued, RunStatus::Running] {
+            let filter = RunFilter { status: Some(status), ..RunFilter::default() };
+            let mut page = PageRequest { limit: 100, cursor: None };
+            let mut found = Vec::new();
+            for _ in 0..10 {
+                let listed = store.list_runs(&filter, &page).await?;
+                found.extend(
+                    listed
+                        .runs
+                        .into_iter()
+                        .filter(|run| run.status == RunStatus::Queued || run.is_orphaned(now)),
+                );
+                match listed.next {
+                    Some(next) => page.cursor = Some(next),
+                    None => break,
+                }
+            }
+            found.reverse();
+            ready.extend(found);
+        }
+        Ok(ready)
+    }
+}
+
+impl WorkerReport {
+    fn count(&mut self, run: RunId, result: Result<RunStatus, RunError>) {
+        match result {
+            Ok(status) => {
+                self.legs += 1;
+                match status {
+                    RunStatus::Completed => self.completed += 1,
+                    RunStatus::Queued => self.released += 1,
+                    _ => {}
+                }
+            }
+            // Another worker claimed it first, or even finished it between
+            // the listing and the claim.
+            Err(
+                RunError::Store(StoreError::Fenced { .. } | StoreError::RunTerminal { .. })
+                | RunError::RunOwned { .. },
+            ) => {
+                self.lost_claims += 1;
+            }
+            Err(error) => {
+                self.legs += 1;
+                self.failed += 1;
+                tracing::warn!(%run, %error, "worker: leg failed");
+            }
+        }
+    }
+}
