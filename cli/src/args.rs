@@ -44,6 +44,11 @@ pub(crate) enum Command {
         /// Legs driven at once.
         #[arg(long, default_value_t = 4)]
         concurrency: usize,
+        /// Seconds a leg's ownership lasts without renewal (renewed every
+        /// step and every third of it meanwhile): how long a frozen or
+        /// unreachable worker keeps its runs from others.
+        #[arg(long, default_value_t = 15.0)]
+        lease: f64,
         /// Print the report at exit as JSON.
         #[arg(long)]
         json: bool,

@@ -58,8 +58,12 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             };
             Ok(report(&summary, json))
         }
-        Command::Worker { concurrency, json } => {
-            let report = runs.work(concurrency, shutdown_signal()).await;
+        Command::Worker { concurrency, lease, json } => {
+            let lease = std::time::Duration::try_from_secs_f64(lease)
+                .ok()
+                .filter(|lease| *lease >= std::time::Duration::from_millis(100))
+                .ok_or_else(|| CliError::invalid("--lease takes seconds, at least 0.1"))?;
+            let report = runs.work(concurrency, lease, shutdown_signal()).await;
             if json {
                 print_json(&report);
             } else {

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::{watch, Notify};
@@ -334,10 +335,11 @@ impl Runs {
     pub(crate) async fn work(
         &self,
         concurrency: usize,
+        lease: Duration,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Value {
         let mut worker = Worker::new((*self.executor).clone())
-            .workload(Arc::new(BlueprintRuns(self.clone())))
+            .workload(Arc::new(BlueprintRuns { runs: self.clone(), lease }))
             .concurrency(concurrency);
         if let Some(wake) = self.wake.clone() {
             worker = worker.wake_on(wake);
@@ -371,7 +373,11 @@ fn input_state(input: &str) -> AgentState {
 /// Blueprint runs, each rebuilt from what it stored: what `tollgate worker`
 /// drives. A run that is not a blueprint run, or whose blueprint cannot be
 /// rebuilt here (a model this build lacks), is left for other workers.
-struct BlueprintRuns(Runs);
+struct BlueprintRuns {
+    runs: Runs,
+    /// The lease of every leg.
+    lease: Duration,
+}
 
 #[async_trait]
 impl Workload for BlueprintRuns {
@@ -382,7 +388,7 @@ impl Workload for BlueprintRuns {
         _config: RunConfig,
         shutdown: watch::Receiver<bool>,
     ) -> Option<Result<RunStatus, RunError>> {
-        let rebuilt = match self.0.rebuild(run.id).await {
+        let rebuilt = match self.runs.rebuild(run.id).await {
             Ok(Some(rebuilt)) => rebuilt,
             Ok(None) => return None,
             Err(error) => {
@@ -390,12 +396,12 @@ impl Workload for BlueprintRuns {
                 return None;
             }
         };
-        // Each leg runs with its blueprint's settings.
-        let driven =
-            match executor.continue_run(rebuilt.agent.graph(), run.id, rebuilt.config).await {
-                Ok(handle) => drive_leg(handle, shutdown).await.map(|outcome| outcome.status),
-                Err(error) => Err(error),
-            };
+        // Each leg runs with its blueprint's settings and the worker's lease.
+        let config = rebuilt.config.lease(self.lease);
+        let driven = match executor.continue_run(rebuilt.agent.graph(), run.id, config).await {
+            Ok(handle) => drive_leg(handle, shutdown).await.map(|outcome| outcome.status),
+            Err(error) => Err(error),
+        };
         // One line per leg for whoever watches the worker.
         match &driven {
             Ok(status) => eprintln!("tollgate worker: run {}: {status}", run.id),

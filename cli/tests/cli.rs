@@ -154,6 +154,7 @@ on_both_stores!(
     two_concurrent_resumes_one_wins_one_conflicts,
     continue_picks_up_a_blueprint_run_whose_process_was_killed,
     workers_drain_the_queue_through_a_kill_exactly_once,
+    a_frozen_worker_loses_its_run_and_its_late_commit_is_refused,
     a_terminated_worker_releases_its_legs_for_another
 );
 
@@ -455,10 +456,14 @@ fn queue_runs(fx: &Fixture, count: usize) -> Vec<String> {
 }
 
 fn start_worker(fx: &Fixture) -> std::process::Child {
+    start_worker_with(fx, &[])
+}
+
+fn start_worker_with(fx: &Fixture, extra: &[&str]) -> std::process::Child {
     let log =
         std::fs::OpenOptions::new().create(true).append(true).open(fx.path("workers.log")).unwrap();
     fx.command(&["worker", "--concurrency", "3", "--json"])
-        .env("RUST_LOG", "warn")
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(log)
         .spawn()
@@ -555,4 +560,44 @@ fn a_terminated_worker_releases_its_legs_for_another(fx: Fixture) {
     assert_eq!(stopped_report(next)["completed"], 3);
     let effects = std::fs::read_to_string(fx.path("effects.log")).unwrap().lines().count();
     assert_eq!(effects, 15, "a release at a step boundary repeats nothing");
+}
+
+fn a_frozen_worker_loses_its_run_and_its_late_commit_is_refused(fx: Fixture) {
+    queue_blueprint(&fx, 0.4);
+    let runs = queue_runs(&fx, 1);
+    let frozen = start_worker_with(&fx, &["--lease", "1"]);
+    let step = |fx: &Fixture| fx.json(&["runs", "show", &runs[0], "--json"], 0)["step"].as_u64();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while step(&fx).unwrap_or(0) < 2 {
+        assert!(std::time::Instant::now() < deadline, "the worker never started the run");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    signal(&frozen, "STOP");
+    // Its lease runs out while it cannot renew it; another worker takes over.
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    let other = start_worker_with(&fx, &["--lease", "1"]);
+    wait_for(&fx, &runs, |now| now[0] == "completed");
+    signal(&frozen, "CONT");
+    // Whatever it finished meanwhile, its next write is fenced off.
+    std::thread::sleep(std::time::Duration::from_millis(1_000));
+    signal(&frozen, "TERM");
+    signal(&other, "TERM");
+    let (late, other) = (stopped_report(frozen), stopped_report(other));
+    assert_eq!(
+        (late["completed"].as_u64(), late["lost_claims"].as_u64(), late["failed"].as_u64()),
+        (Some(0), Some(1), Some(0)),
+        "the frozen worker's leg was fenced: {late}"
+    );
+    assert_eq!(other["completed"], 1, "{other}");
+    let shown = fx.json(&["runs", "show", &runs[0], "--json"], 0);
+    assert_eq!((shown["status"].as_str(), shown["step"].as_u64()), (Some("completed"), Some(11)));
+    let output = fx.run(&["runs", "events", &runs[0], "--json"]);
+    let seqs: Vec<u64> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "nothing late was stored");
+    let effects = std::fs::read_to_string(fx.path("effects.log")).unwrap().lines().count();
+    assert!((5..=6).contains(&effects), "{effects}: the call in flight repeats at most once");
 }

@@ -327,3 +327,42 @@ fn connections_the_server_dropped_are_replaced() {
         assert_eq!(store.run(run).await.unwrap().status, RunStatus::AwaitingHitl);
     });
 }
+
+/// A new, empty database on the server of `url`; its URL.
+async fn fresh_database(url: &str) -> String {
+    let name = format!("tg_{}", RunId::new().to_string().to_lowercase());
+    raw(url).await.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let (server, _) = base.rsplit_once('/').unwrap();
+    let query = if query.is_empty() { String::new() } else { format!("?{query}") };
+    format!("{server}/{name}{query}")
+}
+
+#[test]
+fn a_queued_run_wakes_the_listeners_of_its_database() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        // A database of its own: notifications are per database.
+        let url = fresh_database(&url).await;
+        let store = PostgresStore::connect(&url).await.unwrap();
+        let wake = store.run_notifications();
+        let within = |what: &'static str| {
+            let wake = Arc::clone(&wake);
+            async move {
+                tokio::time::timeout(std::time::Duration::from_secs(10), wake.notified())
+                    .await
+                    .unwrap_or_else(|_| panic!("no wake-up: {what}"));
+            }
+        };
+        within("once listening").await;
+        // Nothing happens: no wake-up.
+        let quiet =
+            tokio::time::timeout(std::time::Duration::from_millis(300), wake.notified()).await;
+        assert!(quiet.is_err(), "woken with nothing queued");
+        let other = PostgresStore::connect(&url).await.unwrap();
+        let run = RunId::new();
+        let (created, _) = paused_run(run);
+        other.create_run(NewRun { claim: None, ..created }).await.unwrap();
+        within("a run was queued").await;
+    });
+}
