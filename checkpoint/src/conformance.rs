@@ -43,6 +43,31 @@ where
     past_checkpoints_are_readable(&make().await).await;
     attachments_are_kept_verbatim(&make().await).await;
     queued_runs_have_no_owner_until_claimed(&make().await).await;
+    lease_losses_count_takeovers_until_a_leg_ends(&make().await).await;
+}
+
+async fn lease_losses_count_takeovers_until_a_leg_ends(store: &dyn Store) {
+    let run = RunId::new();
+    store.create_run(new_run(run, "g", None)).await.expect("create");
+    assert_eq!(store.run(run).await.expect("run").lease_losses, 0);
+    // Two takeovers of a running run (its owner gone each time).
+    assert_eq!(store.claim(run, 1, Owner::current(), i64::MAX).await.expect("take over"), 2);
+    store.commit(step(run, 2, 1, 2, false)).await.expect("a step under the new owner");
+    assert_eq!(store.claim(run, 2, Owner::current(), i64::MAX).await.expect("take over"), 3);
+    assert_eq!(store.run(run).await.expect("run").lease_losses, 2, "a step does not reset");
+    // The leg ends (interrupted): the count starts again.
+    let ended = Transition {
+        step: None,
+        status: RunStatus::Interrupted,
+        events: vec![event(3)],
+        lease_until_ms: None,
+        ..step(run, 3, 1, 3, false)
+    };
+    store.commit(ended).await.expect("end the leg");
+    assert_eq!(store.run(run).await.expect("run").lease_losses, 0);
+    // Claiming a run that is not running (here interrupted) is no takeover.
+    store.claim(run, 3, Owner::current(), i64::MAX).await.expect("continue");
+    assert_eq!(store.run(run).await.expect("run").lease_losses, 0);
 }
 
 async fn queued_runs_have_no_owner_until_claimed(store: &dyn Store) {

@@ -123,6 +123,7 @@ impl Store for MemoryStore {
             owner: run.claim.as_ref().map(|(owner, _)| owner.clone()),
             lease_until_ms: run.claim.as_ref().map(|(_, until)| *until),
             pending_interrupts: 0,
+            lease_losses: 0,
         };
         inner.runs.insert(
             run.id,
@@ -166,6 +167,7 @@ impl Store for MemoryStore {
         } else {
             record.owner = None;
             record.lease_until_ms = None;
+            record.lease_losses = 0;
         }
         stored.events.extend(transition.events);
         stored.interrupts.extend(transition.interrupts);
@@ -210,6 +212,9 @@ impl Store for MemoryStore {
         let stored = inner.get_mut(run)?;
         check_writer(stored, expected_epoch)?;
         let record = &mut stored.record;
+        if record.status == RunStatus::Running {
+            record.lease_losses += 1;
+        }
         record.epoch += 1;
         record.status = RunStatus::Running;
         record.owner = Some(owner);

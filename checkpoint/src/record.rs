@@ -329,6 +329,11 @@ pub struct RunRecord {
     pub lease_until_ms: Option<i64>,
     /// Interrupts waiting for a decision.
     pub pending_interrupts: u32,
+    /// Times the run was claimed while `running` (taken over from an owner
+    /// that was gone) since its last leg ended: a run that keeps killing
+    /// its owners counts up, and a [`Worker`]-style caller gives up on it
+    /// past a limit. Back to 0 whenever a leg ends (pause, release, end).
+    pub lease_losses: u32,
 }
 
 impl RunRecord {

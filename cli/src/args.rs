@@ -49,6 +49,10 @@ pub(crate) enum Command {
         /// unreachable worker keeps its runs from others.
         #[arg(long, default_value_t = 15.0)]
         lease: f64,
+        /// A run whose owners disappeared this many times in a row is
+        /// marked failed (`dead_letter`) instead of taken over again.
+        #[arg(long, default_value_t = tollgate_engine::DEFAULT_MAX_LEASE_LOSSES)]
+        max_lease_losses: u32,
         /// Print the report at exit as JSON.
         #[arg(long)]
         json: bool,

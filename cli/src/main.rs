@@ -58,19 +58,19 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             };
             Ok(report(&summary, json))
         }
-        Command::Worker { concurrency, lease, json } => {
+        Command::Worker { concurrency, lease, max_lease_losses, json } => {
             let lease = std::time::Duration::try_from_secs_f64(lease)
                 .ok()
                 .filter(|lease| *lease >= std::time::Duration::from_millis(100))
                 .ok_or_else(|| CliError::invalid("--lease takes seconds, at least 0.1"))?;
-            let report = runs.work(concurrency, lease, shutdown_signal()).await;
+            let report = runs.work(concurrency, lease, max_lease_losses, shutdown_signal()).await;
             if json {
                 print_json(&report);
             } else {
                 println!(
-                    "worker stopped: {} legs ({} completed, {} failed, {} released), {} claims lost to other workers",
+                    "worker stopped: {} legs ({} completed, {} failed, {} released), {} claims lost to other workers, {} runs dead-lettered",
                     report["legs"], report["completed"], report["failed"], report["released"],
-                    report["lost_claims"]
+                    report["lost_claims"], report["dead_lettered"]
                 );
             }
             Ok(code::OK)

@@ -336,11 +336,13 @@ impl Runs {
         &self,
         concurrency: usize,
         lease: Duration,
+        max_lease_losses: u32,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Value {
         let mut worker = Worker::new((*self.executor).clone())
             .workload(Arc::new(BlueprintRuns { runs: self.clone(), lease }))
-            .concurrency(concurrency);
+            .concurrency(concurrency)
+            .max_lease_losses(max_lease_losses);
         if let Some(wake) = self.wake.clone() {
             worker = worker.wake_on(wake);
         }
@@ -351,6 +353,7 @@ impl Runs {
             "failed": report.failed,
             "released": report.released,
             "lost_claims": report.lost_claims,
+            "dead_lettered": report.dead_lettered,
         })
     }
 

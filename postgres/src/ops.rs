@@ -17,7 +17,8 @@ macro_rules! select_run {
         "SELECT r.id, r.graph, r.graph_version, r.thread, r.status, r.step, r.epoch, r.owner,
                 r.lease_until_ms, r.created_at_ms, r.updated_at_ms, r.failure, r.last_seq,
                 (SELECT count(*) FROM interrupts i
-                  WHERE i.run = r.id AND i.decision IS NULL AND i.step > r.step)
+                  WHERE i.run = r.id AND i.decision IS NULL AND i.step > r.step),
+                r.lease_losses
          FROM runs r"
     };
 }
@@ -75,6 +76,7 @@ fn run_from_row(row: &Row) -> Result<RunRecord, StoreError> {
         failure,
         last_seq: column::<i64>(row, 12)? as u64,
         pending_interrupts: column::<i64>(row, 13)? as u32,
+        lease_losses: column::<i32>(row, 14)? as u32,
     })
 }
 

@@ -31,7 +31,8 @@ const MIGRATIONS: &[&str] = &[
         created_at_ms  bigint NOT NULL,
         updated_at_ms  bigint NOT NULL,
         failure        text,                  -- JSON RunFailure
-        last_seq       bigint NOT NULL        -- last stored event
+        last_seq       bigint NOT NULL,       -- last stored event
+        lease_losses   integer NOT NULL DEFAULT 0 -- takeovers since a leg last ended
     );
     CREATE INDEX runs_by_status ON runs (status, id);
     CREATE INDEX runs_by_graph ON runs (graph, id);
@@ -183,7 +184,8 @@ const MIGRATIONS: &[&str] = &[
             last_seq = last_seq + p_count,
             lease_until_ms = CASE WHEN p_status = 'running'
                                   THEN coalesce(p_lease, lease_until_ms) END,
-            owner = CASE WHEN p_status = 'running' THEN owner END
+            owner = CASE WHEN p_status = 'running' THEN owner END,
+            lease_losses = CASE WHEN p_status = 'running' THEN lease_losses ELSE 0 END
         WHERE id = p_run AND epoch = p_epoch AND status NOT IN ('completed', 'rejected')
           AND (p_step IS NULL OR step = p_step - 1)
           AND (p_count = 0 OR last_seq = p_first_seq - 1);
@@ -243,7 +245,9 @@ const MIGRATIONS: &[&str] = &[
     BEGIN
         r := tollgate_writer(p_run, p_expected);
         UPDATE runs SET epoch = epoch + 1, status = 'running', owner = p_owner,
-                        lease_until_ms = p_lease, failure = NULL
+                        lease_until_ms = p_lease, failure = NULL,
+                        lease_losses = lease_losses
+                            + CASE WHEN r.status = 'running' THEN 1 ELSE 0 END
         WHERE id = p_run;
         IF r.status <> 'running' THEN
             PERFORM pg_notify('tollgate_runs', p_run || ' running');

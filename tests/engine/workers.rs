@@ -193,3 +193,67 @@ fn a_decided_run_and_an_orphaned_one_are_picked_up_and_foreign_graphs_left_alone
         );
     });
 }
+
+#[test]
+fn a_run_that_keeps_losing_its_owner_is_dead_lettered_not_retried_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = counter("cursed", 2, Duration::ZERO);
+    runtime().block_on(async {
+        let executor = Executor::new(SqliteStore::open(dir.path().join("dead.db")).unwrap());
+        let store = Arc::clone(executor.store());
+        // Claimed, then taken over `losses` times from owners whose lease
+        // ran out (expired at once: lease until 0).
+        let run_with_losses = |losses: u64| {
+            let (executor, store, graph) = (executor.clone(), Arc::clone(&store), graph.clone());
+            async move {
+                let run =
+                    executor.enqueue(&graph, Trace::default(), RunConfig::new()).await.unwrap();
+                for epoch in 1..=losses + 1 {
+                    store.claim(run, epoch, tollgate::Owner::current(), 0).await.unwrap();
+                }
+                assert_eq!(store.run(run).await.unwrap().lease_losses, losses as u32);
+                run
+            }
+        };
+        let cursed = run_with_losses(3).await;
+        let unlucky = run_with_losses(2).await;
+        let watched = Arc::clone(&store);
+        let settled = async move {
+            loop {
+                let a = watched.run(cursed).await.unwrap().status;
+                let b = watched.run(unlucky).await.unwrap().status;
+                if a == RunStatus::Failed && b == RunStatus::Completed {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        let report = Worker::new(executor.clone())
+            .graph(graph)
+            .max_lease_losses(3)
+            .poll_interval(Duration::from_millis(10))
+            .run(settled)
+            .await;
+        assert_eq!((report.dead_lettered, report.completed), (1, 1), "{report:?}");
+        let record = store.run(cursed).await.unwrap();
+        let failure = record.failure.unwrap();
+        assert_eq!((failure.kind.as_str(), record.owner, record.step), ("dead_letter", None, 0));
+        assert!(failure.message.contains("3 times"), "{}", failure.message);
+        let events = store.events(cursed, 0, usize::MAX).await.unwrap();
+        let last: serde_json::Value = serde_json::from_str(&events.last().unwrap().json).unwrap();
+        assert_eq!(
+            (last["event_type"].as_str(), last["status"].as_str()),
+            (Some("run_ended"), Some("failed"))
+        );
+        assert_gap_free(&*store, cursed).await;
+        // Continuing it on purpose still works.
+        let outcome = executor
+            .continue_run(&counter("cursed", 2, Duration::ZERO), cursed, RunConfig::new())
+            .await
+            .unwrap()
+            .wait()
+            .await
+            .unwrap();
+        assert_eq!(outcome.status, RunStatus::Completed);
+    });
+}

@@ -164,7 +164,8 @@ impl Store for SqliteStore {
                 };
                 let update = "UPDATE runs SET status = ?2, step = ?3, failure = ?4, \
                      updated_at_ms = ?5, last_seq = ?6, lease_until_ms = ?7, \
-                     owner = CASE WHEN ?8 THEN owner END WHERE id = ?1";
+                     owner = CASE WHEN ?8 THEN owner END, \
+                     lease_losses = CASE WHEN ?8 THEN lease_losses ELSE 0 END WHERE id = ?1";
                 tx.prepare_cached(update)?.execute(params![
                     id,
                     transition.status.as_str(),
@@ -219,7 +220,8 @@ impl Store for SqliteStore {
             check_writer(run, status, epoch, expected_epoch)?;
             tx.prepare_cached(
                 "UPDATE runs SET epoch = epoch + 1, status = 'running', owner = ?2, \
-                 lease_until_ms = ?3, failure = NULL WHERE id = ?1",
+                 lease_until_ms = ?3, failure = NULL, \
+                 lease_losses = lease_losses + (status = 'running') WHERE id = ?1",
             )?
             .execute(params![id, owner, lease_until_ms])?;
             Ok(epoch + 1)

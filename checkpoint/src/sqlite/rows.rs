@@ -17,7 +17,8 @@ pub(super) const SELECT_RUN: &str = "
            r.created_at_ms, max(r.updated_at_ms, coalesce(s.at_ms, 0)), r.failure,
            max(r.last_seq, coalesce(s.first_seq + s.event_count - 1, 0)), r.num,
            (SELECT count(*) FROM interrupts i WHERE i.num = r.num AND i.decision IS NULL
-               AND i.step > max(r.step, coalesce(s.id & 4294967295, 0)))
+               AND i.step > max(r.step, coalesce(s.id & 4294967295, 0))),
+           r.lease_losses
     FROM runs r
     LEFT JOIN steps s ON s.id = (
         SELECT max(id) FROM steps WHERE id BETWEEN r.num << 32 AND (r.num << 32) + 4294967295
@@ -50,6 +51,7 @@ pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<(RunRecord,
         (row.get(5)?, row.get(6)?, row.get(8)?, row.get(9)?, row.get(10)?, row.get(12)?);
     let num: i64 = row.get(13)?;
     let pending_interrupts: u32 = row.get(14)?;
+    let lease_losses: u32 = row.get(15)?;
     let build = || -> Result<(RunRecord, i64), Abort> {
         let id: RunId =
             id.parse().map_err(|_| corrupt_row(format!("bad run id `{id}` in runs")))?;
@@ -74,6 +76,7 @@ pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<(RunRecord,
             failure,
             last_seq: last_seq as u64,
             pending_interrupts,
+            lease_losses,
         };
         Ok((record, num))
     };

@@ -120,6 +120,11 @@ const MIGRATIONS: &[&str] = &[
     -- newest steps row. One index fewer to write when a run is created.
     DROP INDEX IF EXISTS runs_by_num;
 ",
+    // 4: how often a running run was taken over from an owner that was
+    // gone since its last leg ended (workers give up on it past a limit).
+    "
+    ALTER TABLE runs ADD COLUMN lease_losses INTEGER NOT NULL DEFAULT 0;
+",
 ];
 
 /// The schema version this build writes.

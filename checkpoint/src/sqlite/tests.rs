@@ -59,17 +59,22 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
 
     // A version-1 file (before attachments) is migrated in place.
     let conn = Connection::open(&path).expect("open raw");
-    conn.execute_batch("DROP TABLE attachments; PRAGMA user_version = 1").expect("downgrade");
+    conn.execute_batch(
+        "DROP TABLE attachments; ALTER TABLE runs DROP COLUMN lease_losses; \
+         PRAGMA user_version = 1",
+    )
+    .expect("downgrade");
     drop(conn);
-    let store = SqliteStore::open(&path).expect("migrate 1 -> 2");
+    let store = SqliteStore::open(&path).expect("migrate 1 -> 4");
     assert_eq!(block_on(store.attachment(run)).expect("attachments table exists"), None);
+    assert_eq!(block_on(store.run(run)).expect("run").lease_losses, 0, "column added (4)");
     drop(store);
 
     let conn = Connection::open(&path).expect("open raw");
     conn.pragma_update(None, "user_version", 99).expect("bump");
     drop(conn);
     let error = SqliteStore::open(&path).expect_err("newer schema");
-    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 3 }), "{error:?}");
+    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 4 }), "{error:?}");
 }
 
 #[test]
@@ -189,12 +194,13 @@ fn version_2_files_are_migrated_status_events_kept() {
          DROP TABLE events;
          ALTER TABLE old_events RENAME TO events;
          CREATE UNIQUE INDEX runs_by_num ON runs (num);
+         ALTER TABLE runs DROP COLUMN lease_losses;
          PRAGMA user_version = 2;",
     )
     .expect("downgrade");
     drop(conn);
 
-    let store = SqliteStore::open(&path).expect("migrate 2 -> 3");
+    let store = SqliteStore::open(&path).expect("migrate 2 -> 4");
     let after = block_on(store.events(run, 0, usize::MAX)).expect("events");
     assert_eq!(after, before, "the events survive the migration");
     drop(store);
@@ -208,7 +214,7 @@ fn version_2_files_are_migrated_status_events_kept() {
         .expect("schema")
     };
     let version: u32 = conn.query_row("PRAGMA user_version", [], |row| row.get(0)).expect("v");
-    assert_eq!((index("events_by_run"), index("runs_by_num"), version), (1, 0, 3));
+    assert_eq!((index("events_by_run"), index("runs_by_num"), version), (1, 0, 4));
 
     // Runs created after the migration continue the numbering.
     let store = SqliteStore::open(&path).expect("reopen");

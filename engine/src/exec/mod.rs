@@ -17,4 +17,4 @@ pub(crate) use emit::{node_id, Emitter, Live};
 pub use error::RunError;
 pub use executor::{CancelToken, Executor, RunHandle, RunOutcome};
 pub use resume::{DecisionOutcome, Resumed};
-pub use worker::{drive_leg, Worker, WorkerReport, Workload};
+pub use worker::{drive_leg, Worker, WorkerReport, Workload, DEFAULT_MAX_LEASE_LOSSES};

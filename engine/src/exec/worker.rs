@@ -8,14 +8,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
-use tollgate_checkpoint::{PageRequest, RunFilter, RunId, RunRecord, RunStatus, StoreError};
+use tollgate_checkpoint::{
+    Owner, PageRequest, RunFailure, RunFilter, RunId, RunRecord, RunStatus, StoreError, Transition,
+};
 
+use crate::event::Event;
 use crate::graph::CompiledGraph;
 use crate::state::State;
 
 use super::config::RunConfig;
+use super::emit::{Emitter, Live};
 use super::error::RunError;
-use super::executor::{graph_ref, Executor, RunHandle, RunOutcome};
+use super::executor::{graph_ref, json_error, Executor, RunHandle, RunOutcome};
 
 /// What a [`Worker`] can drive. A [`CompiledGraph`] drives the runs of its
 /// own name and version; a program whose graphs are rebuilt per run (a
@@ -93,6 +97,9 @@ pub struct WorkerReport {
     pub released: u64,
     /// Claims another worker won first.
     pub lost_claims: u64,
+    /// Runs given up on: marked failed (`dead_letter`) because their
+    /// owners kept disappearing.
+    pub dead_lettered: u64,
 }
 
 /// Takes runs that no process drives and drives them: `queued` runs (new
@@ -124,7 +131,11 @@ pub struct Worker {
     poll: Duration,
     config: RunConfig,
     wake: Option<Arc<Notify>>,
+    max_lease_losses: u32,
 }
+
+/// Default of [`Worker::max_lease_losses`].
+pub const DEFAULT_MAX_LEASE_LOSSES: u32 = 3;
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -147,7 +158,19 @@ impl Worker {
             poll: Duration::from_secs(1),
             config: RunConfig::new(),
             wake: None,
+            max_lease_losses: DEFAULT_MAX_LEASE_LOSSES,
         }
+    }
+
+    /// A run whose owners disappeared (lease expired, process dead) this
+    /// many times in a row without its leg ending is marked failed, kind
+    /// `dead_letter`, instead of being taken over again: a run that kills
+    /// every worker that drives it is not retried forever. `runs continue`
+    /// (or [`Executor::continue_run`]) tries it again on purpose. Default
+    /// [`DEFAULT_MAX_LEASE_LOSSES`]; at least 1.
+    pub fn max_lease_losses(mut self, losses: u32) -> Self {
+        self.max_lease_losses = losses.max(1);
+        self
     }
 
     /// Drives the runs of `graph` (its name and version).
@@ -214,6 +237,15 @@ impl Worker {
                                 break;
                             }
                             if driving.contains(&record.id) || declined.contains(&record.id) {
+                                continue;
+                            }
+                            if record.status == RunStatus::Running
+                                && record.lease_losses >= self.max_lease_losses
+                            {
+                                match self.dead_letter(&record).await {
+                                    Ok(()) => report.dead_lettered += 1,
+                                    Err(error) => report.count(record.id, Err(error)),
+                                }
                                 continue;
                             }
                             driving.insert(record.id);
@@ -293,6 +325,53 @@ impl Worker {
             ready.extend(found);
         }
         Ok(ready)
+    }
+}
+
+impl Worker {
+    /// Marks `record` failed, kind `dead_letter`: claims it (whoever wins
+    /// the claim decides) and ends it with a `run_ended` event.
+    async fn dead_letter(&self, record: &RunRecord) -> Result<(), RunError> {
+        let store = self.executor.store();
+        let clock = Arc::clone(&self.config.clock);
+        let lease = self.config.lease_until();
+        let epoch = store.claim(record.id, record.epoch, Owner::current(), lease).await?;
+        let failure = RunFailure {
+            kind: "dead_letter".to_owned(),
+            node: None,
+            message: format!(
+                "its owner disappeared {} times in a row without ending a leg (lease expired \
+                 or process gone); given up so that it is not retried forever \
+                 (`runs continue` tries again)",
+                record.lease_losses
+            ),
+        };
+        let emitter = Emitter::new(record.id, record.last_seq, Arc::clone(&clock), None);
+        let event = Event::RunEnded {
+            status: RunStatus::Failed,
+            step: record.step,
+            result: None,
+            error: Some(failure.clone()),
+            interrupts: Vec::new(),
+        };
+        emitter
+            .emit(None, event, Live::Now)
+            .map_err(|source| json_error(record.id, record.step, source))?;
+        store
+            .commit(Transition {
+                run: record.id,
+                epoch,
+                step: None,
+                status: RunStatus::Failed,
+                failure: Some(failure),
+                events: emitter.take_batch(),
+                at_ms: clock.now_ms(),
+                lease_until_ms: None,
+                interrupts: Vec::new(),
+            })
+            .await?;
+        tracing::warn!(run = %record.id, losses = record.lease_losses, "worker: run dead-lettered");
+        Ok(())
     }
 }
 
