@@ -1,0 +1,211 @@
+//! What the CLI's test binaries share: a fixture of blueprint files with a
+//! database (SQLite or Postgres), and the queue and worker helpers.
+
+#![allow(dead_code)] // Each binary uses a part.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{json, Value};
+use tokio_postgres::NoTls;
+
+/// The Postgres server of `TOLLGATE_PG_URL`; `None` (the test skipped, with
+/// a note) without one, except under `CI=true`, where that fails the test.
+pub(crate) fn postgres_url() -> Option<String> {
+    match std::env::var("TOLLGATE_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
+            panic!("TOLLGATE_PG_URL is not set: CI must run the Postgres tests")
+        }
+        _ => {
+            eprintln!("skipped: TOLLGATE_PG_URL is not set (bash scripts/postgres prints one)");
+            None
+        }
+    }
+}
+
+pub(crate) struct Fixture {
+    pub(crate) dir: tempfile::TempDir,
+    /// What `--db` names: a SQLite file in `dir`, or a Postgres URL.
+    pub(crate) db: OsString,
+}
+
+impl Fixture {
+    pub(crate) fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let refund = "read args\necho \"refunding $args\" >&2\necho '{\"refunded\": true}'\n";
+        std::fs::write(dir.path().join("refund.sh"), refund).unwrap();
+        let replies = json!([
+            {"tool_calls": [{"name": "lookup_order", "args": {"id": 7}}]},
+            {"tool_calls": [{"name": "issue_refund", "args": {"id": 7}}]},
+            {"text": "Refunded 20 EUR for order 7."}
+        ]);
+        std::fs::write(dir.path().join("replies.json"), replies.to_string()).unwrap();
+        let schema = json!({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]});
+        let blueprint = json!({
+            "name": "refunds", "version": 1, "system": "You handle refund requests.",
+            "model": "scripted:replies.json", "max_steps": 40,
+            "tools": [
+                {"name": "lookup_order", "description": "Find an order", "parameters": schema,
+                 "fixture": {"id": 7, "amount": 20}},
+                {"name": "issue_refund", "description": "Refund an order", "parameters": schema,
+                 "command": ["/bin/sh", "refund.sh"], "approval": true}
+            ]
+        });
+        std::fs::write(dir.path().join("refunds.json"), blueprint.to_string()).unwrap();
+        std::fs::write(dir.path().join("hello.json"), r#"[{"text": "Hello!"}]"#).unwrap();
+        let hello = json!({"name": "hello", "model": "scripted:hello.json"});
+        std::fs::write(dir.path().join("hello_bp.json"), hello.to_string()).unwrap();
+        std::fs::write(
+            dir.path().join("down.json"),
+            r#"[{"error": "auth", "message": "bad key"}]"#,
+        )
+        .unwrap();
+        let down = json!({"name": "down", "model": "scripted:down.json"});
+        std::fs::write(dir.path().join("down_bp.json"), down.to_string()).unwrap();
+        let db = dir.path().join("runs.db").into_os_string();
+        Self { dir, db }
+    }
+
+    /// The same files, with runs in a new, empty Postgres database on the
+    /// server of `TOLLGATE_PG_URL`; `None` (the test skipped, with a note)
+    /// without one, except under `CI=true`, where that fails the test.
+    pub(crate) fn postgres() -> Option<Self> {
+        let url = postgres_url()?;
+        let name = format!("tg_{}", tollgate_checkpoint::RunId::new().to_string().to_lowercase());
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+            tokio::spawn(connection);
+            client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+        });
+        // postgres://user:password@host:port/DATABASE?options
+        let (base, query) = url.split_once('?').map_or((url.as_str(), ""), |(b, q)| (b, q));
+        let (server, _) = base.rsplit_once('/').unwrap();
+        let query = if query.is_empty() { String::new() } else { format!("?{query}") };
+        Some(Self { db: format!("{server}/{name}{query}").into(), ..Self::new() })
+    }
+
+    pub(crate) fn db(&self) -> PathBuf {
+        PathBuf::from(&self.db)
+    }
+
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+        command.arg("--db").arg(self.db()).args(args).current_dir(self.dir.path());
+        command.env_remove("TOLLGATE_DB");
+        command
+    }
+
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    pub(crate) fn json(&self, args: &[&str], code: i32) -> Value {
+        let output = self.run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+            panic!("{args:?}: not JSON ({error}): {}", String::from_utf8_lossy(&output.stdout))
+        })
+    }
+
+    /// Starts the refunds blueprint; returns the paused run's id.
+    pub(crate) fn paused(&self) -> String {
+        let summary =
+            self.json(&["run", "refunds.json", "--input", "Refund order 7", "--json"], 10);
+        summary["id"].as_str().unwrap().to_owned()
+    }
+}
+
+pub(crate) fn code(output: &Output) -> Option<i32> {
+    output.status.code()
+}
+
+/// A blueprint of 11 steps: five turns that each call the `note` command
+/// tool (which appends its arguments to `effects.log`), then an answer.
+pub(crate) fn queue_blueprint(fx: &Fixture, tool_seconds: f64) {
+    let effects = fx.path("effects.log");
+    let note = format!(
+        "read args\necho \"$args\" >> '{}'\nsleep {tool_seconds}\necho '{{}}'\n",
+        effects.display()
+    );
+    std::fs::write(fx.path("note.sh"), note).unwrap();
+    let mut replies: Vec<Value> =
+        (1..=5).map(|n| json!({"tool_calls": [{"name": "note", "args": {"n": n}}]})).collect();
+    replies.push(json!({"text": "noted"}));
+    std::fs::write(fx.path("steps_replies.json"), Value::from(replies).to_string()).unwrap();
+    let blueprint = json!({"name": "steps", "model": "scripted:steps_replies.json", "max_steps": 40,
+        "tools": [{"name": "note", "description": "", "parameters": {"type": "object"},
+                   "command": ["/bin/sh", "note.sh"]}]});
+    std::fs::write(fx.path("steps.json"), blueprint.to_string()).unwrap();
+}
+
+pub(crate) fn queue_runs(fx: &Fixture, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|_| {
+            let queued = fx.json(&["run", "steps.json", "--input", "go", "--queue", "--json"], 0);
+            assert_eq!(queued["status"], "queued", "{queued}");
+            queued["id"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+pub(crate) fn start_worker(fx: &Fixture) -> std::process::Child {
+    start_worker_with(fx, &[])
+}
+
+pub(crate) fn start_worker_with(fx: &Fixture, extra: &[&str]) -> std::process::Child {
+    let log =
+        std::fs::OpenOptions::new().create(true).append(true).open(fx.path("workers.log")).unwrap();
+    fx.command(&["worker", "--concurrency", "3", "--json"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+pub(crate) fn signal(child: &std::process::Child, name: &str) {
+    let status = Command::new("kill").args(["-s", name, &child.id().to_string()]).status();
+    assert!(status.unwrap().success(), "kill -s {name}");
+}
+
+/// Statuses of `runs`, from one listing.
+pub(crate) fn statuses(fx: &Fixture, runs: &[String]) -> Vec<String> {
+    let list = fx.json(&["runs", "list", "--limit", "1000", "--json"], 0);
+    runs.iter()
+        .map(|id| {
+            let found = list["runs"].as_array().unwrap().iter().find(|r| r["id"] == **id);
+            found.map_or("missing".to_owned(), |r| r["status"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+pub(crate) fn wait_for(fx: &Fixture, runs: &[String], done: impl Fn(&[String]) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let now = statuses(fx, runs);
+        if done(&now) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out: {now:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The report a stopped worker printed.
+pub(crate) fn stopped_report(child: std::process::Child) -> Value {
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "a worker stopped by a signal exits 0");
+    serde_json::from_slice(&output.stdout).unwrap()
+}
