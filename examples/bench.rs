@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use tollgate::{
     CompiledGraph, Decision, DecisionRequest, Executor, GraphState, Interrupt, MemoryStore,
     PageRequest, Resumed, Route, RunConfig, RunFilter, RunStatus, Send, SqliteStore, StateGraph,
-    Store, END, START,
+    Store, Worker, END, START,
 };
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 
@@ -38,6 +38,14 @@ struct Args {
     /// `postgres` (the server of `TOLLGATE_PG_URL`).
     #[arg(long, default_value = "sqlite", value_parser = ["sqlite", "postgres"])]
     store: String,
+    /// Legs each worker process of the `workers` workload drives at once.
+    #[arg(long, default_value_t = 1)]
+    worker_concurrency: usize,
+    /// Internal: run as one worker process of the `workers` workload on
+    /// this store (a SQLite path, or a schema on `TOLLGATE_PG_URL`) until
+    /// stdin closes.
+    #[arg(long, hide = true)]
+    worker_child: Option<String>,
 }
 
 /// Where the workloads' stores live.
@@ -49,6 +57,14 @@ enum Backend {
 }
 
 impl Backend {
+    /// What a worker child is told to open for the workload `name`.
+    fn location(&self, name: &str) -> String {
+        match self {
+            Backend::Sqlite(dir) => dir.join(format!("{name}.db")).display().to_string(),
+            Backend::Postgres(_) => format!("bench_{name}"),
+        }
+    }
+
     /// A fresh, empty store for the workload `name`.
     async fn open(&self, name: &str) -> Result<Arc<dyn Store>, Box<dyn std::error::Error>> {
         Ok(match self {
@@ -436,9 +452,131 @@ async fn list(backend: &Backend, n: u64) -> Outcome {
     ))
 }
 
+/// Runs per count of worker processes in `workers`, and steps per run.
+const WORKER_RUNS: u64 = 200;
+const WORKER_STEPS: u64 = 10;
+
+/// `WORKER_RUNS` queued runs of `WORKER_STEPS` steps drained by 1, 2 and 4
+/// worker processes (this program again, `--worker-child`), each driving
+/// `concurrency` legs at once: `runs_per_s` and `steps_per_s` per count.
+async fn workers(backend: &Backend, concurrency: usize) -> Outcome {
+    let graph = cycle(WORKER_STEPS);
+    let mut counts = serde_json::Map::new();
+    for processes in [1usize, 2, 4] {
+        let name = format!("workers_w{processes}");
+        let executor = Executor::with_store(backend.open(&name).await?);
+        for _ in 0..WORKER_RUNS {
+            executor.enqueue(&graph, Counter::default(), RunConfig::new()).await?;
+        }
+        let mut children = Vec::new();
+        for _ in 0..processes {
+            let mut child = std::process::Command::new(std::env::current_exe()?)
+                .args([
+                    "--store",
+                    if matches!(backend, Backend::Postgres(_)) { "postgres" } else { "sqlite" },
+                ])
+                .args(["--worker-concurrency", &concurrency.to_string()])
+                .args(["--worker-child", &backend.location(&name)])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()?;
+            // Connected and ready: the clock does not count start-up.
+            let mut ready = String::new();
+            let stdout = child.stdout.take().ok_or("no stdout")?;
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready)?;
+            children.push(child);
+        }
+        let started = Instant::now();
+        for child in &mut children {
+            let stdin = child.stdin.as_mut().ok_or("no stdin")?;
+            std::io::Write::write_all(stdin, b"go\n")?;
+        }
+        // Drained when no run is queued or running: two one-row reads, so
+        // that watching costs the server next to nothing.
+        let one = PageRequest { limit: 1, cursor: None };
+        let left = |status| RunFilter { status: Some(status), ..RunFilter::default() };
+        loop {
+            let store = executor.store();
+            let queued = store.list_runs(&left(RunStatus::Queued), &one).await?.runs.len();
+            let running = store.list_runs(&left(RunStatus::Running), &one).await?.runs.len();
+            if queued + running == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let done = RunFilter { status: Some(RunStatus::Completed), ..RunFilter::default() };
+        let all = PageRequest { limit: WORKER_RUNS as usize + 1, cursor: None };
+        let completed = executor.store().list_runs(&done, &all).await?.runs.len() as u64;
+        assert_eq!(completed, WORKER_RUNS, "every run completed");
+        for mut child in children {
+            drop(child.stdin.take()); // EOF: the child stops
+            child.wait()?;
+        }
+        counts.insert(
+            format!("w{processes}"),
+            json!({
+                "seconds": seconds,
+                "runs_per_s": WORKER_RUNS as f64 / seconds,
+                "steps_per_s": (WORKER_RUNS * WORKER_STEPS) as f64 / seconds,
+            }),
+        );
+    }
+    let rate = |key: &str| counts[key]["steps_per_s"].as_f64().unwrap_or(f64::NAN);
+    let (w1, w2, w4) = (rate("w1"), rate("w2"), rate("w4"));
+    let mut line = line("workers", WORKER_RUNS, 0.0, WORKER_RUNS * WORKER_STEPS, 0, 0);
+    line["seconds"] = counts["w1"]["seconds"].clone();
+    line["per_step_us"] = json!(1e6 / w1);
+    Ok(extend(
+        extend(line, Value::Object(counts)),
+        json!({"concurrency": concurrency, "w2_over_w1": w2 / w1, "w4_over_w1": w4 / w1}),
+    ))
+}
+
+/// One worker process of `workers`: drives the cycle graph's runs on
+/// `location` until stdin closes.
+async fn worker_child(args: &Args, location: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let (store, wake): (Arc<dyn Store>, _) = if args.store == "postgres" {
+        let url = std::env::var("TOLLGATE_PG_URL")?;
+        let options = PostgresOptions::default().with_schema(location);
+        let store = PostgresStore::connect_with(&url, options).await?;
+        let wake = store.run_notifications();
+        (Arc::new(store), Some(wake))
+    } else {
+        (Arc::new(SqliteStore::open(location)?), None)
+    };
+    let mut worker = Worker::new(Executor::with_store(store))
+        .graph(cycle(WORKER_STEPS))
+        .concurrency(args.worker_concurrency)
+        .poll_interval(std::time::Duration::from_millis(20));
+    if let Some(wake) = wake {
+        worker = worker.wake_on(wake);
+    }
+    println!("ready");
+    // "go" on stdin starts it; stdin's end stops it.
+    let (go, went) = tokio::sync::oneshot::channel();
+    let reader = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        let mut stdin = std::io::stdin().lock();
+        let _ = std::io::BufRead::read_line(&mut stdin, &mut line);
+        let _ = go.send(());
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut stdin, &mut rest)
+    });
+    went.await?;
+    let stdin_closed = async {
+        let _ = reader.await;
+    };
+    worker.run(stdin_closed).await;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    if let Some(location) = &args.worker_child {
+        return worker_child(&args, location).await;
+    }
     let dir = tempfile::tempdir()?;
     let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|w| w == name);
     let backend = if args.store == "postgres" {
@@ -470,6 +608,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if wanted("list") {
         results.push(list(&backend, args.list_runs).await?);
+    }
+    if wanted("workers") {
+        results.push(workers(&backend, args.worker_concurrency).await?);
     }
     if wanted("noop") {
         results.push(noop().await?);

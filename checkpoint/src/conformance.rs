@@ -44,6 +44,35 @@ where
     attachments_are_kept_verbatim(&make().await).await;
     queued_runs_have_no_owner_until_claimed(&make().await).await;
     lease_losses_count_takeovers_until_a_leg_ends(&make().await).await;
+    claimable_runs_are_queued_then_lost_oldest_first(&make().await).await;
+}
+
+async fn claimable_runs_are_queued_then_lost_oldest_first(store: &dyn Store) {
+    let ids: Vec<RunId> = (0..5).map(|i| RunId::from_parts(2_000 + i, 9)).collect();
+    let queued = |id| NewRun { claim: None, ..new_run(id, "g", None) };
+    let leased =
+        |id, until| NewRun { claim: Some((Owner::current(), until)), ..new_run(id, "g", None) };
+    store.create_run(leased(ids[0], 100)).await.expect("create"); // lease lost at 100
+    store.create_run(queued(ids[1])).await.expect("create");
+    store.create_run(leased(ids[2], 10_000)).await.expect("create"); // alive
+    store.create_run(queued(ids[3])).await.expect("create");
+    store.create_run(leased(ids[4], 50)).await.expect("create"); // lost
+    let at = |now, limit| async move {
+        let runs = store.claimable(now, limit).await.expect("claimable");
+        runs.iter().map(|r| r.id).collect::<Vec<_>>()
+    };
+    assert_eq!(at(1_000, 10).await, [ids[1], ids[3], ids[0], ids[4]]);
+    assert_eq!(at(1_000, 3).await, [ids[1], ids[3], ids[0]], "at most `limit`");
+    assert_eq!(at(75, 10).await, [ids[1], ids[3], ids[4]], "lost only once its lease ended");
+    // A finished run is never claimable.
+    let mut done = step(ids[1], 1, 1, 1, false);
+    done.events.clear();
+    store.claim(ids[1], 1, Owner::current(), 100).await.expect("claim");
+    done.epoch = 2;
+    done.status = RunStatus::Completed;
+    done.lease_until_ms = None;
+    store.commit(done).await.expect("complete");
+    assert_eq!(at(1_000, 10).await, [ids[3], ids[0], ids[4]]);
 }
 
 async fn lease_losses_count_takeovers_until_a_leg_ends(store: &dyn Store) {

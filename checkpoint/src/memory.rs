@@ -393,6 +393,17 @@ impl Store for MemoryStore {
         Ok(RunPage::from_overfetch(runs, page.limit))
     }
 
+    async fn claimable(&self, now_ms: i64, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+        let inner = self.lock();
+        let expired = |record: &RunRecord| {
+            record.status == RunStatus::Running
+                && record.lease_until_ms.is_none_or(|until| until < now_ms)
+        };
+        let queued = inner.runs.values().filter(|s| s.record.status == RunStatus::Queued);
+        let lost = inner.runs.values().filter(|s| expired(&s.record));
+        Ok(queued.chain(lost).take(limit).map(StoredRun::record).collect())
+    }
+
     async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
         let inner = self.lock();
         let stored = inner.runs.get(&run).ok_or(StoreError::RunNotFound { run })?;

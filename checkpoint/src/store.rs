@@ -85,6 +85,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The JSON text the run was created with ([`NewRun::attachment`]).
     async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError>;
 
+    /// Runs no process drives, for workers, oldest first, at most `limit`:
+    /// `queued` runs, then `running` runs whose lease expired before
+    /// `now_ms` (an owner on this host that died with a lease still
+    /// running is found by listing `running` runs and
+    /// [`RunRecord::is_orphaned`]).
+    async fn claimable(&self, now_ms: i64, limit: usize) -> Result<Vec<RunRecord>, StoreError>;
+
     /// Stored events of a run with `seq > after_seq`, oldest first, at most
     /// `limit`.
     async fn events(

@@ -28,6 +28,17 @@ const SELECT_RUN: &str = select_run!();
 /// One run by id.
 const RUN_BY_ID: &str = concat!(select_run!(), " WHERE r.id = $1");
 
+/// Queued runs, oldest first.
+const CLAIMABLE_QUEUED: &str =
+    concat!(select_run!(), " WHERE r.status = 'queued' ORDER BY r.id LIMIT $1");
+
+/// Running runs whose lease expired, oldest first.
+const CLAIMABLE_LOST: &str = concat!(
+    select_run!(),
+    " WHERE r.status = 'running' AND (r.lease_until_ms IS NULL OR r.lease_until_ms < $2) \
+      ORDER BY r.id LIMIT $1"
+);
+
 /// Parameters of one statement.
 type Params<'a, const N: usize = 2> = [&'a (dyn ToSql + Sync); N];
 
@@ -577,6 +588,24 @@ impl Store for PostgresStore {
             _ => None,
         };
         Ok(HistoryPage { checkpoints, next_before })
+    }
+
+    async fn claimable(&self, now_ms: i64, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+        let limit = sql_int(limit as u64);
+        let client = self.client().await?;
+        let (queued, lost) = tokio::try_join!(
+            client.prepare_cached(CLAIMABLE_QUEUED),
+            client.prepare_cached(CLAIMABLE_LOST),
+        )
+        .map_err(client_error)?;
+        let (first, second): (Params<'_, 1>, Params<'_, 2>) = ([&limit], [&limit, &now_ms]);
+        let (queued, lost) =
+            tokio::try_join!(client.query(&queued, &first), client.query(&lost, &second))
+                .map_err(client_error)?;
+        let mut runs =
+            queued.iter().chain(&lost).map(run_from_row).collect::<Result<Vec<_>, _>>()?;
+        runs.truncate(limit as usize);
+        Ok(runs)
     }
 
     async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {

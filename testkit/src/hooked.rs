@@ -141,4 +141,8 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
     ) -> Result<Vec<EventRecord>, StoreError> {
         self.inner.events(run, after, limit).await
     }
+
+    async fn claimable(&self, now_ms: i64, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+        self.inner.claimable(now_ms, limit).await
+    }
 }

@@ -451,6 +451,34 @@ impl Store for SqliteStore {
         Ok(HistoryPage { checkpoints, next_before })
     }
 
+    async fn claimable(&self, now_ms: i64, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+        let limit = limit.min(i64::MAX as usize) as i64;
+        let mut runs = self
+            .read(|tx| {
+                let mut runs = Vec::new();
+                let queued =
+                    format!("{SELECT_RUN} WHERE r.status = 'queued' ORDER BY r.id LIMIT ?1");
+                let lost = format!(
+                    "{SELECT_RUN} WHERE r.status = 'running' \
+                     AND (r.lease_until_ms IS NULL OR r.lease_until_ms < ?2) ORDER BY r.id LIMIT ?1"
+                );
+                let mut stmt = tx.prepare_cached(&queued)?;
+                let mut rows = stmt.query(params![limit])?;
+                while let Some(row) = rows.next()? {
+                    runs.push(run_from_row(row)??.0);
+                }
+                let mut stmt = tx.prepare_cached(&lost)?;
+                let mut rows = stmt.query(params![limit, now_ms])?;
+                while let Some(row) = rows.next()? {
+                    runs.push(run_from_row(row)??.0);
+                }
+                Ok(runs)
+            })
+            .await?;
+        runs.truncate(limit as usize);
+        Ok(runs)
+    }
+
     async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
         self.read(|tx| {
             let (_, _, num) = load_owner(tx, run)?;

@@ -134,6 +134,11 @@ pub struct Worker {
     max_lease_losses: u32,
 }
 
+/// How often a worker looks for runs whose owner was a process of this
+/// host that died (cheaper than waiting for their leases, dearer than the
+/// claimable query).
+const DEAD_OWNER_SCAN: Duration = Duration::from_secs(2);
+
 /// Default of [`Worker::max_lease_losses`].
 pub const DEFAULT_MAX_LEASE_LOSSES: u32 = 3;
 
@@ -226,10 +231,20 @@ impl Worker {
         let mut stopping = false;
         let mut backoff = Duration::ZERO;
         let wake = self.wake.clone().unwrap_or_default();
+        // Where this worker starts in the list of claimable runs, so that
+        // workers started together do not all race for the oldest one.
+        let offset = std::process::id() as usize;
+        let mut last_scan: Option<std::time::Instant> = None;
         tokio::pin!(shutdown);
         loop {
             if !stopping && legs.len() < self.concurrency {
-                match self.ready().await {
+                let scan = last_scan.is_none_or(|at| at.elapsed() >= DEAD_OWNER_SCAN);
+                if scan {
+                    last_scan = Some(std::time::Instant::now());
+                }
+                // Runs this worker declined stay claimable: look past them.
+                let wanted = self.concurrency * 4 + declined.len();
+                match self.ready(wanted, scan, offset).await {
                     Ok(ready) => {
                         backoff = Duration::ZERO;
                         for record in ready {
@@ -298,31 +313,37 @@ impl Worker {
         }
     }
 
-    /// Runs no one drives, oldest first within each kind: `queued` ones,
-    /// then `running` ones whose owner is gone. At most a few pages.
-    async fn ready(&self) -> Result<Vec<RunRecord>, StoreError> {
+    /// Runs no one drives: the `wanted` oldest claimable ones (`queued`,
+    /// then `running` with an expired lease), rotated by `offset`; with
+    /// `scan_dead_owners`, also `running` runs whose owner was a process of
+    /// this host that died (found before its lease ends).
+    async fn ready(
+        &self,
+        wanted: usize,
+        scan_dead_owners: bool,
+        offset: usize,
+    ) -> Result<Vec<RunRecord>, StoreError> {
         let store = self.executor.store();
         let now = self.config.clock.now_ms();
-        let mut ready = Vec::new();
-        for status in [RunStatus::Queued, RunStatus::Running] {
-            let filter = RunFilter { status: Some(status), ..RunFilter::default() };
+        let mut ready = store.claimable(now, wanted).await?;
+        if !ready.is_empty() {
+            let shift = offset % ready.len();
+            ready.rotate_left(shift);
+        }
+        if scan_dead_owners {
+            let filter = RunFilter { status: Some(RunStatus::Running), ..RunFilter::default() };
             let mut page = PageRequest { limit: 100, cursor: None };
-            let mut found = Vec::new();
             for _ in 0..10 {
                 let listed = store.list_runs(&filter, &page).await?;
-                found.extend(
-                    listed
-                        .runs
-                        .into_iter()
-                        .filter(|run| run.status == RunStatus::Queued || run.is_orphaned(now)),
-                );
+                ready.extend(listed.runs.into_iter().filter(|run| {
+                    run.lease_until_ms.is_some_and(|until| until >= now)
+                        && run.owner.as_ref().is_some_and(Owner::is_dead_here)
+                }));
                 match listed.next {
                     Some(next) => page.cursor = Some(next),
                     None => break,
                 }
             }
-            found.reverse();
-            ready.extend(found);
         }
         Ok(ready)
     }
