@@ -331,7 +331,7 @@ pub struct RunRecord {
     pub pending_interrupts: u32,
     /// Times the run was claimed while `running` (taken over from an owner
     /// that was gone) since its last leg ended: a run that keeps killing
-    /// its owners counts up, and a [`Worker`]-style caller gives up on it
+    /// its owners counts up, and a worker (`tollgate_engine::Worker`) gives up on it
     /// past a limit. Back to 0 whenever a leg ends (pause, release, end).
     pub lease_losses: u32,
 }
