@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -305,4 +307,55 @@ fn websocket_sends_full_state_then_live_events_in_the_ui_shape() {
         assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order, no duplicates: {seqs:?}");
     });
     assert!(run.wait().unwrap().success());
+}
+
+#[test]
+fn a_postgres_database_is_served_the_same_way() {
+    let Some(fx) = support::Fixture::postgres() else { return };
+    let id = fx.paused();
+    let mut child = fx
+        .command(&["serve", "--addr", "127.0.0.1:0", "--token", TOKEN])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let server =
+        Server { child, base: line.trim().strip_prefix("listening on ").unwrap().to_owned() };
+    let client = client();
+    runtime().block_on(async {
+        let url = |path: &str| format!("{}{path}", server.base);
+        let list: Value = client
+            .get(url("/runs?status=awaiting_hitl"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(list["runs"][0]["id"], id.as_str());
+        let resume = url(&format!("/runs/{id}/resume"));
+        let body = json!({"decision": "approve"});
+        let ok = client.post(&resume).bearer_auth(TOKEN).json(&body).send().await.unwrap();
+        assert_eq!(ok.status(), 200);
+        let again = client.post(&resume).bearer_auth(TOKEN).json(&body).send().await.unwrap();
+        assert_eq!(again.status(), 409, "the second decision conflicts");
+        let mut status = Value::Null;
+        for _ in 0..50 {
+            let show: Value =
+                client.get(url(&format!("/runs/{id}"))).send().await.unwrap().json().await.unwrap();
+            status = show["status"].clone();
+            if status == "completed" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(status, "completed");
+        // The events the server streams come from the same database.
+        let events = sse(&client, &url(&format!("/runs/{id}/events")), None).await;
+        assert_eq!(events.last().unwrap().1, "run_ended");
+        let seqs: Vec<u64> = events.iter().map(|(seq, _, _)| *seq).collect();
+        assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    });
 }
