@@ -6,8 +6,8 @@
 mod support;
 
 use support::{
-    code, queue_blueprint, queue_runs, signal, start_worker, start_worker_with, stopped_report,
-    wait_for, Fixture,
+    assert_events_gap_free, code, queue_blueprint, queue_runs, signal, start_worker,
+    start_worker_with, stopped_report, wait_for, Fixture,
 };
 
 use std::path::Path;
@@ -338,13 +338,7 @@ fn workers_drain_the_queue_through_a_kill_exactly_once(fx: Fixture) {
             (shown["status"].as_str(), shown["step"].as_u64()),
             (Some("completed"), Some(11))
         );
-        let output = fx.run(&["runs", "events", run, "--json"]);
-        let seqs: Vec<u64> = String::from_utf8(output.stdout)
-            .unwrap()
-            .lines()
-            .map(|line| serde_json::from_str::<Value>(line).unwrap()["seq"].as_u64().unwrap())
-            .collect();
-        assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "gap-free, no duplicate");
+        assert_events_gap_free(&fx, run);
     }
     // Each run called the tool five times; the killed worker's legs (three
     // at most) may have repeated the one call each had in flight.
@@ -402,13 +396,7 @@ fn a_frozen_worker_loses_its_run_and_its_late_commit_is_refused(fx: Fixture) {
     assert_eq!(other["completed"], 1, "{other}");
     let shown = fx.json(&["runs", "show", &runs[0], "--json"], 0);
     assert_eq!((shown["status"].as_str(), shown["step"].as_u64()), (Some("completed"), Some(11)));
-    let output = fx.run(&["runs", "events", &runs[0], "--json"]);
-    let seqs: Vec<u64> = String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap()["seq"].as_u64().unwrap())
-        .collect();
-    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "nothing late was stored");
+    assert_events_gap_free(&fx, &runs[0]);
     let effects = std::fs::read_to_string(fx.path("effects.log")).unwrap().lines().count();
     assert!((5..=6).contains(&effects), "{effects}: the call in flight repeats at most once");
 }
@@ -459,13 +447,7 @@ fn four_workers_drain_200_runs_through_random_kills_on_postgres() {
     // Event logs gap-free: checked on a sample (each `runs events` is a
     // process); the steps above are exact for all.
     for run in runs.iter().step_by(20) {
-        let output = fx.run(&["runs", "events", run, "--json"]);
-        let seqs: Vec<u64> = String::from_utf8(output.stdout)
-            .unwrap()
-            .lines()
-            .map(|line| serde_json::from_str::<Value>(line).unwrap()["seq"].as_u64().unwrap())
-            .collect();
-        assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+        assert_events_gap_free(&fx, run);
     }
     // 5 calls a run; each kill may repeat the call in flight of each of the
     // killed worker's (3) legs, once.

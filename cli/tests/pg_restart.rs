@@ -10,8 +10,10 @@ mod support;
 
 use std::process::Command;
 
-use serde_json::Value;
-use support::{queue_blueprint, queue_runs, signal, start_worker_with, stopped_report, wait_for};
+use support::{
+    assert_events_gap_free, queue_blueprint, queue_runs, signal, start_worker_with, stopped_report,
+    wait_for,
+};
 
 #[test]
 fn workers_finish_every_run_through_a_database_restart() {
@@ -48,13 +50,7 @@ fn workers_finish_every_run_through_a_database_restart() {
             (shown["status"].as_str(), shown["step"].as_u64()),
             (Some("completed"), Some(11))
         );
-        let output = fx.run(&["runs", "events", run, "--json"]);
-        let seqs: Vec<u64> = String::from_utf8(output.stdout)
-            .unwrap()
-            .lines()
-            .map(|line| serde_json::from_str::<Value>(line).unwrap()["seq"].as_u64().unwrap())
-            .collect();
-        assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "gap-free, no duplicate");
+        assert_events_gap_free(&fx, run);
     }
     // Five calls a run; a leg cut by the restart may repeat its call in
     // flight (two workers, three legs each).

@@ -159,17 +159,7 @@ fn rest_lists_shows_decides_and_types_its_errors() {
         assert_eq!(client.post(&reject).bearer_auth(TOKEN).send().await.unwrap().status(), 409);
 
         // The blueprint run continues in the server.
-        let mut status = Value::Null;
-        for _ in 0..50 {
-            let show: Value =
-                client.get(url(&format!("/runs/{id}"))).send().await.unwrap().json().await.unwrap();
-            status = show["status"].clone();
-            if status == "completed" {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(status, "completed");
+        assert_eq!(settled_status(&client, &url(&format!("/runs/{id}"))).await, "completed");
     });
 }
 
@@ -205,6 +195,20 @@ fn start_slow(dir: &Path) -> Child {
 }
 
 /// The id of the first run to appear in the listing.
+/// The run's status once it stops changing to `completed` (polled for 5 s).
+async fn settled_status(client: &reqwest::Client, run_url: &str) -> Value {
+    let mut status = Value::Null;
+    for _ in 0..50 {
+        let show: Value = client.get(run_url).send().await.unwrap().json().await.unwrap();
+        status = show["status"].clone();
+        if status == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    status
+}
+
 async fn first_run(client: &reqwest::Client, server: &Server) -> String {
     loop {
         let list: Value =
@@ -341,17 +345,7 @@ fn a_postgres_database_is_served_the_same_way() {
         assert_eq!(ok.status(), 200);
         let again = client.post(&resume).bearer_auth(TOKEN).json(&body).send().await.unwrap();
         assert_eq!(again.status(), 409, "the second decision conflicts");
-        let mut status = Value::Null;
-        for _ in 0..50 {
-            let show: Value =
-                client.get(url(&format!("/runs/{id}"))).send().await.unwrap().json().await.unwrap();
-            status = show["status"].clone();
-            if status == "completed" {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert_eq!(status, "completed");
+        assert_eq!(settled_status(&client, &url(&format!("/runs/{id}"))).await, "completed");
         // The events the server streams come from the same database.
         let events = sse(&client, &url(&format!("/runs/{id}/events")), None).await;
         assert_eq!(events.last().unwrap().1, "run_ended");

@@ -209,3 +209,20 @@ pub(crate) fn stopped_report(child: std::process::Child) -> Value {
     assert_eq!(output.status.code(), Some(0), "a worker stopped by a signal exits 0");
     serde_json::from_slice(&output.stdout).unwrap()
 }
+
+/// The run's stored event log numbers 1..=n: no gap, no duplicate, so no
+/// step or transition was stored twice or lost.
+pub(crate) fn assert_events_gap_free(fx: &Fixture, run: &str) {
+    let output = fx.run(&["runs", "events", run, "--json"]);
+    let seqs: Vec<u64> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["seq"].as_u64().unwrap())
+        .collect();
+    assert!(!seqs.is_empty(), "run {run} has events");
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "run {run}: gap-free, no duplicate"
+    );
+}
