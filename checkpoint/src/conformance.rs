@@ -17,8 +17,8 @@ use crate::codec::{Blob, Codec};
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
-    Cursor, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest, RunFilter,
-    RunStatus, StepRecord, TaskUpdate, TaskWrite, Transition,
+    Cursor, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest, RunFailure,
+    RunFilter, RunStatus, StepRecord, TaskUpdate, TaskWrite, Transition,
 };
 use crate::store::{Store, StoreError};
 
@@ -487,6 +487,7 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
         decision: serde_json::json!({"decision": "approve"}),
         status,
         events: Vec::new(),
+        failure: None,
         at_ms: 9,
         claim: None,
     };
@@ -550,6 +551,34 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
         (record.status, record.owner, record.lease_until_ms),
         (RunStatus::Running, Some(Owner::current()), Some(4_242))
     );
+
+    // A rejection that ends the run records why, as a failing commit does.
+    let rejected = RunId::new();
+    store.create_run(new_run(rejected, "g", None)).await.expect("create");
+    let pause = Transition {
+        step: None,
+        status: RunStatus::AwaitingHitl,
+        events: vec![event(2)],
+        lease_until_ms: None,
+        interrupts: vec![interrupt(rejected, 1, 0)],
+        ..step(rejected, 1, 1, 2, false)
+    };
+    store.commit(pause).await.expect("pause");
+    let why = RunFailure {
+        kind: "rejected".into(),
+        node: Some("n".into()),
+        message: "not this one".into(),
+    };
+    let reject = DecisionWrite {
+        run: rejected,
+        interrupt: format!("{rejected}.1.0.0"),
+        decision: serde_json::json!({"decision": "reject", "reason": "not this one"}),
+        failure: Some(why.clone()),
+        ..decide(String::new(), 1, RunStatus::Rejected)
+    };
+    assert_eq!(store.decide(reject).await.expect("reject"), 2);
+    let record = store.run(rejected).await.expect("run");
+    assert_eq!((record.status, record.failure), (RunStatus::Rejected, Some(why)));
 
     // The continuing owner claims the queued run and commits the step.
     assert_eq!(store.claim(run, 3, Owner::current(), i64::MAX).await.expect("claim"), 4);

@@ -359,6 +359,7 @@ impl Store for MemoryStore {
         let record = &mut stored.record;
         record.epoch += 1;
         record.status = write.status;
+        record.failure = write.failure;
         record.updated_at_ms = write.at_ms;
         if let (RunStatus::Queued, Some((owner, lease))) = (write.status, write.claim) {
             record.status = RunStatus::Running;

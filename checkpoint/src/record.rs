@@ -279,6 +279,9 @@ pub struct DecisionWrite {
     pub status: RunStatus,
     /// Events to append (a rejection that ends the run closes a leg).
     pub events: Vec<EventRecord>,
+    /// Why the run ended, when the decision ends it (`rejected`: kind
+    /// `rejected`, the node, the reason); recorded as the run's failure.
+    pub failure: Option<RunFailure>,
     /// When, milliseconds since the Unix epoch.
     pub at_ms: i64,
     /// When the run becomes `queued`, take it over at once (status

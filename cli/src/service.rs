@@ -163,7 +163,7 @@ impl Runs {
             Vec::new()
         };
         // The closing event of the last leg carries the result (and the
-        // reason of a rejection).
+        // reason of a rejection, for runs rejected before records kept it).
         let mut result = Value::Null;
         let mut error = record.failure.as_ref().map_or(Value::Null, failure_json);
         let wanted = match record.status {

@@ -487,8 +487,9 @@ impl Store for PostgresStore {
             (status, _) => (*status, None, None),
         };
         let (client, statement) = self
-            .prepared("SELECT tollgate_decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)")
+            .prepared("SELECT tollgate_decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)")
             .await?;
+        let failure = write.failure.as_ref().map(json_text).transpose()?;
         let id = run.to_string();
         let row = client
             .query_one(
@@ -505,6 +506,7 @@ impl Store for PostgresStore {
                     &write.at_ms,
                     &owner,
                     &lease,
+                    &failure,
                 ],
             )
             .await

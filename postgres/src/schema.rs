@@ -308,6 +308,58 @@ const MIGRATIONS: &[&str] = &[
         RETURN r.epoch + 1;
     END $$;
     "#,
+    // 2: a decision that ends the run records why (`failure`), as a
+    // commit that ends one does.
+    r#"
+    DROP FUNCTION tollgate_decide(
+        text, bigint, text, text, text, bigint, integer, text, bigint, text, bigint
+    );
+
+    CREATE FUNCTION tollgate_decide(
+        p_run text, p_expected bigint, p_interrupt text, p_decision text, p_status text,
+        p_first_seq bigint, p_count integer, p_lines text, p_at bigint, p_owner text,
+        p_lease bigint, p_failure text
+    ) RETURNS bigint LANGUAGE plpgsql AS $$
+    DECLARE r runs; answer text;
+    BEGIN
+        SELECT * INTO r FROM runs WHERE id = p_run FOR UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'TG001', MESSAGE = 'run not found';
+        END IF;
+        IF r.epoch <> p_expected THEN
+            RAISE EXCEPTION USING ERRCODE = 'TG003', MESSAGE = 'fenced', DETAIL = r.epoch::text;
+        END IF;
+        IF r.status <> 'awaiting_hitl' THEN
+            RAISE EXCEPTION USING ERRCODE = 'TG007', MESSAGE = 'not awaiting a decision',
+                DETAIL = r.status;
+        END IF;
+        SELECT decision INTO answer FROM interrupts
+        WHERE run = p_run AND id = p_interrupt AND step = r.step + 1;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'TG008', MESSAGE = 'interrupt not found';
+        END IF;
+        IF answer IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'TG009', MESSAGE = 'interrupt answered';
+        END IF;
+        IF p_count > 0 AND p_first_seq <> r.last_seq + 1 THEN
+            RAISE EXCEPTION USING ERRCODE = 'TG005', MESSAGE = 'event gap',
+                DETAIL = (r.last_seq + 1)::text;
+        END IF;
+        UPDATE interrupts SET decision = p_decision WHERE run = p_run AND id = p_interrupt;
+        IF p_count > 0 THEN
+            INSERT INTO events (run, first_seq, count, lines)
+            VALUES (p_run, p_first_seq, p_count, p_lines);
+        END IF;
+        UPDATE runs SET epoch = epoch + 1, status = p_status, updated_at_ms = p_at,
+                        last_seq = last_seq + p_count, owner = p_owner, lease_until_ms = p_lease,
+                        failure = p_failure
+        WHERE id = p_run;
+        IF p_status <> r.status THEN
+            PERFORM pg_notify('tollgate_runs', p_run || ' ' || p_status);
+        END IF;
+        RETURN r.epoch + 1;
+    END $$;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -409,4 +461,58 @@ pub(crate) async fn migrate(
     .map_err(client_error)?;
     tracing::info!(from = found, to = SCHEMA_VERSION, "migrated the tollgate schema");
     tx.commit().await.map_err(client_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MIGRATIONS, SCHEMA_VERSION};
+    use crate::{PostgresOptions, PostgresStore};
+
+    /// A schema left at version 1 by an older build is brought to the
+    /// current version at open, each later migration applied once.
+    #[tokio::test]
+    async fn an_older_schema_is_migrated_forward() {
+        let url = match std::env::var("TOLLGATE_PG_URL") {
+            Ok(url) if !url.is_empty() => url,
+            _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
+                panic!("TOLLGATE_PG_URL is not set: CI must run the Postgres tests")
+            }
+            _ => return eprintln!("skipped: TOLLGATE_PG_URL is not set"),
+        };
+        let (client, connection) =
+            tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
+        tokio::spawn(connection);
+        let schema = format!("t{}", ulid::Ulid::new().to_string().to_lowercase());
+        let version_one = format!(
+            "CREATE SCHEMA {schema}; SET search_path TO {schema};
+             CREATE TABLE tollgate_schema (
+                 singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+                 version integer NOT NULL, application text NOT NULL);
+             INSERT INTO tollgate_schema VALUES (true, 1, 'tollgate');
+             {}",
+            MIGRATIONS[0]
+        );
+        client.batch_execute(&version_one).await.expect("a version 1 schema");
+
+        let options = PostgresOptions::default().with_schema(schema.clone());
+        PostgresStore::connect_with(&url, options).await.expect("open and migrate");
+        let version: i32 = client
+            .query_one("SELECT version FROM tollgate_schema", &[])
+            .await
+            .expect("marker")
+            .get(0);
+        assert_eq!(version, SCHEMA_VERSION);
+        let decide: Vec<i16> = client
+            .query(
+                "SELECT pronargs FROM pg_proc \
+                 WHERE proname = 'tollgate_decide' AND pronamespace = $1::text::regnamespace",
+                &[&schema],
+            )
+            .await
+            .expect("functions")
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        assert_eq!(decide, [12], "the old decide replaced, not overloaded");
+    }
 }

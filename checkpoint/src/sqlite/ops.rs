@@ -325,6 +325,12 @@ impl Store for SqliteStore {
     async fn decide(&self, write: DecisionWrite) -> Result<u64, StoreError> {
         let run = write.run;
         let decision = write.decision.to_string();
+        let failure = write
+            .failure
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
         let events = EventRecord::join_lines(&write.events);
         let id = run.to_string();
         self.write(|tx| {
@@ -370,7 +376,7 @@ impl Store for SqliteStore {
             };
             tx.prepare_cached(
                 "UPDATE runs SET epoch = epoch + 1, status = ?2, step = ?3, updated_at_ms = ?4, \
-                 last_seq = ?5, owner = ?6, lease_until_ms = ?7 WHERE id = ?1",
+                 last_seq = ?5, owner = ?6, lease_until_ms = ?7, failure = ?8 WHERE id = ?1",
             )?
             .execute(params![
                 id,
@@ -379,7 +385,8 @@ impl Store for SqliteStore {
                 write.at_ms,
                 first_seq + count - 1,
                 owner,
-                lease
+                lease,
+                failure
             ])?;
             Ok(record.epoch + 1)
         })

@@ -166,6 +166,7 @@ impl Executor {
             DecisionError::Store(StoreError::Backend { source: Box::new(error) })
         })?;
         let emitter = Emitter::new(run, record.last_seq, Arc::clone(&clock), None);
+        let mut ended = None;
         if ends {
             // A rejection that ends the run is a leg of its own.
             let reason = match &request.decision {
@@ -190,10 +191,11 @@ impl Executor {
                     status: RunStatus::Rejected,
                     step: record.step,
                     result: None,
-                    error: Some(failure),
+                    error: Some(failure.clone()),
                     interrupts: Vec::new(),
                 },
             ];
+            ended = Some(failure);
             for event in events {
                 emitter.emit(None, event, Live::Now).map_err(|error| {
                     DecisionError::Store(StoreError::Backend { source: Box::new(error) })
@@ -211,6 +213,7 @@ impl Executor {
                 decision: decision.clone(),
                 status,
                 events,
+                failure: ended,
                 at_ms: clock.now_ms(),
                 claim,
             })
