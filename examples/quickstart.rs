@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tollgate::{
-    Decision, DecisionKind, DecisionRequest, Event, EventEnvelope, EventSink, Executor,
-    GraphState, Interrupt, NodeContext, NodeError, PageRequest, Route, RunConfig, RunError,
-    RunFilter, RunId, RunStatus, SqliteStore, StateGraph, END, START,
+    Decision, DecisionKind, DecisionRequest, Event, EventEnvelope, EventSink, Executor, GraphState,
+    Interrupt, NodeContext, NodeError, PageRequest, Route, RunConfig, RunError, RunFilter, RunId,
+    RunStatus, SqliteStore, StateGraph, END, START,
 };
 
 /// The workflow's state: one line per field, each with its reducer.
@@ -66,16 +66,13 @@ struct Article {
 
 /// The question the `sign_off` gate asks, and what an edit must look like.
 fn sign_off_request(state: &Article) -> Interrupt {
-    Interrupt::new(
-        "sign_off",
-        json!({"headline": state.headline, "draft": state.drafts.last()}),
-    )
-    .allow([DecisionKind::Approve, DecisionKind::Edit, DecisionKind::Reject])
-    .schema(json!({
-        "type": "object",
-        "properties": {"headline": {"type": "string", "minLength": 1}},
-        "required": ["headline"]
-    }))
+    Interrupt::new("sign_off", json!({"headline": state.headline, "draft": state.drafts.last()}))
+        .allow([DecisionKind::Approve, DecisionKind::Edit, DecisionKind::Reject])
+        .schema(json!({
+            "type": "object",
+            "properties": {"headline": {"type": "string", "minLength": 1}},
+            "required": ["headline"]
+        }))
 }
 
 fn graph() -> tollgate::CompiledGraph<Article> {
@@ -262,7 +259,8 @@ async fn reviewer(verdict: &str, run: &str) -> Result<(), Box<dyn std::error::Er
     let executor = Executor::new(SqliteStore::open(&db)?);
     let me = format!("   [reviewer, pid {}]", std::process::id());
     let waiting = RunFilter { status: Some(RunStatus::AwaitingHitl), ..RunFilter::default() };
-    let page = executor.store().list_runs(&waiting, &PageRequest { limit: 5, cursor: None }).await?;
+    let page =
+        executor.store().list_runs(&waiting, &PageRequest { limit: 5, cursor: None }).await?;
     println!("{me} runs waiting for a decision, newest first:");
     for paused in &page.runs {
         println!("{me}   {}  {}  step {}", paused.id, paused.graph.name, paused.step);

@@ -54,9 +54,9 @@ async fn the_quickstart_ends_with_its_four_runs() {
     let events = store.events(approved.id, 0, 1_000).await.unwrap();
     let events: Vec<EventEnvelope> =
         events.iter().map(|event| serde_json::from_str(&event.json).unwrap()).collect();
-    let paused = events.iter().any(|e| {
-        matches!(&e.event, Event::RunEnded { status: RunStatus::AwaitingHitl, .. })
-    });
+    let paused = events
+        .iter()
+        .any(|e| matches!(&e.event, Event::RunEnded { status: RunStatus::AwaitingHitl, .. }));
     assert!(paused, "run 3 paused for the reviewer");
     let Some(Event::RunEnded { status: Completed, result: Some(state), .. }) =
         events.last().map(|e| &e.event)

@@ -233,8 +233,9 @@ async fn claims_are_compare_and_set_and_fence_old_owners(store: &dyn Store) {
     let failed = Transition {
         step: None,
         status: RunStatus::Failed,
-        failure: Some(crate::record::RunFailure {
+        failure: Some(RunFailure {
             kind: "node_failed".into(),
+            class: Some("rate_limited".into()),
             node: Some("n".into()),
             message: "boom".into(),
         }),
@@ -564,11 +565,7 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
         ..step(rejected, 1, 1, 2, false)
     };
     store.commit(pause).await.expect("pause");
-    let why = RunFailure {
-        kind: "rejected".into(),
-        node: Some("n".into()),
-        message: "not this one".into(),
-    };
+    let why = RunFailure::new("rejected", Some("n".into()), "not this one");
     let reject = DecisionWrite {
         run: rejected,
         interrupt: format!("{rejected}.1.0.0"),

@@ -107,10 +107,29 @@ pub struct RunFailure {
     /// Stable snake_case name of the error variant (`node_failed`,
     /// `step_limit_exceeded`, ...).
     pub kind: String,
+    /// What a program can act on: for a node that failed, its error's
+    /// class (`auth`, `rate_limited`, `invalid_request`, `timeout`,
+    /// `server`, `network`, `protocol`, `tool`, ...); otherwise the same as
+    /// `kind`. `None` in records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
     /// Node involved, if any.
     pub node: Option<String>,
     /// Human-readable message with the cause chain.
     pub message: String,
+}
+
+impl RunFailure {
+    /// A failure of this kind; its class is the kind.
+    pub fn new(kind: impl Into<String>, node: Option<String>, message: impl Into<String>) -> Self {
+        let kind = kind.into();
+        Self { class: Some(kind.clone()), kind, node, message: message.into() }
+    }
+
+    /// The class, or the kind for records that have none.
+    pub fn class_or_kind(&self) -> &str {
+        self.class.as_deref().unwrap_or(&self.kind)
+    }
 }
 
 /// One stored event: its per-run sequence number and its JSON envelope.

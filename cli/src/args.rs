@@ -29,6 +29,11 @@ pub(crate) enum Command {
         /// Use this model for every agent (`scripted:PATH`, `openai:MODEL`).
         #[arg(long)]
         model: Option<String>,
+        /// Stream every agent's model calls: the reply's text is recorded
+        /// as `model_delta` events while the model writes (as
+        /// `"stream": true` on each agent of the blueprint does).
+        #[arg(long)]
+        stream: bool,
         /// Store the run `queued` and return at once: a `tollgate worker`
         /// (of any process sharing the database) drives it.
         #[arg(long)]

@@ -45,10 +45,13 @@ fn main() -> ExitCode {
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     let runs = Runs::open(&cli.db).await?;
     match cli.command {
-        Command::Run { blueprint, input, model, queue, json } => {
+        Command::Run { blueprint, input, model, stream, queue, json } => {
             let mut blueprint = Blueprint::load(&blueprint)?;
             if let Some(spec) = model {
                 blueprint = blueprint.with_model(spec);
+            }
+            if stream {
+                blueprint = blueprint.with_streaming();
             }
             let input = user_message(&input)?;
             let summary = if queue {

@@ -35,6 +35,9 @@ pub(crate) fn summary(run: &RunSummary) -> String {
     }
     if let Some(message) = run.error["message"].as_str() {
         let _ = writeln!(out, "error    {message}");
+        if let Some(class) = run.error["class"].as_str() {
+            let _ = writeln!(out, "class    {class}");
+        }
     }
     match (run.status, run.final_text()) {
         (RunStatus::Completed, Some(text)) => {

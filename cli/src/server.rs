@@ -396,12 +396,20 @@ pub(crate) fn ui_event(envelope: &EventEnvelope) -> Option<Value> {
                 json!({"interrupt": interrupt}),
             ),
             Event::RunResumed { .. } => ("running", "run", None, "resumed".into(), json!({})),
-            Event::ModelStarted { agent, model, .. } => {
-                ("running", "agent", None, format!("calling {model}"), json!({"agentId": agent}))
-            }
-            Event::ModelDelta { agent, text, .. } => {
-                ("running", "agent", None, text.clone(), json!({"agentId": agent}))
-            }
+            Event::ModelStarted { agent, model, call_id, attempt } => (
+                "running",
+                "agent",
+                None,
+                format!("calling {model}"),
+                json!({"agentId": agent, "callId": call_id, "attempt": attempt}),
+            ),
+            Event::ModelDelta { agent, text, call_id, attempt } => (
+                "running",
+                "agent",
+                None,
+                text.clone(),
+                json!({"agentId": agent, "callId": call_id, "attempt": attempt}),
+            ),
             Event::ModelCompleted { agent, message, .. } => (
                 "running",
                 "agent",

@@ -449,7 +449,8 @@ pub(crate) async fn wait<S: tollgate_engine::State>(handle: RunHandle<S>) -> Res
 }
 
 fn failure_json(failure: &RunFailure) -> Value {
-    json!({"kind": failure.kind, "node": failure.node, "message": failure.message})
+    json!({"kind": failure.kind, "class": failure.class_or_kind(), "node": failure.node,
+           "message": failure.message})
 }
 
 fn allowed(decisions: &[String]) -> Vec<&'static str> {

@@ -157,6 +157,10 @@ pub enum Event {
         agent: String,
         /// The call.
         call_id: String,
+        /// The attempt it belongs to (as in `model_started`). A retry
+        /// starts the reply again: text of an earlier attempt is void.
+        #[serde(default = "first_attempt")]
+        attempt: u32,
         /// Text to append to the reply so far.
         text: String,
     },
@@ -482,6 +486,11 @@ pub fn format_rfc3339(ms: i64) -> String {
     )
 }
 
+/// `model_delta` lines written before deltas carried their attempt.
+fn first_attempt() -> u32 {
+    1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -516,5 +525,15 @@ mod tests {
         assert_eq!(json["node_id"], "a:1.0");
         let back: EventEnvelope = serde_json::from_value(json).expect("deserialize");
         assert_eq!(back, envelope);
+    }
+
+    #[test]
+    fn deltas_stored_before_attempts_read_as_the_first_attempt() {
+        let old = r#"{"event_type":"model_delta","agent":"w","call_id":"c","text":"Hel"}"#;
+        let event: Event = serde_json::from_str(old).expect("an old delta");
+        assert_eq!(
+            event,
+            Event::ModelDelta { agent: "w".into(), call_id: "c".into(), attempt: 1, text: "Hel".into() }
+        );
     }
 }

@@ -210,6 +210,7 @@ pub enum InputError {
 pub struct NodeError {
     source: Box<dyn std::error::Error + Send + Sync>,
     retryable: bool,
+    class: Option<String>,
     pub(crate) paused: Option<Box<Raised>>,
 }
 
@@ -223,7 +224,7 @@ pub struct Paused {
 impl NodeError {
     /// A failure that retrying will not fix.
     pub fn fatal(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        Self { source: source.into(), retryable: false, paused: None }
+        Self { source: source.into(), retryable: false, class: None, paused: None }
     }
 
     fn paused(raised: Raised) -> Self {
@@ -231,6 +232,7 @@ impl NodeError {
         Self {
             source: Box::new(Paused { ordinal }),
             retryable: false,
+            class: None,
             paused: Some(Box::new(raised)),
         }
     }
@@ -242,7 +244,7 @@ impl NodeError {
 
     /// A failure the node's [`RetryPolicy`] may retry (a timeout, a 503).
     pub fn retryable(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        Self { source: source.into(), retryable: true, paused: None }
+        Self { source: source.into(), retryable: true, class: None, paused: None }
     }
 
     /// Whether the retry policy may retry it.
@@ -253,6 +255,21 @@ impl NodeError {
     /// The cause.
     pub fn cause(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
         &*self.source
+    }
+
+    /// Names the failure's class (snake_case, such as `rate_limited` or
+    /// `auth`), so that a run that fails of it says so as data
+    /// ([`RunFailure::class`](tollgate_checkpoint::RunFailure::class))
+    /// rather than only in its message. The agent harness sets it from its
+    /// error classes.
+    pub fn with_class(mut self, class: impl Into<String>) -> Self {
+        self.class = Some(class.into());
+        self
+    }
+
+    /// The failure's class, when one was named.
+    pub fn class(&self) -> Option<&str> {
+        self.class.as_deref()
     }
 }
 

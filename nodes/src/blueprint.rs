@@ -49,6 +49,7 @@ const SCHEMA: &str = r##"{
         "model": {"type": "string", "minLength": 1},
         "max_steps": {"type": "integer", "minimum": 1},
         "max_turns": {"type": "integer", "minimum": 1},
+        "stream": {"type": "boolean"},
         "tools": {"type": "array", "items": {"$ref": "#/$defs/tool"}},
         "output_schema": {"type": ["object", "null"]}
       }
@@ -145,6 +146,8 @@ struct AgentDoc {
     #[serde(default)]
     max_turns: Option<u32>,
     #[serde(default)]
+    stream: bool,
+    #[serde(default)]
     tools: Vec<ToolDoc>,
     #[serde(default)]
     output_schema: Option<Value>,
@@ -206,6 +209,7 @@ pub struct Blueprint {
     base_dir: PathBuf,
     doc: Doc,
     model_override: Option<String>,
+    stream_all: bool,
 }
 
 impl Blueprint {
@@ -244,7 +248,7 @@ impl Blueprint {
             Doc::Graph(graph) => check_graph(graph, &base_dir, &mut problems),
         }
         if problems.is_empty() {
-            Ok(Self { source, base_dir, doc, model_override: None })
+            Ok(Self { source, base_dir, doc, model_override: None, stream_all: false })
         } else {
             Err(BlueprintError::Invalid { problems })
         }
@@ -253,6 +257,14 @@ impl Blueprint {
     /// Uses model `spec` for every agent instead of the blueprint's.
     pub fn with_model(mut self, spec: impl Into<String>) -> Self {
         self.model_override = Some(spec.into());
+        self
+    }
+
+    /// Streams every agent's model calls (as `"stream": true` on each
+    /// agent does): the reply's text arrives as `model_delta` events while
+    /// the model writes.
+    pub fn with_streaming(mut self) -> Self {
+        self.stream_all = true;
         self
     }
 
@@ -265,13 +277,15 @@ impl Blueprint {
     }
 
     /// What a run of this blueprint stores, to be continued anywhere:
-    /// the blueprint, its folder and any model override.
+    /// the blueprint, its folder, any model override, and whether every
+    /// agent streams.
     pub fn attachment(&self) -> Value {
         json!({
             "blueprint_attachment": ATTACHMENT_VERSION,
             "blueprint": self.source,
             "base_dir": self.base_dir,
             "model": self.model_override,
+            "stream": self.stream_all,
         })
     }
 
@@ -283,9 +297,14 @@ impl Blueprint {
         }
         let base_dir = attachment["base_dir"].as_str().ok_or(BlueprintError::NotABlueprintRun)?;
         let blueprint = Self::from_value(attachment["blueprint"].clone(), base_dir)?;
-        Ok(match attachment["model"].as_str() {
+        let blueprint = match attachment["model"].as_str() {
             Some(spec) => blueprint.with_model(spec),
             None => blueprint,
+        };
+        // Attachments written before `stream` existed have none: false.
+        Ok(match attachment["stream"].as_bool() {
+            Some(true) => blueprint.with_streaming(),
+            _ => blueprint,
         })
     }
 
@@ -342,6 +361,7 @@ impl Blueprint {
         if let Some(turns) = doc.max_turns {
             agent = agent.max_turns(turns);
         }
+        agent = agent.streaming(doc.stream || self.stream_all);
         let mut approval = Vec::new();
         for tool in &doc.tools {
             let spec =

@@ -41,6 +41,26 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
+    /// Stable snake_case name, as failures store it (`RunFailure::class`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::InvalidRequest => "invalid_request",
+            ErrorClass::Auth => "auth",
+            ErrorClass::RateLimit => "rate_limited",
+            ErrorClass::Server => "server",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Network => "network",
+            ErrorClass::Protocol => "protocol",
+            ErrorClass::Tool => "tool",
+            ErrorClass::StructuredOutput => "structured_output",
+            ErrorClass::Config => "config",
+            ErrorClass::Middleware => "middleware",
+            ErrorClass::Memory => "memory",
+            ErrorClass::Limit => "limit",
+            ErrorClass::Run => "run",
+        }
+    }
+
     /// Whether the default retry policy retries this class: network,
     /// timeout, rate limit and server errors only.
     pub fn retryable_by_default(self) -> bool {
@@ -48,6 +68,12 @@ impl ErrorClass {
             self,
             ErrorClass::Network | ErrorClass::Timeout | ErrorClass::RateLimit | ErrorClass::Server
         )
+    }
+}
+
+impl std::fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -168,6 +194,16 @@ pub enum HarnessError {
         /// The limit.
         after: Duration,
     },
+    /// The provider answered that it gave up waiting (HTTP 408).
+    #[error("{provider}: the server timed out (HTTP {status}): {message}")]
+    ProviderTimeout {
+        /// The provider.
+        provider: String,
+        /// HTTP status.
+        status: u16,
+        /// What the provider said.
+        message: String,
+    },
     /// The connection failed or dropped.
     #[error("{provider}: network error: {message}")]
     Network {
@@ -273,7 +309,9 @@ impl HarnessError {
             HarnessError::Auth { .. } => ErrorClass::Auth,
             HarnessError::RateLimited { .. } => ErrorClass::RateLimit,
             HarnessError::Server { .. } => ErrorClass::Server,
-            HarnessError::Timeout { .. } => ErrorClass::Timeout,
+            HarnessError::Timeout { .. } | HarnessError::ProviderTimeout { .. } => {
+                ErrorClass::Timeout
+            }
             HarnessError::Network { .. } => ErrorClass::Network,
             HarnessError::Protocol { .. } => ErrorClass::Protocol,
             HarnessError::MissingTool { .. }
@@ -323,6 +361,7 @@ impl HarnessError {
             HarnessError::RateLimited { .. } => "rate_limited",
             HarnessError::Server { .. } => "server",
             HarnessError::Timeout { .. } => "timeout",
+            HarnessError::ProviderTimeout { .. } => "provider_timeout",
             HarnessError::Network { .. } => "network",
             HarnessError::Protocol { .. } => "protocol",
             HarnessError::RetryExhausted { .. } => "retry_exhausted",
@@ -343,6 +382,7 @@ impl From<HarnessError> for NodeError {
     /// Harness errors inside a node are final for the node: the harness
     /// has already retried what its policy retries.
     fn from(error: HarnessError) -> Self {
-        NodeError::fatal(error)
+        let class = error.class();
+        NodeError::fatal(error).with_class(class.as_str())
     }
 }

@@ -138,19 +138,17 @@ impl OpenAiModel {
 
     fn status_error(&self, status: u16, retry_after: Option<Duration>, body: &str) -> HarnessError {
         let parsed: Option<Value> = serde_json::from_str(body).ok();
-        let message = parsed
-            .as_ref()
-            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
-            .unwrap_or_else(|| body.chars().take(500).collect());
-        let message = self.scrub(&message);
+        // Scrubbed before it is cut, so no part of the key survives a cut
+        // through it.
+        let message = match parsed.as_ref().and_then(|v| v["error"]["message"].as_str()) {
+            Some(message) => self.scrub(message),
+            None => self.scrub(body).chars().take(500).collect(),
+        };
         let provider = PROVIDER.to_owned();
         match status {
             401 | 403 => HarnessError::Auth { provider, status: Some(status), message },
             429 => HarnessError::RateLimited { provider, retry_after, message },
-            408 => HarnessError::Timeout {
-                what: format!("{PROVIDER} ({})", self.model),
-                after: Duration::ZERO,
-            },
+            408 => HarnessError::ProviderTimeout { provider, status, message },
             500..=599 => HarnessError::Server { provider, status: Some(status), message },
             _ => HarnessError::InvalidRequest { provider, status: Some(status), message },
         }
@@ -170,6 +168,52 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// The HTTP status an error sent inside a stream stands for (the stream's
+/// own status was 200): its `code` as a number or a numeric string
+/// (`"429"`), else a known `code` word (`rate_limit_exceeded`), else its
+/// `type` (`throttling_error`); 500 when none of them says.
+fn midstream_status(error: &Value) -> u16 {
+    let code = &error["code"];
+    let number = code.as_u64().or_else(|| code.as_str().and_then(|c| c.trim().parse().ok()));
+    if let Some(status) = number.and_then(|n| u16::try_from(n).ok()) {
+        if (400..=599).contains(&status) {
+            return status;
+        }
+    }
+    [code, &error["type"]]
+        .into_iter()
+        .filter_map(Value::as_str)
+        .find_map(|word| status_of_word(&word.trim().to_ascii_lowercase()))
+        .unwrap_or(500)
+}
+
+/// The status an error word of OpenAI-compatible servers stands for.
+fn status_of_word(word: &str) -> Option<u16> {
+    Some(match word {
+        "rate_limit_exceeded"
+        | "rate_limit_error"
+        | "rate_limited"
+        | "throttling_error"
+        | "too_many_requests"
+        | "tokens"
+        | "requests" => 429,
+        "invalid_api_key" | "authentication_error" | "invalid_authentication" | "unauthorized" => {
+            401
+        }
+        "permission_error" | "permission_denied" | "forbidden" => 403,
+        "context_length_exceeded"
+        | "invalid_request_error"
+        | "invalid_request"
+        | "bad_request"
+        | "string_above_max_length" => 400,
+        "model_not_found" | "not_found_error" | "not_found" => 404,
+        "timeout" | "timeout_error" | "request_timeout" => 408,
+        "server_error" | "api_error" | "internal_error" | "internal_server_error" => 500,
+        "overloaded_error" | "service_unavailable" | "engine_overloaded" => 503,
+        _ => return None,
+    })
 }
 
 /// `retry-after-ms` (milliseconds) or `retry-after` (seconds; an HTTP date
@@ -447,11 +491,7 @@ impl ChatModel for OpenAiModel {
             let chunk: Value = serde_json::from_str(data)
                 .map_err(|error| self.protocol(format!("malformed chunk ({error}): {data}")))?;
             if chunk.get("error").is_some_and(|e| !e.is_null()) {
-                let status = chunk["error"]["code"]
-                    .as_u64()
-                    .and_then(|c| u16::try_from(c).ok())
-                    .unwrap_or(500);
-                return Err(self.status_error(status, None, data));
+                return Err(self.status_error(midstream_status(&chunk["error"]), None, data));
             }
             if let Some(found) = parse_usage(&chunk["usage"]) {
                 usage = Some(found);
@@ -502,6 +542,27 @@ mod tests {
                       "properties": {"d": {"type": ["boolean", "null"]}}}
             }})
         );
+    }
+
+    #[test]
+    fn errors_inside_a_stream_keep_their_class() {
+        let cases = [
+            (json!({"code": 503}), 503),
+            (json!({"code": "429", "type": "throttling_error"}), 429),
+            (json!({"code": "400", "type": null}), 400),
+            (json!({"code": " 401 "}), 401),
+            (json!({"code": "rate_limit_exceeded"}), 429),
+            (json!({"code": "invalid_api_key", "type": "invalid_request_error"}), 401),
+            (json!({"code": "context_length_exceeded"}), 400),
+            (json!({"code": null, "type": "throttling_error"}), 429),
+            (json!({"code": "E42", "type": "server_error"}), 500),
+            (json!({"code": "200", "type": "overloaded_error"}), 503),
+            (json!({"code": 70000}), 500),
+            (json!({"message": "who knows"}), 500),
+        ];
+        for (error, status) in cases {
+            assert_eq!(midstream_status(&error), status, "{error}");
+        }
     }
 
     #[test]

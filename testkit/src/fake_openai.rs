@@ -79,6 +79,19 @@ impl Reply {
         }
     }
 
+    /// A stream that sends `before` as text, then fails the way OpenAI's
+    /// format does once a stream has started: a `data:` line holding an
+    /// `error` object (`{"message", "type", "param", "code"}`, `code` often
+    /// a string such as `"429"`), and no `[DONE]`.
+    pub fn stream_error(before: &str, error: Value) -> Self {
+        let data = vec![
+            chunk(json!({"role": "assistant", "content": ""})),
+            chunk(json!({"content": before})),
+            json!({"error": error}).to_string(),
+        ];
+        Reply::Sse { data, done: false, delay: Duration::ZERO }
+    }
+
     /// A stream of text deltas, then a usage chunk, then `[DONE]`.
     pub fn stream_text(pieces: &[&str]) -> Self {
         let mut data = vec![chunk(json!({"role": "assistant", "content": ""}))];

@@ -218,3 +218,43 @@ fn stream_modes_filter_the_one_stream() {
     assert_eq!("updates".parse::<StreamMode>(), Ok(StreamMode::Updates));
     assert!("everything".parse::<StreamMode>().is_err());
 }
+
+/// A failed run says what class of failure it was as data: the class its
+/// node's error names, else the engine's kind; in the record and in
+/// `run_ended`.
+#[tokio::test]
+async fn failures_carry_their_class() {
+    let classed = Graph::new("classed", 1)
+        .node("call", |_s: Arc<Trace>, _ctx| async move {
+            Err::<TraceUpdate, _>(tollgate::NodeError::fatal("quota spent").with_class("quota"))
+        })
+        .edge(START, "call")
+        .edge("call", END);
+    let plain = support::failing(Graph::new("plain", 1), "call", "boom")
+        .edge(START, "call")
+        .edge("call", END);
+    let looping = visits(Graph::new("looping", 1), &["a"])
+        .edge(START, "a")
+        .route("a", ["a", END], |_: &Trace| tollgate::Route::to("a"));
+    let cases = [
+        (classed, 10, "node_failed", "quota"),
+        (plain, 10, "node_failed", "node_failed"),
+        (looping, 3, "step_limit_exceeded", "step_limit_exceeded"),
+    ];
+    for (graph, max_steps, kind, class) in cases {
+        let graph = graph.compile().unwrap();
+        let executor = Executor::new(MemoryStore::new());
+        let (result, events) =
+            support::run_with_events(&executor, &graph, RunConfig::new().max_steps(max_steps))
+                .await;
+        let error = result.expect_err(class);
+        assert_eq!((error.kind(), error.class()), (kind, class));
+        let Some(Event::RunEnded { error: Some(failure), .. }) = events.last().map(|e| &e.event)
+        else {
+            panic!("{class}: no failure in run_ended: {:?}", events.last());
+        };
+        assert_eq!((failure.kind.as_str(), failure.class.as_deref()), (kind, Some(class)));
+        let record = executor.store().run(events[0].run_id).await.unwrap();
+        assert_eq!(record.failure.as_ref(), Some(failure), "{class}: stored as sent");
+    }
+}

@@ -214,6 +214,16 @@ impl RunError {
         }
     }
 
+    /// The failure's class: for a node that failed, the class its error
+    /// names ([`NodeError::with_class`]: the agent harness names `auth`,
+    /// `rate_limited`, `timeout`, ...), else the same as [`RunError::kind`].
+    pub fn class(&self) -> &str {
+        match self {
+            RunError::NodeFailed { source, .. } => source.class().unwrap_or("node_failed"),
+            other => other.kind(),
+        }
+    }
+
     /// The stored form of this failure.
     pub fn to_failure(&self) -> RunFailure {
         let mut message = self.to_string();
@@ -226,6 +236,11 @@ impl RunError {
             }
             source = cause.source();
         }
-        RunFailure { kind: self.kind().to_owned(), node: self.node().map(str::to_owned), message }
+        RunFailure {
+            kind: self.kind().to_owned(),
+            class: Some(self.class().to_owned()),
+            node: self.node().map(str::to_owned),
+            message,
+        }
     }
 }

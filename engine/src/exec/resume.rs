@@ -174,12 +174,11 @@ impl Executor {
                 _ => None,
             };
             let answered = PendingInterrupt { decision: Some(request.decision.clone()), ..view };
-            let failure = RunFailure {
-                kind: "rejected".into(),
-                node: Some(target.node.clone()),
-                message: reason
-                    .unwrap_or_else(|| format!("interrupt `{}` was rejected", target.id)),
-            };
+            let failure = RunFailure::new(
+                "rejected",
+                Some(target.node.clone()),
+                reason.unwrap_or_else(|| format!("interrupt `{}` was rejected", target.id)),
+            );
             let events = [
                 Event::RunStarted {
                     graph: record.graph.name.clone(),

@@ -357,16 +357,16 @@ impl Worker {
         let clock = Arc::clone(&self.config.clock);
         let lease = self.config.lease_until();
         let epoch = store.claim(record.id, record.epoch, Owner::current(), lease).await?;
-        let failure = RunFailure {
-            kind: "dead_letter".to_owned(),
-            node: None,
-            message: format!(
+        let failure = RunFailure::new(
+            "dead_letter",
+            None,
+            format!(
                 "its owner disappeared {} times in a row without ending a leg (lease expired \
                  or process gone); given up so that it is not retried forever \
                  (`runs continue` tries again)",
                 record.lease_losses
             ),
-        };
+        );
         let emitter = Emitter::new(record.id, record.last_seq, Arc::clone(&clock), None);
         let event = Event::RunEnded {
             status: RunStatus::Failed,

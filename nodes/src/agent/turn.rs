@@ -214,6 +214,7 @@ struct Attempts<'a> {
 struct Deltas<'a> {
     agent: &'a str,
     call_id: &'a str,
+    attempt: u32,
     ctx: &'a NodeContext,
 }
 
@@ -224,6 +225,7 @@ impl DeltaSink for Deltas<'_> {
             Event::ModelDelta {
                 agent: self.agent.to_owned(),
                 call_id: self.call_id.to_owned(),
+                attempt: self.attempt,
                 text: text.to_owned(),
             },
         );
@@ -252,7 +254,7 @@ impl ModelHandler for Attempts<'_> {
                 );
                 let result = if core.streaming {
                     let mut deltas =
-                        Deltas { agent: &core.name, call_id: self.call_id, ctx: self.ctx };
+                        Deltas { agent: &core.name, call_id: self.call_id, attempt, ctx: self.ctx };
                     core.model.stream(&request, &mut deltas).await
                 } else {
                     core.model.invoke(&request).await

@@ -63,9 +63,10 @@ fn class(result: &Result<tollgate_nodes::ModelResponse, HarnessError>) -> Option
 /// (provider-native strict schema, tool strategy), usage (invoke and the
 /// final stream chunk), cancellation (a dropped stream closes the
 /// connection), timeout, rate limits with `retry-after-ms` and
-/// `retry-after`, every error status, connection refused, malformed chunks,
-/// an error inside a stream, a stream cut before `[DONE]`, and the key
-/// sent only as a bearer header.
+/// `retry-after`, every error status (408 with the server's message),
+/// connection refused, malformed chunks, errors inside a stream (numeric
+/// and string `code`s, a `type` only, code words), a stream cut before
+/// `[DONE]`, and the key sent only as a bearer header.
 pub async fn check_openai_compatible<F>(make: F) -> Vec<(&'static str, Value)>
 where
     F: Fn(ProviderSetup<'_>) -> Arc<dyn ChatModel>,
@@ -340,11 +341,16 @@ where
         (500, ErrorClass::Server),
         (502, ErrorClass::Server),
         (503, ErrorClass::Server),
+        (408, ErrorClass::Timeout),
     ] {
         server.push(Reply::error(status, &format!("status {status} (key {SUITE_KEY})")));
         let result = model.invoke(&request(vec![Message::user("u", "x")])).await;
         assert_eq!(class(&result), Some(expected), "status {status}");
         let text = result.expect_err("an error").to_string();
+        assert!(
+            text.contains(&format!("status {status}")) && text.contains(&status.to_string()),
+            "status {status}: the server's status and message are reported: {text}"
+        );
         assert!(
             !text.contains(SUITE_KEY),
             "status {status}: the key is scrubbed from errors: {text}"
@@ -377,6 +383,47 @@ where
         Some(ErrorClass::Server),
         "midstream_error"
     );
+    // Errors inside a stream as OpenAI-compatible servers send them: a
+    // string `code`, a `type` only, or a known code word.
+    for (error, expected, case) in [
+        (
+            json!({"message": "RateLimitError: slow down", "type": "throttling_error", "param": null, "code": "429"}),
+            ErrorClass::RateLimit,
+            "midstream_string_code_429",
+        ),
+        (
+            json!({"message": "BadRequestError: too long", "type": null, "param": null, "code": "400"}),
+            ErrorClass::InvalidRequest,
+            "midstream_string_code_400",
+        ),
+        (
+            json!({"message": "slow down", "type": "throttling_error", "param": null, "code": null}),
+            ErrorClass::RateLimit,
+            "midstream_type_only",
+        ),
+        (
+            json!({"message": "too long", "type": "invalid_request_error", "code": "context_length_exceeded"}),
+            ErrorClass::InvalidRequest,
+            "midstream_code_word_context",
+        ),
+        (
+            json!({"message": "bad key", "type": "invalid_request_error", "code": "invalid_api_key"}),
+            ErrorClass::Auth,
+            "midstream_code_word_key",
+        ),
+        (
+            json!({"message": "wait", "code": "rate_limit_exceeded"}),
+            ErrorClass::RateLimit,
+            "midstream_code_word_rate",
+        ),
+    ] {
+        let message = error["message"].as_str().unwrap_or_default().to_owned();
+        server.push(Reply::stream_error("partial ", error));
+        let result = model.stream(&user(), &mut sink).await;
+        assert_eq!(class(&result), Some(expected), "{case}");
+        let text = result.expect_err(case).to_string();
+        assert!(text.contains(&message), "{case}: the server's message is kept: {text}");
+    }
     server.push(Reply::Sse {
         data: vec![chunk(json!({"content": "partial"}))],
         done: false,
