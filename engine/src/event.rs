@@ -533,7 +533,12 @@ mod tests {
         let event: Event = serde_json::from_str(old).expect("an old delta");
         assert_eq!(
             event,
-            Event::ModelDelta { agent: "w".into(), call_id: "c".into(), attempt: 1, text: "Hel".into() }
+            Event::ModelDelta {
+                agent: "w".into(),
+                call_id: "c".into(),
+                attempt: 1,
+                text: "Hel".into()
+            }
         );
     }
 }

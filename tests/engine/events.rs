@@ -233,9 +233,11 @@ async fn failures_carry_their_class() {
     let plain = support::failing(Graph::new("plain", 1), "call", "boom")
         .edge(START, "call")
         .edge("call", END);
-    let looping = visits(Graph::new("looping", 1), &["a"])
-        .edge(START, "a")
-        .route("a", ["a", END], |_: &Trace| tollgate::Route::to("a"));
+    let looping = visits(Graph::new("looping", 1), &["a"]).edge(START, "a").route(
+        "a",
+        ["a", END],
+        |_: &Trace| tollgate::Route::to("a"),
+    );
     let cases = [
         (classed, 10, "node_failed", "quota"),
         (plain, 10, "node_failed", "node_failed"),

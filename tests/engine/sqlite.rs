@@ -196,3 +196,76 @@ fn the_background_checkpointer_keeps_the_wal_small() {
     );
     drop(executor);
 }
+
+/// `cancel_run` from another executor on the same file (as another
+/// process would): the owner is refused at its next write and its leg ends
+/// `Cancelled`; the run is `interrupted`, its log closed, and it continues
+/// later from the last committed step.
+#[test]
+fn a_run_cancelled_elsewhere_ends_interrupted_and_can_continue() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let executor = Executor::new(SqliteStore::open(&path).unwrap());
+    let other = Executor::new(SqliteStore::open(&path).unwrap());
+    let (handle, gate, graph) = runtime.block_on(started_and_held(&executor, 3));
+    let run = handle.run_id();
+
+    let cancelled = runtime.block_on(other.cancel_run(run)).unwrap();
+    assert_eq!(
+        (cancelled.status, cancelled.step, cancelled.owner),
+        (RunStatus::Interrupted, 2, None)
+    );
+    gate.open();
+    let error = runtime.block_on(handle.wait()).unwrap_err();
+    assert!(matches!(error, RunError::Cancelled { run: r } if r == run), "{error:?}");
+    assert_eq!(error.kind(), "cancelled");
+    let after = runtime.block_on(other.store().run(run)).unwrap();
+    assert_eq!((after.status, after.step), (RunStatus::Interrupted, 2), "step 3 was not stored");
+    let events = runtime.block_on(other.store().events(run, 0, 1_000)).unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "gap-free");
+    let last: tollgate::EventEnvelope = serde_json::from_str(&events.last().unwrap().json).unwrap();
+    assert!(matches!(last.event, Event::RunEnded { status: RunStatus::Interrupted, step: 2, .. }));
+
+    // Cancelling again changes nothing; the run continues where it stopped.
+    let again = runtime.block_on(other.cancel_run(run)).unwrap();
+    assert_eq!(again, after);
+    gate.open();
+    let outcome = runtime
+        .block_on(async {
+            executor.continue_run(&graph, run, RunConfig::new()).await?.wait().await
+        })
+        .unwrap();
+    assert_eq!((outcome.status, outcome.state.count), (RunStatus::Completed, 10));
+    let error = runtime.block_on(other.cancel_run(run)).unwrap_err();
+    assert!(
+        matches!(error, RunError::NotCancellable { status: RunStatus::Completed, .. }),
+        "{error:?}"
+    );
+}
+
+/// A queued run ends `interrupted` at once, as a leg of its own.
+#[test]
+fn a_queued_run_is_cancelled_at_once() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let executor = Executor::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
+    let graph = looping(2, None);
+    let run =
+        runtime.block_on(executor.enqueue(&graph, Trace::default(), RunConfig::new())).unwrap();
+    let record = runtime.block_on(executor.cancel_run(run)).unwrap();
+    assert_eq!((record.status, record.owner), (RunStatus::Interrupted, None));
+    let events = runtime.block_on(executor.store().events(run, 0, 10)).unwrap();
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| {
+            serde_json::from_str::<tollgate::EventEnvelope>(&e.json)
+                .unwrap()
+                .event
+                .kind()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(kinds, ["run_started", "run_ended"]);
+}

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use tokio::task::JoinSet;
 use tollgate_checkpoint::{
-    __failpoint, Blob, Codec, InterruptRecord, RunId, RunStatus, StepRecord, Store, TaskKey,
-    TaskUpdate, TaskWrite, Transition,
+    __failpoint, Blob, Codec, InterruptRecord, RunId, RunStatus, StepRecord, Store, StoreError,
+    TaskKey, TaskUpdate, TaskWrite, Transition,
 };
 use tracing::Instrument;
 
@@ -19,6 +19,7 @@ use crate::hitl::{interrupt_id, Decision, PendingInterrupt};
 use crate::node::NodeContext;
 use crate::state::{State, Write};
 
+use super::cancel::cancelled_elsewhere;
 use super::config::RunConfig;
 use super::emit::{node_id, Emitter, Live};
 use super::error::RunError;
@@ -84,7 +85,8 @@ enum Verdict {
 impl<S: State> Leg<S> {
     pub(crate) async fn drive(mut self) -> Result<RunOutcome<S>, RunError> {
         let span = tracing::info_span!("run", run_id = %self.run, graph = %self.graph.name());
-        async move {
+        let (store, run) = (Arc::clone(&self.store), self.run);
+        let result = async move {
             match self.verdict(self.step) {
                 Verdict::Continue => {}
                 verdict => return self.end_between_steps(verdict).await,
@@ -97,7 +99,15 @@ impl<S: State> Leg<S> {
             }
         }
         .instrument(span)
-        .await
+        .await;
+        match result {
+            Err(RunError::Store(StoreError::Fenced { .. }))
+                if cancelled_elsewhere(&*store, run).await =>
+            {
+                Err(RunError::Cancelled { run })
+            }
+            other => other,
+        }
     }
 
     fn verdict(&self, step: u64) -> Verdict {

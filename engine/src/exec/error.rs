@@ -1,6 +1,6 @@
 //! Why a run failed.
 
-use tollgate_checkpoint::{CodecError, GraphRef, RunFailure, RunId, StoreError};
+use tollgate_checkpoint::{CodecError, GraphRef, RunFailure, RunId, RunStatus, StoreError};
 
 use crate::node::NodeError;
 use crate::state::StateError;
@@ -147,6 +147,23 @@ pub enum RunError {
         /// The interrupts waiting.
         pending: Vec<String>,
     },
+    /// The run was cancelled from another process
+    /// ([`Executor::cancel_run`](crate::Executor::cancel_run)) while this
+    /// leg drove it: the run is `interrupted`, and the step this leg had in
+    /// flight was not stored.
+    #[error("run {run} was cancelled by another process; it is interrupted (`runs continue` takes it up again)")]
+    Cancelled {
+        /// The run.
+        run: RunId,
+    },
+    /// Only a running or queued run can be cancelled.
+    #[error("run {run} is {status}: only a running or queued run can be cancelled")]
+    NotCancellable {
+        /// The run.
+        run: RunId,
+        /// Its status.
+        status: RunStatus,
+    },
     /// A breakpoint or an `as_node` names a node the graph does not have.
     #[error("the graph has no node `{node}`")]
     UnknownNode {
@@ -194,6 +211,8 @@ impl RunError {
             RunError::CodecRoundTrip { .. } => "codec_round_trip",
             RunError::AwaitingDecision { .. } => "awaiting_decision",
             RunError::UnknownNode { .. } => "unknown_node",
+            RunError::Cancelled { .. } => "cancelled",
+            RunError::NotCancellable { .. } => "not_cancellable",
             RunError::Decision(_) => "decision_refused",
             RunError::Store(_) => "store",
             RunError::DriverLost { .. } => "driver_lost",

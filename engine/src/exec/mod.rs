@@ -1,5 +1,6 @@
 //! Running graphs: the pure planner, the async driver and the executor.
 
+mod cancel;
 mod config;
 mod driver;
 mod emit;

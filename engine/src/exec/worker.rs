@@ -415,6 +415,8 @@ impl WorkerReport {
             ) => {
                 self.lost_claims += 1;
             }
+            // Cancelled from elsewhere: the leg ran and ended interrupted.
+            Err(RunError::Cancelled { .. }) => self.legs += 1,
             Err(error) => {
                 self.legs += 1;
                 self.failed += 1;
