@@ -411,6 +411,15 @@ impl Store for MemoryStore {
         Ok(stored.attachment.clone())
     }
 
+    async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        if inner.get_mut(run)?.record.status == RunStatus::Running {
+            return Err(StoreError::RunInFlight { run });
+        }
+        inner.runs.remove(&run);
+        Ok(())
+    }
+
     async fn events(
         &self,
         run: RunId,

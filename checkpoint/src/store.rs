@@ -92,6 +92,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// [`RunRecord::is_orphaned`]).
     async fn claimable(&self, now_ms: i64, limit: usize) -> Result<Vec<RunRecord>, StoreError>;
 
+    /// Removes every row of a run (record, steps, snapshots, pending
+    /// writes, interrupts, events, attachment), in one transaction. A
+    /// `running` run is refused with [`StoreError::RunInFlight`] (cancel it
+    /// first), and nothing changes.
+    async fn delete_run(&self, run: RunId) -> Result<(), StoreError>;
+
     /// Stored events of a run with `seq > after_seq`, oldest first, at most
     /// `limit`.
     async fn events(
@@ -147,6 +153,12 @@ pub enum StoreError {
         expected: u64,
         /// The number offered.
         found: u64,
+    },
+    /// The run is running: it cannot be deleted.
+    #[error("run {run} is running; cancel it before deleting it")]
+    RunInFlight {
+        /// The run.
+        run: RunId,
     },
     /// The run is `completed` or `rejected` and never changes again.
     #[error("run {run} is {status} and cannot change")]

@@ -610,6 +610,29 @@ impl Store for PostgresStore {
         Ok(runs)
     }
 
+    async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(client_error)?;
+        let id = run.to_string();
+        let row = tx
+            .query_opt("SELECT status FROM runs WHERE id = $1 FOR UPDATE", &[&id])
+            .await
+            .map_err(client_error)?
+            .ok_or(StoreError::RunNotFound { run })?;
+        if column::<String>(&row, 0)? == RunStatus::Running.as_str() {
+            return Err(StoreError::RunInFlight { run });
+        }
+        for table in ["steps", "snapshots", "pending_writes", "interrupts", "events", "attachments"]
+        {
+            // The names are this list's; the run id is a parameter.
+            tx.execute(&format!("DELETE FROM {table} WHERE run = $1"), &[&id])
+                .await
+                .map_err(client_error)?;
+        }
+        tx.execute("DELETE FROM runs WHERE id = $1", &[&id]).await.map_err(client_error)?;
+        tx.commit().await.map_err(client_error)
+    }
+
     async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
         let (client, statement) = self
             .prepared(

@@ -133,6 +133,10 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         self.inner.attachment(run).await
     }
 
+    async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
+        self.inner.delete_run(run).await
+    }
+
     async fn events(
         &self,
         run: RunId,

@@ -497,6 +497,29 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
+        let id = run.to_string();
+        self.write(|tx| {
+            let (status, _, num) = load_owner(tx, run)?;
+            if status == RunStatus::Running {
+                return Err(StoreError::RunInFlight { run }.into());
+            }
+            for delete in [
+                "DELETE FROM steps WHERE id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295",
+                "DELETE FROM snapshots WHERE id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295",
+                "DELETE FROM pending_writes WHERE num = ?1",
+                "DELETE FROM interrupts WHERE num = ?1",
+                "DELETE FROM events WHERE num = ?1",
+                "DELETE FROM attachments WHERE num = ?1",
+            ] {
+                tx.prepare_cached(delete)?.execute([num])?;
+            }
+            tx.prepare_cached("DELETE FROM runs WHERE id = ?1")?.execute([&id])?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn events(
         &self,
         run: RunId,
