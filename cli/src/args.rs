@@ -159,4 +159,31 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Cancels a running or queued run, wherever it is driven: it ends
+    /// `interrupted` (the owner stops at its next write).
+    Cancel {
+        /// The run.
+        run: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deletes a run that is not running: every stored row of it.
+    Delete {
+        /// The run.
+        run: String,
+    },
+    /// Deletes runs last updated longer ago than a duration (running runs
+    /// are kept).
+    Prune {
+        /// How old: a number and a unit, `s`, `m`, `h` or `d` (`30d`).
+        #[arg(long, value_name = "DURATION")]
+        older_than: String,
+        /// Only runs with this status.
+        #[arg(long)]
+        status: Option<String>,
+        /// Print the deleted ids as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }

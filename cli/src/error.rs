@@ -84,6 +84,9 @@ impl From<StoreError> for CliError {
             StoreError::RunTerminal { .. } => CliError::Conflict {
                 message: format!("{error}: it finished before this request took effect"),
             },
+            StoreError::RunInFlight { run } => {
+                CliError::Conflict { message: format!("{error} (tollgate runs cancel {run})") }
+            }
             other => CliError::Failed { message: other.to_string() },
         }
     }
@@ -112,6 +115,12 @@ impl From<RunError> for CliError {
             RunError::Store(store) => store.into(),
             RunError::RunOwned { .. } => CliError::Conflict {
                 message: format!("{error} (wait for its lease to expire, or let its owner finish)"),
+            },
+            RunError::NotCancellable { .. } => CliError::Conflict { message: error.to_string() },
+            RunError::AwaitingDecision { run, .. } => CliError::Conflict {
+                message: format!(
+                    "{error}: decide it first (tollgate runs resume {run} --approve, or tollgate runs reject {run} --reason TEXT)"
+                ),
             },
             other => CliError::Failed { message: other.to_failure().message },
         }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use clap::Parser;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{RunFilter, RunId, RunStatus};
-use tollgate_engine::{Decision, EventSink};
+use tollgate_engine::{Clock, Decision, EventSink};
 use tollgate_nodes::Blueprint;
 
 use args::{Cli, Command, RunsCommand};
@@ -130,6 +130,34 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
         RunsCommand::Continue { run, json } => {
             let summary = runs.continue_run(run_id(&run)?, progress(json)).await?;
             Ok(report(&summary, json))
+        }
+        RunsCommand::Cancel { run, json } => {
+            let summary = runs.cancel(run_id(&run)?).await?;
+            print_summary(&summary, json);
+            Ok(code::OK)
+        }
+        RunsCommand::Delete { run } => {
+            let run = run_id(&run)?;
+            runs.delete(run).await?;
+            println!("deleted run {run}");
+            Ok(code::OK)
+        }
+        RunsCommand::Prune { older_than, status, json } => {
+            let age = parse_age(&older_than)?;
+            let status = status
+                .map(|text| {
+                    text.parse::<RunStatus>().map_err(|error| CliError::invalid(error.to_string()))
+                })
+                .transpose()?;
+            let now = tollgate_engine::SystemClock.now_ms();
+            let deleted = runs.prune(now.saturating_sub(age), status).await?;
+            if json {
+                let ids: Vec<String> = deleted.iter().map(ToString::to_string).collect();
+                print_json(&json!({"deleted": ids}));
+            } else {
+                println!("deleted {} run(s)", deleted.len());
+            }
+            Ok(code::OK)
         }
     }
 }
@@ -286,4 +314,24 @@ fn user_message(input: &str) -> Result<String, CliError> {
         }),
         _ => Ok(input.to_owned()),
     }
+}
+
+/// `30d`, `12h`, `15m`, `90s` as milliseconds.
+fn parse_age(text: &str) -> Result<i64, CliError> {
+    let invalid = || {
+        CliError::invalid(format!(
+            "--older-than `{text}`: give a number and a unit, s, m, h or d (such as 30d)"
+        ))
+    };
+    let text = text.trim();
+    let unit = text.chars().last().ok_or_else(invalid)?;
+    let seconds: i64 = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3_600,
+        'd' => 86_400,
+        _ => return Err(invalid()),
+    };
+    let count: i64 = text[..text.len() - 1].parse().map_err(|_| invalid())?;
+    count.checked_mul(seconds * 1_000).filter(|ms| *ms >= 0).ok_or_else(invalid)
 }

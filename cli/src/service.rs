@@ -301,6 +301,56 @@ impl Runs {
         self.summary(run).await
     }
 
+    /// Cancels a running or queued run, wherever it is driven
+    /// ([`Executor::cancel_run`]).
+    pub(crate) async fn cancel(&self, run: RunId) -> Result<RunSummary, CliError> {
+        self.executor.cancel_run(run).await?;
+        self.summary(run).await
+    }
+
+    /// Deletes a run that is not running, every row of it.
+    pub(crate) async fn delete(&self, run: RunId) -> Result<(), CliError> {
+        Ok(self.store().delete_run(run).await?)
+    }
+
+    /// Deletes the runs last updated before `before_ms` (of `status`, when
+    /// given), skipping running ones; returns the ids deleted.
+    pub(crate) async fn prune(
+        &self,
+        before_ms: i64,
+        status: Option<RunStatus>,
+    ) -> Result<Vec<RunId>, CliError> {
+        let filter = RunFilter { status, ..RunFilter::default() };
+        let mut cursor = None;
+        let mut doomed = Vec::new();
+        loop {
+            let page = PageRequest { limit: 500, cursor };
+            let found = self.store().list_runs(&filter, &page).await?;
+            doomed.extend(
+                found
+                    .runs
+                    .iter()
+                    .filter(|run| run.updated_at_ms < before_ms)
+                    .filter(|run| run.status != RunStatus::Running)
+                    .map(|run| run.id),
+            );
+            match found.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        let mut deleted = Vec::new();
+        for run in doomed {
+            match self.store().delete_run(run).await {
+                Ok(()) => deleted.push(run),
+                // Started or removed meanwhile: not ours to delete now.
+                Err(StoreError::RunInFlight { .. } | StoreError::RunNotFound { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(deleted)
+    }
+
     /// Starts a blueprint run on `input` and waits for its leg to end.
     pub(crate) async fn start(
         &self,
@@ -443,7 +493,8 @@ pub(crate) async fn wait<S: tollgate_engine::State>(handle: RunHandle<S>) -> Res
         | Err(tollgate_engine::RunError::StepLimitExceeded { .. })
         | Err(tollgate_engine::RunError::VisitLimitExceeded { .. })
         | Err(tollgate_engine::RunError::InvalidUpdate { .. })
-        | Err(tollgate_engine::RunError::UndeclaredTarget { .. }) => Ok(()),
+        | Err(tollgate_engine::RunError::UndeclaredTarget { .. })
+        | Err(tollgate_engine::RunError::Cancelled { .. }) => Ok(()),
         Err(other) => Err(other.into()),
     }
 }

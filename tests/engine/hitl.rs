@@ -574,3 +574,46 @@ fn fork_and_update_state_travel_in_time() {
         "after update_state as `b`, `c` runs next"
     );
 }
+
+/// `get_state`: values, next nodes, open interrupts with their schema, and
+/// the finished sibling of the interrupted task, at the last checkpoint;
+/// the values and next nodes of a past one.
+#[tokio::test]
+async fn get_state_shows_what_a_paused_run_waits_for() {
+    let request = approval()
+        .allow([DecisionKind::Approve, DecisionKind::Edit])
+        .schema(json!({"type": "object", "required": ["refund"]}));
+    let graph = visit(visit(Graph::new("state", 1), "pre"), "side")
+        .node("ask", move |_s: Arc<Trace>, ctx: NodeContext| {
+            let request = request.clone();
+            async move {
+                ctx.interrupt(request)?;
+                Ok(TraceUpdate::default())
+            }
+        })
+        .edge(START, "pre")
+        .edge("pre", "ask")
+        .edge("pre", "side")
+        .edge("ask", END)
+        .edge("side", END)
+        .compile()
+        .unwrap();
+    let executor = Executor::new(tollgate::MemoryStore::new());
+    let run = paused(&executor, &graph).await.run_id;
+
+    let now = executor.get_state(&graph, run, None).await.unwrap();
+    assert_eq!((now.step, now.status), (1, RunStatus::AwaitingHitl));
+    assert_eq!(now.values.visited, ["pre"]);
+    assert_eq!(now.next, ["ask", "side"]);
+    assert_eq!(now.pending_writes, [(1, "side".to_owned())], "side finished; ask did not");
+    assert_eq!(now.interrupts.len(), 1);
+    assert_eq!(now.interrupts[0].schema, Some(json!({"type": "object", "required": ["refund"]})));
+    assert_eq!(now.interrupts[0].decisions, [DecisionKind::Approve, DecisionKind::Edit]);
+
+    let start = executor.get_state(&graph, run, Some(0)).await.unwrap();
+    assert_eq!((start.step, start.next.as_slice()), (0, ["pre".to_owned()].as_slice()));
+    assert!(start.values.visited.is_empty() && start.interrupts.is_empty());
+    assert!(start.pending_writes.is_empty());
+    let error = executor.get_state(&graph, run, Some(9)).await.unwrap_err();
+    assert!(matches!(error, RunError::Store(StoreError::CheckpointNotFound { step: 9, .. })));
+}

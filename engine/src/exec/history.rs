@@ -11,6 +11,7 @@ use tollgate_checkpoint::{
 
 use crate::event::Event;
 use crate::graph::CompiledGraph;
+use crate::hitl::PendingInterrupt;
 use crate::state::{State, Write};
 
 use super::config::RunConfig;
@@ -104,7 +105,70 @@ fn decode_failure(run: RunId, step: u64, source: CodecError) -> RunError {
     }
 }
 
+/// A run's state at one checkpoint, with what comes next
+/// ([`Executor::get_state`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct StateSnapshot<S> {
+    /// The run.
+    pub run: RunId,
+    /// The checkpoint: the step it committed (0 is the input).
+    pub step: u64,
+    /// The run's status now.
+    pub status: RunStatus,
+    /// The state at that checkpoint.
+    pub values: S,
+    /// The nodes of the next step, in task order (empty when the run ends
+    /// there).
+    pub next: Vec<String>,
+    /// The interrupts the run waits on (the last checkpoint of a paused
+    /// run only), with their answer schemas.
+    pub interrupts: Vec<PendingInterrupt>,
+    /// Tasks of the next step that already finished and whose outputs are
+    /// stored (the last checkpoint of an unfinished step only): (task
+    /// position, node).
+    pub pending_writes: Vec<(u32, String)>,
+}
+
 impl Executor {
+    /// The run's state at checkpoint `at` (the last when `None`): values,
+    /// next nodes, open interrupts and the finished tasks of the step in
+    /// flight.
+    pub async fn get_state<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        at: Option<u64>,
+    ) -> Result<StateSnapshot<S>, RunError> {
+        check_graph(&*self.store, graph, run).await?;
+        let checkpoint = self.store.checkpoint(run, at).await?;
+        let status = checkpoint.run.status;
+        let interrupts = checkpoint
+            .interrupts
+            .iter()
+            .filter(|interrupt| interrupt.decision.is_none())
+            .map(PendingInterrupt::from_record)
+            .collect();
+        let loaded = decode(graph, checkpoint)?;
+        let name = |task: &super::plan::Task| graph.node(task.node).name.to_string();
+        let next = loaded.frontier.tasks.iter().map(name).collect();
+        let mut pending_writes: Vec<(u32, String)> = loaded
+            .reused
+            .keys()
+            .map(|index| (*index, name(&loaded.frontier.tasks[*index as usize])))
+            .collect();
+        pending_writes.sort();
+        Ok(StateSnapshot {
+            run,
+            step: loaded.step,
+            status,
+            values: loaded.state,
+            next,
+            interrupts,
+            pending_writes,
+        })
+    }
+
     /// The run's state at checkpoint `step` (0 is the input).
     pub async fn state_at<S: State>(
         &self,
