@@ -268,6 +268,26 @@ impl Blueprint {
         self
     }
 
+    /// The tools of every agent that run a program (`command`), as
+    /// `agent.tool`: a server accepting blueprints from clients refuses
+    /// these unless told otherwise.
+    pub fn command_tools(&self) -> Vec<String> {
+        let agents: Vec<&AgentDoc> = match &self.doc {
+            Doc::Agent(agent) => vec![agent],
+            Doc::Graph(graph) => graph.agents.iter().collect(),
+        };
+        agents
+            .iter()
+            .flat_map(|agent| {
+                agent
+                    .tools
+                    .iter()
+                    .filter(|tool| tool.command.is_some())
+                    .map(move |tool| format!("{}.{}", agent.name, tool.name))
+            })
+            .collect()
+    }
+
     /// The blueprint's (graph's) name.
     pub fn name(&self) -> &str {
         match &self.doc {

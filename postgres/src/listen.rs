@@ -1,15 +1,19 @@
-//! `LISTEN tollgate_runs`: wake-ups when a run is queued or changes status.
+//! `LISTEN`: wake-ups when a run is queued or changes status
+//! (`tollgate_runs`), and when a watched run commits (`tollgate_events`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio_postgres::AsyncMessage;
+use tollgate_checkpoint::{RunId, StoreError};
 
-use crate::store::PostgresStore;
+use crate::store::{client_error, PostgresStore};
 
 /// The channel the schema's functions `NOTIFY` on (payload `RUN STATUS`).
-const LISTEN: &str = "LISTEN tollgate_runs";
+const RUNS: &str = "LISTEN tollgate_runs";
+/// The channel transitions of watched runs `NOTIFY` on (payload `RUN`).
+const EVENTS: &str = "LISTEN tollgate_events";
 
 impl PostgresStore {
     /// A [`Notify`] woken whenever any process queues a run or changes a
@@ -22,6 +26,46 @@ impl PostgresStore {
     /// since notifications sent meanwhile are lost. It stops when the last
     /// clone of the returned `Arc` is dropped.
     pub fn run_notifications(&self) -> Arc<Notify> {
+        self.listen(RUNS, false)
+    }
+
+    /// A [`Notify`] whose waiters all wake whenever a watched run
+    /// ([`PostgresStore::watch`]) commits a transition in any process, and
+    /// after each reconnect of the listening connection (notifications sent
+    /// meanwhile are lost). A stream reader registers the run, then waits
+    /// on this instead of polling.
+    pub fn event_notifications(&self) -> Arc<Notify> {
+        self.listen(EVENTS, true)
+    }
+
+    /// Registers `run` as streamed for `lasting` from now (pushed forward,
+    /// never back): its transitions then announce themselves to
+    /// [`PostgresStore::event_notifications`]. Call again before it lapses
+    /// to keep watching. Registrations that lapsed are removed.
+    pub async fn watch(&self, run: RunId, lasting: Duration) -> Result<(), StoreError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as i64);
+        let until = now.saturating_add(lasting.as_millis() as i64);
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO watchers (run, until_ms) VALUES ($1, $2) ON CONFLICT (run) \
+                 DO UPDATE SET until_ms = greatest(watchers.until_ms, EXCLUDED.until_ms)",
+                &[&run.to_string(), &until],
+            )
+            .await
+            .map_err(client_error)?;
+        client
+            .execute("DELETE FROM watchers WHERE until_ms < $1", &[&now])
+            .await
+            .map_err(client_error)?;
+        Ok(())
+    }
+
+    /// `LISTEN`s with `statement` on a connection of its own; each
+    /// notification wakes one waiter, or all (`all`).
+    fn listen(&self, statement: &'static str, all: bool) -> Arc<Notify> {
         let notify = Arc::new(Notify::new());
         let weak = Arc::downgrade(&notify);
         let (config, tls) = (self.config.clone(), self.tls.clone());
@@ -30,7 +74,7 @@ impl PostgresStore {
             while weak.strong_count() > 0 {
                 match config.connect(tls.clone()).await {
                     Ok((client, mut connection)) => {
-                        let listen = client.batch_execute(LISTEN);
+                        let listen = client.batch_execute(statement);
                         tokio::pin!(listen);
                         let mut listening = false;
                         loop {
@@ -43,20 +87,20 @@ impl PostgresStore {
                                     backoff = Duration::from_millis(100);
                                     // Anything sent while not listening is lost.
                                     if let Some(notify) = weak.upgrade() {
-                                        notify.notify_one();
+                                        wake(&notify, all);
                                     }
                                 }
                                 message = std::future::poll_fn(|cx| connection.poll_message(cx)) => {
                                     match message {
                                         Some(Ok(AsyncMessage::Notification(_))) => {
                                             match weak.upgrade() {
-                                                Some(notify) => notify.notify_one(),
+                                                Some(notify) => wake(&notify, all),
                                                 None => return,
                                             }
                                         }
                                         Some(Ok(_)) => {}
                                         Some(Err(error)) => {
-                                            tracing::warn!(%error, "run notifications: connection lost");
+                                            tracing::warn!(%error, statement, "notifications: connection lost");
                                             break;
                                         }
                                         None => break,
@@ -71,7 +115,7 @@ impl PostgresStore {
                         }
                     }
                     Err(error) => {
-                        tracing::warn!(%error, ?backoff, "run notifications: cannot connect");
+                        tracing::warn!(%error, ?backoff, statement, "notifications: cannot connect");
                     }
                 }
                 tokio::time::sleep(backoff).await;
@@ -79,5 +123,13 @@ impl PostgresStore {
             }
         });
         notify
+    }
+}
+
+fn wake(notify: &Notify, all: bool) {
+    if all {
+        notify.notify_waiters();
+    } else {
+        notify.notify_one();
     }
 }

@@ -288,6 +288,39 @@ impl From<StoreError> for Abort {
 }
 
 impl SqliteStore {
+    /// A signal for every change committed to the database by any
+    /// connection of any process: a thread of its own reads `PRAGMA
+    /// data_version` (one page read from the shared memory index, no
+    /// lock) every `every`, and wakes every waiter of the returned
+    /// [`Notify`](tokio::sync::Notify) when it moved. Stream readers wait
+    /// on it instead of polling the tables. The thread ends once every
+    /// handle is dropped.
+    pub fn changes(&self, every: Duration) -> Result<Arc<tokio::sync::Notify>, StoreError> {
+        let conn = Connection::open(&self.path).map_err(backend)?;
+        conn.busy_timeout(Duration::from_millis(50)).map_err(backend)?;
+        let notify = Arc::new(tokio::sync::Notify::new());
+        let weak = Arc::downgrade(&notify);
+        std::thread::Builder::new()
+            .name("tollgate-changes".into())
+            .spawn(move || {
+                let version = |conn: &Connection| {
+                    conn.query_row("PRAGMA data_version", [], |row| row.get::<_, i64>(0)).ok()
+                };
+                let mut seen = version(&conn);
+                loop {
+                    std::thread::sleep(every);
+                    let Some(notify) = weak.upgrade() else { return };
+                    let now = version(&conn);
+                    if now != seen {
+                        seen = now;
+                        notify.notify_waiters();
+                    }
+                }
+            })
+            .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
+        Ok(notify)
+    }
+
     /// Opens (creating if needed) the database at `path` with default
     /// options.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
