@@ -65,14 +65,48 @@ pub(crate) enum Command {
     /// Lists, shows, decides, follows and continues runs.
     #[command(subcommand)]
     Runs(RunsCommand),
-    /// Serves the REST, SSE and WebSocket API.
+    /// Serves the REST, SSE and WebSocket API. The bearer token every
+    /// endpoint but /healthz then requires comes from the environment
+    /// variable TOLLGATE_TOKEN or from --token-file.
     Serve {
-        /// Address to bind (loopback by default).
+        /// Address to bind (loopback by default; any other needs a token
+        /// or --insecure-no-auth).
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: SocketAddr,
-        /// Bearer token required on every mutating endpoint.
-        #[arg(long, env = "TOLLGATE_TOKEN")]
+        /// Read the bearer token from this file (its first line).
+        #[arg(long, value_name = "PATH")]
+        token_file: Option<PathBuf>,
+        /// Refused: a token on the command line shows in `ps`.
+        #[arg(long, hide = true)]
         token: Option<String>,
+        /// Serve a non-loopback address without a token.
+        #[arg(long)]
+        insecure_no_auth: bool,
+        /// Allow browser pages of this origin (CORS; repeat it; `*` for
+        /// any). Off by default.
+        #[arg(long, value_name = "ORIGIN")]
+        allow_origin: Vec<String>,
+        /// A folder of blueprints POST /runs may name (`NAME.json` or
+        /// `NAME/NAME.json`); inline blueprints resolve paths from here.
+        #[arg(long, value_name = "DIR")]
+        blueprints: Option<PathBuf>,
+        /// Accept inline blueprints whose tools run programs (refused by
+        /// default: a client could run programs on the server).
+        #[arg(long)]
+        allow_inline_commands: bool,
+        /// Connections served at once; more wait to be accepted.
+        #[arg(long, default_value_t = 1024)]
+        max_connections: usize,
+        /// Seconds a client has to send a request's headers (and to start
+        /// the next request on an idle kept-alive connection).
+        #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+        header_timeout: f64,
+        /// Seconds a client has to send a request's body.
+        #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+        body_timeout: f64,
+        /// Largest request body, in bytes.
+        #[arg(long, default_value_t = 1_048_576, value_name = "BYTES")]
+        max_body: usize,
     },
 }
 

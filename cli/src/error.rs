@@ -77,6 +77,9 @@ impl From<StoreError> for CliError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::RunNotFound { run } => CliError::not_found(run),
+            StoreError::CheckpointNotFound { .. } => {
+                CliError::NotFound { message: error.to_string() }
+            }
             StoreError::Fenced { .. } => CliError::Conflict {
                 message: format!("{error}; another process took the run over"),
             },

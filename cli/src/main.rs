@@ -79,8 +79,48 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             Ok(code::OK)
         }
         Command::Runs(command) => runs_command(&runs, command).await,
-        Command::Serve { addr, token } => {
-            server::serve(runs, addr, token).await?;
+        Command::Serve {
+            addr,
+            token_file,
+            token,
+            insecure_no_auth,
+            allow_origin,
+            blueprints,
+            allow_inline_commands,
+            max_connections,
+            header_timeout,
+            body_timeout,
+            max_body,
+        } => {
+            if token.is_some() {
+                return Err(CliError::invalid(
+                    "--token is not taken: a token on the command line shows in `ps`; set TOLLGATE_TOKEN or use --token-file PATH",
+                ));
+            }
+            let seconds = |name: &str, value: f64| {
+                Duration::try_from_secs_f64(value)
+                    .ok()
+                    .filter(|duration| !duration.is_zero())
+                    .ok_or_else(|| {
+                        CliError::invalid(format!("--{name} takes seconds, more than 0"))
+                    })
+            };
+            let options = server::ServeOptions {
+                addr,
+                token: server_token(token_file.as_deref())?,
+                insecure_no_auth,
+                allow_origins: allow_origin,
+                blueprints,
+                allow_inline_commands,
+                limits: server::Limits {
+                    max_connections,
+                    header_timeout: seconds("header-timeout", header_timeout)?,
+                    body_timeout: seconds("body-timeout", body_timeout)?,
+                    max_body,
+                    max_uri: 8_192,
+                },
+            };
+            server::serve(runs, options, shutdown_signal()).await?;
             Ok(code::OK)
         }
     }
@@ -306,14 +346,10 @@ fn json_arg(flag: &str, text: &str) -> Result<Value, CliError> {
 /// The user's message from `--input`: text, a JSON string, or a JSON object
 /// (its `message` field, else the object itself as JSON text).
 fn user_message(input: &str) -> Result<String, CliError> {
-    match serde_json::from_str::<Value>(input) {
-        Ok(Value::String(text)) => Ok(text),
-        Ok(Value::Object(object)) => Ok(match object.get("message").and_then(Value::as_str) {
-            Some(text) => text.to_owned(),
-            None => Value::Object(object).to_string(),
-        }),
-        _ => Ok(input.to_owned()),
-    }
+    Ok(match serde_json::from_str::<Value>(input) {
+        Ok(value @ (Value::String(_) | Value::Object(_))) => service::user_message(&value),
+        _ => input.to_owned(),
+    })
 }
 
 /// `30d`, `12h`, `15m`, `90s` as milliseconds.
@@ -334,4 +370,27 @@ fn parse_age(text: &str) -> Result<i64, CliError> {
     };
     let count: i64 = text[..text.len() - 1].parse().map_err(|_| invalid())?;
     count.checked_mul(seconds * 1_000).filter(|ms| *ms >= 0).ok_or_else(invalid)
+}
+
+/// The server's token: `--token-file`'s first line, else `TOLLGATE_TOKEN`
+/// (read here rather than by the argument parser, so that `--help` never
+/// shows it). Blank means none.
+fn server_token(file: Option<&std::path::Path>) -> Result<Option<String>, CliError> {
+    let token = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|error| {
+                CliError::invalid(format!("cannot read --token-file {}: {error}", path.display()))
+            })?;
+            let token = text.lines().next().unwrap_or_default().trim().to_owned();
+            if token.is_empty() {
+                return Err(CliError::invalid(format!(
+                    "--token-file {} holds no token on its first line",
+                    path.display()
+                )));
+            }
+            token
+        }
+        None => std::env::var("TOLLGATE_TOKEN").unwrap_or_default().trim().to_owned(),
+    };
+    Ok((!token.is_empty()).then_some(token))
 }

@@ -104,6 +104,28 @@ pub(crate) struct Runs {
     models: ModelRegistry,
     /// Notified when a run is queued or changes status (Postgres only).
     wake: Option<Arc<Notify>>,
+    /// The Postgres store, when the database is one (runs are shared with
+    /// workers; streams register what they watch).
+    postgres: Option<Arc<PostgresStore>>,
+    /// Started on first use: woken by commits of any process.
+    changes: Arc<std::sync::OnceLock<Option<Arc<Notify>>>>,
+    /// The SQLite file, when the database is one.
+    sqlite: Option<std::path::PathBuf>,
+}
+
+/// How often the SQLite change watcher looks at `PRAGMA data_version`.
+const SQLITE_CHANGE_CHECK: Duration = Duration::from_millis(5);
+
+/// How long a stream's registration of its run lasts (Postgres); renewed
+/// at a third of it.
+pub(crate) const WATCH_LEASE: Duration = Duration::from_secs(60);
+
+/// What a run started over the API is started with, besides its blueprint
+/// and input.
+#[derive(Debug, Default)]
+pub(crate) struct Launch {
+    pub(crate) thread: Option<String>,
+    pub(crate) max_steps: Option<u64>,
 }
 
 impl Runs {
@@ -112,20 +134,134 @@ impl Runs {
     pub(crate) async fn open(db: &Path) -> Result<Self, CliError> {
         let text = db.to_string_lossy();
         let opened = if PostgresStore::is_url(&text) {
-            PostgresStore::connect(&text)
-                .await
-                .map(|store| (Some(store.run_notifications()), Executor::new(store)))
+            PostgresStore::connect(&text).await.map(|store| {
+                let store = Arc::new(store);
+                let executor = Executor::with_store(Arc::clone(&store) as Arc<dyn Store>);
+                (Some(store.run_notifications()), Some(store), executor)
+            })
         } else {
-            SqliteStore::open(db).map(|store| (None, Executor::new(store)))
+            SqliteStore::open(db).map(|store| (None, None, Executor::new(store)))
         };
-        let (wake, executor) = opened.map_err(|error| {
+        let (wake, postgres, executor) = opened.map_err(|error| {
             let message = format!("cannot open database {}: {error}", redact(&text));
             match error {
                 StoreError::InvalidSettings { .. } => CliError::Invalid { message },
                 _ => CliError::Failed { message },
             }
         })?;
-        Ok(Self { executor: Arc::new(executor), models: models(), wake })
+        let sqlite = postgres.is_none().then(|| db.to_owned());
+        Ok(Self {
+            executor: Arc::new(executor),
+            models: models(),
+            wake,
+            postgres,
+            changes: Arc::default(),
+            sqlite,
+        })
+    }
+
+    /// Whether runs are shared with worker processes (Postgres): runs
+    /// started over the API are then queued for them.
+    pub(crate) fn shared(&self) -> bool {
+        self.postgres.is_some()
+    }
+
+    /// A signal woken by commits of any process (of watched runs, on
+    /// Postgres), or `None` where there is none and readers poll.
+    pub(crate) fn changes(&self) -> Option<Arc<Notify>> {
+        self.changes
+            .get_or_init(|| match (&self.postgres, &self.sqlite) {
+                (Some(postgres), _) => Some(postgres.event_notifications()),
+                (None, Some(path)) => SqliteStore::open(path)
+                    .and_then(|store| store.changes(SQLITE_CHANGE_CHECK))
+                    .map_err(|error| tracing::warn!(%error, "no change signal; streams poll"))
+                    .ok(),
+                (None, None) => None,
+            })
+            .clone()
+    }
+
+    /// Registers `run` as streamed, so that its commits wake
+    /// [`Runs::changes`] (Postgres; a no-op on SQLite, where every commit
+    /// does).
+    pub(crate) async fn watch(&self, run: RunId) -> Result<(), CliError> {
+        if let Some(postgres) = &self.postgres {
+            postgres.watch(run, WATCH_LEASE).await?;
+        }
+        Ok(())
+    }
+
+    /// Starts a run of `blueprint` on `input` with the id `run`: stored
+    /// `queued` for a worker when runs are shared (Postgres), else driven
+    /// here in a task of its own (its handle returned). Returns once the
+    /// run is stored.
+    pub(crate) async fn launch(
+        &self,
+        blueprint: &Blueprint,
+        input: &str,
+        launch: Launch,
+        run: RunId,
+        events: Option<EventSink>,
+    ) -> Result<Option<RunHandle<AgentState>>, CliError> {
+        let agent = blueprint.compile(&self.models)?;
+        let mut config = blueprint.run_config().run_id(run);
+        if let Some(thread) = launch.thread {
+            config = config.thread(thread);
+        }
+        if let Some(steps) = launch.max_steps {
+            config = config.max_steps(steps);
+        }
+        if self.shared() {
+            self.executor.enqueue(agent.graph(), input_state(input), config).await?;
+            return Ok(None);
+        }
+        let config = with_events(config, events);
+        Ok(Some(self.executor.start(agent.graph(), input_state(input), config).await?))
+    }
+
+    /// The run's state at checkpoint `at` (the last when `None`), for
+    /// blueprint runs: values, next nodes, open interrupts with their
+    /// schemas, finished tasks of the step in flight.
+    pub(crate) async fn state(&self, run: RunId, at: Option<u64>) -> Result<Value, CliError> {
+        self.store().run(run).await?;
+        let Some(rebuilt) = self.rebuild(run).await? else {
+            return Err(CliError::invalid(format!(
+                "run {run} was not started from a blueprint: its state needs its graph (Executor::get_state in the process that has it)"
+            )));
+        };
+        self.state_of(&rebuilt.agent, run, at).await
+    }
+
+    /// [`Runs::state`] with the graph at hand.
+    pub(crate) async fn state_of(
+        &self,
+        agent: &CompiledAgent,
+        run: RunId,
+        at: Option<u64>,
+    ) -> Result<Value, CliError> {
+        let state = self.executor.get_state(agent.graph(), run, at).await?;
+        let interrupts: Vec<Value> = state
+            .interrupts
+            .iter()
+            .map(|i| {
+                json!({"id": i.id, "node": i.node, "kind": i.kind, "payload": i.payload,
+                       "decisions": i.decisions, "schema": i.schema})
+            })
+            .collect();
+        let pending: Vec<Value> = state
+            .pending_writes
+            .iter()
+            .map(|(task, node)| json!({"task": task, "node": node}))
+            .collect();
+        Ok(json!({
+            "id": run.to_string(),
+            "step": state.step,
+            "status": state.status,
+            "values": serde_json::to_value(&state.values).unwrap_or(Value::Null),
+            "next": state.next,
+            "interrupts": interrupts,
+            "pending_writes": pending,
+        }))
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
@@ -248,7 +384,8 @@ impl Runs {
                 Ok(Decided::Recorded)
             }
             Some(rebuilt) => {
-                let config = with_events(RunConfig::new(), events);
+                // The blueprint's settings (its step budget) hold for every leg.
+                let config = with_events(rebuilt.config, events);
                 match self.executor.resume(rebuilt.agent.graph(), run, request, config).await? {
                     Resumed::Continuing(handle) => Ok(Decided::Continuing(handle)),
                     Resumed::Waiting(_) | Resumed::Rejected(_) => Ok(Decided::Settled),
@@ -283,6 +420,17 @@ impl Runs {
         run: RunId,
         events: Option<EventSink>,
     ) -> Result<RunSummary, CliError> {
+        wait(self.continue_leg(run, events).await?).await?;
+        self.summary(run).await
+    }
+
+    /// Takes a blueprint run that was interrupted, failed or lost its owner
+    /// over; its leg runs in a task of its own.
+    pub(crate) async fn continue_leg(
+        &self,
+        run: RunId,
+        events: Option<EventSink>,
+    ) -> Result<RunHandle<AgentState>, CliError> {
         let record = self.store().run(run).await?;
         if record.status.is_terminal() {
             return Err(CliError::invalid(format!(
@@ -296,9 +444,42 @@ impl Runs {
             )));
         };
         let config = with_events(rebuilt.config, events);
-        let handle = self.executor.continue_run(rebuilt.agent.graph(), run, config).await?;
-        wait(handle).await?;
-        self.summary(run).await
+        Ok(self.executor.continue_run(rebuilt.agent.graph(), run, config).await?)
+    }
+
+    /// Waits until no leg of `run` is in flight or queued (a worker of any
+    /// process drives it).
+    pub(crate) async fn settled(&self, run: RunId) -> Result<(), CliError> {
+        let changes = self.changes();
+        let wake = self.wake.clone();
+        let mut watched = std::time::Instant::now();
+        self.watch(run).await?;
+        loop {
+            let notified = changes.as_deref().map(Notify::notified);
+            tokio::pin!(notified);
+            if let Some(notified) = notified.as_mut().as_pin_mut() {
+                notified.enable();
+            }
+            let record = self.store().run(run).await?;
+            if !matches!(record.status, RunStatus::Queued | RunStatus::Running) {
+                return Ok(());
+            }
+            if watched.elapsed() > WATCH_LEASE / 3 {
+                self.watch(run).await?;
+                watched = std::time::Instant::now();
+            }
+            let status_change = async {
+                match &wake {
+                    Some(wake) => wake.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = async { match notified.as_pin_mut() { Some(n) => n.await, None => std::future::pending().await } } => {}
+                () = status_change => {}
+                () = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+        }
     }
 
     /// Cancels a running or queued run, wherever it is driven
@@ -415,6 +596,21 @@ impl Runs {
         limit: usize,
     ) -> Result<Vec<EventRecord>, CliError> {
         Ok(self.store().events(run, after, limit).await?)
+    }
+}
+
+/// The user's message from `--input` or an API body's `input`: a JSON
+/// string is its text; a JSON object gives its `message` field, else the
+/// whole object as JSON text; anything else is taken as it is.
+pub(crate) fn user_message(input: &Value) -> String {
+    match input {
+        Value::String(text) => text.clone(),
+        Value::Object(object) => match object.get("message").and_then(Value::as_str) {
+            Some(text) => text.to_owned(),
+            None => input.to_string(),
+        },
+        Value::Null => String::new(),
+        other => other.to_string(),
     }
 }
 

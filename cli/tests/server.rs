@@ -1,355 +1,529 @@
-//! `tollgate serve` over real sockets: REST, SSE replay / follow /
-//! Last-Event-ID, WebSocket `full_state` then live events, the token.
+//! `tollgate serve` over real sockets: every REST endpoint and its errors,
+//! the token on every endpoint, the JSON error shape everywhere, the doors
+//! (loopback, token sources, CORS, slow clients).
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
 use serde_json::{json, Value};
-
-const TOKEN: &str = "s3cret";
-
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn tollgate(dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
-    command
-        .arg("--db")
-        .arg(dir.join("runs.db"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("TOLLGATE_DB");
-    command.env_remove("TOLLGATE_TOKEN");
-    command
-}
-
-fn serve(dir: &Path) -> Server {
-    let mut child = tollgate(dir, &["serve", "--addr", "127.0.0.1:0", "--token", TOKEN])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let base = line.trim().strip_prefix("listening on ").unwrap().to_owned();
-    Server { child, base }
-}
-
-fn fixture() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let write =
-        |name: &str, body: Value| std::fs::write(dir.path().join(name), body.to_string()).unwrap();
-    let any = json!({"type": "object"});
-    write("approve.json", json!([{"tool_calls": [{"name": "pay", "args": {}}]}, {"text": "paid"}]));
-    write(
-        "pay.json",
-        json!({"name": "pay", "model": "scripted:approve.json",
-               "tools": [{"name": "pay", "description": "", "parameters": any, "fixture": {"ok": true}, "approval": true}]}),
-    );
-    write(
-        "slow_replies.json",
-        json!([{"tool_calls": [{"name": "wait", "args": {}}]}, {"text": "waited"}]),
-    );
-    write(
-        "slow.json",
-        json!({"name": "slow", "model": "scripted:slow_replies.json",
-               "tools": [{"name": "wait", "description": "", "parameters": any,
-                          "command": ["/bin/sh", "-c", "sleep 1; echo working; echo '{}'"]}]}),
-    );
-    dir
-}
-
-/// An HTTP client. reqwest is built without a bundled crypto provider (the
-/// workspace picks ring), so install it first.
-fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
-}
-
-/// Starts the approval blueprint; returns the paused run's id.
-fn paused(dir: &Path) -> String {
-    let output = tollgate(dir, &["run", "pay.json", "--json"]).output().unwrap();
-    assert_eq!(output.status.code(), Some(10));
-    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
-    summary["id"].as_str().unwrap().to_owned()
-}
+use support::{anonymous, client, code, get_json, runtime, settled, Fixture, Served, TOKEN};
 
 #[test]
 fn rest_lists_shows_decides_and_types_its_errors() {
-    let dir = fixture();
-    let id = paused(dir.path());
-    let server = serve(dir.path());
-    let client = client();
-    runtime().block_on(async {
-        let url = |path: &str| format!("{}{path}", server.base);
-        let health: Value = client.get(url("/healthz")).send().await.unwrap().json().await.unwrap();
-        assert_eq!(health, json!({"ok": true}));
+    for fx in [Some(Fixture::new()), Fixture::postgres()].into_iter().flatten() {
+        let id = fx.paused();
+        let server = Served::start(&fx, &[]);
+        let client = client();
+        runtime().block_on(async {
+            let health: Value =
+                anonymous().get(server.url("/healthz")).send().await.unwrap().json().await.unwrap();
+            assert_eq!(health, json!({"ok": true}), "/healthz needs no token");
 
-        let list: Value = client
-            .get(url("/runs?status=awaiting_hitl"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(list["runs"][0]["id"], id.as_str());
-        assert_eq!(list["next_cursor"], Value::Null);
-        let show: Value =
-            client.get(url(&format!("/runs/{id}"))).send().await.unwrap().json().await.unwrap();
-        assert_eq!(show["interrupts"][0]["kind"], "tool_approval");
-        let history: Value = client
-            .get(url(&format!("/runs/{id}/history?limit=1")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(history["checkpoints"].as_array().unwrap().len(), 1);
-        assert!(history["next_before"].is_u64());
+            let list = get_json(&client, &server.url("/runs?status=awaiting_hitl"), 200).await;
+            assert_eq!(list["runs"][0]["id"], id.as_str());
+            assert_eq!(list["next_cursor"], Value::Null);
+            let show = get_json(&client, &server.url(&format!("/runs/{id}")), 200).await;
+            assert_eq!(show["interrupts"][0]["kind"], "tool_approval");
+            let history =
+                get_json(&client, &server.url(&format!("/runs/{id}/history?limit=1")), 200).await;
+            assert_eq!(history["checkpoints"].as_array().unwrap().len(), 1);
+            assert!(history["next_before"].is_u64());
 
-        // Typed errors with the CLI's meaning.
-        let missing = client.get(url("/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV")).send().await.unwrap();
-        assert_eq!(missing.status(), 404);
-        assert_eq!(missing.json::<Value>().await.unwrap()["error"]["kind"], "not_found");
-        assert_eq!(client.get(url("/runs/nope")).send().await.unwrap().status(), 400);
-        assert_eq!(client.get(url("/runs?status=sleepy")).send().await.unwrap().status(), 400);
+            // Typed errors with the CLI's meaning.
+            let missing =
+                get_json(&client, &server.url("/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV"), 404).await;
+            assert_eq!(missing["error"]["kind"], "not_found");
+            get_json(&client, &server.url("/runs/nope"), 400).await;
+            get_json(&client, &server.url("/runs?status=sleepy"), 400).await;
 
-        // Mutations need the token.
-        let resume = url(&format!("/runs/{id}/resume"));
-        let body = json!({"decision": "approve"});
-        assert_eq!(client.post(&resume).json(&body).send().await.unwrap().status(), 401);
-        let wrong = client.post(&resume).bearer_auth("guess").json(&body).send().await.unwrap();
-        assert_eq!(wrong.status(), 401);
-        let bad = client
-            .post(&resume)
-            .bearer_auth(TOKEN)
-            .json(&json!({"decision": "maybe"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(bad.status(), 400);
-        let ok = client.post(&resume).bearer_auth(TOKEN).json(&body).send().await.unwrap();
-        assert_eq!(ok.status(), 200);
-        let again = client.post(&resume).bearer_auth(TOKEN).json(&body).send().await.unwrap();
-        assert_eq!(again.status(), 409, "the second decision conflicts");
-        let reject = url(&format!("/runs/{id}/reject"));
-        assert_eq!(client.post(&reject).bearer_auth(TOKEN).send().await.unwrap().status(), 409);
+            let resume = server.url(&format!("/runs/{id}/resume"));
+            let approve = json!({"decision": "approve"});
+            let bad =
+                client.post(&resume).json(&json!({"decision": "maybe"})).send().await.unwrap();
+            assert_eq!(bad.status(), 400);
+            assert_eq!(client.post(&resume).json(&approve).send().await.unwrap().status(), 200);
+            let again = client.post(&resume).json(&approve).send().await.unwrap();
+            assert_eq!(again.status(), 409, "the second decision conflicts");
+            let reject = server.url(&format!("/runs/{id}/reject"));
+            assert_eq!(client.post(&reject).send().await.unwrap().status(), 409);
 
-        // The blueprint run continues in the server.
-        assert_eq!(settled_status(&client, &url(&format!("/runs/{id}"))).await, "completed");
-    });
-}
-
-async fn sse(client: &reqwest::Client, url: &str, last: Option<u64>) -> Vec<(u64, String, Value)> {
-    let mut request = client.get(url);
-    if let Some(last) = last {
-        request = request.header("Last-Event-ID", last.to_string());
-    }
-    let response = request.send().await.unwrap();
-    assert_eq!(response.headers()["content-type"], "text/event-stream");
-    let mut stream = response.bytes_stream().eventsource();
-    let mut events = Vec::new();
-    while let Some(event) =
-        tokio::time::timeout(Duration::from_secs(20), stream.next()).await.unwrap()
-    {
-        let event = event.unwrap();
-        events.push((
-            event.id.parse().unwrap(),
-            event.event,
-            serde_json::from_str(&event.data).unwrap(),
-        ));
-    }
-    events
-}
-
-/// Starts the slow blueprint (its tool sleeps a second) in the background.
-fn start_slow(dir: &Path) -> Child {
-    tollgate(dir, &["run", "slow.json", "--json"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-/// The id of the first run to appear in the listing.
-/// The run's status once it stops changing to `completed` (polled for 5 s).
-async fn settled_status(client: &reqwest::Client, run_url: &str) -> Value {
-    let mut status = Value::Null;
-    for _ in 0..50 {
-        let show: Value = client.get(run_url).send().await.unwrap().json().await.unwrap();
-        status = show["status"].clone();
-        if status == "completed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    status
-}
-
-async fn first_run(client: &reqwest::Client, server: &Server) -> String {
-    loop {
-        let list: Value =
-            client.get(format!("{}/runs", server.base)).send().await.unwrap().json().await.unwrap();
-        if let Some(id) = list["runs"][0]["id"].as_str() {
-            return id.to_owned();
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+            // The blueprint run continues in the server.
+            let done = settled(&client, &server.url(&format!("/runs/{id}"))).await;
+            assert_eq!(done["status"], "completed");
+        });
     }
 }
 
+/// Every endpoint answers 401 (in the JSON shape) without the token, with a
+/// wrong one, or with another scheme; the right token in any case of
+/// `Bearer` passes.
 #[test]
-fn sse_replays_follows_resumes_from_last_event_id_and_ends_with_the_run() {
-    let dir = fixture();
-    let server = serve(dir.path());
-    let client = client();
-    let mut run = start_slow(dir.path());
-    runtime().block_on(async {
-        // Connect while the run is in flight (its tool sleeps a second).
-        let id = first_run(&client, &server).await;
-        let url = format!("{}/runs/{id}/events", server.base);
-        let live = sse(&client, &url, None).await;
-        let seqs: Vec<u64> = live.iter().map(|(seq, ..)| *seq).collect();
-        assert_eq!(seqs, (1..=live.len() as u64).collect::<Vec<_>>(), "replay then live, gap-free");
-        let (_, kind, last) = live.last().unwrap();
-        assert_eq!(
-            (kind.as_str(), &last["status"]),
-            ("run_ended", &json!("completed")),
-            "ends after the closing event"
-        );
-        assert!(live.iter().any(|(_, kind, e)| kind == "tool_delta" && e["line"] == "working"));
-
-        // Last-Event-ID resumes after that event; a mode filters.
-        let rest = sse(&client, &url, Some(5)).await;
-        assert_eq!(rest.first().unwrap().0, 6);
-        assert_eq!(rest.len(), live.len() - 5);
-        let finals = sse(&client, &format!("{url}?mode=final"), None).await;
-        assert_eq!(
-            finals.iter().map(|(_, kind, _)| kind.as_str()).collect::<Vec<_>>(),
-            ["run_ended"]
-        );
-    });
-    assert!(run.wait().unwrap().success());
-}
-
-#[test]
-fn websocket_sends_full_state_then_live_events_in_the_ui_shape() {
-    let dir = fixture();
-    let server = serve(dir.path());
-    let client = client();
-    let mut run = start_slow(dir.path());
-    runtime().block_on(async {
-        let id = first_run(&client, &server).await;
-        let ws_url = format!("{}/runs/{id}/ws", server.base.replace("http://", "ws://"));
-        let (mut socket, _) = tokio_tungstenite::connect_async(ws_url.as_str()).await.unwrap();
-        let first = socket.next().await.unwrap().unwrap();
-        let full: Value = serde_json::from_str(first.to_text().unwrap()).unwrap();
-        assert_eq!(full["type"], "full_state");
-        let mut seen: Vec<Value> = full["events"].as_array().unwrap().clone();
-        assert_eq!(seen[0]["executionType"], "run");
-        assert_eq!(seen[0]["nodeStatus"], "started");
-        while let Some(message) =
-            tokio::time::timeout(Duration::from_secs(20), socket.next()).await.unwrap()
-        {
-            match message.unwrap() {
-                tokio_tungstenite::tungstenite::Message::Text(text) => {
-                    seen.push(serde_json::from_str(&text).unwrap())
-                }
-                tokio_tungstenite::tungstenite::Message::Close(_) => break,
-                _ => {}
-            }
-        }
-        let _ = socket.close(None).await;
-        let last = seen.last().unwrap();
-        assert_eq!(
-            (&last["executionType"], &last["nodeStatus"], &last["runStatus"]),
-            (&json!("run"), &json!("ended"), &json!("completed"))
-        );
-        assert!(last["result"]["messages"].is_array(), "the closing event carries the result");
-        let tool = seen
-            .iter()
-            .find(|e| e["executionType"] == "tool" && e["nodeStatus"] == "ended")
-            .unwrap();
-        assert_eq!(tool["toolName"], "wait");
-        assert_eq!(tool["nodeId"], "slow.tools:2.0", "tool events sit on their node instance");
-        assert_eq!(tool["agentId"], "slow");
-        for event in &seen {
-            for key in [
-                "nodeId",
-                "currentNode",
-                "nodeStatus",
-                "executionType",
-                "toolName",
-                "plainTextMessage",
-            ] {
-                assert!(event.get(key).is_some(), "`{key}` missing in {event}");
-            }
-        }
-        let seqs: Vec<u64> = seen.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order, no duplicates: {seqs:?}");
-    });
-    assert!(run.wait().unwrap().success());
-}
-
-#[test]
-fn a_postgres_database_is_served_the_same_way() {
-    let Some(fx) = support::Fixture::postgres() else { return };
+fn every_endpoint_needs_the_token() {
+    let fx = Fixture::new();
     let id = fx.paused();
-    let mut child = fx
-        .command(&["serve", "--addr", "127.0.0.1:0", "--token", TOKEN])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let server =
-        Server { child, base: line.trim().strip_prefix("listening on ").unwrap().to_owned() };
+    let server = Served::start(&fx, &[]);
+    let endpoints: Vec<(&str, String)> = vec![
+        ("GET", "/runs".into()),
+        ("POST", "/runs".into()),
+        ("GET", format!("/runs/{id}")),
+        ("DELETE", format!("/runs/{id}")),
+        ("GET", format!("/runs/{id}/state")),
+        ("GET", format!("/runs/{id}/history")),
+        ("POST", format!("/runs/{id}/resume")),
+        ("POST", format!("/runs/{id}/reject")),
+        ("POST", format!("/runs/{id}/cancel")),
+        ("POST", format!("/runs/{id}/continue")),
+        ("GET", format!("/runs/{id}/events")),
+        ("GET", format!("/runs/{id}/ws")),
+        ("GET", "/no/such/path".into()),
+    ];
+    let http = anonymous();
+    runtime().block_on(async {
+        for (method, path) in &endpoints {
+            let send = |authorization: Option<String>| {
+                let mut request =
+                    http.request(method.parse().unwrap(), server.url(path)).body("{}");
+                if let Some(value) = authorization {
+                    request = request.header("authorization", value);
+                }
+                request.send()
+            };
+            for (case, authorization) in [
+                ("no token", None),
+                ("wrong token", Some("Bearer guess".to_owned())),
+                ("wrong scheme", Some(format!("Basic {TOKEN}"))),
+                ("no credentials", Some("Bearer".to_owned())),
+            ] {
+                let response = send(authorization).await.unwrap();
+                assert_eq!(response.status(), 401, "{method} {path}: {case}");
+                let body: Value = response.json().await.unwrap();
+                assert_eq!(body["error"]["kind"], "unauthorized", "{method} {path}: {case}");
+            }
+            let right = send(Some(format!("bEaReR {TOKEN}"))).await.unwrap();
+            assert_ne!(right.status(), 401, "{method} {path}: the token in a mixed-case scheme");
+        }
+    });
+}
+
+/// Unknown paths, wrong methods, bodies and targets too large, and query
+/// strings that do not parse all answer in the JSON error shape.
+#[test]
+fn every_error_is_json() {
+    let fx = Fixture::new();
+    let id = fx.paused();
+    let server = Served::start(&fx, &["--max-body", "1024"]);
     let client = client();
     runtime().block_on(async {
-        let url = |path: &str| format!("{}{path}", server.base);
-        let list: Value = client
-            .get(url("/runs?status=awaiting_hitl"))
+        let long = format!("/runs?graph={}", "g".repeat(9_000));
+        let cases: Vec<(reqwest::RequestBuilder, u16, &str)> = vec![
+            (client.get(server.url("/nowhere")), 404, "not_found"),
+            (client.put(server.url("/runs")), 405, "method_not_allowed"),
+            (client.patch(server.url(&format!("/runs/{id}"))), 405, "method_not_allowed"),
+            (client.get(server.url("/runs?limit=many")), 400, "invalid"),
+            (client.get(server.url("/runs?color=red")), 400, "invalid"),
+            (client.get(server.url(&format!("/runs/{id}/state?step=x"))), 400, "invalid"),
+            (client.get(server.url(&long)), 414, "uri_too_long"),
+            (
+                client
+                    .post(server.url("/runs"))
+                    .body(format!("{{\"blueprint\": \"{}\"}}", "x".repeat(2_000))),
+                413,
+                "too_large",
+            ),
+            (client.post(server.url("/runs")).body("{not json"), 400, "invalid"),
+            (client.get(server.url(&format!("/runs/{id}/ws"))), 400, "invalid"),
+        ];
+        for (request, status, kind) in cases {
+            let response = request.send().await.unwrap();
+            let what = format!("{} {}", response.status(), response.url().path());
+            assert_eq!(response.status().as_u16(), status, "{what}");
+            let content = response.headers()["content-type"].to_str().unwrap().to_owned();
+            assert!(content.starts_with("application/json"), "{what}: {content}");
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["kind"], kind, "{what}: {body}");
+            assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+        }
+    });
+}
+
+#[test]
+fn post_runs_starts_inline_and_named_blueprints() {
+    let fx = Fixture::new();
+    let folder = fx.path("library");
+    std::fs::create_dir_all(folder.join("greeter")).unwrap();
+    std::fs::write(folder.join("hello.json"), r#"[{"text": "Hello!"}]"#).unwrap();
+    let hello = json!({"name": "hello", "model": "scripted:hello.json"});
+    std::fs::write(folder.join("greeter").join("greeter.json"), hello.to_string()).unwrap();
+    std::fs::copy(fx.path("hello.json"), folder.join("greeter").join("hello.json")).unwrap();
+    for file in ["replies.json", "refund.sh"] {
+        std::fs::copy(fx.path(file), folder.join(file)).unwrap();
+    }
+    let library = folder.to_str().unwrap();
+    let server = Served::start(&fx, &["--blueprints", library]);
+    let client = client();
+    runtime().block_on(async {
+        let post = |body: Value, wait: bool| {
+            let query = if wait { "?wait=true" } else { "" };
+            client.post(server.url(&format!("/runs{query}"))).json(&body).send()
+        };
+        // Inline, waited for.
+        let response =
+            post(json!({"blueprint": hello, "input": "Hi", "thread": "t-1"}), true).await.unwrap();
+        assert_eq!(response.status(), 201);
+        let summary: Value = response.json().await.unwrap();
+        assert_eq!(summary["status"], "completed");
+        assert_eq!(summary["result"]["messages"][1]["content"], "Hello!");
+        let threads = get_json(&client, &server.url("/runs?thread=t-1"), 200).await;
+        assert_eq!(threads["runs"][0]["id"], summary["id"]);
+
+        // By name, answered as soon as it is stored, then driven here.
+        let response =
+            post(json!({"blueprint": "greeter", "input": {"message": "Hi"}}), false).await.unwrap();
+        assert_eq!(response.status(), 201);
+        let summary: Value = response.json().await.unwrap();
+        let id = summary["id"].as_str().unwrap();
+        let done = settled(&client, &server.url(&format!("/runs/{id}"))).await;
+        assert_eq!(done["status"], "completed");
+
+        // A step budget of two stops an agent that needs three (model,
+        // tool, model).
+        std::fs::write(
+            folder.join("look.json"),
+            json!([{"tool_calls": [{"name": "look", "args": {}}]}, {"text": "seen"}]).to_string(),
+        )
+        .unwrap();
+        let looker = json!({"name": "looker", "model": "scripted:look.json",
+            "tools": [{"name": "look", "description": "", "parameters": {"type": "object"}, "fixture": {}}]});
+        let response = post(json!({"blueprint": looker, "max_steps": 2}), true).await.unwrap();
+        let summary: Value = response.json().await.unwrap();
+        assert_eq!(
+            (summary["status"].as_str(), summary["error"]["kind"].as_str()),
+            (Some("failed"), Some("step_limit_exceeded"))
+        );
+
+        // Refused: command tools inline, unknown names, names that are paths, bad fields.
+        let commands: Value =
+            serde_json::from_str(&std::fs::read_to_string(fx.path("refunds.json")).unwrap())
+                .unwrap();
+        for (body, status, says) in [
+            (json!({"blueprint": commands}), 400, "--allow-inline-commands"),
+            (json!({"blueprint": "nobody"}), 404, "no blueprint `nobody`"),
+            (json!({"blueprint": "../refunds"}), 400, "not a blueprint name"),
+            (json!({"blueprint": 7}), 400, "blueprint"),
+            (json!({"blueprint": hello, "max_steps": 0}), 400, "max_steps"),
+            (json!({"blueprint": hello, "colour": "red"}), 400, "colour"),
+            (json!({"blueprint": {"name": "x"}}), 400, "model"),
+        ] {
+            let response = post(body.clone(), false).await.unwrap();
+            assert_eq!(response.status().as_u16(), status, "{body}");
+            let error: Value = response.json().await.unwrap();
+            let message = error["error"]["message"].as_str().unwrap();
+            assert!(message.contains(says), "{body}: {message}");
+        }
+    });
+    // With --allow-inline-commands the refunds blueprint runs to its gate.
+    let open = Served::start(
+        &fx,
+        &["--allow-inline-commands", "--blueprints", fx.dir.path().to_str().unwrap()],
+    );
+    runtime().block_on(async {
+        let commands: Value =
+            serde_json::from_str(&std::fs::read_to_string(fx.path("refunds.json")).unwrap())
+                .unwrap();
+        let response = client
+            .post(open.url("/runs?wait=true"))
+            .json(&json!({"blueprint": commands, "input": "Refund order 7"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201);
+        let summary: Value = response.json().await.unwrap();
+        assert_eq!(summary["status"], "awaiting_hitl");
+    });
+}
+
+/// On Postgres, `POST /runs` queues the run; a worker of another process
+/// drives it, and `?wait=true` answers when it ends.
+#[test]
+fn post_runs_on_postgres_queues_for_workers() {
+    let Some(fx) = Fixture::postgres() else { return };
+    let server = Served::start(&fx, &["--blueprints", fx.dir.path().to_str().unwrap()]);
+    let client = client();
+    runtime().block_on(async {
+        let queued: Value = client
+            .post(server.url("/runs"))
+            .json(&json!({"blueprint": "hello_bp"}))
             .send()
             .await
             .unwrap()
             .json()
             .await
             .unwrap();
-        assert_eq!(list["runs"][0]["id"], id.as_str());
-        let resume = url(&format!("/runs/{id}/resume"));
-        let body = json!({"decision": "approve"});
-        let ok = client.post(&resume).bearer_auth(TOKEN).json(&body).send().await.unwrap();
-        assert_eq!(ok.status(), 200);
-        let again = client.post(&resume).bearer_auth(TOKEN).json(&body).send().await.unwrap();
-        assert_eq!(again.status(), 409, "the second decision conflicts");
-        assert_eq!(settled_status(&client, &url(&format!("/runs/{id}"))).await, "completed");
-        // The events the server streams come from the same database.
-        let events = sse(&client, &url(&format!("/runs/{id}/events")), None).await;
-        assert_eq!(events.last().unwrap().1, "run_ended");
-        let seqs: Vec<u64> = events.iter().map(|(seq, _, _)| *seq).collect();
-        assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+        assert_eq!(queued["status"], "queued", "{queued}");
+        let mut worker = support::start_worker(&fx);
+        let waited = client
+            .post(server.url("/runs?wait=true"))
+            .json(&json!({"blueprint": "hello_bp"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(waited.status(), 201);
+        let waited: Value = waited.json().await.unwrap();
+        assert_eq!(waited["status"], "completed", "{waited}");
+        let first =
+            settled(&client, &server.url(&format!("/runs/{}", queued["id"].as_str().unwrap())))
+                .await;
+        assert_eq!(first["status"], "completed");
+        support::signal(&worker, "TERM");
+        assert!(worker.wait().unwrap().success());
+    });
+}
+
+/// Cancel from the API stops a run another process drives; `runs cancel`
+/// does the same from the command line.
+#[test]
+fn cancel_stops_a_run_driven_elsewhere() {
+    for fx in [Some(Fixture::new()), Fixture::postgres()].into_iter().flatten() {
+        support::ticking_blueprint(&fx, "ticker", 30, 0.2);
+        let server = Served::start(&fx, &[]);
+        let client = client();
+        let driver = fx
+            .command(&["run", "ticker.json", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        runtime().block_on(async {
+            let id = loop {
+                let list = get_json(&client, &server.url("/runs"), 200).await;
+                if let Some(id) = list["runs"][0]["id"].as_str() {
+                    break id.to_owned();
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            let cancelled =
+                client.post(server.url(&format!("/runs/{id}/cancel"))).send().await.unwrap();
+            assert_eq!(cancelled.status(), 200);
+            let summary: Value = cancelled.json().await.unwrap();
+            assert_eq!(summary["status"], "interrupted");
+            let again: Value = client
+                .post(server.url(&format!("/runs/{id}/cancel")))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(again["status"], "interrupted", "cancelling twice is harmless");
+        });
+        // The driving process stops at its next write and reports the run.
+        let started = Instant::now();
+        let output = driver.wait_with_output().unwrap();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(output.status.code(), Some(1), "an interrupted run exits 1");
+        let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(summary["status"], "interrupted");
+        support::assert_events_gap_free(&fx, summary["id"].as_str().unwrap());
+
+        // A finished run cannot be cancelled; a queued one ends at once.
+        let done = fx.json(&["run", "hello_bp.json", "--json"], 0);
+        let refused = fx.run(&["runs", "cancel", done["id"].as_str().unwrap()]);
+        assert_eq!(code(&refused), Some(4), "{}", String::from_utf8_lossy(&refused.stderr));
+        let queued = fx.json(&["run", "hello_bp.json", "--queue", "--json"], 0);
+        let cancelled = fx.json(&["runs", "cancel", queued["id"].as_str().unwrap(), "--json"], 0);
+        assert_eq!(cancelled["status"], "interrupted");
+        let paused = fx.paused();
+        let refused = fx.run(&["runs", "cancel", &paused]);
+        assert_eq!(code(&refused), Some(4));
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("runs reject"));
+    }
+}
+
+#[test]
+fn delete_and_prune_remove_runs_but_not_running_ones() {
+    for fx in [Some(Fixture::new()), Fixture::postgres()].into_iter().flatten() {
+        let server = Served::start(&fx, &[]);
+        let client = client();
+        let done = fx.json(&["run", "hello_bp.json", "--json"], 0);
+        let paused = fx.paused();
+        let id = done["id"].as_str().unwrap();
+        runtime().block_on(async {
+            let deleted = client.delete(server.url(&format!("/runs/{id}"))).send().await.unwrap();
+            assert_eq!(deleted.status(), 200);
+            get_json(&client, &server.url(&format!("/runs/{id}")), 404).await;
+            let events =
+                client.get(server.url(&format!("/runs/{id}/events"))).send().await.unwrap();
+            assert_eq!(events.status(), 404);
+            let twice = client.delete(server.url(&format!("/runs/{id}"))).send().await.unwrap();
+            assert_eq!(twice.status(), 404);
+        });
+        // A running run: 409 (cancel it first).
+        support::ticking_blueprint(&fx, "ticker", 30, 0.2);
+        let mut driver = fx
+            .command(&["run", "ticker.json"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        runtime().block_on(async {
+            let running = loop {
+                let list = get_json(&client, &server.url("/runs?status=running"), 200).await;
+                if let Some(id) = list["runs"][0]["id"].as_str() {
+                    break id.to_owned();
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            let refused =
+                client.delete(server.url(&format!("/runs/{running}"))).send().await.unwrap();
+            assert_eq!(refused.status(), 409);
+            let body: Value = refused.json().await.unwrap();
+            assert!(body["error"]["message"].as_str().unwrap().contains("runs cancel"), "{body}");
+            client.post(server.url(&format!("/runs/{running}/cancel"))).send().await.unwrap();
+        });
+        let _ = driver.wait();
+        // Prune: the paused and interrupted runs are older than 0 s; a
+        // status filter keeps the others.
+        let pruned = fx.json(
+            &["runs", "prune", "--older-than", "0s", "--status", "awaiting_hitl", "--json"],
+            0,
+        );
+        assert_eq!(pruned["deleted"], json!([paused]));
+        let rest = fx.json(&["runs", "list", "--json"], 0);
+        assert_eq!(rest["runs"].as_array().unwrap().len(), 1, "the interrupted one is left");
+        let bad = fx.run(&["runs", "prune", "--older-than", "soon"]);
+        assert_eq!(code(&bad), Some(2));
+        let all = fx.json(&["runs", "prune", "--older-than", "0d", "--json"], 0);
+        assert_eq!(all["deleted"].as_array().unwrap().len(), 1);
+        assert_eq!(fx.json(&["runs", "list", "--json"], 0)["runs"], json!([]));
+    }
+}
+
+#[test]
+fn state_shows_values_next_nodes_and_the_interrupt_schema() {
+    let fx = Fixture::new();
+    let id = fx.paused();
+    let server = Served::start(&fx, &[]);
+    let client = client();
+    runtime().block_on(async {
+        let state = get_json(&client, &server.url(&format!("/runs/{id}/state")), 200).await;
+        assert_eq!(state["status"], "awaiting_hitl");
+        assert_eq!(state["next"], json!(["refunds.tools"]));
+        let interrupt = &state["interrupts"][0];
+        assert_eq!(interrupt["kind"], "tool_approval");
+        assert_eq!(
+            interrupt["schema"]["required"],
+            json!(["id"]),
+            "the form's schema: {interrupt}"
+        );
+        let messages = state["values"]["messages"].as_array().unwrap();
+        assert_eq!(messages[0]["content"], "Refund order 7");
+        let start = get_json(&client, &server.url(&format!("/runs/{id}/state?step=0")), 200).await;
+        assert_eq!((start["step"].as_u64(), start["interrupts"].clone()), (Some(0), json!([])));
+        assert_eq!(start["next"], json!(["refunds"]));
+        get_json(&client, &server.url(&format!("/runs/{id}/state?step=99")), 404).await;
+    });
+}
+
+#[test]
+fn serve_guards_its_doors() {
+    let fx = Fixture::new();
+    // Not loopback without a token: refused; with --insecure-no-auth: served.
+    let mut command = fx.command(&["serve", "--addr", "0.0.0.0:0"]);
+    let refused = command.env_remove("TOLLGATE_TOKEN").output().unwrap();
+    assert_eq!(code(&refused), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--insecure-no-auth"));
+    let open = Served::start_with(&fx, &["--addr", "0.0.0.0:0", "--insecure-no-auth"], None);
+    assert!(open.base.starts_with("http://0.0.0.0:"));
+    drop(open);
+    // A token on the command line is refused; from a file it works.
+    let shown = fx.run(&["serve", "--token", "visible"]);
+    assert_eq!(code(&shown), Some(2));
+    assert!(String::from_utf8_lossy(&shown.stderr).contains("TOLLGATE_TOKEN"));
+    std::fs::write(fx.path("token"), format!("{TOKEN}\n")).unwrap();
+    let from_file =
+        Served::start_with(&fx, &["--token-file", fx.path("token").to_str().unwrap()], None);
+    runtime().block_on(async {
+        get_json(&client(), &from_file.url("/runs"), 200).await;
+        get_json(&anonymous(), &from_file.url("/runs"), 401).await;
+    });
+    // --help shows no secret from the environment.
+    let help =
+        fx.command(&["serve", "--help"]).env("TOLLGATE_TOKEN", "sekrit-in-env").output().unwrap();
+    assert!(help.status.success());
+    assert!(!String::from_utf8_lossy(&help.stdout).contains("sekrit-in-env"));
+    // CORS: off by default, on for the origins named.
+    let origin = "http://review.example";
+    let cors = Served::start(&fx, &["--allow-origin", origin]);
+    runtime().block_on(async {
+        let preflight = |server: &Served| {
+            anonymous()
+                .request(reqwest::Method::OPTIONS, server.url("/runs"))
+                .header("origin", origin)
+                .header("access-control-request-method", "GET")
+                .header("access-control-request-headers", "authorization")
+                .send()
+        };
+        let allowed = preflight(&cors).await.unwrap();
+        assert_eq!(allowed.headers()["access-control-allow-origin"], origin);
+        let plain = Served::start(&fx, &[]);
+        let closed = preflight(&plain).await.unwrap();
+        assert!(closed.headers().get("access-control-allow-origin").is_none());
+    });
+}
+
+/// Many clients that send half a request and stall do not stop a normal
+/// client from being served; the server drops them after the header
+/// timeout. Past the connection cap, new clients wait for a free slot
+/// rather than being refused.
+#[test]
+fn slow_clients_do_not_lock_others_out() {
+    let fx = Fixture::new();
+    let server = Served::start(&fx, &["--header-timeout", "1", "--max-connections", "300"]);
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let stalled: Vec<TcpStream> = (0..200)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&address).unwrap();
+            stream.write_all(b"GET /runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer").unwrap();
+            stream
+        })
+        .collect();
+    let client = client();
+    runtime().block_on(async {
+        for _ in 0..20 {
+            let started = Instant::now();
+            get_json(&client, &server.url("/runs"), 200).await;
+            assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
+        }
+    });
+    // After the header timeout the server closed them.
+    std::thread::sleep(Duration::from_millis(1_500));
+    for mut stream in stalled {
+        stream.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buffer = [0_u8; 512];
+        match stream.read(&mut buffer) {
+            // Closed, or an error answer before closing.
+            Ok(n) => {
+                let text = String::from_utf8_lossy(&buffer[..n]).to_string();
+                assert!(n == 0 || text.starts_with("HTTP/1.1 408"), "{text}");
+            }
+            Err(error) => {
+                assert_eq!(error.kind(), std::io::ErrorKind::ConnectionReset, "still open: {error}")
+            }
+        }
+    }
+    // Past the cap: a client waits for a slot, then is served.
+    let small = Served::start(&fx, &["--header-timeout", "1", "--max-connections", "4"]);
+    let address = small.base.trim_start_matches("http://").to_owned();
+    let _idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(&address).unwrap()).collect();
+    runtime().block_on(async {
+        let started = Instant::now();
+        get_json(&client, &small.url("/runs"), 200).await;
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(5), "served once idle clients timed out: {waited:?}");
     });
 }

@@ -226,3 +226,145 @@ pub(crate) fn assert_events_gap_free(fx: &Fixture, run: &str) {
         "run {run}: gap-free, no duplicate"
     );
 }
+
+/// The token the test servers require.
+pub(crate) const TOKEN: &str = "s3cret-token";
+
+/// A `tollgate serve` child on the fixture's database, on a free port.
+pub(crate) struct Served {
+    child: std::process::Child,
+    pub(crate) base: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Served {
+    /// `serve --addr 127.0.0.1:0 EXTRA` with `TOLLGATE_TOKEN` set.
+    pub(crate) fn start(fx: &Fixture, extra: &[&str]) -> Self {
+        Self::start_with(fx, extra, Some(TOKEN))
+    }
+
+    pub(crate) fn start_with(fx: &Fixture, extra: &[&str], token: Option<&str>) -> Self {
+        use std::io::BufRead;
+        let mut command = fx.command(&["serve"]);
+        if !extra.contains(&"--addr") {
+            command.args(["--addr", "127.0.0.1:0"]);
+        }
+        command.args(extra).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        match token {
+            Some(token) => command.env("TOLLGATE_TOKEN", token),
+            None => command.env_remove("TOLLGATE_TOKEN"),
+        };
+        let mut child = command.spawn().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("serve said {line:?}"))
+            .to_owned();
+        Self { child, base }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+/// An HTTP client sending the test token. reqwest is built without a
+/// bundled crypto provider (the workspace picks ring), so install it first.
+pub(crate) fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value = format!("Bearer {TOKEN}");
+    headers.insert(reqwest::header::AUTHORIZATION, value.parse().unwrap());
+    reqwest::Client::builder().default_headers(headers).build().unwrap()
+}
+
+/// An HTTP client without credentials.
+pub(crate) fn anonymous() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+/// GET `url` as JSON, asserting the status.
+pub(crate) async fn get_json(client: &reqwest::Client, url: &str, status: u16) -> Value {
+    let response = client.get(url).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), status, "GET {url}");
+    response.json().await.unwrap()
+}
+
+/// The run's status once it is no longer queued or running (10 s at most).
+pub(crate) async fn settled(client: &reqwest::Client, run_url: &str) -> Value {
+    let mut show = Value::Null;
+    for _ in 0..200 {
+        show = get_json(client, run_url, 200).await;
+        if !matches!(show["status"].as_str(), Some("queued" | "running")) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    show
+}
+
+/// SSE events of `url` until the stream ends: (id, event, data), with
+/// `orphaned` and `error` frames (no id) given id 0.
+pub(crate) async fn sse(
+    client: &reqwest::Client,
+    url: &str,
+    last: Option<u64>,
+) -> Vec<(u64, String, Value)> {
+    use eventsource_stream::Eventsource;
+    use futures_util::StreamExt;
+    let mut request = client.get(url);
+    if let Some(last) = last {
+        request = request.header("Last-Event-ID", last.to_string());
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200, "GET {url}");
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut stream = response.bytes_stream().eventsource();
+    let mut events = Vec::new();
+    while let Some(event) =
+        tokio::time::timeout(std::time::Duration::from_secs(30), stream.next()).await.unwrap()
+    {
+        let event = event.unwrap();
+        events.push((
+            event.id.parse().unwrap_or(0),
+            event.event,
+            serde_json::from_str(&event.data).unwrap(),
+        ));
+    }
+    events
+}
+
+/// A blueprint whose command tool prints `lines` lines `gap` seconds
+/// apart, then a result; written as `NAME.json` in the fixture.
+pub(crate) fn ticking_blueprint(fx: &Fixture, name: &str, lines: u32, gap: f64) {
+    let script = format!(
+        "for i in $(seq 1 {lines}); do echo \"tick $i\"; sleep {gap}; done; echo '{{\"ok\": true}}'"
+    );
+    std::fs::write(
+        fx.path(&format!("{name}_replies.json")),
+        json!([
+            {"tool_calls": [{"name": "tick", "args": {}}]}, {"text": "ticked"}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let blueprint = json!({
+        "name": name, "model": format!("scripted:{name}_replies.json"),
+        "tools": [{"name": "tick", "description": "Ticks", "parameters": {"type": "object"},
+                   "command": ["/bin/sh", "-c", script]}]
+    });
+    std::fs::write(fx.path(&format!("{name}.json")), blueprint.to_string()).unwrap();
+}

@@ -1,0 +1,220 @@
+//! `tollgate serve`: the REST API, SSE and WebSocket event streams over one
+//! database (axum on hyper, with our own accept loop for the connection
+//! limits).
+//!
+//! - [`routes`]: the REST endpoints.
+//! - [`streams`]: live event streams (SSE, WebSocket) and the hub that
+//!   hands events of runs this server drives to their subscribers.
+//! - [`auth`]: the bearer token on every endpoint but `/healthz`.
+//! - [`errors`]: the one JSON error shape, for our errors and the
+//!   framework's (unknown paths, wrong methods, unparsable queries).
+
+mod auth;
+mod errors;
+mod routes;
+mod streams;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{header, HeaderValue, Method};
+use axum::routing::{get, post};
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::error::CliError;
+use crate::service::Runs;
+
+pub(crate) use streams::Hub;
+
+/// How `serve` was configured.
+#[derive(Debug)]
+pub(crate) struct ServeOptions {
+    pub(crate) addr: SocketAddr,
+    /// The bearer token every endpoint but `/healthz` requires.
+    pub(crate) token: Option<String>,
+    /// Serve a non-loopback address without a token.
+    pub(crate) insecure_no_auth: bool,
+    /// Origins allowed by CORS (none: CORS off); `*` allows any.
+    pub(crate) allow_origins: Vec<String>,
+    /// Where `POST /runs` finds blueprints named by name.
+    pub(crate) blueprints: Option<PathBuf>,
+    /// Accept inline blueprints with command tools.
+    pub(crate) allow_inline_commands: bool,
+    pub(crate) limits: Limits,
+}
+
+/// What protects the server from slow, idle or greedy clients.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Connections served at once; more wait to be accepted.
+    pub(crate) max_connections: usize,
+    /// Time to send a request's headers, and to start the next request on
+    /// a kept-alive connection.
+    pub(crate) header_timeout: Duration,
+    /// Time to send a request's body.
+    pub(crate) body_timeout: Duration,
+    /// Largest request body.
+    pub(crate) max_body: usize,
+    /// Longest request target (path and query).
+    pub(crate) max_uri: usize,
+}
+
+/// The state every handler shares.
+#[derive(Clone)]
+pub(crate) struct App {
+    pub(crate) runs: Runs,
+    pub(crate) hub: Hub,
+    pub(crate) settings: Arc<Settings>,
+}
+
+/// The options handlers consult.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) token: Option<String>,
+    pub(crate) blueprints: Option<PathBuf>,
+    pub(crate) allow_inline_commands: bool,
+    pub(crate) limits: Limits,
+}
+
+/// Serves until SIGINT or SIGTERM. Prints `listening on http://ADDR`
+/// first, so a caller that asked for port 0 learns the port.
+pub(crate) async fn serve(
+    runs: Runs,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), CliError> {
+    if !options.addr.ip().is_loopback() && options.token.is_none() && !options.insecure_no_auth {
+        return Err(CliError::invalid(format!(
+            "refusing to serve {} without a token: anyone who can reach it could read and decide runs. Set TOLLGATE_TOKEN or --token-file, or pass --insecure-no-auth",
+            options.addr
+        )));
+    }
+    let cors = cors(&options.allow_origins)?;
+    let listener = TcpListener::bind(options.addr).await.map_err(|error| CliError::Failed {
+        message: format!("cannot listen on {}: {error}", options.addr),
+    })?;
+    let local = listener.local_addr().map_err(|error| CliError::Failed {
+        message: format!("cannot read the bound address: {error}"),
+    })?;
+    if options.token.is_none() && !local.ip().is_loopback() {
+        eprintln!("tollgate: warning: serving {local} without a token (--insecure-no-auth)");
+    }
+    println!("listening on http://{local}");
+    let settings = Settings {
+        token: options.token,
+        blueprints: options.blueprints,
+        allow_inline_commands: options.allow_inline_commands,
+        limits: options.limits,
+    };
+    let app = App { runs, hub: Hub::default(), settings: Arc::new(settings) };
+    let mut router = router(app.clone());
+    if let Some(cors) = cors {
+        router = router.layer(cors);
+    }
+    router = router.layer(axum::middleware::map_response(errors::json_errors));
+    accept(listener, router, options.limits, shutdown).await;
+    Ok(())
+}
+
+fn router(app: App) -> Router {
+    Router::new()
+        .route("/healthz", get(routes::health))
+        .route("/runs", get(routes::list).post(routes::create))
+        .route("/runs/{id}", get(routes::show).delete(routes::delete))
+        .route("/runs/{id}/state", get(routes::state))
+        .route("/runs/{id}/history", get(routes::history))
+        .route("/runs/{id}/resume", post(routes::resume))
+        .route("/runs/{id}/reject", post(routes::reject))
+        .route("/runs/{id}/cancel", post(routes::cancel))
+        .route("/runs/{id}/continue", post(routes::resume_leg))
+        .route("/runs/{id}/events", get(streams::sse))
+        .route("/runs/{id}/ws", get(streams::ws))
+        .fallback(errors::no_route)
+        .layer(axum::middleware::from_fn_with_state(app.clone(), auth::require_token))
+        .layer(axum::middleware::from_fn_with_state(app.clone(), errors::limit_uri))
+        .with_state(app)
+}
+
+/// CORS for the listed origins, or none.
+fn cors(origins: &[String]) -> Result<Option<CorsLayer>, CliError> {
+    if origins.is_empty() {
+        return Ok(None);
+    }
+    let allow = if origins.iter().any(|origin| origin == "*") {
+        AllowOrigin::any()
+    } else {
+        let values = origins
+            .iter()
+            .map(|origin| {
+                HeaderValue::from_str(origin).map_err(|_| {
+                    CliError::invalid(format!("--allow-origin `{origin}` is not a valid origin"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        AllowOrigin::list(values)
+    };
+    Ok(Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                header::HeaderName::from_static("last-event-id"),
+            ]),
+    ))
+}
+
+/// Accepts connections until `shutdown`, at most `max_connections` served
+/// at once (more wait in the listen backlog), each with the header
+/// timeout, which also closes a kept-alive connection idle for as long.
+async fn accept(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            permit = Arc::clone(&permits).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return,
+            },
+            () = &mut shutdown => return,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of file descriptors, say: wait, then go on.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+            if let Err(error) =
+                http.serve_connection(TokioIo::new(stream), service).with_upgrades().await
+            {
+                tracing::debug!(%error, "connection ended");
+            }
+        });
+    }
+}

@@ -1,0 +1,338 @@
+//! The REST endpoints (docs/openapi.yaml).
+
+use std::path::Path as FilePath;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tollgate_checkpoint::{RunFilter, RunId, RunStatus};
+use tollgate_engine::{Decision, RunHandle};
+use tollgate_nodes::{AgentState, Blueprint};
+
+use crate::error::CliError;
+use crate::service::{self, Decided, Launch};
+
+use super::errors::{ApiError, ApiResult};
+use super::App;
+
+pub(crate) async fn health() -> Json<Value> {
+    Json(json!({"ok": true}))
+}
+
+pub(crate) fn run_id(text: &str) -> ApiResult<RunId> {
+    text.parse().map_err(|_| CliError::invalid(format!("`{text}` is not a run id")).into())
+}
+
+/// Reads a JSON body within the size and time limits; an empty body is
+/// the default value unless `required`.
+async fn read_json<T: DeserializeOwned + Default>(
+    app: &App,
+    body: Body,
+    required: bool,
+) -> ApiResult<T> {
+    let limits = app.settings.limits;
+    let read = axum::body::to_bytes(body, limits.max_body);
+    let bytes = match tokio::time::timeout(limits.body_timeout, read).await {
+        Err(_) => {
+            let message = format!(
+                "the request body did not arrive within {} s",
+                limits.body_timeout.as_secs_f64()
+            );
+            return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "timeout", message));
+        }
+        Ok(Err(error)) => {
+            let too_large = std::error::Error::source(&error)
+                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+            return Err(if too_large {
+                let message = format!("the request body is larger than {} bytes", limits.max_body);
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+            } else {
+                CliError::invalid(format!("cannot read the request body: {error}")).into()
+            });
+        }
+        Ok(Ok(bytes)) => bytes,
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) && !required {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|error| CliError::invalid(format!("bad request body: {error}")).into())
+}
+
+fn summary_json(summary: &service::RunSummary) -> Json<Value> {
+    Json(serde_json::to_value(summary).unwrap_or(Value::Null))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    status: Option<String>,
+    graph: Option<String>,
+    thread: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+pub(crate) async fn list(
+    State(app): State<App>,
+    Query(query): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let status = query
+        .status
+        .map(|text| text.parse::<RunStatus>().map_err(|error| CliError::invalid(error.to_string())))
+        .transpose()?;
+    let filter = RunFilter { status, graph: query.graph, thread: query.thread };
+    let (runs, next) = app.runs.list(filter, query.limit.unwrap_or(20), query.cursor).await?;
+    Ok(Json(json!({"runs": runs, "next_cursor": next})))
+}
+
+pub(crate) async fn show(State(app): State<App>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    Ok(summary_json(&app.runs.summary(run_id(&id)?).await?))
+}
+
+pub(crate) async fn delete(
+    State(app): State<App>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let run = run_id(&id)?;
+    app.runs.delete(run).await?;
+    Ok(Json(json!({"id": run.to_string(), "deleted": true})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StateQuery {
+    step: Option<u64>,
+}
+
+pub(crate) async fn state(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    Query(query): Query<StateQuery>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(app.runs.state(run_id(&id)?, query.step).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HistoryQuery {
+    before: Option<u64>,
+    limit: Option<usize>,
+}
+
+pub(crate) async fn history(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    Query(query): Query<HistoryQuery>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(app.runs.history(run_id(&id)?, query.before, query.limit.unwrap_or(20)).await?))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ResumeBody {
+    interrupt: Option<String>,
+    decision: String,
+    value: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RejectBody {
+    interrupt: Option<String>,
+    reason: Option<String>,
+}
+
+pub(crate) async fn resume(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let run = run_id(&id)?;
+    let body: ResumeBody = read_json(&app, body, true).await?;
+    let decision = match (body.decision.as_str(), body.value) {
+        ("approve", None) => Decision::Approve,
+        ("edit", Some(value)) => Decision::Edit { value },
+        ("respond", Some(value)) => Decision::Respond { value },
+        ("approve", Some(_)) => return Err(CliError::invalid("`approve` takes no value").into()),
+        ("edit" | "respond", None) => {
+            return Err(CliError::invalid("`edit` and `respond` need a `value`").into())
+        }
+        (other, _) => {
+            return Err(CliError::invalid(format!(
+                "unknown decision `{other}` (approve, edit, respond; reject has its own endpoint)"
+            ))
+            .into())
+        }
+    };
+    decided(&app, run, body.interrupt, decision).await
+}
+
+pub(crate) async fn reject(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let run = run_id(&id)?;
+    let body: RejectBody = read_json(&app, body, false).await?;
+    decided(&app, run, body.interrupt, Decision::Reject { reason: body.reason }).await
+}
+
+/// Records the decision; a blueprint run continues here in the
+/// background, its events going to live subscribers, and the answer is the
+/// run as it stands (`running`).
+async fn decided(
+    app: &App,
+    run: RunId,
+    interrupt: Option<String>,
+    decision: Decision,
+) -> ApiResult<Json<Value>> {
+    let sink = app.hub.sink(run);
+    if let Decided::Continuing(handle) =
+        app.runs.decide(run, interrupt, decision, Some(sink)).await?
+    {
+        drive(handle);
+    }
+    Ok(summary_json(&app.runs.summary(run).await?))
+}
+
+/// Lets a leg run to its end in the background.
+fn drive(handle: RunHandle<AgentState>) {
+    let run = handle.run_id();
+    tokio::spawn(async move {
+        if let Err(error) = service::wait(handle).await {
+            tracing::warn!(%run, %error, "leg failed");
+        }
+    });
+}
+
+pub(crate) async fn cancel(
+    State(app): State<App>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(summary_json(&app.runs.cancel(run_id(&id)?).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WaitQuery {
+    wait: Option<bool>,
+}
+
+/// `POST /runs/{id}/continue`: continues an interrupted or failed blueprint
+/// run, or one whose owner died, here; answers at once (`running`), or
+/// when the leg ends with `?wait=true`.
+pub(crate) async fn resume_leg(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    Query(query): Query<WaitQuery>,
+) -> ApiResult<Json<Value>> {
+    let run = run_id(&id)?;
+    let handle = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
+    if query.wait.unwrap_or(false) {
+        service::wait(handle).await?;
+    } else {
+        drive(handle);
+    }
+    Ok(summary_json(&app.runs.summary(run).await?))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    blueprint: Value,
+    #[serde(default)]
+    input: Value,
+    thread: Option<String>,
+    max_steps: Option<u64>,
+}
+
+/// `POST /runs`: starts a run of a blueprint (inline, or by name from
+/// `--blueprints`). Answers 201 once the run is stored (driven here on
+/// SQLite, queued for workers on Postgres), or when its leg ends with
+/// `?wait=true`.
+pub(crate) async fn create(
+    State(app): State<App>,
+    Query(query): Query<WaitQuery>,
+    body: Body,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let body: CreateBody = read_json(&app, body, true).await?;
+    let blueprint = blueprint(&app, &body.blueprint)?;
+    if body.max_steps == Some(0) {
+        return Err(CliError::invalid("`max_steps` must be at least 1").into());
+    }
+    if body.thread.as_deref().is_some_and(|thread| thread.trim().is_empty()) {
+        return Err(CliError::invalid("`thread` must not be empty").into());
+    }
+    let input = service::user_message(&body.input);
+    let run = RunId::new();
+    let launch = Launch { thread: body.thread, max_steps: body.max_steps };
+    let handle = app.runs.launch(&blueprint, &input, launch, run, Some(app.hub.sink(run))).await?;
+    match (handle, query.wait.unwrap_or(false)) {
+        (Some(handle), true) => service::wait(handle).await?,
+        (Some(handle), false) => drive(handle),
+        (None, true) => app.runs.settled(run).await?,
+        (None, false) => {}
+    }
+    Ok((StatusCode::CREATED, summary_json(&app.runs.summary(run).await?)))
+}
+
+/// The blueprint a request names: inline JSON (relative paths from the
+/// `--blueprints` folder, else the server's working directory; command
+/// tools only with `--allow-inline-commands`), or the name of one in the
+/// `--blueprints` folder (`NAME.json` or `NAME/NAME.json`).
+fn blueprint(app: &App, given: &Value) -> ApiResult<Blueprint> {
+    let settings = &app.settings;
+    match given {
+        Value::String(name) => {
+            let Some(dir) = &settings.blueprints else {
+                return Err(CliError::invalid(
+                    "this server has no blueprints to run by name (serve --blueprints DIR); send the blueprint's JSON instead",
+                )
+                .into());
+            };
+            let plain = !name.is_empty()
+                && name.len() <= 64
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !plain {
+                return Err(CliError::invalid(format!(
+                    "`{name}` is not a blueprint name (letters, digits, `-`, `_`)"
+                ))
+                .into());
+            }
+            let candidates =
+                [dir.join(format!("{name}.json")), dir.join(name).join(format!("{name}.json"))];
+            let Some(path) = candidates.iter().find(|path| path.is_file()) else {
+                return Err(CliError::NotFound {
+                    message: format!("no blueprint `{name}` in {}", dir.display()),
+                }
+                .into());
+            };
+            Ok(Blueprint::load(path).map_err(CliError::from)?)
+        }
+        Value::Object(_) => {
+            let base = match &settings.blueprints {
+                Some(dir) => dir.clone(),
+                None => std::env::current_dir().unwrap_or_else(|_| FilePath::new(".").to_owned()),
+            };
+            let blueprint = Blueprint::from_value(given.clone(), base).map_err(CliError::from)?;
+            let commands = blueprint.command_tools();
+            if !commands.is_empty() && !settings.allow_inline_commands {
+                return Err(CliError::invalid(format!(
+                    "an inline blueprint may not run programs on this server (command tools: {}); name a blueprint of the server's --blueprints folder, or start the server with --allow-inline-commands",
+                    commands.join(", ")
+                ))
+                .into());
+            }
+            Ok(blueprint)
+        }
+        _ => Err(CliError::invalid(
+            "`blueprint` is a blueprint's JSON object or the name of one the server has",
+        )
+        .into()),
+    }
+}

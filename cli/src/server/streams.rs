@@ -1,0 +1,571 @@
+//! Live event streams: SSE and the WebSocket.
+//!
+//! Events of legs this server drives reach subscribers straight from
+//! memory as they are emitted ([`Hub`]); everything else comes from the
+//! store, read when its change signal fires (`PRAGMA data_version` on
+//! SQLite, `NOTIFY` of watched runs on Postgres; a slow poll remains as a
+//! fallback). Stored and live events are merged by sequence number, so
+//! each is delivered once and in order.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::Response;
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, Notify};
+use tollgate_checkpoint::{RunId, RunStatus};
+use tollgate_engine::{Clock, Event, EventEnvelope, EventSink, StreamMode, SystemClock};
+use tollgate_nodes::CompiledAgent;
+
+use crate::error::CliError;
+use crate::service::{self, Runs, WATCH_LEASE};
+
+use super::errors::ApiResult;
+use super::routes::run_id;
+use super::App;
+
+/// Fallback between store reads when no change signal came.
+const FALLBACK: Duration = Duration::from_secs(1);
+
+/// Live events buffered per run for subscribers that fall behind; one
+/// that falls further reads the store instead.
+const LIVE_BUFFER: usize = 4_096;
+
+/// Events of the legs this server drives, per run, as they are emitted,
+/// with the recent ones kept for subscribers that arrive mid-step.
+#[derive(Clone, Default)]
+pub(crate) struct Hub {
+    runs: Arc<Mutex<HashMap<RunId, Live>>>,
+}
+
+/// One run's live events.
+struct Live {
+    sender: broadcast::Sender<Arc<EventEnvelope>>,
+    /// The latest events of the legs in flight, oldest first (at most
+    /// [`LIVE_BUFFER`]).
+    recent: VecDeque<Arc<EventEnvelope>>,
+    /// Legs of the run this server drives now.
+    legs: usize,
+}
+
+impl Live {
+    fn new() -> Self {
+        Self { sender: broadcast::channel(LIVE_BUFFER).0, recent: VecDeque::new(), legs: 0 }
+    }
+
+    /// Neither driven here nor followed: nothing to keep.
+    fn idle(&self) -> bool {
+        self.legs == 0 && self.sender.receiver_count() == 0
+    }
+}
+
+impl Hub {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Live>> {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A sink for a leg of `run` this server drives: its events go to the
+    /// run's live subscribers until the leg ends.
+    pub(crate) fn sink(&self, run: RunId) -> EventSink {
+        let (sink, mut events) = EventSink::channel();
+        self.lock().entry(run).or_insert_with(Live::new).legs += 1;
+        let hub = self.clone();
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                let event = Arc::new(event);
+                let mut runs = hub.lock();
+                let live = runs.entry(run).or_insert_with(Live::new);
+                if live.recent.len() == LIVE_BUFFER {
+                    live.recent.pop_front();
+                }
+                live.recent.push_back(Arc::clone(&event));
+                // No subscriber is fine: the store has every event.
+                let _ = live.sender.send(event);
+            }
+            // The leg is over: what it emitted is stored.
+            let mut runs = hub.lock();
+            if let Some(live) = runs.get_mut(&run) {
+                live.legs = live.legs.saturating_sub(1);
+                if live.legs == 0 {
+                    live.recent.clear();
+                }
+                if live.idle() {
+                    runs.remove(&run);
+                }
+            }
+        });
+        sink
+    }
+
+    /// The run's recent live events and a receiver for the next ones, taken
+    /// together so that none falls between.
+    fn subscribe(
+        &self,
+        run: RunId,
+    ) -> (Vec<Arc<EventEnvelope>>, broadcast::Receiver<Arc<EventEnvelope>>) {
+        let mut runs = self.lock();
+        // Runs whose followers all left.
+        runs.retain(|_, live| !live.idle());
+        let live = runs.entry(run).or_insert_with(Live::new);
+        (live.recent.iter().cloned().collect(), live.sender.subscribe())
+    }
+}
+
+/// When a follow ends.
+#[derive(Debug, Clone, Copy)]
+enum Until {
+    /// When no leg of the run is in flight or queued (SSE: a paused run
+    /// ends the stream; follow again after the decision).
+    LegEnds,
+    /// When the run is completed, failed, rejected or interrupted (the
+    /// WebSocket stays open across pauses and decisions).
+    Final,
+}
+
+impl Until {
+    fn reached(self, status: RunStatus) -> bool {
+        match self {
+            Until::LegEnds => !matches!(status, RunStatus::Running | RunStatus::Queued),
+            Until::Final => matches!(
+                status,
+                RunStatus::Completed
+                    | RunStatus::Failed
+                    | RunStatus::Rejected
+                    | RunStatus::Interrupted
+            ),
+        }
+    }
+}
+
+/// What a follow delivers.
+enum Item {
+    /// An event: its number, its JSON line and the envelope.
+    Event { seq: u64, json: String, envelope: Arc<EventEnvelope> },
+    /// The run is `running` under an owner that is gone: nobody drives it.
+    Orphaned { owner: String },
+}
+
+/// One subscriber's view of a run's log: stored events after `after`,
+/// then new ones as they come.
+struct Follow {
+    runs: Runs,
+    run: RunId,
+    after: u64,
+    until: Until,
+    live: Option<broadcast::Receiver<Arc<EventEnvelope>>>,
+    /// Live events past the next one to deliver, by number, until the
+    /// ones before them arrive (live or from the store).
+    ahead: std::collections::BTreeMap<u64, Arc<EventEnvelope>>,
+    changes: Option<Arc<Notify>>,
+    pending: VecDeque<Item>,
+    look: bool,
+    orphan_told: bool,
+    watched: Option<Instant>,
+}
+
+impl Follow {
+    async fn new(app: &App, run: RunId, after: u64, until: Until) -> Result<Self, CliError> {
+        // Subscribe before reading the store, so nothing falls between.
+        let (recent, live) = app.hub.subscribe(run);
+        app.runs.watch(run).await?;
+        Ok(Self {
+            runs: app.runs.clone(),
+            run,
+            after,
+            until,
+            live: Some(live),
+            ahead: recent.into_iter().map(|event| (event.seq, event)).collect(),
+            changes: app.runs.changes(),
+            pending: VecDeque::new(),
+            look: true,
+            orphan_told: false,
+            watched: Some(Instant::now()),
+        })
+    }
+
+    /// The next item, or `None` once the run got where the follow ends.
+    async fn next(&mut self) -> Result<Option<Item>, CliError> {
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                if let Item::Event { seq, .. } = &item {
+                    self.after = *seq;
+                }
+                return Ok(Some(item));
+            }
+            // Live events that continue what was delivered.
+            self.ahead.retain(|seq, _| *seq > self.after);
+            if let Some(envelope) = self.ahead.remove(&(self.after + 1)) {
+                let json = serde_json::to_string(&*envelope).unwrap_or_default();
+                self.pending.push_back(Item::Event { seq: envelope.seq, json, envelope });
+                continue;
+            }
+            let changes = self.changes.clone();
+            let notified = changes.as_deref().map(Notify::notified);
+            tokio::pin!(notified);
+            if let Some(notified) = notified.as_mut().as_pin_mut() {
+                // Armed before the store is read: a commit in between wakes it.
+                notified.enable();
+            }
+            if self.look {
+                self.look = false;
+                if self.read_store().await? {
+                    continue;
+                }
+                let record = self.runs.store().run(self.run).await?;
+                if self.until.reached(record.status) && record.last_seq <= self.after {
+                    return Ok(None);
+                }
+                let orphaned =
+                    record.status == RunStatus::Running && record.is_orphaned(SystemClock.now_ms());
+                if orphaned && !self.orphan_told {
+                    let owner = record.owner.map_or_else(String::new, |owner| owner.to_string());
+                    self.pending.push_back(Item::Orphaned { owner });
+                }
+                self.orphan_told = orphaned;
+                if self.watched.is_some_and(|at| at.elapsed() > WATCH_LEASE / 3) {
+                    self.runs.watch(self.run).await?;
+                    self.watched = Some(Instant::now());
+                }
+                continue;
+            }
+            let live = async {
+                match self.live.as_mut() {
+                    Some(live) => live.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                received = live => match received {
+                    // Delivered already from the store.
+                    Ok(envelope) if envelope.seq <= self.after => {}
+                    // Next, or ahead: kept until what comes before it is in.
+                    Ok(envelope) => {
+                        if self.ahead.len() < LIVE_BUFFER {
+                            self.ahead.insert(envelope.seq, envelope);
+                        }
+                    }
+                    // Fell behind: the store fills the gap once the step commits.
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.look = true,
+                    Err(broadcast::error::RecvError::Closed) => {
+                        self.live = None;
+                        self.look = true;
+                    }
+                },
+                () = async {
+                    match notified.as_pin_mut() {
+                        Some(notified) => notified.await,
+                        None => std::future::pending().await,
+                    }
+                } => self.look = true,
+                () = tokio::time::sleep(if self.changes.is_some() { FALLBACK } else { Duration::from_millis(100) }) => {
+                    self.look = true;
+                }
+            }
+        }
+    }
+
+    /// Queues stored events after `after`; whether there were any.
+    async fn read_store(&mut self) -> Result<bool, CliError> {
+        let batch = self.runs.events(self.run, self.after, 500).await?;
+        let found = !batch.is_empty();
+        for record in batch {
+            let envelope = Arc::new(service::parse(&record)?);
+            self.pending.push_back(Item::Event { seq: record.seq, json: record.json, envelope });
+        }
+        // More may follow a full batch.
+        self.look = found;
+        Ok(found)
+    }
+}
+
+fn orphan_notice(run: RunId, owner: &str) -> Value {
+    json!({
+        "run": run.to_string(),
+        "owner": owner,
+        "message": format!("run {run} is running under an owner that is gone ({owner}); nobody drives it until a worker or `tollgate runs continue {run}` takes it over"),
+        "continue": format!("tollgate runs continue {run}"),
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventsQuery {
+    mode: Option<String>,
+}
+
+/// What an SSE stream carries: events of a stream mode, or the state
+/// after each step (`values`).
+#[derive(Clone, Copy)]
+enum Carry {
+    Events(StreamMode),
+    Values,
+}
+
+/// `GET /runs/{id}/events`: Server-Sent Events, replayed from
+/// `Last-Event-ID` (0 by default) and then live until no leg of the run is
+/// in flight; keep-alive comments every 15 s.
+pub(crate) async fn sse(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    Query(query): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
+    let run = run_id(&id)?;
+    app.runs.summary(run).await?;
+    let carry = match query.mode.as_deref() {
+        Some("values") => Carry::Values,
+        Some(text) => Carry::Events(text.parse::<StreamMode>().map_err(CliError::invalid)?),
+        None => Carry::Events(StreamMode::Events),
+    };
+    let agent = match carry {
+        Carry::Values => match app.runs.rebuild(run).await? {
+            Some(rebuilt) => Some(Arc::new(rebuilt.agent)),
+            None => {
+                return Err(CliError::invalid(format!(
+                    "run {run} was not started from a blueprint: mode `values` needs its graph"
+                ))
+                .into())
+            }
+        },
+        Carry::Events(_) => None,
+    };
+    let after = match headers.get("last-event-id").and_then(|value| value.to_str().ok()) {
+        Some(text) => text.trim().parse().map_err(|_| {
+            CliError::invalid(format!("Last-Event-ID `{text}` is not a sequence number"))
+        })?,
+        None => 0,
+    };
+    let follow = Follow::new(&app, run, after, Until::LegEnds).await?;
+    let stream = futures_util::stream::unfold(Some(follow), move |follow| {
+        let agent = agent.clone();
+        async move {
+            let mut follow = follow?;
+            loop {
+                match follow.next().await {
+                    Ok(Some(Item::Event { seq, json, envelope })) => {
+                        if let Some(event) =
+                            sse_event(&follow, carry, agent.as_deref(), seq, json, &envelope).await
+                        {
+                            return Some((Ok(event), Some(follow)));
+                        }
+                    }
+                    Ok(Some(Item::Orphaned { owner })) => {
+                        let data = orphan_notice(follow.run, &owner).to_string();
+                        return Some((
+                            Ok(SseEvent::default().event("orphaned").data(data)),
+                            Some(follow),
+                        ));
+                    }
+                    Ok(None) => return None,
+                    Err(error) => {
+                        let data = json!({"error": error.to_string()}).to_string();
+                        // One error frame, then the stream ends.
+                        return Some((Ok(SseEvent::default().event("error").data(data)), None));
+                    }
+                }
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// The SSE frame for one event, or `None` when the stream does not carry
+/// it.
+async fn sse_event(
+    follow: &Follow,
+    carry: Carry,
+    agent: Option<&CompiledAgent>,
+    seq: u64,
+    json: String,
+    envelope: &EventEnvelope,
+) -> Option<SseEvent> {
+    let frame = SseEvent::default().id(seq.to_string());
+    match carry {
+        Carry::Events(mode) => {
+            mode.accepts(&envelope.event).then(|| frame.event(envelope.event.kind()).data(json))
+        }
+        Carry::Values => match (&envelope.event, agent) {
+            (Event::CheckpointSaved { step, .. }, Some(agent)) => {
+                let state = follow.runs.state_of(agent, follow.run, Some(*step)).await;
+                let data = match state {
+                    Ok(state) => json!({"step": step, "values": state["values"]}),
+                    Err(error) => json!({"step": step, "error": error.to_string()}),
+                };
+                Some(frame.event("values").data(data.to_string()))
+            }
+            (Event::RunStarted { .. } | Event::RunEnded { .. }, _) => {
+                Some(frame.event(envelope.event.kind()).data(json))
+            }
+            _ => None,
+        },
+    }
+}
+
+/// `GET /runs/{id}/ws`: `full_state` with the stored events, then each new
+/// event in the UI shape, across pauses, decisions and resumed legs; closes
+/// once the run is completed, failed, rejected or interrupted.
+pub(crate) async fn ws(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    upgrade: WebSocketUpgrade,
+) -> ApiResult<Response> {
+    let run = run_id(&id)?;
+    app.runs.summary(run).await?;
+    Ok(upgrade.on_upgrade(move |socket| stream_ws(app, run, socket)))
+}
+
+async fn stream_ws(app: App, run: RunId, mut socket: WebSocket) {
+    let Ok(mut follow) = Follow::new(&app, run, 0, Until::Final).await else { return };
+    // The stored log first, as one message.
+    let mut events = Vec::new();
+    if follow.read_store().await.is_err() {
+        return;
+    }
+    while let Some(Item::Event { seq, envelope, .. }) = follow.pending.front() {
+        follow.after = *seq;
+        events.extend(ui_event(envelope));
+        follow.pending.pop_front();
+    }
+    follow.look = true;
+    let full = json!({"type": "full_state", "runId": run.to_string(), "events": events});
+    if socket.send(WsMessage::Text(full.to_string().into())).await.is_err() {
+        return;
+    }
+    loop {
+        let message = tokio::select! {
+            next = follow.next() => match next {
+                Ok(Some(Item::Event { envelope, .. })) => match ui_event(&envelope) {
+                    Some(ui) => ui,
+                    None => continue,
+                },
+                Ok(Some(Item::Orphaned { owner })) => {
+                    let mut notice = orphan_notice(run, &owner);
+                    notice["type"] = json!("orphaned");
+                    notice
+                }
+                Ok(None) => break,
+                Err(error) => json!({"type": "error", "error": error.to_string()}),
+            },
+            // The client left (or sent something we do not read).
+            incoming = socket.recv() => match incoming {
+                Some(Ok(WsMessage::Close(_))) | None | Some(Err(_)) => return,
+                Some(Ok(_)) => continue,
+            },
+        };
+        if socket.send(WsMessage::Text(message.to_string().into())).await.is_err() {
+            return;
+        }
+    }
+    let _ = socket.send(WsMessage::Close(None)).await;
+}
+
+/// One event in the UI shape of the WebSocket contract: `nodeId`,
+/// `currentNode`, `nodeStatus` (started|running|ended), `executionType`
+/// (agent|tool|run), `toolName`, `plainTextMessage`. Checkpoints and
+/// middleware hooks are not shown.
+pub(crate) fn ui_event(envelope: &EventEnvelope) -> Option<Value> {
+    let node = envelope.node.clone().unwrap_or_else(|| "run".into());
+    let node_id = envelope.node_id.clone().unwrap_or_else(|| "run".into());
+    let (status, kind, tool, text, extra): (&str, &str, Option<&str>, String, Value) =
+        match &envelope.event {
+            Event::RunStarted { graph, from_step, .. } => {
+                ("started", "run", None, format!("{graph} from step {from_step}"), json!({}))
+            }
+            Event::RunEnded { status, result, error, interrupts, .. } => (
+                "ended",
+                "run",
+                None,
+                match error {
+                    Some(error) => format!("{status}: {}", error.message),
+                    None => status.to_string(),
+                },
+                json!({"runStatus": status, "result": result, "error": error, "interrupts": interrupts}),
+            ),
+            Event::NodeStarted { .. } => ("started", "agent", None, String::new(), json!({})),
+            Event::NodeCompleted { .. } => ("ended", "agent", None, String::new(), json!({})),
+            Event::NodeFailed { error, .. } => {
+                ("ended", "agent", None, error.clone(), json!({"error": error}))
+            }
+            Event::RetryScheduled { error, delay_ms, .. } => {
+                ("running", "agent", None, format!("retrying in {delay_ms} ms: {error}"), json!({}))
+            }
+            Event::InterruptRaised { interrupt, .. } => (
+                "running",
+                "agent",
+                None,
+                format!("waiting for a decision: {}", interrupt.kind),
+                json!({"interrupt": interrupt}),
+            ),
+            Event::RunResumed { .. } => ("running", "run", None, "resumed".into(), json!({})),
+            Event::ModelStarted { agent, model, call_id, attempt } => (
+                "running",
+                "agent",
+                None,
+                format!("calling {model}"),
+                json!({"agentId": agent, "callId": call_id, "attempt": attempt}),
+            ),
+            Event::ModelDelta { agent, text, call_id, attempt } => (
+                "running",
+                "agent",
+                None,
+                text.clone(),
+                json!({"agentId": agent, "callId": call_id, "attempt": attempt}),
+            ),
+            Event::ModelCompleted { agent, message, .. } => (
+                "running",
+                "agent",
+                None,
+                message["content"].as_str().unwrap_or_default().to_owned(),
+                json!({"agentId": agent}),
+            ),
+            Event::ToolStarted { agent, tool, call_id, .. } => (
+                "started",
+                "tool",
+                Some(tool.as_str()),
+                format!("calling {tool}"),
+                json!({"agentId": agent, "callId": call_id}),
+            ),
+            Event::ToolDelta { agent, call_id, line, .. } => (
+                "running",
+                "tool",
+                None,
+                line.clone(),
+                json!({"agentId": agent, "callId": call_id}),
+            ),
+            Event::ToolCompleted { agent, tool, ok, summary, call_id, .. } => (
+                "ended",
+                "tool",
+                Some(tool.as_str()),
+                summary.clone(),
+                json!({"agentId": agent, "callId": call_id, "ok": ok}),
+            ),
+            Event::Custom { name, payload } => {
+                ("running", "agent", None, name.clone(), json!({"payload": payload}))
+            }
+            _ => return None,
+        };
+    let mut ui = json!({
+        "seq": envelope.seq,
+        "ts": envelope.ts,
+        "runId": envelope.run_id.to_string(),
+        "eventType": envelope.event.kind(),
+        "nodeId": node_id,
+        "currentNode": node,
+        "nodeStatus": status,
+        "executionType": kind,
+        "toolName": tool,
+        "plainTextMessage": text,
+    });
+    if let (Some(ui), Some(extra)) = (ui.as_object_mut(), extra.as_object()) {
+        ui.extend(extra.clone());
+    }
+    Some(ui)
+}

@@ -1,0 +1,242 @@
+//! `tollgate serve`'s live streams over real sockets: SSE replay, follow,
+//! `Last-Event-ID` and modes; lines of a tool arriving while it runs; the
+//! WebSocket across a pause, the decision and the resumed leg; a run whose
+//! owner died; Postgres notifications.
+
+#![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
+
+mod support;
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use support::{client, get_json, runtime, settled, sse, Fixture, Served};
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+/// Starts `blueprint` in a `tollgate run` process of its own.
+fn start(fx: &Fixture, blueprint: &str) -> Child {
+    fx.command(&["run", blueprint, "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The id of the newest run, once there is one.
+async fn newest(client: &reqwest::Client, server: &Served) -> String {
+    loop {
+        let list = get_json(client, &server.url("/runs"), 200).await;
+        if let Some(id) = list["runs"][0]["id"].as_str() {
+            return id.to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[test]
+fn sse_replays_follows_resumes_from_last_event_id_and_ends_with_the_run() {
+    for fx in [Some(Fixture::new()), Fixture::postgres()].into_iter().flatten() {
+        support::ticking_blueprint(&fx, "ticker", 3, 0.3);
+        let server = Served::start(&fx, &[]);
+        let client = client();
+        let mut run = start(&fx, "ticker.json");
+        runtime().block_on(async {
+            // Connect while the run is in flight, driven by another process.
+            let id = newest(&client, &server).await;
+            let url = server.url(&format!("/runs/{id}/events"));
+            let live = sse(&client, &url, None).await;
+            let seqs: Vec<u64> = live.iter().map(|(seq, ..)| *seq).collect();
+            assert_eq!(
+                seqs,
+                (1..=live.len() as u64).collect::<Vec<_>>(),
+                "replay then live, gap-free"
+            );
+            let (_, kind, last) = live.last().unwrap();
+            assert_eq!((kind.as_str(), &last["status"]), ("run_ended", &json!("completed")));
+            assert!(live.iter().any(|(_, kind, e)| kind == "tool_delta" && e["line"] == "tick 3"));
+
+            // Last-Event-ID resumes after that event; a mode filters.
+            let rest = sse(&client, &url, Some(5)).await;
+            assert_eq!(rest.first().unwrap().0, 6);
+            assert_eq!(rest.len(), live.len() - 5);
+            let finals = sse(&client, &format!("{url}?mode=final"), None).await;
+            let kinds: Vec<&str> = finals.iter().map(|(_, kind, _)| kind.as_str()).collect();
+            assert_eq!(kinds, ["run_ended"]);
+            // `values`: the state after each step.
+            let values = sse(&client, &format!("{url}?mode=values"), None).await;
+            let states: Vec<&Value> =
+                values.iter().filter(|(_, kind, _)| kind == "values").map(|(_, _, v)| v).collect();
+            assert!(states.len() >= 3, "{values:?}");
+            let last = states.last().unwrap();
+            assert_eq!(
+                last["values"]["messages"].as_array().unwrap().last().unwrap()["content"],
+                "ticked"
+            );
+            assert_eq!(
+                client.get(format!("{url}?mode=colour")).send().await.unwrap().status(),
+                400
+            );
+        });
+        assert!(run.wait().unwrap().success());
+    }
+}
+
+/// A run this server drives: each line its tool prints reaches an SSE
+/// client while the tool runs, a line at a time, not in one lump when the
+/// step commits.
+#[test]
+fn tool_lines_arrive_while_the_tool_runs() {
+    let fx = Fixture::new();
+    support::ticking_blueprint(&fx, "ticker", 3, 0.7);
+    let server = Served::start(&fx, &["--blueprints", fx.dir.path().to_str().unwrap()]);
+    let client = client();
+    runtime().block_on(async {
+        let created: Value = client
+            .post(server.url("/runs"))
+            .json(&json!({"blueprint": "ticker"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = created["id"].as_str().unwrap();
+        let response =
+            client.get(server.url(&format!("/runs/{id}/events?mode=tools"))).send().await.unwrap();
+        let mut stream = response.bytes_stream().eventsource();
+        let mut arrivals = Vec::new();
+        while let Some(event) =
+            tokio::time::timeout(Duration::from_secs(20), stream.next()).await.unwrap()
+        {
+            let event = event.unwrap();
+            let data: Value = serde_json::from_str(&event.data).unwrap();
+            if event.event == "tool_delta"
+                && data["line"].as_str().is_some_and(|l| l.starts_with("tick"))
+            {
+                arrivals.push(Instant::now());
+            }
+        }
+        assert_eq!(arrivals.len(), 3, "three lines");
+        for pair in arrivals.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(gap > Duration::from_millis(400), "the lines arrived together: {gap:?}");
+        }
+    });
+}
+
+/// The WebSocket stays open across a pause: the decision comes from
+/// another client, the resumed leg streams on, and it closes once the run
+/// is completed.
+#[test]
+fn websocket_follows_a_run_through_pause_decision_and_completion() {
+    let fx = Fixture::new();
+    let id = fx.paused();
+    let server = Served::start(&fx, &[]);
+    let client = client();
+    runtime().block_on(async {
+        let ws_url = server.url(&format!("/runs/{id}/ws")).replace("http://", "ws://");
+        let mut request =
+            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
+                ws_url.as_str(),
+            )
+            .unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {}", support::TOKEN).parse().unwrap());
+        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let first = socket.next().await.unwrap().unwrap();
+        let full: Value = serde_json::from_str(first.to_text().unwrap()).unwrap();
+        assert_eq!(full["type"], "full_state");
+        let paused = full["events"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(paused["runStatus"], "awaiting_hitl");
+        // Still open while paused.
+        let quiet = tokio::time::timeout(Duration::from_millis(500), socket.next()).await;
+        assert!(quiet.is_err(), "nothing is sent, nothing closes: {quiet:?}");
+
+        let resume = server.url(&format!("/runs/{id}/resume"));
+        let ok = client.post(&resume).json(&json!({"decision": "approve"})).send().await.unwrap();
+        assert_eq!(ok.status(), 200);
+        let mut seen = Vec::new();
+        let mut closed = false;
+        while let Some(message) =
+            tokio::time::timeout(Duration::from_secs(20), socket.next()).await.unwrap()
+        {
+            match message.unwrap() {
+                WsMessage::Text(text) => seen.push(serde_json::from_str::<Value>(&text).unwrap()),
+                WsMessage::Close(_) => {
+                    closed = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        assert!(closed, "closes after the final status");
+        let last = seen.last().unwrap();
+        assert_eq!(
+            (&last["eventType"], &last["runStatus"]),
+            (&json!("run_ended"), &json!("completed"))
+        );
+        assert!(seen.iter().any(|e| e["eventType"] == "run_resumed"), "the resumed leg: {seen:?}");
+        let seqs: Vec<u64> = seen.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order, no duplicates: {seqs:?}");
+        assert_eq!(seqs[0], paused["seq"].as_u64().unwrap() + 1, "no gap after the pause");
+        for event in &seen {
+            for key in [
+                "nodeId",
+                "currentNode",
+                "nodeStatus",
+                "executionType",
+                "toolName",
+                "plainTextMessage",
+            ] {
+                assert!(event.get(key).is_some(), "`{key}` missing in {event}");
+            }
+        }
+    });
+}
+
+/// A stream on a run whose owner died says so, with the command that
+/// continues it, instead of waiting in silence.
+#[test]
+fn a_stream_on_an_orphaned_run_says_so() {
+    let fx = Fixture::new();
+    support::ticking_blueprint(&fx, "ticker", 20, 0.1);
+    let server = Served::start(&fx, &[]);
+    let client = client();
+    let mut driver = start(&fx, "ticker.json");
+    runtime().block_on(async {
+        let id = newest(&client, &server).await;
+        // The step is in flight; the driving process dies.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        support::signal(&driver, "KILL");
+        let _ = driver.wait();
+        let response = client.get(server.url(&format!("/runs/{id}/events"))).send().await.unwrap();
+        let mut stream = response.bytes_stream().eventsource();
+        let notice = loop {
+            let event = tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            if event.event == "orphaned" {
+                break serde_json::from_str::<Value>(&event.data).unwrap();
+            }
+        };
+        assert_eq!(notice["run"], id.as_str());
+        assert_eq!(notice["continue"], format!("tollgate runs continue {id}"));
+        // Continued over the API, it completes (the ticks run again).
+        let continued =
+            client.post(server.url(&format!("/runs/{id}/continue"))).send().await.unwrap();
+        assert_eq!(continued.status(), 200);
+        let done = tokio::time::timeout(
+            Duration::from_secs(30),
+            settled(&client, &server.url(&format!("/runs/{id}"))),
+        )
+        .await
+        .unwrap();
+        assert_eq!(done["status"], "completed");
+    });
+}
