@@ -516,6 +516,21 @@ fn slow_clients_do_not_lock_others_out() {
             }
         }
     }
+    // A kept-alive connection left idle past the header timeout is closed.
+    let mut idle = TcpStream::connect(&address).unwrap();
+    let request =
+        format!("GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\r\n");
+    idle.write_all(request.as_bytes()).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buffer = [0_u8; 1024];
+    let n = idle.read(&mut buffer).unwrap();
+    assert!(String::from_utf8_lossy(&buffer[..n]).starts_with("HTTP/1.1 200"));
+    let started = Instant::now();
+    let closed = idle.read(&mut buffer);
+    assert!(matches!(closed, Ok(0)), "{closed:?}");
+    let waited = started.elapsed();
+    assert!(waited > Duration::from_millis(700) && waited < Duration::from_secs(4), "{waited:?}");
+
     // Past the cap: a client waits for a slot, then is served.
     let small = Served::start(&fx, &["--header-timeout", "1", "--max-connections", "4"]);
     let address = small.base.trim_start_matches("http://").to_owned();

@@ -9,6 +9,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_postgres::NoTls;
 use tollgate_checkpoint::conformance::check_store;
@@ -366,5 +367,38 @@ fn a_queued_run_wakes_the_listeners_of_its_database() {
         let (created, _) = paused_run(run);
         other.create_run(NewRun { claim: None, ..created }).await.unwrap();
         within("a run was queued").await;
+    });
+}
+
+/// Commits of a watched run wake `event_notifications` at once; commits of
+/// runs nobody watches do not.
+#[test]
+fn watched_runs_announce_their_commits() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let store = fresh_store(&url).await;
+        let notify = store.event_notifications();
+        // The listener wakes everyone once it listens.
+        let listening = notify.notified();
+        tokio::pin!(listening);
+        listening.as_mut().enable();
+        tokio::time::timeout(Duration::from_secs(10), listening).await.unwrap();
+        let (watched, unwatched) = (RunId::new(), RunId::new());
+        store.watch(watched, Duration::from_secs(60)).await.unwrap();
+        let woken = |run: RunId| {
+            let store = &store;
+            let notify = Arc::clone(&notify);
+            async move {
+                let notified = notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                let (created, pause) = paused_run(run);
+                store.create_run(created).await.unwrap();
+                store.commit(pause).await.unwrap();
+                tokio::time::timeout(Duration::from_millis(1_500), notified).await.is_ok()
+            }
+        };
+        assert!(!woken(unwatched).await, "a run nobody watches makes no noise");
+        assert!(woken(watched).await, "a watched run's commit wakes the streams");
     });
 }
