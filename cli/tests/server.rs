@@ -255,15 +255,9 @@ fn post_runs_on_postgres_queues_for_workers() {
     let server = Served::start(&fx, &["--blueprints", fx.dir.path().to_str().unwrap()]);
     let client = client();
     runtime().block_on(async {
-        let queued: Value = client
-            .post(server.url("/runs"))
-            .json(&json!({"blueprint": "hello_bp"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let queued =
+            support::post_json(&client, &server.url("/runs"), &json!({"blueprint": "hello_bp"}))
+                .await;
         assert_eq!(queued["status"], "queued", "{queued}");
         let mut worker = support::start_worker(&fx);
         let waited = client
@@ -299,13 +293,7 @@ fn cancel_stops_a_run_driven_elsewhere() {
             .spawn()
             .unwrap();
         runtime().block_on(async {
-            let id = loop {
-                let list = get_json(&client, &server.url("/runs"), 200).await;
-                if let Some(id) = list["runs"][0]["id"].as_str() {
-                    break id.to_owned();
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            };
+            let id = support::first_listed(&client, &server, "/runs").await;
             let cancelled =
                 client.post(server.url(&format!("/runs/{id}/cancel"))).send().await.unwrap();
             assert_eq!(cancelled.status(), 200);
@@ -371,13 +359,7 @@ fn delete_and_prune_remove_runs_but_not_running_ones() {
             .spawn()
             .unwrap();
         runtime().block_on(async {
-            let running = loop {
-                let list = get_json(&client, &server.url("/runs?status=running"), 200).await;
-                if let Some(id) = list["runs"][0]["id"].as_str() {
-                    break id.to_owned();
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            };
+            let running = support::first_listed(&client, &server, "/runs?status=running").await;
             let refused =
                 client.delete(server.url(&format!("/runs/{running}"))).send().await.unwrap();
             assert_eq!(refused.status(), 409);
@@ -426,6 +408,19 @@ fn state_shows_values_next_nodes_and_the_interrupt_schema() {
         assert_eq!((start["step"].as_u64(), start["interrupts"].clone()), (Some(0), json!([])));
         assert_eq!(start["next"], json!(["refunds"]));
         get_json(&client, &server.url(&format!("/runs/{id}/state?step=99")), 404).await;
+
+        // A rejected tool call is told to the model, which carries on.
+        let reject = server.url(&format!("/runs/{id}/reject"));
+        let rejected = support::post_json(&client, &reject, &json!({"reason": "too much"})).await;
+        assert_eq!(rejected["status"], "running", "{rejected}");
+        let done = settled(&client, &server.url(&format!("/runs/{id}"))).await;
+        assert_eq!(done["status"], "completed");
+        let after = get_json(&client, &server.url(&format!("/runs/{id}/state")), 200).await;
+        let told =
+            after["values"]["messages"].as_array().unwrap().iter().any(|m| {
+                m["role"] == "tool" && m["content"].as_str().unwrap().contains("too much")
+            });
+        assert!(told, "{after}");
     });
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use support::{client, get_json, runtime, settled, sse, Fixture, Served};
+use support::{client, runtime, settled, sse, Fixture, Served};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 /// Starts `blueprint` in a `tollgate run` process of its own.
@@ -25,17 +25,6 @@ fn start(fx: &Fixture, blueprint: &str) -> Child {
         .unwrap()
 }
 
-/// The id of the newest run, once there is one.
-async fn newest(client: &reqwest::Client, server: &Served) -> String {
-    loop {
-        let list = get_json(client, &server.url("/runs"), 200).await;
-        if let Some(id) = list["runs"][0]["id"].as_str() {
-            return id.to_owned();
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[test]
 fn sse_replays_follows_resumes_from_last_event_id_and_ends_with_the_run() {
     for fx in [Some(Fixture::new()), Fixture::postgres()].into_iter().flatten() {
@@ -45,7 +34,7 @@ fn sse_replays_follows_resumes_from_last_event_id_and_ends_with_the_run() {
         let mut run = start(&fx, "ticker.json");
         runtime().block_on(async {
             // Connect while the run is in flight, driven by another process.
-            let id = newest(&client, &server).await;
+            let id = support::first_listed(&client, &server, "/runs").await;
             let url = server.url(&format!("/runs/{id}/events"));
             let live = sse(&client, &url, None).await;
             let seqs: Vec<u64> = live.iter().map(|(seq, ..)| *seq).collect();
@@ -94,15 +83,9 @@ fn tool_lines_arrive_while_the_tool_runs() {
     let server = Served::start(&fx, &["--blueprints", fx.dir.path().to_str().unwrap()]);
     let client = client();
     runtime().block_on(async {
-        let created: Value = client
-            .post(server.url("/runs"))
-            .json(&json!({"blueprint": "ticker"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let created =
+            support::post_json(&client, &server.url("/runs"), &json!({"blueprint": "ticker"}))
+                .await;
         let id = created["id"].as_str().unwrap();
         let response =
             client.get(server.url(&format!("/runs/{id}/events?mode=tools"))).send().await.unwrap();
@@ -208,7 +191,7 @@ fn a_stream_on_an_orphaned_run_says_so() {
     let client = client();
     let mut driver = start(&fx, "ticker.json");
     runtime().block_on(async {
-        let id = newest(&client, &server).await;
+        let id = support::first_listed(&client, &server, "/runs").await;
         // The step is in flight; the driving process dies.
         tokio::time::sleep(Duration::from_millis(300)).await;
         support::signal(&driver, "KILL");

@@ -368,3 +368,20 @@ pub(crate) fn ticking_blueprint(fx: &Fixture, name: &str, lines: u32, gap: f64) 
     });
     std::fs::write(fx.path(&format!("{name}.json")), blueprint.to_string()).unwrap();
 }
+
+/// The newest run listed at `path` (`/runs`, `/runs?status=running`), once
+/// there is one.
+pub(crate) async fn first_listed(client: &reqwest::Client, server: &Served, path: &str) -> String {
+    loop {
+        let list = get_json(client, &server.url(path), 200).await;
+        if let Some(id) = list["runs"][0]["id"].as_str() {
+            return id.to_owned();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// POST `body` to `url`; the answer as JSON.
+pub(crate) async fn post_json(client: &reqwest::Client, url: &str, body: &Value) -> Value {
+    client.post(url).json(body).send().await.unwrap().json().await.unwrap()
+}
