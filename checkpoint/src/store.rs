@@ -242,6 +242,13 @@ pub enum StoreError {
         /// Some of the tables found, comma-separated.
         tables: String,
     },
+    /// The database's schema version is one no tollgate writes (negative,
+    /// or 0 with tables in it): it is not a tollgate database.
+    #[error("the database's schema version (user_version) is {found}, which no tollgate writes: this is not a tollgate database; use an empty file")]
+    UnknownSchemaVersion {
+        /// The version found.
+        found: i64,
+    },
     /// The database server cannot be reached or refused the connection
     /// (down, unreachable, wrong password). Transient causes may clear.
     #[error("the database is unavailable: {source}")]

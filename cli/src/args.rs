@@ -73,6 +73,10 @@ pub(crate) enum Command {
         /// or --insecure-no-auth).
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: SocketAddr,
+        /// Create the SQLite database when it does not exist (without it,
+        /// a missing file is "not found").
+        #[arg(long)]
+        create: bool,
         /// Read the bearer token from this file (its first line).
         #[arg(long, value_name = "PATH")]
         token_file: Option<PathBuf>,

@@ -43,7 +43,19 @@ fn main() -> ExitCode {
 }
 
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
-    let runs = Runs::open(&cli.db).await?;
+    if let Command::Serve { token: Some(_), .. } = &cli.command {
+        return Err(CliError::invalid(
+            "--token is not taken: a token on the command line shows in `ps`; set TOLLGATE_TOKEN or use --token-file PATH",
+        ));
+    }
+    // Only `run` (and `serve --create`) make a new SQLite database: a
+    // mistyped --db elsewhere is "not found", not a new empty file.
+    let creates = match &cli.command {
+        Command::Run { .. } => true,
+        Command::Serve { create, .. } => *create,
+        _ => false,
+    };
+    let runs = Runs::open(&cli.db, creates).await?;
     match cli.command {
         Command::Run { blueprint, input, model, stream, queue, json } => {
             let mut blueprint = Blueprint::load(&blueprint)?;
@@ -80,9 +92,10 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Runs(command) => runs_command(&runs, command).await,
         Command::Serve {
+            create: _,
             addr,
             token_file,
-            token,
+            token: _,
             insecure_no_auth,
             allow_origin,
             blueprints,
@@ -92,11 +105,6 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             body_timeout,
             max_body,
         } => {
-            if token.is_some() {
-                return Err(CliError::invalid(
-                    "--token is not taken: a token on the command line shows in `ps`; set TOLLGATE_TOKEN or use --token-file PATH",
-                ));
-            }
             let seconds = |name: &str, value: f64| {
                 Duration::try_from_secs_f64(value)
                     .ok()

@@ -131,8 +131,15 @@ pub(crate) struct Launch {
 impl Runs {
     /// Opens the database `db` names: a `postgres://` (or `postgresql://`)
     /// URL selects PostgreSQL, anything else is a SQLite file's path.
-    pub(crate) async fn open(db: &Path) -> Result<Self, CliError> {
+    pub(crate) async fn open(db: &Path, create: bool) -> Result<Self, CliError> {
         let text = db.to_string_lossy();
+        if !create && !PostgresStore::is_url(&text) && !db.exists() {
+            return Err(CliError::NotFound {
+                message: format!(
+                    "no database at {text} (check --db or TOLLGATE_DB; `tollgate run` creates one)"
+                ),
+            });
+        }
         let opened = if PostgresStore::is_url(&text) {
             PostgresStore::connect(&text).await.map(|store| {
                 let store = Arc::new(store);
@@ -145,7 +152,9 @@ impl Runs {
         let (wake, postgres, executor) = opened.map_err(|error| {
             let message = format!("cannot open database {}: {error}", redact(&text));
             match error {
-                StoreError::InvalidSettings { .. } => CliError::Invalid { message },
+                StoreError::InvalidSettings { .. }
+                | StoreError::ForeignDatabase { .. }
+                | StoreError::UnknownSchemaVersion { .. } => CliError::Invalid { message },
                 _ => CliError::Failed { message },
             }
         })?;

@@ -454,3 +454,50 @@ fn four_workers_drain_200_runs_through_random_kills_on_postgres() {
     let effects = std::fs::read_to_string(fx.path("effects.log")).unwrap().lines().count();
     assert!((1_000..=1_000 + kills * 3).contains(&effects), "{effects} tool side effects");
 }
+
+/// A mistyped `--db` is "not found" for every command but `run`, and no
+/// file appears; another application's SQLite file is refused (exit 2) and
+/// left byte for byte as it was.
+#[test]
+fn missing_and_foreign_databases_are_refused_untouched() {
+    let fx = Fixture::new();
+    let missing = fx.path("typo.db");
+    for args in [
+        vec!["runs", "list"],
+        vec!["runs", "show", "01ARZ3NDEKTSV4RRFFQ69G5FAV"],
+        vec!["runs", "events", "01ARZ3NDEKTSV4RRFFQ69G5FAV"],
+        vec!["runs", "prune", "--older-than", "1d"],
+        vec!["worker"],
+        vec!["serve", "--addr", "127.0.0.1:0"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .arg("--db")
+            .arg(&missing)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(code(&output), Some(3), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("no database at"), "{args:?}: {stderr}");
+        assert!(!missing.exists(), "{args:?} created {}", missing.display());
+    }
+
+    let foreign = fx.path("shop.db");
+    let conn = rusqlite::Connection::open(&foreign).unwrap();
+    conn.execute_batch("CREATE TABLE customers (id INTEGER); INSERT INTO customers VALUES (7);")
+        .unwrap();
+    drop(conn);
+    let before = std::fs::read(&foreign).unwrap();
+    for args in [vec!["runs", "list"], vec!["run", "hello_bp.json"]] {
+        let output = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .arg("--db")
+            .arg(&foreign)
+            .args(&args)
+            .current_dir(fx.dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(code(&output), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&output.stderr).contains("customers"), "{args:?}");
+        assert_eq!(std::fs::read(&foreign).unwrap(), before, "{args:?}: the file changed");
+    }
+}

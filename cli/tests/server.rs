@@ -428,7 +428,7 @@ fn state_shows_values_next_nodes_and_the_interrupt_schema() {
 fn serve_guards_its_doors() {
     let fx = Fixture::new();
     // Not loopback without a token: refused; with --insecure-no-auth: served.
-    let mut command = fx.command(&["serve", "--addr", "0.0.0.0:0"]);
+    let mut command = fx.command(&["serve", "--create", "--addr", "0.0.0.0:0"]);
     let refused = command.env_remove("TOLLGATE_TOKEN").output().unwrap();
     assert_eq!(code(&refused), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--insecure-no-auth"));

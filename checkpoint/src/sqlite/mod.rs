@@ -359,6 +359,8 @@ impl SqliteStore {
     }
 
     fn prepare(conn: &mut Connection, options: &SqliteOptions) -> Result<(), StoreError> {
+        // Whose file is it? Decided before anything is written to it.
+        schema::inspect(conn)?;
         // Only takes effect before the file's first write (it is fixed once
         // the database exists, and WAL mode is such a write).
         conn.pragma_update(None, "page_size", options.page_size).map_err(backend)?;

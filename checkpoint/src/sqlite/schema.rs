@@ -2,6 +2,8 @@
 
 use rusqlite::{Connection, TransactionBehavior};
 
+use crate::store::StoreError;
+
 /// Migrations in order: `MIGRATIONS[i]` takes the schema from version `i`
 /// to `i + 1`. Never edit one that has shipped; append a new one.
 const MIGRATIONS: &[&str] = &[
@@ -125,7 +127,55 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN lease_losses INTEGER NOT NULL DEFAULT 0;
 ",
+    // 5: the file says whose it is (files of version 1-4 are recognised by
+    // their tables).
+    "
+    PRAGMA application_id = 1413955924;
+",
 ];
+
+/// `PRAGMA application_id` of tollgate's databases: "TGAT".
+pub(crate) const APPLICATION_ID: i64 = 0x5447_4154;
+
+/// Every table tollgate's migrations create.
+const OUR_TABLES: &[&str] =
+    &["attachments", "events", "interrupts", "pending_writes", "runs", "snapshots", "steps"];
+
+/// Decides, reading only, whether the file may be opened: an empty
+/// database (a new file), or one of ours at a version this build knows.
+/// Anything else is refused before a byte is written: another
+/// application's file (its `application_id`, or tables that are not
+/// ours), a version that is negative or from a newer tollgate.
+pub(crate) fn inspect(conn: &Connection) -> Result<(), StoreError> {
+    let backend = |error| StoreError::Backend { source: Box::new(error) };
+    let application: i64 =
+        conn.query_row("PRAGMA application_id", [], |row| row.get(0)).map_err(backend)?;
+    let version: i64 =
+        conn.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(backend)?;
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .and_then(|mut stmt| stmt.query_map([], |row| row.get(0))?.collect())
+        .map_err(backend)?;
+    if application != 0 && application != APPLICATION_ID {
+        return Err(StoreError::ForeignDatabase {
+            tables: format!("application_id {application:#x}, not tollgate's"),
+        });
+    }
+    let foreign: Vec<&str> =
+        tables.iter().map(String::as_str).filter(|name| !OUR_TABLES.contains(name)).collect();
+    if !foreign.is_empty() {
+        let shown: Vec<&str> = foreign.iter().take(5).copied().collect();
+        return Err(StoreError::ForeignDatabase { tables: shown.join(", ") });
+    }
+    if version < 0 || (version == 0 && !tables.is_empty()) {
+        return Err(StoreError::UnknownSchemaVersion { found: version });
+    }
+    if version > i64::from(SCHEMA_VERSION) {
+        let found = u32::try_from(version).unwrap_or(u32::MAX);
+        return Err(StoreError::SchemaTooNew { found, supported: SCHEMA_VERSION });
+    }
+    Ok(())
+}
 
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -65,16 +65,83 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
     )
     .expect("downgrade");
     drop(conn);
-    let store = SqliteStore::open(&path).expect("migrate 1 -> 4");
+    let store = SqliteStore::open(&path).expect("migrate 1 -> 5");
     assert_eq!(block_on(store.attachment(run)).expect("attachments table exists"), None);
     assert_eq!(block_on(store.run(run)).expect("run").lease_losses, 0, "column added (4)");
     drop(store);
 
     let conn = Connection::open(&path).expect("open raw");
+    let id: i64 = conn.query_row("PRAGMA application_id", [], |row| row.get(0)).expect("id");
+    assert_eq!(id, schema::APPLICATION_ID, "migration 5 marks the file");
     conn.pragma_update(None, "user_version", 99).expect("bump");
     drop(conn);
+    let before = std::fs::read(&path).expect("bytes");
     let error = SqliteStore::open(&path).expect_err("newer schema");
-    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 4 }), "{error:?}");
+    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 5 }), "{error:?}");
+    assert_eq!(std::fs::read(&path).expect("bytes"), before, "left as it was");
+}
+
+/// Files that are not tollgate's are refused before anything is written to
+/// them: not a byte of the file changes, no WAL appears.
+#[test]
+fn files_that_are_not_ours_are_refused_untouched() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cases: [(&str, &str, fn(&StoreError) -> bool); 5] = [
+        (
+            "customers",
+            "CREATE TABLE customers (id INTEGER); INSERT INTO customers VALUES (1);",
+            |e| matches!(e, StoreError::ForeignDatabase { tables } if tables == "customers"),
+        ),
+        (
+            "ours_and_theirs",
+            "CREATE TABLE runs (id TEXT); CREATE TABLE invoices (id TEXT); PRAGMA user_version = 2;",
+            |e| matches!(e, StoreError::ForeignDatabase { tables } if tables == "invoices"),
+        ),
+        (
+            "other_application",
+            "PRAGMA application_id = 42;",
+            |e| matches!(e, StoreError::ForeignDatabase { tables } if tables.contains("0x2a")),
+        ),
+        (
+            "negative_version",
+            "PRAGMA user_version = -5;",
+            |e| matches!(e, StoreError::UnknownSchemaVersion { found: -5 }),
+        ),
+        (
+            "garbage_version",
+            "PRAGMA user_version = 2000000000;",
+            |e| matches!(e, StoreError::SchemaTooNew { found: 2_000_000_000, .. }),
+        ),
+    ];
+    for (name, setup, expected) in cases {
+        let path = dir.path().join(format!("{name}.db"));
+        let conn = Connection::open(&path).expect("create");
+        conn.execute_batch(setup).expect("setup");
+        drop(conn);
+        let before = std::fs::read(&path).expect("bytes");
+        let error = SqliteStore::open(&path).expect_err(name);
+        assert!(expected(&error), "{name}: {error:?}");
+        assert_eq!(std::fs::read(&path).expect("bytes"), before, "{name}: the file changed");
+        let wal = dir.path().join(format!("{name}.db-wal"));
+        assert!(!wal.exists(), "{name}: a WAL appeared");
+    }
+    let message = SqliteStore::open(dir.path().join("negative_version.db")).expect_err("negative");
+    assert!(
+        message.to_string().contains("-5")
+            && message.to_string().contains("not a tollgate database")
+    );
+
+    // A file of a tollgate before the mark (version 4, no application id)
+    // is ours, by its tables: migrated and marked.
+    let legacy = dir.path().join("legacy.db");
+    drop(SqliteStore::open(&legacy).expect("create"));
+    let conn = Connection::open(&legacy).expect("open raw");
+    conn.execute_batch("PRAGMA application_id = 0; PRAGMA user_version = 4;").expect("unmark");
+    drop(conn);
+    drop(SqliteStore::open(&legacy).expect("a legacy file opens"));
+    let conn = Connection::open(&legacy).expect("open raw");
+    let id: i64 = conn.query_row("PRAGMA application_id", [], |row| row.get(0)).expect("id");
+    assert_eq!(id, schema::APPLICATION_ID);
 }
 
 #[test]
@@ -214,7 +281,10 @@ fn version_2_files_are_migrated_status_events_kept() {
         .expect("schema")
     };
     let version: u32 = conn.query_row("PRAGMA user_version", [], |row| row.get(0)).expect("v");
-    assert_eq!((index("events_by_run"), index("runs_by_num"), version), (1, 0, 4));
+    assert_eq!(
+        (index("events_by_run"), index("runs_by_num"), version),
+        (1, 0, schema::SCHEMA_VERSION)
+    );
 
     // Runs created after the migration continue the numbering.
     let store = SqliteStore::open(&path).expect("reopen");

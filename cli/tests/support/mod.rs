@@ -251,7 +251,7 @@ impl Served {
 
     pub(crate) fn start_with(fx: &Fixture, extra: &[&str], token: Option<&str>) -> Self {
         use std::io::BufRead;
-        let mut command = fx.command(&["serve"]);
+        let mut command = fx.command(&["serve", "--create"]);
         if !extra.contains(&"--addr") {
             command.args(["--addr", "127.0.0.1:0"]);
         }
