@@ -86,7 +86,8 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
 #[test]
 fn files_that_are_not_ours_are_refused_untouched() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let cases: [(&str, &str, fn(&StoreError) -> bool); 5] = [
+    type Expected = fn(&StoreError) -> bool;
+    let cases: [(&str, &str, Expected); 5] = [
         (
             "customers",
             "CREATE TABLE customers (id INTEGER); INSERT INTO customers VALUES (1);",
