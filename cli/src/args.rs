@@ -10,7 +10,15 @@ use clap::{ArgGroup, Parser, Subcommand};
 #[command(name = "tollgate", version, about, long_about = None)]
 pub(crate) struct Cli {
     /// The database (default: $TOLLGATE_DB, else ./tollgate.db).
-    #[arg(long, global = true, env = "TOLLGATE_DB", default_value = "tollgate.db")]
+    // The value from the environment may be a URL with a password: never
+    // printed by --help.
+    #[arg(
+        long,
+        global = true,
+        env = "TOLLGATE_DB",
+        hide_env_values = true,
+        default_value = "tollgate.db"
+    )]
     pub(crate) db: PathBuf,
     #[command(subcommand)]
     pub(crate) command: Command,

@@ -447,10 +447,17 @@ fn serve_guards_its_doors() {
         get_json(&anonymous(), &from_file.url("/runs"), 401).await;
     });
     // --help shows no secret from the environment.
-    let help =
-        fx.command(&["serve", "--help"]).env("TOLLGATE_TOKEN", "sekrit-in-env").output().unwrap();
-    assert!(help.status.success());
-    assert!(!String::from_utf8_lossy(&help.stdout).contains("sekrit-in-env"));
+    for args in [&["serve", "--help"][..], &["--help"], &["runs", "list", "--help"]] {
+        let help = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(args)
+            .env("TOLLGATE_TOKEN", "sekrit-in-env")
+            .env("TOLLGATE_DB", "postgres://u:pw-in-env@db.example/runs")
+            .output()
+            .unwrap();
+        assert!(help.status.success());
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert!(!text.contains("sekrit-in-env") && !text.contains("pw-in-env"), "{args:?}: {text}");
+    }
     // CORS: off by default, on for the origins named.
     let origin = "http://review.example";
     let cors = Served::start(&fx, &["--allow-origin", origin]);

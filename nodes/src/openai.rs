@@ -97,14 +97,18 @@ impl OpenAiModel {
             }
         })?;
         let base_url = base_url.into().trim_end_matches('/').to_owned();
+        // A key pasted with a newline or spaces around it is the same key.
+        let api_key = api_key.map(|key| key.trim().to_owned()).filter(|key| !key.is_empty());
         Ok(Self { client, base_url, api_key, name: format!("openai:{model}"), model, timeout })
     }
 
-    /// Removes the key from text that is about to leave the adapter.
+    /// Removes the key from text that is about to leave the adapter: the
+    /// whole key, and any run of its first [`ECHOED_PREFIX`] or more
+    /// characters (a provider echoing it cut short).
     fn scrub(&self, text: &str) -> String {
         match &self.api_key {
-            Some(key) if !key.is_empty() => text.replace(key.as_str(), "[redacted]"),
-            _ => text.to_owned(),
+            Some(key) => redact_key(text, key),
+            None => text.to_owned(),
         }
     }
 
@@ -157,6 +161,37 @@ impl OpenAiModel {
     fn protocol(&self, message: impl Into<String>) -> HarnessError {
         HarnessError::Protocol { provider: PROVIDER.into(), message: self.scrub(&message.into()) }
     }
+}
+
+/// How much of the key's start, echoed by a provider, is scrubbed as if it
+/// were the key.
+const ECHOED_PREFIX: usize = 12;
+
+/// `text` with every occurrence of `key`, or of a prefix of it at least
+/// [`ECHOED_PREFIX`] characters long, replaced by `[redacted]`.
+fn redact_key(text: &str, key: &str) -> String {
+    let start_len = key.char_indices().nth(ECHOED_PREFIX).map_or(key.len(), |(at, _)| at);
+    let start = &key[..start_len];
+    if start.is_empty() {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(found) = rest.find(start) {
+        out.push_str(&rest[..found]);
+        // The match goes on as far as the text keeps following the key.
+        let tail = &rest[found..];
+        let matched = tail
+            .char_indices()
+            .zip(key.chars())
+            .take_while(|((_, a), b)| a == b)
+            .last()
+            .map_or(0, |((at, c), _)| at + c.len_utf8());
+        out.push_str("[redacted]");
+        rest = &tail[matched.max(start.len())..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {
@@ -542,6 +577,25 @@ mod tests {
                       "properties": {"d": {"type": ["boolean", "null"]}}}
             }})
         );
+    }
+
+    #[test]
+    fn keys_are_scrubbed_whole_and_by_echoed_prefixes() {
+        let key = "sk-proj-0123456789abcdefXYZ";
+        let cases = [
+            (format!("bad key {key}!"), "bad key [redacted]!".to_owned()),
+            (format!("key: {}...", &key[..14]), "key: [redacted]...".to_owned()),
+            (key[..11].to_owned(), key[..11].to_owned()),
+            (
+                format!("{key}{key} and {}", &key[..12]),
+                "[redacted][redacted] and [redacted]".to_owned(),
+            ),
+            ("nothing here".to_owned(), "nothing here".to_owned()),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(redact_key(&text, key), expected, "{text}");
+        }
+        assert_eq!(redact_key("short k", "k"), "short [redacted]", "short keys whole");
     }
 
     #[test]

@@ -105,3 +105,48 @@ fn live_endpoint_when_enabled() {
     let streamed = rt.block_on(model.stream(&request, &mut joined)).unwrap();
     assert_eq!(joined, streamed.content);
 }
+
+/// What a provider echoes of the key never survives in an error: the key
+/// cut by the 500-character limit on error bodies, a prefix of it, and a
+/// key configured with whitespace around it.
+#[test]
+fn echoed_keys_are_scrubbed_before_errors_are_cut() {
+    const KEY: &str = "sk-echo-4b1d9e0c7a6f5e3d";
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let server = FakeOpenAi::start().await;
+        // Not JSON with a message: the body itself is reported, cut to 500
+        // characters, and the key sits across the cut.
+        let straddling = format!("{}{KEY}{}", "x".repeat(490), "y".repeat(100));
+        server.push(Reply::Json {
+            status: 500,
+            headers: Vec::new(),
+            body: serde_json::Value::String(straddling),
+        });
+        server.push(Reply::error(401, &format!("Incorrect API key provided: {}…", &KEY[..14])));
+        let model =
+            OpenAiModel::new("gpt-test", server.base_url(), Some(format!("  {KEY}\n"))).unwrap();
+        let request = ModelRequest {
+            agent: "a".into(),
+            system: None,
+            messages: vec![tollgate_nodes::Message::user("u", "hi")],
+            tools: Vec::new(),
+            tool_choice: tollgate_nodes::ToolChoice::Auto,
+            response_format: tollgate_nodes::ResponseFormat::Text,
+            options: tollgate_nodes::ModelOptions::default(),
+            call_index: 0,
+        };
+        for case in ["straddling the cut", "an echoed prefix"] {
+            let error = model.invoke(&request).await.unwrap_err();
+            let text = format!("{error} {error:?}");
+            assert!(!text.contains(&KEY[..12]), "{case}: {text}");
+            assert!(text.contains("[redacted"), "{case}: the key was there: {text}");
+        }
+        let sent = server.requests();
+        assert_eq!(
+            sent[0].authorization.as_deref(),
+            Some(format!("Bearer {KEY}").as_str()),
+            "the key is sent trimmed"
+        );
+    });
+}
