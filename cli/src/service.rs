@@ -15,7 +15,7 @@ use tollgate_checkpoint::{
     SqliteStore, Store, StoreError,
 };
 use tollgate_engine::{
-    drive_leg, format_rfc3339, Decision, DecisionRequest, Event, EventEnvelope, EventSink,
+    drive_leg, format_rfc3339, Decision, DecisionError, DecisionRequest, Event, EventEnvelope, EventSink,
     Executor, Resumed, RunConfig, RunError, RunHandle, Worker, Workload,
 };
 use tollgate_nodes::{AgentState, Blueprint, CompiledAgent, Message, ModelRegistry};
@@ -387,20 +387,47 @@ impl Runs {
             None => DecisionRequest::new(decision),
         };
         self.store().run(run).await?;
-        match self.rebuild(run).await? {
-            None => {
-                self.executor.decide(run, request).await?;
-                Ok(Decided::Recorded)
-            }
+        let decided = match self.rebuild(run).await? {
+            None => self.executor.decide(run, request).await.map(|_| Decided::Recorded).map_err(RunError::from),
             Some(rebuilt) => {
                 // The blueprint's settings (its step budget) hold for every leg.
                 let config = with_events(rebuilt.config, events);
-                match self.executor.resume(rebuilt.agent.graph(), run, request, config).await? {
-                    Resumed::Continuing(handle) => Ok(Decided::Continuing(handle)),
-                    Resumed::Waiting(_) | Resumed::Rejected(_) => Ok(Decided::Settled),
+                self.executor.resume(rebuilt.agent.graph(), run, request, config).await.map(
+                    |resumed| match resumed {
+                        Resumed::Continuing(handle) => Decided::Continuing(handle),
+                        Resumed::Waiting(_) | Resumed::Rejected(_) => Decided::Settled,
+                    },
+                )
+            }
+        };
+        match decided {
+            Ok(decided) => Ok(decided),
+            Err(RunError::Decision(DecisionError::NotPaused { status, .. })) => {
+                Err(self.not_paused(run, status).await)
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Why a decision found nothing to decide, in the run's own terms.
+    async fn not_paused(&self, run: RunId, status: RunStatus) -> CliError {
+        let message = match status {
+            RunStatus::Queued | RunStatus::Running => format!(
+                "run {run} is {status}: someone decided first (`tollgate runs show {run}`)"
+            ),
+            RunStatus::Failed => {
+                let why = self.store().run(run).await.ok().and_then(|record| record.failure);
+                match why {
+                    Some(failure) => format!(
+                        "run {run} failed ({}: {}); there is nothing to decide",
+                        failure.kind, failure.message
+                    ),
+                    None => format!("run {run} failed; there is nothing to decide"),
                 }
             }
-        }
+            status => format!("run {run} is {status}; there is nothing to decide"),
+        };
+        CliError::Conflict { message }
     }
 
     /// A run's checkpoints, newest first, one page.
@@ -442,10 +469,10 @@ impl Runs {
     ) -> Result<RunHandle<AgentState>, CliError> {
         let record = self.store().run(run).await?;
         if record.status.is_terminal() {
-            return Err(CliError::invalid(format!(
-                "run {run} is {}; there is nothing to continue",
-                record.status
-            )));
+            // As `resume` on a finished run: a conflict with its state.
+            return Err(CliError::Conflict {
+                message: format!("run {run} is {}; there is nothing to continue", record.status),
+            });
         }
         let Some(rebuilt) = self.rebuild(run).await? else {
             return Err(CliError::invalid(format!(

@@ -501,3 +501,40 @@ fn missing_and_foreign_databases_are_refused_untouched() {
         assert_eq!(std::fs::read(&foreign).unwrap(), before, "{args:?}: the file changed");
     }
 }
+
+/// A paused run whose checkpoint is damaged: `resume` fails with the
+/// checksum error, and a later `reject` says why the run failed rather than
+/// "someone decided first". `continue` on a finished run conflicts, as
+/// `resume` on one does.
+#[test]
+fn deciding_a_run_that_failed_says_why() {
+    let fx = Fixture::new();
+    let run = fx.paused();
+    let conn = rusqlite::Connection::open(fx.db()).unwrap();
+    let (id, mut updates): (i64, Vec<u8>) = conn
+        .query_row("SELECT id, updates FROM steps ORDER BY id DESC LIMIT 1", [], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .unwrap();
+    let middle = updates.len() / 2;
+    updates[middle] ^= 0xff;
+    conn.execute("UPDATE steps SET updates = ?1 WHERE id = ?2", rusqlite::params![updates, id])
+        .unwrap();
+    drop(conn);
+    let resumed = fx.run(&["runs", "resume", &run, "--approve"]);
+    assert_eq!(code(&resumed), Some(1));
+    assert!(String::from_utf8_lossy(&resumed.stderr).contains("checksum"));
+    let rejected = fx.run(&["runs", "reject", &run, "--reason", "no"]);
+    assert_eq!(code(&rejected), Some(4));
+    let said = String::from_utf8_lossy(&rejected.stderr);
+    assert!(said.contains("failed") && said.contains("checksum"), "{said}");
+    assert!(!said.contains("decided first"), "{said}");
+
+    let done = fx.json(&["run", "hello_bp.json", "--json"], 0);
+    let id = done["id"].as_str().unwrap();
+    for args in [vec!["runs", "continue", id], vec!["runs", "resume", id, "--approve"]] {
+        let output = fx.run(&args);
+        assert_eq!(code(&output), Some(4), "{args:?}");
+        assert!(String::from_utf8_lossy(&output.stderr).contains("completed"), "{args:?}");
+    }
+}
