@@ -69,7 +69,9 @@ impl CliError {
     }
 
     pub(crate) fn not_found(run: RunId) -> Self {
-        CliError::NotFound { message: format!("run {run} not found (check the id and --db)") }
+        CliError::NotFound {
+            message: format!("run {run} not found (check the id, and that this is its database)"),
+        }
     }
 }
 
@@ -122,7 +124,7 @@ impl From<RunError> for CliError {
             RunError::NotCancellable { .. } => CliError::Conflict { message: error.to_string() },
             RunError::AwaitingDecision { run, .. } => CliError::Conflict {
                 message: format!(
-                    "{error}: decide it first (tollgate runs resume {run} --approve, or tollgate runs reject {run} --reason TEXT)"
+                    "{error}: decide it first (approve, edit, respond or reject; `tollgate runs show {run}` lists what it waits for)"
                 ),
             },
             other => CliError::Failed { message: other.to_failure().message },

@@ -55,6 +55,10 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Serve { create, .. } => *create,
         _ => false,
     };
+    // Long-running commands stop gracefully on SIGTERM/SIGINT, watched from
+    // the start (before the database is even opened).
+    let long_running = matches!(cli.command, Command::Serve { .. } | Command::Worker { .. });
+    let mut shutdown = long_running.then(|| Box::pin(shutdown_signal()));
     let runs = Runs::open(&cli.db, creates).await?;
     match cli.command {
         Command::Run { blueprint, input, model, stream, queue, json } => {
@@ -78,7 +82,10 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                 .ok()
                 .filter(|lease| *lease >= std::time::Duration::from_millis(100))
                 .ok_or_else(|| CliError::invalid("--lease takes seconds, at least 0.1"))?;
-            let report = runs.work(concurrency, lease, max_lease_losses, shutdown_signal()).await;
+            let shutdown = shutdown.take().ok_or_else(|| CliError::Failed {
+                message: "the worker's signal watch is missing".into(),
+            })?;
+            let report = runs.work(concurrency, lease, max_lease_losses, shutdown).await;
             if json {
                 print_json(&report);
             } else {
@@ -128,7 +135,10 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                     max_uri: 8_192,
                 },
             };
-            server::serve(runs, options, shutdown_signal()).await?;
+            let shutdown = shutdown.take().ok_or_else(|| CliError::Failed {
+                message: "the server's signal watch is missing".into(),
+            })?;
+            server::serve(runs, options, shutdown).await?;
             Ok(code::OK)
         }
     }
@@ -293,21 +303,36 @@ fn progress(json: bool) -> Option<EventSink> {
 
 /// Prints the summary and turns the run's status into the exit code.
 /// Completes on SIGTERM or SIGINT (Ctrl-C).
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                eprintln!("tollgate: cannot watch SIGTERM ({error}); stop with Ctrl-C");
-                std::future::pending::<()>().await;
-            }
+/// Resolves on SIGTERM or SIGINT. The handlers are installed here, before
+/// the future is first polled: a signal that comes early (a worker stopped
+/// right after it started) still stops it gracefully rather than killing
+/// it.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let watch = |kind: SignalKind, name: &str| match signal(kind) {
+        Ok(signal) => Some(signal),
+        Err(error) => {
+            eprintln!("tollgate: cannot watch {name} ({error})");
+            None
         }
     };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
+    let mut terminate = watch(SignalKind::terminate(), "SIGTERM");
+    let mut interrupt = watch(SignalKind::interrupt(), "SIGINT");
+    async move {
+        tokio::select! {
+            () = received(terminate.as_mut()) => {}
+            () = received(interrupt.as_mut()) => {}
+        }
+    }
+}
+
+/// Waits for the signal, or forever when it could not be watched.
+async fn received(signal: Option<&mut tokio::signal::unix::Signal>) {
+    match signal {
+        Some(signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
     }
 }
 

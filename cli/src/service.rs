@@ -15,8 +15,8 @@ use tollgate_checkpoint::{
     SqliteStore, Store, StoreError,
 };
 use tollgate_engine::{
-    drive_leg, format_rfc3339, Decision, DecisionError, DecisionRequest, Event, EventEnvelope, EventSink,
-    Executor, Resumed, RunConfig, RunError, RunHandle, Worker, Workload,
+    drive_leg, format_rfc3339, Decision, DecisionError, DecisionRequest, Event, EventEnvelope,
+    EventSink, Executor, Resumed, RunConfig, RunError, RunHandle, Worker, Workload,
 };
 use tollgate_nodes::{AgentState, Blueprint, CompiledAgent, Message, ModelRegistry};
 use tollgate_postgres::PostgresStore;
@@ -347,7 +347,7 @@ impl Runs {
         cursor: Option<String>,
     ) -> Result<(Vec<RunSummary>, Option<String>), CliError> {
         if limit == 0 || limit > 1000 {
-            return Err(CliError::invalid("--limit must be between 1 and 1000"));
+            return Err(CliError::invalid("the page size (limit) must be between 1 and 1000"));
         }
         let page = PageRequest { limit, cursor: cursor.map(Cursor::from_text) };
         let found = self.store().list_runs(&filter, &page).await?;
@@ -388,7 +388,12 @@ impl Runs {
         };
         self.store().run(run).await?;
         let decided = match self.rebuild(run).await? {
-            None => self.executor.decide(run, request).await.map(|_| Decided::Recorded).map_err(RunError::from),
+            None => self
+                .executor
+                .decide(run, request)
+                .await
+                .map(|_| Decided::Recorded)
+                .map_err(RunError::from),
             Some(rebuilt) => {
                 // The blueprint's settings (its step budget) hold for every leg.
                 let config = with_events(rebuilt.config, events);
@@ -412,9 +417,9 @@ impl Runs {
     /// Why a decision found nothing to decide, in the run's own terms.
     async fn not_paused(&self, run: RunId, status: RunStatus) -> CliError {
         let message = match status {
-            RunStatus::Queued | RunStatus::Running => format!(
-                "run {run} is {status}: someone decided first (`tollgate runs show {run}`)"
-            ),
+            RunStatus::Queued | RunStatus::Running => {
+                format!("run {run} is {status}: someone decided first (`tollgate runs show {run}`)")
+            }
             RunStatus::Failed => {
                 let why = self.store().run(run).await.ok().and_then(|record| record.failure);
                 match why {

@@ -180,10 +180,11 @@ fn exit_codes_cover_failure_usage_not_found_and_conflict(fx: Fixture) {
     // 4: a decision on a run that is no longer waiting.
     assert_eq!(code(&fx.run(&["runs", "resume", &id, "--approve"])), Some(0));
     assert_eq!(code(&fx.run(&["runs", "reject", &id])), Some(4));
-    // `continue` needs a blueprint run that is not finished.
+    // `continue` needs a run that is not finished: a conflict, as for
+    // `resume`.
     assert_eq!(
         code(&fx.run(&["runs", "continue", &id])),
-        Some(2),
+        Some(4),
         "a completed run cannot continue"
     );
 }
@@ -268,7 +269,9 @@ fn continue_picks_up_a_blueprint_run_whose_process_was_killed(fx: Fixture) {
         .unwrap();
     // Wait until the tool runs, then kill the process in the middle of it.
     let id = loop {
-        let list = fx.json(&["runs", "list", "--json"], 0);
+        // Until the run's process has created the database, there is none.
+        let listed = fx.run(&["runs", "list", "--json"]);
+        let list: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
         let started = list["runs"][0]["step"].as_u64().is_some_and(|step| step >= 1);
         if started {
             break list["runs"][0]["id"].as_str().unwrap().to_owned();

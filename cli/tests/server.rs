@@ -146,7 +146,9 @@ fn every_error_is_json() {
             assert!(content.starts_with("application/json"), "{what}: {content}");
             let body: Value = response.json().await.unwrap();
             assert_eq!(body["error"]["kind"], kind, "{what}: {body}");
-            assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+            let message = body["error"]["message"].as_str().unwrap_or_default();
+            assert!(!message.is_empty(), "{body}");
+            assert!(!message.contains("--"), "an HTTP error quotes a CLI flag: {message}");
         }
     });
 }
@@ -211,7 +213,7 @@ fn post_runs_starts_inline_and_named_blueprints() {
             serde_json::from_str(&std::fs::read_to_string(fx.path("refunds.json")).unwrap())
                 .unwrap();
         for (body, status, says) in [
-            (json!({"blueprint": commands}), 400, "--allow-inline-commands"),
+            (json!({"blueprint": commands}), 400, "may not run programs"),
             (json!({"blueprint": "nobody"}), 404, "no blueprint `nobody`"),
             (json!({"blueprint": "../refunds"}), 400, "not a blueprint name"),
             (json!({"blueprint": 7}), 400, "blueprint"),
@@ -224,6 +226,7 @@ fn post_runs_starts_inline_and_named_blueprints() {
             let error: Value = response.json().await.unwrap();
             let message = error["error"]["message"].as_str().unwrap();
             assert!(message.contains(says), "{body}: {message}");
+            assert!(!message.contains(" --"), "an HTTP error quotes a CLI flag: {message}");
         }
     });
     // With --allow-inline-commands the refunds blueprint runs to its gate.
@@ -274,7 +277,9 @@ fn post_runs_on_postgres_queues_for_workers() {
                 .await;
         assert_eq!(first["status"], "completed");
         support::signal(&worker, "TERM");
-        assert!(worker.wait().unwrap().success());
+        let status = worker.wait().unwrap();
+        let log = std::fs::read_to_string(fx.path("workers.log")).unwrap_or_default();
+        assert!(status.success(), "{status}: {log}");
     });
 }
 
@@ -328,7 +333,7 @@ fn cancel_stops_a_run_driven_elsewhere() {
         let paused = fx.paused();
         let refused = fx.run(&["runs", "cancel", &paused]);
         assert_eq!(code(&refused), Some(4));
-        assert!(String::from_utf8_lossy(&refused.stderr).contains("runs reject"));
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("decide it first"));
     }
 }
 
@@ -412,7 +417,8 @@ fn state_shows_values_next_nodes_and_the_interrupt_schema() {
         // A rejected tool call is told to the model, which carries on.
         let reject = server.url(&format!("/runs/{id}/reject"));
         let rejected = support::post_json(&client, &reject, &json!({"reason": "too much"})).await;
-        assert_eq!(rejected["status"], "running", "{rejected}");
+        let status = rejected["status"].as_str().unwrap();
+        assert!(matches!(status, "running" | "completed"), "continues: {rejected}");
         let done = settled(&client, &server.url(&format!("/runs/{id}"))).await;
         assert_eq!(done["status"], "completed");
         let after = get_json(&client, &server.url(&format!("/runs/{id}/state")), 200).await;

@@ -1,5 +1,7 @@
 //! Human in the loop: interrupts nodes raise and the decisions people make.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tollgate_checkpoint::{InterruptRecord, RunId};
@@ -21,6 +23,18 @@ pub enum DecisionKind {
     Respond,
     /// Refuse.
     Reject,
+}
+
+/// `approve`, `edit` and `reject`, as the CLI and JSON spell them.
+fn kinds(kinds: &[DecisionKind]) -> String {
+    let names: Vec<String> = kinds.iter().map(|kind| format!("`{}`", kind.as_str())).collect();
+    names.join(", ")
+}
+
+impl fmt::Display for DecisionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl DecisionKind {
@@ -265,7 +279,7 @@ pub enum DecisionError {
         pending: Vec<String>,
     },
     /// The interrupt does not accept this kind of decision.
-    #[error("interrupt `{interrupt}` accepts {allowed:?}, not {decision:?}")]
+    #[error("interrupt `{interrupt}` accepts {}, not `{}`", kinds(allowed), decision.as_str())]
     NotAllowed {
         /// The interrupt.
         interrupt: String,

@@ -361,6 +361,11 @@ fn refused_decisions_are_typed_and_change_nothing() {
         let error = runtime.block_on(executor.decide(target, request)).unwrap_err();
         let kind = format!("{error:?}");
         assert!(kind.starts_with(expected), "expected {expected}, got {kind}");
+        if expected == "NotAllowed" {
+            // In the words of the CLI and the JSON API, not Rust's.
+            let said = error.to_string();
+            assert!(said.ends_with("accepts `respond`, `reject`, not `approve`"), "{said}");
+        }
     }
     assert_eq!(dump(&path), before, "refused decisions leave every row as it was");
 

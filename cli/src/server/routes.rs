@@ -291,7 +291,7 @@ fn blueprint(app: &App, given: &Value) -> ApiResult<Blueprint> {
         Value::String(name) => {
             let Some(dir) = &settings.blueprints else {
                 return Err(CliError::invalid(
-                    "this server has no blueprints to run by name (serve --blueprints DIR); send the blueprint's JSON instead",
+                    "this server has no folder of blueprints to run by name; send the blueprint's JSON instead",
                 )
                 .into());
             };
@@ -323,7 +323,7 @@ fn blueprint(app: &App, given: &Value) -> ApiResult<Blueprint> {
             let commands = blueprint.command_tools();
             if !commands.is_empty() && !settings.allow_inline_commands {
                 return Err(CliError::invalid(format!(
-                    "an inline blueprint may not run programs on this server (command tools: {}); name a blueprint of the server's --blueprints folder, or start the server with --allow-inline-commands",
+                    "an inline blueprint may not run programs on this server (command tools: {}); name one of the server's own blueprints instead (its operator can allow inline command tools)",
                     commands.join(", ")
                 ))
                 .into());

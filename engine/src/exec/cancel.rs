@@ -66,9 +66,14 @@ impl Executor {
                 }
                 Err(error) => return Err(error.into()),
             };
+            // The owner may have committed steps between the read above and
+            // the claim (a step leaves the epoch as it is): read again, now
+            // that nobody else can write.
+            let queued = record.status == RunStatus::Queued;
+            let record = self.store.run(run).await?;
             let emitter = Emitter::new(run, record.last_seq, Arc::clone(&clock), None);
             let mut events = Vec::new();
-            if record.status == RunStatus::Queued {
+            if queued {
                 events.push(Event::RunStarted {
                     graph: record.graph.name.clone(),
                     graph_version: record.graph.version,
