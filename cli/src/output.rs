@@ -73,37 +73,98 @@ pub(crate) fn table(runs: &[RunSummary], next: Option<&str>) -> String {
     out
 }
 
-/// One event as a line.
+/// At most `limit` characters of `text`, with `…` when cut.
+fn abbreviated(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// One event as a line: every kind shows what it carries (long values
+/// abbreviated), so a reviewer reading the log sees a rejection and its
+/// reason, an update, a custom payload.
 pub(crate) fn event(envelope: &EventEnvelope) -> String {
     let node = envelope.node_id.as_deref().unwrap_or("");
+    let json = |value: &serde_json::Value| abbreviated(&value.to_string(), 160);
     let detail = match &envelope.event {
-        Event::RunStarted { graph, from_step, .. } => format!("{graph} from step {from_step}"),
-        Event::RunEnded { status, error, .. } => match error {
-            Some(error) => format!("{status}: {}", error.message),
-            None => status.to_string(),
+        Event::RunStarted { graph, graph_version, from_step } => {
+            format!("{graph} v{graph_version} from step {from_step}")
+        }
+        Event::RunEnded { status, step, error, interrupts, .. } => match error {
+            Some(error) => format!("{status} at step {step} ({}): {}", error.kind, error.message),
+            None if !interrupts.is_empty() => {
+                let waiting: Vec<&str> = interrupts.iter().map(|i| i.id.as_str()).collect();
+                format!("{status} at step {step}, waiting on {}", waiting.join(", "))
+            }
+            None => format!("{status} at step {step}"),
         },
+        Event::NodeStarted { step, task } => format!("step {step}, task {task}"),
+        Event::NodeCompleted { update, goto, reused, .. } => {
+            let mut text = format!("update {}", json(update));
+            if !goto.is_empty() {
+                text.push_str(&format!(", goto {}", goto.join(", ")));
+            }
+            if *reused {
+                text.push_str(" (stored before, not run again)");
+            }
+            text
+        }
+        Event::NodeFailed { attempts, error, .. } => {
+            format!("after {attempts} attempt(s): {error}")
+        }
+        Event::RetryScheduled { attempt, delay_ms, error, .. } => {
+            format!("attempt {attempt} failed, retry in {delay_ms} ms: {error}")
+        }
+        Event::InterruptRaised { interrupt, .. } => {
+            let allowed: Vec<&str> = interrupt.decisions.iter().map(|d| d.as_str()).collect();
+            format!(
+                "{} asks {} {} ({})",
+                interrupt.id,
+                interrupt.kind,
+                json(&interrupt.payload),
+                allowed.join("/")
+            )
+        }
+        Event::RunResumed { step, decisions } => {
+            let answers: Vec<String> = decisions
+                .iter()
+                .map(|answered| match &answered.decision {
+                    Some(decision) => format!("{}: {}", answered.id, decision_text(decision)),
+                    None => format!("{}: undecided", answered.id),
+                })
+                .collect();
+            format!("step {step}; {}", answers.join("; "))
+        }
+        Event::CheckpointSaved { step, tasks, snapshot } => {
+            format!("step {step}, {tasks} task(s){}", if *snapshot { ", snapshot" } else { "" })
+        }
         Event::ModelStarted { model, attempt, .. } => format!("{model} (attempt {attempt})"),
-        Event::ModelCompleted { message, .. } => {
+        Event::ModelDelta { text, attempt, .. } if *attempt > 1 => {
+            format!("(attempt {attempt}) {text}")
+        }
+        Event::ModelDelta { text, .. } => text.clone(),
+        Event::ModelCompleted { message, duration_ms, .. } => {
             let content = message["content"].as_str().unwrap_or_default();
             let calls = message["tool_calls"].as_array().map_or(0, Vec::len);
             if calls > 0 {
-                format!("{calls} tool call(s)")
+                format!("{calls} tool call(s) in {duration_ms} ms")
             } else {
-                content.to_owned()
+                format!("{} ({duration_ms} ms)", abbreviated(content, 160))
             }
         }
-        Event::ModelDelta { text, .. } => text.clone(),
-        Event::ToolStarted { tool, args, .. } => format!("{tool} {args}"),
+        Event::ToolStarted { tool, args, .. } => format!("{tool} {}", json(args)),
         Event::ToolDelta { stream, line, .. } => format!("{stream}: {line}"),
-        Event::ToolCompleted { tool, ok, summary, .. } => {
-            format!("{tool} {} {summary}", if *ok { "ok" } else { "failed" })
+        Event::ToolCompleted { tool, ok, summary, duration_ms, .. } => {
+            let outcome = if *ok { "ok" } else { "failed" };
+            format!("{tool} {outcome} in {duration_ms} ms: {summary}")
         }
-        Event::InterruptRaised { interrupt, .. } => {
-            format!("{} {}", interrupt.kind, interrupt.payload)
+        Event::MiddlewareStarted { middleware, hook, .. } => format!("{middleware} {hook}"),
+        Event::MiddlewareCompleted { middleware, hook, ok, .. } => {
+            format!("{middleware} {hook} {}", if *ok { "ok" } else { "failed" })
         }
-        Event::NodeFailed { error, .. } => error.clone(),
-        Event::RetryScheduled { delay_ms, error, .. } => format!("in {delay_ms} ms: {error}"),
-        Event::CheckpointSaved { step, .. } => format!("step {step}"),
+        Event::Custom { name, payload } => format!("{name} {}", json(payload)),
+        Event::EventsCapped { cap } => format!("detail events past {cap} are not stored"),
         _ => String::new(),
     };
     format!(
@@ -114,4 +175,17 @@ pub(crate) fn event(envelope: &EventEnvelope) -> String {
         node,
         detail
     )
+}
+
+/// A decision as the CLI spells it: `approve`, `edit {…}`, `respond {…}`,
+/// `reject: reason`.
+fn decision_text(decision: &tollgate_engine::Decision) -> String {
+    use tollgate_engine::Decision;
+    match decision {
+        Decision::Approve => "approve".to_owned(),
+        Decision::Edit { value } => format!("edit {}", abbreviated(&value.to_string(), 120)),
+        Decision::Respond { value } => format!("respond {}", abbreviated(&value.to_string(), 120)),
+        Decision::Reject { reason: Some(reason) } => format!("reject: {reason}"),
+        Decision::Reject { reason: None } => "reject".to_owned(),
+    }
 }

@@ -541,3 +541,30 @@ fn deciding_a_run_that_failed_says_why() {
         assert!(String::from_utf8_lossy(&output.stderr).contains("completed"), "{args:?}");
     }
 }
+
+/// The human `runs events` shows what every event carries: the decision
+/// and its reason, the tool refusal told to the model, node updates.
+#[test]
+fn human_events_show_decisions_reasons_and_updates() {
+    let fx = Fixture::new();
+    let run = fx.paused();
+    let rejected = fx.run(&["runs", "reject", &run, "--reason", "too much"]);
+    assert_eq!(code(&rejected), Some(0), "{}", String::from_utf8_lossy(&rejected.stderr));
+    let output = fx.run(&["runs", "events", &run]);
+    assert_eq!(code(&output), Some(0));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = |kind: &str| {
+        text.lines()
+            .filter(|line| line.split_whitespace().nth(2) == Some(kind))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(line("run_resumed").contains("reject: too much"), "{text}");
+    assert!(
+        line("custom").contains("tool_refused") && line("custom").contains("too much"),
+        "{text}"
+    );
+    assert!(line("node_completed").contains("update {"), "{text}");
+    assert!(line("interrupt_raised").contains("approve/edit/reject"), "{text}");
+    assert!(line("run_ended").contains("waiting on"), "{text}");
+}
