@@ -55,14 +55,23 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Serve { create, .. } => *create,
         _ => false,
     };
+    // A blueprint is checked before the database is opened (or created):
+    // an invalid one runs nothing and leaves nothing behind.
+    let loaded = match &cli.command {
+        Command::Run { blueprint, .. } => Some(Blueprint::load(blueprint)?),
+        _ => None,
+    };
     // Long-running commands stop gracefully on SIGTERM/SIGINT, watched from
     // the start (before the database is even opened).
     let long_running = matches!(cli.command, Command::Serve { .. } | Command::Worker { .. });
     let mut shutdown = long_running.then(|| Box::pin(shutdown_signal()));
     let runs = Runs::open(&cli.db, creates).await?;
     match cli.command {
-        Command::Run { blueprint, input, model, stream, queue, json } => {
-            let mut blueprint = Blueprint::load(&blueprint)?;
+        Command::Run { blueprint: path, input, model, stream, queue, json } => {
+            let mut blueprint = match loaded {
+                Some(blueprint) => blueprint,
+                None => Blueprint::load(&path)?,
+            };
             if let Some(spec) = model {
                 blueprint = blueprint.with_model(spec);
             }

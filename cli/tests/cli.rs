@@ -568,3 +568,23 @@ fn human_events_show_decisions_reasons_and_updates() {
     assert!(line("interrupt_raised").contains("approve/edit/reject"), "{text}");
     assert!(line("run_ended").contains("waiting on"), "{text}");
 }
+
+/// A graph problem is a blueprint error: exit 2, every problem listed,
+/// nothing run.
+#[test]
+fn graph_problems_exit_2_before_anything_runs() {
+    let fx = Fixture::new();
+    let graph = json!({"name": "g",
+        "agents": [{"name": "END", "model": "scripted:hello.json"},
+                   {"name": "lonely", "model": "scripted:hello.json"}],
+        "edges": [["START", "END"], ["lonely", "END"]]});
+    std::fs::write(fx.path("bad_graph.json"), graph.to_string()).unwrap();
+    let output = fx.run(&["run", "bad_graph.json"]);
+    assert_eq!(code(&output), Some(2));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("`END` is reserved") && said.contains("`lonely` cannot be reached"),
+        "{said}"
+    );
+    assert!(!fx.db().exists(), "nothing was run, no database made");
+}

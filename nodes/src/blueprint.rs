@@ -461,6 +461,16 @@ fn problem(problems: &mut Vec<BlueprintProblem>, at: String, message: impl Into<
 }
 
 fn check_agent(agent: &AgentDoc, at: &str, base_dir: &Path, problems: &mut Vec<BlueprintProblem>) {
+    if RESERVED_NAMES.contains(&agent.name.as_str()) {
+        problem(
+            problems,
+            format!("{at}/name"),
+            format!(
+                "`{}` is reserved for the graph's own ends; name the agent otherwise",
+                agent.name
+            ),
+        );
+    }
     match agent.model.split_once(':') {
         Some(("scripted", path)) => {
             let file = base_dir.join(path);
@@ -561,4 +571,42 @@ fn check_graph(graph: &GraphDoc, base_dir: &Path, problems: &mut Vec<BlueprintPr
             );
         }
     }
+    // Reachability, over the edges as written: every agent is reached from
+    // START, and from every agent END can be reached.
+    let reached = |start: &'static str, forward: bool| {
+        let mut seen: BTreeSet<&str> = BTreeSet::from([start]);
+        let mut todo = vec![start];
+        while let Some(at) = todo.pop() {
+            for (from, to) in &graph.edges {
+                let (here, next) = if forward { (from, to) } else { (to, from) };
+                if here == at && seen.insert(next.as_str()) {
+                    todo.push(next.as_str());
+                }
+            }
+        }
+        seen
+    };
+    let from_start = reached("START", true);
+    let to_end = reached("END", false);
+    for (index, agent) in graph.agents.iter().enumerate() {
+        let name = agent.name.as_str();
+        if !from_start.contains(name) {
+            problem(
+                problems,
+                format!("/agents/{index}"),
+                format!("agent `{name}` cannot be reached from START"),
+            );
+        }
+        let leaves = graph.edges.iter().any(|(from, _)| from == name);
+        if leaves && !to_end.contains(name) {
+            problem(
+                problems,
+                format!("/agents/{index}"),
+                format!("agent `{name}` has no path to END (a cycle with no way out)"),
+            );
+        }
+    }
 }
+
+/// Names the graph keeps for itself.
+const RESERVED_NAMES: [&str; 4] = ["START", "END", "__start__", "__end__"];

@@ -253,3 +253,46 @@ fn a_crash_between_turns_resumes_at_the_next_turn_without_redoing_the_first() {
     let texts: Vec<&str> = outcome.state.messages.iter().map(|m| m.content()).collect();
     assert_eq!(texts.last(), Some(&"finished"));
 }
+
+/// Graph problems are blueprint problems, found by `load` and listed
+/// together: reserved names, agents START cannot reach, cycles with no way
+/// to END.
+#[test]
+fn graph_problems_are_found_when_the_blueprint_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = |name: &str| json!({"name": name, "model": "openai:gpt"});
+    let graph = json!({
+        "name": "g",
+        "agents": [agent("START"), agent("a"), agent("b"), agent("c"), agent("island")],
+        "edges": [["START", "a"], ["a", "b"], ["b", "a"], ["a", "c"], ["c", "END"],
+                  ["island", "END"], ["START", "START"]]
+    });
+    let Err(BlueprintError::Invalid { problems }) = Blueprint::from_value(graph, dir.path()) else {
+        panic!("expected an invalid graph")
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    for needle in [
+        "/agents/0/name: `START` is reserved",
+        "/agents/4: agent `island` cannot be reached from START",
+    ] {
+        assert!(text.iter().any(|p| p.contains(needle)), "missing `{needle}` in {text:#?}");
+    }
+    // `a` and `b` loop, but `a` can leave through `c`: no problem there.
+    assert!(!text.iter().any(|p| p.contains("`a` has no path") || p.contains("`b` has no path")));
+
+    let trapped = json!({
+        "name": "g",
+        "agents": [agent("a"), agent("b"), agent("__end__")],
+        "edges": [["START", "a"], ["a", "b"], ["b", "a"], ["START", "__end__"], ["__end__", "END"]]
+    });
+    let Err(BlueprintError::Invalid { problems }) = Blueprint::from_value(trapped, dir.path())
+    else {
+        panic!("expected an invalid graph")
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    for needle in
+        ["agent `a` has no path to END", "agent `b` has no path to END", "`__end__` is reserved"]
+    {
+        assert!(text.iter().any(|p| p.contains(needle)), "missing `{needle}` in {text:#?}");
+    }
+}
