@@ -588,3 +588,36 @@ fn graph_problems_exit_2_before_anything_runs() {
     );
     assert!(!fx.db().exists(), "nothing was run, no database made");
 }
+
+/// The refunds example ends its run when the refund is rejected: exit 11,
+/// the reason as the failure, no refund, the model not called again.
+#[test]
+fn a_rejected_refund_ends_the_run() {
+    let fx = Fixture::new();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/blueprints/refunds");
+    let folder = fx.path("example");
+    std::fs::create_dir_all(&folder).unwrap();
+    for file in ["refunds.json", "replies.json", "refund.sh"] {
+        std::fs::copy(example.join(file), folder.join(file)).unwrap();
+    }
+    let paused =
+        fx.json(&["run", "example/refunds.json", "--input", "Refund order 7", "--json"], 10);
+    let run = paused["id"].as_str().unwrap();
+    let rejected = fx.run(&["runs", "reject", run, "--reason", "not eligible", "--json"]);
+    assert_eq!(code(&rejected), Some(11), "{}", String::from_utf8_lossy(&rejected.stderr));
+    let summary: Value = serde_json::from_slice(&rejected.stdout).unwrap();
+    assert_eq!(summary["status"], "rejected");
+    assert_eq!(summary["error"]["message"], "not eligible");
+    let events = fx.run(&["runs", "events", run, "--json"]);
+    let events: Vec<Value> = String::from_utf8_lossy(&events.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let models = events.iter().filter(|e| e["event_type"] == "model_started").count();
+    assert_eq!(models, 2, "no model call after the rejection");
+    let refunds = events
+        .iter()
+        .filter(|e| e["event_type"] == "tool_started" && e["tool"] == "issue_refund")
+        .count();
+    assert_eq!(refunds, 0, "the refund was not made");
+}

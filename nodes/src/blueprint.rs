@@ -35,6 +35,7 @@ const SCHEMA: &str = r##"{
         "fixture": true,
         "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "approval": {"type": "boolean"},
+        "on_reject": {"enum": ["tell_model", "end_run"]},
         "timeout_ms": {"type": "integer", "minimum": 1}
       }
     },
@@ -164,6 +165,8 @@ struct ToolDoc {
     command: Option<Vec<String>>,
     #[serde(default)]
     approval: bool,
+    #[serde(default)]
+    on_reject: Option<String>,
     #[serde(default)]
     timeout_ms: Option<u64>,
 }
@@ -400,6 +403,9 @@ impl Blueprint {
             };
             if tool.approval {
                 approval.push(tool.name.clone());
+                if tool.on_reject.as_deref() == Some("end_run") {
+                    agent = agent.end_run_on_reject([tool.name.clone()]);
+                }
             }
         }
         if let Some(schema) = &doc.output_schema {
@@ -530,6 +536,13 @@ fn check_agent(agent: &AgentDoc, at: &str, base_dir: &Path, problems: &mut Vec<B
         }
         if let Err(error) = ArgsValidator::new(&tool.name, &tool.parameters) {
             problem(problems, format!("{at}/parameters"), error.to_string());
+        }
+        if tool.on_reject.is_some() && !tool.approval {
+            problem(
+                problems,
+                format!("{at}/on_reject"),
+                "`on_reject` says what a rejection does: it needs `\"approval\": true`",
+            );
         }
     }
     if let Some(schema) = &agent.output_schema {

@@ -76,6 +76,9 @@ pub struct Agent {
     pub(crate) tools: ToolRegistry,
     pub(crate) allow: Option<BTreeSet<String>>,
     pub(crate) approval: BTreeSet<String>,
+    /// Tools whose rejection ends the run (`rejected`) instead of telling
+    /// the model.
+    pub(crate) ends_on_reject: BTreeSet<String>,
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
     pub(crate) response_format: ResponseFormat,
     pub(crate) max_turns: u32,
@@ -110,6 +113,7 @@ impl Agent {
             tools: ToolRegistry::new(),
             allow: None,
             approval: BTreeSet::new(),
+            ends_on_reject: BTreeSet::new(),
             middleware: Vec::new(),
             response_format: ResponseFormat::Text,
             max_turns: DEFAULT_MAX_TURNS,
@@ -158,6 +162,22 @@ impl Agent {
     /// which case the model is told).
     pub fn require_approval<T: Into<String>>(mut self, tools: impl IntoIterator<Item = T>) -> Self {
         self.approval.extend(tools.into_iter().map(Into::into));
+        self
+    }
+
+    /// Tools whose calls need approval (as [`Agent::require_approval`]) and
+    /// whose rejection ends the run: it becomes `rejected`, with the
+    /// reason, and the model is not called again (by default a rejection
+    /// is told to the model, which carries on).
+    pub fn end_run_on_reject<T: Into<String>>(
+        mut self,
+        tools: impl IntoIterator<Item = T>,
+    ) -> Self {
+        for tool in tools {
+            let tool = tool.into();
+            self.approval.insert(tool.clone());
+            self.ends_on_reject.insert(tool);
+        }
         self
     }
 
@@ -310,6 +330,7 @@ impl Agent {
             tools,
             specs,
             approval: self.approval,
+            ends_on_reject: self.ends_on_reject,
             middleware: self.middleware,
             response_format: self.response_format,
             output,
@@ -334,6 +355,7 @@ pub(crate) struct AgentCore {
     /// What the model is shown (allowed tools, then the output tool).
     pub(crate) specs: Vec<ToolSpec>,
     pub(crate) approval: BTreeSet<String>,
+    pub(crate) ends_on_reject: BTreeSet<String>,
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
     pub(crate) response_format: ResponseFormat,
     pub(crate) output: Option<ArgsValidator>,

@@ -103,13 +103,17 @@ pub(crate) async fn tools_turn(
 fn approve(core: &AgentCore, ctx: &NodeContext, call: &ToolCall) -> Result<Plan, NodeError> {
     let (_, validator) = &core.tools[&call.name];
     let parameters = core.tools[&call.name].0.spec().parameters.clone();
-    let request = Interrupt::new(
+    let mut request = Interrupt::new(
         TOOL_APPROVAL,
         json!({"agent": core.name, "tool": call.name, "call_id": call.id, "args": call.args}),
     )
     .allow([DecisionKind::Approve, DecisionKind::Edit, DecisionKind::Reject])
-    .schema(parameters)
-    .handle_rejection();
+    .schema(parameters);
+    // A rejection comes back here to be told to the model, unless it ends
+    // the run.
+    if !core.ends_on_reject.contains(&call.name) {
+        request = request.handle_rejection();
+    }
     Ok(match ctx.interrupt(request)? {
         Decision::Edit { value } => match validator.errors(&value) {
             errors if errors.is_empty() => Plan::Run(value),
