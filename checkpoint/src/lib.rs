@@ -36,9 +36,9 @@ pub use ids::{InvalidRunId, RunId, TaskKey};
 pub use memory::MemoryStore;
 pub use owner::Owner;
 pub use record::{
-    CheckpointInfo, Cursor, DecisionWrite, EventRecord, GraphRef, HistoryPage, InterruptRecord,
-    InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage, RunRecord, RunStatus,
-    StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
+    CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, GraphRef, HistoryPage,
+    InterruptRecord, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage,
+    RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Checkpointing, Durability, SqliteOptions, SqliteStore};

@@ -483,20 +483,48 @@ impl Default for PageRequest {
 pub struct RunPage {
     /// The runs.
     pub runs: Vec<RunRecord>,
+    /// Rows of this page that could not be read as runs (an unknown
+    /// status, a damaged failure record): reported, not fatal to the rest.
+    pub damaged: Vec<DamagedRun>,
     /// Where the next page starts; `None` on the last page.
     pub next: Option<Cursor>,
+}
+
+/// A stored run row that does not read as a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedRun {
+    /// The row's id, as stored.
+    pub id: String,
+    /// What is wrong with it.
+    pub reason: String,
 }
 
 impl RunPage {
     /// A page from up to `limit + 1` runs read newest first: the extra run,
     /// if any, only says that another page follows.
-    pub fn from_overfetch(mut runs: Vec<RunRecord>, limit: usize) -> Self {
-        let next = if runs.len() > limit {
-            runs.truncate(limit);
-            runs.last().map(|record| Cursor::after(record.id))
+    pub fn from_overfetch(runs: Vec<RunRecord>, limit: usize) -> Self {
+        Self::from_rows(runs.into_iter().map(Ok).collect(), limit)
+    }
+
+    /// [`RunPage::from_overfetch`] for rows some of which may be damaged:
+    /// they take their place in the page and the cursor like any run.
+    pub fn from_rows(mut rows: Vec<Result<RunRecord, DamagedRun>>, limit: usize) -> Self {
+        let next = if rows.len() > limit {
+            rows.truncate(limit);
+            rows.last().map(|row| match row {
+                Ok(record) => Cursor::after(record.id),
+                Err(damaged) => Cursor::from_text(damaged.id.clone()),
+            })
         } else {
             None
         };
-        Self { runs, next }
+        let (mut runs, mut damaged) = (Vec::new(), Vec::new());
+        for row in rows {
+            match row {
+                Ok(record) => runs.push(record),
+                Err(row) => damaged.push(row),
+            }
+        }
+        Self { runs, damaged, next }
     }
 }

@@ -162,11 +162,14 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
                 })
                 .transpose()?;
             let filter = RunFilter { status, graph, thread: None };
-            let (found, next) = runs.list(filter, limit, cursor).await?;
+            let listing = runs.list(filter, limit, cursor).await?;
             if json {
-                print_json(&json!({"runs": found, "next_cursor": next}));
+                print_json(&listing.json());
             } else {
-                print!("{}", output::table(&found, next.as_deref()));
+                print!("{}", output::table(&listing.runs, listing.next.as_deref()));
+                for damaged in &listing.damaged {
+                    println!("damaged run {}: {}", damaged.id, damaged.reason);
+                }
             }
             Ok(code::OK)
         }
@@ -268,10 +271,12 @@ async fn events(runs: &Runs, run: RunId, follow: bool, json: bool) -> Result<u8,
     loop {
         let batch = runs.events(run, after, 1000).await?;
         for record in &batch {
+            // A damaged line stops the listing, named, in both modes.
+            let envelope = service::parse(record)?;
             if json {
                 println!("{}", record.json);
             } else {
-                println!("{}", output::event(&service::parse(record)?));
+                println!("{}", output::event(&envelope));
             }
             after = record.seq;
         }

@@ -11,8 +11,8 @@ use tokio::sync::{watch, Notify};
 use serde::Serialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{
-    Cursor, EventRecord, PageRequest, RunFailure, RunFilter, RunId, RunRecord, RunStatus,
-    SqliteStore, Store, StoreError,
+    Cursor, DamagedRun, EventRecord, PageRequest, RunFailure, RunFilter, RunId, RunRecord,
+    RunStatus, SqliteStore, Store, StoreError,
 };
 use tollgate_engine::{
     drive_leg, format_rfc3339, Decision, DecisionError, DecisionRequest, Event, EventEnvelope,
@@ -60,6 +60,22 @@ impl RunSummary {
                 m["role"] == "assistant" && m["content"].as_str().is_some_and(|c| !c.is_empty())
             })
             .and_then(|m| m["content"].as_str())
+    }
+}
+
+/// One page of runs, and the rows of it that could not be read.
+pub(crate) struct Listing {
+    pub(crate) runs: Vec<RunSummary>,
+    pub(crate) damaged: Vec<DamagedRun>,
+    pub(crate) next: Option<String>,
+}
+
+impl Listing {
+    /// `{"runs", "damaged": [{"id", "error"}], "next_cursor"}`.
+    pub(crate) fn json(&self) -> Value {
+        let damaged: Vec<Value> =
+            self.damaged.iter().map(|row| json!({"id": row.id, "error": row.reason})).collect();
+        json!({"runs": self.runs, "damaged": damaged, "next_cursor": self.next})
     }
 }
 
@@ -345,17 +361,23 @@ impl Runs {
         filter: RunFilter,
         limit: usize,
         cursor: Option<String>,
-    ) -> Result<(Vec<RunSummary>, Option<String>), CliError> {
+    ) -> Result<Listing, CliError> {
         if limit == 0 || limit > 1000 {
             return Err(CliError::invalid("the page size (limit) must be between 1 and 1000"));
         }
         let page = PageRequest { limit, cursor: cursor.map(Cursor::from_text) };
         let found = self.store().list_runs(&filter, &page).await?;
         let mut runs = Vec::with_capacity(found.runs.len());
+        let mut damaged = found.damaged;
         for record in found.runs {
-            runs.push(self.summarize(record, false).await?);
+            let id = record.id.to_string();
+            match self.summarize(record, false).await {
+                Ok(summary) => runs.push(summary),
+                // A run whose stored rows do not read is reported, not fatal.
+                Err(error) => damaged.push(DamagedRun { id, reason: error.to_string() }),
+            }
         }
-        Ok((runs, found.next.map(|cursor| cursor.to_string())))
+        Ok(Listing { runs, damaged, next: found.next.map(|cursor| cursor.to_string()) })
     }
 
     /// The blueprint graph of a run, if it was started from one.

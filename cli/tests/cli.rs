@@ -621,3 +621,48 @@ fn a_rejected_refund_ends_the_run() {
         .count();
     assert_eq!(refunds, 0, "the refund was not made");
 }
+
+/// A run row with an unknown status is reported as damaged while the other
+/// runs are listed; a damaged stored event line stops `runs events`
+/// (exit 1), named.
+#[test]
+fn damaged_rows_are_reported_without_hiding_the_rest() {
+    let fx = Fixture::new();
+    let ids: Vec<String> = (0..3)
+        .map(|_| fx.json(&["run", "hello_bp.json", "--json"], 0)["id"].as_str().unwrap().to_owned())
+        .collect();
+    let conn = rusqlite::Connection::open(fx.db()).unwrap();
+    conn.execute("UPDATE runs SET status = 'sleepy' WHERE id = ?1", [&ids[1]]).unwrap();
+    let num: i64 =
+        conn.query_row("SELECT num FROM runs WHERE id = ?1", [&ids[2]], |row| row.get(0)).unwrap();
+    conn.execute(
+        "UPDATE steps SET events = '{broken' || substr(events, 8) WHERE id = (?1 << 32) + 1",
+        [num],
+    )
+    .unwrap();
+    drop(conn);
+
+    let listed = fx.json(&["runs", "list", "--json"], 0);
+    let listed_ids: Vec<&str> =
+        listed["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(listed_ids, [ids[2].as_str(), ids[0].as_str()], "the others are listed");
+    assert_eq!(listed["damaged"][0]["id"], ids[1].as_str());
+    assert!(listed["damaged"][0]["error"].as_str().unwrap().contains("sleepy"), "{listed}");
+    let human = fx.run(&["runs", "list"]);
+    assert_eq!(code(&human), Some(0));
+    assert!(String::from_utf8_lossy(&human.stdout).contains(&format!("damaged run {}", ids[1])));
+
+    for json in [false, true] {
+        let mut args = vec!["runs", "events", ids[2].as_str()];
+        if json {
+            args.push("--json");
+        }
+        let output = fx.run(&args);
+        assert_eq!(code(&output), Some(1), "{args:?}");
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            said.contains("stored event") && said.contains("not valid JSON"),
+            "{args:?}: {said}"
+        );
+    }
+}

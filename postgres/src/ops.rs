@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::{IsolationLevel, Row, Statement};
 use tollgate_checkpoint::{
-    Blob, CheckpointInfo, Cursor, DecisionWrite, EventRecord, GraphRef, HistoryPage,
+    Blob, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, GraphRef, HistoryPage,
     InterruptRecord, NewRun, Owner, PageRequest, RunFailure, RunFilter, RunId, RunPage, RunRecord,
     RunStatus, Store, StoreError, StoredCheckpoint, TaskKey, TaskUpdate, TaskWrite, Transition,
 };
@@ -544,8 +544,17 @@ impl Store for PostgresStore {
         let mut params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|value| value as _).collect();
         params.push(&limit);
         let rows = client.query(&statement, &params).await.map_err(client_error)?;
-        let runs = rows.iter().map(run_from_row).collect::<Result<Vec<_>, _>>()?;
-        Ok(RunPage::from_overfetch(runs, page.limit))
+        let runs = rows
+            .iter()
+            .map(|row| {
+                // One damaged row does not hide the others.
+                run_from_row(row).map_err(|error| DamagedRun {
+                    id: row.try_get::<_, String>(0).unwrap_or_default(),
+                    reason: error.to_string(),
+                })
+            })
+            .collect();
+        Ok(RunPage::from_rows(runs, page.limit))
     }
 
     async fn history(

@@ -14,8 +14,8 @@ use std::time::Duration;
 use tokio_postgres::NoTls;
 use tollgate_checkpoint::conformance::check_store;
 use tollgate_checkpoint::{
-    Codec, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, Owner, RunId, RunStatus,
-    Store, StoreError, Transition,
+    Codec, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, Owner, PageRequest,
+    RunFilter, RunId, RunStatus, Store, StoreError, Transition,
 };
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 use tollgate_testkit::conformance::check_engine;
@@ -400,5 +400,37 @@ fn watched_runs_announce_their_commits() {
         };
         assert!(!woken(unwatched).await, "a run nobody watches makes no noise");
         assert!(woken(watched).await, "a watched run's commit wakes the streams");
+    });
+}
+
+/// A run row that does not read (an unknown status) is reported as damaged
+/// in its listing page; the other runs are listed.
+#[test]
+fn a_damaged_row_does_not_hide_the_others() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = fresh_schema();
+        let store = fresh_store_in(&url, &schema).await;
+        let runs: Vec<RunId> = (0..3).map(|_| RunId::new()).collect();
+        for run in &runs {
+            store.create_run(paused_run(*run).0).await.unwrap();
+        }
+        let client = raw(&url).await;
+        client
+            .execute(
+                &format!("UPDATE {schema}.runs SET status = 'sleepy' WHERE id = $1"),
+                &[&runs[1].to_string()],
+            )
+            .await
+            .unwrap();
+        let page = store
+            .list_runs(&RunFilter::default(), &PageRequest { limit: 10, cursor: None })
+            .await
+            .unwrap();
+        let listed: Vec<RunId> = page.runs.iter().map(|record| record.id).collect();
+        assert_eq!(listed, [runs[2], runs[0]]);
+        assert_eq!(page.damaged.len(), 1);
+        assert_eq!(page.damaged[0].id, runs[1].to_string());
+        assert!(page.damaged[0].reason.contains("sleepy"), "{:?}", page.damaged);
     });
 }

@@ -12,9 +12,9 @@ use crate::codec::Blob;
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
-    CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun,
-    PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskUpdate, TaskWrite,
-    Transition,
+    CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage, InterruptRecord,
+    NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskUpdate,
+    TaskWrite, Transition,
 };
 use crate::store::{Store, StoreError};
 
@@ -416,12 +416,20 @@ impl Store for SqliteStore {
                 let mut rows = stmt.query(rusqlite::params_from_iter(values.iter()))?;
                 let mut runs = Vec::new();
                 while let Some(row) = rows.next()? {
-                    runs.push(run_from_row(row)??.0);
+                    let id: String = row.get(0)?;
+                    runs.push(match run_from_row(row)? {
+                        Ok((record, _)) => Ok(record),
+                        // One damaged row does not hide the others.
+                        Err(Abort::Refused(error)) => {
+                            Err(DamagedRun { id, reason: error.to_string() })
+                        }
+                        Err(other) => return Err(other),
+                    });
                 }
                 Ok(runs)
             })
             .await?;
-        Ok(RunPage::from_overfetch(runs, page.limit))
+        Ok(RunPage::from_rows(runs, page.limit))
     }
 
     async fn history(

@@ -86,8 +86,8 @@ pub(crate) async fn list(
         .map(|text| text.parse::<RunStatus>().map_err(|error| CliError::invalid(error.to_string())))
         .transpose()?;
     let filter = RunFilter { status, graph: query.graph, thread: query.thread };
-    let (runs, next) = app.runs.list(filter, query.limit.unwrap_or(20), query.cursor).await?;
-    Ok(Json(json!({"runs": runs, "next_cursor": next})))
+    let listing = app.runs.list(filter, query.limit.unwrap_or(20), query.cursor).await?;
+    Ok(Json(listing.json()))
 }
 
 pub(crate) async fn show(State(app): State<App>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
