@@ -260,3 +260,20 @@ async fn failures_carry_their_class() {
         assert_eq!(record.failure.as_ref(), Some(failure), "{class}: stored as sent");
     }
 }
+
+/// A run that could not be stored was never started: its `run_started`
+/// reaches no one (here: the id is taken; in life, a full disk).
+#[tokio::test]
+async fn a_run_that_was_never_stored_announces_nothing() {
+    let executor = Executor::new(MemoryStore::new());
+    let run = RunId::new();
+    let config = || RunConfig::new().run_id(run);
+    executor.run(&graph(), Trace::default(), config()).await.unwrap();
+    let (result, events) = support::run_with_events(&executor, &graph(), config()).await;
+    let error = result.expect_err("the id is taken");
+    assert!(
+        matches!(error, tollgate::RunError::Store(tollgate::StoreError::RunExists { .. })),
+        "{error:?}"
+    );
+    assert!(events.is_empty(), "nothing was announced: {events:?}");
+}
