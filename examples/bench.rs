@@ -506,7 +506,7 @@ async fn workers(backend: &Backend, concurrency: usize) -> Outcome {
         }
         let seconds = started.elapsed().as_secs_f64();
         let done = RunFilter { status: Some(RunStatus::Completed), ..RunFilter::default() };
-        let all = PageRequest { limit: WORKER_RUNS as usize + 1, cursor: None };
+        let all = PageRequest { limit: WORKER_RUNS + 1, cursor: None };
         let completed = executor.store().list_runs(&done, &all).await?.runs.len() as u64;
         assert_eq!(completed, WORKER_RUNS, "every run completed");
         for mut child in children {

@@ -388,7 +388,7 @@ impl Store for MemoryStore {
             .rev()
             .map(|(_, stored)| stored)
             .filter(|stored| matches_filter(&stored.record, filter))
-            .take(page.limit.saturating_add(1))
+            .take(usize::try_from(page.limit).unwrap_or(usize::MAX).saturating_add(1))
             .map(StoredRun::record)
             .collect();
         Ok(RunPage::from_overfetch(runs, page.limit))

@@ -467,7 +467,7 @@ impl fmt::Display for Cursor {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageRequest {
     /// Most runs to return.
-    pub limit: usize,
+    pub limit: u64,
     /// Continue after this cursor; `None` starts at the newest run.
     pub cursor: Option<Cursor>,
 }
@@ -502,13 +502,14 @@ pub struct DamagedRun {
 impl RunPage {
     /// A page from up to `limit + 1` runs read newest first: the extra run,
     /// if any, only says that another page follows.
-    pub fn from_overfetch(runs: Vec<RunRecord>, limit: usize) -> Self {
+    pub fn from_overfetch(runs: Vec<RunRecord>, limit: u64) -> Self {
         Self::from_rows(runs.into_iter().map(Ok).collect(), limit)
     }
 
     /// [`RunPage::from_overfetch`] for rows some of which may be damaged:
     /// they take their place in the page and the cursor like any run.
-    pub fn from_rows(mut rows: Vec<Result<RunRecord, DamagedRun>>, limit: usize) -> Self {
+    pub fn from_rows(mut rows: Vec<Result<RunRecord, DamagedRun>>, limit: u64) -> Self {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let next = if rows.len() > limit {
             rows.truncate(limit);
             rows.last().map(|row| match row {

@@ -134,7 +134,7 @@ pub(crate) enum RunsCommand {
         graph: Option<String>,
         /// Runs per page.
         #[arg(long, default_value_t = 20)]
-        limit: usize,
+        limit: u64,
         /// Continue after this cursor (printed with the previous page).
         #[arg(long)]
         cursor: Option<String>,

@@ -359,7 +359,7 @@ impl Runs {
     pub(crate) async fn list(
         &self,
         filter: RunFilter,
-        limit: usize,
+        limit: u64,
         cursor: Option<String>,
     ) -> Result<Listing, CliError> {
         if limit == 0 || limit > 1000 {

@@ -539,7 +539,7 @@ impl Store for PostgresStore {
             sql.push_str(&format!(" AND r.{field} {operator} ${}", values.len()));
         }
         sql.push_str(&format!(" ORDER BY r.id DESC LIMIT ${}", values.len() + 1));
-        let limit = sql_int(page.limit.saturating_add(1) as u64);
+        let limit = sql_int(page.limit.saturating_add(1));
         let (client, statement) = self.prepared(&sql).await?;
         let mut params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|value| value as _).collect();
         params.push(&limit);

@@ -408,7 +408,7 @@ impl Store for SqliteStore {
             values.push(value);
             sql.push_str(&format!(" AND r.{field} {operator} ?{}", values.len()));
         }
-        let limit = page.limit.saturating_add(1).min(i64::MAX as usize);
+        let limit = page.limit.saturating_add(1).min(i64::MAX as u64);
         sql.push_str(&format!(" ORDER BY r.id DESC LIMIT {limit}"));
         let runs = self
             .read(|tx| {

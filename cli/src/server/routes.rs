@@ -73,7 +73,7 @@ pub(crate) struct ListQuery {
     status: Option<String>,
     graph: Option<String>,
     thread: Option<String>,
-    limit: Option<usize>,
+    limit: Option<u64>,
     cursor: Option<String>,
 }
 
