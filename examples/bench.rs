@@ -571,6 +571,32 @@ async fn worker_child(args: &Args, location: &str) -> Result<(), Box<dyn std::er
     Ok(())
 }
 
+/// The workload's own figures, each with the unit its field name says:
+/// `_us` microseconds, `_ms` milliseconds, `per_run` / `per_page` / `_per_s`
+/// as named.
+fn extra_units(result: &Value) -> String {
+    let Some(fields) = result.as_object() else { return String::new() };
+    let common =
+        ["workload", "n", "seconds", "per_step_us", "db_bytes", "peak_rss_mb", "checkpoints"];
+    let mut out = String::new();
+    for (name, value) in fields.iter().filter(|(name, _)| !common.contains(&name.as_str())) {
+        let unit = if name.contains("_us") {
+            " us"
+        } else if name.contains("_ms") {
+            " ms"
+        } else if name.ends_with("_per_s") {
+            " /s"
+        } else {
+            ""
+        };
+        match value.as_f64() {
+            Some(number) => out.push_str(&format!("  {name} {number:.2}{unit}")),
+            None => out.push_str(&format!("  {name} {value}")),
+        }
+    }
+    out
+}
+
 /// Tool calls of each `stream_latency` run.
 const STAMPS: usize = 60;
 
@@ -799,13 +825,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         } else {
             println!(
-                "{:<10} n={:<6} {:>8.3} s  {:>9.2} us/step  db {:>9} B  rss {:.1} MB",
+                "{:<10} n={:<6} {:>8.3} s  {:>9.2} us/step  db {:>9} B  rss {:.1} MB{}",
                 result["workload"].as_str().unwrap_or("?"),
                 result["n"],
                 result["seconds"].as_f64().unwrap_or(f64::NAN),
                 result["per_step_us"].as_f64().unwrap_or(f64::NAN),
                 result["db_bytes"],
                 result["peak_rss_mb"].as_f64().unwrap_or(f64::NAN),
+                extra_units(result),
             );
         }
     }
