@@ -198,8 +198,22 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
             events(runs, run_id(&run)?, follow, json).await
         }
         RunsCommand::Continue { run, json } => {
-            let summary = runs.continue_run(run_id(&run)?, progress(json)).await?;
-            Ok(report(&summary, json))
+            let run = run_id(&run)?;
+            match runs.continue_run(run, progress(json)).await {
+                Ok(summary) => Ok(report(&summary, json)),
+                Err(error) => {
+                    // A paused run waits for a decision: say how to give it.
+                    if let Ok(summary) = runs.summary(run).await {
+                        for interrupt in &summary.interrupts {
+                            eprintln!(
+                                "decide with: tollgate runs resume {run} --interrupt {} --approve\n         or: tollgate runs reject {run} --interrupt {} --reason TEXT",
+                                interrupt.id, interrupt.id
+                            );
+                        }
+                    }
+                    Err(error)
+                }
+            }
         }
         RunsCommand::Cancel { run, json } => {
             let summary = runs.cancel(run_id(&run)?).await?;

@@ -533,6 +533,13 @@ fn deciding_a_run_that_failed_says_why() {
     assert!(said.contains("failed") && said.contains("checksum"), "{said}");
     assert!(!said.contains("decided first"), "{said}");
 
+    // A paused run: continue waits for a decision, and says how to give it.
+    let paused = fx.paused();
+    let output = fx.run(&["runs", "continue", &paused]);
+    assert_eq!(code(&output), Some(4));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains(&format!("tollgate runs resume {paused} --interrupt")), "{said}");
+
     let done = fx.json(&["run", "hello_bp.json", "--json"], 0);
     let id = done["id"].as_str().unwrap();
     for args in [vec!["runs", "continue", id], vec!["runs", "resume", id, "--approve"]] {
