@@ -457,7 +457,7 @@ async fn events_are_stored_in_order(store: &dyn Store) {
         store.commit(step(run, 1, number, number + 1, false)).await.expect("step");
     }
     let all: Vec<u64> =
-        store.events(run, 0, usize::MAX).await.expect("events").iter().map(|e| e.seq).collect();
+        store.events(run, 0, u64::MAX).await.expect("events").iter().map(|e| e.seq).collect();
     assert_eq!(all, [1, 2, 3, 4]);
     let page: Vec<EventRecord> = store.events(run, 1, 2).await.expect("events");
     assert_eq!(page, [event(2), event(3)]);

@@ -237,8 +237,9 @@ impl Store for MemoryStore {
         &self,
         run: RunId,
         before: Option<u64>,
-        limit: usize,
+        limit: u64,
     ) -> Result<HistoryPage, StoreError> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let inner = self.lock();
         let stored = inner.runs.get(&run).ok_or(StoreError::RunNotFound { run })?;
         let newest = before.map_or(stored.record.step, |before| before.saturating_sub(1));
@@ -394,7 +395,8 @@ impl Store for MemoryStore {
         Ok(RunPage::from_overfetch(runs, page.limit))
     }
 
-    async fn claimable(&self, now_ms: i64, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+    async fn claimable(&self, now_ms: i64, limit: u64) -> Result<Vec<RunRecord>, StoreError> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let inner = self.lock();
         let expired = |record: &RunRecord| {
             record.status == RunStatus::Running
@@ -424,8 +426,9 @@ impl Store for MemoryStore {
         &self,
         run: RunId,
         after_seq: u64,
-        limit: usize,
+        limit: u64,
     ) -> Result<Vec<EventRecord>, StoreError> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let inner = self.lock();
         let stored = inner.runs.get(&run).ok_or(StoreError::RunNotFound { run })?;
         Ok(stored

@@ -79,7 +79,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         &self,
         run: RunId,
         before: Option<u64>,
-        limit: usize,
+        limit: u64,
     ) -> Result<HistoryPage, StoreError>;
 
     /// The JSON text the run was created with ([`NewRun::attachment`]).
@@ -90,7 +90,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// `now_ms` (an owner on this host that died with a lease still
     /// running is found by listing `running` runs and
     /// [`RunRecord::is_orphaned`]).
-    async fn claimable(&self, now_ms: i64, limit: usize) -> Result<Vec<RunRecord>, StoreError>;
+    async fn claimable(&self, now_ms: i64, limit: u64) -> Result<Vec<RunRecord>, StoreError>;
 
     /// Removes every row of a run (record, steps, snapshots, pending
     /// writes, interrupts, events, attachment), in one transaction. A
@@ -104,7 +104,7 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         &self,
         run: RunId,
         after_seq: u64,
-        limit: usize,
+        limit: u64,
     ) -> Result<Vec<EventRecord>, StoreError>;
 }
 

@@ -462,7 +462,7 @@ impl Runs {
         &self,
         run: RunId,
         before: Option<u64>,
-        limit: usize,
+        limit: u64,
     ) -> Result<Value, CliError> {
         if limit == 0 || limit > 1000 {
             return Err(CliError::invalid("limit must be between 1 and 1000"));
@@ -656,7 +656,7 @@ impl Runs {
         &self,
         run: RunId,
         after: u64,
-        limit: usize,
+        limit: u64,
     ) -> Result<Vec<EventRecord>, CliError> {
         Ok(self.store().events(run, after, limit).await?)
     }

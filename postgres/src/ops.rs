@@ -561,8 +561,9 @@ impl Store for PostgresStore {
         &self,
         run: RunId,
         before: Option<u64>,
-        limit: usize,
+        limit: u64,
     ) -> Result<HistoryPage, StoreError> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let before = before.map_or(i64::MAX, sql_int);
         let limit = sql_int(limit as u64);
         let client = self.client().await?;
@@ -601,7 +602,8 @@ impl Store for PostgresStore {
         Ok(HistoryPage { checkpoints, next_before })
     }
 
-    async fn claimable(&self, now_ms: i64, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+    async fn claimable(&self, now_ms: i64, limit: u64) -> Result<Vec<RunRecord>, StoreError> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let limit = sql_int(limit as u64);
         let client = self.client().await?;
         let (queued, lost) = tokio::try_join!(
@@ -661,8 +663,9 @@ impl Store for PostgresStore {
         &self,
         run: RunId,
         after_seq: u64,
-        limit: usize,
+        limit: u64,
     ) -> Result<Vec<EventRecord>, StoreError> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let after = sql_int(after_seq);
         // Every row holds at least one event, so `limit` rows are enough
         // (step rows with events, and rows of status-only transitions).

@@ -124,7 +124,7 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         &self,
         run: RunId,
         before: Option<u64>,
-        limit: usize,
+        limit: u64,
     ) -> Result<HistoryPage, StoreError> {
         self.inner.history(run, before, limit).await
     }
@@ -141,12 +141,12 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         &self,
         run: RunId,
         after: u64,
-        limit: usize,
+        limit: u64,
     ) -> Result<Vec<EventRecord>, StoreError> {
         self.inner.events(run, after, limit).await
     }
 
-    async fn claimable(&self, now_ms: i64, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+    async fn claimable(&self, now_ms: i64, limit: u64) -> Result<Vec<RunRecord>, StoreError> {
         self.inner.claimable(now_ms, limit).await
     }
 }

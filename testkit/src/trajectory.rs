@@ -26,7 +26,7 @@ use tollgate_engine::{Event, EventEnvelope};
 ///     .unwrap();
 /// let executor = Executor::new(MemoryStore::new());
 /// let outcome = executor.run(&graph, DynState::default(), RunConfig::new()).await.unwrap();
-/// let stored = executor.store().events(outcome.run_id, 0, usize::MAX).await.unwrap();
+/// let stored = executor.store().events(outcome.run_id, 0, u64::MAX).await.unwrap();
 /// let events: Vec<_> = stored.iter().map(|e| serde_json::from_str(&e.json).unwrap()).collect();
 /// assert_trajectory(&events).event("node_started").event("checkpoint_saved").completed();
 /// # });

@@ -185,7 +185,7 @@ fn concurrent_sub_agents_stay_attributable_and_apart() {
     let outcome = rt.block_on(executor.run(&graph, input, RunConfig::new())).unwrap();
     assert_eq!(outcome.status, RunStatus::Completed);
     // Both ran in the same steps, as tasks 0 and 1.
-    let records = rt.block_on(executor.store().events(outcome.run_id, 0, usize::MAX)).unwrap();
+    let records = rt.block_on(executor.store().events(outcome.run_id, 0, u64::MAX)).unwrap();
     let events: Vec<tollgate::EventEnvelope> =
         records.iter().map(|r| serde_json::from_str(&r.json).unwrap()).collect();
     let tools: Vec<(String, String, String)> = events

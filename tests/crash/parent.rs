@@ -95,7 +95,7 @@ fn verify(dir: &Path, scenario: &Scenario, expected: &serde_json::Value) {
     );
 
     // The final state equals the uncrashed run's.
-    let events = block_on(store.events(run, 0, usize::MAX)).unwrap();
+    let events = block_on(store.events(run, 0, u64::MAX)).unwrap();
     let last: serde_json::Value = serde_json::from_str(&events.last().unwrap().json).unwrap();
     assert_eq!(last["event_type"], "run_ended");
     assert_eq!(&last["result"], expected, "final state differs from the uncrashed run");

@@ -141,7 +141,7 @@ fn an_interrupted_run_continues_to_the_same_end_as_an_uninterrupted_one() {
         first.event,
         Event::RunStarted { graph: "appender".into(), graph_version: 1, from_step: 170 }
     );
-    let stored = runtime.block_on(store.events(run, 0, usize::MAX)).unwrap();
+    let stored = runtime.block_on(store.events(run, 0, u64::MAX)).unwrap();
     let seqs: Vec<u64> = stored.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=stored.len() as u64).collect::<Vec<_>>(), "gap-free across legs");
     let kinds = support::event_kinds(&stored);

@@ -33,7 +33,7 @@ impl Clock for Fixed {
 }
 
 async fn stored(executor: &Executor, run: RunId) -> Vec<EventEnvelope> {
-    let records = executor.store().events(run, 0, usize::MAX).await.unwrap();
+    let records = executor.store().events(run, 0, u64::MAX).await.unwrap();
     records.iter().map(|record| serde_json::from_str(&record.json).unwrap()).collect()
 }
 

@@ -133,7 +133,7 @@ fn pause_then_approve_continues_and_the_node_sees_the_decision() {
     assert_eq!(done.status, RunStatus::Completed);
     assert_eq!(done.state.tags["decision"], r#"{"decision":"approve"}"#);
     assert_eq!((runs.get(0), runs.get(1)), (2, 1), "ask re-ran once, after ran once");
-    let stored = runtime.block_on(executor.store().events(run, 0, usize::MAX)).unwrap();
+    let stored = runtime.block_on(executor.store().events(run, 0, u64::MAX)).unwrap();
     let kinds = support::event_kinds(&stored);
     assert_eq!(
         &kinds[4..6],
@@ -160,8 +160,7 @@ fn reject_ends_the_run_unless_the_graph_routes_rejections() {
     assert_eq!(runtime.block_on(executor.store().run(run)).unwrap().status, RunStatus::Rejected);
     let again = runtime.block_on(executor.continue_run(&graph, run, RunConfig::new())).unwrap_err();
     assert!(matches!(again, RunError::Store(StoreError::RunTerminal { .. })), "{again:?}");
-    let last =
-        runtime.block_on(executor.store().events(run, 0, usize::MAX)).unwrap().pop().unwrap();
+    let last = runtime.block_on(executor.store().events(run, 0, u64::MAX)).unwrap().pop().unwrap();
     let last: serde_json::Value = serde_json::from_str(&last.json).unwrap();
     assert_eq!(
         (last["status"].as_str(), last["error"]["message"].as_str()),

@@ -38,7 +38,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// Event sequence numbers of a run, which must be 1..=n.
 async fn assert_gap_free(store: &dyn Store, run: RunId) {
     let seqs: Vec<u64> =
-        store.events(run, 0, usize::MAX).await.unwrap().iter().map(|e| e.seq).collect();
+        store.events(run, 0, u64::MAX).await.unwrap().iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "run {run}");
 }
 
@@ -239,7 +239,7 @@ fn a_run_that_keeps_losing_its_owner_is_dead_lettered_not_retried_forever() {
         let failure = record.failure.unwrap();
         assert_eq!((failure.kind.as_str(), record.owner, record.step), ("dead_letter", None, 0));
         assert!(failure.message.contains("3 times"), "{}", failure.message);
-        let events = store.events(cursed, 0, usize::MAX).await.unwrap();
+        let events = store.events(cursed, 0, u64::MAX).await.unwrap();
         let last: serde_json::Value = serde_json::from_str(&events.last().unwrap().json).unwrap();
         assert_eq!(
             (last["event_type"].as_str(), last["status"].as_str()),

@@ -86,7 +86,7 @@ fn an_unexpected_call_fails_the_run_and_the_test() {
 
 /// The stored event log of a run, as JSON lines.
 async fn stored_log(executor: &Executor, run: tollgate::RunId) -> Vec<String> {
-    let records = executor.store().events(run, 0, usize::MAX).await.unwrap();
+    let records = executor.store().events(run, 0, u64::MAX).await.unwrap();
     records.into_iter().map(|record| record.json).collect()
 }
 
@@ -302,7 +302,7 @@ fn graph_assertions_cover_status_transitions_checkpoints_state_and_interrupts() 
         panic!("continues")
     };
     let done = rt.block_on(handle.wait()).unwrap();
-    let stored = rt.block_on(executor.store().events(done.run_id, 0, usize::MAX)).unwrap();
+    let stored = rt.block_on(executor.store().events(done.run_id, 0, u64::MAX)).unwrap();
     let events: Vec<tollgate::EventEnvelope> =
         stored.iter().map(|e| serde_json::from_str(&e.json).unwrap()).collect();
     assert_trajectory(&events)

@@ -436,8 +436,9 @@ impl Store for SqliteStore {
         &self,
         run: RunId,
         before: Option<u64>,
-        limit: usize,
+        limit: u64,
     ) -> Result<HistoryPage, StoreError> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let before = before.map_or(MAX_STEP + 1, |step| step.min(MAX_STEP + 1));
         let limit = limit.min(i64::MAX as usize) as i64;
         let checkpoints = self.read(|tx| {
@@ -466,7 +467,8 @@ impl Store for SqliteStore {
         Ok(HistoryPage { checkpoints, next_before })
     }
 
-    async fn claimable(&self, now_ms: i64, limit: usize) -> Result<Vec<RunRecord>, StoreError> {
+    async fn claimable(&self, now_ms: i64, limit: u64) -> Result<Vec<RunRecord>, StoreError> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let limit = limit.min(i64::MAX as usize) as i64;
         let mut runs = self
             .read(|tx| {
@@ -532,8 +534,9 @@ impl Store for SqliteStore {
         &self,
         run: RunId,
         after_seq: u64,
-        limit: usize,
+        limit: u64,
     ) -> Result<Vec<EventRecord>, StoreError> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let mut events = self
             .read(|tx| {
                 let (_, _, num) = load_owner(tx, run)?;

@@ -247,7 +247,7 @@ fn version_2_files_are_migrated_status_events_kept() {
         interrupts: Vec::new(),
     };
     block_on(store.commit(pause)).expect("status-only transition");
-    let before = block_on(store.events(run, 0, usize::MAX)).expect("events");
+    let before = block_on(store.events(run, 0, u64::MAX)).expect("events");
     assert_eq!(before.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
     drop(store);
 
@@ -269,7 +269,7 @@ fn version_2_files_are_migrated_status_events_kept() {
     drop(conn);
 
     let store = SqliteStore::open(&path).expect("migrate 2 -> 4");
-    let after = block_on(store.events(run, 0, usize::MAX)).expect("events");
+    let after = block_on(store.events(run, 0, u64::MAX)).expect("events");
     assert_eq!(after, before, "the events survive the migration");
     drop(store);
     let conn = Connection::open(&path).expect("open raw");

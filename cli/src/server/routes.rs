@@ -121,7 +121,7 @@ pub(crate) async fn state(
 #[serde(deny_unknown_fields)]
 pub(crate) struct HistoryQuery {
     before: Option<u64>,
-    limit: Option<usize>,
+    limit: Option<u64>,
 }
 
 pub(crate) async fn history(

@@ -325,7 +325,7 @@ impl Worker {
     ) -> Result<Vec<RunRecord>, StoreError> {
         let store = self.executor.store();
         let now = self.config.clock.now_ms();
-        let mut ready = store.claimable(now, wanted).await?;
+        let mut ready = store.claimable(now, wanted as u64).await?;
         if !ready.is_empty() {
             let shift = offset % ready.len();
             ready.rotate_left(shift);

@@ -188,7 +188,7 @@ pub(crate) async fn stored_events(
     executor: &Executor,
     run: RunId,
 ) -> Result<Vec<EventEnvelope>, HarnessError> {
-    let records = executor.store().events(run, 0, usize::MAX).await.map_err(RunError::from)?;
+    let records = executor.store().events(run, 0, u64::MAX).await.map_err(RunError::from)?;
     records
         .iter()
         .map(|record| {
