@@ -753,6 +753,7 @@ pub(crate) async fn wait<S: tollgate_engine::State>(handle: RunHandle<S>) -> Res
         | Err(tollgate_engine::RunError::VisitLimitExceeded { .. })
         | Err(tollgate_engine::RunError::InvalidUpdate { .. })
         | Err(tollgate_engine::RunError::UndeclaredTarget { .. })
+        | Err(tollgate_engine::RunError::RouteFailed { .. })
         | Err(tollgate_engine::RunError::Cancelled { .. }) => Ok(()),
         Err(other) => Err(other.into()),
     }

@@ -355,7 +355,8 @@ pub(crate) type NodeFn<S> =
     Arc<dyn Fn(Arc<S>, NodeContext) -> NodeFuture<<S as State>::Update> + Send + Sync>;
 
 /// A conditional route's function.
-pub(crate) type RouteFn<S> = Arc<dyn Fn(&S) -> crate::route::Route + Send + Sync>;
+pub(crate) type RouteFn<S> =
+    Arc<dyn Fn(&S) -> Result<crate::route::Route, NodeError> + Send + Sync>;
 
 #[cfg(test)]
 mod tests {

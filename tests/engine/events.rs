@@ -277,3 +277,37 @@ async fn a_run_that_was_never_stored_announces_nothing() {
     );
     assert!(events.is_empty(), "nothing was announced: {events:?}");
 }
+
+/// A route may fail: the run fails with the routing node and the cause, as
+/// data, and keeps the checkpoint of the step before.
+#[tokio::test]
+async fn a_failing_route_fails_the_run_with_its_node_and_cause() {
+    let graph = visits(Graph::new("routed", 1), &["a", "b"])
+        .edge(START, "a")
+        .try_route("a", ["b", END], |state: &Trace| match state.last.as_deref() {
+            Some(_) => Ok(tollgate::Route::to("b")),
+            None => {
+                Err(tollgate::NodeError::fatal("no `last` to route on").with_class("missing_input"))
+            }
+        })
+        .edge("b", END)
+        .compile()
+        .unwrap();
+    let executor = Executor::new(MemoryStore::new());
+    let (result, events) = support::run_with_events(&executor, &graph, RunConfig::new()).await;
+    let error = result.expect_err("the route fails");
+    assert!(
+        matches!(&error, tollgate::RunError::RouteFailed { node, .. } if node == "a"),
+        "{error:?}"
+    );
+    assert_eq!((error.kind(), error.class()), ("route_failed", "missing_input"));
+    assert!(error.to_string().contains("no `last` to route on"), "{error}");
+    let record = executor.store().run(events[0].run_id).await.unwrap();
+    assert_eq!(record.status, RunStatus::Failed);
+    let failure = record.failure.unwrap();
+    assert_eq!((failure.kind.as_str(), failure.node.as_deref()), ("route_failed", Some("a")));
+    assert!(
+        !events.iter().any(|e| e.node_id.as_deref().is_some_and(|n| n.starts_with("b:"))),
+        "b never ran"
+    );
+}

@@ -58,6 +58,16 @@ pub enum RunError {
         #[source]
         source: StateError,
     },
+    /// A route (`StateGraph::try_route`) failed; the run keeps its last
+    /// checkpoint.
+    #[error("the route after `{node}` failed: {source}")]
+    RouteFailed {
+        /// The routing node (or `__start__`).
+        node: String,
+        /// The route's error.
+        #[source]
+        source: NodeError,
+    },
     /// A route or command returned a target it did not declare.
     #[error(
         "`{node}` routed to `{target}`, which it does not declare; add it to the route's targets"
@@ -203,6 +213,7 @@ impl RunError {
             RunError::NodePanicked { .. } => "node_panicked",
             RunError::InvalidUpdate { .. } => "invalid_update",
             RunError::UndeclaredTarget { .. } => "undeclared_target",
+            RunError::RouteFailed { .. } => "route_failed",
             RunError::GraphMismatch { .. } => "graph_mismatch",
             RunError::UnknownStoredNode { .. } => "unknown_stored_node",
             RunError::StateDecode { .. } => "state_decode",
@@ -228,6 +239,7 @@ impl RunError {
             | RunError::NodeFailed { node, .. }
             | RunError::NodePanicked { node, .. }
             | RunError::UndeclaredTarget { node, .. }
+            | RunError::RouteFailed { node, .. }
             | RunError::UnknownStoredNode { node, .. } => Some(node),
             _ => None,
         }
@@ -239,6 +251,7 @@ impl RunError {
     pub fn class(&self) -> &str {
         match self {
             RunError::NodeFailed { source, .. } => source.class().unwrap_or("node_failed"),
+            RunError::RouteFailed { source, .. } => source.class().unwrap_or("route_failed"),
             other => other.kind(),
         }
     }

@@ -94,7 +94,9 @@ impl Frontier {
             schedule.target(target);
         }
         if let Some(route) = &inner.start.route {
-            for goto in (route.run)(state).into_targets() {
+            let chosen = (route.run)(state)
+                .map_err(|source| RunError::RouteFailed { node: START.to_owned(), source })?;
+            for goto in chosen.into_targets() {
                 schedule.goto(START, goto, &route.allowed)?;
             }
         }
@@ -137,7 +139,11 @@ impl Frontier {
                 schedule.target(target);
             }
             if let Some(route) = &node.next.route {
-                for goto in (route.run)(state).into_targets() {
+                let chosen = (route.run)(state).map_err(|source| RunError::RouteFailed {
+                    node: node.name.to_string(),
+                    source,
+                })?;
+                for goto in chosen.into_targets() {
                     schedule.goto(&node.name, goto, &route.allowed)?;
                 }
             }

@@ -151,11 +151,25 @@ impl<S: State> StateGraph<S> {
     /// A conditional route: after `from` runs, `route` is called on the
     /// merged state and picks among `targets` (nodes or `END`; `Send`s must
     /// name one of them too).
-    pub fn route<T, F>(mut self, from: impl Into<String>, targets: T, route: F) -> Self
+    pub fn route<T, F>(self, from: impl Into<String>, targets: T, route: F) -> Self
     where
         T: IntoIterator,
         T::Item: Into<String>,
         F: Fn(&S) -> Route + Send + Sync + 'static,
+    {
+        self.try_route(from, targets, move |state: &S| Ok(route(state)))
+    }
+
+    /// A route that may fail (it reads something that can be missing or
+    /// malformed): an `Err` fails the run with
+    /// [`RunError::RouteFailed`](crate::RunError::RouteFailed), naming the
+    /// node and the cause, and keeps its last checkpoint, as a failing node
+    /// does.
+    pub fn try_route<T, F>(mut self, from: impl Into<String>, targets: T, route: F) -> Self
+    where
+        T: IntoIterator,
+        T::Item: Into<String>,
+        F: Fn(&S) -> Result<Route, NodeError> + Send + Sync + 'static,
     {
         self.routes.push(RouteDecl {
             from: from.into(),
