@@ -55,3 +55,17 @@ fn fan_out_results_merge_in_task_order_whatever_the_timing() {
         assert_eq!(visited, &expected);
     }
 }
+
+/// The documented order (docs/engine.md, "Task order, precisely"): a
+/// node's static edges in declaration order, not by name.
+#[tokio::test]
+async fn tasks_follow_the_declaration_order_of_edges() {
+    let graph = support::visits(Graph::new("order", 1), &["a", "b", "c"])
+        .edge(START, "a")
+        .edge("a", "c")
+        .edge("a", "b")
+        .edge("b", END)
+        .edge("c", END);
+    let outcome = support::run(graph, 10).await.unwrap();
+    assert_eq!(outcome.state.visited, ["a", "c", "b"]);
+}

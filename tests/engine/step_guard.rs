@@ -104,3 +104,32 @@ fn visit_limits_stop_a_node_not_the_budget() {
         "{error:?}"
     );
 }
+
+/// `max_steps` counts the run's steps, not the leg's: a run stopped after
+/// two steps and continued with a budget of three runs one more step, then
+/// fails at step four (docs/engine.md, "Step guard").
+#[tokio::test]
+async fn the_budget_counts_the_runs_steps_across_legs() {
+    let graph = looping(5).compile().unwrap();
+    let executor = Executor::new(MemoryStore::new());
+    let first = executor.run(&graph, Trace::default(), RunConfig::new().max_steps(2)).await;
+    let run = match first {
+        Err(RunError::StepLimitExceeded { limit: 2, step: 3, .. }) => {
+            executor.store().list_runs(&Default::default(), &Default::default()).await.unwrap().runs
+                [0]
+            .id
+        }
+        other => panic!("expected the guard at step 3: {other:?}"),
+    };
+    let continued = executor
+        .continue_run(&graph, run, RunConfig::new().max_steps(3))
+        .await
+        .unwrap()
+        .wait()
+        .await;
+    match continued {
+        Err(RunError::StepLimitExceeded { limit: 3, step: 4, .. }) => {}
+        other => panic!("expected the guard at the run's step 4: {other:?}"),
+    }
+    assert_eq!(executor.store().run(run).await.unwrap().step, 3, "one more step ran");
+}
