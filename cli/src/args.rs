@@ -205,6 +205,24 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A run's checkpoints, newest first, one page.
+    History {
+        /// The run.
+        run: String,
+        /// Checkpoints before this step (`next_before` of the previous
+        /// page).
+        #[arg(long)]
+        before: Option<u64>,
+        /// Checkpoints per page.
+        #[arg(long, default_value_t = 20)]
+        limit: u64,
+        /// With the state and the next nodes at each (blueprint runs).
+        #[arg(long)]
+        values: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancels a running or queued run, wherever it is driven: it ends
     /// `interrupted` (the owner stops at its next write).
     Cancel {

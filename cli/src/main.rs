@@ -215,6 +215,15 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
                 }
             }
         }
+        RunsCommand::History { run, before, limit, values, json } => {
+            let page = runs.history(run_id(&run)?, before, limit, values).await?;
+            if json {
+                print_json(&page);
+            } else {
+                print!("{}", output::history(&page));
+            }
+            Ok(code::OK)
+        }
         RunsCommand::Cancel { run, json } => {
             let summary = runs.cancel(run_id(&run)?).await?;
             print_summary(&summary, json);

@@ -189,3 +189,41 @@ fn decision_text(decision: &tollgate_engine::Decision) -> String {
         Decision::Reject { reason: None } => "reject".to_owned(),
     }
 }
+
+/// A history page as lines: step, time, tasks, snapshot; with `--values`,
+/// the next nodes and the state, abbreviated.
+pub(crate) fn history(page: &serde_json::Value) -> String {
+    let mut out = String::new();
+    for checkpoint in page["checkpoints"].as_array().into_iter().flatten() {
+        let snapshot = if checkpoint["snapshot"] == true { "  snapshot" } else { "" };
+        let _ = writeln!(
+            out,
+            "step {:>4}  {}  {} task(s){snapshot}",
+            checkpoint["step"],
+            checkpoint["at"].as_str().unwrap_or(""),
+            checkpoint["tasks"]
+        );
+        if let Some(next) = checkpoint["next"].as_array() {
+            let names: Vec<&str> = next.iter().filter_map(|n| n.as_str()).collect();
+            let _ = writeln!(
+                out,
+                "           next: {}",
+                if names.is_empty() { "(end)".to_owned() } else { names.join(", ") }
+            );
+        }
+        if !checkpoint["values"].is_null() {
+            let _ = writeln!(
+                out,
+                "           values: {}",
+                abbreviated(&checkpoint["values"].to_string(), 200)
+            );
+        }
+    }
+    if page["checkpoints"].as_array().is_none_or(|c| c.is_empty()) {
+        out.push_str("(no checkpoints)\n");
+    }
+    if let Some(before) = page["next_before"].as_u64() {
+        let _ = writeln!(out, "more: --before {before}");
+    }
+    out
+}

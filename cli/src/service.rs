@@ -463,15 +463,33 @@ impl Runs {
         run: RunId,
         before: Option<u64>,
         limit: u64,
+        values: bool,
     ) -> Result<Value, CliError> {
         if limit == 0 || limit > 1000 {
             return Err(CliError::invalid("limit must be between 1 and 1000"));
         }
-        let page = self.store().history(run, before, limit).await?;
+        let info = |c: &tollgate_checkpoint::CheckpointInfo| json!({"step": c.step, "at": format_rfc3339(c.at_ms), "tasks": c.tasks, "snapshot": c.snapshot});
+        if !values {
+            let page = self.store().history(run, before, limit).await?;
+            let checkpoints: Vec<Value> = page.checkpoints.iter().map(info).collect();
+            return Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}));
+        }
+        self.store().run(run).await?;
+        let Some(rebuilt) = self.rebuild(run).await? else {
+            return Err(CliError::invalid(format!(
+                "run {run} was not started from a blueprint: its states need its graph (Executor::state_history in the process that has it)"
+            )));
+        };
+        let page = self.executor.state_history(rebuilt.agent.graph(), run, before, limit).await?;
         let checkpoints: Vec<Value> = page
             .checkpoints
             .iter()
-            .map(|c| json!({"step": c.step, "at": format_rfc3339(c.at_ms), "tasks": c.tasks, "snapshot": c.snapshot}))
+            .map(|(checkpoint, state)| {
+                let mut entry = info(checkpoint);
+                entry["values"] = serde_json::to_value(&state.values).unwrap_or(Value::Null);
+                entry["next"] = json!(state.next);
+                entry
+            })
             .collect();
         Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}))
     }

@@ -673,3 +673,31 @@ fn damaged_rows_are_reported_without_hiding_the_rest() {
         );
     }
 }
+
+/// `runs history --values`: every checkpoint, newest first, with its state
+/// and next nodes; pages with `--before`.
+#[test]
+fn history_with_values_and_next_nodes() {
+    let fx = Fixture::new();
+    let run = fx.paused();
+    let page = fx.json(&["runs", "history", &run, "--values", "--json"], 0);
+    let checkpoints = page["checkpoints"].as_array().unwrap();
+    let steps: Vec<u64> = checkpoints.iter().map(|c| c["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, [3, 2, 1, 0], "newest first");
+    assert_eq!(checkpoints[0]["next"], json!(["refunds.tools"]));
+    assert_eq!(checkpoints[3]["next"], json!(["refunds"]));
+    let messages = |c: &Value| c["values"]["messages"].as_array().unwrap().len();
+    assert_eq!((messages(&checkpoints[3]), messages(&checkpoints[0])), (1, 4));
+    let older = fx.json(&["runs", "history", &run, "--limit", "2", "--before", "2", "--json"], 0);
+    let steps: Vec<u64> = older["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, [1, 0]);
+    assert!(older["checkpoints"][0].get("values").is_none(), "values only when asked");
+    let human = fx.run(&["runs", "history", &run, "--values"]);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains("next: refunds.tools") && text.contains("values: {"), "{text}");
+}

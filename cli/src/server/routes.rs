@@ -122,6 +122,7 @@ pub(crate) async fn state(
 pub(crate) struct HistoryQuery {
     before: Option<u64>,
     limit: Option<u64>,
+    values: Option<bool>,
 }
 
 pub(crate) async fn history(
@@ -129,7 +130,9 @@ pub(crate) async fn history(
     Path(id): Path<String>,
     Query(query): Query<HistoryQuery>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(app.runs.history(run_id(&id)?, query.before, query.limit.unwrap_or(20)).await?))
+    let limit = query.limit.unwrap_or(20);
+    let values = query.values.unwrap_or(false);
+    Ok(Json(app.runs.history(run_id(&id)?, query.before, limit, values).await?))
 }
 
 #[derive(Deserialize, Default)]

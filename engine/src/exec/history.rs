@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use tollgate_checkpoint::{
-    Blob, Codec, CodecError, Owner, RunId, RunStatus, StepRecord, Store, StoreError,
-    StoredCheckpoint, TaskKey, TaskUpdate, Transition,
+    Blob, CheckpointInfo, Codec, CodecError, Owner, RunId, RunStatus, StepRecord, Store,
+    StoreError, StoredCheckpoint, TaskKey, TaskUpdate, Transition,
 };
 
 use crate::event::Event;
@@ -130,7 +130,38 @@ pub struct StateSnapshot<S> {
     pub pending_writes: Vec<(u32, String)>,
 }
 
+/// One page of a run's history with the state at each checkpoint
+/// ([`Executor::state_history`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct StatePage<S> {
+    /// Newest first: each checkpoint (when, tasks, snapshot) and its state.
+    pub checkpoints: Vec<(CheckpointInfo, StateSnapshot<S>)>,
+    /// Pass as `before` for the next page; `None` on the last page.
+    pub next_before: Option<u64>,
+}
+
 impl Executor {
+    /// The run's checkpoints before step `before` (all when `None`),
+    /// newest first, at most `limit`, each with its values and next nodes
+    /// (a [`StateSnapshot`] as [`Executor::get_state`] gives it).
+    pub async fn state_history<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        before: Option<u64>,
+        limit: u64,
+    ) -> Result<StatePage<S>, RunError> {
+        check_graph(&*self.store, graph, run).await?;
+        let page = self.store.history(run, before, limit).await?;
+        let mut checkpoints = Vec::with_capacity(page.checkpoints.len());
+        for info in page.checkpoints {
+            let state = self.get_state(graph, run, Some(info.step)).await?;
+            checkpoints.push((info, state));
+        }
+        Ok(StatePage { checkpoints, next_before: page.next_before })
+    }
+
     /// The run's state at checkpoint `at` (the last when `None`): values,
     /// next nodes, open interrupts and the finished tasks of the step in
     /// flight.

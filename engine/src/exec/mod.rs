@@ -17,6 +17,6 @@ pub use config::{RunConfig, SnapshotPolicy, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DE
 pub(crate) use emit::{node_id, Emitter, Live};
 pub use error::RunError;
 pub use executor::{CancelToken, Executor, RunHandle, RunOutcome};
-pub use history::StateSnapshot;
+pub use history::{StatePage, StateSnapshot};
 pub use resume::{DecisionOutcome, Resumed};
 pub use worker::{drive_leg, Worker, WorkerReport, Workload, DEFAULT_MAX_LEASE_LOSSES};
