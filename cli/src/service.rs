@@ -763,6 +763,14 @@ pub(crate) async fn wait<S: tollgate_engine::State>(handle: RunHandle<S>) -> Res
     });
     let result = handle.wait().await;
     watcher.abort();
+    leg_result(result)
+}
+
+/// A leg's end as a command's result: a run that failed is reported by its
+/// summary, not as an error; the store failing, or a conflict, is one.
+pub(crate) fn leg_result<S>(
+    result: Result<tollgate_engine::RunOutcome<S>, RunError>,
+) -> Result<(), CliError> {
     match result {
         Ok(_) => Ok(()),
         Err(tollgate_engine::RunError::NodeFailed { .. })

@@ -551,3 +551,36 @@ fn slow_clients_do_not_lock_others_out() {
         assert!(waited < Duration::from_secs(5), "served once idle clients timed out: {waited:?}");
     });
 }
+
+/// A server stopped by SIGTERM releases the runs it drives at their next
+/// step boundary: they go back to `queued` (not `running` under an owner
+/// that is gone), and `runs continue` finishes them.
+#[test]
+fn a_stopping_server_releases_its_runs() {
+    let fx = Fixture::new();
+    support::ticking_blueprint(&fx, "ticker", 3, 0.3);
+    let server = Served::start(&fx, &["--blueprints", fx.dir.path().to_str().unwrap()]);
+    let client = client();
+    let id = runtime().block_on(async {
+        let created =
+            support::post_json(&client, &server.url("/runs"), &json!({"blueprint": "ticker"}))
+                .await;
+        let id = created["id"].as_str().unwrap().to_owned();
+        // Wait until the tool's step is in flight.
+        loop {
+            let show = get_json(&client, &server.url(&format!("/runs/{id}")), 200).await;
+            if show["step"].as_u64().is_some_and(|step| step >= 1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        id
+    });
+    let status = server.stop("TERM");
+    assert!(status.success(), "{status}");
+    let show = fx.json(&["runs", "show", &id, "--json"], 0);
+    assert_eq!(show["status"], "queued", "released, not left running: {show}");
+    let done = fx.json(&["runs", "continue", &id, "--json"], 0);
+    assert_eq!(done["status"], "completed");
+    support::assert_events_gap_free(&fx, &id);
+}

@@ -11,6 +11,7 @@
 
 mod auth;
 mod errors;
+mod legs;
 mod routes;
 mod streams;
 
@@ -32,6 +33,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use crate::error::CliError;
 use crate::service::Runs;
 
+pub(crate) use legs::Legs;
 pub(crate) use streams::Hub;
 
 /// How `serve` was configured.
@@ -72,8 +74,13 @@ pub(crate) struct Limits {
 pub(crate) struct App {
     pub(crate) runs: Runs,
     pub(crate) hub: Hub,
+    /// The legs this server drives, released when it stops.
+    pub(crate) legs: Legs,
     pub(crate) settings: Arc<Settings>,
 }
+
+/// How long a stopping server waits for its legs to reach a step boundary.
+const RELEASE_PATIENCE: Duration = Duration::from_secs(30);
 
 /// The options handlers consult.
 #[derive(Debug)]
@@ -114,13 +121,21 @@ pub(crate) async fn serve(
         allow_inline_commands: options.allow_inline_commands,
         limits: options.limits,
     };
-    let app = App { runs, hub: Hub::default(), settings: Arc::new(settings) };
+    let app =
+        App { runs, hub: Hub::default(), legs: Legs::default(), settings: Arc::new(settings) };
     let mut router = router(app.clone());
     if let Some(cors) = cors {
         router = router.layer(cors);
     }
     router = router.layer(axum::middleware::map_response(errors::json_errors));
     accept(listener, router, options.limits, shutdown).await;
+    // Legs in flight go back to `queued` at their next step boundary, for
+    // a worker or `runs continue`, rather than staying `running` under an
+    // owner that is gone.
+    let (released, left) = app.legs.release_all(RELEASE_PATIENCE).await;
+    if released + left > 0 {
+        eprintln!("tollgate: stopped; released {released} run(s) at a step boundary, {left} still in a step");
+    }
     Ok(())
 }
 

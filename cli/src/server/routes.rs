@@ -10,8 +10,8 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{RunFilter, RunId, RunStatus};
-use tollgate_engine::{Decision, RunHandle};
-use tollgate_nodes::{AgentState, Blueprint};
+use tollgate_engine::Decision;
+use tollgate_nodes::Blueprint;
 
 use crate::error::CliError;
 use crate::service::{self, Decided, Launch};
@@ -198,19 +198,9 @@ async fn decided(
     if let Decided::Continuing(handle) =
         app.runs.decide(run, interrupt, decision, Some(sink)).await?
     {
-        drive(handle);
+        app.legs.drive(handle);
     }
     Ok(summary_json(&app.runs.summary(run).await?))
-}
-
-/// Lets a leg run to its end in the background.
-fn drive(handle: RunHandle<AgentState>) {
-    let run = handle.run_id();
-    tokio::spawn(async move {
-        if let Err(error) = service::wait(handle).await {
-            tracing::warn!(%run, %error, "leg failed");
-        }
-    });
 }
 
 pub(crate) async fn cancel(
@@ -237,9 +227,9 @@ pub(crate) async fn resume_leg(
     let run = run_id(&id)?;
     let handle = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
     if query.wait.unwrap_or(false) {
-        service::wait(handle).await?;
+        app.legs.wait(handle).await?;
     } else {
-        drive(handle);
+        app.legs.drive(handle);
     }
     Ok(summary_json(&app.runs.summary(run).await?))
 }
@@ -276,8 +266,8 @@ pub(crate) async fn create(
     let launch = Launch { thread: body.thread, max_steps: body.max_steps };
     let handle = app.runs.launch(&blueprint, &input, launch, run, Some(app.hub.sink(run))).await?;
     match (handle, query.wait.unwrap_or(false)) {
-        (Some(handle), true) => service::wait(handle).await?,
-        (Some(handle), false) => drive(handle),
+        (Some(handle), true) => app.legs.wait(handle).await?,
+        (Some(handle), false) => app.legs.drive(handle),
         (None, true) => app.runs.settled(run).await?,
         (None, false) => {}
     }

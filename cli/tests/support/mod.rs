@@ -274,6 +274,12 @@ impl Served {
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
+
+    /// Sends `signal` to the server and waits for it to exit.
+    pub(crate) fn stop(mut self, signal_name: &str) -> std::process::ExitStatus {
+        signal(&self.child, signal_name);
+        self.child.wait().unwrap()
+    }
 }
 
 /// An HTTP client sending the test token. reqwest is built without a

@@ -1,0 +1,71 @@
+//! The legs this server drives: run in the background, released when the
+//! server stops.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tollgate_checkpoint::RunId;
+use tollgate_engine::{CancelToken, RunHandle};
+use tollgate_nodes::AgentState;
+
+use crate::error::CliError;
+use crate::service;
+
+/// Legs in flight, by run.
+#[derive(Clone, Default)]
+pub(crate) struct Legs {
+    running: Arc<Mutex<HashMap<RunId, CancelToken>>>,
+    ended: Arc<Notify>,
+}
+
+impl Legs {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, CancelToken>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits for the leg to end (registered meanwhile, so a stopping server
+    /// releases it).
+    pub(crate) async fn wait(&self, handle: RunHandle<AgentState>) -> Result<(), CliError> {
+        let run = handle.run_id();
+        self.lock().insert(run, handle.cancel_token());
+        let result = handle.wait().await;
+        self.lock().remove(&run);
+        self.ended.notify_waiters();
+        service::leg_result(result)
+    }
+
+    /// Lets the leg run to its end in the background.
+    pub(crate) fn drive(&self, handle: RunHandle<AgentState>) {
+        let legs = self.clone();
+        let run = handle.run_id();
+        tokio::spawn(async move {
+            if let Err(error) = legs.wait(handle).await {
+                tracing::warn!(%run, %error, "leg failed");
+            }
+        });
+    }
+
+    /// Releases every leg (each goes back to `queued` at its next step
+    /// boundary) and waits for them, `patience` at most; returns how many
+    /// ended and how many were still in a step.
+    pub(crate) async fn release_all(&self, patience: Duration) -> (usize, usize) {
+        let total = {
+            let running = self.lock();
+            running.values().for_each(CancelToken::release);
+            running.len()
+        };
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let left = self.lock().len();
+            if left == 0 || tokio::time::Instant::now() >= deadline {
+                return (total - left.min(total), left);
+            }
+            let _ = tokio::time::timeout_at(deadline, ended).await;
+        }
+    }
+}
