@@ -39,6 +39,19 @@ const FALLBACK: Duration = Duration::from_secs(1);
 /// that falls further reads the store instead.
 const LIVE_BUFFER: usize = 4_096;
 
+/// One event with its JSON line, shared by every subscriber (serialised
+/// once, when it is emitted or read).
+struct Logged {
+    json: String,
+    envelope: EventEnvelope,
+}
+
+impl Logged {
+    fn seq(&self) -> u64 {
+        self.envelope.seq
+    }
+}
+
 /// Events of the legs this server drives, per run, as they are emitted,
 /// with the recent ones kept for subscribers that arrive mid-step.
 #[derive(Clone, Default)]
@@ -48,10 +61,10 @@ pub(crate) struct Hub {
 
 /// One run's live events.
 struct Live {
-    sender: broadcast::Sender<Arc<EventEnvelope>>,
+    sender: broadcast::Sender<Arc<Logged>>,
     /// The latest events of the legs in flight, oldest first (at most
     /// [`LIVE_BUFFER`]).
-    recent: VecDeque<Arc<EventEnvelope>>,
+    recent: VecDeque<Arc<Logged>>,
     /// Legs of the run this server drives now.
     legs: usize,
 }
@@ -80,7 +93,8 @@ impl Hub {
         let hub = self.clone();
         tokio::spawn(async move {
             while let Some(event) = events.recv().await {
-                let event = Arc::new(event);
+                let json = serde_json::to_string(&event).unwrap_or_default();
+                let event = Arc::new(Logged { json, envelope: event });
                 let mut runs = hub.lock();
                 let live = runs.entry(run).or_insert_with(Live::new);
                 if live.recent.len() == LIVE_BUFFER {
@@ -107,10 +121,7 @@ impl Hub {
 
     /// The run's recent live events and a receiver for the next ones, taken
     /// together so that none falls between.
-    fn subscribe(
-        &self,
-        run: RunId,
-    ) -> (Vec<Arc<EventEnvelope>>, broadcast::Receiver<Arc<EventEnvelope>>) {
+    fn subscribe(&self, run: RunId) -> (Vec<Arc<Logged>>, broadcast::Receiver<Arc<Logged>>) {
         let mut runs = self.lock();
         // Runs whose followers all left.
         runs.retain(|_, live| !live.idle());
@@ -147,8 +158,8 @@ impl Until {
 
 /// What a follow delivers.
 enum Item {
-    /// An event: its number, its JSON line and the envelope.
-    Event { seq: u64, json: String, envelope: Arc<EventEnvelope> },
+    /// An event, with its JSON line.
+    Event(Arc<Logged>),
     /// The run is `running` under an owner that is gone: nobody drives it.
     Orphaned { owner: String },
 }
@@ -160,10 +171,10 @@ struct Follow {
     run: RunId,
     after: u64,
     until: Until,
-    live: Option<broadcast::Receiver<Arc<EventEnvelope>>>,
+    live: Option<broadcast::Receiver<Arc<Logged>>>,
     /// Live events past the next one to deliver, by number, until the
     /// ones before them arrive (live or from the store).
-    ahead: std::collections::BTreeMap<u64, Arc<EventEnvelope>>,
+    ahead: std::collections::BTreeMap<u64, Arc<Logged>>,
     changes: Option<Arc<Notify>>,
     pending: VecDeque<Item>,
     look: bool,
@@ -182,7 +193,7 @@ impl Follow {
             after,
             until,
             live: Some(live),
-            ahead: recent.into_iter().map(|event| (event.seq, event)).collect(),
+            ahead: recent.into_iter().map(|event| (event.seq(), event)).collect(),
             changes: app.runs.changes(),
             pending: VecDeque::new(),
             look: true,
@@ -195,16 +206,15 @@ impl Follow {
     async fn next(&mut self) -> Result<Option<Item>, CliError> {
         loop {
             if let Some(item) = self.pending.pop_front() {
-                if let Item::Event { seq, .. } = &item {
-                    self.after = *seq;
+                if let Item::Event(event) = &item {
+                    self.after = event.seq();
                 }
                 return Ok(Some(item));
             }
             // Live events that continue what was delivered.
             self.ahead.retain(|seq, _| *seq > self.after);
-            if let Some(envelope) = self.ahead.remove(&(self.after + 1)) {
-                let json = serde_json::to_string(&*envelope).unwrap_or_default();
-                self.pending.push_back(Item::Event { seq: envelope.seq, json, envelope });
+            if let Some(event) = self.ahead.remove(&(self.after + 1)) {
+                self.pending.push_back(Item::Event(event));
                 continue;
             }
             let changes = self.changes.clone();
@@ -245,11 +255,11 @@ impl Follow {
             tokio::select! {
                 received = live => match received {
                     // Delivered already from the store.
-                    Ok(envelope) if envelope.seq <= self.after => {}
+                    Ok(event) if event.seq() <= self.after => {}
                     // Next, or ahead: kept until what comes before it is in.
-                    Ok(envelope) => {
+                    Ok(event) => {
                         if self.ahead.len() < LIVE_BUFFER {
-                            self.ahead.insert(envelope.seq, envelope);
+                            self.ahead.insert(event.seq(), event);
                         }
                     }
                     // Fell behind: the store fills the gap once the step commits.
@@ -277,8 +287,8 @@ impl Follow {
         let batch = self.runs.events(self.run, self.after, 500).await?;
         let found = !batch.is_empty();
         for record in batch {
-            let envelope = Arc::new(service::parse(&record)?);
-            self.pending.push_back(Item::Event { seq: record.seq, json: record.json, envelope });
+            let envelope = service::parse(&record)?;
+            self.pending.push_back(Item::Event(Arc::new(Logged { json: record.json, envelope })));
         }
         // More may follow a full batch.
         self.look = found;
@@ -326,15 +336,11 @@ pub(crate) async fn sse(
         None => Carry::Events(StreamMode::Events),
     };
     let agent = match carry {
-        Carry::Values => match app.runs.rebuild(run).await? {
-            Some(rebuilt) => Some(Arc::new(rebuilt.agent)),
-            None => {
-                return Err(CliError::invalid(format!(
-                    "run {run} was not started from a blueprint: mode `values` needs its graph"
-                ))
-                .into())
-            }
-        },
+        Carry::Values => {
+            let rebuilt =
+                app.runs.blueprint_graph(run, "follow its states (mode `values`)").await?;
+            Some(Arc::new(rebuilt.agent))
+        }
         Carry::Events(_) => None,
     };
     let after = match headers.get("last-event-id").and_then(|value| value.to_str().ok()) {
@@ -350,9 +356,9 @@ pub(crate) async fn sse(
             let mut follow = follow?;
             loop {
                 match follow.next().await {
-                    Ok(Some(Item::Event { seq, json, envelope })) => {
+                    Ok(Some(Item::Event(logged))) => {
                         if let Some(event) =
-                            sse_event(&follow, carry, agent.as_deref(), seq, json, &envelope).await
+                            sse_event(&follow, carry, agent.as_deref(), &logged).await
                         {
                             return Some((Ok(event), Some(follow)));
                         }
@@ -383,11 +389,10 @@ async fn sse_event(
     follow: &Follow,
     carry: Carry,
     agent: Option<&CompiledAgent>,
-    seq: u64,
-    json: String,
-    envelope: &EventEnvelope,
+    logged: &Logged,
 ) -> Option<SseEvent> {
-    let frame = SseEvent::default().id(seq.to_string());
+    let (envelope, json) = (&logged.envelope, logged.json.as_str());
+    let frame = SseEvent::default().id(envelope.seq.to_string());
     match carry {
         Carry::Events(mode) => {
             mode.accepts(&envelope.event).then(|| frame.event(envelope.event.kind()).data(json))
@@ -429,9 +434,9 @@ async fn stream_ws(app: App, run: RunId, mut socket: WebSocket) {
     if follow.read_store().await.is_err() {
         return;
     }
-    while let Some(Item::Event { seq, envelope, .. }) = follow.pending.front() {
-        follow.after = *seq;
-        events.extend(ui_event(envelope));
+    while let Some(Item::Event(logged)) = follow.pending.front() {
+        follow.after = logged.seq();
+        events.extend(ui_event(&logged.envelope));
         follow.pending.pop_front();
     }
     follow.look = true;
@@ -442,7 +447,7 @@ async fn stream_ws(app: App, run: RunId, mut socket: WebSocket) {
     loop {
         let message = tokio::select! {
             next = follow.next() => match next {
-                Ok(Some(Item::Event { envelope, .. })) => match ui_event(&envelope) {
+                Ok(Some(Item::Event(logged))) => match ui_event(&logged.envelope) {
                     Some(ui) => ui,
                     None => continue,
                 },

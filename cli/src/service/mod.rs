@@ -1,5 +1,11 @@
-//! The operations the CLI and the server share: summaries, listing,
-//! decisions, continuing blueprint runs, events.
+//! The operations the CLI and the server share: opening the database,
+//! starting, deciding, continuing, cancelling and deleting runs, workers,
+//! events. What is shown of runs (summaries, listings, state, history) is
+//! in [`view`].
+
+mod view;
+
+pub(crate) use view::RunSummary;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,76 +14,19 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{watch, Notify};
 
-use serde::Serialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{
-    Cursor, DamagedRun, EventRecord, PageRequest, RunFailure, RunFilter, RunId, RunRecord,
-    RunStatus, SqliteStore, Store, StoreError,
+    EventRecord, PageRequest, RunFilter, RunId, RunRecord, RunStatus, SqliteStore, Store,
+    StoreError,
 };
 use tollgate_engine::{
-    drive_leg, format_rfc3339, Decision, DecisionError, DecisionRequest, Event, EventEnvelope,
-    EventSink, Executor, Resumed, RunConfig, RunError, RunHandle, Worker, Workload,
+    drive_leg, Decision, DecisionError, DecisionRequest, EventEnvelope, EventSink, Executor,
+    Resumed, RunConfig, RunError, RunHandle, Worker, Workload,
 };
 use tollgate_nodes::{AgentState, Blueprint, CompiledAgent, Message, ModelRegistry};
 use tollgate_postgres::PostgresStore;
 
 use crate::error::CliError;
-
-/// One interrupt in a summary.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct InterruptView {
-    pub(crate) id: String,
-    pub(crate) node: String,
-    pub(crate) kind: String,
-    pub(crate) payload: Value,
-    pub(crate) decisions: Vec<&'static str>,
-}
-
-/// The run summary (docs/cli.md, JSON).
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct RunSummary {
-    pub(crate) id: String,
-    pub(crate) graph: String,
-    pub(crate) status: RunStatus,
-    pub(crate) step: u64,
-    pub(crate) created_at: String,
-    pub(crate) updated_at: String,
-    pub(crate) interrupts: Vec<InterruptView>,
-    /// The final state of a completed run.
-    pub(crate) result: Value,
-    /// Why it failed or was rejected.
-    pub(crate) error: Value,
-}
-
-impl RunSummary {
-    /// The last assistant message of an agent run's result, if any.
-    pub(crate) fn final_text(&self) -> Option<&str> {
-        self.result["messages"]
-            .as_array()?
-            .iter()
-            .rev()
-            .find(|m| {
-                m["role"] == "assistant" && m["content"].as_str().is_some_and(|c| !c.is_empty())
-            })
-            .and_then(|m| m["content"].as_str())
-    }
-}
-
-/// One page of runs, and the rows of it that could not be read.
-pub(crate) struct Listing {
-    pub(crate) runs: Vec<RunSummary>,
-    pub(crate) damaged: Vec<DamagedRun>,
-    pub(crate) next: Option<String>,
-}
-
-impl Listing {
-    /// `{"runs", "damaged": [{"id", "error"}], "next_cursor"}`.
-    pub(crate) fn json(&self) -> Value {
-        let damaged: Vec<Value> =
-            self.damaged.iter().map(|row| json!({"id": row.id, "error": row.reason})).collect();
-        json!({"runs": self.runs, "damaged": damaged, "next_cursor": self.next})
-    }
-}
 
 /// What recording a decision led to.
 pub(crate) enum Decided {
@@ -120,13 +69,20 @@ pub(crate) struct Runs {
     models: ModelRegistry,
     /// Notified when a run is queued or changes status (Postgres only).
     wake: Option<Arc<Notify>>,
-    /// The Postgres store, when the database is one (runs are shared with
-    /// workers; streams register what they watch).
-    postgres: Option<Arc<PostgresStore>>,
+    /// The store behind the executor, by kind.
+    backend: Backend,
     /// Started on first use: woken by commits of any process.
     changes: Arc<std::sync::OnceLock<Option<Arc<Notify>>>>,
-    /// The SQLite file, when the database is one.
-    sqlite: Option<std::path::PathBuf>,
+}
+
+/// Which store the runs live in (the same one the executor holds).
+#[derive(Clone)]
+enum Backend {
+    /// A SQLite file: runs are driven by the processes that start them.
+    Sqlite(Arc<SqliteStore>),
+    /// PostgreSQL: runs are shared with workers; streams register what
+    /// they watch.
+    Postgres(Arc<PostgresStore>),
 }
 
 /// How often the SQLite change watcher looks at `PRAGMA data_version`.
@@ -160,12 +116,16 @@ impl Runs {
             PostgresStore::connect(&text).await.map(|store| {
                 let store = Arc::new(store);
                 let executor = Executor::with_store(Arc::clone(&store) as Arc<dyn Store>);
-                (Some(store.run_notifications()), Some(store), executor)
+                (Some(store.run_notifications()), Backend::Postgres(store), executor)
             })
         } else {
-            SqliteStore::open(db).map(|store| (None, None, Executor::new(store)))
+            SqliteStore::open(db).map(|store| {
+                let store = Arc::new(store);
+                let executor = Executor::with_store(Arc::clone(&store) as Arc<dyn Store>);
+                (None, Backend::Sqlite(store), executor)
+            })
         };
-        let (wake, postgres, executor) = opened.map_err(|error| {
+        let (wake, backend, executor) = opened.map_err(|error| {
             let message = format!("cannot open database {}: {error}", redact(&text));
             match error {
                 StoreError::InvalidSettings { .. }
@@ -174,34 +134,31 @@ impl Runs {
                 _ => CliError::Failed { message },
             }
         })?;
-        let sqlite = postgres.is_none().then(|| db.to_owned());
         Ok(Self {
             executor: Arc::new(executor),
             models: models(),
             wake,
-            postgres,
+            backend,
             changes: Arc::default(),
-            sqlite,
         })
     }
 
     /// Whether runs are shared with worker processes (Postgres): runs
     /// started over the API are then queued for them.
     pub(crate) fn shared(&self) -> bool {
-        self.postgres.is_some()
+        matches!(self.backend, Backend::Postgres(_))
     }
 
     /// A signal woken by commits of any process (of watched runs, on
     /// Postgres), or `None` where there is none and readers poll.
     pub(crate) fn changes(&self) -> Option<Arc<Notify>> {
         self.changes
-            .get_or_init(|| match (&self.postgres, &self.sqlite) {
-                (Some(postgres), _) => Some(postgres.event_notifications()),
-                (None, Some(path)) => SqliteStore::open(path)
-                    .and_then(|store| store.changes(SQLITE_CHANGE_CHECK))
+            .get_or_init(|| match &self.backend {
+                Backend::Postgres(store) => Some(store.event_notifications()),
+                Backend::Sqlite(store) => store
+                    .changes(SQLITE_CHANGE_CHECK)
                     .map_err(|error| tracing::warn!(%error, "no change signal; streams poll"))
                     .ok(),
-                (None, None) => None,
             })
             .clone()
     }
@@ -210,8 +167,8 @@ impl Runs {
     /// [`Runs::changes`] (Postgres; a no-op on SQLite, where every commit
     /// does).
     pub(crate) async fn watch(&self, run: RunId) -> Result<(), CliError> {
-        if let Some(postgres) = &self.postgres {
-            postgres.watch(run, WATCH_LEASE).await?;
+        if let Backend::Postgres(store) = &self.backend {
+            store.watch(run, WATCH_LEASE).await?;
         }
         Ok(())
     }
@@ -244,140 +201,8 @@ impl Runs {
         Ok(Some(self.executor.start(agent.graph(), input_state(input), config).await?))
     }
 
-    /// The run's state at checkpoint `at` (the last when `None`), for
-    /// blueprint runs: values, next nodes, open interrupts with their
-    /// schemas, finished tasks of the step in flight.
-    pub(crate) async fn state(&self, run: RunId, at: Option<u64>) -> Result<Value, CliError> {
-        self.store().run(run).await?;
-        let Some(rebuilt) = self.rebuild(run).await? else {
-            return Err(CliError::invalid(format!(
-                "run {run} was not started from a blueprint: its state needs its graph (Executor::get_state in the process that has it)"
-            )));
-        };
-        self.state_of(&rebuilt.agent, run, at).await
-    }
-
-    /// [`Runs::state`] with the graph at hand.
-    pub(crate) async fn state_of(
-        &self,
-        agent: &CompiledAgent,
-        run: RunId,
-        at: Option<u64>,
-    ) -> Result<Value, CliError> {
-        let state = self.executor.get_state(agent.graph(), run, at).await?;
-        let interrupts: Vec<Value> = state
-            .interrupts
-            .iter()
-            .map(|i| {
-                json!({"id": i.id, "node": i.node, "kind": i.kind, "payload": i.payload,
-                       "decisions": i.decisions, "schema": i.schema})
-            })
-            .collect();
-        let pending: Vec<Value> = state
-            .pending_writes
-            .iter()
-            .map(|(task, node)| json!({"task": task, "node": node}))
-            .collect();
-        Ok(json!({
-            "id": run.to_string(),
-            "step": state.step,
-            "status": state.status,
-            "values": serde_json::to_value(&state.values).unwrap_or(Value::Null),
-            "next": state.next,
-            "interrupts": interrupts,
-            "pending_writes": pending,
-        }))
-    }
-
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
         self.executor.store()
-    }
-
-    pub(crate) async fn summary(&self, run: RunId) -> Result<RunSummary, CliError> {
-        let record = self.store().run(run).await?;
-        self.summarize(record, true).await
-    }
-
-    /// The summary of `record`. A completed run's result (its final state,
-    /// possibly a whole conversation) is read only `with_result`: listings
-    /// leave it null rather than load every run's state.
-    async fn summarize(
-        &self,
-        record: RunRecord,
-        with_result: bool,
-    ) -> Result<RunSummary, CliError> {
-        let interrupts = if record.pending_interrupts > 0 {
-            self.store()
-                .interrupts(record.id)
-                .await?
-                .iter()
-                .filter(|i| i.decision.is_none())
-                .map(|i| InterruptView {
-                    id: i.id.clone(),
-                    node: i.node.clone(),
-                    kind: i.kind.clone(),
-                    payload: i.payload.clone(),
-                    decisions: allowed(&i.decisions),
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        // The closing event of the last leg carries the result (and the
-        // reason of a rejection, for runs rejected before records kept it).
-        let mut result = Value::Null;
-        let mut error = record.failure.as_ref().map_or(Value::Null, failure_json);
-        let wanted = match record.status {
-            RunStatus::Completed => with_result,
-            RunStatus::Rejected => error.is_null(),
-            _ => false,
-        };
-        if wanted && record.last_seq > 0 {
-            let last = self.store().events(record.id, record.last_seq - 1, 1).await?;
-            if let Some(envelope) = last.first().and_then(|e| parse(e).ok()) {
-                if let Event::RunEnded { result: value, error: failure, .. } = envelope.event {
-                    result = value.unwrap_or(Value::Null);
-                    if let (Value::Null, Some(failure)) = (&error, failure) {
-                        error = failure_json(&failure);
-                    }
-                }
-            }
-        }
-        Ok(RunSummary {
-            id: record.id.to_string(),
-            graph: record.graph.name.clone(),
-            status: record.status,
-            step: record.step,
-            created_at: format_rfc3339(record.created_at_ms),
-            updated_at: format_rfc3339(record.updated_at_ms),
-            interrupts,
-            result,
-            error,
-        })
-    }
-
-    pub(crate) async fn list(
-        &self,
-        filter: RunFilter,
-        limit: u64,
-        cursor: Option<String>,
-    ) -> Result<Listing, CliError> {
-        if limit == 0 || limit > 1000 {
-            return Err(CliError::invalid("the page size (limit) must be between 1 and 1000"));
-        }
-        let page = PageRequest { limit, cursor: cursor.map(Cursor::from_text) };
-        let found = self.store().list_runs(&filter, &page).await?;
-        let mut runs = Vec::with_capacity(found.runs.len());
-        let mut damaged = found.damaged;
-        for record in found.runs {
-            let id = record.id.to_string();
-            match self.summarize(record, false).await {
-                Ok(summary) => runs.push(summary),
-                // A run whose stored rows do not read is reported, not fatal.
-                Err(error) => damaged.push(DamagedRun { id, reason: error.to_string() }),
-            }
-        }
-        Ok(Listing { runs, damaged, next: found.next.map(|cursor| cursor.to_string()) })
     }
 
     /// The blueprint graph of a run, if it was started from one.
@@ -457,43 +282,6 @@ impl Runs {
         CliError::Conflict { message }
     }
 
-    /// A run's checkpoints, newest first, one page.
-    pub(crate) async fn history(
-        &self,
-        run: RunId,
-        before: Option<u64>,
-        limit: u64,
-        values: bool,
-    ) -> Result<Value, CliError> {
-        if limit == 0 || limit > 1000 {
-            return Err(CliError::invalid("limit must be between 1 and 1000"));
-        }
-        let info = |c: &tollgate_checkpoint::CheckpointInfo| json!({"step": c.step, "at": format_rfc3339(c.at_ms), "tasks": c.tasks, "snapshot": c.snapshot});
-        if !values {
-            let page = self.store().history(run, before, limit).await?;
-            let checkpoints: Vec<Value> = page.checkpoints.iter().map(info).collect();
-            return Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}));
-        }
-        self.store().run(run).await?;
-        let Some(rebuilt) = self.rebuild(run).await? else {
-            return Err(CliError::invalid(format!(
-                "run {run} was not started from a blueprint: its states need its graph (Executor::state_history in the process that has it)"
-            )));
-        };
-        let page = self.executor.state_history(rebuilt.agent.graph(), run, before, limit).await?;
-        let checkpoints: Vec<Value> = page
-            .checkpoints
-            .iter()
-            .map(|(checkpoint, state)| {
-                let mut entry = info(checkpoint);
-                entry["values"] = serde_json::to_value(&state.values).unwrap_or(Value::Null);
-                entry["next"] = json!(state.next);
-                entry
-            })
-            .collect();
-        Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}))
-    }
-
     /// Continues a blueprint run that was interrupted, failed or lost its
     /// owner.
     pub(crate) async fn continue_run(
@@ -532,7 +320,6 @@ impl Runs {
     /// process drives it).
     pub(crate) async fn settled(&self, run: RunId) -> Result<(), CliError> {
         let changes = self.changes();
-        let wake = self.wake.clone();
         let mut watched = std::time::Instant::now();
         self.watch(run).await?;
         loop {
@@ -549,15 +336,15 @@ impl Runs {
                 self.watch(run).await?;
                 watched = std::time::Instant::now();
             }
-            let status_change = async {
-                match &wake {
-                    Some(wake) => wake.notified().await,
+            // The run is watched: each of its commits wakes the signal.
+            let changed = async {
+                match notified.as_pin_mut() {
+                    Some(notified) => notified.await,
                     None => std::future::pending().await,
                 }
             };
             tokio::select! {
-                () = async { match notified.as_pin_mut() { Some(n) => n.await, None => std::future::pending().await } } => {}
-                () = status_change => {}
+                () = changed => {}
                 () = tokio::time::sleep(Duration::from_millis(250)) => {}
             }
         }
@@ -783,18 +570,6 @@ pub(crate) fn leg_result<S>(
         | Err(tollgate_engine::RunError::Cancelled { .. }) => Ok(()),
         Err(other) => Err(other.into()),
     }
-}
-
-fn failure_json(failure: &RunFailure) -> Value {
-    json!({"kind": failure.kind, "class": failure.class_or_kind(), "node": failure.node,
-           "message": failure.message})
-}
-
-fn allowed(decisions: &[String]) -> Vec<&'static str> {
-    ["approve", "edit", "respond", "reject"]
-        .into_iter()
-        .filter(|kind| decisions.iter().any(|d| d == kind))
-        .collect()
 }
 
 pub(crate) fn parse(record: &EventRecord) -> Result<EventEnvelope, CliError> {

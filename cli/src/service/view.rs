@@ -1,0 +1,260 @@
+//! What the CLI and the server show of runs: summaries, listings, a
+//! run's state and its history.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use tollgate_checkpoint::{
+    CheckpointInfo, Cursor, DamagedRun, PageRequest, RunFailure, RunFilter, RunId, RunRecord,
+    RunStatus,
+};
+use tollgate_engine::{format_rfc3339, Event};
+use tollgate_nodes::CompiledAgent;
+
+use crate::error::CliError;
+
+use super::{parse, Rebuilt, Runs};
+
+/// One interrupt in a summary.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct InterruptView {
+    pub(crate) id: String,
+    pub(crate) node: String,
+    pub(crate) kind: String,
+    pub(crate) payload: Value,
+    pub(crate) decisions: Vec<&'static str>,
+}
+
+/// The run summary (docs/cli.md, JSON).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RunSummary {
+    pub(crate) id: String,
+    pub(crate) graph: String,
+    pub(crate) status: RunStatus,
+    pub(crate) step: u64,
+    pub(crate) created_at: String,
+    pub(crate) updated_at: String,
+    pub(crate) interrupts: Vec<InterruptView>,
+    /// The final state of a completed run.
+    pub(crate) result: Value,
+    /// Why it failed or was rejected.
+    pub(crate) error: Value,
+}
+
+impl RunSummary {
+    /// The last assistant message of an agent run's result, if any.
+    pub(crate) fn final_text(&self) -> Option<&str> {
+        self.result["messages"]
+            .as_array()?
+            .iter()
+            .rev()
+            .find(|m| {
+                m["role"] == "assistant" && m["content"].as_str().is_some_and(|c| !c.is_empty())
+            })
+            .and_then(|m| m["content"].as_str())
+    }
+}
+
+/// One page of runs, and the rows of it that could not be read.
+pub(crate) struct Listing {
+    pub(crate) runs: Vec<RunSummary>,
+    pub(crate) damaged: Vec<DamagedRun>,
+    pub(crate) next: Option<String>,
+}
+
+impl Listing {
+    /// `{"runs", "damaged": [{"id", "error"}], "next_cursor"}`.
+    pub(crate) fn json(&self) -> Value {
+        let damaged: Vec<Value> =
+            self.damaged.iter().map(|row| json!({"id": row.id, "error": row.reason})).collect();
+        json!({"runs": self.runs, "damaged": damaged, "next_cursor": self.next})
+    }
+}
+
+impl Runs {
+    /// The graph of a blueprint run, for what only its graph can decode
+    /// (`what`); any other run is refused, naming the Rust API to use.
+    pub(crate) async fn blueprint_graph(
+        &self,
+        run: RunId,
+        what: &str,
+    ) -> Result<Rebuilt, CliError> {
+        self.store().run(run).await?;
+        self.rebuild(run).await?.ok_or_else(|| {
+            CliError::invalid(format!(
+                "run {run} was not started from a blueprint: {what} in the process that has its graph"
+            ))
+        })
+    }
+
+    /// The run's state at checkpoint `at` (the last when `None`), for
+    /// blueprint runs: values, next nodes, open interrupts with their
+    /// schemas, finished tasks of the step in flight.
+    pub(crate) async fn state(&self, run: RunId, at: Option<u64>) -> Result<Value, CliError> {
+        let rebuilt = self.blueprint_graph(run, "read its state with Executor::get_state").await?;
+        self.state_of(&rebuilt.agent, run, at).await
+    }
+
+    /// [`Runs::state`] with the graph at hand.
+    pub(crate) async fn state_of(
+        &self,
+        agent: &CompiledAgent,
+        run: RunId,
+        at: Option<u64>,
+    ) -> Result<Value, CliError> {
+        let state = self.executor.get_state(agent.graph(), run, at).await?;
+        let interrupts: Vec<Value> = state
+            .interrupts
+            .iter()
+            .map(|i| {
+                json!({"id": i.id, "node": i.node, "kind": i.kind, "payload": i.payload,
+                       "decisions": i.decisions, "schema": i.schema})
+            })
+            .collect();
+        let pending: Vec<Value> = state
+            .pending_writes
+            .iter()
+            .map(|(task, node)| json!({"task": task, "node": node}))
+            .collect();
+        Ok(json!({
+            "id": run.to_string(),
+            "step": state.step,
+            "status": state.status,
+            "values": serde_json::to_value(&state.values).unwrap_or(Value::Null),
+            "next": state.next,
+            "interrupts": interrupts,
+            "pending_writes": pending,
+        }))
+    }
+
+    pub(crate) async fn summary(&self, run: RunId) -> Result<RunSummary, CliError> {
+        let record = self.store().run(run).await?;
+        self.summarize(record, true).await
+    }
+
+    /// The summary of `record`. A completed run's result (its final state,
+    /// possibly a whole conversation) is read only `with_result`: listings
+    /// leave it null rather than load every run's state.
+    async fn summarize(
+        &self,
+        record: RunRecord,
+        with_result: bool,
+    ) -> Result<RunSummary, CliError> {
+        let interrupts = if record.pending_interrupts > 0 {
+            self.store()
+                .interrupts(record.id)
+                .await?
+                .iter()
+                .filter(|i| i.decision.is_none())
+                .map(|i| InterruptView {
+                    id: i.id.clone(),
+                    node: i.node.clone(),
+                    kind: i.kind.clone(),
+                    payload: i.payload.clone(),
+                    decisions: allowed(&i.decisions),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        // The closing event of the last leg carries the result (and the
+        // reason of a rejection, for runs rejected before records kept it).
+        let mut result = Value::Null;
+        let mut error = record.failure.as_ref().map_or(Value::Null, failure_json);
+        let wanted = match record.status {
+            RunStatus::Completed => with_result,
+            RunStatus::Rejected => error.is_null(),
+            _ => false,
+        };
+        if wanted && record.last_seq > 0 {
+            let last = self.store().events(record.id, record.last_seq - 1, 1).await?;
+            if let Some(envelope) = last.first().and_then(|e| parse(e).ok()) {
+                if let Event::RunEnded { result: value, error: failure, .. } = envelope.event {
+                    result = value.unwrap_or(Value::Null);
+                    if let (Value::Null, Some(failure)) = (&error, failure) {
+                        error = failure_json(&failure);
+                    }
+                }
+            }
+        }
+        Ok(RunSummary {
+            id: record.id.to_string(),
+            graph: record.graph.name.clone(),
+            status: record.status,
+            step: record.step,
+            created_at: format_rfc3339(record.created_at_ms),
+            updated_at: format_rfc3339(record.updated_at_ms),
+            interrupts,
+            result,
+            error,
+        })
+    }
+
+    pub(crate) async fn list(
+        &self,
+        filter: RunFilter,
+        limit: u64,
+        cursor: Option<String>,
+    ) -> Result<Listing, CliError> {
+        if limit == 0 || limit > 1000 {
+            return Err(CliError::invalid("the page size (limit) must be between 1 and 1000"));
+        }
+        let page = PageRequest { limit, cursor: cursor.map(Cursor::from_text) };
+        let found = self.store().list_runs(&filter, &page).await?;
+        let mut runs = Vec::with_capacity(found.runs.len());
+        let mut damaged = found.damaged;
+        for record in found.runs {
+            let id = record.id.to_string();
+            match self.summarize(record, false).await {
+                Ok(summary) => runs.push(summary),
+                // A run whose stored rows do not read is reported, not fatal.
+                Err(error) => damaged.push(DamagedRun { id, reason: error.to_string() }),
+            }
+        }
+        Ok(Listing { runs, damaged, next: found.next.map(|cursor| cursor.to_string()) })
+    }
+
+    /// A run's checkpoints, newest first, one page.
+    pub(crate) async fn history(
+        &self,
+        run: RunId,
+        before: Option<u64>,
+        limit: u64,
+        values: bool,
+    ) -> Result<Value, CliError> {
+        if limit == 0 || limit > 1000 {
+            return Err(CliError::invalid("limit must be between 1 and 1000"));
+        }
+        let info = |c: &CheckpointInfo| json!({"step": c.step, "at": format_rfc3339(c.at_ms), "tasks": c.tasks, "snapshot": c.snapshot});
+        if !values {
+            let page = self.store().history(run, before, limit).await?;
+            let checkpoints: Vec<Value> = page.checkpoints.iter().map(info).collect();
+            return Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}));
+        }
+        let rebuilt =
+            self.blueprint_graph(run, "read its states with Executor::state_history").await?;
+        let page = self.executor.state_history(rebuilt.agent.graph(), run, before, limit).await?;
+        let checkpoints: Vec<Value> = page
+            .checkpoints
+            .iter()
+            .map(|(checkpoint, state)| {
+                let mut entry = info(checkpoint);
+                entry["values"] = serde_json::to_value(&state.values).unwrap_or(Value::Null);
+                entry["next"] = json!(state.next);
+                entry
+            })
+            .collect();
+        Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}))
+    }
+}
+
+fn failure_json(failure: &RunFailure) -> Value {
+    json!({"kind": failure.kind, "class": failure.class_or_kind(), "node": failure.node,
+           "message": failure.message})
+}
+
+fn allowed(decisions: &[String]) -> Vec<&'static str> {
+    ["approve", "edit", "respond", "reject"]
+        .into_iter()
+        .filter(|kind| decisions.iter().any(|d| d == kind))
+        .collect()
+}
