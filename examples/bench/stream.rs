@@ -100,7 +100,7 @@ pub(crate) async fn stream_latency(dir: &std::path::Path) -> Outcome {
     let mut server = std::process::Command::new(&tollgate)
         .arg("--db")
         .arg(&db)
-        .args(["serve", "--addr", "127.0.0.1:0", "--blueprints"])
+        .args(["serve", "--create", "--addr", "127.0.0.1:0", "--blueprints"])
         .arg(&folder)
         .env_remove("TOLLGATE_TOKEN")
         .stdout(std::process::Stdio::piped())
