@@ -148,6 +148,10 @@ const OUR_TABLES: &[&str] =
 /// ours), a version that is negative or from a newer tollgate.
 pub(crate) fn inspect(conn: &Connection) -> Result<(), StoreError> {
     let backend = |error| StoreError::Backend { source: Box::new(error) };
+    // One read transaction: the three reads see one state of the file, even
+    // while another process migrates it (seen: tables, but the version from
+    // before the migration). Read-only; dropped without writing.
+    let conn = conn.unchecked_transaction().map_err(backend)?;
     let application: i64 =
         conn.query_row("PRAGMA application_id", [], |row| row.get(0)).map_err(backend)?;
     let version: i64 =
