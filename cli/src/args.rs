@@ -167,6 +167,9 @@ pub(crate) enum RunsCommand {
         /// Answer with this JSON value.
         #[arg(long, value_name = "JSON")]
         respond: Option<String>,
+        /// Who decides, recorded with the decision (`decided_by`).
+        #[arg(long, value_name = "NAME", env = "TOLLGATE_REVIEWER")]
+        by: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -181,6 +184,9 @@ pub(crate) enum RunsCommand {
         /// Why.
         #[arg(long)]
         reason: Option<String>,
+        /// Who decides, recorded with the decision (`decided_by`).
+        #[arg(long, value_name = "NAME", env = "TOLLGATE_REVIEWER")]
+        by: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,

@@ -16,7 +16,7 @@ use std::time::Duration;
 use clap::Parser;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{RunFilter, RunId, RunStatus};
-use tollgate_engine::{Clock, Decision, EventSink};
+use tollgate_engine::{Clock, Decision, DecisionRequest, EventSink};
 use tollgate_nodes::Blueprint;
 
 use args::{Cli, Command, RunsCommand};
@@ -178,7 +178,7 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
             print_summary(&summary, json);
             Ok(code::OK)
         }
-        RunsCommand::Resume { run, interrupt, approve, edit, respond, json } => {
+        RunsCommand::Resume { run, interrupt, approve, edit, respond, by, json } => {
             let decision = match (approve, edit, respond) {
                 (true, _, _) => Decision::Approve,
                 (_, Some(value), _) => Decision::Edit { value: json_arg("--edit", &value)? },
@@ -189,10 +189,10 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
                     ))
                 }
             };
-            decide(runs, &run, interrupt, decision, json).await
+            decide(runs, &run, service::decision_request(interrupt, decision, by), json).await
         }
-        RunsCommand::Reject { run, interrupt, reason, json } => {
-            decide(runs, &run, interrupt, Decision::Reject { reason }, json).await
+        RunsCommand::Reject { run, interrupt, reason, by, json } => {
+            decide(runs, &run, service::decision_request(interrupt, Decision::Reject { reason }, by), json).await
         }
         RunsCommand::Events { run, follow, json } => {
             events(runs, run_id(&run)?, follow, json).await
@@ -258,12 +258,11 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
 async fn decide(
     runs: &Runs,
     run: &str,
-    interrupt: Option<String>,
-    decision: Decision,
+    request: DecisionRequest,
     json: bool,
 ) -> Result<u8, CliError> {
     let run = run_id(run)?;
-    match runs.decide(run, interrupt, decision, progress(json)).await? {
+    match runs.decide(run, request, progress(json)).await? {
         Decided::Continuing(handle) => {
             service::wait(handle).await?;
             Ok(report(&runs.summary(run).await?, json))

@@ -186,6 +186,10 @@ pub struct PendingInterrupt {
     /// The decision, once made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
+    /// Who made it, as the decider named themselves
+    /// ([`DecisionRequest::by`]); not authenticated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
 }
 
 impl PendingInterrupt {
@@ -205,6 +209,12 @@ impl PendingInterrupt {
             decisions,
             schema: record.schema.clone(),
             decision: record.decision.clone().and_then(|value| serde_json::from_value(value).ok()),
+            decided_by: record
+                .decision
+                .as_ref()
+                .and_then(|value| value.get(DECIDED_BY))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned),
         }
     }
 }
@@ -219,23 +229,37 @@ pub struct DecisionRequest {
     /// The run version (`RunRecord::epoch`) the decider saw; when set, a
     /// run that changed since is a [`DecisionError::Conflict`].
     pub expected_version: Option<u64>,
+    /// Who decides (a name or an address, as the caller knows them),
+    /// recorded with the decision and shown in `run_resumed` events as
+    /// `decided_by`, so a reviewer who lost a race sees who won. Not
+    /// authenticated: the server takes it from the request.
+    pub by: Option<String>,
 }
+
+/// The key under which the decider's name is stored beside the decision.
+pub(crate) const DECIDED_BY: &str = "by";
 
 impl DecisionRequest {
     /// A decision on the run's only pending interrupt.
     pub fn new(decision: Decision) -> Self {
-        Self { interrupt: None, decision, expected_version: None }
+        Self { interrupt: None, decision, expected_version: None, by: None }
     }
 
     /// A decision on the interrupt `id`.
     pub fn on(id: impl Into<String>, decision: Decision) -> Self {
-        Self { interrupt: Some(id.into()), decision, expected_version: None }
+        Self { interrupt: Some(id.into()), decision, expected_version: None, by: None }
     }
 
     /// Refuses the decision if the run moved past `version` (another
     /// reviewer decided first).
     pub fn at_version(mut self, version: u64) -> Self {
         self.expected_version = Some(version);
+        self
+    }
+
+    /// Records who decides (see [`DecisionRequest::by`](Self#structfield.by)).
+    pub fn by(mut self, who: impl Into<String>) -> Self {
+        self.by = Some(who.into());
         self
     }
 }

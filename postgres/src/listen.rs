@@ -29,6 +29,13 @@ impl PostgresStore {
         self.listen(RUNS, false)
     }
 
+    /// Like [`PostgresStore::run_notifications`], but every waiter wakes
+    /// (not one): for readers that each refresh a listing of runs, such as
+    /// a page showing the runs waiting for a decision.
+    pub fn status_notifications(&self) -> Arc<Notify> {
+        self.listen(RUNS, true)
+    }
+
     /// A [`Notify`] whose waiters all wake whenever a watched run
     /// ([`PostgresStore::watch`]) commits a transition in any process, and
     /// after each reconnect of the listening connection (notifications sent

@@ -1,5 +1,5 @@
-//! The bearer token: required on every endpoint but `/healthz` when the
-//! server has one.
+//! The bearer token: required on every endpoint but `/healthz` and the
+//! review page's own files when the server has one.
 
 use axum::extract::{Request, State};
 use axum::http::{header, Method, StatusCode};
@@ -7,30 +7,57 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::errors::ApiError;
-use super::App;
+use super::{page, App};
+
+/// The prefix of the WebSocket subprotocol that carries the token.
+const TOKEN_PROTOCOL: &str = "tollgate.token.";
+
+/// Bytes from lowercase or uppercase hex; `None` when it is not hex.
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
+}
 
 /// Lets a request through when the server has no token, when it asks for
-/// `/healthz` or is a CORS preflight (browsers send those without
-/// credentials), or when it carries `Authorization: Bearer TOKEN` (the
-/// scheme in any case); answers 401 otherwise.
+/// `/healthz` or one of the page's files, or is a CORS preflight (browsers
+/// send those without credentials), or when it carries `Authorization:
+/// Bearer TOKEN` (the scheme in any case) or, for a WebSocket (where
+/// browsers cannot set headers), offers the subprotocol
+/// `tollgate.token.HEX` with the token's bytes in hex; answers 401
+/// otherwise.
 pub(crate) async fn require_token(
     State(app): State<App>,
     request: Request,
     next: Next,
 ) -> Response {
     let Some(token) = &app.settings.token else { return next.run(request).await };
-    if request.uri().path() == "/healthz" || request.method() == Method::OPTIONS {
+    let path = request.uri().path();
+    if path == "/healthz" || page::is_page(path) || request.method() == Method::OPTIONS {
         return next.run(request).await;
     }
-    let given = request
-        .headers()
+    let headers = request.headers();
+    let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.trim().split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, credentials)| credentials.trim());
+        .map(|(_, credentials)| credentials.trim().as_bytes().to_vec())
+        .or_else(|| {
+            headers
+                .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+                .iter()
+                .filter_map(|value| value.to_str().ok())
+                .flat_map(|value| value.split(','))
+                .find_map(|offered| offered.trim().strip_prefix(TOKEN_PROTOCOL))
+                .map(|hex| unhex(hex).unwrap_or_default())
+        });
     match given {
-        Some(given) if same(given.as_bytes(), token.as_bytes()) => next.run(request).await,
+        Some(given) if same(&given, token.as_bytes()) => next.run(request).await,
         Some(_) => unauthorized("the bearer token is not the server's"),
         None => unauthorized("this endpoint needs `Authorization: Bearer TOKEN`"),
     }
@@ -58,7 +85,17 @@ fn same(given: &[u8], token: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::same;
+    use super::{same, unhex};
+
+    #[test]
+    fn hex_tokens_decode() {
+        assert_eq!(unhex("73336372657421").as_deref(), Some(&b"s3cret!"[..]));
+        assert_eq!(unhex("7A7a").as_deref(), Some(&b"zz"[..]));
+        assert_eq!(unhex("").as_deref(), Some(&b""[..]));
+        for bad in ["7", "zz", "7g", "é1"] {
+            assert_eq!(unhex(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn tokens_match_only_when_equal() {

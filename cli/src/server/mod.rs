@@ -12,6 +12,7 @@
 mod auth;
 mod errors;
 mod legs;
+mod page;
 mod routes;
 mod streams;
 
@@ -152,6 +153,10 @@ fn router(app: App) -> Router {
         .route("/runs/{id}/continue", post(routes::resume_leg))
         .route("/runs/{id}/events", get(streams::sse))
         .route("/runs/{id}/ws", get(streams::ws))
+        .route("/runs/{id}/graph", get(routes::graph))
+        .route("/changes", get(streams::changes))
+        .route("/", get(page::index))
+        .route("/ui/{file}", get(page::asset))
         .fallback(errors::no_route)
         .layer(axum::middleware::from_fn_with_state(app.clone(), auth::require_token))
         .layer(axum::middleware::from_fn_with_state(app.clone(), errors::limit_uri))

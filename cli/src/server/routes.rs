@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{RunFilter, RunId, RunStatus};
-use tollgate_engine::Decision;
+use tollgate_engine::{Decision, DecisionRequest};
 use tollgate_nodes::Blueprint;
 
 use crate::error::CliError;
@@ -117,6 +117,15 @@ pub(crate) async fn state(
     Ok(Json(app.runs.state(run_id(&id)?, query.step).await?))
 }
 
+/// `GET /runs/{id}/graph`: the blueprint run's graph as nodes and edges,
+/// for drawing.
+pub(crate) async fn graph(
+    State(app): State<App>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(app.runs.graph(run_id(&id)?).await?))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct HistoryQuery {
@@ -141,6 +150,7 @@ struct ResumeBody {
     interrupt: Option<String>,
     decision: String,
     value: Option<Value>,
+    by: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -148,6 +158,7 @@ struct ResumeBody {
 struct RejectBody {
     interrupt: Option<String>,
     reason: Option<String>,
+    by: Option<String>,
 }
 
 pub(crate) async fn resume(
@@ -172,7 +183,7 @@ pub(crate) async fn resume(
             .into())
         }
     };
-    decided(&app, run, body.interrupt, decision).await
+    decided(&app, run, service::decision_request(body.interrupt, decision, body.by)).await
 }
 
 pub(crate) async fn reject(
@@ -182,21 +193,16 @@ pub(crate) async fn reject(
 ) -> ApiResult<Json<Value>> {
     let run = run_id(&id)?;
     let body: RejectBody = read_json(&app, body, false).await?;
-    decided(&app, run, body.interrupt, Decision::Reject { reason: body.reason }).await
+    let decision = Decision::Reject { reason: body.reason };
+    decided(&app, run, service::decision_request(body.interrupt, decision, body.by)).await
 }
 
 /// Records the decision; a blueprint run continues here in the
 /// background, its events going to live subscribers, and the answer is the
 /// run as it stands (`running`).
-async fn decided(
-    app: &App,
-    run: RunId,
-    interrupt: Option<String>,
-    decision: Decision,
-) -> ApiResult<Json<Value>> {
+async fn decided(app: &App, run: RunId, request: DecisionRequest) -> ApiResult<Json<Value>> {
     let sink = app.hub.sink(run);
-    if let Decided::Continuing(handle) =
-        app.runs.decide(run, interrupt, decision, Some(sink)).await?
+    if let Decided::Continuing(handle) = app.runs.decide(run, request, Some(sink)).await?
     {
         app.legs.drive(handle);
     }

@@ -414,20 +414,66 @@ async fn sse_event(
     }
 }
 
-/// `GET /runs/{id}/ws`: `full_state` with the stored events, then each new
-/// event in the UI shape, across pauses, decisions and resumed legs; closes
-/// once the run is completed, failed, rejected or interrupted.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WsQuery {
+    format: Option<String>,
+}
+
+/// What the WebSocket sends of each event.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// The UI shape (`nodeId`, `nodeStatus`, ...; docs/cli.md).
+    Ui,
+    /// The event envelopes themselves (docs/events.md).
+    Events,
+}
+
+/// The subprotocol the server selects on its WebSockets. A browser cannot
+/// set `Authorization` on a WebSocket, so it offers this and
+/// `tollgate.token.HEX` (the token's bytes in hex) instead; see
+/// `auth::require_token`.
+pub(crate) const SUBPROTOCOL: &str = "tollgate";
+
+/// `GET /runs/{id}/ws`: the stored events, then each new one, across
+/// pauses, decisions and resumed legs; closes once the run is completed,
+/// failed, rejected or interrupted. `?format=ui` (the default) sends
+/// `full_state` and events in the UI shape; `?format=events` sends
+/// `{"type": "log", "events": [...]}` and then `{"type": "event",
+/// "event": ENVELOPE}` per event.
 pub(crate) async fn ws(
     State(app): State<App>,
     Path(id): Path<String>,
+    Query(query): Query<WsQuery>,
     upgrade: WebSocketUpgrade,
 ) -> ApiResult<Response> {
     let run = run_id(&id)?;
+    let shape = match query.format.as_deref() {
+        None | Some("ui") => Shape::Ui,
+        Some("events") => Shape::Events,
+        Some(other) => {
+            return Err(CliError::invalid(format!(
+                "unknown format `{other}` (ui, events)"
+            ))
+            .into())
+        }
+    };
     app.runs.summary(run).await?;
-    Ok(upgrade.on_upgrade(move |socket| stream_ws(app, run, socket)))
+    Ok(upgrade.protocols([SUBPROTOCOL]).on_upgrade(move |socket| stream_ws(app, run, shape, socket)))
 }
 
-async fn stream_ws(app: App, run: RunId, mut socket: WebSocket) {
+/// One event as the WebSocket sends it, or `None` when the shape leaves
+/// it out.
+fn ws_event(shape: Shape, logged: &Logged) -> Option<Value> {
+    match shape {
+        Shape::Ui => ui_event(&logged.envelope),
+        Shape::Events => serde_json::from_str::<Value>(&logged.json)
+            .ok()
+            .map(|event| json!({"type": "event", "event": event})),
+    }
+}
+
+async fn stream_ws(app: App, run: RunId, shape: Shape, mut socket: WebSocket) {
     let Ok(mut follow) = Follow::new(&app, run, 0, Until::Final).await else { return };
     // The stored log first, as one message.
     let mut events = Vec::new();
@@ -436,19 +482,25 @@ async fn stream_ws(app: App, run: RunId, mut socket: WebSocket) {
     }
     while let Some(Item::Event(logged)) = follow.pending.front() {
         follow.after = logged.seq();
-        events.extend(ui_event(&logged.envelope));
+        match shape {
+            Shape::Ui => events.extend(ui_event(&logged.envelope)),
+            Shape::Events => events.extend(serde_json::from_str::<Value>(&logged.json).ok()),
+        }
         follow.pending.pop_front();
     }
     follow.look = true;
-    let full = json!({"type": "full_state", "runId": run.to_string(), "events": events});
-    if socket.send(WsMessage::Text(full.to_string().into())).await.is_err() {
+    let first = match shape {
+        Shape::Ui => json!({"type": "full_state", "runId": run.to_string(), "events": events}),
+        Shape::Events => json!({"type": "log", "runId": run.to_string(), "events": events}),
+    };
+    if socket.send(WsMessage::Text(first.to_string().into())).await.is_err() {
         return;
     }
     loop {
         let message = tokio::select! {
             next = follow.next() => match next {
-                Ok(Some(Item::Event(logged))) => match ui_event(&logged.envelope) {
-                    Some(ui) => ui,
+                Ok(Some(Item::Event(logged))) => match ws_event(shape, &logged) {
+                    Some(message) => message,
                     None => continue,
                 },
                 Ok(Some(Item::Orphaned { owner })) => {
@@ -470,6 +522,62 @@ async fn stream_ws(app: App, run: RunId, mut socket: WebSocket) {
         }
     }
     let _ = socket.send(WsMessage::Close(None)).await;
+}
+
+/// The shortest gap between two `runs_changed` messages: a burst of
+/// commits is one message.
+const CHANGES_GAP: Duration = Duration::from_millis(150);
+
+/// How often `runs_changed` is sent anyway where the store gives no
+/// change signal.
+const CHANGES_POLL: Duration = Duration::from_secs(2);
+
+/// `GET /changes`: a WebSocket that sends `{"type": "runs_changed"}`
+/// whenever runs may have changed status in any process (at most every
+/// 150 ms), so that a listing refreshes without polling; `{"type":
+/// "ready"}` first.
+pub(crate) async fn changes(State(app): State<App>, upgrade: WebSocketUpgrade) -> Response {
+    upgrade.protocols([SUBPROTOCOL]).on_upgrade(move |socket| feed_changes(app, socket))
+}
+
+async fn feed_changes(app: App, mut socket: WebSocket) {
+    let signal = app.runs.status_changes();
+    // Armed before a message goes out: a commit from then on wakes it.
+    let arm = || {
+        signal.clone().map(|signal| {
+            let mut notified = Box::pin(signal.notified_owned());
+            notified.as_mut().enable();
+            notified
+        })
+    };
+    let mut next = arm();
+    let ready = json!({"type": "ready"}).to_string();
+    if socket.send(WsMessage::Text(ready.into())).await.is_err() {
+        return;
+    }
+    let changed = json!({"type": "runs_changed"}).to_string();
+    loop {
+        let wait = async {
+            match next.as_mut() {
+                Some(notified) => notified.as_mut().await,
+                None => tokio::time::sleep(CHANGES_POLL).await,
+            }
+        };
+        tokio::select! {
+            () = wait => {}
+            incoming = socket.recv() => match incoming {
+                Some(Ok(WsMessage::Close(_))) | None | Some(Err(_)) => return,
+                Some(Ok(_)) => continue,
+            },
+        }
+        // Let the burst settle; what commits meanwhile is in the listing
+        // the client reads next.
+        tokio::time::sleep(CHANGES_GAP).await;
+        next = arm();
+        if socket.send(WsMessage::Text(changed.clone().into())).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// One event in the UI shape of the WebSocket contract: `nodeId`,

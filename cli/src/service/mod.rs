@@ -62,6 +62,23 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// A decision on `interrupt` (the only pending one when `None`), recorded
+/// as made by `by`.
+pub(crate) fn decision_request(
+    interrupt: Option<String>,
+    decision: Decision,
+    by: Option<String>,
+) -> DecisionRequest {
+    let request = match interrupt {
+        Some(id) => DecisionRequest::on(id, decision),
+        None => DecisionRequest::new(decision),
+    };
+    match by.filter(|by| !by.trim().is_empty()) {
+        Some(by) => request.by(by.trim()),
+        None => request,
+    }
+}
+
 /// The runs of one database.
 #[derive(Clone)]
 pub(crate) struct Runs {
@@ -73,6 +90,9 @@ pub(crate) struct Runs {
     backend: Backend,
     /// Started on first use: woken by commits of any process.
     changes: Arc<std::sync::OnceLock<Option<Arc<Notify>>>>,
+    /// Started on first use: woken when runs change status (Postgres; on
+    /// SQLite the commit signal serves).
+    statuses: Arc<std::sync::OnceLock<Option<Arc<Notify>>>>,
 }
 
 /// Which store the runs live in (the same one the executor holds).
@@ -140,6 +160,7 @@ impl Runs {
             wake,
             backend,
             changes: Arc::default(),
+            statuses: Arc::default(),
         })
     }
 
@@ -161,6 +182,17 @@ impl Runs {
                     .ok(),
             })
             .clone()
+    }
+
+    /// A signal that wakes every waiter when runs change status (any
+    /// commit, on SQLite), or `None` where there is none.
+    pub(crate) fn status_changes(&self) -> Option<Arc<Notify>> {
+        match &self.backend {
+            Backend::Sqlite(_) => self.changes(),
+            Backend::Postgres(store) => {
+                self.statuses.get_or_init(|| Some(store.status_notifications())).clone()
+            }
+        }
     }
 
     /// Registers `run` as streamed, so that its commits wake
@@ -225,14 +257,9 @@ impl Runs {
     pub(crate) async fn decide(
         &self,
         run: RunId,
-        interrupt: Option<String>,
-        decision: Decision,
+        request: DecisionRequest,
         events: Option<EventSink>,
     ) -> Result<Decided, CliError> {
-        let request = match interrupt {
-            Some(id) => DecisionRequest::on(id, decision),
-            None => DecisionRequest::new(decision),
-        };
         self.store().run(run).await?;
         let decided = match self.rebuild(run).await? {
             None => self

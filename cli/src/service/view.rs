@@ -7,7 +7,7 @@ use tollgate_checkpoint::{
     CheckpointInfo, Cursor, DamagedRun, PageRequest, RunFailure, RunFilter, RunId, RunRecord,
     RunStatus,
 };
-use tollgate_engine::{format_rfc3339, Event};
+use tollgate_engine::{format_rfc3339, EdgeKind, Event, GraphNode};
 use tollgate_nodes::CompiledAgent;
 
 use crate::error::CliError;
@@ -22,6 +22,11 @@ pub(crate) struct InterruptView {
     pub(crate) kind: String,
     pub(crate) payload: Value,
     pub(crate) decisions: Vec<&'static str>,
+    /// JSON Schema an `edit` or `respond` value must satisfy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) schema: Option<Value>,
+    /// When it was raised (RFC 3339).
+    pub(crate) raised_at: String,
 }
 
 /// The run summary (docs/cli.md, JSON).
@@ -29,6 +34,9 @@ pub(crate) struct InterruptView {
 pub(crate) struct RunSummary {
     pub(crate) id: String,
     pub(crate) graph: String,
+    /// The thread the run was started on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) thread: Option<String>,
     pub(crate) status: RunStatus,
     pub(crate) step: u64,
     pub(crate) created_at: String,
@@ -84,6 +92,51 @@ impl Runs {
                 "run {run} was not started from a blueprint: {what} in the process that has its graph"
             ))
         })
+    }
+
+    /// The blueprint run's graph: `{"name", "version", "nodes": [{"name",
+    /// "kind"}], "edges": [{"from", "to", "kind"}]}`, nodes in the order
+    /// they were added (`__start__` first), kinds `start`, `end`, `node`
+    /// and `static`, `conditional`, `command`, `join`.
+    pub(crate) async fn graph(&self, run: RunId) -> Result<Value, CliError> {
+        let rebuilt = self.blueprint_graph(run, "draw it from the process that has it").await?;
+        let compiled = rebuilt.agent.graph();
+        let graph = compiled.graph();
+        let nodes: Vec<Value> = graph
+            .raw_nodes()
+            .iter()
+            .map(|node| {
+                let kind = match node.weight {
+                    GraphNode::Start => "start",
+                    GraphNode::End => "end",
+                    GraphNode::Node(_) => "node",
+                };
+                json!({"name": node.weight.name(), "kind": kind})
+            })
+            .collect();
+        let edges: Vec<Value> = graph
+            .raw_edges()
+            .iter()
+            .map(|edge| {
+                let kind = match edge.weight {
+                    EdgeKind::Static => "static",
+                    EdgeKind::Conditional => "conditional",
+                    EdgeKind::Command => "command",
+                    EdgeKind::Join => "join",
+                };
+                json!({
+                    "from": graph[edge.source()].name(),
+                    "to": graph[edge.target()].name(),
+                    "kind": kind,
+                })
+            })
+            .collect();
+        Ok(json!({
+            "name": compiled.name(),
+            "version": compiled.version(),
+            "nodes": nodes,
+            "edges": edges,
+        }))
     }
 
     /// The run's state at checkpoint `at` (the last when `None`), for
@@ -151,6 +204,8 @@ impl Runs {
                     kind: i.kind.clone(),
                     payload: i.payload.clone(),
                     decisions: allowed(&i.decisions),
+                    schema: i.schema.clone(),
+                    raised_at: format_rfc3339(i.raised_at_ms),
                 })
                 .collect()
         } else {
@@ -179,6 +234,7 @@ impl Runs {
         Ok(RunSummary {
             id: record.id.to_string(),
             graph: record.graph.name.clone(),
+            thread: record.thread.clone(),
             status: record.status,
             step: record.step,
             created_at: format_rfc3339(record.created_at_ms),

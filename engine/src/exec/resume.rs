@@ -8,7 +8,9 @@ use tollgate_checkpoint::{
 
 use crate::event::{Clock, Event, SystemClock};
 use crate::graph::CompiledGraph;
-use crate::hitl::{validate, Decision, DecisionError, DecisionRequest, PendingInterrupt};
+use crate::hitl::{
+    validate, Decision, DecisionError, DecisionRequest, PendingInterrupt, DECIDED_BY,
+};
 use crate::state::State;
 
 use super::config::RunConfig;
@@ -162,9 +164,12 @@ impl Executor {
         } else {
             RunStatus::AwaitingHitl
         };
-        let decision = serde_json::to_value(&request.decision).map_err(|error| {
+        let mut decision = serde_json::to_value(&request.decision).map_err(|error| {
             DecisionError::Store(StoreError::Backend { source: Box::new(error) })
         })?;
+        if let (Some(by), Some(fields)) = (&request.by, decision.as_object_mut()) {
+            fields.insert(DECIDED_BY.to_owned(), serde_json::Value::String(by.clone()));
+        }
         let emitter = Emitter::new(run, record.last_seq, Arc::clone(&clock), None);
         let mut ended = None;
         if ends {
@@ -173,7 +178,11 @@ impl Executor {
                 Decision::Reject { reason } => reason.clone(),
                 _ => None,
             };
-            let answered = PendingInterrupt { decision: Some(request.decision.clone()), ..view };
+            let answered = PendingInterrupt {
+                decision: Some(request.decision.clone()),
+                decided_by: request.by.clone(),
+                ..view
+            };
             let failure = RunFailure::new(
                 "rejected",
                 Some(target.node.clone()),

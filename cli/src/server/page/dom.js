@@ -1,0 +1,55 @@
+// Small helpers to build the page's elements (text is always set as text,
+// never parsed as HTML).
+
+/**
+ * An element: `h('a', {href: '#/'}, 'Inbox')`. Attributes starting with
+ * `on` are listeners; `class`, `hidden`, `disabled` and the rest are set
+ * as attributes; `false`, `null` and `undefined` leave them out.
+ */
+export function h(tag, attributes = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes ?? {})) {
+    if (value === false || value === null || value === undefined) continue;
+    if (name.startsWith('on') && typeof value === 'function') {
+      element.addEventListener(name.slice(2), value);
+    } else if (value === true) {
+      element.setAttribute(name, '');
+    } else {
+      element.setAttribute(name, String(value));
+    }
+  }
+  append(element, children);
+  return element;
+}
+
+function append(element, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    element.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+/** `value` as indented JSON. */
+export function pretty(value) {
+  return JSON.stringify(value, null, 2);
+}
+
+/** How long ago `iso` was, in words ("42 s", "3 min", "2 h", "5 d"). */
+export function age(iso, now = Date.now()) {
+  const seconds = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  if (seconds < 60) return `${seconds} s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min`;
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)} h`;
+  return `${Math.floor(seconds / 86400)} d`;
+}
+
+/** A status as a badge. */
+export function badge(status) {
+  return h('span', { class: `badge status-${status}` }, status.replace('_', ' '));
+}
+
+/** The local time of an RFC 3339 instant, to the second. */
+export function clock(iso) {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? iso : date.toLocaleString();
+}

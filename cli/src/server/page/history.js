@@ -1,0 +1,102 @@
+// A run's checkpoints: the state at any step, and what changed between
+// two steps.
+
+import { api } from './api.js';
+import { clock, h, pretty } from './dom.js';
+
+const PAGE = 50;
+
+export async function historyPage(main, id, params) {
+  const before = params.get('before');
+  const query = new URLSearchParams({ limit: String(PAGE), values: 'true' });
+  if (before) query.set('before', before);
+  const page = await api(`/runs/${encodeURIComponent(id)}/history?${query}`);
+  const checkpoints = page.checkpoints;
+  const chosen = Number(params.get('step') ?? checkpoints[0]?.step ?? 0);
+  const against = params.has('compare') ? Number(params.get('compare')) : null;
+
+  const list = h('ol', { class: 'checkpoints', id: 'checkpoints' }, checkpoints.map((checkpoint) => {
+    const query = new URLSearchParams(params);
+    query.set('step', String(checkpoint.step));
+    return h('li', { 'data-step': checkpoint.step },
+      h('a', { href: `#/run/${id}/history?${query}`, 'aria-current': checkpoint.step === chosen ? 'true' : null },
+        `Step ${checkpoint.step}`),
+      h('span', { class: 'muted' }, ` · ${clock(checkpoint.at)} · ${checkpoint.tasks} task(s)`,
+        checkpoint.next?.length ? ` · next: ${checkpoint.next.join(', ')}` : ''));
+  }));
+  const here = checkpoints.find((checkpoint) => checkpoint.step === chosen);
+  const compareSelect = h('select', { id: 'compare', name: 'compare' },
+    h('option', { value: '' }, '— pick a step —'),
+    checkpoints.filter((c) => c.step !== chosen).map((c) => h('option', { value: String(c.step), selected: c.step === against }, `Step ${c.step}`)));
+  const compareForm = h('form', { class: 'row', onsubmit: (event) => {
+    event.preventDefault();
+    const query = new URLSearchParams(params);
+    query.set('step', String(chosen));
+    if (compareSelect.value) query.set('compare', compareSelect.value);
+    else query.delete('compare');
+    location.hash = `#/run/${id}/history?${query}`;
+  } }, h('label', { for: 'compare' }, `Compare step ${chosen} with`), compareSelect, h('button', { type: 'submit' }, 'Compare'));
+
+  let comparison = null;
+  if (against !== null && here) {
+    let other = checkpoints.find((c) => c.step === against);
+    if (!other) {
+      const state = await api(`/runs/${encodeURIComponent(id)}/state?step=${against}`);
+      other = { step: against, values: state.values };
+    }
+    const [older, newer] = other.step < here.step ? [other, here] : [here, other];
+    const changes = diff(older.values, newer.values);
+    comparison = h('section', { class: 'card', 'aria-labelledby': 'diff-title' },
+      h('h2', { id: 'diff-title' }, `What changed from step ${older.step} to step ${newer.step}`),
+      changes.length === 0 ? h('p', { class: 'muted' }, 'Nothing.') : h('table', { class: 'diff', id: 'diff' },
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Where'), h('th', { scope: 'col' }, 'Change'), h('th', { scope: 'col' }, 'Before'), h('th', { scope: 'col' }, 'After'))),
+        h('tbody', {}, changes.map((change) => h('tr', { class: `change-${change.kind}` },
+          h('td', { class: 'mono' }, change.path || '/'),
+          h('td', {}, change.kind),
+          h('td', {}, change.before === undefined ? '' : h('pre', {}, pretty(change.before))),
+          h('td', {}, change.after === undefined ? '' : h('pre', {}, pretty(change.after))))))));
+  }
+
+  main.replaceChildren(
+    h('div', { class: 'heading' }, h('h1', {}, 'History of ', h('a', { href: `#/run/${id}`, class: 'mono' }, id))),
+    h('div', { class: 'columns' },
+      h('section', { class: 'card side', 'aria-labelledby': 'checkpoints-title' },
+        h('h2', { id: 'checkpoints-title' }, 'Checkpoints, newest first'),
+        checkpoints.length ? list : h('p', { class: 'muted' }, 'No checkpoints yet.'),
+        page.next_before !== null && page.next_before !== undefined
+          ? h('p', {}, h('a', { href: `#/run/${id}/history?before=${page.next_before}` }, 'Older checkpoints'))
+          : null),
+      h('div', { class: 'wide' },
+        here ? h('section', { class: 'card', 'aria-labelledby': 'state-title' },
+          h('h2', { id: 'state-title' }, `State at step ${here.step}`),
+          here.next?.length ? h('p', {}, `Next: ${here.next.join(', ')}`) : h('p', { class: 'muted' }, 'Nothing next.'),
+          checkpoints.length > 1 ? compareForm : null,
+          h('pre', { class: 'state', id: 'state', tabindex: '0', 'aria-label': `State at step ${here.step}` }, pretty(here.values))) : null,
+        comparison)),
+  );
+  return () => {};
+}
+
+/**
+ * The changes from `before` to `after`: `{path, kind, before, after}` with
+ * kind `added`, `removed`, `changed` or `appended` (items added at the end
+ * of a list, the rest equal), paths as JSON Pointers.
+ */
+export function diff(before, after, path = '') {
+  if (JSON.stringify(before) === JSON.stringify(after)) return [];
+  const object = (value) => value && typeof value === 'object' && !Array.isArray(value);
+  if (object(before) && object(after)) {
+    const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
+    return keys.flatMap((key) => {
+      const at = `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+      if (!(key in after)) return [{ path: at, kind: 'removed', before: before[key] }];
+      if (!(key in before)) return [{ path: at, kind: 'added', after: after[key] }];
+      return diff(before[key], after[key], at);
+    });
+  }
+  if (Array.isArray(before) && Array.isArray(after) && after.length > before.length
+    && before.every((item, index) => JSON.stringify(item) === JSON.stringify(after[index]))) {
+    return [{ path, kind: 'appended', after: after.slice(before.length) }];
+  }
+  return [{ path, kind: 'changed', before, after }];
+}

@@ -1,0 +1,173 @@
+//! Headless Chromium driven over WebDriver, for the review page's tests.
+//!
+//! chromedriver comes from `TOLLGATE_CHROMEDRIVER` or `PATH` (Debian's
+//! `chromium-driver`, installed by `scripts/browser`); Chromium from
+//! `TOLLGATE_CHROMIUM` or `/usr/bin/chromium`. Without them a test is
+//! skipped with a note, except under `CI=true`, where that fails it.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::elements::Element;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+
+/// One chromedriver process; each session is a fresh Chromium with its own
+/// empty profile.
+pub(crate) struct Browser {
+    driver: Child,
+    url: String,
+    chromium: PathBuf,
+    profiles: tempfile::TempDir,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn found(variable: &str, fallback: &str) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(variable).filter(|path| !path.is_empty()) {
+        return Some(PathBuf::from(path));
+    }
+    let fallback = PathBuf::from(fallback);
+    if fallback.is_absolute() {
+        return fallback.is_file().then_some(fallback);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(&fallback))
+        .find(|path| path.is_file())
+}
+
+impl Browser {
+    /// Starts chromedriver on a free port; `None` (the test skipped) when
+    /// chromedriver or Chromium is missing outside CI.
+    pub(crate) fn start() -> Option<Self> {
+        let (Some(driver), Some(chromium)) = (
+            found("TOLLGATE_CHROMEDRIVER", "chromedriver"),
+            found("TOLLGATE_CHROMIUM", "/usr/bin/chromium"),
+        ) else {
+            assert!(
+                std::env::var("CI").is_err(),
+                "CI needs chromium and chromedriver: run `bash scripts/browser` first"
+            );
+            eprintln!("skipped: no chromium/chromedriver (bash scripts/browser installs them)");
+            return None;
+        };
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let driver = Command::new(driver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(20), "chromedriver did not listen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(Self {
+            driver,
+            url: format!("http://127.0.0.1:{port}"),
+            chromium,
+            profiles: tempfile::tempdir().unwrap(),
+        })
+    }
+
+    /// A new browser window (a fresh Chromium with an empty profile).
+    pub(crate) async fn session(&self) -> Client {
+        let profile = tempfile::tempdir_in(self.profiles.path()).unwrap().keep();
+        let capabilities = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": self.chromium,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update",
+                    "--disable-sync", "--disable-quic", "--disable-dev-shm-usage",
+                    "--window-size=1280,900",
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+            },
+        });
+        let Value::Object(capabilities) = capabilities else { unreachable!() };
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        ClientBuilder::new(connector)
+            .capabilities(capabilities)
+            .connect(&self.url)
+            .await
+            .expect("a Chromium session")
+    }
+}
+
+/// How long a page gets to show something.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(15);
+
+/// The element `css` names, once there is one.
+pub(crate) async fn element(page: &Client, css: &str) -> Element {
+    match page.wait().at_most(PATIENCE).for_element(Locator::Css(css)).await {
+        Ok(found) => found,
+        Err(error) => panic!("no `{css}` on the page ({error}); it shows:\n{}", shown(page).await),
+    }
+}
+
+/// What the page shows, for a failure's message.
+async fn shown(page: &Client) -> String {
+    match page.find(Locator::Css("#main")).await {
+        Ok(main) => main.text().await.unwrap_or_default(),
+        Err(_) => page.source().await.unwrap_or_default(),
+    }
+}
+
+/// Whether the page has an element `css` names now.
+pub(crate) async fn has(page: &Client, css: &str) -> bool {
+    !page.find_all(Locator::Css(css)).await.unwrap().is_empty()
+}
+
+/// Waits until the text of `css` satisfies `wanted`; returns it.
+pub(crate) async fn text_where(page: &Client, css: &str, wanted: impl Fn(&str) -> bool) -> String {
+    let started = Instant::now();
+    loop {
+        if let Ok(found) = page.find(Locator::Css(css)).await {
+            if let Ok(text) = found.text().await {
+                if wanted(&text) {
+                    return text;
+                }
+            }
+        }
+        if started.elapsed() > PATIENCE {
+            panic!("`{css}` never showed the expected text; the page shows:\n{}", shown(page).await);
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Clicks what `css` names (once it is there).
+pub(crate) async fn click(page: &Client, css: &str) {
+    element(page, css).await.click().await.unwrap_or_else(|error| panic!("click `{css}`: {error}"));
+}
+
+/// Opens `url` and signs in with `token` when the page asks for it.
+pub(crate) async fn open_signed_in(page: &Client, url: &str, token: &str) {
+    // A fresh load, so that nothing of the page before is found below.
+    page.goto("about:blank").await.unwrap();
+    page.goto(url).await.unwrap();
+    let form = element(page, "#sign-in, #runs, #facts").await;
+    if form.attr("id").await.unwrap().as_deref() == Some("sign-in") {
+        element(page, "#token").await.send_keys(token).await.unwrap();
+        click(page, "#sign-in button[type=submit]").await;
+        element(page, "#runs, #facts").await;
+    }
+}
+
+/// Writes a screenshot to `TOLLGATE_SCREENSHOTS/NAME.png` when that folder
+/// is set (the README's pictures come from here).
+pub(crate) async fn screenshot(page: &Client, name: &str) {
+    let Some(dir) = std::env::var_os("TOLLGATE_SCREENSHOTS") else { return };
+    let png = page.screenshot().await.unwrap();
+    std::fs::write(PathBuf::from(dir).join(format!("{name}.png")), png).unwrap();
+}
