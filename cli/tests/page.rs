@@ -96,6 +96,7 @@ fn approving_from_the_page_completes_the_run_and_the_timeline_shows_it() {
         // The graph drawing shows the tools node waiting.
         element(&page, "g.node[data-node=\"refunds.tools\"][data-state=\"waiting\"]").await;
         text_where(&page, "#timeline", |text| text.contains("Tool lookup_order")).await;
+        page.set_window_size(1280, 1300).await.unwrap();
         screenshot(&page, "review-run").await;
         // Keyboard only: focus Approve, press Enter, then Enter on Send.
         element(&page, "button[data-kind=approve]").await.send_keys("\u{E007}").await.unwrap();

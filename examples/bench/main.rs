@@ -21,6 +21,7 @@ use tollgate::{
 };
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 
+mod page;
 mod stream;
 
 #[derive(Parser, Debug)]
@@ -649,9 +650,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         _ => {}
     }
+    match &backend {
+        Backend::Sqlite(dir) if wanted("page_render") => {
+            results.push(page::page_render(dir).await?);
+        }
+        _ => {}
+    }
     for result in &results {
         if args.json {
             println!("{result}");
+        } else if let Some(skipped) = result.get("skipped") {
+            println!("{:<10} skipped: {skipped}", result["workload"].as_str().unwrap_or("?"));
+        } else if let Some(p50) = result.get("inbox_first_render_ms_p50") {
+            println!(
+                "{:<10} runs={} inbox first render p50 {:.1} ms max {:.1} ms (target 300 ms); all runs p50 {:.1} ms",
+                "page_render", result["runs"], p50.as_f64().unwrap_or(f64::NAN),
+                result["inbox_first_render_ms_max"].as_f64().unwrap_or(f64::NAN),
+                result["all_runs_first_render_ms_p50"].as_f64().unwrap_or(f64::NAN),
+            );
         } else if let Some(same) = result.get("same_process_ms") {
             let cross = &result["cross_process_ms"];
             println!(

@@ -62,6 +62,23 @@ async fn stamp_latencies(
     Ok(latencies)
 }
 
+/// The `tollgate` binary, built (or found fresh) next to this program.
+pub(crate) fn release_cli() -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = std::process::Command::new(cargo)
+        .args(["build", "--release", "--quiet", "-p", "tollgate-cli"])
+        .status()?;
+    if !built.success() {
+        return Err("cargo build --release -p tollgate-cli failed".into());
+    }
+    let exe = std::env::current_exe()?;
+    Ok(exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(|release| release.join("tollgate"))
+        .ok_or("cannot find target/release")?)
+}
+
 /// `stream_latency`: a blueprint whose command tool stamps the time into a
 /// line it prints and into its result, STAMPS times; a `tollgate serve`
 /// process; an SSE client. `same_process_ms`: the server drives the run
@@ -69,20 +86,7 @@ async fn stamp_latencies(
 /// `cross_process_ms`: a `tollgate run` process drives it, the results
 /// reach the client once committed, through the SQLite change signal.
 pub(crate) async fn stream_latency(dir: &std::path::Path) -> Outcome {
-    // The server binary, built (or found fresh) next to this program.
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = std::process::Command::new(cargo)
-        .args(["build", "--release", "--quiet", "-p", "tollgate-cli"])
-        .status()?;
-    if !built.success() {
-        return Err("stream_latency: cargo build --release -p tollgate-cli failed".into());
-    }
-    let exe = std::env::current_exe()?;
-    let tollgate = exe
-        .parent()
-        .and_then(std::path::Path::parent)
-        .map(|release| release.join("tollgate"))
-        .ok_or("stream_latency: cannot find target/release")?;
+    let tollgate = release_cli()?;
     let folder = dir.join("stream");
     std::fs::create_dir_all(&folder)?;
     let mut replies: Vec<Value> =

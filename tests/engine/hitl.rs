@@ -621,3 +621,28 @@ async fn get_state_shows_what_a_paused_run_waits_for() {
     let error = executor.get_state(&graph, run, Some(9)).await.unwrap_err();
     assert!(matches!(error, RunError::Store(StoreError::CheckpointNotFound { step: 9, .. })));
 }
+
+#[test]
+fn a_decision_records_who_made_it_without_changing_what_the_node_sees() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let executor = sqlite(dir.path());
+    let runs = Runs::default();
+    let graph = asking(&runs, approval()).compile().unwrap();
+    let run = runtime.block_on(paused(&executor, &graph)).run_id;
+    let (sink, mut events) = EventSink::channel();
+    let request = DecisionRequest::new(Decision::Approve).by("erin");
+    let resumed =
+        runtime.block_on(executor.resume(&graph, run, request, RunConfig::new().events(sink)));
+    let done = runtime.block_on(finish(resumed.unwrap()));
+    assert_eq!(done.status, RunStatus::Completed);
+    // The node gets the decision alone.
+    assert_eq!(done.state.tags["decision"], r#"{"decision":"approve"}"#);
+    let mut deciders = Vec::new();
+    while let Some(event) = events.try_recv() {
+        if let Event::RunResumed { decisions, .. } = &event.event {
+            deciders.extend(decisions.iter().map(|d| d.decided_by.clone()));
+        }
+    }
+    assert_eq!(deciders, [Some("erin".to_owned())]);
+}

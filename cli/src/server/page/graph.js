@@ -89,7 +89,7 @@ export function drawGraph(graph, states) {
       s('rect', { x: place.x, y: place.y, width: W, height: H, rx: node.kind === 'node' ? 6 : H / 2 }),
       s('text', { x: place.x + W / 2, y: place.y + H / 2 + 5, 'text-anchor': 'middle' }, label.length > 20 ? `${label.slice(0, 19)}…` : label));
   });
-  const svg = s('svg', { viewBox: `0 0 ${width} ${height}`, class: 'graph', role: 'img', 'aria-labelledby': 'graph-title' },
+  const svg = s('svg', { viewBox: `0 0 ${width} ${height}`, width, height, class: 'graph', role: 'img', 'aria-labelledby': 'graph-title' },
     s('title', { id: 'graph-title' }, `Graph ${graph.name}`),
     s('defs', {}, marker), edges, nodes);
   const list = h('ul', { class: 'visually-hidden', id: 'node-states' },

@@ -380,7 +380,12 @@ export async function runPage(main, id, { fail }) {
       default:
         break;
     }
-    if (item) timeline.append(item);
+    if (item) {
+      // Follow the newest events unless the reader scrolled up.
+      const following = timeline.scrollHeight - timeline.scrollTop - timeline.clientHeight < 40;
+      timeline.append(item);
+      if (following) timeline.scrollTop = timeline.scrollHeight;
+    }
   }
 
   function take(event, replay) {
@@ -398,6 +403,7 @@ export async function runPage(main, id, { fail }) {
     ws = socket(`/runs/${encodeURIComponent(id)}/ws?format=events`, (message) => {
       if (message.type === 'log') {
         for (const event of message.events) take(event, true);
+        timeline.scrollTop = timeline.scrollHeight;
         live.textContent = 'live';
         renderGraph();
         refresh();
