@@ -192,7 +192,13 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
             decide(runs, &run, service::decision_request(interrupt, decision, by), json).await
         }
         RunsCommand::Reject { run, interrupt, reason, by, json } => {
-            decide(runs, &run, service::decision_request(interrupt, Decision::Reject { reason }, by), json).await
+            decide(
+                runs,
+                &run,
+                service::decision_request(interrupt, Decision::Reject { reason }, by),
+                json,
+            )
+            .await
         }
         RunsCommand::Events { run, follow, json } => {
             events(runs, run_id(&run)?, follow, json).await

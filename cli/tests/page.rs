@@ -1,6 +1,8 @@
 //! The review page in a real browser: headless Chromium from Debian's
 //! packages, driven over WebDriver (fantoccini), against `tollgate serve`.
 
+#![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
+
 mod browser;
 mod support;
 
@@ -223,7 +225,8 @@ fn a_reject_ends_or_answers_the_run_as_its_graph_says() {
         assert_eq!(summary(&server, &ended).await["status"], "rejected");
         page.goto(&server.url(&format!("/#/run/{answered}"))).await.unwrap();
         text_where(&page, "#timeline", |text| {
-            text.contains("rejected (“not this one”)") && text.contains("A person rejected this call: not this one")
+            text.contains("rejected (“not this one”)")
+                && text.contains("A person rejected this call: not this one")
         })
         .await;
         page.close().await.unwrap();
@@ -257,11 +260,14 @@ fn two_reviewers_approve_at_once_one_wins_and_the_other_sees_who() {
                 (won, element(&page, "[data-interrupt] .outcome").await.text().await.unwrap())
             }
         };
-        let ((alice_won, alice_says), (bob_won, bob_says)) = tokio::join!(outcome(&alice), outcome(&bob));
+        let ((alice_won, alice_says), (bob_won, bob_says)) =
+            tokio::join!(outcome(&alice), outcome(&bob));
         assert!(alice_won ^ bob_won, "exactly one wins: alice {alice_says:?}, bob {bob_says:?}");
-        let (winner, loser, loser_page) = if alice_won { ("alice", &bob_says, &bob) } else { ("bob", &alice_says, &alice) };
+        let (winner, loser, loser_page) =
+            if alice_won { ("alice", &bob_says, &bob) } else { ("bob", &alice_says, &alice) };
         assert!(loser.contains("Another decision was recorded first"), "{loser}");
-        let named = text_where(loser_page, "[data-interrupt] .winner", |text| text.contains(winner)).await;
+        let named =
+            text_where(loser_page, "[data-interrupt] .winner", |text| text.contains(winner)).await;
         assert!(named.contains("approved"), "{named}");
         // One decision recorded, the run continued once.
         status_becomes(&server, &run, "completed").await;
@@ -300,7 +306,8 @@ fn without_the_token_the_page_asks_for_it_and_shows_no_data() {
         click(&page, "#sign-in button[type=submit]").await;
         element(&page, &format!("tr[data-run=\"{run}\"]")).await;
         // Kept for this tab's session only, and signing out forgets it.
-        let kept = page.execute("return sessionStorage.getItem('tollgate.token')", vec![]).await.unwrap();
+        let kept =
+            page.execute("return sessionStorage.getItem('tollgate.token')", vec![]).await.unwrap();
         assert_eq!(kept, json!(TOKEN));
         let stored = page.execute("return localStorage.length", vec![]).await.unwrap();
         assert_eq!(stored, json!(0));
@@ -323,7 +330,10 @@ fn the_run_page_fits_a_phone_screen() {
             open_signed_in(&page, &server.url(&address), TOKEN).await;
             tokio::time::sleep(Duration::from_millis(300)).await;
             let fits = page
-                .execute("return document.documentElement.scrollWidth <= window.innerWidth + 1", vec![])
+                .execute(
+                    "return document.documentElement.scrollWidth <= window.innerWidth + 1",
+                    vec![],
+                )
                 .await
                 .unwrap();
             assert_eq!(fits, json!(true), "{address} scrolls sideways on a phone");

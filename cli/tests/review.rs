@@ -27,7 +27,9 @@ async fn open(
     protocols: &str,
 ) -> Result<
     (
-        tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
         Option<String>,
     ),
     u16,
@@ -43,7 +45,9 @@ async fn open(
                 .map(|value| value.to_str().unwrap().to_owned());
             Ok((socket, chosen))
         }
-        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => Err(response.status().as_u16()),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            Err(response.status().as_u16())
+        }
         Err(error) => panic!("{error}"),
     }
 }
@@ -76,17 +80,28 @@ fn the_page_is_served_without_the_token_and_holds_no_data() {
         let headers = page.headers().clone();
         assert!(headers["content-type"].to_str().unwrap().starts_with("text/html"));
         let policy = headers["content-security-policy"].to_str().unwrap();
-        assert!(policy.contains("default-src 'none'") && policy.contains("connect-src 'self'"), "{policy}");
+        assert!(
+            policy.contains("default-src 'none'") && policy.contains("connect-src 'self'"),
+            "{policy}"
+        );
         assert_eq!(headers["x-content-type-options"], "nosniff");
         let html = page.text().await.unwrap();
         assert!(html.contains("/ui/app.js") && !html.contains(&run));
-        for file in ["app.js", "api.js", "dom.js", "form.js", "graph.js", "history.js", "list.js", "run.js"] {
+        for file in
+            ["app.js", "api.js", "dom.js", "form.js", "graph.js", "history.js", "list.js", "run.js"]
+        {
             let script = anonymous().get(server.url(&format!("/ui/{file}"))).send().await.unwrap();
             assert_eq!(script.status(), 200, "{file}");
-            assert!(script.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"));
+            assert!(script.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/javascript"));
             // Nothing from another origin.
             let text = script.text().await.unwrap().replace("http://www.w3.org/2000/svg", "");
-            assert!(!text.contains("http://") && !text.contains("https://"), "{file} names another origin");
+            assert!(
+                !text.contains("http://") && !text.contains("https://"),
+                "{file} names another origin"
+            );
             for import in text.lines().filter(|line| line.starts_with("import ")) {
                 assert!(import.contains(" from './"), "{file}: {import}");
             }
@@ -95,7 +110,11 @@ fn the_page_is_served_without_the_token_and_holds_no_data() {
         assert!(style.headers()["content-type"].to_str().unwrap().starts_with("text/css"));
         for missing in ["/ui/nope.js", "/ui/../runs"] {
             let answer = anonymous().get(server.url(missing)).send().await.unwrap();
-            assert!(matches!(answer.status().as_u16(), 401 | 404), "{missing}: {}", answer.status());
+            assert!(
+                matches!(answer.status().as_u16(), 401 | 404),
+                "{missing}: {}",
+                answer.status()
+            );
         }
         // The data still needs the token.
         let runs = anonymous().get(server.url("/runs")).send().await.unwrap();
@@ -165,15 +184,34 @@ fn the_graph_of_a_blueprint_run_is_served_for_drawing() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|n| (n["name"].as_str().unwrap().to_owned(), n["kind"].as_str().unwrap().to_owned()))
+            .map(|n| {
+                (n["name"].as_str().unwrap().to_owned(), n["kind"].as_str().unwrap().to_owned())
+            })
             .collect();
-        for expected in [("__start__", "start"), ("__end__", "end"), ("refunds", "node"), ("refunds.tools", "node")] {
+        for expected in [
+            ("__start__", "start"),
+            ("__end__", "end"),
+            ("refunds", "node"),
+            ("refunds.tools", "node"),
+        ] {
             assert!(nodes.contains(&(expected.0.to_owned(), expected.1.to_owned())), "{nodes:?}");
         }
         let edges = graph["edges"].as_array().unwrap();
-        assert!(edges.contains(&json!({"from": "__start__", "to": "refunds", "kind": "static"})), "{edges:?}");
-        assert!(edges.iter().any(|e| e["from"] == "refunds" && e["to"] == "refunds.tools" && e["kind"] == "conditional"), "{edges:?}");
-        let missing = client().get(server.url("/runs/01M8Q0AT0J0T9K2YGCMMQ9RFZ5/graph")).send().await.unwrap();
+        assert!(
+            edges.contains(&json!({"from": "__start__", "to": "refunds", "kind": "static"})),
+            "{edges:?}"
+        );
+        assert!(
+            edges.iter().any(|e| e["from"] == "refunds"
+                && e["to"] == "refunds.tools"
+                && e["kind"] == "conditional"),
+            "{edges:?}"
+        );
+        let missing = client()
+            .get(server.url("/runs/01M8Q0AT0J0T9K2YGCMMQ9RFZ5/graph"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(missing.status(), 404);
     });
 }
@@ -186,11 +224,17 @@ fn a_decision_records_who_made_it() {
     let server = Served::start(&fx, &[]);
     runtime().block_on(async {
         let url = server.url(&format!("/runs/{by_api}/resume"));
-        let answer = client().post(&url).json(&json!({"decision": "approve", "by": " carol "})).send().await.unwrap();
+        let answer = client()
+            .post(&url)
+            .json(&json!({"decision": "approve", "by": " carol "}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(answer.status(), 200);
         support::settled(&client(), &server.url(&format!("/runs/{by_api}"))).await;
     });
-    let rejected = fx.json(&["runs", "reject", &by_cli, "--reason", "no", "--by", "dave", "--json"], 0);
+    let rejected =
+        fx.json(&["runs", "reject", &by_cli, "--reason", "no", "--by", "dave", "--json"], 0);
     assert_ne!(rejected["status"], "awaiting_hitl");
     for (run, who, kind) in [(&by_api, "carol", "approve"), (&by_cli, "dave", "reject")] {
         let output = fx.run(&["runs", "events", run, "--json"]);

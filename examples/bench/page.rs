@@ -35,7 +35,9 @@ pub(crate) async fn page_render(dir: &std::path::Path) -> Outcome {
         found("TOLLGATE_CHROMEDRIVER", "chromedriver"),
         found("TOLLGATE_CHROMIUM", "/usr/bin/chromium"),
     ) else {
-        return Ok(json!({"workload": "page_render", "skipped": "no chromium/chromedriver (bash scripts/browser installs them)"}));
+        return Ok(
+            json!({"workload": "page_render", "skipped": "no chromium/chromedriver (bash scripts/browser installs them)"}),
+        );
     };
     let tollgate = crate::stream::release_cli()?;
     let db = dir.join("page.db");
@@ -44,7 +46,10 @@ pub(crate) async fn page_render(dir: &std::path::Path) -> Outcome {
         let executor = Executor::new(SqliteStore::open(&db)?);
         let pausing = StateGraph::<Counter>::new("refunds", 1)
             .node("review", |_s: Arc<Counter>, ctx| async move {
-                ctx.interrupt(Interrupt::new("approval", json!({"tool": "issue_refund", "args": {"id": 7}})))?;
+                ctx.interrupt(Interrupt::new(
+                    "approval",
+                    json!({"tool": "issue_refund", "args": {"id": 7}}),
+                ))?;
                 Ok(CounterUpdate::default().count(1))
             })
             .edge(START, "review")

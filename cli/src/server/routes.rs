@@ -202,8 +202,7 @@ pub(crate) async fn reject(
 /// run as it stands (`running`).
 async fn decided(app: &App, run: RunId, request: DecisionRequest) -> ApiResult<Json<Value>> {
     let sink = app.hub.sink(run);
-    if let Decided::Continuing(handle) = app.runs.decide(run, request, Some(sink)).await?
-    {
+    if let Decided::Continuing(handle) = app.runs.decide(run, request, Some(sink)).await? {
         app.legs.drive(handle);
     }
     Ok(summary_json(&app.runs.summary(run).await?))

@@ -452,14 +452,13 @@ pub(crate) async fn ws(
         None | Some("ui") => Shape::Ui,
         Some("events") => Shape::Events,
         Some(other) => {
-            return Err(CliError::invalid(format!(
-                "unknown format `{other}` (ui, events)"
-            ))
-            .into())
+            return Err(CliError::invalid(format!("unknown format `{other}` (ui, events)")).into())
         }
     };
     app.runs.summary(run).await?;
-    Ok(upgrade.protocols([SUBPROTOCOL]).on_upgrade(move |socket| stream_ws(app, run, shape, socket)))
+    Ok(upgrade
+        .protocols([SUBPROTOCOL])
+        .on_upgrade(move |socket| stream_ws(app, run, shape, socket)))
 }
 
 /// One event as the WebSocket sends it, or `None` when the shape leaves

@@ -140,7 +140,10 @@ pub(crate) async fn text_where(page: &Client, css: &str, wanted: impl Fn(&str) -
             }
         }
         if started.elapsed() > PATIENCE {
-            panic!("`{css}` never showed the expected text; the page shows:\n{}", shown(page).await);
+            panic!(
+                "`{css}` never showed the expected text; the page shows:\n{}",
+                shown(page).await
+            );
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
