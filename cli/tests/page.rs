@@ -341,3 +341,145 @@ fn the_run_page_fits_a_phone_screen() {
         page.close().await.unwrap();
     });
 }
+
+#[test]
+fn a_running_run_streams_into_the_page_and_can_be_cancelled_and_continued() {
+    let Some(browser) = Browser::start() else { return };
+    let fx = Fixture::new();
+    // A streaming model, and a tool that prints a line every 0.2 s.
+    let script =
+        "for i in $(seq 1 25); do echo \"tick $i\"; sleep 0.2; done; echo '{\"ok\": true}'";
+    std::fs::write(
+        fx.path("tick_replies.json"),
+        json!([{"tool_calls": [{"name": "tick", "args": {}}]}, {"text": "all ticked"}]).to_string(),
+    )
+    .unwrap();
+    let blueprint = json!({
+        "name": "tick", "model": "scripted:tick_replies.json", "stream": true,
+        "tools": [{"name": "tick", "description": "Ticks", "parameters": {"type": "object"},
+                   "command": ["/bin/sh", "-c", script]}]
+    });
+    std::fs::write(fx.path("tick.json"), blueprint.to_string()).unwrap();
+    let folder = fx.dir.path().to_str().unwrap().to_owned();
+    let server = Served::start(&fx, &["--blueprints", &folder]);
+    runtime().block_on(async {
+        let created = client()
+            .post(server.url("/runs"))
+            .json(&json!({"blueprint": "tick", "input": "tick"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+        let run = created.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+        let page = browser.session().await;
+        open_signed_in(&page, &server.url(&format!("/#/run/{run}")), TOKEN).await;
+        // Lines arrive while the tool runs: before its result.
+        let seen = text_where(&page, "#timeline", |text| text.contains("tick 2")).await;
+        assert!(!seen.contains("Result:"), "the tool had finished already: {seen}");
+        element(&page, "g.node[data-node=\"tick.tools\"][data-state=\"running\"]").await;
+        click(&page, "#cancel").await;
+        text_where(&page, "#run-status", |text| text == "interrupted").await;
+        assert_eq!(summary(&server, &run).await["status"], "interrupted");
+        // Continue runs the step again, to the end.
+        click(&page, "#continue").await;
+        text_where(&page, "#run-status", |text| text == "completed").await;
+        // The streamed reply sits in its model call's entry.
+        let streamed = page
+            .execute("return [...document.querySelectorAll('#timeline .stream')].map(e => e.textContent)", vec![])
+            .await
+            .unwrap();
+        assert!(streamed.as_array().unwrap().contains(&json!("all ticked")), "{streamed}");
+        text_where(&page, "#final-answer", |text| text == "all ticked").await;
+        page.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_question_from_a_rust_graph_is_answered_with_a_schema_form() {
+    use std::sync::Arc;
+    use tollgate_checkpoint::SqliteStore;
+    use tollgate_engine::{
+        Decision, DecisionKind, DynReducer, DynSchema, DynState, Executor, Interrupt, RunConfig,
+        StateGraph, END, START,
+    };
+    let Some(browser) = Browser::start() else { return };
+    let fx = Fixture::new();
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 2, "description": "Who ordered"},
+            "count": {"type": "integer", "minimum": 1},
+            "colour": {"enum": ["red", "blue"]},
+            "urgent": {"type": "boolean"}
+        },
+        "required": ["name", "count"]
+    });
+    let asked = schema.clone();
+    let graph = StateGraph::<DynState>::with_schema(
+        "survey",
+        1,
+        DynSchema::new().field("answer", DynReducer::LastValue),
+    )
+    .node("ask", move |_state: Arc<DynState>, ctx| {
+        let schema = asked.clone();
+        async move {
+            let question = Interrupt::new("question", json!({"question": "Who, and how many?"}))
+                .allow([DecisionKind::Respond, DecisionKind::Reject])
+                .schema(schema);
+            let mut update = serde_json::Map::new();
+            if let Decision::Respond { value } = ctx.interrupt(question)? {
+                update.insert("answer".into(), value);
+            }
+            Ok(update)
+        }
+    })
+    .edge(START, "ask")
+    .edge("ask", END)
+    .compile()
+    .unwrap();
+    let executor = Executor::new(SqliteStore::open(fx.db()).unwrap());
+    let local = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let run = local
+        .block_on(executor.run(&graph, DynState::default(), RunConfig::new()))
+        .unwrap()
+        .run_id
+        .to_string();
+    let server = Served::start(&fx, &[]);
+    runtime().block_on(async {
+        let page = browser.session().await;
+        open_run(&page, &server, &run).await;
+        // No blueprint: no drawing, said so.
+        text_where(&page, "#graph", |text| text.contains("not started from a blueprint")).await;
+        click(&page, "button[data-kind=respond]").await;
+        let name = element(&page, ".schema-form input[type=text]").await;
+        // The schema's rules, in the page: too short.
+        name.send_keys("A").await.unwrap();
+        element(&page, ".schema-form input[type=number]").await.send_keys("3").await.unwrap();
+        click(&page, "button[data-send=respond]").await;
+        let error =
+            text_where(&page, ".field:has(input[type=text]) .field-error", |text| !text.is_empty())
+                .await;
+        eprintln!("inline error: {error}");
+        assert_eq!(name.attr("aria-invalid").await.unwrap().as_deref(), Some("true"));
+        assert_eq!(summary(&server, &run).await["status"], "awaiting_hitl");
+        name.send_keys("da").await.unwrap();
+        element(&page, ".schema-form select")
+            .await
+            .select_by(fantoccini::Locator::Css("option[value=\"1\"]"))
+            .await
+            .unwrap();
+        click(&page, ".schema-form input[type=checkbox]").await;
+        click(&page, "button[data-send=respond]").await;
+        text_where(&page, "[data-interrupt] .outcome", |text| text.contains("Answered")).await;
+        page.close().await.unwrap();
+    });
+    // Recorded; the process with the graph continues the run.
+    let run_id = run.parse().unwrap();
+    let done = local.block_on(async {
+        executor.continue_run(&graph, run_id, RunConfig::new()).await.unwrap().wait().await.unwrap()
+    });
+    assert_eq!(
+        done.state.get("answer"),
+        Some(&json!({"name": "Ada", "count": 3, "colour": "blue", "urgent": true}))
+    );
+}

@@ -149,9 +149,19 @@ pub(crate) async fn text_where(page: &Client, css: &str, wanted: impl Fn(&str) -
     }
 }
 
-/// Clicks what `css` names (once it is there).
+/// Clicks what `css` names (once it is there; found again when the page
+/// redrew it in between).
 pub(crate) async fn click(page: &Client, css: &str) {
-    element(page, css).await.click().await.unwrap_or_else(|error| panic!("click `{css}`: {error}"));
+    let started = Instant::now();
+    loop {
+        match element(page, css).await.click().await {
+            Ok(()) => return,
+            Err(error) if started.elapsed() < PATIENCE && error.to_string().contains("stale") => {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            Err(error) => panic!("click `{css}`: {error}"),
+        }
+    }
 }
 
 /// Opens `url` and signs in with `token` when the page asks for it.
