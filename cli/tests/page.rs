@@ -51,9 +51,20 @@ async fn open_run(page: &Client, server: &Served, run: &str) {
 
 #[test]
 fn a_paused_run_shows_up_in_the_open_inbox_within_a_second() {
-    let Some(browser) = Browser::start() else { return };
-    let fx = Fixture::new();
-    let server = Served::start(&fx, &[]);
+    if let Some(browser) = Browser::start() {
+        inbox_on(&browser, &Fixture::new());
+    }
+}
+
+#[test]
+fn a_paused_run_shows_up_in_the_open_inbox_within_a_second_on_postgres() {
+    if let (Some(browser), Some(fx)) = (Browser::start(), Fixture::postgres()) {
+        inbox_on(&browser, &fx);
+    }
+}
+
+fn inbox_on(browser: &Browser, fx: &Fixture) {
+    let server = Served::start(fx, &[]);
     runtime().block_on(async {
         let page = browser.session().await;
         open_signed_in(&page, &server.url("/"), TOKEN).await;

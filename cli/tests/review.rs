@@ -155,15 +155,34 @@ fn websockets_take_the_token_as_a_subprotocol() {
 
 #[test]
 fn changes_says_when_another_process_pauses_a_run() {
-    let fx = Fixture::new();
-    let server = Served::start(&fx, &[]);
+    changes_on(&Fixture::new());
+}
+
+#[test]
+fn changes_says_when_another_process_pauses_a_run_on_postgres() {
+    if let Some(fx) = Fixture::postgres() {
+        changes_on(&fx);
+    }
+}
+
+fn changes_on(fx: &Fixture) {
+    let server = Served::start(fx, &[]);
     runtime().block_on(async {
         let good = format!("tollgate, tollgate.token.{}", hex(TOKEN));
         let (mut socket, _) = open(&server, "/changes", &good).await.unwrap();
         assert_eq!(next_json(&mut socket).await["type"], "ready");
-        // Nothing happens, nothing is said.
-        let quiet = tokio::time::timeout(Duration::from_millis(400), socket.next()).await;
-        assert!(quiet.is_err(), "{quiet:?}");
+        // Nothing happens, nothing is said (but on Postgres, once when the
+        // server's listening connection is first up: notifications before
+        // it would be lost).
+        let mut spurious = 0;
+        while let Ok(message) =
+            tokio::time::timeout(Duration::from_millis(600), socket.next()).await
+        {
+            assert!(message.is_some(), "the socket closed");
+            spurious += 1;
+        }
+        let allowed = if fx.db.to_string_lossy().starts_with("postgres") { 1 } else { 0 };
+        assert!(spurious <= allowed, "{spurious} messages while nothing happened");
         let run = fx.paused();
         assert_eq!(next_json(&mut socket).await["type"], "runs_changed");
         let listed = get_json(&client(), &server.url("/runs?status=awaiting_hitl"), 200).await;

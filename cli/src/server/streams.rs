@@ -461,15 +461,21 @@ pub(crate) async fn ws(
         .on_upgrade(move |socket| stream_ws(app, run, shape, socket)))
 }
 
-/// One event as the WebSocket sends it, or `None` when the shape leaves
-/// it out.
-fn ws_event(shape: Shape, logged: &Logged) -> Option<Value> {
+/// One event in the socket's shape, or `None` when the shape leaves it out.
+fn shaped(shape: Shape, logged: &Logged) -> Option<Value> {
     match shape {
         Shape::Ui => ui_event(&logged.envelope),
-        Shape::Events => serde_json::from_str::<Value>(&logged.json)
-            .ok()
-            .map(|event| json!({"type": "event", "event": event})),
+        Shape::Events => serde_json::from_str::<Value>(&logged.json).ok(),
     }
+}
+
+/// The message for one new event (the UI shape is its own message).
+fn ws_event(shape: Shape, logged: &Logged) -> Option<Value> {
+    let event = shaped(shape, logged)?;
+    Some(match shape {
+        Shape::Ui => event,
+        Shape::Events => json!({"type": "event", "event": event}),
+    })
 }
 
 async fn stream_ws(app: App, run: RunId, shape: Shape, mut socket: WebSocket) {
@@ -481,10 +487,7 @@ async fn stream_ws(app: App, run: RunId, shape: Shape, mut socket: WebSocket) {
     }
     while let Some(Item::Event(logged)) = follow.pending.front() {
         follow.after = logged.seq();
-        match shape {
-            Shape::Ui => events.extend(ui_event(&logged.envelope)),
-            Shape::Events => events.extend(serde_json::from_str::<Value>(&logged.json).ok()),
-        }
+        events.extend(shaped(shape, logged));
         follow.pending.pop_front();
     }
     follow.look = true;
