@@ -28,7 +28,7 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Runs a blueprint until it completes, pauses for a decision or fails.
     Run {
-        /// The blueprint file (JSON).
+        /// The blueprint file (JSON), or a pack (`.tgpack`, see `pack`).
         blueprint: PathBuf,
         /// The user's message: text, or a JSON object (its `message` field,
         /// else the whole object, is sent).
@@ -46,6 +46,18 @@ pub(crate) enum Command {
         /// (of any process sharing the database) drives it.
         #[arg(long)]
         queue: bool,
+        /// Folders of trusted public keys (`*.pub`) a pack's signature must
+        /// verify against (repeatable; `TOLLGATE_TRUSTED_KEYS` takes a
+        /// `:`-separated list).
+        #[arg(long, value_name = "DIR", env = "TOLLGATE_TRUSTED_KEYS", value_delimiter = ':')]
+        trusted_keys: Vec<PathBuf>,
+        /// Run a pack that is unsigned or signed by a key that is not
+        /// trusted (a signature that does not verify is still refused).
+        #[arg(long)]
+        allow_unsigned: bool,
+        /// Verify the pack, report, and exit without running it.
+        #[arg(long)]
+        dry_run_verify: bool,
         /// Print the run summary as JSON.
         #[arg(long)]
         json: bool,
@@ -73,6 +85,9 @@ pub(crate) enum Command {
     /// Lists, shows, decides, follows and continues runs.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// Builds, signs, inspects and verifies blueprint packs (docs/packs.md).
+    #[command(subcommand)]
+    Pack(PackCommand),
     /// Serves the REST, SSE and WebSocket API. The bearer token every
     /// endpoint but /healthz then requires comes from the environment
     /// variable TOLLGATE_TOKEN or from --token-file.
@@ -253,6 +268,55 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         status: Option<String>,
         /// Print the deleted ids as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `tollgate pack …`: signed blueprint packs.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PackCommand {
+    /// Writes a new Ed25519 key pair: KEY (private, mode 0600) and KEY.pub.
+    Keygen {
+        /// The private key's file (never overwritten).
+        #[arg(long, value_name = "KEY")]
+        out: PathBuf,
+    },
+    /// Packs a blueprint folder into one deterministic archive.
+    Build {
+        /// The folder: the blueprint, its scripted replies, fixtures and
+        /// programs (hidden files are left out).
+        dir: PathBuf,
+        /// The pack to write.
+        #[arg(long, value_name = "NAME.tgpack")]
+        out: PathBuf,
+        /// Sign it with this private key.
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
+        /// The blueprint's file inside the folder (default: FOLDER_NAME.json).
+        #[arg(long, value_name = "FILE")]
+        blueprint: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shows a pack: hash, signer, entries, the blueprint's name and version.
+    Inspect {
+        /// The pack.
+        pack: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Exits 0 only when the pack's signature verifies against a trusted key.
+    Verify {
+        /// The pack.
+        pack: PathBuf,
+        /// Folders of trusted public keys (`*.pub`; repeatable;
+        /// `TOLLGATE_TRUSTED_KEYS` takes a `:`-separated list).
+        #[arg(long, value_name = "DIR", env = "TOLLGATE_TRUSTED_KEYS", value_delimiter = ':')]
+        trusted_keys: Vec<PathBuf>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },

@@ -4,9 +4,20 @@
 //! awaiting_hitl, 11 rejected, 1 failed, 2 bad usage or invalid input, 3
 //! not found, 4 conflict.
 
+/// `println!` to stdout that ends quietly when the reader left.
+macro_rules! say {
+    ($($arg:tt)*) => { $crate::output::emit(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `print!` likewise.
+macro_rules! say_raw {
+    ($($arg:tt)*) => { $crate::output::emit(format_args!($($arg)*)) };
+}
+
 mod args;
 mod error;
 mod output;
+mod pack;
 mod server;
 mod service;
 
@@ -48,6 +59,12 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             "--token is not taken: a token on the command line shows in `ps`; set TOLLGATE_TOKEN or use --token-file PATH",
         ));
     }
+    // Packs need no database.
+    let command = match cli.command {
+        Command::Pack(command) => return pack::pack_command(command),
+        command => command,
+    };
+    let cli = Cli { command, ..cli };
     // Only `run` (and `serve --create`) make a new SQLite database: a
     // mistyped --db elsewhere is "not found", not a new empty file.
     let creates = match &cli.command {
@@ -55,10 +72,45 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Serve { create, .. } => *create,
         _ => false,
     };
-    // A blueprint is checked before the database is opened (or created):
-    // an invalid one runs nothing and leaves nothing behind.
+    // A blueprint (or a pack, verified and extracted into its cache) is
+    // checked before the database is opened (or created): an invalid one
+    // runs nothing and leaves nothing behind.
     let loaded = match &cli.command {
-        Command::Run { blueprint, .. } => Some(Blueprint::load(blueprint)?),
+        Command::Run { blueprint, trusted_keys, allow_unsigned, dry_run_verify, queue, json, .. }
+            if pack::is_pack(blueprint) =>
+        {
+            if *queue {
+                return Err(CliError::invalid(
+                    "a pack cannot be queued: workers elsewhere may not hold the verified pack; run it here",
+                ));
+            }
+            match pack::load_pack(blueprint, trusted_keys, *allow_unsigned, *dry_run_verify)? {
+                pack::Loaded::Blueprint(blueprint) => Some(*blueprint),
+                pack::Loaded::DryRun(report) => {
+                    if *json {
+                        print_json(&report);
+                    } else {
+                        say!(
+                            "verified {}: bundle {}, {}; nothing run",
+                            blueprint.display(),
+                            report["bundle_hash"].as_str().unwrap_or("?"),
+                            match (report["signature_verified"].as_bool(), report["key_id"].as_str()) {
+                                (Some(true), Some(key)) => format!("signed by trusted key {key}"),
+                                (_, Some(key)) => format!("signed by untrusted key {key} (allowed)"),
+                                _ => "unsigned (allowed)".to_owned(),
+                            }
+                        );
+                    }
+                    return Ok(code::OK);
+                }
+            }
+        }
+        Command::Run { blueprint, dry_run_verify, .. } => {
+            if *dry_run_verify {
+                return Err(CliError::invalid("--dry-run-verify is for packs (.tgpack)"));
+            }
+            Some(Blueprint::load(blueprint)?)
+        }
         _ => None,
     };
     // Long-running commands stop gracefully on SIGTERM/SIGINT, watched from
@@ -67,7 +119,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     let mut shutdown = long_running.then(|| Box::pin(shutdown_signal()));
     let runs = Runs::open(&cli.db, creates).await?;
     match cli.command {
-        Command::Run { blueprint: path, input, model, stream, queue, json } => {
+        Command::Run { blueprint: path, input, model, stream, queue, json, .. } => {
             let mut blueprint = match loaded {
                 Some(blueprint) => blueprint,
                 None => Blueprint::load(&path)?,
@@ -98,7 +150,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             if json {
                 print_json(&report);
             } else {
-                println!(
+                say!(
                     "worker stopped: {} legs ({} completed, {} failed, {} released), {} claims lost to other workers, {} runs dead-lettered",
                     report["legs"], report["completed"], report["failed"], report["released"],
                     report["lost_claims"], report["dead_lettered"]
@@ -107,6 +159,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             Ok(code::OK)
         }
         Command::Runs(command) => runs_command(&runs, command).await,
+        Command::Pack(command) => pack::pack_command(command),
         Command::Serve {
             create: _,
             addr,
@@ -166,9 +219,9 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
             if json {
                 print_json(&listing.json());
             } else {
-                print!("{}", output::table(&listing.runs, listing.next.as_deref()));
+                say_raw!("{}", output::table(&listing.runs, listing.next.as_deref()));
                 for damaged in &listing.damaged {
-                    println!("damaged run {}: {}", damaged.id, damaged.reason);
+                    say!("damaged run {}: {}", damaged.id, damaged.reason);
                 }
             }
             Ok(code::OK)
@@ -226,7 +279,7 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
             if json {
                 print_json(&page);
             } else {
-                print!("{}", output::history(&page));
+                say_raw!("{}", output::history(&page));
             }
             Ok(code::OK)
         }
@@ -238,7 +291,7 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
         RunsCommand::Delete { run } => {
             let run = run_id(&run)?;
             runs.delete(run).await?;
-            println!("deleted run {run}");
+            say!("deleted run {run}");
             Ok(code::OK)
         }
         RunsCommand::Prune { older_than, status, json } => {
@@ -254,7 +307,7 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
                 let ids: Vec<String> = deleted.iter().map(ToString::to_string).collect();
                 print_json(&json!({"deleted": ids}));
             } else {
-                println!("deleted {} run(s)", deleted.len());
+                say!("deleted {} run(s)", deleted.len());
             }
             Ok(code::OK)
         }
@@ -284,7 +337,7 @@ async fn decide(
                 return Ok(code::REJECTED);
             }
             if !json {
-                println!(
+                say!(
                     "decision recorded; the process that owns graph `{}` continues the run",
                     summary.graph
                 );
@@ -302,9 +355,9 @@ async fn events(runs: &Runs, run: RunId, follow: bool, json: bool) -> Result<u8,
             // A damaged line stops the listing, named, in both modes.
             let envelope = service::parse(record)?;
             if json {
-                println!("{}", record.json);
+                say!("{}", record.json);
             } else {
-                println!("{}", output::event(&envelope));
+                say!("{}", output::event(&envelope));
             }
             after = record.seq;
         }
@@ -394,13 +447,13 @@ fn print_summary(summary: &RunSummary, json: bool) {
     if json {
         print_json(summary);
     } else {
-        print!("{}", output::summary(summary));
+        say_raw!("{}", output::summary(summary));
     }
 }
 
 fn print_json(value: &impl serde::Serialize) {
     match serde_json::to_string(value) {
-        Ok(text) => println!("{text}"),
+        Ok(text) => say!("{text}"),
         Err(error) => eprintln!("tollgate: cannot encode JSON: {error}"),
     }
 }

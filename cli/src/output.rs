@@ -165,6 +165,19 @@ pub(crate) fn event(envelope: &EventEnvelope) -> String {
         }
         Event::Custom { name, payload } => format!("{name} {}", json(payload)),
         Event::EventsCapped { cap } => format!("detail events past {cap} are not stored"),
+        Event::PackRun { bundle_hash, signature_verified, key_id, cache_hit, .. } => format!(
+            "pack {} {}{}",
+            bundle_hash.get(..16).unwrap_or(bundle_hash),
+            match (signature_verified, key_id) {
+                (true, Some(key)) => format!("signed by {key}, verified"),
+                (false, Some(key)) => format!("signed by untrusted key {key}, run unverified"),
+                _ => "unsigned".to_owned(),
+            },
+            if *cache_hit { " (cached)" } else { "" }
+        ),
+        Event::PersonaStage { persona, stage, transition } => {
+            format!("{persona} {transition} ({stage})")
+        }
         _ => String::new(),
     };
     format!(
@@ -226,4 +239,17 @@ pub(crate) fn history(page: &serde_json::Value) -> String {
         let _ = writeln!(out, "more: --before {before}");
     }
     out
+}
+
+/// Writes `text` to stdout. A reader that went away (`tollgate runs events
+/// RUN | head`) ends the process quietly with exit 0 instead of a panic.
+pub(crate) fn emit(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout.write_fmt(text).and_then(|()| stdout.flush()) {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("tollgate: cannot write to stdout: {error}");
+    }
 }

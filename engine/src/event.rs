@@ -246,6 +246,33 @@ pub enum Event {
         /// Its payload.
         payload: Value,
     },
+    /// The leg runs a blueprint from a pack: which bundle, and what was
+    /// verified before anything ran (the first event after `run_started`
+    /// of every leg of a pack run).
+    PackRun {
+        /// SHA-256 of the pack's manifest, hex.
+        bundle_hash: String,
+        /// Whether a trusted key's signature over the bundle hash verified.
+        signature_verified: bool,
+        /// The signing key's id, when the pack is signed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_id: Option<String>,
+        /// Whether the pack was found already extracted and intact.
+        cache_hit: bool,
+        /// Whether this was only a verification (no run follows).
+        dry_run_verify: bool,
+    },
+    /// An agent took, finished or handed on the work (agents that hand
+    /// work to each other: a timeline shows who held it).
+    PersonaStage {
+        /// The agent.
+        persona: String,
+        /// Where: the node the agent runs in (for a handoff, the node of
+        /// the agent taking over).
+        stage: String,
+        /// `started`, `completed` or `handoff`.
+        transition: String,
+    },
     /// The run reached its cap of stored events: from here on this leg
     /// drops detail events (`model_delta`, `tool_delta`, `middleware_*`,
     /// `custom`); every other event is still stored and sent.
@@ -278,6 +305,8 @@ impl Event {
             Event::MiddlewareCompleted { .. } => "middleware_completed",
             Event::Custom { .. } => "custom",
             Event::EventsCapped { .. } => "events_capped",
+            Event::PackRun { .. } => "pack_run",
+            Event::PersonaStage { .. } => "persona_stage",
         }
     }
 
@@ -309,6 +338,7 @@ impl Event {
             | Event::ToolCompleted { .. }
             | Event::MiddlewareStarted { .. }
             | Event::MiddlewareCompleted { .. }
+            | Event::PersonaStage { .. }
             | Event::Custom { .. } => true,
             _ => false,
         }

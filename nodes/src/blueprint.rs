@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use tollgate_engine::{RunConfig, StateGraph, END, START};
+use tollgate_engine::{Event, RunConfig, StateGraph, END, START};
 
 use crate::agent::{Agent, AgentState, CompiledAgent};
 use crate::command::CommandTool;
@@ -213,6 +213,22 @@ pub struct Blueprint {
     doc: Doc,
     model_override: Option<String>,
     stream_all: bool,
+    pack: Option<PackProvenance>,
+}
+
+/// Where a blueprint came from when it was run from a signed pack: kept in
+/// the run's attachment, announced as a `pack_run` event at the start of
+/// every leg.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackProvenance {
+    /// SHA-256 of the pack's manifest, hex.
+    pub bundle_hash: String,
+    /// Whether a trusted key's signature verified when the run started.
+    pub signature_verified: bool,
+    /// The signing key's id, when the pack is signed.
+    pub key_id: Option<String>,
+    /// Whether this leg found the pack extracted and intact.
+    pub cache_hit: bool,
 }
 
 impl Blueprint {
@@ -251,7 +267,7 @@ impl Blueprint {
             Doc::Graph(graph) => check_graph(graph, &base_dir, &mut problems),
         }
         if problems.is_empty() {
-            Ok(Self { source, base_dir, doc, model_override: None, stream_all: false })
+            Ok(Self { source, base_dir, doc, model_override: None, stream_all: false, pack: None })
         } else {
             Err(BlueprintError::Invalid { problems })
         }
@@ -309,6 +325,7 @@ impl Blueprint {
             "base_dir": self.base_dir,
             "model": self.model_override,
             "stream": self.stream_all,
+            "pack": self.pack,
         })
     }
 
@@ -325,20 +342,52 @@ impl Blueprint {
             None => blueprint,
         };
         // Attachments written before `stream` existed have none: false.
-        Ok(match attachment["stream"].as_bool() {
+        let mut blueprint = match attachment["stream"].as_bool() {
             Some(true) => blueprint.with_streaming(),
             _ => blueprint,
-        })
+        };
+        if !attachment["pack"].is_null() {
+            let pack = serde_json::from_value(attachment["pack"].clone())
+                .map_err(|_| BlueprintError::NotABlueprintRun)?;
+            blueprint.pack = Some(pack);
+        }
+        Ok(blueprint)
     }
 
-    /// The settings a run of it starts with: its `max_steps`, and the
-    /// blueprint attached so any process can continue the run.
+    /// Records that it runs from a pack ([`PackProvenance`]).
+    pub fn with_pack(mut self, pack: PackProvenance) -> Self {
+        self.pack = Some(pack);
+        self
+    }
+
+    /// The pack it runs from, if any.
+    pub fn pack(&self) -> Option<&PackProvenance> {
+        self.pack.as_ref()
+    }
+
+    /// The folder its relative paths resolve in.
+    pub fn base_dir(&self) -> &Path {
+        &self.base_dir
+    }
+
+    /// The settings a run of it starts with: its `max_steps`, the
+    /// blueprint attached so any process can continue the run, and for a
+    /// pack a `pack_run` event after `run_started`.
     pub fn run_config(&self) -> RunConfig {
         let max_steps = match &self.doc {
             Doc::Agent(agent) => agent.max_steps,
             Doc::Graph(graph) => graph.max_steps,
         };
-        let config = RunConfig::new().attach(&self.attachment());
+        let mut config = RunConfig::new().attach(&self.attachment());
+        if let Some(pack) = &self.pack {
+            config = config.announce(Event::PackRun {
+                bundle_hash: pack.bundle_hash.clone(),
+                signature_verified: pack.signature_verified,
+                key_id: pack.key_id.clone(),
+                cache_hit: pack.cache_hit,
+                dry_run_verify: false,
+            });
+        }
         match max_steps {
             Some(steps) => config.max_steps(steps),
             None => config,

@@ -56,7 +56,7 @@ pub use agent::{
     Agent, AgentProgress, AgentRun, AgentState, AgentStateUpdate, CompiledAgent,
     DEFAULT_MAX_REASKS, DEFAULT_MAX_TURNS, TOOL_APPROVAL,
 };
-pub use blueprint::{Blueprint, BlueprintError, BlueprintProblem};
+pub use blueprint::{Blueprint, BlueprintError, BlueprintProblem, PackProvenance};
 pub use command::{CommandTool, DEFAULT_COMMAND_TIMEOUT};
 pub use context::RunContext;
 pub use error::{ErrorClass, HarnessError};

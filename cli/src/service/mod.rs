@@ -243,7 +243,7 @@ impl Runs {
             return Ok(None);
         };
         let blueprint = match Blueprint::from_attachment(&attachment) {
-            Ok(blueprint) => blueprint,
+            Ok(blueprint) => crate::pack::recheck(blueprint)?,
             Err(tollgate_nodes::BlueprintError::NotABlueprintRun) => return Ok(None),
             Err(error) => return Err(error.into()),
         };

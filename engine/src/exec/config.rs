@@ -61,6 +61,7 @@ pub struct RunConfig {
     pub(crate) break_after: Vec<String>,
     pub(crate) attachment: Option<String>,
     pub(crate) event_cap: u64,
+    pub(crate) announce: Vec<crate::Event>,
 }
 
 impl Default for RunConfig {
@@ -78,6 +79,7 @@ impl Default for RunConfig {
             break_after: Vec::new(),
             attachment: None,
             event_cap: DEFAULT_EVENT_CAP,
+            announce: Vec::new(),
         }
     }
 }
@@ -155,6 +157,18 @@ impl RunConfig {
     /// blueprint run keeps its blueprint here). Ignored when continuing.
     pub fn attach(mut self, attachment: &serde_json::Value) -> Self {
         self.attachment = Some(attachment.to_string());
+        self
+    }
+
+    /// An event the leg records right after its `run_started` (in the
+    /// same commit), before any node runs: what the caller established
+    /// about the leg, such as the pack it runs ([`Event::PackRun`](crate::Event::PackRun)).
+    /// Run, node, checkpoint and interrupt events are the executor's own
+    /// and are not taken.
+    pub fn announce(mut self, event: crate::Event) -> Self {
+        if event.is_node_emittable() || matches!(event, crate::Event::PackRun { .. }) {
+            self.announce.push(event);
+        }
         self
     }
 

@@ -205,7 +205,7 @@ impl Executor {
         let (snapshot, frontier_blob) = encode_input(graph, run, &state, &frontier, &config)?;
         let emitter = Emitter::new(run, 0, Arc::clone(&config.clock), config.events.clone())
             .with_cap(config.event_cap);
-        emit_run_started(&emitter, graph, 0, run, Live::AfterCommit)?;
+        emit_run_started(&emitter, graph, 0, run, Live::AfterCommit, &config.announce)?;
         let created_at_ms = emitter.now_ms();
         let snapshots =
             SnapshotTracker { last_size: snapshot.stored_len(), ..SnapshotTracker::default() };
@@ -354,7 +354,7 @@ impl Executor {
         };
         let emitter = Emitter::new(run, last_seq, Arc::clone(&config.clock), config.events.clone())
             .with_cap(config.event_cap);
-        emit_run_started(&emitter, graph, loaded.step, run, Live::Now)?;
+        emit_run_started(&emitter, graph, loaded.step, run, Live::Now, &config.announce)?;
         let mut decisions: HashMap<u32, BTreeMap<u32, Decision>> = HashMap::new();
         let mut answered = Vec::new();
         for interrupt in &interrupts {
@@ -539,19 +539,27 @@ pub(crate) fn json_error(run: RunId, step: u64, source: serde_json::Error) -> Ru
     }
 }
 
-/// `run_started`, sent live `when` given: a new run's only once it is
-/// stored (a run that could not be created was never started).
+/// `run_started` and the events the config announces, sent live `when`
+/// given: a new run's only once it is stored (a run that could not be
+/// created was never started).
 pub(crate) fn emit_run_started<S: State>(
     emitter: &Emitter,
     graph: &CompiledGraph<S>,
     from_step: u64,
     run: RunId,
     when: Live,
+    announced: &[Event],
 ) -> Result<(), RunError> {
     let event = Event::RunStarted {
         graph: graph.name().to_owned(),
         graph_version: graph.version(),
         from_step,
     };
-    emitter.emit(None, event, when).map_err(|source| json_error(run, from_step, source))
+    emitter.emit(None, event, when).map_err(|source| json_error(run, from_step, source))?;
+    for event in announced {
+        emitter
+            .emit(None, event.clone(), when)
+            .map_err(|source| json_error(run, from_step, source))?;
+    }
+    Ok(())
 }

@@ -278,7 +278,7 @@ impl Executor {
         let snapshot = encode_checked::<S, S>(config.codec, &state, "state", run, step)?;
 
         let emitter = Emitter::new(run, record.last_seq, Arc::clone(&config.clock), None);
-        emit_run_started(&emitter, graph, step - 1, run, Live::Now)?;
+        emit_run_started(&emitter, graph, step - 1, run, Live::Now, &config.announce)?;
         let id = node_id(as_node, step, 0);
         let completed = Event::NodeCompleted {
             step,

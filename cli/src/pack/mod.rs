@@ -1,0 +1,536 @@
+//! Signed blueprint packs (docs/packs.md): one deterministic tar archive
+//! holding a blueprint folder, a manifest of its files with their SHA-256,
+//! and optionally an Ed25519 signature over the manifest's hash (the
+//! bundle hash).
+
+mod cache;
+mod command;
+mod keys;
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Component, Path};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub(crate) use cache::{cache_dir, check_cached, unpack};
+pub(crate) use command::{is_pack, load_pack, pack_command, recheck, Loaded};
+pub(crate) use keys::{generate, SigningKeyFile, TrustedKeys};
+
+/// The manifest's name in the archive (its first entry).
+pub(crate) const MANIFEST: &str = "tgpack.json";
+/// The signature's name in the archive (its last entry, when signed).
+pub(crate) const SIGNATURE: &str = "tgpack.sig";
+/// What the signature signs: this, then the bundle hash's 32 bytes.
+const SIGNED_PREFIX: &[u8] = b"tollgate-pack-v1\0";
+const FORMAT: &str = "tgpack";
+const FORMAT_VERSION: u32 = 1;
+
+/// Sizes a pack may have (archive bombs stop here, before anything is
+/// read into memory or written).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Bytes of one file.
+    pub(crate) entry: u64,
+    /// Bytes of all files together.
+    pub(crate) total: u64,
+    /// Files.
+    pub(crate) entries: usize,
+}
+
+pub(crate) const LIMITS: Limits =
+    Limits { entry: 16 * 1024 * 1024, total: 64 * 1024 * 1024, entries: 2_000 };
+
+/// Bytes of a path inside a pack (the ustar name field).
+const MAX_PATH: usize = 100;
+
+/// Why a pack was refused. Nothing was run or written when one is returned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum PackError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{path} is not a tollgate pack ({reason})")]
+    NotAPack { path: String, reason: String },
+    #[error("{path} is cut short: it ends inside an entry")]
+    Truncated { path: String },
+    #[error("{what} is {size} bytes, over the limit of {limit}")]
+    TooLarge { what: String, size: u64, limit: u64 },
+    #[error("more than {limit} files")]
+    TooManyEntries { limit: usize },
+    #[error("entry `{path}` is not a plain relative path inside the pack (no `..`, no absolute paths, at most {MAX_PATH} bytes)")]
+    UnsafePath { path: String },
+    #[error("entry `{path}` is a {kind}; a pack holds regular files only")]
+    NotAFile { path: String, kind: String },
+    #[error("entry `{path}` appears twice")]
+    Duplicate { path: String },
+    #[error("the manifest `{MANIFEST}` is missing, or not the first entry")]
+    NoManifest,
+    #[error("the manifest is unreadable: {reason}")]
+    BadManifest { reason: String },
+    #[error("entry `{path}` does not match the manifest ({reason}): the pack was changed")]
+    Mismatch { path: String, reason: String },
+    #[error("the pack's bytes are not what `tollgate pack build` writes (a header, padding or order was changed)")]
+    NotCanonical,
+    #[error("the signature entry is unreadable: {reason}")]
+    BadSignature { reason: String },
+    #[error("the pack is signed by key {key_id}, which is not among the trusted keys{where_}")]
+    UnknownKey { key_id: String, where_: String },
+    #[error("the signature does not verify against trusted key {key_id}: the pack was changed or signed by another key")]
+    SignatureInvalid { key_id: String },
+    #[error("the pack is not signed (build it with --sign KEY, or pass --allow-unsigned)")]
+    Unsigned,
+    #[error("{0}")]
+    Build(String),
+    #[error("{0}")]
+    Key(String),
+}
+
+/// One file of the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileEntry {
+    pub(crate) path: String,
+    pub(crate) size: u64,
+    pub(crate) sha256: String,
+    pub(crate) executable: bool,
+}
+
+/// `tgpack.json`: what the pack holds. Its SHA-256 is the bundle hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Manifest {
+    pub(crate) format: String,
+    pub(crate) version: u32,
+    /// The blueprint's file among `files`.
+    pub(crate) blueprint: String,
+    /// The blueprint's `name` and `version`.
+    pub(crate) name: String,
+    pub(crate) blueprint_version: u64,
+    /// Sorted by path.
+    pub(crate) files: Vec<FileEntry>,
+}
+
+/// `tgpack.sig`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SignatureDoc {
+    pub(crate) version: u32,
+    pub(crate) key_id: String,
+    /// Hex.
+    pub(crate) public_key: String,
+    /// Hex, over `tollgate-pack-v1\0` and the bundle hash's bytes.
+    pub(crate) signature: String,
+}
+
+/// A pack read and checked for shape and integrity (not yet for trust).
+#[derive(Debug)]
+pub(crate) struct Pack {
+    pub(crate) manifest: Manifest,
+    pub(crate) manifest_bytes: Vec<u8>,
+    pub(crate) files: Vec<(FileEntry, Vec<u8>)>,
+    pub(crate) signature: Option<SignatureDoc>,
+    pub(crate) bundle_hash: [u8; 32],
+}
+
+/// What verification established.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Verified {
+    pub(crate) bundle_hash: String,
+    pub(crate) signature_verified: bool,
+    pub(crate) key_id: Option<String>,
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
+}
+
+pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// A path of a pack entry: relative, `/`-separated, no `.`/`..`/empty
+/// components, at most [`MAX_PATH`] bytes, no control characters.
+fn safe_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.len() <= MAX_PATH
+        && !path.starts_with('/')
+        && !path.contains('\\')
+        && !path.chars().any(char::is_control)
+        && path.split('/').all(|part| !part.is_empty() && part != "." && part != "..")
+}
+
+/// The archive's bytes for these entries, in this order: ustar headers
+/// with mode 0644 (0755 when executable), owner 0, time 0.
+fn write_tar(entries: &[(&str, &[u8], bool)]) -> Result<Vec<u8>, PackError> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, data, executable) in entries {
+        let mut header = tar::Header::new_ustar();
+        header
+            .set_path(path)
+            .map_err(|error| PackError::Build(format!("cannot name entry `{path}`: {error}")))?;
+        header.set_size(data.len() as u64);
+        header.set_mode(if *executable { 0o755 } else { 0o644 });
+        header.set_mtime(0);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_cksum();
+        builder
+            .append(&header, *data)
+            .map_err(|error| PackError::Build(format!("cannot write entry `{path}`: {error}")))?;
+    }
+    builder.into_inner().map_err(|error| PackError::Build(format!("cannot finish the archive: {error}")))
+}
+
+impl Pack {
+    /// The archive's bytes (what `pack build` writes).
+    pub(crate) fn to_bytes(&self) -> Result<Vec<u8>, PackError> {
+        let signature = match &self.signature {
+            Some(doc) => Some(canonical(doc)?),
+            None => None,
+        };
+        let mut entries: Vec<(&str, &[u8], bool)> = vec![(MANIFEST, &self.manifest_bytes, false)];
+        for (entry, data) in &self.files {
+            entries.push((&entry.path, data, entry.executable));
+        }
+        if let Some(signature) = &signature {
+            entries.push((SIGNATURE, signature, false));
+        }
+        write_tar(&entries)
+    }
+
+    /// The bundle hash in hex.
+    pub(crate) fn bundle_hash(&self) -> String {
+        hex(&self.bundle_hash)
+    }
+
+    /// Checks who signed it: with a signature, the key it names must be
+    /// trusted and the signature must verify with that trusted key (a
+    /// signature that does not verify is refused even with
+    /// `allow_unsigned`); without one, `allow_unsigned` must be given. An
+    /// unknown key counts as unsigned.
+    pub(crate) fn verify(
+        &self,
+        trusted: &TrustedKeys,
+        allow_unsigned: bool,
+    ) -> Result<Verified, PackError> {
+        let unverified = |key_id: Option<String>| Verified {
+            bundle_hash: self.bundle_hash(),
+            signature_verified: false,
+            key_id,
+        };
+        let Some(doc) = &self.signature else {
+            return if allow_unsigned { Ok(unverified(None)) } else { Err(PackError::Unsigned) };
+        };
+        let Some(key) = trusted.get(&doc.key_id) else {
+            if allow_unsigned {
+                return Ok(unverified(Some(doc.key_id.clone())));
+            }
+            return Err(PackError::UnknownKey {
+                key_id: doc.key_id.clone(),
+                where_: trusted.describe(),
+            });
+        };
+        let invalid = || PackError::SignatureInvalid { key_id: doc.key_id.clone() };
+        if unhex(&doc.public_key).as_deref() != Some(key.as_bytes().as_slice()) {
+            return Err(invalid());
+        }
+        let bytes: [u8; 64] =
+            unhex(&doc.signature).and_then(|bytes| bytes.try_into().ok()).ok_or_else(invalid)?;
+        let signature = ed25519_dalek::Signature::from_bytes(&bytes);
+        key.verify_strict(&signed_message(&self.bundle_hash), &signature).map_err(|_| invalid())?;
+        Ok(Verified {
+            bundle_hash: self.bundle_hash(),
+            signature_verified: true,
+            key_id: Some(doc.key_id.clone()),
+        })
+    }
+}
+
+fn signed_message(bundle_hash: &[u8; 32]) -> Vec<u8> {
+    let mut message = SIGNED_PREFIX.to_vec();
+    message.extend_from_slice(bundle_hash);
+    message
+}
+
+fn canonical<T: Serialize>(value: &T) -> Result<Vec<u8>, PackError> {
+    serde_json::to_vec(value).map_err(|error| PackError::Build(format!("cannot encode: {error}")))
+}
+
+/// Packs the blueprint folder `dir`: every regular file in it but hidden
+/// ones (names starting with `.`), the blueprint being `blueprint` (a path
+/// inside `dir`) or `DIR/FOLDER_NAME.json`. The blueprint must be valid.
+/// Signed with `key` when given.
+pub(crate) fn build(
+    dir: &Path,
+    blueprint: Option<&str>,
+    key: Option<&SigningKeyFile>,
+) -> Result<Pack, PackError> {
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| PackError::Io { path, source }
+    };
+    let mut found = Vec::new();
+    collect(dir, dir, &mut found)?;
+    found.sort();
+    if found.len() > LIMITS.entries {
+        return Err(PackError::TooManyEntries { limit: LIMITS.entries });
+    }
+    let blueprint = match blueprint {
+        Some(path) => path.trim_start_matches("./").to_owned(),
+        None => {
+            let folder = dir
+                .canonicalize()
+                .map_err(io(dir))?
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("{folder}.json")
+        }
+    };
+    if !found.iter().any(|path| *path == blueprint) {
+        return Err(PackError::Build(format!(
+            "no blueprint `{blueprint}` in {} (name it with --blueprint FILE)",
+            dir.display()
+        )));
+    }
+    let loaded = tollgate_nodes::Blueprint::load(dir.join(&blueprint)).map_err(|error| {
+        PackError::Build(format!("the blueprint {blueprint} is invalid: {error}"))
+    })?;
+    let mut files = Vec::new();
+    let mut total = 0u64;
+    for path in found {
+        if path == MANIFEST || path == SIGNATURE {
+            return Err(PackError::Build(format!("`{path}` is a name packs reserve")));
+        }
+        let full = dir.join(&path);
+        let metadata = std::fs::metadata(&full).map_err(io(&full))?;
+        if metadata.len() > LIMITS.entry {
+            return Err(PackError::TooLarge { what: path, size: metadata.len(), limit: LIMITS.entry });
+        }
+        total += metadata.len();
+        if total > LIMITS.total {
+            return Err(PackError::TooLarge { what: "the folder".into(), size: total, limit: LIMITS.total });
+        }
+        let data = std::fs::read(&full).map_err(io(&full))?;
+        let executable = {
+            use std::os::unix::fs::PermissionsExt;
+            metadata.permissions().mode() & 0o111 != 0
+        };
+        let entry = FileEntry {
+            path,
+            size: data.len() as u64,
+            sha256: hex(&sha256(&data)),
+            executable,
+        };
+        files.push((entry, data));
+    }
+    let source: serde_json::Value = serde_json::from_slice(
+        &files.iter().find(|(entry, _)| entry.path == blueprint).map(|(_, data)| data.clone()).unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    let manifest = Manifest {
+        format: FORMAT.into(),
+        version: FORMAT_VERSION,
+        blueprint,
+        name: loaded.name().to_owned(),
+        blueprint_version: source["version"].as_u64().unwrap_or(1),
+        files: files.iter().map(|(entry, _)| entry.clone()).collect(),
+    };
+    let manifest_bytes = canonical(&manifest)?;
+    let bundle_hash = sha256(&manifest_bytes);
+    let signature = key.map(|key| key.sign(&signed_message(&bundle_hash)));
+    Ok(Pack { manifest, manifest_bytes, files, signature, bundle_hash })
+}
+
+/// Relative paths of the regular files under `dir`, hidden ones left out;
+/// a symlink or anything else that is not a file or folder is refused.
+fn collect(root: &Path, dir: &Path, found: &mut Vec<String>) -> Result<(), PackError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|source| PackError::Io { path: dir.display().to_string(), source })?;
+    for entry in entries {
+        let entry =
+            entry.map_err(|source| PackError::Io { path: dir.display().to_string(), source })?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        let kind = entry
+            .file_type()
+            .map_err(|source| PackError::Io { path: path.display().to_string(), source })?;
+        let relative = path
+            .strip_prefix(root)
+            .map_err(|_| PackError::Build(format!("{} is outside the folder", path.display())))?
+            .components()
+            .map(|part| match part {
+                Component::Normal(part) => Ok(part.to_string_lossy().into_owned()),
+                _ => Err(PackError::UnsafePath { path: path.display().to_string() }),
+            })
+            .collect::<Result<Vec<_>, _>>()?
+            .join("/");
+        if kind.is_dir() {
+            collect(root, &path, found)?;
+        } else if kind.is_file() {
+            if !safe_path(&relative) {
+                return Err(PackError::UnsafePath { path: relative });
+            }
+            found.push(relative);
+        } else {
+            let what = if kind.is_symlink() { "symbolic link" } else { "special file" };
+            return Err(PackError::NotAFile { path: relative, kind: what.into() });
+        }
+    }
+    Ok(())
+}
+
+/// Reads a pack's file (at most the limits allow, plus the archive's own
+/// overhead).
+pub(crate) fn read_file(path: &Path) -> Result<Pack, PackError> {
+    let shown = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|source| PackError::Io { path: shown.clone(), source })?;
+    let size = file.metadata().map_err(|source| PackError::Io { path: shown.clone(), source })?.len();
+    let most = LIMITS.total + (LIMITS.entries as u64 + 3) * 1024 + 64 * 1024;
+    if size > most {
+        return Err(PackError::TooLarge { what: shown, size, limit: most });
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.take(most + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| PackError::Io { path: shown.clone(), source })?;
+    read(&bytes, &shown)
+}
+
+/// Parses and checks a pack: regular files only, safe unique paths, within
+/// the limits, the manifest first and matching every file, the signature
+/// (if any) last, and the bytes exactly those `pack build` would write.
+pub(crate) fn read(bytes: &[u8], shown: &str) -> Result<Pack, PackError> {
+    let not_a_pack = |reason: &str| PackError::NotAPack { path: shown.to_owned(), reason: reason.to_owned() };
+    if bytes.len() < 1024 {
+        return Err(if bytes.is_empty() { not_a_pack("it is empty") } else { PackError::Truncated { path: shown.to_owned() } });
+    }
+    if bytes.get(257..263) != Some(b"ustar\0".as_slice()) {
+        return Err(not_a_pack("no tar header"));
+    }
+    if bytes.len() % 512 != 0 {
+        return Err(PackError::Truncated { path: shown.to_owned() });
+    }
+    let mut archive = tar::Archive::new(bytes);
+    let entries = archive.entries().map_err(|error| not_a_pack(&error.to_string()))?;
+    let mut seen = HashSet::new();
+    let mut read_entries: Vec<(String, Vec<u8>, bool)> = Vec::new();
+    let mut total = 0u64;
+    for entry in entries {
+        let mut entry = entry.map_err(|error| read_error(error, shown))?;
+        let header = entry.header();
+        let path = String::from_utf8(entry.path_bytes().into_owned())
+            .map_err(|_| PackError::UnsafePath { path: String::from_utf8_lossy(&entry.path_bytes()).into_owned() })?;
+        let kind = header.entry_type();
+        if kind != tar::EntryType::Regular {
+            let what = match kind {
+                tar::EntryType::Symlink => "symbolic link".to_owned(),
+                tar::EntryType::Link => "hard link".to_owned(),
+                tar::EntryType::Directory => "directory".to_owned(),
+                other => format!("entry of type {:?}", other.as_byte() as char),
+            };
+            return Err(PackError::NotAFile { path, kind: what });
+        }
+        if !safe_path(&path) {
+            return Err(PackError::UnsafePath { path });
+        }
+        if !seen.insert(path.clone()) {
+            return Err(PackError::Duplicate { path });
+        }
+        if seen.len() > LIMITS.entries + 2 {
+            return Err(PackError::TooManyEntries { limit: LIMITS.entries });
+        }
+        let size = header.size().map_err(|error| not_a_pack(&error.to_string()))?;
+        if size > LIMITS.entry {
+            return Err(PackError::TooLarge { what: path, size, limit: LIMITS.entry });
+        }
+        total += size;
+        if total > LIMITS.total {
+            return Err(PackError::TooLarge { what: "the pack's files".into(), size: total, limit: LIMITS.total });
+        }
+        let executable = header.mode().map_err(|error| not_a_pack(&error.to_string()))? & 0o111 != 0;
+        let mut data = Vec::with_capacity(size as usize);
+        entry.read_to_end(&mut data).map_err(|error| read_error(error, shown))?;
+        if data.len() as u64 != size {
+            return Err(PackError::Truncated { path: shown.to_owned() });
+        }
+        read_entries.push((path, data, executable));
+    }
+    let mut entries = read_entries.into_iter();
+    let Some((first, manifest_bytes, _)) = entries.next() else { return Err(PackError::NoManifest) };
+    if first != MANIFEST {
+        return Err(PackError::NoManifest);
+    }
+    let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
+        .map_err(|error| PackError::BadManifest { reason: error.to_string() })?;
+    if manifest.format != FORMAT || manifest.version != FORMAT_VERSION {
+        return Err(PackError::BadManifest {
+            reason: format!("format `{}` version {}, this tollgate reads `{FORMAT}` version {FORMAT_VERSION}", manifest.format, manifest.version),
+        });
+    }
+    let mut rest: Vec<(String, Vec<u8>, bool)> = entries.collect();
+    let signature = match rest.last() {
+        Some((path, _, _)) if path == SIGNATURE => {
+            let (_, bytes, _) = rest.pop().ok_or(PackError::NotCanonical)?;
+            let doc: SignatureDoc = serde_json::from_slice(&bytes)
+                .map_err(|error| PackError::BadSignature { reason: error.to_string() })?;
+            Some(doc)
+        }
+        _ => None,
+    };
+    if rest.len() != manifest.files.len() {
+        return Err(PackError::Mismatch {
+            path: MANIFEST.into(),
+            reason: format!("it lists {} files, the pack holds {}", manifest.files.len(), rest.len()),
+        });
+    }
+    if !manifest.files.iter().any(|file| file.path == manifest.blueprint) {
+        return Err(PackError::BadManifest { reason: format!("the blueprint `{}` is not among its files", manifest.blueprint) });
+    }
+    let mut files = Vec::with_capacity(rest.len());
+    for (listed, (path, data, executable)) in manifest.files.iter().zip(rest) {
+        let mismatch = |reason: String| PackError::Mismatch { path: path.clone(), reason };
+        if listed.path != path {
+            return Err(mismatch(format!("the manifest lists `{}` here", listed.path)));
+        }
+        if listed.size != data.len() as u64 || listed.sha256 != hex(&sha256(&data)) {
+            return Err(mismatch("its SHA-256 differs".into()));
+        }
+        if listed.executable != executable {
+            return Err(mismatch("its mode differs".into()));
+        }
+        files.push((listed.clone(), data));
+    }
+    let bundle_hash = sha256(&manifest_bytes);
+    let pack = Pack { manifest, manifest_bytes, files, signature, bundle_hash };
+    // Canonical: the manifest and signature as `build` encodes them, and
+    // every byte of the archive as `build` writes it.
+    if canonical(&pack.manifest)? != pack.manifest_bytes || pack.to_bytes()? != bytes {
+        return Err(PackError::NotCanonical);
+    }
+    Ok(pack)
+}
+
+fn read_error(error: std::io::Error, shown: &str) -> PackError {
+    if error.kind() == std::io::ErrorKind::UnexpectedEof {
+        PackError::Truncated { path: shown.to_owned() }
+    } else {
+        PackError::NotAPack { path: shown.to_owned(), reason: error.to_string() }
+    }
+}
