@@ -76,9 +76,15 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     // checked before the database is opened (or created): an invalid one
     // runs nothing and leaves nothing behind.
     let loaded = match &cli.command {
-        Command::Run { blueprint, trusted_keys, allow_unsigned, dry_run_verify, queue, json, .. }
-            if pack::is_pack(blueprint) =>
-        {
+        Command::Run {
+            blueprint,
+            trusted_keys,
+            allow_unsigned,
+            dry_run_verify,
+            queue,
+            json,
+            ..
+        } if pack::is_pack(blueprint) => {
             if *queue {
                 return Err(CliError::invalid(
                     "a pack cannot be queued: workers elsewhere may not hold the verified pack; run it here",
@@ -94,9 +100,13 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                             "verified {}: bundle {}, {}; nothing run",
                             blueprint.display(),
                             report["bundle_hash"].as_str().unwrap_or("?"),
-                            match (report["signature_verified"].as_bool(), report["key_id"].as_str()) {
+                            match (
+                                report["signature_verified"].as_bool(),
+                                report["key_id"].as_str()
+                            ) {
                                 (Some(true), Some(key)) => format!("signed by trusted key {key}"),
-                                (_, Some(key)) => format!("signed by untrusted key {key} (allowed)"),
+                                (_, Some(key)) =>
+                                    format!("signed by untrusted key {key} (allowed)"),
                                 _ => "unsigned (allowed)".to_owned(),
                             }
                         );

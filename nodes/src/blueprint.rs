@@ -434,6 +434,9 @@ impl Blueprint {
             agent = agent.max_turns(turns);
         }
         agent = agent.streaming(doc.stream || self.stream_all);
+        if let Doc::Graph(graph) = &self.doc {
+            agent = agent.persona_stages(graph.agents.len() > 1);
+        }
         let mut approval = Vec::new();
         for tool in &doc.tools {
             let spec =

@@ -296,3 +296,56 @@ fn graph_problems_are_found_when_the_blueprint_is_read() {
         assert!(text.iter().any(|p| p.contains(needle)), "missing `{needle}` in {text:#?}");
     }
 }
+
+#[test]
+fn agents_of_a_graph_blueprint_say_who_holds_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "research.json",
+        r#"[{"tool_calls": [{"name": "search", "args": {"id": 1}}]}, {"text": "Facts: 42."}]"#,
+    );
+    write(dir.path(), "write.json", r#"[{"text": "Report: 42."}]"#);
+    write(dir.path(), "solo.json", r#"[{"text": "Alone."}]"#);
+    let blueprint = json!({
+        "name": "pipeline",
+        "agents": [
+            {"name": "researcher", "model": "scripted:research.json",
+             "tools": [{"name": "search", "description": "", "parameters": id_schema(), "fixture": {"hits": 1}}]},
+            {"name": "writer", "model": "scripted:write.json"}
+        ],
+        "edges": [["START", "researcher"], ["researcher", "writer"], ["writer", "END"]]
+    });
+    let blueprint = Blueprint::from_value(blueprint, dir.path()).unwrap();
+    let agent = blueprint.compile(&ModelRegistry::new()).unwrap();
+    let rt = support::runtime();
+    let (sink, mut events) = tollgate::EventSink::channel();
+    rt.block_on(agent.run(&support::executor(), "Go", blueprint.run_config().events(sink)))
+        .unwrap();
+    let mut stages = Vec::new();
+    while let Some(envelope) = events.try_recv() {
+        if let tollgate::Event::PersonaStage { persona, stage, transition } = envelope.event {
+            stages.push(format!("{persona} {transition} {stage}"));
+        }
+    }
+    assert_eq!(
+        stages,
+        [
+            "researcher started researcher",
+            "researcher completed researcher",
+            "researcher handoff writer",
+            "writer started writer",
+            "writer completed writer",
+        ]
+    );
+    // A lone agent says nothing of the kind.
+    let solo =
+        Blueprint::from_value(json!({"name": "solo", "model": "scripted:solo.json"}), dir.path())
+            .unwrap();
+    let (sink, mut events) = tollgate::EventSink::channel();
+    let compiled = solo.compile(&ModelRegistry::new()).unwrap();
+    rt.block_on(compiled.run(&support::executor(), "Hi", solo.run_config().events(sink))).unwrap();
+    while let Some(envelope) = events.try_recv() {
+        assert_ne!(envelope.event.kind(), "persona_stage");
+    }
+}

@@ -11,7 +11,8 @@ use super::{hex, sha256, Manifest, Pack, PackError, MANIFEST};
 /// `$HOME/.cache/tollgate/packs`, else the temporary folder's
 /// `tollgate-packs`.
 pub(crate) fn cache_dir() -> PathBuf {
-    let set = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty()).map(PathBuf::from);
+    let set =
+        |name: &str| std::env::var_os(name).filter(|value| !value.is_empty()).map(PathBuf::from);
     if let Some(dir) = set("TOLLGATE_PACK_CACHE") {
         return dir;
     }
@@ -104,7 +105,8 @@ pub(crate) fn unpack(pack: &Pack, cache: &Path) -> Result<Unpacked, PackError> {
             }
             std::fs::write(&path, data).map_err(io(&path))?;
             let mode = if file.executable { 0o755 } else { 0o644 };
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(io(&path))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .map_err(io(&path))?;
         }
         Ok(())
     })();
@@ -126,11 +128,13 @@ pub(crate) fn unpack(pack: &Pack, cache: &Path) -> Result<Unpacked, PackError> {
 /// Checks the cache entry `entry` of `bundle_hash`: its manifest hashes
 /// to `bundle_hash` and its files match the manifest.
 pub(crate) fn check_cached(entry: &Path, bundle_hash: &str) -> Result<(), PackError> {
-    let changed = || PackError::Mismatch {
+    let changed = || {
+        PackError::Mismatch {
         path: entry.display().to_string(),
         reason: format!(
             "the extracted pack {bundle_hash} is missing or was changed on disk; run the .tgpack again to extract it"
         ),
+    }
     };
     let manifest_bytes = std::fs::read(entry.join(MANIFEST)).map_err(|_| changed())?;
     if hex(&sha256(&manifest_bytes)) != bundle_hash {

@@ -38,7 +38,11 @@ pub(crate) fn pack_command(command: PackCommand) -> Result<u8, CliError> {
     match command {
         PackCommand::Keygen { out } => {
             let id = generate(&out)?;
-            say!("wrote {} (private, mode 0600) and {}.pub; key id {id}", out.display(), out.display());
+            say!(
+                "wrote {} (private, mode 0600) and {}.pub; key id {id}",
+                out.display(),
+                out.display()
+            );
             Ok(code::OK)
         }
         PackCommand::Build { dir, out, sign, blueprint, json } => {
@@ -89,7 +93,7 @@ pub(crate) fn pack_command(command: PackCommand) -> Result<u8, CliError> {
                     "pack {}\nbundle   {}\nsigned   {}\nblueprint {} (name {}, version {})\nentries:",
                     path.display(),
                     pack.bundle_hash(),
-                    key_id.as_deref().map_or("no".to_owned(), |id| format!("yes, key {id} (not checked: see `pack verify`)")),
+                    key_id.as_deref().map_or("no".to_owned(), |id| format!("yes, by key {id} (whether it is trusted: `pack verify`)")),
                     pack.manifest.blueprint,
                     pack.manifest.name,
                     pack.manifest.blueprint_version,
@@ -165,7 +169,8 @@ pub(crate) fn load_pack(
 ) -> Result<Loaded, CliError> {
     let pack = read_file(path)?;
     let trusted = TrustedKeys::load(trusted_keys)?;
-    let Verified { bundle_hash, signature_verified, key_id } = pack.verify(&trusted, allow_unsigned)?;
+    let Verified { bundle_hash, signature_verified, key_id } =
+        pack.verify(&trusted, allow_unsigned)?;
     let cache = cache_dir();
     if dry_run {
         let cache_hit = check_cached(&cache.join(&bundle_hash), &bundle_hash).is_ok();
@@ -180,7 +185,16 @@ pub(crate) fn load_pack(
         })));
     }
     let unpacked = unpack(&pack, &cache)?;
-    let blueprint = Blueprint::load(unpacked.dir.join(&pack.manifest.blueprint))?;
+    let blueprint = match Blueprint::load(unpacked.dir.join(&pack.manifest.blueprint)) {
+        Ok(blueprint) => blueprint,
+        Err(error) => {
+            // A pack whose blueprint is invalid leaves nothing behind.
+            if !unpacked.cache_hit {
+                let _ = std::fs::remove_dir_all(&unpacked.dir);
+            }
+            return Err(error.into());
+        }
+    };
     let provenance =
         PackProvenance { bundle_hash, signature_verified, key_id, cache_hit: unpacked.cache_hit };
     Ok(Loaded::Blueprint(Box::new(blueprint.with_pack(provenance))))

@@ -29,7 +29,10 @@ pub(crate) fn generate(out: &Path) -> Result<String, PackError> {
     let public_path = public_path(out);
     for path in [out, public_path.as_path()] {
         if path.exists() {
-            return Err(PackError::Key(format!("{} exists; keys are never overwritten", path.display())));
+            return Err(PackError::Key(format!(
+                "{} exists; keys are never overwritten",
+                path.display()
+            )));
         }
     }
     let write = |path: &Path, text: String, mode: u32| -> Result<(), PackError> {
@@ -81,7 +84,12 @@ impl SigningKeyFile {
             .map(str::trim)
             .and_then(unhex)
             .and_then(|bytes| bytes.try_into().ok())
-            .ok_or_else(|| PackError::Key(format!("{} is not a tollgate private key (`tollgate pack keygen` writes one)", path.display())))?;
+            .ok_or_else(|| {
+                PackError::Key(format!(
+                    "{} is not a tollgate private key (`tollgate pack keygen` writes one)",
+                    path.display()
+                ))
+            })?;
         let key = SigningKey::from_bytes(&seed);
         let id = key_id(&key.verifying_key());
         Ok(Self { key, id })
@@ -130,7 +138,9 @@ impl TrustedKeys {
                     .and_then(unhex)
                     .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
                     .and_then(|bytes| VerifyingKey::from_bytes(&bytes).ok())
-                    .ok_or_else(|| PackError::Key(format!("{} is not a tollgate public key", path.display())))?;
+                    .ok_or_else(|| {
+                        PackError::Key(format!("{} is not a tollgate public key", path.display()))
+                    })?;
                 keys.insert(key_id(&key), key);
             }
         }

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 pub(crate) use cache::{cache_dir, check_cached, unpack};
 pub(crate) use command::{is_pack, load_pack, pack_command, recheck, Loaded};
-pub(crate) use keys::{generate, SigningKeyFile, TrustedKeys};
+pub(crate) use keys::{generate, key_id, SigningKeyFile, TrustedKeys};
 
 /// The manifest's name in the archive (its first entry).
 pub(crate) const MANIFEST: &str = "tgpack.json";
@@ -191,7 +191,9 @@ fn write_tar(entries: &[(&str, &[u8], bool)]) -> Result<Vec<u8>, PackError> {
             .append(&header, *data)
             .map_err(|error| PackError::Build(format!("cannot write entry `{path}`: {error}")))?;
     }
-    builder.into_inner().map_err(|error| PackError::Build(format!("cannot finish the archive: {error}")))
+    builder
+        .into_inner()
+        .map_err(|error| PackError::Build(format!("cannot finish the archive: {error}")))
 }
 
 impl Pack {
@@ -259,6 +261,25 @@ impl Pack {
     }
 }
 
+/// Whether a signature entry is whole, whoever signed it: its key id is
+/// its key's, and the signature verifies with that key. (Trust is checked
+/// separately, against the trusted keys.)
+fn whole(doc: &SignatureDoc, bundle_hash: &[u8; 32]) -> bool {
+    let embedded = unhex(&doc.public_key)
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .and_then(|bytes| ed25519_dalek::VerifyingKey::from_bytes(&bytes).ok());
+    let signature = unhex(&doc.signature)
+        .and_then(|bytes| <[u8; 64]>::try_from(bytes).ok())
+        .map(|bytes| ed25519_dalek::Signature::from_bytes(&bytes));
+    match (embedded, signature) {
+        (Some(key), Some(signature)) => {
+            key_id(&key) == doc.key_id
+                && key.verify_strict(&signed_message(bundle_hash), &signature).is_ok()
+        }
+        _ => false,
+    }
+}
+
 fn signed_message(bundle_hash: &[u8; 32]) -> Vec<u8> {
     let mut message = SIGNED_PREFIX.to_vec();
     message.extend_from_slice(bundle_hash);
@@ -300,7 +321,7 @@ pub(crate) fn build(
             format!("{folder}.json")
         }
     };
-    if !found.iter().any(|path| *path == blueprint) {
+    if !found.contains(&blueprint) {
         return Err(PackError::Build(format!(
             "no blueprint `{blueprint}` in {} (name it with --blueprint FILE)",
             dir.display()
@@ -318,27 +339,35 @@ pub(crate) fn build(
         let full = dir.join(&path);
         let metadata = std::fs::metadata(&full).map_err(io(&full))?;
         if metadata.len() > LIMITS.entry {
-            return Err(PackError::TooLarge { what: path, size: metadata.len(), limit: LIMITS.entry });
+            return Err(PackError::TooLarge {
+                what: path,
+                size: metadata.len(),
+                limit: LIMITS.entry,
+            });
         }
         total += metadata.len();
         if total > LIMITS.total {
-            return Err(PackError::TooLarge { what: "the folder".into(), size: total, limit: LIMITS.total });
+            return Err(PackError::TooLarge {
+                what: "the folder".into(),
+                size: total,
+                limit: LIMITS.total,
+            });
         }
         let data = std::fs::read(&full).map_err(io(&full))?;
         let executable = {
             use std::os::unix::fs::PermissionsExt;
             metadata.permissions().mode() & 0o111 != 0
         };
-        let entry = FileEntry {
-            path,
-            size: data.len() as u64,
-            sha256: hex(&sha256(&data)),
-            executable,
-        };
+        let entry =
+            FileEntry { path, size: data.len() as u64, sha256: hex(&sha256(&data)), executable };
         files.push((entry, data));
     }
     let source: serde_json::Value = serde_json::from_slice(
-        &files.iter().find(|(entry, _)| entry.path == blueprint).map(|(_, data)| data.clone()).unwrap_or_default(),
+        &files
+            .iter()
+            .find(|(entry, _)| entry.path == blueprint)
+            .map(|(_, data)| data.clone())
+            .unwrap_or_default(),
     )
     .unwrap_or_default();
     let manifest = Manifest {
@@ -400,8 +429,10 @@ fn collect(root: &Path, dir: &Path, found: &mut Vec<String>) -> Result<(), PackE
 /// overhead).
 pub(crate) fn read_file(path: &Path) -> Result<Pack, PackError> {
     let shown = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|source| PackError::Io { path: shown.clone(), source })?;
-    let size = file.metadata().map_err(|source| PackError::Io { path: shown.clone(), source })?.len();
+    let file = std::fs::File::open(path)
+        .map_err(|source| PackError::Io { path: shown.clone(), source })?;
+    let size =
+        file.metadata().map_err(|source| PackError::Io { path: shown.clone(), source })?.len();
     let most = LIMITS.total + (LIMITS.entries as u64 + 3) * 1024 + 64 * 1024;
     if size > most {
         return Err(PackError::TooLarge { what: shown, size, limit: most });
@@ -417,9 +448,19 @@ pub(crate) fn read_file(path: &Path) -> Result<Pack, PackError> {
 /// the limits, the manifest first and matching every file, the signature
 /// (if any) last, and the bytes exactly those `pack build` would write.
 pub(crate) fn read(bytes: &[u8], shown: &str) -> Result<Pack, PackError> {
-    let not_a_pack = |reason: &str| PackError::NotAPack { path: shown.to_owned(), reason: reason.to_owned() };
+    read_within(bytes, shown, LIMITS)
+}
+
+/// [`read`] with other limits.
+fn read_within(bytes: &[u8], shown: &str, limits: Limits) -> Result<Pack, PackError> {
+    let not_a_pack =
+        |reason: &str| PackError::NotAPack { path: shown.to_owned(), reason: reason.to_owned() };
     if bytes.len() < 1024 {
-        return Err(if bytes.is_empty() { not_a_pack("it is empty") } else { PackError::Truncated { path: shown.to_owned() } });
+        return Err(if bytes.is_empty() {
+            not_a_pack("it is empty")
+        } else {
+            PackError::Truncated { path: shown.to_owned() }
+        });
     }
     if bytes.get(257..263) != Some(b"ustar\0".as_slice()) {
         return Err(not_a_pack("no tar header"));
@@ -435,8 +476,11 @@ pub(crate) fn read(bytes: &[u8], shown: &str) -> Result<Pack, PackError> {
     for entry in entries {
         let mut entry = entry.map_err(|error| read_error(error, shown))?;
         let header = entry.header();
-        let path = String::from_utf8(entry.path_bytes().into_owned())
-            .map_err(|_| PackError::UnsafePath { path: String::from_utf8_lossy(&entry.path_bytes()).into_owned() })?;
+        let path = String::from_utf8(entry.path_bytes().into_owned()).map_err(|_| {
+            PackError::UnsafePath {
+                path: String::from_utf8_lossy(&entry.path_bytes()).into_owned(),
+            }
+        })?;
         let kind = header.entry_type();
         if kind != tar::EntryType::Regular {
             let what = match kind {
@@ -453,18 +497,23 @@ pub(crate) fn read(bytes: &[u8], shown: &str) -> Result<Pack, PackError> {
         if !seen.insert(path.clone()) {
             return Err(PackError::Duplicate { path });
         }
-        if seen.len() > LIMITS.entries + 2 {
-            return Err(PackError::TooManyEntries { limit: LIMITS.entries });
+        if seen.len() > limits.entries + 2 {
+            return Err(PackError::TooManyEntries { limit: limits.entries });
         }
         let size = header.size().map_err(|error| not_a_pack(&error.to_string()))?;
-        if size > LIMITS.entry {
-            return Err(PackError::TooLarge { what: path, size, limit: LIMITS.entry });
+        if size > limits.entry {
+            return Err(PackError::TooLarge { what: path, size, limit: limits.entry });
         }
         total += size;
-        if total > LIMITS.total {
-            return Err(PackError::TooLarge { what: "the pack's files".into(), size: total, limit: LIMITS.total });
+        if total > limits.total {
+            return Err(PackError::TooLarge {
+                what: "the pack's files".into(),
+                size: total,
+                limit: limits.total,
+            });
         }
-        let executable = header.mode().map_err(|error| not_a_pack(&error.to_string()))? & 0o111 != 0;
+        let executable =
+            header.mode().map_err(|error| not_a_pack(&error.to_string()))? & 0o111 != 0;
         let mut data = Vec::with_capacity(size as usize);
         entry.read_to_end(&mut data).map_err(|error| read_error(error, shown))?;
         if data.len() as u64 != size {
@@ -473,7 +522,9 @@ pub(crate) fn read(bytes: &[u8], shown: &str) -> Result<Pack, PackError> {
         read_entries.push((path, data, executable));
     }
     let mut entries = read_entries.into_iter();
-    let Some((first, manifest_bytes, _)) = entries.next() else { return Err(PackError::NoManifest) };
+    let Some((first, manifest_bytes, _)) = entries.next() else {
+        return Err(PackError::NoManifest);
+    };
     if first != MANIFEST {
         return Err(PackError::NoManifest);
     }
@@ -481,7 +532,10 @@ pub(crate) fn read(bytes: &[u8], shown: &str) -> Result<Pack, PackError> {
         .map_err(|error| PackError::BadManifest { reason: error.to_string() })?;
     if manifest.format != FORMAT || manifest.version != FORMAT_VERSION {
         return Err(PackError::BadManifest {
-            reason: format!("format `{}` version {}, this tollgate reads `{FORMAT}` version {FORMAT_VERSION}", manifest.format, manifest.version),
+            reason: format!(
+                "format `{}` version {}, this tollgate reads `{FORMAT}` version {FORMAT_VERSION}",
+                manifest.format, manifest.version
+            ),
         });
     }
     let mut rest: Vec<(String, Vec<u8>, bool)> = entries.collect();
@@ -490,6 +544,11 @@ pub(crate) fn read(bytes: &[u8], shown: &str) -> Result<Pack, PackError> {
             let (_, bytes, _) = rest.pop().ok_or(PackError::NotCanonical)?;
             let doc: SignatureDoc = serde_json::from_slice(&bytes)
                 .map_err(|error| PackError::BadSignature { reason: error.to_string() })?;
+            if doc.version != 1 {
+                return Err(PackError::BadSignature {
+                    reason: format!("version {}, this tollgate reads 1", doc.version),
+                });
+            }
             Some(doc)
         }
         _ => None,
@@ -497,11 +556,17 @@ pub(crate) fn read(bytes: &[u8], shown: &str) -> Result<Pack, PackError> {
     if rest.len() != manifest.files.len() {
         return Err(PackError::Mismatch {
             path: MANIFEST.into(),
-            reason: format!("it lists {} files, the pack holds {}", manifest.files.len(), rest.len()),
+            reason: format!(
+                "it lists {} files, the pack holds {}",
+                manifest.files.len(),
+                rest.len()
+            ),
         });
     }
     if !manifest.files.iter().any(|file| file.path == manifest.blueprint) {
-        return Err(PackError::BadManifest { reason: format!("the blueprint `{}` is not among its files", manifest.blueprint) });
+        return Err(PackError::BadManifest {
+            reason: format!("the blueprint `{}` is not among its files", manifest.blueprint),
+        });
     }
     let mut files = Vec::with_capacity(rest.len());
     for (listed, (path, data, executable)) in manifest.files.iter().zip(rest) {
@@ -518,6 +583,16 @@ pub(crate) fn read(bytes: &[u8], shown: &str) -> Result<Pack, PackError> {
         files.push((listed.clone(), data));
     }
     let bundle_hash = sha256(&manifest_bytes);
+    if let Some(doc) = &signature {
+        if !whole(doc, &bundle_hash) {
+            return Err(PackError::BadSignature {
+                reason: format!(
+                    "it does not verify with its own key, or the key id `{}` is not that key's: the pack was changed",
+                    doc.key_id
+                ),
+            });
+        }
+    }
     let pack = Pack { manifest, manifest_bytes, files, signature, bundle_hash };
     // Canonical: the manifest and signature as `build` encodes them, and
     // every byte of the archive as `build` writes it.
@@ -534,3 +609,6 @@ fn read_error(error: std::io::Error, shown: &str) -> PackError {
         PackError::NotAPack { path: shown.to_owned(), reason: error.to_string() }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -87,6 +87,7 @@ pub struct Agent {
     pub(crate) options: ModelOptions,
     pub(crate) streaming: bool,
     pub(crate) tool_timeout: Option<Duration>,
+    pub(crate) persona_stages: bool,
 }
 
 impl fmt::Debug for Agent {
@@ -122,6 +123,7 @@ impl Agent {
             options: ModelOptions::default(),
             streaming: false,
             tool_timeout: None,
+            persona_stages: false,
         }
     }
 
@@ -220,6 +222,17 @@ impl Agent {
     /// Streams model replies, reporting `model_delta` events.
     pub fn streaming(mut self, streaming: bool) -> Self {
         self.streaming = streaming;
+        self
+    }
+
+    /// Reports who holds the work as `persona_stage` events (off by
+    /// default; graph blueprints with several agents turn it on): when
+    /// this agent takes the work over from another agent (`handoff`, by
+    /// the agent that held it, then `started`), and when it gives its final
+    /// answer (`completed`). Taking over is seen from the conversation: the
+    /// last assistant message was another agent's (or none).
+    pub fn persona_stages(mut self, on: bool) -> Self {
+        self.persona_stages = on;
         self
     }
 
@@ -340,6 +353,7 @@ impl Agent {
             options: self.options,
             streaming: self.streaming,
             tool_timeout: self.tool_timeout,
+            persona_stages: self.persona_stages,
         })
     }
 }
@@ -365,6 +379,7 @@ pub(crate) struct AgentCore {
     pub(crate) options: ModelOptions,
     pub(crate) streaming: bool,
     pub(crate) tool_timeout: Option<Duration>,
+    pub(crate) persona_stages: bool,
 }
 
 impl AgentCore {

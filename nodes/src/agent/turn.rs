@@ -90,6 +90,9 @@ pub(crate) async fn model_turn(
     }
     let span = tracing::info_span!("model", agent = %core.name, model = %core.model.name());
     async {
+        if core.persona_stages {
+            announce_takeover(core, state, ctx);
+        }
         let ids = Ids::new(&core.name, ctx);
         let calls = AtomicU64::new(progress.model_calls);
         let seen: Vec<Message> =
@@ -127,6 +130,15 @@ pub(crate) async fn model_turn(
                 }
             }
         };
+        if core.persona_stages
+            && added
+                .iter()
+                .rev()
+                .find(|m| matches!(m, Message::Assistant { .. }))
+                .is_some_and(|m| m.tool_calls().is_empty())
+        {
+            emit(ctx, persona(core, ctx.node(), "completed"));
+        }
         let progress =
             AgentProgress { model_calls: calls.load(Ordering::SeqCst), turns: progress.turns + 1 };
         let mut update = AgentStateUpdate::default()
@@ -139,6 +151,39 @@ pub(crate) async fn model_turn(
     }
     .instrument(span)
     .await
+}
+
+fn persona(core: &AgentCore, stage: &str, transition: &str) -> Event {
+    Event::PersonaStage {
+        persona: core.name.clone(),
+        stage: stage.to_owned(),
+        transition: transition.to_owned(),
+    }
+}
+
+/// `handoff` (by the agent that held the work) and `started`, when the
+/// conversation's last assistant message is not this agent's.
+fn announce_takeover(core: &AgentCore, state: &AgentState, ctx: &NodeContext) {
+    let holder = state
+        .messages
+        .iter()
+        .rev()
+        .find(|m| matches!(m, Message::Assistant { .. }))
+        .and_then(Message::agent);
+    if holder == Some(core.name.as_str()) {
+        return;
+    }
+    if let Some(previous) = holder {
+        emit(
+            ctx,
+            Event::PersonaStage {
+                persona: previous.to_owned(),
+                stage: ctx.node().to_owned(),
+                transition: "handoff".into(),
+            },
+        );
+    }
+    emit(ctx, persona(core, ctx.node(), "started"));
 }
 
 /// One model call through the middleware stack, with retries innermost,

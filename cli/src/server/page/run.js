@@ -374,6 +374,14 @@ export async function runPage(main, id, { fail }) {
       case 'custom':
         item = entry(event, 'custom', h('strong', {}, event.name), h('pre', {}, pretty(event.payload)));
         break;
+      case 'pack_run':
+        item = entry(event, 'pack', h('strong', {}, 'Pack '), h('code', { class: 'mono' }, event.bundle_hash.slice(0, 16)),
+          event.signature_verified ? ` signed by trusted key ${event.key_id}` : event.key_id ? ` signed by untrusted key ${event.key_id}, run unverified` : ' unsigned, run unverified',
+          event.cache_hit ? ' (cached)' : '');
+        break;
+      case 'persona_stage':
+        item = entry(event, 'persona', h('strong', {}, event.persona), ` ${event.transition} (${event.stage})`);
+        break;
       case 'events_capped':
         item = entry(event, 'muted', `Detail events capped at ${event.cap}`);
         break;
