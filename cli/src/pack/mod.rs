@@ -362,20 +362,19 @@ pub(crate) fn build(
             FileEntry { path, size: data.len() as u64, sha256: hex(&sha256(&data)), executable };
         files.push((entry, data));
     }
-    let source: serde_json::Value = serde_json::from_slice(
-        &files
-            .iter()
-            .find(|(entry, _)| entry.path == blueprint)
-            .map(|(_, data)| data.clone())
-            .unwrap_or_default(),
-    )
-    .unwrap_or_default();
+    // Valid, so a JSON object; its `version` defaults to 1.
+    let blueprint_version = files
+        .iter()
+        .find(|(entry, _)| entry.path == blueprint)
+        .and_then(|(_, data)| serde_json::from_slice::<serde_json::Value>(data).ok())
+        .and_then(|source| source["version"].as_u64())
+        .unwrap_or(1);
     let manifest = Manifest {
         format: FORMAT.into(),
         version: FORMAT_VERSION,
         blueprint,
         name: loaded.name().to_owned(),
-        blueprint_version: source["version"].as_u64().unwrap_or(1),
+        blueprint_version,
         files: files.iter().map(|(entry, _)| entry.clone()).collect(),
     };
     let manifest_bytes = canonical(&manifest)?;
