@@ -311,3 +311,28 @@ async fn a_failing_route_fails_the_run_with_its_node_and_cause() {
         "b never ran"
     );
 }
+
+#[test]
+fn announced_events_follow_run_started_in_the_same_commit() {
+    let runtime = support::runtime();
+    let executor = Executor::new(MemoryStore::new());
+    let pack = Event::PackRun {
+        bundle_hash: "ab".repeat(32),
+        signature_verified: true,
+        key_id: Some("0123456789abcdef".into()),
+        cache_hit: false,
+        dry_run_verify: false,
+    };
+    let config = RunConfig::new()
+        .announce(pack.clone())
+        // The executor's own kinds are not taken.
+        .announce(Event::CheckpointSaved { step: 9, tasks: 1, snapshot: false });
+    let (result, live) = runtime.block_on(support::run_with_events(&executor, &graph(), config));
+    let run = result.unwrap().run_id;
+    let stored = runtime.block_on(stored(&executor, run));
+    assert_eq!(stored.len(), live.len(), "stored as sent");
+    assert_eq!((stored[0].event.kind(), &stored[1].event), ("run_started", &pack));
+    assert_eq!(stored[2].event.kind(), "node_started");
+    assert_eq!(stored.iter().filter(|e| matches!(e.event, Event::PackRun { .. })).count(), 1);
+    assert!(stored.iter().all(|e| !matches!(e.event, Event::CheckpointSaved { step: 9, .. })));
+}

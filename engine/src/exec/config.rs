@@ -168,6 +168,11 @@ impl RunConfig {
     pub fn announce(mut self, event: crate::Event) -> Self {
         if event.is_node_emittable() || matches!(event, crate::Event::PackRun { .. }) {
             self.announce.push(event);
+        } else {
+            tracing::warn!(
+                kind = event.kind(),
+                "RunConfig::announce ignores the executor's own events"
+            );
         }
         self
     }
