@@ -16,6 +16,7 @@ macro_rules! say_raw {
 
 mod args;
 mod error;
+mod hex;
 mod output;
 mod pack;
 mod server;

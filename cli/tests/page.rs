@@ -49,6 +49,25 @@ async fn open_run(page: &Client, server: &Served, run: &str) {
     element(page, &format!("[data-interrupt^=\"{run}\"]")).await;
 }
 
+/// A browser, and a server on a fixture with one paused refunds run.
+struct Scene {
+    browser: Browser,
+    fx: Fixture,
+    server: Served,
+    run: String,
+}
+
+impl Scene {
+    /// `None` (the test skipped) without a browser, as [`Browser::start`].
+    fn paused() -> Option<Self> {
+        let browser = Browser::start()?;
+        let fx = Fixture::new();
+        let server = Served::start(&fx, &[]);
+        let run = fx.paused();
+        Some(Self { browser, fx, server, run })
+    }
+}
+
 #[test]
 fn a_paused_run_shows_up_in_the_open_inbox_within_a_second() {
     if let Some(browser) = Browser::start() {
@@ -99,10 +118,7 @@ fn inbox_on(browser: &Browser, fx: &Fixture) {
 
 #[test]
 fn approving_from_the_page_completes_the_run_and_the_timeline_shows_it() {
-    let Some(browser) = Browser::start() else { return };
-    let fx = Fixture::new();
-    let server = Served::start(&fx, &[]);
-    let run = fx.paused();
+    let Some(Scene { browser, fx: _fx, server, run }) = Scene::paused() else { return };
     runtime().block_on(async {
         let page = browser.session().await;
         open_run(&page, &server, &run).await;
@@ -149,10 +165,7 @@ fn approving_from_the_page_completes_the_run_and_the_timeline_shows_it() {
 
 #[test]
 fn an_edit_that_breaks_the_schema_shows_an_inline_error_and_changes_nothing() {
-    let Some(browser) = Browser::start() else { return };
-    let fx = Fixture::new();
-    let server = Served::start(&fx, &[]);
-    let run = fx.paused();
+    let Some(Scene { browser, fx, server, run }) = Scene::paused() else { return };
     runtime().block_on(async {
         let page = browser.session().await;
         open_run(&page, &server, &run).await;
@@ -246,10 +259,7 @@ fn a_reject_ends_or_answers_the_run_as_its_graph_says() {
 
 #[test]
 fn two_reviewers_approve_at_once_one_wins_and_the_other_sees_who() {
-    let Some(browser) = Browser::start() else { return };
-    let fx = Fixture::new();
-    let server = Served::start(&fx, &[]);
-    let run = fx.paused();
+    let Some(Scene { browser, fx, server, run }) = Scene::paused() else { return };
     runtime().block_on(async {
         let (alice, bob) = tokio::join!(browser.session(), browser.session());
         for (page, name) in [(&alice, "alice"), (&bob, "bob")] {
@@ -291,10 +301,7 @@ fn two_reviewers_approve_at_once_one_wins_and_the_other_sees_who() {
 
 #[test]
 fn without_the_token_the_page_asks_for_it_and_shows_no_data() {
-    let Some(browser) = Browser::start() else { return };
-    let fx = Fixture::new();
-    let server = Served::start(&fx, &[]);
-    let run = fx.paused();
+    let Some(Scene { browser, fx: _fx, server, run }) = Scene::paused() else { return };
     runtime().block_on(async {
         let page = browser.session().await;
         for address in ["/", "/#/runs", &format!("/#/run/{run}")] {
@@ -330,10 +337,7 @@ fn without_the_token_the_page_asks_for_it_and_shows_no_data() {
 
 #[test]
 fn the_run_page_fits_a_phone_screen() {
-    let Some(browser) = Browser::start() else { return };
-    let fx = Fixture::new();
-    let server = Served::start(&fx, &[]);
-    let run = fx.paused();
+    let Some(Scene { browser, fx: _fx, server, run }) = Scene::paused() else { return };
     runtime().block_on(async {
         let page = browser.session().await;
         page.set_window_size(390, 844).await.unwrap();

@@ -143,15 +143,15 @@ fn a_blueprint_run_pauses_and_is_continued_from_its_stored_blueprint_after_reope
     assert_eq!(lines, [r#"refunding {"id":7}"#]);
 }
 
-#[test]
-fn a_graph_of_agents_hands_answers_along_and_keeps_tool_traffic_apart() {
-    let dir = tempfile::tempdir().unwrap();
+/// A graph blueprint of two agents in `dir`: a researcher who searches,
+/// then a writer who answers `report`.
+fn pipeline(dir: &Path, report: &str) -> Blueprint {
     write(
-        dir.path(),
+        dir,
         "research.json",
         r#"[{"tool_calls": [{"name": "search", "args": {"id": 1}}]}, {"text": "Facts: 42."}]"#,
     );
-    write(dir.path(), "write.json", r#"[{"text": "Report: the answer is 42."}]"#);
+    write(dir, "write.json", &json!([{"text": report}]).to_string());
     let blueprint = json!({
         "name": "pipeline", "version": 2,
         "agents": [
@@ -161,7 +161,13 @@ fn a_graph_of_agents_hands_answers_along_and_keeps_tool_traffic_apart() {
         ],
         "edges": [["START", "researcher"], ["researcher", "writer"], ["writer", "END"]]
     });
-    let blueprint = Blueprint::from_value(blueprint, dir.path()).unwrap();
+    Blueprint::from_value(blueprint, dir).unwrap()
+}
+
+#[test]
+fn a_graph_of_agents_hands_answers_along_and_keeps_tool_traffic_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let blueprint = pipeline(dir.path(), "Report: the answer is 42.");
     let agent = blueprint.compile(&ModelRegistry::new()).unwrap();
     assert_eq!((agent.graph().name(), agent.graph().version()), ("pipeline", 2));
     let rt = support::runtime();
@@ -300,23 +306,8 @@ fn graph_problems_are_found_when_the_blueprint_is_read() {
 #[test]
 fn agents_of_a_graph_blueprint_say_who_holds_the_work() {
     let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "research.json",
-        r#"[{"tool_calls": [{"name": "search", "args": {"id": 1}}]}, {"text": "Facts: 42."}]"#,
-    );
-    write(dir.path(), "write.json", r#"[{"text": "Report: 42."}]"#);
+    let blueprint = pipeline(dir.path(), "Report: 42.");
     write(dir.path(), "solo.json", r#"[{"text": "Alone."}]"#);
-    let blueprint = json!({
-        "name": "pipeline",
-        "agents": [
-            {"name": "researcher", "model": "scripted:research.json",
-             "tools": [{"name": "search", "description": "", "parameters": id_schema(), "fixture": {"hits": 1}}]},
-            {"name": "writer", "model": "scripted:write.json"}
-        ],
-        "edges": [["START", "researcher"], ["researcher", "writer"], ["writer", "END"]]
-    });
-    let blueprint = Blueprint::from_value(blueprint, dir.path()).unwrap();
     let agent = blueprint.compile(&ModelRegistry::new()).unwrap();
     let rt = support::runtime();
     let (sink, mut events) = tollgate::EventSink::channel();

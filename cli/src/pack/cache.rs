@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{hex, sha256, Manifest, Pack, PackError, MANIFEST};
+use super::{sha256, Manifest, Pack, PackError, MANIFEST};
+use crate::hex::encode as hex;
 
 /// `$TOLLGATE_PACK_CACHE`, else `$XDG_CACHE_HOME/tollgate/packs`, else
 /// `$HOME/.cache/tollgate/packs`, else the temporary folder's

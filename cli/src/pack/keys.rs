@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 
-use super::{hex, sha256, unhex, PackError, SignatureDoc};
+use super::{sha256, PackError, SignatureDoc};
+use crate::hex::{decode as unhex, encode as hex};
 
 const PRIVATE: &str = "tollgate-ed25519-private-v1";
 const PUBLIC: &str = "tollgate-ed25519-public-v1";

@@ -14,6 +14,8 @@ use std::path::{Component, Path};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::hex::{decode as unhex, encode as hex};
+
 pub(crate) use cache::{cache_dir, check_cached, unpack};
 pub(crate) use command::{is_pack, load_pack, pack_command, recheck, Loaded};
 pub(crate) use keys::{generate, key_id, SigningKeyFile, TrustedKeys};
@@ -140,20 +142,6 @@ pub(crate) struct Verified {
     pub(crate) bundle_hash: String,
     pub(crate) signature_verified: bool,
     pub(crate) key_id: Option<String>,
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
-        .collect()
 }
 
 pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {

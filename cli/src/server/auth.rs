@@ -12,17 +12,6 @@ use super::{page, App};
 /// The prefix of the WebSocket subprotocol that carries the token.
 const TOKEN_PROTOCOL: &str = "tollgate.token.";
 
-/// Bytes from lowercase or uppercase hex; `None` when it is not hex.
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
-        .collect()
-}
-
 /// Lets a request through when the server has no token, when it asks for
 /// `/healthz` or one of the page's files, or is a CORS preflight (browsers
 /// send those without credentials), or when it carries `Authorization:
@@ -54,7 +43,7 @@ pub(crate) async fn require_token(
                 .filter_map(|value| value.to_str().ok())
                 .flat_map(|value| value.split(','))
                 .find_map(|offered| offered.trim().strip_prefix(TOKEN_PROTOCOL))
-                .map(|hex| unhex(hex).unwrap_or_default())
+                .map(|hex| crate::hex::decode(hex).unwrap_or_default())
         });
     match given {
         Some(given) if same(&given, token.as_bytes()) => next.run(request).await,
@@ -85,17 +74,7 @@ fn same(given: &[u8], token: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{same, unhex};
-
-    #[test]
-    fn hex_tokens_decode() {
-        assert_eq!(unhex("73336372657421").as_deref(), Some(&b"s3cret!"[..]));
-        assert_eq!(unhex("7A7a").as_deref(), Some(&b"zz"[..]));
-        assert_eq!(unhex("").as_deref(), Some(&b""[..]));
-        for bad in ["7", "zz", "7g", "é1"] {
-            assert_eq!(unhex(bad), None, "{bad}");
-        }
-    }
+    use super::same;
 
     #[test]
     fn tokens_match_only_when_equal() {
