@@ -8,7 +8,8 @@ pub(crate) fn encode(bytes: &[u8]) -> String {
 
 /// Bytes from lowercase or uppercase hex; `None` when it is not hex.
 pub(crate) fn decode(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    // `from_str_radix` alone would take a leading `+`.
+    if text.len() % 2 != 0 || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
         return None;
     }
     (0..text.len())
