@@ -66,21 +66,7 @@ pub(crate) async fn page_render(dir: &std::path::Path) -> Outcome {
     }
     let filled_s = started.elapsed().as_secs_f64();
 
-    let mut server = std::process::Command::new(&tollgate)
-        .arg("--db")
-        .arg(&db)
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .env_remove("TOLLGATE_TOKEN")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()?;
-    let mut line = String::new();
-    {
-        use std::io::BufRead;
-        let stdout = server.stdout.take().ok_or("serve has no stdout")?;
-        std::io::BufReader::new(stdout).read_line(&mut line)?;
-    }
-    let base = line.trim().strip_prefix("listening on ").ok_or("serve did not start")?.to_owned();
+    let (mut server, base) = crate::stream::serve(&tollgate, &db, &[])?;
 
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let mut chromedriver = std::process::Command::new(driver)

@@ -79,6 +79,30 @@ pub(crate) fn release_cli() -> Result<std::path::PathBuf, Box<dyn std::error::Er
         .ok_or("cannot find target/release")?)
 }
 
+/// `tollgate --db DB serve --addr 127.0.0.1:0 EXTRA` without a token: the
+/// child and the address it listens on.
+pub(crate) fn serve(
+    tollgate: &std::path::Path,
+    db: &std::path::Path,
+    extra: &[&str],
+) -> Result<(std::process::Child, String), Box<dyn std::error::Error>> {
+    use std::io::BufRead;
+    let mut server = std::process::Command::new(tollgate)
+        .arg("--db")
+        .arg(db)
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .args(extra)
+        .env_remove("TOLLGATE_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let mut line = String::new();
+    let stdout = server.stdout.take().ok_or("serve has no stdout")?;
+    std::io::BufReader::new(stdout).read_line(&mut line)?;
+    let base = line.trim().strip_prefix("listening on ").ok_or("serve did not start")?.to_owned();
+    Ok((server, base))
+}
+
 /// `stream_latency`: a blueprint whose command tool stamps the time into a
 /// line it prints and into its result, STAMPS times; a `tollgate serve`
 /// process; an SSE client. `same_process_ms`: the server drives the run
@@ -101,23 +125,9 @@ pub(crate) async fn stream_latency(dir: &std::path::Path) -> Outcome {
     });
     std::fs::write(folder.join("stamp.json"), blueprint.to_string())?;
     let db = folder.join("stream.db");
-    let mut server = std::process::Command::new(&tollgate)
-        .arg("--db")
-        .arg(&db)
-        .args(["serve", "--create", "--addr", "127.0.0.1:0", "--blueprints"])
-        .arg(&folder)
-        .env_remove("TOLLGATE_TOKEN")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()?;
-    let mut line = String::new();
-    {
-        use std::io::BufRead;
-        let stdout = server.stdout.take().ok_or("no server stdout")?;
-        std::io::BufReader::new(stdout).read_line(&mut line)?;
-    }
-    let base =
-        line.trim().strip_prefix("listening on ").ok_or("the server did not start")?.to_owned();
+    let folder_arg = folder.to_string_lossy();
+    let (mut server, base) =
+        serve(&tollgate, &db, &["--create", "--blueprints", folder_arg.as_ref()])?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
 
