@@ -18,7 +18,8 @@ use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
     Cursor, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest, RunFailure,
-    RunFilter, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
+    RunFilter, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, ThreadTurn,
+    Transition,
 };
 use crate::store::{Store, StoreError};
 
@@ -46,6 +47,57 @@ where
     lease_losses_count_takeovers_until_a_leg_ends(&make().await).await;
     claimable_runs_are_queued_then_lost_oldest_first(&make().await).await;
     deleting_removes_every_row_of_one_run(&make().await).await;
+    a_thread_runs_one_leg_at_a_time(&make().await).await;
+}
+
+async fn a_thread_runs_one_leg_at_a_time(store: &dyn Store) {
+    let turn = |run: RunId, after: Option<RunId>| NewRun {
+        thread_turn: Some(ThreadTurn { after }),
+        ..new_run(run, "g", Some("t"))
+    };
+    let (first, second, third) = (RunId::new(), RunId::new(), RunId::new());
+    // A label-only run on another thread is no part of this one.
+    store.create_run(new_run(RunId::new(), "g", Some("other"))).await.expect("other thread");
+    // A new thread: built on nothing.
+    let moved = store.create_run(turn(first, Some(RunId::new()))).await;
+    assert!(matches!(moved, Err(StoreError::ThreadMoved { found: None, .. })), "{moved:?}");
+    store.create_run(turn(first, None)).await.expect("the thread's first run");
+    // While it runs, the thread is busy; built on nothing, it moved.
+    let busy = store.create_run(turn(second, Some(first))).await;
+    assert!(
+        matches!(&busy, Err(StoreError::ThreadBusy { run, status: RunStatus::Running, .. }) if *run == first),
+        "{busy:?}"
+    );
+    let moved = store.create_run(turn(second, None)).await;
+    assert!(matches!(moved, Err(StoreError::ThreadMoved { found: Some(found), .. }) if found == first), "{moved:?}");
+    assert!(matches!(store.run(second).await, Err(StoreError::RunNotFound { .. })), "nothing written");
+    // Paused: still busy.
+    let pause = Transition {
+        step: None,
+        status: RunStatus::AwaitingHitl,
+        events: vec![event(2)],
+        lease_until_ms: None,
+        interrupts: vec![interrupt(first, 1, 0)],
+        ..step(first, 1, 1, 2, false)
+    };
+    store.commit(pause).await.expect("pause");
+    let busy = store.create_run(turn(second, Some(first))).await;
+    assert!(matches!(busy, Err(StoreError::ThreadBusy { status: RunStatus::AwaitingHitl, .. })), "{busy:?}");
+    // Ended: the next run builds on it; the one after on that.
+    store.claim(first, 1, Owner::current(), i64::MAX).await.expect("claim");
+    let mut done = step(first, 2, 1, 3, false);
+    done.status = RunStatus::Completed;
+    done.lease_until_ms = None;
+    store.commit(done).await.expect("complete");
+    store.create_run(turn(second, Some(first))).await.expect("the thread's second run");
+    let stale = store.create_run(turn(third, Some(first))).await;
+    assert!(matches!(stale, Err(StoreError::ThreadMoved { found: Some(found), .. }) if found == second), "{stale:?}");
+    let listed = store
+        .list_runs(&RunFilter { thread: Some("t".into()), ..RunFilter::default() }, &PageRequest::default())
+        .await
+        .expect("list");
+    let ids: Vec<RunId> = listed.runs.iter().map(|r| r.id).collect();
+    assert_eq!(ids, [second, first], "the thread's runs, newest first");
 }
 
 /// What a checkpoint holds, comparably.
@@ -221,6 +273,7 @@ fn new_run(id: RunId, graph: &str, thread: Option<&str>) -> NewRun {
         events: vec![event(1)],
         claim: Some((Owner::current(), i64::MAX)),
         attachment: None,
+        thread_turn: None,
     }
 }
 

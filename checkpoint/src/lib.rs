@@ -38,7 +38,8 @@ pub use owner::Owner;
 pub use record::{
     CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, GraphRef, HistoryPage,
     InterruptRecord, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage,
-    RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
+    RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, ThreadTurn,
+    Transition,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Checkpointing, Durability, SqliteOptions, SqliteStore};

@@ -109,6 +109,15 @@ impl Store for MemoryStore {
             return Err(StoreError::RunExists { run: run.id });
         }
         check_events(run.id, 0, &run.events)?;
+        if let (Some(turn), Some(thread)) = (run.thread_turn, &run.thread) {
+            let latest = inner
+                .runs
+                .values()
+                .filter(|stored| stored.record.thread.as_deref() == Some(thread.as_str()))
+                .map(|stored| (stored.record.id, stored.record.status))
+                .max_by_key(|(id, _)| *id);
+            turn.check(thread, latest)?;
+        }
         let record = RunRecord {
             id: run.id,
             graph: run.graph,

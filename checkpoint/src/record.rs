@@ -221,6 +221,56 @@ pub struct NewRun {
     /// process needs to rebuild the graph (a blueprint run stores its
     /// blueprint).
     pub attachment: Option<String>,
+    /// For a run that continues its thread: what the caller built on. The
+    /// run is created only if the thread's latest run is still
+    /// `ThreadTurn::after` and is not `running`, `queued` or
+    /// `awaiting_hitl` (a thread runs one leg at a time); otherwise
+    /// [`StoreError::ThreadMoved`](crate::StoreError::ThreadMoved) or
+    /// [`StoreError::ThreadBusy`](crate::StoreError::ThreadBusy), nothing
+    /// written. `None`: no check (the thread is a label).
+    pub thread_turn: Option<ThreadTurn>,
+}
+
+/// The state of a thread a new run of it was built on (see
+/// [`NewRun::thread_turn`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadTurn {
+    /// The thread's latest run when the caller read it; `None` when the
+    /// thread had no run.
+    pub after: Option<RunId>,
+}
+
+impl ThreadTurn {
+    /// For stores: whether a run built on this turn may be created on
+    /// `thread`, whose latest run is `latest` (id and status) now.
+    pub fn check(
+        self,
+        thread: &str,
+        latest: Option<(RunId, RunStatus)>,
+    ) -> Result<(), crate::StoreError> {
+        let found = latest.map(|(id, _)| id);
+        if found != self.after {
+            return Err(crate::StoreError::ThreadMoved {
+                thread: thread.to_owned(),
+                expected: self.after,
+                found,
+            });
+        }
+        match latest {
+            Some((run, status)) if status.holds_thread() => {
+                Err(crate::StoreError::ThreadBusy { thread: thread.to_owned(), run, status })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl RunStatus {
+    /// Whether a run in this status holds its thread: `running`, `queued`
+    /// or `awaiting_hitl` (a thread runs one leg at a time).
+    pub fn holds_thread(self) -> bool {
+        matches!(self, RunStatus::Running | RunStatus::Queued | RunStatus::AwaitingHitl)
+    }
 }
 
 /// One atomic write: a step record (or a status change alone), the run's

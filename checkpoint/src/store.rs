@@ -124,6 +124,27 @@ pub enum StoreError {
         /// The id.
         run: RunId,
     },
+    /// The thread's latest run is still going: a thread runs one leg at a
+    /// time.
+    #[error("thread `{thread}` is busy: its latest run {run} is {status}; decide, cancel or wait for it first")]
+    ThreadBusy {
+        /// The thread.
+        thread: String,
+        /// Its latest run.
+        run: RunId,
+        /// That run's status (`running`, `queued` or `awaiting_hitl`).
+        status: RunStatus,
+    },
+    /// Another run of the thread was started since the caller read it.
+    #[error("thread `{thread}` moved on: its latest run is {found:?}, not {expected:?}; read its state again")]
+    ThreadMoved {
+        /// The thread.
+        thread: String,
+        /// The latest run the caller built on.
+        expected: Option<RunId>,
+        /// The latest run now.
+        found: Option<RunId>,
+    },
     /// The writer's epoch is not the run's: another process owns the run now.
     #[error("run {run} is owned at epoch {current}; a writer at epoch {writer} was fenced off")]
     Fenced {

@@ -59,7 +59,7 @@ pub use event::{
 };
 pub use exec::{
     drive_leg, CancelToken, DecisionOutcome, Executor, Resumed, RunConfig, RunError, RunHandle,
-    RunOutcome, SnapshotPolicy, StatePage, StateSnapshot, Worker, WorkerReport, Workload,
+    RunOutcome, SnapshotPolicy, StatePage, StateSnapshot, Worker, WorkerReport, Workload, INPUT_NODE,
     DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_LEASE_LOSSES, DEFAULT_MAX_STEPS,
 };
 pub use graph::{CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, StateGraph};

@@ -187,32 +187,64 @@ impl Store for PostgresStore {
         if count > 0 && first != 1 {
             return Err(StoreError::EventGap { run: run.id, expected: 1, found: first as u64 });
         }
-        let (client, statement) = self
-            .prepared(
-                "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-            )
-            .await?;
+        const CREATE: &str =
+            "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
         let id = run.id.to_string();
-        client
-            .execute(
-                &statement,
-                &[
-                    &id,
-                    &run.graph.name,
-                    &i64::from(run.graph.version),
-                    &run.thread,
-                    &run.claim.as_ref().map(|(owner, _)| owner.to_text()),
-                    &run.claim.as_ref().map(|(_, until)| *until),
-                    &run.created_at_ms,
-                    &run.snapshot.to_bytes(),
-                    &run.frontier.to_bytes(),
-                    &count,
-                    &EventRecord::join_lines(&run.events),
-                    &run.attachment,
-                ],
+        let events = EventRecord::join_lines(&run.events);
+        let owner = run.claim.as_ref().map(|(owner, _)| owner.to_text());
+        let lease = run.claim.as_ref().map(|(_, until)| *until);
+        let (snapshot, frontier) = (run.snapshot.to_bytes(), run.frontier.to_bytes());
+        let version = i64::from(run.graph.version);
+        let values: [&(dyn tokio_postgres::types::ToSql + Sync); 12] = [
+            &id,
+            &run.graph.name,
+            &version,
+            &run.thread,
+            &owner,
+            &lease,
+            &run.created_at_ms,
+            &snapshot,
+            &frontier,
+            &count,
+            &events,
+            &run.attachment,
+        ];
+        let refused = |error| Refusal::new(run.id).map(error);
+        let (Some(turn), Some(thread)) = (run.thread_turn, &run.thread) else {
+            let (client, statement) = self.prepared(CREATE).await?;
+            client.execute(&statement, &values).await.map_err(refused)?;
+            return Ok(1);
+        };
+        // A run that continues its thread checks the thread's latest run
+        // and is created in one transaction, serialised per thread by an
+        // advisory lock: of two starts on one thread, one sees the other.
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(client_error)?;
+        tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", &[thread])
+            .await
+            .map_err(client_error)?;
+        let row = tx
+            .query_opt(
+                "SELECT id, status FROM runs WHERE thread = $1 ORDER BY id DESC LIMIT 1",
+                &[thread],
             )
             .await
-            .map_err(|error| Refusal::new(run.id).map(error))?;
+            .map_err(client_error)?;
+        let latest = match row {
+            Some(row) => {
+                let (id, status): (String, String) = (column(&row, 0)?, column(&row, 1)?);
+                let bad = |what: String| StoreError::Backend { source: what.into() };
+                let id: RunId = id.parse().map_err(|_| bad(format!("bad run id `{id}` in runs")))?;
+                let status: RunStatus =
+                    status.parse().map_err(|_| bad(format!("run {id}: bad status `{status}`")))?;
+                Some((id, status))
+            }
+            None => None,
+        };
+        turn.check(thread, latest)?;
+        let statement = tx.prepare_cached(CREATE).await.map_err(client_error)?;
+        tx.execute(&statement, &values).await.map_err(refused)?;
+        tx.commit().await.map_err(client_error)?;
         Ok(1)
     }
 

@@ -208,6 +208,7 @@ fn paused_run(run: RunId) -> (NewRun, Transition) {
         events: vec![EventRecord { seq: 1, json: "{}".into() }],
         claim: Some((Owner::current(), i64::MAX)),
         attachment: None,
+        thread_turn: None,
     };
     let interrupt = InterruptRecord {
         id: format!("{run}.1.0.0"),

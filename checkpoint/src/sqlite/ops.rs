@@ -47,6 +47,28 @@ impl Store for SqliteStore {
             if exists > 0 {
                 return Err(StoreError::RunExists { run: run.id }.into());
             }
+            if let (Some(turn), Some(thread)) = (run.thread_turn, &run.thread) {
+                let latest = tx
+                    .prepare_cached(
+                        "SELECT id, status FROM runs WHERE thread = ?1 ORDER BY id DESC LIMIT 1",
+                    )?
+                    .query_row([thread], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
+                    .optional()?;
+                let latest = match latest {
+                    Some((id, status)) => {
+                        let bad = |what: String| StoreError::Backend { source: what.into() };
+                        let id: RunId = id
+                            .parse()
+                            .map_err(|_| bad(format!("bad run id `{id}` in runs")))?;
+                        let status: RunStatus = status
+                            .parse()
+                            .map_err(|_| bad(format!("run {id}: bad status `{status}`")))?;
+                        Some((id, status))
+                    }
+                    None => None,
+                };
+                turn.check(thread, latest)?;
+            }
             // Every run has a step-0 row keyed `num << 32`, so the newest
             // step row holds the highest number (no index on runs.num).
             let num: i64 = tx

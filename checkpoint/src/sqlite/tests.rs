@@ -18,6 +18,7 @@ fn new_run(id: RunId) -> NewRun {
         events: Vec::new(),
         claim: Some((Owner::current(), 99)),
         attachment: None,
+        thread_turn: None,
     }
 }
 

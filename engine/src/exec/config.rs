@@ -62,6 +62,9 @@ pub struct RunConfig {
     pub(crate) attachment: Option<String>,
     pub(crate) event_cap: u64,
     pub(crate) announce: Vec<crate::Event>,
+    /// Set by [`Executor::run_on_thread`](crate::Executor::run_on_thread):
+    /// the thread's latest run the new one is built on.
+    pub(crate) turn: Option<tollgate_checkpoint::ThreadTurn>,
 }
 
 impl Default for RunConfig {
@@ -80,6 +83,7 @@ impl Default for RunConfig {
             attachment: None,
             event_cap: DEFAULT_EVENT_CAP,
             announce: Vec::new(),
+            turn: None,
         }
     }
 }

@@ -221,6 +221,7 @@ impl Executor {
                 events: emitter.take_batch(),
                 claim: Some((Owner::current(), config.lease_until())),
                 attachment: config.attachment.clone(),
+                thread_turn: config.turn,
             })
             .await?;
         emitter.committed();
@@ -254,6 +255,7 @@ impl Executor {
                 events: Vec::new(),
                 claim: None,
                 attachment: config.attachment.clone(),
+                thread_turn: config.turn,
             })
             .await?;
         Ok(run)

@@ -11,6 +11,7 @@ mod plan;
 mod record;
 mod resume;
 mod task;
+mod thread;
 mod worker;
 
 pub use config::{RunConfig, SnapshotPolicy, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
@@ -19,4 +20,5 @@ pub use error::RunError;
 pub use executor::{CancelToken, Executor, RunHandle, RunOutcome};
 pub use history::{StatePage, StateSnapshot};
 pub use resume::{DecisionOutcome, Resumed};
+pub use thread::INPUT_NODE;
 pub use worker::{drive_leg, Worker, WorkerReport, Workload, DEFAULT_MAX_LEASE_LOSSES};

@@ -23,7 +23,8 @@ pub enum GraphProblem {
     /// A node has an empty name.
     #[error("a node has an empty name")]
     EmptyName,
-    /// A node uses `__start__` or `__end__` as its name.
+    /// A node uses `__start__`, `__end__` or `__input__` (the writer of a
+    /// thread run's input) as its name.
     #[error("`{name}` is reserved and cannot name a node")]
     ReservedName {
         /// The name.
@@ -250,7 +251,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
     for (i, node) in nodes.iter().enumerate() {
         if node.name.is_empty() {
             problems.push(GraphProblem::EmptyName);
-        } else if node.name == START || node.name == END {
+        } else if node.name == START || node.name == END || node.name == crate::INPUT_NODE {
             problems.push(GraphProblem::ReservedName { name: node.name.clone() });
         } else if index.contains_key(&node.name) {
             problems.push(GraphProblem::DuplicateNode { name: node.name.clone() });
