@@ -69,8 +69,14 @@ async fn a_thread_runs_one_leg_at_a_time(store: &dyn Store) {
         "{busy:?}"
     );
     let moved = store.create_run(turn(second, None)).await;
-    assert!(matches!(moved, Err(StoreError::ThreadMoved { found: Some(found), .. }) if found == first), "{moved:?}");
-    assert!(matches!(store.run(second).await, Err(StoreError::RunNotFound { .. })), "nothing written");
+    assert!(
+        matches!(moved, Err(StoreError::ThreadMoved { found: Some(found), .. }) if found == first),
+        "{moved:?}"
+    );
+    assert!(
+        matches!(store.run(second).await, Err(StoreError::RunNotFound { .. })),
+        "nothing written"
+    );
     // Paused: still busy.
     let pause = Transition {
         step: None,
@@ -82,7 +88,10 @@ async fn a_thread_runs_one_leg_at_a_time(store: &dyn Store) {
     };
     store.commit(pause).await.expect("pause");
     let busy = store.create_run(turn(second, Some(first))).await;
-    assert!(matches!(busy, Err(StoreError::ThreadBusy { status: RunStatus::AwaitingHitl, .. })), "{busy:?}");
+    assert!(
+        matches!(busy, Err(StoreError::ThreadBusy { status: RunStatus::AwaitingHitl, .. })),
+        "{busy:?}"
+    );
     // Ended: the next run builds on it; the one after on that.
     store.claim(first, 1, Owner::current(), i64::MAX).await.expect("claim");
     let mut done = step(first, 2, 1, 3, false);
@@ -91,9 +100,15 @@ async fn a_thread_runs_one_leg_at_a_time(store: &dyn Store) {
     store.commit(done).await.expect("complete");
     store.create_run(turn(second, Some(first))).await.expect("the thread's second run");
     let stale = store.create_run(turn(third, Some(first))).await;
-    assert!(matches!(stale, Err(StoreError::ThreadMoved { found: Some(found), .. }) if found == second), "{stale:?}");
+    assert!(
+        matches!(stale, Err(StoreError::ThreadMoved { found: Some(found), .. }) if found == second),
+        "{stale:?}"
+    );
     let listed = store
-        .list_runs(&RunFilter { thread: Some("t".into()), ..RunFilter::default() }, &PageRequest::default())
+        .list_runs(
+            &RunFilter { thread: Some("t".into()), ..RunFilter::default() },
+            &PageRequest::default(),
+        )
         .await
         .expect("list");
     let ids: Vec<RunId> = listed.runs.iter().map(|r| r.id).collect();

@@ -46,6 +46,11 @@ pub(crate) enum Command {
         /// (of any process sharing the database) drives it.
         #[arg(long)]
         queue: bool,
+        /// Run on this thread: from the state its latest run left (the
+        /// conversation so far), the input appended. Refused while the
+        /// thread's latest run is running, queued or paused.
+        #[arg(long)]
+        thread: Option<String>,
         /// Folders of trusted public keys (`*.pub`) a pack's signature must
         /// verify against (repeatable; `TOLLGATE_TRUSTED_KEYS` takes a
         /// `:`-separated list).
@@ -85,6 +90,9 @@ pub(crate) enum Command {
     /// Lists, shows, decides, follows and continues runs.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// Threads: conversations whose runs continue each other.
+    #[command(subcommand)]
+    Threads(ThreadsCommand),
     /// Builds, signs, inspects and verifies blueprint packs (docs/packs.md).
     #[command(subcommand)]
     Pack(PackCommand),
@@ -147,6 +155,9 @@ pub(crate) enum RunsCommand {
         /// Only runs of this graph.
         #[arg(long)]
         graph: Option<String>,
+        /// Only runs of this thread.
+        #[arg(long)]
+        thread: Option<String>,
         /// Runs per page.
         #[arg(long, default_value_t = 20)]
         limit: u64,
@@ -316,6 +327,20 @@ pub(crate) enum PackCommand {
         /// `TOLLGATE_TRUSTED_KEYS` takes a `:`-separated list).
         #[arg(long, value_name = "DIR", env = "TOLLGATE_TRUSTED_KEYS", value_delimiter = ':')]
         trusted_keys: Vec<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `tollgate threads …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ThreadsCommand {
+    /// A thread's latest run and its state (the state the next run of the
+    /// thread starts from); its runs are `runs list --thread T`.
+    Show {
+        /// The thread.
+        thread: String,
         /// Print JSON.
         #[arg(long)]
         json: bool,

@@ -86,6 +86,9 @@ impl From<StoreError> for CliError {
                 message: format!("{error}; another process took the run over"),
             },
             StoreError::InvalidCursor { .. } => CliError::invalid(error.to_string()),
+            StoreError::ThreadBusy { .. } | StoreError::ThreadMoved { .. } => {
+                CliError::Conflict { message: error.to_string() }
+            }
             StoreError::RunTerminal { .. } => CliError::Conflict {
                 message: format!("{error}: it finished before this request took effect"),
             },

@@ -31,7 +31,7 @@ use tollgate_checkpoint::{RunFilter, RunId, RunStatus};
 use tollgate_engine::{Clock, Decision, DecisionRequest, EventSink};
 use tollgate_nodes::Blueprint;
 
-use args::{Cli, Command, RunsCommand};
+use args::{Cli, Command, RunsCommand, ThreadsCommand};
 use error::{code, CliError};
 use service::{Decided, RunSummary, Runs};
 
@@ -130,7 +130,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     let mut shutdown = long_running.then(|| Box::pin(shutdown_signal()));
     let runs = Runs::open(&cli.db, creates).await?;
     match cli.command {
-        Command::Run { blueprint: path, input, model, stream, queue, json, .. } => {
+        Command::Run { blueprint: path, input, model, stream, queue, thread, json, .. } => {
             let mut blueprint = match loaded {
                 Some(blueprint) => blueprint,
                 None => Blueprint::load(&path)?,
@@ -142,10 +142,14 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                 blueprint = blueprint.with_streaming();
             }
             let input = user_message(&input)?;
+            if thread.as_deref().is_some_and(|thread| thread.trim().is_empty()) {
+                return Err(CliError::invalid("--thread must not be empty"));
+            }
+            let thread = thread.as_deref();
             let summary = if queue {
-                runs.enqueue(&blueprint, &input).await?
+                runs.enqueue(&blueprint, &input, thread).await?
             } else {
-                runs.start(&blueprint, &input, progress(json)).await?
+                runs.start(&blueprint, &input, thread, progress(json)).await?
             };
             Ok(report(&summary, json))
         }
@@ -171,6 +175,15 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Runs(command) => runs_command(&runs, command).await,
         Command::Pack(command) => pack::pack_command(command),
+        Command::Threads(ThreadsCommand::Show { thread, json }) => {
+            let shown = runs.thread(&thread).await?;
+            if json {
+                print_json(&shown);
+            } else {
+                say_raw!("{}", output::thread(&shown));
+            }
+            Ok(code::OK)
+        }
         Command::Serve {
             create: _,
             addr,
@@ -219,13 +232,13 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
 
 async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError> {
     match command {
-        RunsCommand::List { status, graph, limit, cursor, json } => {
+        RunsCommand::List { status, graph, thread, limit, cursor, json } => {
             let status = status
                 .map(|text| {
                     text.parse::<RunStatus>().map_err(|error| CliError::invalid(error.to_string()))
                 })
                 .transpose()?;
-            let filter = RunFilter { status, graph, thread: None };
+            let filter = RunFilter { status, graph, thread };
             let listing = runs.list(filter, limit, cursor).await?;
             if json {
                 print_json(&listing.json());

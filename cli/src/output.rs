@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use serde_json::Value;
 use tollgate_checkpoint::RunStatus;
 use tollgate_engine::{Event, EventEnvelope};
 
@@ -252,4 +253,40 @@ pub(crate) fn emit(text: std::fmt::Arguments<'_>) {
         }
         eprintln!("tollgate: cannot write to stdout: {error}");
     }
+}
+
+/// A thread (`threads show`): its latest run, then the conversation (or
+/// the state) its next run starts from.
+pub(crate) fn thread(shown: &Value) -> String {
+    let latest = &shown["latest"];
+    let mut out = format!(
+        "thread {}: latest run {} ({}, step {})\n",
+        shown["thread"].as_str().unwrap_or("?"),
+        latest["id"].as_str().unwrap_or("?"),
+        latest["status"].as_str().unwrap_or("?"),
+        shown["step"],
+    );
+    match shown["values"]["messages"].as_array() {
+        Some(messages) => {
+            for message in messages {
+                let content = message["content"].as_str().unwrap_or_default();
+                let calls = message["tool_calls"].as_array().map_or(0, Vec::len);
+                let said = if content.is_empty() && calls > 0 {
+                    format!("({calls} tool call(s))")
+                } else {
+                    content.replace('\n', " ")
+                };
+                out.push_str(&format!(
+                    "  {:<9} {}\n",
+                    message["role"].as_str().unwrap_or("?"),
+                    abbreviated(&said, 110)
+                ));
+            }
+        }
+        None if shown["values"].is_null() => {
+            out.push_str("  (not a blueprint run: read its state where its graph is)\n");
+        }
+        None => out.push_str(&format!("  {}\n", shown["values"])),
+    }
+    out
 }

@@ -59,8 +59,8 @@ pub use event::{
 };
 pub use exec::{
     drive_leg, CancelToken, DecisionOutcome, Executor, Resumed, RunConfig, RunError, RunHandle,
-    RunOutcome, SnapshotPolicy, StatePage, StateSnapshot, Worker, WorkerReport, Workload, INPUT_NODE,
-    DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_LEASE_LOSSES, DEFAULT_MAX_STEPS,
+    RunOutcome, SnapshotPolicy, StatePage, StateSnapshot, Worker, WorkerReport, Workload,
+    DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_LEASE_LOSSES, DEFAULT_MAX_STEPS, INPUT_NODE,
 };
 pub use graph::{CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, StateGraph};
 pub use hitl::{

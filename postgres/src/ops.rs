@@ -234,7 +234,8 @@ impl Store for PostgresStore {
             Some(row) => {
                 let (id, status): (String, String) = (column(&row, 0)?, column(&row, 1)?);
                 let bad = |what: String| StoreError::Backend { source: what.into() };
-                let id: RunId = id.parse().map_err(|_| bad(format!("bad run id `{id}` in runs")))?;
+                let id: RunId =
+                    id.parse().map_err(|_| bad(format!("bad run id `{id}` in runs")))?;
                 let status: RunStatus =
                     status.parse().map_err(|_| bad(format!("run {id}: bad status `{status}`")))?;
                 Some((id, status))

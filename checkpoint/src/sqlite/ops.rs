@@ -52,14 +52,15 @@ impl Store for SqliteStore {
                     .prepare_cached(
                         "SELECT id, status FROM runs WHERE thread = ?1 ORDER BY id DESC LIMIT 1",
                     )?
-                    .query_row([thread], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
+                    .query_row([thread], |row| {
+                        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                    })
                     .optional()?;
                 let latest = match latest {
                     Some((id, status)) => {
                         let bad = |what: String| StoreError::Backend { source: what.into() };
-                        let id: RunId = id
-                            .parse()
-                            .map_err(|_| bad(format!("bad run id `{id}` in runs")))?;
+                        let id: RunId =
+                            id.parse().map_err(|_| bad(format!("bad run id `{id}` in runs")))?;
                         let status: RunStatus = status
                             .parse()
                             .map_err(|_| bad(format!("run {id}: bad status `{status}`")))?;

@@ -155,6 +155,7 @@ fn router(app: App) -> Router {
         .route("/runs/{id}/ws", get(streams::ws))
         .route("/runs/{id}/graph", get(routes::graph))
         .route("/changes", get(streams::changes))
+        .route("/threads/{thread}", get(routes::thread))
         .route("/", get(page::index))
         .route("/ui/{file}", get(page::asset))
         .fallback(errors::no_route)

@@ -117,6 +117,15 @@ pub(crate) async fn state(
     Ok(Json(app.runs.state(run_id(&id)?, query.step).await?))
 }
 
+/// `GET /threads/{thread}`: the thread's latest run and the state its
+/// next run starts from.
+pub(crate) async fn thread(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(app.runs.thread(&thread).await?))
+}
+
 /// `GET /runs/{id}/graph`: the blueprint run's graph as nodes and edges,
 /// for drawing.
 pub(crate) async fn graph(

@@ -219,18 +219,32 @@ impl Runs {
     ) -> Result<Option<RunHandle<AgentState>>, CliError> {
         let agent = blueprint.compile(&self.models)?;
         let mut config = blueprint.run_config().run_id(run);
-        if let Some(thread) = launch.thread {
-            config = config.thread(thread);
-        }
         if let Some(steps) = launch.max_steps {
             config = config.max_steps(steps);
         }
+        let graph = agent.graph();
+        let update = match &launch.thread {
+            Some(thread) => Some(agent.thread_input(&self.executor, thread, run, input).await?),
+            None => None,
+        };
         if self.shared() {
-            self.executor.enqueue(agent.graph(), input_state(input), config).await?;
+            match (&launch.thread, update) {
+                (Some(thread), Some(update)) => {
+                    self.executor.enqueue_on_thread(graph, thread, update, config).await?;
+                }
+                _ => {
+                    self.executor.enqueue(graph, input_state(input), config).await?;
+                }
+            }
             return Ok(None);
         }
         let config = with_events(config, events);
-        Ok(Some(self.executor.start(agent.graph(), input_state(input), config).await?))
+        Ok(Some(match (&launch.thread, update) {
+            (Some(thread), Some(update)) => {
+                self.executor.start_on_thread(graph, thread, update, config).await?
+            }
+            _ => self.executor.start(graph, input_state(input), config).await?,
+        }))
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
@@ -432,11 +446,20 @@ impl Runs {
         &self,
         blueprint: &Blueprint,
         input: &str,
+        thread: Option<&str>,
         events: Option<EventSink>,
     ) -> Result<RunSummary, CliError> {
         let agent = blueprint.compile(&self.models)?;
         let config = with_events(blueprint.run_config(), events);
-        let handle = self.executor.start(agent.graph(), input_state(input), config).await?;
+        let handle = match thread {
+            Some(thread) => {
+                let run = RunId::new();
+                let update = agent.thread_input(&self.executor, thread, run, input).await?;
+                let config = config.run_id(run);
+                self.executor.start_on_thread(agent.graph(), thread, update, config).await?
+            }
+            None => self.executor.start(agent.graph(), input_state(input), config).await?,
+        };
         let run = handle.run_id();
         wait(handle).await?;
         self.summary(run).await
@@ -447,12 +470,19 @@ impl Runs {
         &self,
         blueprint: &Blueprint,
         input: &str,
+        thread: Option<&str>,
     ) -> Result<RunSummary, CliError> {
         let agent = blueprint.compile(&self.models)?;
-        let run = self
-            .executor
-            .enqueue(agent.graph(), input_state(input), blueprint.run_config())
-            .await?;
+        let config = blueprint.run_config();
+        let run = match thread {
+            Some(thread) => {
+                let run = RunId::new();
+                let update = agent.thread_input(&self.executor, thread, run, input).await?;
+                let config = config.run_id(run);
+                self.executor.enqueue_on_thread(agent.graph(), thread, update, config).await?
+            }
+            None => self.executor.enqueue(agent.graph(), input_state(input), config).await?,
+        };
         self.summary(run).await
     }
 

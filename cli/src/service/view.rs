@@ -94,6 +94,27 @@ impl Runs {
         })
     }
 
+    /// A thread: `{"thread", "latest": SUMMARY, "step", "values"}`, the
+    /// state its next run starts from (`values` null when the latest run
+    /// is not a blueprint run). Not found when it has no run.
+    pub(crate) async fn thread(&self, thread: &str) -> Result<Value, CliError> {
+        let Some(record) = self.executor.thread_latest(thread).await? else {
+            return Err(CliError::NotFound { message: format!("thread `{thread}` has no runs") });
+        };
+        let run = record.id;
+        let latest = self.summarize(record, true).await?;
+        let state = match self.rebuild(run).await? {
+            Some(rebuilt) => self.state_of(&rebuilt.agent, run, None).await?,
+            None => json!({"step": latest.step, "values": null}),
+        };
+        Ok(json!({
+            "thread": thread,
+            "latest": latest,
+            "step": state["step"],
+            "values": state["values"],
+        }))
+    }
+
     /// The blueprint run's graph: `{"name", "version", "nodes": [{"name",
     /// "kind"}], "edges": [{"from", "to", "kind"}]}`, nodes in the order
     /// they were added (`__start__` first), kinds `start`, `end`, `node`

@@ -120,6 +120,11 @@ impl RunConfig {
         self
     }
 
+    /// The run id set with [`RunConfig::run_id`], if any.
+    pub fn id(&self) -> Option<RunId> {
+        self.run_id
+    }
+
     /// Uses this id for a new run instead of a fresh ULID.
     pub fn run_id(mut self, run_id: RunId) -> Self {
         self.run_id = Some(run_id);

@@ -21,8 +21,11 @@ impl Executor {
         let page = self.store.list_runs(&filter, &PageRequest { limit: 1, cursor: None }).await?;
         if let Some(damaged) = page.damaged.first() {
             return Err(StoreError::Backend {
-                source: format!("thread `{thread}`: run {} does not read: {}", damaged.id, damaged.reason)
-                    .into(),
+                source: format!(
+                    "thread `{thread}`: run {} does not read: {}",
+                    damaged.id, damaged.reason
+                )
+                .into(),
             }
             .into());
         }

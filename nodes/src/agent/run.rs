@@ -10,10 +10,11 @@ use tollgate_engine::{
     RunError, RunOutcome,
 };
 
-use super::AgentState;
+use super::{AgentProgress, AgentState, AgentStateUpdate};
 use crate::error::HarnessError;
 use crate::memory::ShortTermMemory;
 use crate::message::Message;
+use tollgate_engine::MessageOp;
 
 /// An agent compiled into its graph, ready to run on an
 /// [`Executor`].
@@ -93,9 +94,12 @@ impl CompiledAgent {
         self.finish(executor, outcome).await
     }
 
-    /// Runs the agent in `thread`: the thread's earlier conversation (from
-    /// the memory set with [`CompiledAgent::with_memory`]) comes first, and
-    /// the conversation is saved back when the run completes.
+    /// Runs the agent in `thread`, durably: the run starts from the state
+    /// the thread's latest run left (its conversation, structured
+    /// answers), with `input` appended as the user's next message
+    /// ([`CompiledAgent::thread_input`]); a thread runs one leg at a time
+    /// ([`Executor::run_on_thread`]). With [`CompiledAgent::with_memory`]
+    /// the conversation is also saved there when the run completes.
     pub async fn run_in_thread(
         &self,
         executor: &Executor,
@@ -103,17 +107,40 @@ impl CompiledAgent {
         input: &str,
         config: RunConfig,
     ) -> Result<AgentRun, HarnessError> {
-        let earlier = match &self.memory {
-            Some(memory) => memory.load(thread).await?,
-            None => Vec::new(),
-        };
-        let config = config.thread(thread);
-        let outcome = executor.run(&self.graph, input_state(earlier, input), config).await?;
+        let run = config.id().unwrap_or_default();
+        let update = self.thread_input(executor, thread, run, input).await?;
+        let outcome =
+            executor.run_on_thread(&self.graph, thread, update, config.run_id(run)).await?;
         let run = self.finish(executor, outcome).await?;
         if let (Some(memory), RunStatus::Completed) = (&self.memory, run.status) {
             memory.save(thread, &run.messages).await?;
         }
         Ok(run)
+    }
+
+    /// The update a run `run` of `thread` starts with: `input` as a user
+    /// message (id `input.RUN`, distinct across the thread's runs), and
+    /// every agent's counters of the thread's latest run set back to zero
+    /// (the turn limit is per run, and a scripted model starts its script
+    /// again). For [`Executor::run_on_thread`] with this agent's graph.
+    pub async fn thread_input(
+        &self,
+        executor: &Executor,
+        thread: &str,
+        run: RunId,
+        input: &str,
+    ) -> Result<AgentStateUpdate, HarnessError> {
+        let earlier = executor.thread_state(&self.graph, thread).await?;
+        let reset = earlier
+            .map(|snapshot| {
+                snapshot.values.progress.into_keys().map(|agent| (agent, AgentProgress::default()))
+            })
+            .into_iter()
+            .flatten()
+            .collect();
+        Ok(AgentStateUpdate::default()
+            .messages(vec![MessageOp::Upsert(Message::user(format!("input.{run}"), input))])
+            .progress(reset))
     }
 
     /// Records `decision` on a paused run and continues it in this process.

@@ -46,7 +46,9 @@ fn visit(graph: Graph, name: &'static str) -> Graph {
 ///
 /// Cases: linear route, conditional route, fork and merge through a
 /// reducer, a cycle stopped by `max_steps`, cancellation, node error
-/// propagation, HITL pause / resume / reject, checkpoint round trip through
+/// propagation, HITL pause / resume / reject, threads (a second run
+/// continues the first's state through the reducers; one leg at a time),
+/// checkpoint round trip through
 /// a second executor, run listing newest first with pagination, blueprint
 /// validation, tool advertisement and allowlist enforcement, malformed
 /// arguments, final output depending on real tool execution, and provider
@@ -64,6 +66,7 @@ where
     cancellation(Executor::new(make().await)).await;
     node_errors(Executor::new(make().await)).await;
     hitl(Executor::new(make().await)).await;
+    threads(Executor::new(make().await)).await;
     round_trip(Arc::new(make().await)).await;
     listing(Executor::new(make().await)).await;
     blueprint_validation();
@@ -245,6 +248,64 @@ async fn hitl(executor: Executor) {
     assert_eq!(record.status, RunStatus::Rejected, "hitl: rejected is stored");
     let again = executor.decide(paused.run_id, DecisionRequest::new(Decision::Approve)).await;
     assert!(again.is_err(), "hitl: a finished run takes no decision");
+}
+
+async fn threads(executor: Executor) {
+    let graph = visit(Graph::new("thread", 1), "turn")
+        .edge(START, "turn")
+        .edge("turn", END)
+        .compile()
+        .expect("threads: compiles");
+    let input = |name: &str| TrackUpdate::default().visited(vec![name.to_owned()]).count(10);
+    assert!(executor.thread_state(&graph, "t").await.expect("threads: state").is_none());
+    let first = executor
+        .run_on_thread(&graph, "t", input("one"), RunConfig::new())
+        .await
+        .expect("threads: first run");
+    assert_eq!(first.state.visited, ["one", "turn"], "threads: the input is written first");
+    assert_eq!(first.state.count, 11);
+    let second = executor
+        .run_on_thread(&graph, "t", input("two"), RunConfig::new())
+        .await
+        .expect("threads: second run");
+    assert_eq!(
+        (second.state.visited.clone(), second.state.count),
+        (vec!["one".into(), "turn".into(), "two".into(), "turn".into()], 22),
+        "threads: the second run starts from the first's state, the input through the reducers"
+    );
+    let now = executor.thread_state(&graph, "t").await.expect("threads: state");
+    assert_eq!(
+        now.map(|snapshot| (snapshot.run, snapshot.values.count)),
+        Some((second.run_id, 22))
+    );
+    // Another thread is another conversation.
+    let other = executor
+        .run_on_thread(&graph, "u", input("three"), RunConfig::new())
+        .await
+        .expect("threads: other thread");
+    assert_eq!(other.state.count, 11, "threads: threads do not mix");
+    // A paused run holds its thread.
+    let asking = approval_graph().compile().expect("threads: compiles");
+    let paused = executor
+        .run_on_thread(&asking, "p", TrackUpdate::default(), RunConfig::new())
+        .await
+        .expect("threads: pauses");
+    assert_eq!(paused.status, RunStatus::AwaitingHitl);
+    let busy = executor.run_on_thread(&asking, "p", TrackUpdate::default(), RunConfig::new()).await;
+    assert!(
+        matches!(&busy, Err(RunError::Store(tollgate_checkpoint::StoreError::ThreadBusy { run, .. })) if *run == paused.run_id),
+        "threads: a paused thread refuses another run: {busy:?}"
+    );
+    let listed = executor
+        .store()
+        .list_runs(
+            &RunFilter { thread: Some("t".into()), ..RunFilter::default() },
+            &PageRequest::default(),
+        )
+        .await
+        .expect("threads: list");
+    let ids: Vec<_> = listed.runs.iter().map(|run| run.id).collect();
+    assert_eq!(ids, [second.run_id, first.run_id], "threads: its runs, newest first");
 }
 
 async fn round_trip<S: Store>(store: Arc<S>) {

@@ -1,0 +1,119 @@
+//! Threads through the CLI and the server: a second run continues the
+//! first's conversation, a thread runs one leg at a time, its runs and its
+//! state are readable by its name. On SQLite and on Postgres.
+
+#![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::{client, get_json, runtime, Fixture, Served};
+
+fn chat(fx: &Fixture) {
+    std::fs::write(fx.path("chat_replies.json"), r#"[{"text": "Noted."}]"#).unwrap();
+    let blueprint = json!({"name": "chat", "model": "scripted:chat_replies.json"});
+    std::fs::write(fx.path("chat.json"), blueprint.to_string()).unwrap();
+}
+
+fn contents(messages: &Value) -> Vec<String> {
+    messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| format!("{}: {}", m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect()
+}
+
+fn continues_the_conversation(fx: &Fixture) {
+    chat(fx);
+    let first =
+        fx.json(&["run", "chat.json", "--thread", "ann", "--input", "I am Ann.", "--json"], 0);
+    let second =
+        fx.json(&["run", "chat.json", "--thread", "ann", "--input", "Who am I?", "--json"], 0);
+    assert_eq!(
+        contents(&second["result"]["messages"]),
+        ["user: I am Ann.", "assistant: Noted.", "user: Who am I?", "assistant: Noted."],
+        "the second run sees the first's messages"
+    );
+    assert_eq!(second["thread"], "ann");
+    // Another thread is another conversation.
+    let other = fx.json(&["run", "chat.json", "--thread", "bob", "--input", "Hi.", "--json"], 0);
+    assert_eq!(contents(&other["result"]["messages"]), ["user: Hi.", "assistant: Noted."]);
+    let listed = fx.json(&["runs", "list", "--thread", "ann", "--json"], 0);
+    let ids: Vec<&str> =
+        listed["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [second["id"].as_str().unwrap(), first["id"].as_str().unwrap()]);
+    let shown = fx.json(&["threads", "show", "ann", "--json"], 0);
+    assert_eq!(shown["latest"]["id"], second["id"]);
+    assert_eq!(contents(&shown["values"]["messages"]).len(), 4);
+    let text = String::from_utf8(fx.run(&["threads", "show", "ann"]).stdout).unwrap();
+    assert!(text.contains("Who am I?") && text.contains(second["id"].as_str().unwrap()), "{text}");
+    let missing = fx.run(&["threads", "show", "nobody"]);
+    assert_eq!(missing.status.code(), Some(3));
+
+    // A paused run holds its thread: another start is refused, nothing created.
+    let paused =
+        fx.json(&["run", "refunds.json", "--thread", "r", "--input", "Refund 7", "--json"], 10);
+    let refused = fx.run(&["run", "refunds.json", "--thread", "r", "--input", "again"]);
+    assert_eq!(refused.status.code(), Some(4), "{}", String::from_utf8_lossy(&refused.stderr));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("busy") && stderr.contains(paused["id"].as_str().unwrap()), "{stderr}");
+    let listed = fx.json(&["runs", "list", "--thread", "r", "--json"], 0);
+    assert_eq!(listed["runs"].as_array().unwrap().len(), 1);
+    // Once decided and finished, the thread goes on from there.
+    fx.json(&["runs", "resume", paused["id"].as_str().unwrap(), "--approve", "--json"], 0);
+    let next =
+        fx.json(&["run", "refunds.json", "--thread", "r", "--input", "Thanks", "--json"], 10);
+    let state = fx.json(&["threads", "show", "r", "--json"], 0);
+    assert_eq!(state["latest"]["id"], next["id"]);
+    let messages = contents(&state["values"]["messages"]);
+    assert_eq!(messages[0], "user: Refund 7");
+    assert!(
+        messages.contains(&"assistant: Refunded 20 EUR for order 7.".to_owned()),
+        "{messages:?}"
+    );
+    assert!(messages.contains(&"user: Thanks".to_owned()), "{messages:?}");
+}
+
+#[test]
+fn a_thread_continues_its_conversation_one_run_at_a_time() {
+    continues_the_conversation(&Fixture::new());
+}
+
+#[test]
+fn a_thread_continues_its_conversation_one_run_at_a_time_on_postgres() {
+    if let Some(fx) = Fixture::postgres() {
+        continues_the_conversation(&fx);
+    }
+}
+
+#[test]
+fn threads_over_the_api() {
+    let fx = Fixture::new();
+    chat(&fx);
+    let folder = fx.dir.path().to_str().unwrap().to_owned();
+    let server = Served::start(&fx, &["--blueprints", &folder]);
+    runtime().block_on(async {
+        let client = client();
+        for input in ["One.", "Two."] {
+            let body = json!({"blueprint": "chat", "input": input, "thread": "api"});
+            let created =
+                client.post(server.url("/runs?wait=true")).json(&body).send().await.unwrap();
+            assert_eq!(created.status(), 201);
+        }
+        let thread = get_json(&client, &server.url("/threads/api"), 200).await;
+        assert_eq!(
+            contents(&thread["values"]["messages"]),
+            ["user: One.", "assistant: Noted.", "user: Two.", "assistant: Noted."]
+        );
+        let listed = get_json(&client, &server.url("/runs?thread=api"), 200).await;
+        assert_eq!(listed["runs"].as_array().unwrap().len(), 2);
+        get_json(&client, &server.url("/threads/none"), 404).await;
+        // Busy: a paused run on the thread.
+        let body = json!({"blueprint": "refunds", "input": "Refund 7", "thread": "busy"});
+        let paused = client.post(server.url("/runs?wait=true")).json(&body).send().await.unwrap();
+        assert_eq!(paused.json::<Value>().await.unwrap()["status"], "awaiting_hitl");
+        let refused = client.post(server.url("/runs")).json(&body).send().await.unwrap();
+        assert_eq!(refused.status(), 409);
+    });
+}
