@@ -1,4 +1,5 @@
-//! Threads remember their conversation through short-term memory.
+//! Threads remember their conversation (durably, in the store; the
+//! short-term memory gets a copy).
 
 use std::sync::Arc;
 
