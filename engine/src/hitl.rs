@@ -219,6 +219,47 @@ impl PendingInterrupt {
     }
 }
 
+/// The kind of the executor's breakpoints (`interrupt_before` /
+/// `interrupt_after`); a node may not raise an interrupt of this kind, so
+/// [`PendingInterrupt::breakpoint`] tells breakpoints apart for certain.
+pub const BREAKPOINT: &str = "breakpoint";
+
+/// Which side of its node a breakpoint paused on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakpointSide {
+    /// Before the node ran (`RunConfig::interrupt_before`).
+    Before,
+    /// After the node ran, its update kept (`RunConfig::interrupt_after`).
+    After,
+}
+
+/// A breakpoint a run paused on, typed (see [`PendingInterrupt::breakpoint`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Breakpoint {
+    /// The node.
+    pub node: String,
+    /// Before or after it.
+    pub side: BreakpointSide,
+}
+
+impl PendingInterrupt {
+    /// The breakpoint this interrupt is, or `None` for an interrupt a node
+    /// raised: no string to compare.
+    pub fn breakpoint(&self) -> Option<Breakpoint> {
+        if self.kind != BREAKPOINT {
+            return None;
+        }
+        // Breakpoint ids end in `.before` or `.after` (`RUN.STEP.TASK.before`).
+        let side = match self.id.rsplit('.').next()? {
+            "before" => BreakpointSide::Before,
+            "after" => BreakpointSide::After,
+            _ => return None,
+        };
+        Some(Breakpoint { node: self.node.clone(), side })
+    }
+}
+
 /// Which interrupt a decision answers and what it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecisionRequest {

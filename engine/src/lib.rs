@@ -64,7 +64,8 @@ pub use exec::{
 };
 pub use graph::{CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, StateGraph};
 pub use hitl::{
-    Decision, DecisionError, DecisionKind, DecisionRequest, Interrupt, PendingInterrupt,
+    Breakpoint, BreakpointSide, Decision, DecisionError, DecisionKind, DecisionRequest, Interrupt,
+    PendingInterrupt, BREAKPOINT,
 };
 pub use node::{EmitError, InputError, NodeContext, NodeError, Paused, RetryPolicy};
 pub use route::{Command, Goto, Route, Send, END, START};

@@ -113,6 +113,13 @@ impl NodeContext {
     /// # }
     /// ```
     pub fn interrupt(&self, request: Interrupt) -> Result<Decision, NodeError> {
+        if request.kind == crate::hitl::BREAKPOINT {
+            return Err(NodeError::fatal(format!(
+                "node `{}` raised an interrupt of kind `{}`, which is the executor's breakpoints'; name it otherwise",
+                self.node,
+                crate::hitl::BREAKPOINT
+            )));
+        }
         let ordinal = self.ordinal.fetch_add(1, Ordering::SeqCst);
         match self.decisions.get(&ordinal) {
             Some(decision) => Ok(decision.clone()),

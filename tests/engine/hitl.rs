@@ -475,11 +475,20 @@ fn breakpoints_pause_before_and_after_nodes() {
     assert_eq!((first.status, first.step), (RunStatus::AwaitingHitl, 0));
     assert_eq!(first.interrupts[0].id, format!("{run}.1.0.after"));
     assert_eq!(first.interrupts[0].payload, json!({"node": "a", "when": "after"}));
+    let typed = first.interrupts[0].breakpoint();
+    assert_eq!(
+        typed,
+        Some(tollgate::Breakpoint { node: "a".into(), side: tollgate::BreakpointSide::After })
+    );
     assert_eq!(runs.get(0), 1, "a ran before the breakpoint after it");
 
     let second = runtime.block_on(approve(&executor, &graph, run));
     assert_eq!((second.status, second.step), (RunStatus::AwaitingHitl, 1));
     assert_eq!(second.interrupts[0].id, format!("{run}.2.0.before"));
+    assert_eq!(
+        second.interrupts[0].breakpoint().map(|b| (b.node, b.side)),
+        Some(("b".into(), tollgate::BreakpointSide::Before))
+    );
     assert_eq!(second.state.visited, ["a"], "a's stored output was merged, a did not run again");
     assert_eq!((runs.get(0), runs.get(1)), (1, 0));
 
@@ -645,4 +654,30 @@ fn a_decision_records_who_made_it_without_changing_what_the_node_sees() {
         }
     }
     assert_eq!(deciders, [Some("erin".to_owned())]);
+}
+
+#[test]
+fn a_node_cannot_pass_its_interrupt_off_as_a_breakpoint() {
+    let runtime = support::runtime();
+    let executor = Executor::new(tollgate::MemoryStore::new());
+    let graph = Graph::new("fake", 1)
+        .node("sly", |_s: Arc<Trace>, ctx| async move {
+            ctx.interrupt(Interrupt::new(
+                tollgate::BREAKPOINT,
+                json!({"node": "sly", "when": "before"}),
+            ))?;
+            Ok(TraceUpdate::default())
+        })
+        .edge(START, "sly")
+        .edge("sly", END)
+        .compile()
+        .unwrap();
+    let failed =
+        runtime.block_on(executor.run(&graph, Trace::default(), RunConfig::new())).unwrap_err();
+    assert!(failed.to_string().contains("breakpoint"), "{failed}");
+    // A node's own interrupt is no breakpoint.
+    let runs = Runs::default();
+    let asking = asking(&runs, approval()).compile().unwrap();
+    let paused = runtime.block_on(paused(&executor, &asking));
+    assert_eq!(paused.interrupts[0].breakpoint(), None);
 }

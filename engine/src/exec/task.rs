@@ -57,7 +57,7 @@ pub(crate) struct TaskRunner<S: State> {
 }
 
 fn breakpoint(node: &str, when: &str, ordinal: u32) -> Raised {
-    let request = Interrupt::new("breakpoint", json!({ "node": node, "when": when }))
+    let request = Interrupt::new(crate::hitl::BREAKPOINT, json!({ "node": node, "when": when }))
         .allow([DecisionKind::Approve, DecisionKind::Reject]);
     Raised { ordinal, request }
 }
