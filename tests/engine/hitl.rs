@@ -575,7 +575,7 @@ fn fork_and_update_state_travel_in_time() {
     assert_eq!((paused.status, paused.step), (RunStatus::Interrupted, 1));
     let update = TraceUpdate::default().visited(vec!["b-by-hand".into()]);
     let step = runtime
-        .block_on(executor.update_state(&slow, paused.run_id, update, "b", RunConfig::new()))
+        .block_on(executor.update_state(&slow, paused.run_id, update, Some("b"), RunConfig::new()))
         .unwrap();
     assert_eq!(step, 2);
     let continued =
@@ -680,4 +680,86 @@ fn a_node_cannot_pass_its_interrupt_off_as_a_breakpoint() {
     let asking = asking(&runs, approval()).compile().unwrap();
     let paused = runtime.block_on(paused(&executor, &asking));
     assert_eq!(paused.interrupts[0].breakpoint(), None);
+}
+
+/// `update_state` without `as_node` takes the node that wrote the latest
+/// checkpoint (refusing when several did); `update_state_at` edits a past
+/// checkpoint into a queued fork.
+#[test]
+fn update_state_infers_the_writer_and_forks_past_checkpoints() {
+    let runtime = support::runtime();
+    let executor = Executor::new(tollgate::MemoryStore::new());
+    let linear = support::visits(Graph::new("line", 1), &["a", "b", "c"])
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", "c")
+        .edge("c", END)
+        .compile()
+        .unwrap();
+    let paused = runtime
+        .block_on(executor.run(&linear, Trace::default(), RunConfig::new().interrupt_before(["c"])))
+        .unwrap();
+    assert_eq!((paused.status, paused.step), (RunStatus::AwaitingHitl, 2));
+    let edit = TraceUpdate::default().visited(vec!["edit".into()]);
+    let step = runtime
+        .block_on(executor.update_state(&linear, paused.run_id, edit, None, RunConfig::new()))
+        .unwrap();
+    assert_eq!(step, 3);
+    let continued =
+        runtime.block_on(executor.continue_run(&linear, paused.run_id, RunConfig::new()));
+    let done = runtime.block_on(continued.unwrap().wait()).unwrap();
+    assert_eq!(done.state.visited, ["a", "b", "edit", "c"], "written as `b`: `c` runs next");
+
+    // A past checkpoint: a fork, queued, the source unchanged.
+    let before = runtime.block_on(executor.state_at(&linear, done.run_id, 1)).unwrap();
+    let edit = TraceUpdate::default().visited(vec!["past".into()]);
+    let fork = runtime
+        .block_on(executor.update_state_at(&linear, done.run_id, 1, edit, None, RunConfig::new()))
+        .unwrap();
+    assert_eq!(runtime.block_on(executor.store().run(fork)).unwrap().status, RunStatus::Queued);
+    let forked = runtime.block_on(executor.continue_run(&linear, fork, RunConfig::new()));
+    let forked = runtime.block_on(forked.unwrap().wait()).unwrap();
+    assert_eq!(forked.state.visited, ["a", "past", "b", "c"], "written as `a` (it wrote step 1)");
+    assert_eq!(runtime.block_on(executor.state_at(&linear, done.run_id, 1)).unwrap(), before);
+    // The input: written as `__start__`, the graph runs from its entry.
+    let edit = TraceUpdate::default().visited(vec!["first".into()]);
+    let fork = runtime
+        .block_on(executor.update_state_at(&linear, done.run_id, 0, edit, None, RunConfig::new()))
+        .unwrap();
+    let forked = runtime.block_on(executor.continue_run(&linear, fork, RunConfig::new()));
+    let forked = runtime.block_on(forked.unwrap().wait()).unwrap();
+    assert_eq!(forked.state.visited, ["first", "a", "b", "c"]);
+
+    // Two nodes wrote the latest checkpoint: which one is not clear.
+    let fan = support::visits(Graph::new("fan", 1), &["a", "b", "c", "d"])
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("a", "c")
+        .join(["b", "c"], "d")
+        .edge("d", END)
+        .compile()
+        .unwrap();
+    let paused = runtime
+        .block_on(executor.run(&fan, Trace::default(), RunConfig::new().interrupt_before(["d"])))
+        .unwrap();
+    let ambiguous = runtime.block_on(executor.update_state(
+        &fan,
+        paused.run_id,
+        TraceUpdate::default(),
+        None,
+        RunConfig::new(),
+    ));
+    match ambiguous {
+        Err(RunError::AmbiguousWriter { nodes, .. }) => assert_eq!(nodes, ["b", "c"]),
+        other => panic!("{other:?}"),
+    }
+    runtime
+        .block_on(executor.update_state(
+            &fan,
+            paused.run_id,
+            TraceUpdate::default(),
+            Some("c"),
+            RunConfig::new(),
+        ))
+        .unwrap();
 }

@@ -180,6 +180,17 @@ pub enum RunError {
         /// The name.
         node: String,
     },
+    /// `update_state` without `as_node` on a checkpoint whose step ran
+    /// several nodes: which one writes is not clear.
+    #[error("run {run}: step {step} ran {}; name the node the update is written as", nodes.join(", "))]
+    AmbiguousWriter {
+        /// The run.
+        run: RunId,
+        /// The checkpoint's step.
+        step: u64,
+        /// The nodes that ran in it.
+        nodes: Vec<String>,
+    },
     /// A decision was refused.
     #[error(transparent)]
     Decision(#[from] crate::hitl::DecisionError),
@@ -222,6 +233,7 @@ impl RunError {
             RunError::CodecRoundTrip { .. } => "codec_round_trip",
             RunError::AwaitingDecision { .. } => "awaiting_decision",
             RunError::UnknownNode { .. } => "unknown_node",
+            RunError::AmbiguousWriter { .. } => "ambiguous_writer",
             RunError::Cancelled { .. } => "cancelled",
             RunError::NotCancellable { .. } => "not_cancellable",
             RunError::Decision(_) => "decision_refused",

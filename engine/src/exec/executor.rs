@@ -242,6 +242,17 @@ impl Executor {
         config: RunConfig,
     ) -> Result<RunId, RunError> {
         let frontier = Frontier::start(graph, &input)?;
+        self.enqueue_from(graph, input, frontier, config).await
+    }
+
+    /// Stores a `queued` run at step 0 with `state` and `frontier`.
+    pub(crate) async fn enqueue_from<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        input: S,
+        frontier: Frontier,
+        config: RunConfig,
+    ) -> Result<RunId, RunError> {
         let run = config.run_id.unwrap_or_default();
         let (snapshot, frontier) = encode_input(graph, run, &input, &frontier, &config)?;
         self.store

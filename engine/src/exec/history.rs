@@ -13,6 +13,7 @@ use crate::event::Event;
 use crate::graph::CompiledGraph;
 use crate::hitl::PendingInterrupt;
 use crate::state::{State, Write};
+use crate::START;
 
 use super::config::RunConfig;
 use super::driver::SnapshotTracker;
@@ -233,17 +234,70 @@ impl Executor {
         Ok(super::executor::spawn(self.start_from(graph, state, frontier, config).await?))
     }
 
-    /// Writes `update` as a new checkpoint, as if `as_node` had run: the
-    /// update goes through the reducers and the next tasks are `as_node`'s
-    /// successors. The run must not be running or terminal; it is left
-    /// `interrupted`, ready to be continued, and a step that was in flight
-    /// (with its interrupts) is superseded. Returns the new step.
+    /// Which node wrote checkpoint `step` of `run`: the one node its step
+    /// ran (several tasks of one node through `Send` count as one), or
+    /// `__start__` for the input (step 0). Ambiguous when the step ran
+    /// several nodes ([`RunError::AmbiguousWriter`]), as LangGraph infers
+    /// `as_node`.
+    async fn writer_of<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        step: u64,
+    ) -> Result<String, RunError> {
+        if step == 0 {
+            return Ok(START.to_owned());
+        }
+        // What was planned at step - 1 is what ran at `step`.
+        let before = load(&*self.store, graph, run, Some(step - 1)).await?;
+        let mut nodes: Vec<String> = before
+            .frontier
+            .tasks
+            .iter()
+            .map(|task| graph.node(task.node).name.to_string())
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        match nodes.as_slice() {
+            [only] => Ok(only.clone()),
+            _ => Err(RunError::AmbiguousWriter { run, step, nodes }),
+        }
+    }
+
+    /// The frontier after `update` is written as `as_node` into `state`
+    /// (already applied): `as_node`'s successors, or the graph's entry for
+    /// `__start__`.
+    fn after_writer<S: State>(
+        graph: &CompiledGraph<S>,
+        state: &S,
+        frontier: Frontier,
+        as_node: &str,
+    ) -> Result<Frontier, RunError> {
+        if as_node == START {
+            return Frontier::start(graph, state);
+        }
+        let node = graph
+            .index_of(as_node)
+            .ok_or_else(|| RunError::UnknownNode { node: as_node.to_owned() })?;
+        let ran = Frontier { tasks: vec![super::plan::Task { node, input: None }], ..frontier };
+        ran.next(graph, state, vec![(Vec::new(), false)])
+    }
+
+    /// Writes `update` on the run's latest checkpoint as a new checkpoint,
+    /// as if `as_node` had run: the update goes through the reducers and
+    /// the next tasks are `as_node`'s successors. Without `as_node`, the
+    /// node that wrote the latest checkpoint is taken (`__start__` for the
+    /// input; refused when that step ran several nodes). The run must not
+    /// be running or terminal; it is left `interrupted`, ready to be
+    /// continued, and a step that was in flight (with its interrupts) is
+    /// superseded. Returns the new step. To edit a past checkpoint, see
+    /// [`Executor::update_state_at`].
     pub async fn update_state<S: State>(
         &self,
         graph: &CompiledGraph<S>,
         run: RunId,
         update: S::Update,
-        as_node: &str,
+        as_node: Option<&str>,
         config: RunConfig,
     ) -> Result<u64, RunError> {
         let record = check_graph(&*self.store, graph, run).await?;
@@ -253,9 +307,16 @@ impl Executor {
                 owner: record.owner.map_or_else(|| "unknown".to_owned(), |owner| owner.to_string()),
             });
         }
-        let node = graph
-            .index_of(as_node)
-            .ok_or_else(|| RunError::UnknownNode { node: as_node.to_owned() })?;
+        let as_node = match as_node {
+            Some(name) => {
+                if name != START && graph.index_of(name).is_none() {
+                    return Err(RunError::UnknownNode { node: name.to_owned() });
+                }
+                name.to_owned()
+            }
+            None => self.writer_of(graph, run, record.step).await?,
+        };
+        let as_node = as_node.as_str();
         let epoch =
             self.store.claim(run, record.epoch, Owner::current(), config.lease_until()).await?;
         let Loaded { mut state, frontier, step, .. } = load(&*self.store, graph, run, None).await?;
@@ -270,8 +331,7 @@ impl Executor {
                 .apply(graph.schema(), vec![write])
                 .map_err(|source| RunError::InvalidUpdate { step, source })?;
         }
-        let ran = Frontier { tasks: vec![super::plan::Task { node, input: None }], ..frontier };
-        let next = ran.next(graph, &state, vec![(Vec::new(), false)])?;
+        let next = Self::after_writer(graph, &state, frontier, as_node)?;
         let frontier_blob = Codec::Json
             .encode(&next.to_record(graph), FRONTIER_VERSION)
             .map_err(|source| RunError::Encode { run, step, source })?;
@@ -325,5 +385,36 @@ impl Executor {
         };
         self.store.commit(transition).await?;
         Ok(step)
+    }
+
+    /// Edits a past checkpoint: a new run (a fork; the source run is
+    /// unchanged) starts from checkpoint `step` of `run` with `update`
+    /// written as `as_node` (inferred as in [`Executor::update_state`]
+    /// from the node that wrote that checkpoint), its next tasks
+    /// `as_node`'s successors. It is stored `queued`: continue it with
+    /// [`Executor::continue_run`] (or let a worker take it). Returns its
+    /// id (`config.run_id` when set); the thread and attachment come from
+    /// `config`.
+    pub async fn update_state_at<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        step: u64,
+        update: S::Update,
+        as_node: Option<&str>,
+        config: RunConfig,
+    ) -> Result<RunId, RunError> {
+        check_graph(&*self.store, graph, run).await?;
+        let as_node = match as_node {
+            Some(name) => name.to_owned(),
+            None => self.writer_of(graph, run, step).await?,
+        };
+        let Loaded { mut state, frontier, .. } = load(&*self.store, graph, run, Some(step)).await?;
+        let write = Write { node: Arc::from(as_node.as_str()), update };
+        state
+            .apply(graph.schema(), vec![write])
+            .map_err(|source| RunError::InvalidUpdate { step, source })?;
+        let next = Self::after_writer(graph, &state, frontier, &as_node)?;
+        self.enqueue_from(graph, state, next, config).await
     }
 }
