@@ -132,8 +132,10 @@ proptest! {
         let stopped = runtime.block_on(handle.wait());
         let limited = matches!(stopped, Err(RunError::StepLimitExceeded { .. }));
         prop_assert!(limited, "{:?}", stopped);
-        // Another "process": a fresh store on the same file.
+        // Another "process": a fresh store on the same file. The run's
+        // budget is stored with it: this leg raises it.
         let executor = Executor::new(SqliteStore::open(dir.path().join("p.db")).expect("reopen"));
+        let config = config.max_steps(tollgate::DEFAULT_MAX_STEPS);
         let handle = runtime.block_on(executor.continue_run(&graph, run, config)).expect("continue");
         let outcome = runtime.block_on(handle.wait()).expect("completes");
         prop_assert_eq!(&outcome.state.visited, &visited);

@@ -133,3 +133,35 @@ async fn the_budget_counts_the_runs_steps_across_legs() {
     }
     assert_eq!(executor.store().run(run).await.unwrap().step, 3, "one more step ran");
 }
+
+/// The run's settings are stored with it: a leg continued with a default
+/// `RunConfig` (another process, a worker) keeps the run's `max_steps`; a
+/// config that sets its own overrides it, and the override is stored for
+/// the legs after it. Per-run breakpoints hold for their leg only.
+#[test]
+fn a_runs_settings_hold_for_legs_continued_elsewhere() {
+    let runtime = support::runtime();
+    let executor = Executor::new(MemoryStore::new());
+    let graph = looping(20).compile().unwrap();
+    let resume = |run, config: RunConfig| {
+        let request = tollgate::DecisionRequest::new(tollgate::Decision::Approve);
+        runtime.block_on(executor.resume_run(&graph, run, request, config))
+    };
+    // Paused by a per-run breakpoint before step 1, with a budget of 5.
+    let config = RunConfig::new().max_steps(5).interrupt_before(["a"]);
+    let first = runtime.block_on(executor.run(&graph, Trace::default(), config)).unwrap();
+    assert_eq!((first.status, first.step), (RunStatus::AwaitingHitl, 0));
+    // Resumed with a default config: no breakpoint now, but the budget of
+    // 5 (not the default 1000) holds.
+    let failed = resume(first.run_id, RunConfig::new()).unwrap_err();
+    assert!(matches!(failed, RunError::StepLimitExceeded { limit: 5, step: 6, .. }), "{failed:?}");
+
+    // An override holds for that leg and the legs after it.
+    let config = RunConfig::new().max_steps(3).interrupt_before(["a"]);
+    let run = runtime.block_on(executor.run(&graph, Trace::default(), config)).unwrap().run_id;
+    let resumed = resume(run, RunConfig::new().max_steps(7).interrupt_before(["a"]));
+    let Ok(tollgate::Resumed::Continuing(paused)) = resumed else { panic!("{resumed:?}") };
+    assert_eq!((paused.status, paused.step), (RunStatus::AwaitingHitl, 1));
+    let failed = resume(run, RunConfig::new()).unwrap_err();
+    assert!(matches!(failed, RunError::StepLimitExceeded { limit: 7, step: 8, .. }), "{failed:?}");
+}

@@ -65,6 +65,15 @@ pub struct RunConfig {
     /// Set by [`Executor::run_on_thread`](crate::Executor::run_on_thread):
     /// the thread's latest run the new one is built on.
     pub(crate) turn: Option<tollgate_checkpoint::ThreadTurn>,
+    /// Which stored settings this config sets itself (over the run's).
+    pub(crate) explicit: Explicit,
+}
+
+/// Which of the run's stored settings a config overrides.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Explicit {
+    pub(crate) max_steps: bool,
+    pub(crate) event_cap: bool,
 }
 
 impl Default for RunConfig {
@@ -84,6 +93,7 @@ impl Default for RunConfig {
             event_cap: DEFAULT_EVENT_CAP,
             announce: Vec::new(),
             turn: None,
+            explicit: Explicit::default(),
         }
     }
 }
@@ -97,8 +107,12 @@ impl RunConfig {
     /// Super-steps the run may take ([`DEFAULT_MAX_STEPS`] by default). A
     /// run that needs exactly this many completes; one that needs more
     /// fails with [`RunError::StepLimitExceeded`](crate::RunError::StepLimitExceeded).
+    /// Stored with the run: a later leg (resume, continue, recovery, a
+    /// worker) uses the run's unless its own config sets it (so does
+    /// [`RunConfig::event_cap`]).
     pub fn max_steps(mut self, max_steps: u64) -> Self {
         self.max_steps = max_steps;
+        self.explicit.max_steps = true;
         self
     }
 
@@ -190,6 +204,26 @@ impl RunConfig {
     /// ([`DEFAULT_EVENT_CAP`]).
     pub fn event_cap(mut self, cap: u64) -> Self {
         self.event_cap = cap;
+        self.explicit.event_cap = true;
+        self
+    }
+
+    /// The settings stored with the run: `max_steps` and `event_cap`
+    /// (per-run breakpoints hold for their leg only, as in LangGraph).
+    pub(crate) fn settings(&self) -> super::record::RunSettings {
+        super::record::RunSettings { max_steps: self.max_steps, event_cap: self.event_cap }
+    }
+
+    /// This config with the run's stored settings where it sets none of
+    /// its own (a leg continuing a run started elsewhere).
+    pub(crate) fn settled(mut self, stored: Option<&super::record::RunSettings>) -> Self {
+        let Some(stored) = stored else { return self };
+        if !self.explicit.max_steps {
+            self.max_steps = stored.max_steps;
+        }
+        if !self.explicit.event_cap {
+            self.event_cap = stored.event_cap;
+        }
         self
     }
 

@@ -197,10 +197,13 @@ impl Executor {
         &self,
         graph: &CompiledGraph<S>,
         state: S,
-        frontier: Frontier,
+        mut frontier: Frontier,
         config: RunConfig,
     ) -> Result<Leg<S>, RunError> {
         let run = config.run_id.unwrap_or_default();
+        // A fork keeps its source's settings unless `config` sets its own.
+        let config = config.settled(frontier.settings.as_ref());
+        frontier.settings = Some(config.settings());
         let breakpoints = breakpoints(graph, &config)?;
         let (snapshot, frontier_blob) = encode_input(graph, run, &state, &frontier, &config)?;
         let emitter = Emitter::new(run, 0, Arc::clone(&config.clock), config.events.clone())
@@ -250,10 +253,12 @@ impl Executor {
         &self,
         graph: &CompiledGraph<S>,
         input: S,
-        frontier: Frontier,
+        mut frontier: Frontier,
         config: RunConfig,
     ) -> Result<RunId, RunError> {
         let run = config.run_id.unwrap_or_default();
+        let config = config.settled(frontier.settings.as_ref());
+        frontier.settings = Some(config.settings());
         let (snapshot, frontier) = encode_input(graph, run, &input, &frontier, &config)?;
         self.store
             .create_run(NewRun {
@@ -343,7 +348,7 @@ impl Executor {
             let interrupts = std::mem::take(&mut checkpoint.interrupts);
             decode::<S>(graph, checkpoint).map(|loaded| (loaded, interrupts))
         });
-        let (loaded, interrupts) = match loaded {
+        let (mut loaded, interrupts) = match loaded {
             Ok(loaded) => loaded,
             Err(error) => {
                 // Leave the run failed with the reason rather than
@@ -365,6 +370,10 @@ impl Executor {
                 return Err(error);
             }
         };
+        // The run's stored settings hold unless this leg's config sets its
+        // own; the leg stores what it runs with.
+        let config = config.settled(loaded.frontier.settings.as_ref());
+        loaded.frontier.settings = Some(config.settings());
         let emitter = Emitter::new(run, last_seq, Arc::clone(&config.clock), config.events.clone())
             .with_cap(config.event_cap);
         emit_run_started(&emitter, graph, loaded.step, run, Live::Now, &config.announce)?;

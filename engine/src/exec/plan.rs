@@ -12,7 +12,7 @@ use crate::route::{Goto, START};
 use crate::state::State;
 
 use super::error::RunError;
-use super::record::{FrontierRecord, TaskRecord};
+use super::record::{FrontierRecord, RunSettings, TaskRecord};
 
 /// One task of a frontier.
 #[derive(Debug, Clone)]
@@ -32,6 +32,8 @@ pub(crate) struct Frontier {
     /// Per node: tasks run so far (excluding `tasks`); empty unless some
     /// node has a visit limit.
     pub(crate) visits: Vec<u32>,
+    /// The run's settings, carried from step to step.
+    pub(crate) settings: Option<RunSettings>,
 }
 
 /// Collects a step's targets in order: a node named several times runs
@@ -104,6 +106,7 @@ impl Frontier {
             tasks: Vec::new(),
             arrivals: inner.joins.iter().map(|join| vec![false; join.sources.len()]).collect(),
             visits: if inner.limited { vec![0; inner.nodes.len()] } else { Vec::new() },
+            settings: None,
         };
         frontier.with_tasks(graph, schedule.tasks)
     }
@@ -164,7 +167,8 @@ impl Frontier {
                 schedule.target(Target::Node(join.target));
             }
         }
-        Self { tasks: Vec::new(), arrivals, visits }.with_tasks(graph, schedule.tasks)
+        Self { tasks: Vec::new(), arrivals, visits, settings: self.settings.clone() }
+            .with_tasks(graph, schedule.tasks)
     }
 
     /// Sets the tasks, enforcing per-node visit limits.
@@ -245,6 +249,7 @@ impl Frontier {
                 .filter(|&(node, &count)| count > 0 && graph.node(node).max_visits.is_some())
                 .map(|(node, &count)| (name(node), count))
                 .collect(),
+            settings: self.settings.clone(),
         }
     }
 
@@ -290,6 +295,6 @@ impl Frontier {
             }
             visits[lookup(node)?] = *count;
         }
-        Ok(Self { tasks, arrivals, visits })
+        Ok(Self { tasks, arrivals, visits, settings: record.settings })
     }
 }

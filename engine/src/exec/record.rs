@@ -78,6 +78,19 @@ pub(crate) struct FrontierRecord {
     /// Times each node has run so far (nodes that never ran are absent).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) visits: BTreeMap<String, u32>,
+    /// The run's settings (absent in records written before they were
+    /// stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) settings: Option<RunSettings>,
+}
+
+/// A run's settings, stored with it (in every frontier record), so that a
+/// process that continues, resumes or recovers the run uses them unless
+/// its own `RunConfig` sets them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RunSettings {
+    pub(crate) max_steps: u64,
+    pub(crate) event_cap: u64,
 }
 
 /// One scheduled task.
