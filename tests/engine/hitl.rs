@@ -763,3 +763,54 @@ fn update_state_infers_the_writer_and_forks_past_checkpoints() {
         ))
         .unwrap();
 }
+
+/// A run of version 1 moves onto version 2 explicitly; continuing it on
+/// version 2 directly is refused, and a version without its next node
+/// cannot take it.
+#[test]
+fn a_run_migrates_onto_a_new_graph_version_explicitly() {
+    let runtime = support::runtime();
+    let executor = Executor::new(tollgate::MemoryStore::new());
+    let version = |v: u32, last: &'static str| {
+        support::visits(Graph::new("flow", v), &["a", "b", last])
+            .edge(START, "a")
+            .edge("a", "b")
+            .edge("b", last)
+            .edge(last, END)
+            .compile()
+            .unwrap()
+    };
+    let (v1, v2) = (version(1, "c"), version(2, "d"));
+    // Stopped after `a` by its budget: `b` is next.
+    let stopped = runtime
+        .block_on(executor.run(&v1, Trace::default(), RunConfig::new().thread("t").max_steps(1)))
+        .unwrap_err();
+    assert!(matches!(stopped, RunError::StepLimitExceeded { .. }), "{stopped:?}");
+    let run =
+        runtime.block_on(executor.store().list_runs(&Default::default(), &Default::default()));
+    let run = run.unwrap().runs[0].id;
+    let mismatch = runtime.block_on(executor.continue_run(&v2, run, RunConfig::new())).unwrap_err();
+    assert!(matches!(mismatch, RunError::GraphMismatch { .. }), "{mismatch:?}");
+    let migrated =
+        runtime.block_on(executor.migrate(&v1, &v2, run, RunConfig::new().max_steps(10))).unwrap();
+    let record = runtime.block_on(executor.store().run(migrated)).unwrap();
+    assert_eq!(
+        (record.status, record.graph.version, record.thread.as_deref()),
+        (RunStatus::Queued, 2, Some("t"))
+    );
+    let handle = runtime.block_on(executor.continue_run(&v2, migrated, RunConfig::new())).unwrap();
+    let done = runtime.block_on(handle.wait()).unwrap();
+    assert_eq!(done.state.visited, ["a", "b", "d"], "from `b` on, on version 2");
+    // A version without `b` cannot take the run.
+    let v3 = support::visits(Graph::new("flow", 3), &["a", "z"])
+        .edge(START, "a")
+        .edge("a", "z")
+        .edge("z", END)
+        .compile()
+        .unwrap();
+    let missing = runtime.block_on(executor.migrate(&v1, &v3, run, RunConfig::new())).unwrap_err();
+    assert!(
+        matches!(missing, RunError::UnknownStoredNode { ref node, .. } if node == "b"),
+        "{missing:?}"
+    );
+}

@@ -387,6 +387,57 @@ impl Executor {
         Ok(step)
     }
 
+    /// Moves a run of an older version of a graph onto `to`, a newer one
+    /// (runs are pinned to the graph name and version they started with;
+    /// continuing one with another version is refused with
+    /// [`RunError::GraphMismatch`]). A new run of `to` is stored `queued`
+    /// from the run's latest checkpoint: its state, and what was to run
+    /// next (nodes, `Send` inputs, join arrivals and visit counts matched by
+    /// node name; a node `to` lacks is refused with
+    /// [`RunError::UnknownStoredNode`]). The state must decode as `S`.
+    /// The source must be `interrupted`, `failed` or `queued` (a queued one
+    /// is cancelled, so no worker drives it); a paused run must be decided
+    /// first. Continue the new run with [`Executor::continue_run`] on `to`,
+    /// or let a worker take it. Returns its id; it keeps the source's
+    /// thread.
+    pub async fn migrate<S: State>(
+        &self,
+        from: &CompiledGraph<S>,
+        to: &CompiledGraph<S>,
+        run: RunId,
+        config: RunConfig,
+    ) -> Result<RunId, RunError> {
+        let record = check_graph(&*self.store, from, run).await?;
+        match record.status {
+            RunStatus::Interrupted | RunStatus::Failed | RunStatus::Queued => {}
+            RunStatus::AwaitingHitl => {
+                let interrupts = self.store.interrupts(run).await?;
+                let pending = interrupts
+                    .iter()
+                    .filter(|i| i.decision.is_none())
+                    .map(|i| i.id.clone())
+                    .collect();
+                return Err(RunError::AwaitingDecision { run, pending });
+            }
+            RunStatus::Running => {
+                let owner = record.owner.map_or_else(|| "unknown".to_owned(), |o| o.to_string());
+                return Err(RunError::RunOwned { run, owner });
+            }
+            status => return Err(StoreError::RunTerminal { run, status }.into()),
+        }
+        let Loaded { state, frontier, step, .. } = load(&*self.store, from, run, None).await?;
+        let frontier = Frontier::from_record(frontier.to_record(from), to, run, step)?;
+        let config = match (&record.thread, config.thread.is_none()) {
+            (Some(thread), true) => config.thread(thread.clone()),
+            _ => config,
+        };
+        let migrated = self.enqueue_from(to, state, frontier, config).await?;
+        if record.status == RunStatus::Queued {
+            self.cancel_run(run).await?;
+        }
+        Ok(migrated)
+    }
+
     /// Edits a past checkpoint: a new run (a fork; the source run is
     /// unchanged) starts from checkpoint `step` of `run` with `update`
     /// written as `as_node` (inferred as in [`Executor::update_state`]
