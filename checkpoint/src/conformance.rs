@@ -17,9 +17,9 @@ use crate::codec::{Blob, Codec};
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
-    Cursor, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest, RunFailure,
-    RunFilter, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, ThreadTurn,
-    Transition,
+    Answer, Cursor, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest,
+    RunFailure, RunFilter, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite,
+    ThreadTurn, Transition,
 };
 use crate::store::{Store, StoreError};
 
@@ -610,11 +610,12 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
     let past = store.checkpoint(run, Some(0)).await.expect("past checkpoint");
     assert!(past.interrupts.is_empty(), "a past checkpoint has none: {:?}", past.interrupts);
 
+    let approve =
+        |id: String| Answer { interrupt: id, decision: serde_json::json!({"decision": "approve"}) };
     let decide = |id: String, epoch: u64, status: RunStatus| DecisionWrite {
         run,
         expected_epoch: epoch,
-        interrupt: id,
-        decision: serde_json::json!({"decision": "approve"}),
+        answers: vec![approve(id)],
         status,
         events: Vec::new(),
         failure: None,
@@ -622,9 +623,16 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
         claim: None,
     };
     let (first, second) = (open[0].id.clone(), open[1].id.clone());
+    let both = |ids: [String; 2]| DecisionWrite {
+        answers: ids.into_iter().map(approve).collect(),
+        ..decide(String::new(), 1, RunStatus::Queued)
+    };
     let refusals = [
         (decide(first.clone(), 7, RunStatus::AwaitingHitl), "Fenced"),
         (decide("nope".into(), 1, RunStatus::AwaitingHitl), "InterruptNotFound"),
+        // Several answers: all or none.
+        (both([first.clone(), "nope".into()]), "InterruptNotFound"),
+        (both([first.clone(), first.clone()]), "InterruptAnswered"),
     ];
     for (write, expected) in refusals {
         let error = store.decide(write).await.expect_err(expected);
@@ -671,7 +679,7 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
     store.commit(pause).await.expect("pause");
     let claimed = DecisionWrite {
         run: other,
-        interrupt: format!("{other}.1.0.0"),
+        answers: vec![approve(format!("{other}.1.0.0"))],
         claim: Some((Owner::current(), 4_242)),
         ..decide(String::new(), 1, RunStatus::Queued)
     };
@@ -697,14 +705,35 @@ async fn decisions_are_compare_and_set(store: &dyn Store) {
     let why = RunFailure::new("rejected", Some("n".into()), "not this one");
     let reject = DecisionWrite {
         run: rejected,
-        interrupt: format!("{rejected}.1.0.0"),
-        decision: serde_json::json!({"decision": "reject", "reason": "not this one"}),
+        answers: vec![Answer {
+            interrupt: format!("{rejected}.1.0.0"),
+            decision: serde_json::json!({"decision": "reject", "reason": "not this one"}),
+        }],
         failure: Some(why.clone()),
         ..decide(String::new(), 1, RunStatus::Rejected)
     };
     assert_eq!(store.decide(reject).await.expect("reject"), 2);
     let record = store.run(rejected).await.expect("run");
     assert_eq!((record.status, record.failure), (RunStatus::Rejected, Some(why)));
+
+    // One write answers both interrupts of a pause.
+    let pair = RunId::new();
+    store.create_run(new_run(pair, "g", None)).await.expect("create");
+    let pause = Transition {
+        step: None,
+        status: RunStatus::AwaitingHitl,
+        events: vec![event(2)],
+        lease_until_ms: None,
+        interrupts: vec![interrupt(pair, 1, 0), interrupt(pair, 1, 1)],
+        ..step(pair, 1, 1, 2, false)
+    };
+    store.commit(pause).await.expect("pause");
+    let ids = [format!("{pair}.1.0.0"), format!("{pair}.1.1.0")];
+    let write = DecisionWrite { run: pair, ..both(ids) };
+    assert_eq!(store.decide(write).await.expect("both at once"), 2);
+    let record = store.run(pair).await.expect("run");
+    assert_eq!((record.status, record.pending_interrupts), (RunStatus::Queued, 0));
+    assert!(store.interrupts(pair).await.expect("interrupts").iter().all(|i| i.decision.is_some()));
 
     // The continuing owner claims the queued run and commits the step.
     assert_eq!(store.claim(run, 3, Owner::current(), i64::MAX).await.expect("claim"), 4);

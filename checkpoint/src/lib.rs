@@ -36,7 +36,7 @@ pub use ids::{InvalidRunId, RunId, TaskKey};
 pub use memory::MemoryStore;
 pub use owner::Owner;
 pub use record::{
-    CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, GraphRef, HistoryPage,
+    Answer, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, GraphRef, HistoryPage,
     InterruptRecord, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage,
     RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, ThreadTurn,
     Transition,

@@ -353,19 +353,26 @@ impl Store for MemoryStore {
             return Err(StoreError::NotAwaitingDecision { run, status: record.status });
         }
         let next = record.step + 1;
-        let position = stored
-            .interrupts
-            .iter()
-            .position(|i| i.id == write.interrupt && i.step == next)
-            .ok_or_else(|| StoreError::InterruptNotFound {
-                run,
-                interrupt: write.interrupt.clone(),
-            })?;
-        if stored.interrupts[position].decision.is_some() {
-            return Err(StoreError::InterruptAnswered { run, interrupt: write.interrupt });
+        let mut positions = Vec::with_capacity(write.answers.len());
+        for answer in &write.answers {
+            let interrupt = answer.interrupt.clone();
+            let position = stored
+                .interrupts
+                .iter()
+                .position(|i| i.id == answer.interrupt && i.step == next)
+                .ok_or_else(|| StoreError::InterruptNotFound {
+                    run,
+                    interrupt: interrupt.clone(),
+                })?;
+            if stored.interrupts[position].decision.is_some() || positions.contains(&position) {
+                return Err(StoreError::InterruptAnswered { run, interrupt });
+            }
+            positions.push(position);
         }
         check_events(run, record.last_seq, &write.events)?;
-        stored.interrupts[position].decision = Some(write.decision);
+        for (position, answer) in positions.into_iter().zip(write.answers) {
+            stored.interrupts[position].decision = Some(answer.decision);
+        }
         let record = &mut stored.record;
         record.epoch += 1;
         record.status = write.status;

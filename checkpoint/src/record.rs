@@ -330,8 +330,17 @@ pub struct InterruptRecord {
     pub raised_at_ms: i64,
 }
 
-/// One decision on one interrupt, recorded with compare-and-set on the
-/// run's version (its epoch).
+/// One interrupt's decision in a [`DecisionWrite`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The interrupt.
+    pub interrupt: String,
+    /// The decision (the engine's JSON form).
+    pub decision: serde_json::Value,
+}
+
+/// Decisions on interrupts of one pause, recorded together with
+/// compare-and-set on the run's version (its epoch).
 #[derive(Debug, Clone)]
 pub struct DecisionWrite {
     /// The run.
@@ -339,10 +348,10 @@ pub struct DecisionWrite {
     /// The version the decider read; another decision or claim since then
     /// makes this one fail with [`StoreError::Fenced`](crate::StoreError::Fenced).
     pub expected_epoch: u64,
-    /// The interrupt answered.
-    pub interrupt: String,
-    /// The decision (the engine's JSON form).
-    pub decision: serde_json::Value,
+    /// The interrupts answered, each with its decision (the engine's JSON
+    /// form): all recorded, or none (an unknown or already answered one
+    /// refuses the whole write).
+    pub answers: Vec<Answer>,
     /// The run's status afterwards: `awaiting_hitl` while other interrupts
     /// are open, `queued` when it can continue, `rejected` when it ends.
     pub status: RunStatus,

@@ -117,3 +117,66 @@ fn threads_over_the_api() {
         assert_eq!(refused.status(), 409);
     });
 }
+
+/// `POST /runs/{id}/resume` with `answers`: both interrupts of a pause in
+/// one call, all or none.
+#[test]
+fn one_call_answers_several_interrupts_over_the_api() {
+    let fx = Fixture::new();
+    let schema =
+        json!({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]});
+    let agent = |name: &str| {
+        std::fs::write(
+            fx.path(&format!("{name}_replies.json")),
+            json!([{"tool_calls": [{"name": "issue_refund", "args": {"id": 7}}]}, {"text": "done"}]).to_string(),
+        )
+        .unwrap();
+        json!({"name": name, "model": format!("scripted:{name}_replies.json"),
+               "tools": [{"name": "issue_refund", "description": "Refund", "parameters": schema,
+                          "fixture": {"refunded": true}, "approval": true}]})
+    };
+    let blueprint = json!({
+        "name": "pair", "agents": [agent("left"), agent("right")],
+        "edges": [["START", "left"], ["START", "right"], ["left", "END"], ["right", "END"]]
+    });
+    std::fs::write(fx.path("pair.json"), blueprint.to_string()).unwrap();
+    let paused = fx.json(&["run", "pair.json", "--input", "go", "--json"], 10);
+    let run = paused["id"].as_str().unwrap().to_owned();
+    let ids: Vec<String> = paused["interrupts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 2, "{paused}");
+    let server = Served::start(&fx, &[]);
+    runtime().block_on(async {
+        let client = client();
+        let url = server.url(&format!("/runs/{run}/resume"));
+        // An invalid edit of one refuses both.
+        let bad = json!({"answers": {
+            ids[0].clone(): {"decision": "approve"},
+            ids[1].clone(): {"decision": "edit", "value": {"id": "eight"}}
+        }});
+        let refused = client.post(&url).json(&bad).send().await.unwrap();
+        assert_eq!(refused.status(), 400);
+        let still = get_json(&client, &server.url(&format!("/runs/{run}")), 200).await;
+        assert_eq!(still["interrupts"].as_array().unwrap().len(), 2, "nothing recorded");
+        let both = json!({"by": "sam", "answers": {
+            ids[0].clone(): {"decision": "approve"},
+            ids[1].clone(): {"decision": "reject", "reason": "no"}
+        }});
+        let answered = client.post(&url).json(&both).send().await.unwrap();
+        assert_eq!(answered.status(), 200);
+        let done = support::settled(&client, &server.url(&format!("/runs/{run}"))).await;
+        assert_eq!(done["status"], "completed", "{done}");
+    });
+    let resumed: Vec<Value> = String::from_utf8(fx.run(&["runs", "events", &run, "--json"]).stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|event| event["event_type"] == "run_resumed")
+        .collect();
+    assert_eq!(resumed.len(), 1);
+    assert_eq!(resumed[0]["decisions"].as_array().unwrap().len(), 2);
+}

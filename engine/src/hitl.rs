@@ -275,6 +275,10 @@ pub struct DecisionRequest {
     /// `decided_by`, so a reviewer who lost a race sees who won. Not
     /// authenticated: the server takes it from the request.
     pub by: Option<String>,
+    /// Further interrupts of the same pause answered in the same call:
+    /// all are recorded in one write, or none (an unknown, already
+    /// answered, refused or invalid one refuses the whole request).
+    pub more: Vec<(String, Decision)>,
 }
 
 /// The key under which the decider's name is stored beside the decision.
@@ -283,12 +287,18 @@ pub(crate) const DECIDED_BY: &str = "by";
 impl DecisionRequest {
     /// A decision on the run's only pending interrupt.
     pub fn new(decision: Decision) -> Self {
-        Self { interrupt: None, decision, expected_version: None, by: None }
+        Self { interrupt: None, decision, expected_version: None, by: None, more: Vec::new() }
     }
 
     /// A decision on the interrupt `id`.
     pub fn on(id: impl Into<String>, decision: Decision) -> Self {
-        Self { interrupt: Some(id.into()), decision, expected_version: None, by: None }
+        Self {
+            interrupt: Some(id.into()),
+            decision,
+            expected_version: None,
+            by: None,
+            more: Vec::new(),
+        }
     }
 
     /// Refuses the decision if the run moved past `version` (another
@@ -296,6 +306,15 @@ impl DecisionRequest {
     pub fn at_version(mut self, version: u64) -> Self {
         self.expected_version = Some(version);
         self
+    }
+
+    /// Decisions on several interrupts of one pause, in one call (a map
+    /// from interrupt id to decision): recorded together, or not at all.
+    /// `None` when `answers` is empty.
+    pub fn all(answers: impl IntoIterator<Item = (String, Decision)>) -> Option<Self> {
+        let mut answers = answers.into_iter();
+        let (id, decision) = answers.next()?;
+        Some(Self { more: answers.collect(), ..Self::on(id, decision) })
     }
 
     /// Records who decides (see [`DecisionRequest::by`](Self#structfield.by)).

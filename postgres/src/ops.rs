@@ -524,14 +524,16 @@ impl Store for PostgresStore {
             .await?;
         let failure = write.failure.as_ref().map(json_text).transpose()?;
         let id = run.to_string();
+        let interrupts: Vec<&str> = write.answers.iter().map(|a| a.interrupt.as_str()).collect();
+        let decisions: Vec<String> = write.answers.iter().map(|a| a.decision.to_string()).collect();
         let row = client
             .query_one(
                 &statement,
                 &[
                     &id,
                     &sql_int(write.expected_epoch),
-                    &write.interrupt,
-                    &write.decision.to_string(),
+                    &interrupts,
+                    &decisions,
                     &status.as_str(),
                     &first_seq,
                     &count,
@@ -547,7 +549,11 @@ impl Store for PostgresStore {
                 Refusal {
                     epoch: write.expected_epoch,
                     first_seq: first_seq as u64,
-                    interrupt: write.interrupt.clone(),
+                    interrupt: write
+                        .answers
+                        .first()
+                        .map(|a| a.interrupt.clone())
+                        .unwrap_or_default(),
                     ..Refusal::new(run)
                 }
                 .map(error)

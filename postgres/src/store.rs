@@ -235,6 +235,15 @@ impl Refusal {
         Self { run, ..Self::default() }
     }
 
+    /// The interrupt a refusal names (its detail), else the one asked about.
+    fn named(&self, detail: &str) -> String {
+        if detail.is_empty() {
+            self.interrupt.clone()
+        } else {
+            detail.to_owned()
+        }
+    }
+
     pub(crate) fn map(&self, error: tokio_postgres::Error) -> StoreError {
         let Some(db) = error.as_db_error() else { return client_error(error) };
         let detail = db.detail().unwrap_or_default();
@@ -255,12 +264,8 @@ impl Refusal {
             }
             ("TG006", _, Ok(status)) => StoreError::RunTerminal { run, status },
             ("TG007", _, Ok(status)) => StoreError::NotAwaitingDecision { run, status },
-            ("TG008", _, _) => {
-                StoreError::InterruptNotFound { run, interrupt: self.interrupt.clone() }
-            }
-            ("TG009", _, _) => {
-                StoreError::InterruptAnswered { run, interrupt: self.interrupt.clone() }
-            }
+            ("TG008", _, _) => StoreError::InterruptNotFound { run, interrupt: self.named(detail) },
+            ("TG009", _, _) => StoreError::InterruptAnswered { run, interrupt: self.named(detail) },
             _ => client_error(error),
         }
     }

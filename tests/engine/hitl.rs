@@ -256,6 +256,79 @@ fn parallel_interrupts_get_distinct_ids_and_each_needs_a_decision() {
     assert_eq!((runs.get(0), runs.get(1)), (2, 2));
 }
 
+/// One call answers both interrupts of a pause (a map from id to
+/// decision): all recorded in one write, or none.
+#[test]
+fn a_resume_map_answers_several_interrupts_at_once_or_not_at_all() {
+    let runtime = support::runtime();
+    let asking = |name: &'static str| {
+        move |_s: Arc<Trace>, ctx: NodeContext| async move {
+            let request = Interrupt::new("question", json!(name))
+                .allow([DecisionKind::Respond, DecisionKind::Reject])
+                .schema(json!({"type": "integer"}))
+                .handle_rejection();
+            let answer = match ctx.interrupt(request)? {
+                Decision::Respond { value } => format!("{name}={value}"),
+                _ => format!("{name} refused"),
+            };
+            Ok(TraceUpdate::default().visited(vec![answer]))
+        }
+    };
+    let graph = visit(Graph::new("pair", 1), "split")
+        .node("left", asking("left"))
+        .node("right", asking("right"))
+        .edge(START, "split")
+        .edge("split", "left")
+        .edge("split", "right")
+        .edge("left", END)
+        .edge("right", END)
+        .compile()
+        .unwrap();
+    let executor = Executor::new(tollgate::MemoryStore::new());
+    let outcome = runtime.block_on(paused(&executor, &graph));
+    let run = outcome.run_id;
+    let (left, right) = (outcome.interrupts[0].id.clone(), outcome.interrupts[1].id.clone());
+    let before = runtime.block_on(executor.store().run(run)).unwrap();
+    // One bad answer refuses the whole call: nothing is recorded.
+    let bad = DecisionRequest::all([
+        (left.clone(), Decision::Respond { value: json!(1) }),
+        (right.clone(), Decision::Respond { value: json!("two") }),
+    ])
+    .unwrap();
+    let refused = runtime.block_on(executor.decide(run, bad)).unwrap_err();
+    assert!(matches!(refused, DecisionError::InvalidValue { .. }), "{refused:?}");
+    let twice = DecisionRequest::all([
+        (left.clone(), Decision::Respond { value: json!(1) }),
+        (left.clone(), Decision::Respond { value: json!(2) }),
+    ])
+    .unwrap();
+    let refused = runtime.block_on(executor.decide(run, twice)).unwrap_err();
+    assert!(matches!(refused, DecisionError::AlreadyAnswered { .. }), "{refused:?}");
+    assert_eq!(runtime.block_on(executor.store().run(run)).unwrap(), before, "nothing changed");
+    assert!(DecisionRequest::all(Vec::new()).is_none());
+    // Both at once: the run continues.
+    let both = DecisionRequest::all([
+        (left, Decision::Respond { value: json!(1) }),
+        (right, Decision::Reject { reason: None }),
+    ])
+    .unwrap()
+    .by("pat");
+    let (sink, mut events) = EventSink::channel();
+    let resumed =
+        runtime.block_on(executor.resume_run(&graph, run, both, RunConfig::new().events(sink)));
+    let Ok(Resumed::Continuing(done)) = resumed else { panic!("{resumed:?}") };
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.state.visited, ["split", "left=1", "right refused"]);
+    let mut answered = Vec::new();
+    while let Some(event) = events.try_recv() {
+        if let Event::RunResumed { decisions, .. } = event.event {
+            answered.extend(decisions.into_iter().map(|d| (d.id, d.decided_by)));
+        }
+    }
+    assert_eq!(answered.len(), 2, "one resumed leg names both: {answered:?}");
+    assert!(answered.iter().all(|(_, by)| by.as_deref() == Some("pat")));
+}
+
 #[test]
 fn several_interrupts_in_one_node_are_answered_in_order() {
     let runtime = support::runtime();

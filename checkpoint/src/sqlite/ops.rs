@@ -347,7 +347,6 @@ impl Store for SqliteStore {
 
     async fn decide(&self, write: DecisionWrite) -> Result<u64, StoreError> {
         let run = write.run;
-        let decision = write.decision.to_string();
         let failure = write
             .failure
             .as_ref()
@@ -365,25 +364,39 @@ impl Store for SqliteStore {
             if record.status != RunStatus::AwaitingHitl {
                 return Err(StoreError::NotAwaitingDecision { run, status: record.status }.into());
             }
-            let answered: Option<Option<String>> = tx
-                .prepare_cached(
-                    "SELECT decision FROM interrupts WHERE num = ?1 AND id = ?2 AND step = ?3",
-                )?
-                .query_row(params![num, write.interrupt, (record.step + 1) as i64], |row| {
-                    row.get(0)
-                })
-                .optional()?;
-            let interrupt = write.interrupt.clone();
-            match answered {
-                None => return Err(StoreError::InterruptNotFound { run, interrupt }.into()),
-                Some(Some(_)) => {
-                    return Err(StoreError::InterruptAnswered { run, interrupt }.into())
+            for (index, answer) in write.answers.iter().enumerate() {
+                let answered: Option<Option<String>> = tx
+                    .prepare_cached(
+                        "SELECT decision FROM interrupts WHERE num = ?1 AND id = ?2 AND step = ?3",
+                    )?
+                    .query_row(params![num, answer.interrupt, (record.step + 1) as i64], |row| {
+                        row.get(0)
+                    })
+                    .optional()?;
+                let interrupt = answer.interrupt.clone();
+                let twice = write.answers[..index].iter().any(|a| a.interrupt == interrupt);
+                match answered {
+                    None => return Err(StoreError::InterruptNotFound { run, interrupt }.into()),
+                    Some(Some(_)) => {
+                        return Err(StoreError::InterruptAnswered { run, interrupt }.into())
+                    }
+                    Some(None) if twice => {
+                        return Err(StoreError::InterruptAnswered { run, interrupt }.into())
+                    }
+                    Some(None) => {}
                 }
-                Some(None) => {}
             }
             check_events(run, record.last_seq, &write.events)?;
-            tx.prepare_cached("UPDATE interrupts SET decision = ?3 WHERE num = ?1 AND id = ?2")?
-                .execute(params![num, write.interrupt, decision])?;
+            for answer in &write.answers {
+                tx.prepare_cached(
+                    "UPDATE interrupts SET decision = ?3 WHERE num = ?1 AND id = ?2",
+                )?
+                .execute(params![
+                    num,
+                    answer.interrupt,
+                    answer.decision.to_string()
+                ])?;
+            }
             let first_seq = record.last_seq as i64 + 1;
             let count = write.events.len() as i64;
             if count > 0 {

@@ -157,9 +157,12 @@ pub(crate) async fn history(
 #[serde(deny_unknown_fields)]
 struct ResumeBody {
     interrupt: Option<String>,
-    decision: String,
+    decision: Option<String>,
     value: Option<Value>,
     by: Option<String>,
+    /// Several interrupts at once: id -> decision as the engine writes it
+    /// (`{"decision": "approve"}`, `{"decision": "reject", "reason": …}`).
+    answers: Option<serde_json::Map<String, Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -177,7 +180,32 @@ pub(crate) async fn resume(
 ) -> ApiResult<Json<Value>> {
     let run = run_id(&id)?;
     let body: ResumeBody = read_json(&app, body, true).await?;
-    let decision = match (body.decision.as_str(), body.value) {
+    if let Some(answers) = body.answers {
+        if body.decision.is_some() || body.interrupt.is_some() || body.value.is_some() {
+            return Err(CliError::invalid(
+                "give either `answers` or `decision` (with `interrupt` and `value`), not both",
+            )
+            .into());
+        }
+        let mut decisions = Vec::with_capacity(answers.len());
+        for (id, answer) in answers {
+            let decision: Decision = serde_json::from_value(answer).map_err(|error| {
+                CliError::invalid(format!("answer to `{id}` is not a decision: {error}"))
+            })?;
+            decisions.push((id, decision));
+        }
+        let request = DecisionRequest::all(decisions)
+            .ok_or_else(|| CliError::invalid("`answers` is empty"))?;
+        let request = match body.by.filter(|by| !by.trim().is_empty()) {
+            Some(by) => request.by(by.trim()),
+            None => request,
+        };
+        return decided(&app, run, request).await;
+    }
+    let Some(kind) = body.decision else {
+        return Err(CliError::invalid("`decision` (or `answers`) is required").into());
+    };
+    let decision = match (kind.as_str(), body.value) {
         ("approve", None) => Decision::Approve,
         ("edit", Some(value)) => Decision::Edit { value },
         ("respond", Some(value)) => Decision::Respond { value },

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use tollgate_checkpoint::{
-    DecisionWrite, InterruptRecord, Owner, RunFailure, RunId, RunRecord, RunStatus, StoreError,
+    Answer, DecisionWrite, InterruptRecord, Owner, RunFailure, RunId, RunRecord, RunStatus,
+    StoreError,
 };
 
 use crate::event::{Clock, Event, SystemClock};
@@ -24,7 +25,7 @@ use super::executor::{breakpoints, same_graph, spawn, Claimed, Executor, RunHand
 pub struct DecisionOutcome {
     /// The run.
     pub run: RunId,
-    /// The interrupt answered.
+    /// The interrupt answered (the first, when one call answered several).
     pub interrupt: String,
     /// The run's status now: `queued` (ready to continue), `awaiting_hitl`
     /// (other interrupts still open) or `rejected` (ended).
@@ -119,70 +120,90 @@ impl Executor {
         };
         let waiting: Vec<String> =
             interrupts.iter().filter(|i| i.decision.is_none()).map(|i| i.id.clone()).collect();
-        let target = match &request.interrupt {
-            Some(id) => {
-                let found = interrupts.iter().find(|i| &i.id == id).ok_or_else(|| {
-                    DecisionError::InterruptNotFound {
-                        run,
-                        interrupt: id.clone(),
-                        pending: waiting.clone(),
-                    }
-                })?;
-                if found.decision.is_some() {
-                    return Err(DecisionError::AlreadyAnswered { run, interrupt: id.clone() });
-                }
-                found
-            }
+        let first = match &request.interrupt {
+            Some(id) => id.clone(),
             None => match waiting.as_slice() {
-                [only] => interrupts.iter().find(|i| &i.id == only).expect("listed above"),
+                [only] => only.clone(),
                 _ => return Err(DecisionError::Ambiguous { run, pending: waiting }),
             },
         };
-        let view = PendingInterrupt::from_record(target);
-        let kind = request.decision.kind();
-        if !view.decisions.contains(&kind) {
-            return Err(DecisionError::NotAllowed {
-                interrupt: target.id.clone(),
-                decision: kind,
-                allowed: view.decisions,
-            });
-        }
-        if let (Some(schema), Some(value)) = (&target.schema, request.decision.value()) {
-            validate(&target.id, schema, value)?;
+        // Every answer checked before anything is written.
+        let mut answers: Vec<(&InterruptRecord, &Decision)> = Vec::new();
+        let asked = std::iter::once((&first, &request.decision))
+            .chain(request.more.iter().map(|(id, decision)| (id, decision)));
+        for (id, decision) in asked {
+            let target = interrupts.iter().find(|i| &i.id == id).ok_or_else(|| {
+                DecisionError::InterruptNotFound {
+                    run,
+                    interrupt: id.clone(),
+                    pending: waiting.clone(),
+                }
+            })?;
+            if target.decision.is_some() || answers.iter().any(|(seen, _)| seen.id == *id) {
+                return Err(DecisionError::AlreadyAnswered { run, interrupt: id.clone() });
+            }
+            let view = PendingInterrupt::from_record(target);
+            let kind = decision.kind();
+            if !view.decisions.contains(&kind) {
+                return Err(DecisionError::NotAllowed {
+                    interrupt: target.id.clone(),
+                    decision: kind,
+                    allowed: view.decisions,
+                });
+            }
+            if let (Some(schema), Some(value)) = (&target.schema, decision.value()) {
+                validate(&target.id, schema, value)?;
+            }
+            answers.push((target, decision));
         }
 
-        let ends = matches!(request.decision, Decision::Reject { .. }) && !target.rejection_routed;
+        // A rejection the graph does not route ends the run.
+        let ending = answers.iter().find(|(target, decision)| {
+            matches!(decision, Decision::Reject { .. }) && !target.rejection_routed
+        });
         let remaining: Vec<PendingInterrupt> = interrupts
             .iter()
-            .filter(|i| i.decision.is_none() && i.id != target.id)
+            .filter(|i| i.decision.is_none() && !answers.iter().any(|(a, _)| a.id == i.id))
             .map(PendingInterrupt::from_record)
             .collect();
-        let status = if ends {
+        let status = if ending.is_some() {
             RunStatus::Rejected
         } else if remaining.is_empty() {
             RunStatus::Queued
         } else {
             RunStatus::AwaitingHitl
         };
-        let mut decision = serde_json::to_value(&request.decision).map_err(|error| {
-            DecisionError::Store(StoreError::Backend { source: Box::new(error) })
-        })?;
-        if let (Some(by), Some(fields)) = (&request.by, decision.as_object_mut()) {
-            fields.insert(DECIDED_BY.to_owned(), serde_json::Value::String(by.clone()));
-        }
+        let encode = |decision: &Decision| {
+            let mut value = serde_json::to_value(decision).map_err(|error| {
+                DecisionError::Store(StoreError::Backend { source: Box::new(error) })
+            })?;
+            if let (Some(by), Some(fields)) = (&request.by, value.as_object_mut()) {
+                fields.insert(DECIDED_BY.to_owned(), serde_json::Value::String(by.clone()));
+            }
+            Ok::<_, DecisionError>(value)
+        };
+        let stored: Vec<Answer> = answers
+            .iter()
+            .map(|(target, decision)| {
+                Ok(Answer { interrupt: target.id.clone(), decision: encode(decision)? })
+            })
+            .collect::<Result<_, DecisionError>>()?;
         let emitter = Emitter::new(run, record.last_seq, Arc::clone(&clock), None);
         let mut ended = None;
-        if ends {
+        if let Some((target, decision)) = ending {
             // A rejection that ends the run is a leg of its own.
-            let reason = match &request.decision {
+            let reason = match decision {
                 Decision::Reject { reason } => reason.clone(),
                 _ => None,
             };
-            let answered = PendingInterrupt {
-                decision: Some(request.decision.clone()),
-                decided_by: request.by.clone(),
-                ..view
-            };
+            let decisions = answers
+                .iter()
+                .map(|(target, decision)| PendingInterrupt {
+                    decision: Some((*decision).clone()),
+                    decided_by: request.by.clone(),
+                    ..PendingInterrupt::from_record(target)
+                })
+                .collect();
             let failure = RunFailure::new(
                 "rejected",
                 Some(target.node.clone()),
@@ -194,7 +215,7 @@ impl Executor {
                     graph_version: record.graph.version,
                     from_step: record.step,
                 },
-                Event::RunResumed { step: record.step + 1, decisions: vec![answered] },
+                Event::RunResumed { step: record.step + 1, decisions },
                 Event::RunEnded {
                     status: RunStatus::Rejected,
                     step: record.step,
@@ -217,8 +238,7 @@ impl Executor {
             .decide(DecisionWrite {
                 run,
                 expected_epoch: request.expected_version.unwrap_or(record.epoch),
-                interrupt: target.id.clone(),
-                decision: decision.clone(),
+                answers: stored.clone(),
                 status,
                 events,
                 failure: ended,
@@ -227,11 +247,13 @@ impl Executor {
             })
             .await
             .map_err(refused)?;
-        let interrupt = target.id.clone();
-        if let Some(answered) = interrupts.iter_mut().find(|i| i.id == interrupt) {
-            answered.decision = Some(decision);
+        for answer in stored {
+            if let Some(answered) = interrupts.iter_mut().find(|i| i.id == answer.interrupt) {
+                answered.decision = Some(answer.decision);
+            }
         }
-        let outcome = DecisionOutcome { run, interrupt, status, version, pending: remaining };
+        let outcome =
+            DecisionOutcome { run, interrupt: first, status, version, pending: remaining };
         Ok(Decided { outcome, last_seq, interrupts })
     }
 
