@@ -190,12 +190,22 @@ fn reject_ends_the_run_unless_the_graph_routes_rejections() {
     );
 }
 
+/// `split`, then the graph's `left` and `right` at once, then the end.
+fn split_in_two(graph: Graph) -> Graph {
+    visit(graph, "split")
+        .edge(START, "split")
+        .edge("split", "left")
+        .edge("split", "right")
+        .edge("left", END)
+        .edge("right", END)
+}
+
 #[test]
 fn parallel_interrupts_get_distinct_ids_and_each_needs_a_decision() {
     let runtime = support::runtime();
     let runs = Runs::default();
     let (left, right) = (runs.clone(), runs.clone());
-    let graph = visit(Graph::new("parallel", 1), "split")
+    let graph = split_in_two(Graph::new("parallel", 1))
         .node("left", move |_s: Arc<Trace>, ctx: NodeContext| {
             let runs = left.clone();
             async move {
@@ -212,11 +222,6 @@ fn parallel_interrupts_get_distinct_ids_and_each_needs_a_decision() {
                 Ok(TraceUpdate::default().visited(vec!["right".into()]))
             }
         })
-        .edge(START, "split")
-        .edge("split", "left")
-        .edge("split", "right")
-        .edge("left", END)
-        .edge("right", END)
         .compile()
         .unwrap();
     let executor = Executor::new(tollgate::MemoryStore::new());
@@ -274,14 +279,9 @@ fn a_resume_map_answers_several_interrupts_at_once_or_not_at_all() {
             Ok(TraceUpdate::default().visited(vec![answer]))
         }
     };
-    let graph = visit(Graph::new("pair", 1), "split")
+    let graph = split_in_two(Graph::new("pair", 1))
         .node("left", asking("left"))
         .node("right", asking("right"))
-        .edge(START, "split")
-        .edge("split", "left")
-        .edge("split", "right")
-        .edge("left", END)
-        .edge("right", END)
         .compile()
         .unwrap();
     let executor = Executor::new(tollgate::MemoryStore::new());
