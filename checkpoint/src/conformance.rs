@@ -48,6 +48,28 @@ where
     claimable_runs_are_queued_then_lost_oldest_first(&make().await).await;
     deleting_removes_every_row_of_one_run(&make().await).await;
     a_thread_runs_one_leg_at_a_time(&make().await).await;
+    cached_outputs_expire_and_stay_in_their_scope(&make().await).await;
+}
+
+async fn cached_outputs_expire_and_stay_in_their_scope(store: &dyn Store) {
+    let get = |scope: &'static str, key: &'static str, now: i64| async move {
+        store.cache_get(scope, key, now).await.expect("cache_get").map(|blob| blob.to_bytes())
+    };
+    assert_eq!(get("g@1:n", "k", 0).await, None);
+    store.cache_put("g@1:n", "k", blob(1), 100, 0).await.expect("put");
+    assert_eq!(get("g@1:n", "k", 99).await, Some(blob(1).to_bytes()));
+    assert_eq!(get("g@1:n", "k", 100).await, None, "expired at its time");
+    assert_eq!(get("g@2:n", "k", 0).await, None, "another scope");
+    assert_eq!(get("g@1:n", "other", 0).await, None, "another key");
+    // Replaced by a later put.
+    store.cache_put("g@1:n", "k", blob(2), 500, 50).await.expect("replace");
+    assert_eq!(get("g@1:n", "k", 200).await, Some(blob(2).to_bytes()));
+    // A put removes the scope's expired entries, not another scope's.
+    store.cache_put("g@1:n", "old", blob(3), 10, 0).await.expect("put");
+    store.cache_put("g@2:n", "old", blob(4), 10, 0).await.expect("put");
+    store.cache_put("g@1:n", "new", blob(5), 1_000, 20).await.expect("put");
+    assert_eq!(get("g@1:n", "old", 5).await, None, "purged");
+    assert_eq!(get("g@2:n", "old", 5).await, Some(blob(4).to_bytes()));
 }
 
 async fn a_thread_runs_one_leg_at_a_time(store: &dyn Store) {

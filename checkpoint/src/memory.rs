@@ -26,6 +26,8 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct Inner {
     runs: BTreeMap<RunId, StoredRun>,
+    /// Node outputs by (scope, key): (expiry, value).
+    cache: BTreeMap<(String, String), (i64, Blob)>,
 }
 
 #[derive(Debug)]
@@ -427,6 +429,36 @@ impl Store for MemoryStore {
         let inner = self.lock();
         let stored = inner.runs.get(&run).ok_or(StoreError::RunNotFound { run })?;
         Ok(stored.attachment.clone())
+    }
+
+    async fn cache_get(
+        &self,
+        scope: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> Result<Option<Blob>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .cache
+            .get(&(scope.to_owned(), key.to_owned()))
+            .filter(|(expires, _)| *expires > now_ms)
+            .map(|(_, value)| value.clone()))
+    }
+
+    async fn cache_put(
+        &self,
+        scope: &str,
+        key: &str,
+        value: Blob,
+        expires_at_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        inner
+            .cache
+            .retain(|(entry_scope, _), (expires, _)| entry_scope != scope || *expires > now_ms);
+        inner.cache.insert((scope.to_owned(), key.to_owned()), (expires_at_ms, value));
+        Ok(())
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {

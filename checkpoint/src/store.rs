@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use crate::codec::CodecError;
+use crate::codec::{Blob, CodecError};
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{
@@ -97,6 +97,27 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// `running` run is refused with [`StoreError::RunInFlight`] (cancel it
     /// first), and nothing changes.
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError>;
+
+    /// A node's cached output under `key` in `scope` (a graph's node), if
+    /// one is stored and has not expired at `now_ms`.
+    async fn cache_get(
+        &self,
+        scope: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> Result<Option<Blob>, StoreError>;
+
+    /// Stores a node's output under `key` in `scope` until `expires_at_ms`,
+    /// replacing any; entries of `scope` that expired by `now_ms` are
+    /// removed.
+    async fn cache_put(
+        &self,
+        scope: &str,
+        key: &str,
+        value: Blob,
+        expires_at_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError>;
 
     /// Stored events of a run with `seq > after_seq`, oldest first, at most
     /// `limit`.

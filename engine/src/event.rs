@@ -70,6 +70,10 @@ pub enum Event {
         /// recomputed.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         reused: bool,
+        /// The output came from the node's cache (`StateGraph::cache`):
+        /// the node did not run.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cached: bool,
     },
     /// A task failed for good (its retries, if any, are spent).
     NodeFailed {

@@ -35,6 +35,8 @@ pub struct NodeContext {
     pub(crate) ordinal: AtomicU32,
     /// The leg's event numbering, shared with the driver.
     pub(crate) emitter: Arc<Emitter>,
+    /// For a cached node: the store, and whether the output came from it.
+    pub(crate) cache: Option<Arc<crate::exec::CacheAccess>>,
 }
 
 impl Clone for NodeContext {
@@ -50,6 +52,7 @@ impl Clone for NodeContext {
             decisions: Arc::clone(&self.decisions),
             ordinal: AtomicU32::new(self.ordinal.load(Ordering::SeqCst)),
             emitter: Arc::clone(&self.emitter),
+            cache: self.cache.clone(),
         }
     }
 }

@@ -660,6 +660,57 @@ impl Store for PostgresStore {
         Ok(runs)
     }
 
+    async fn cache_get(
+        &self,
+        scope: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> Result<Option<Blob>, StoreError> {
+        let (client, statement) = self
+            .prepared(
+                "SELECT value FROM node_cache WHERE scope = $1 AND key = $2 AND expires_ms > $3",
+            )
+            .await?;
+        let row =
+            client.query_opt(&statement, &[&scope, &key, &now_ms]).await.map_err(client_error)?;
+        match row {
+            Some(row) => {
+                let bytes: Vec<u8> = column(&row, 0)?;
+                Blob::from_bytes(&bytes)
+                    .map(Some)
+                    .map_err(|source| StoreError::Backend { source: Box::new(source) })
+            }
+            None => Ok(None),
+        }
+    }
+
+    async fn cache_put(
+        &self,
+        scope: &str,
+        key: &str,
+        value: Blob,
+        expires_at_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(client_error)?;
+        tx.execute(
+            "DELETE FROM node_cache WHERE scope = $1 AND expires_ms <= $2",
+            &[&scope, &now_ms],
+        )
+        .await
+        .map_err(client_error)?;
+        tx.execute(
+            "INSERT INTO node_cache (scope, key, expires_ms, value) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (scope, key) DO UPDATE SET expires_ms = EXCLUDED.expires_ms, \
+             value = EXCLUDED.value",
+            &[&scope, &key, &expires_at_ms, &value.to_bytes()],
+        )
+        .await
+        .map_err(client_error)?;
+        tx.commit().await.map_err(client_error)
+    }
+
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(client_error)?;

@@ -442,6 +442,17 @@ const MIGRATIONS: &[&str] = &[
         RETURN r.epoch + 1;
     END $$;
     "#,
+    // 5: node outputs cached across runs and restarts (a graph's node
+    // caching policy), by scope (graph@version:node) and key.
+    r#"
+    CREATE TABLE IF NOT EXISTS node_cache (
+        scope      text NOT NULL,
+        key        text NOT NULL,
+        expires_ms bigint NOT NULL,
+        value      bytea NOT NULL,
+        PRIMARY KEY (scope, key)
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use tollgate_checkpoint::{
-    DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, Owner, PageRequest,
+    Blob, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, Owner, PageRequest,
     RunFilter, RunId, RunPage, RunRecord, RunStatus, Store, StoreError, StoredCheckpoint,
     TaskWrite, Transition,
 };
@@ -135,6 +135,26 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
         self.inner.delete_run(run).await
+    }
+
+    async fn cache_get(
+        &self,
+        scope: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> Result<Option<Blob>, StoreError> {
+        self.inner.cache_get(scope, key, now_ms).await
+    }
+
+    async fn cache_put(
+        &self,
+        scope: &str,
+        key: &str,
+        value: Blob,
+        expires_at_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.inner.cache_put(scope, key, value, expires_at_ms, now_ms).await
     }
 
     async fn events(

@@ -24,6 +24,7 @@
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
+mod cache;
 mod codec;
 mod compile;
 mod conformance;

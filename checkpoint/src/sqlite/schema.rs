@@ -132,14 +132,33 @@ const MIGRATIONS: &[&str] = &[
     "
     PRAGMA application_id = 1413955924;
 ",
+    // 6: node outputs cached across runs and restarts (a graph's node
+    // caching policy), by scope (graph@version:node) and key.
+    "
+    CREATE TABLE IF NOT EXISTS node_cache (
+        scope      TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        expires_ms INTEGER NOT NULL,
+        value      BLOB NOT NULL,
+        PRIMARY KEY (scope, key)
+    ) WITHOUT ROWID;
+",
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".
 pub(crate) const APPLICATION_ID: i64 = 0x5447_4154;
 
 /// Every table tollgate's migrations create.
-const OUR_TABLES: &[&str] =
-    &["attachments", "events", "interrupts", "pending_writes", "runs", "snapshots", "steps"];
+const OUR_TABLES: &[&str] = &[
+    "attachments",
+    "events",
+    "interrupts",
+    "node_cache",
+    "pending_writes",
+    "runs",
+    "snapshots",
+    "steps",
+];
 
 /// Decides, reading only, whether the file may be opened: an empty
 /// database (a new file), or one of ours at a version this build knows.

@@ -66,7 +66,7 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
     )
     .expect("downgrade");
     drop(conn);
-    let store = SqliteStore::open(&path).expect("migrate 1 -> 5");
+    let store = SqliteStore::open(&path).expect("migrate 1 -> 6");
     assert_eq!(block_on(store.attachment(run)).expect("attachments table exists"), None);
     assert_eq!(block_on(store.run(run)).expect("run").lease_losses, 0, "column added (4)");
     drop(store);
@@ -78,7 +78,7 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
     drop(conn);
     let before = std::fs::read(&path).expect("bytes");
     let error = SqliteStore::open(&path).expect_err("newer schema");
-    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 5 }), "{error:?}");
+    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 6 }), "{error:?}");
     assert_eq!(std::fs::read(&path).expect("bytes"), before, "left as it was");
 }
 

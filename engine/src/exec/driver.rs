@@ -183,6 +183,7 @@ impl<S: State> Leg<S> {
                             .map_err(|source| json_error(self.run, step, source))?,
                         goto: output.goto.iter().map(|goto| goto.node().to_owned()).collect(),
                         reused: task.reused,
+                        cached: task.cached,
                     };
                     self.emit(label(), event, Live::Now)?;
                     updates.push(TaskUpdate {
@@ -348,6 +349,7 @@ impl<S: State> Leg<S> {
                     retries,
                     outcome,
                     reused: false,
+                    cached: false,
                     rejected: true,
                 });
                 continue;
@@ -361,6 +363,7 @@ impl<S: State> Leg<S> {
                     retries: Vec::new(),
                     outcome: Outcome::Output(output, blob),
                     reused: true,
+                    cached: false,
                     rejected: false,
                 });
                 continue;
@@ -383,6 +386,13 @@ impl<S: State> Leg<S> {
                 decisions,
                 ordinal: AtomicU32::new(0),
                 emitter: Arc::clone(&self.emitter),
+                cache: self.graph.node(task.node).cached.then(|| {
+                    Arc::new(super::CacheAccess {
+                        store: Arc::clone(&self.store),
+                        clock: Arc::clone(&self.config.clock),
+                        hit: std::sync::atomic::AtomicBool::new(false),
+                    })
+                }),
             };
             let runner = TaskRunner {
                 graph: self.graph.clone(),

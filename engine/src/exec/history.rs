@@ -346,6 +346,7 @@ impl Executor {
             update: event_update,
             goto: Vec::new(),
             reused: false,
+            cached: false,
         };
         let events = [
             (Some((as_node, id.as_str())), completed),

@@ -1,5 +1,6 @@
 //! Running graphs: the pure planner, the async driver and the executor.
 
+mod cache;
 mod cancel;
 mod config;
 mod driver;
@@ -14,6 +15,7 @@ mod task;
 mod thread;
 mod worker;
 
+pub(crate) use cache::{cached, CacheAccess};
 pub use config::{RunConfig, SnapshotPolicy, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
 pub(crate) use emit::{node_id, Emitter, Live};
 pub use error::RunError;

@@ -41,6 +41,8 @@ pub(crate) struct TaskDone<U> {
     pub(crate) retries: Vec<(u32, std::time::Duration, String)>,
     pub(crate) outcome: Outcome<U>,
     pub(crate) reused: bool,
+    /// The output came from the node's cache.
+    pub(crate) cached: bool,
     /// A rejected interrupt routed elsewhere: only its goto applies.
     pub(crate) rejected: bool,
 }
@@ -67,6 +69,7 @@ impl<S: State> TaskRunner<S> {
         let node = self.graph.node(self.node);
         let mut ctx = self.ctx.clone();
         let (step, index) = (ctx.step, ctx.task);
+        let cache = ctx.cache.clone();
         let done = |attempts, retries, outcome| TaskDone {
             index,
             node: self.node,
@@ -74,6 +77,7 @@ impl<S: State> TaskRunner<S> {
             retries,
             outcome,
             reused: false,
+            cached: cache.as_ref().is_some_and(|cache| cache.hit()),
             rejected: false,
         };
         if self.break_before && !ctx.decisions.contains_key(&BEFORE) {

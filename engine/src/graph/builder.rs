@@ -38,6 +38,7 @@ pub struct StateGraph<S: State> {
     pub(super) routes: Vec<RouteDecl<S>>,
     pub(super) joins: Vec<JoinDecl>,
     pub(super) retries: Vec<(String, RetryPolicy)>,
+    pub(super) caches: Vec<(String, std::time::Duration)>,
     pub(super) visit_limits: Vec<(String, u32)>,
     pub(super) break_before: Vec<String>,
     pub(super) break_after: Vec<String>,
@@ -95,6 +96,7 @@ impl<S: State> StateGraph<S> {
             routes: Vec::new(),
             joins: Vec::new(),
             retries: Vec::new(),
+            caches: Vec::new(),
             visit_limits: Vec::new(),
             break_before: Vec::new(),
             break_after: Vec::new(),
@@ -197,6 +199,16 @@ impl<S: State> StateGraph<S> {
     /// Retries the node's retryable errors under `policy`.
     pub fn retry(mut self, node: impl Into<String>, policy: RetryPolicy) -> Self {
         self.retries.push((node.into(), policy));
+        self
+    }
+
+    /// Caches the node's output for `ttl`, in the run's store (it survives
+    /// restarts, and serves every run of this graph's name and version):
+    /// the key is the SHA-256 of the node's input (the state as JSON, or a
+    /// `Send`'s input). A hit skips the node; its `node_completed` event
+    /// says `"cached": true`. A node that pauses, or fails, stores nothing.
+    pub fn cache(mut self, node: impl Into<String>, ttl: std::time::Duration) -> Self {
+        self.caches.push((node.into(), ttl));
         self
     }
 

@@ -79,6 +79,9 @@ pub(crate) struct CompiledNode<S: State> {
     pub(crate) joins: Vec<(usize, usize)>,
     pub(crate) retry: Option<RetryPolicy>,
     pub(crate) max_visits: Option<u32>,
+    /// Its output is cached (`StateGraph::cache`): its context gets the
+    /// store.
+    pub(crate) cached: bool,
     /// Pause before the node runs / after it ran (compile-time breakpoints).
     pub(crate) break_before: bool,
     pub(crate) break_after: bool,

@@ -240,6 +240,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
         routes,
         joins,
         retries,
+        caches,
         visit_limits,
         break_before,
         break_after,
@@ -410,6 +411,16 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
             retry_of.insert(node, policy);
         }
     }
+    let mut cache_of = HashMap::new();
+    for (node, ttl) in caches {
+        if !index.contains_key(&node) {
+            problems.push(GraphProblem::UnknownOptionNode { node });
+        } else if ttl.is_zero() {
+            problems.push(GraphProblem::ZeroLimit { node, option: "cache ttl" });
+        } else {
+            cache_of.insert(node, ttl);
+        }
+    }
     let mut visits_of = HashMap::new();
     for (node, limit) in visit_limits {
         if !index.contains_key(&node) {
@@ -481,17 +492,28 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
         .zip(commands)
         .zip(memberships)
         .enumerate()
-        .map(|(i, (((node, next), commands), joins))| CompiledNode {
-            break_before: before[i],
-            break_after: after[i],
-            on_reject: reject_to[i],
-            retry: retry_of.remove(&node.name),
-            max_visits: visits_of.remove(&node.name),
-            name: Arc::from(node.name),
-            run: node.run,
-            next,
-            commands,
-            joins,
+        .map(|(i, (((node, next), commands), joins))| {
+            let ttl = cache_of.remove(&node.name);
+            CompiledNode {
+                cached: ttl.is_some(),
+                break_before: before[i],
+                break_after: after[i],
+                on_reject: reject_to[i],
+                retry: retry_of.remove(&node.name),
+                max_visits: visits_of.remove(&node.name),
+                run: match ttl {
+                    Some(ttl) => crate::exec::cached(
+                        node.run,
+                        format!("{name}@{version}:{}", node.name),
+                        ttl,
+                    ),
+                    None => node.run,
+                },
+                name: Arc::from(node.name),
+                next,
+                commands,
+                joins,
+            }
         })
         .collect();
 

@@ -48,6 +48,7 @@ fn visit(graph: Graph, name: &'static str) -> Graph {
 /// reducer, a cycle stopped by `max_steps`, cancellation, node error
 /// propagation, HITL pause / resume / reject, threads (a second run
 /// continues the first's state through the reducers; one leg at a time),
+/// node caching (a hit skips the node and says so),
 /// checkpoint round trip through
 /// a second executor, run listing newest first with pagination, blueprint
 /// validation, tool advertisement and allowlist enforcement, malformed
@@ -67,6 +68,7 @@ where
     node_errors(Executor::new(make().await)).await;
     hitl(Executor::new(make().await)).await;
     threads(Executor::new(make().await)).await;
+    caching(Executor::new(make().await)).await;
     round_trip(Arc::new(make().await)).await;
     listing(Executor::new(make().await)).await;
     blueprint_validation();
@@ -306,6 +308,40 @@ async fn threads(executor: Executor) {
         .expect("threads: list");
     let ids: Vec<_> = listed.runs.iter().map(|run| run.id).collect();
     assert_eq!(ids, [second.run_id, first.run_id], "threads: its runs, newest first");
+}
+
+async fn caching(executor: Executor) {
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let graph = Graph::new("cached", 1)
+        .node("slow", move |_state: Arc<Track>, _ctx| {
+            let calls = Arc::clone(&counted);
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok(TrackUpdate::default().count(5))
+            }
+        })
+        .edge(START, "slow")
+        .edge("slow", END)
+        .cache("slow", std::time::Duration::from_secs(3600))
+        .compile()
+        .expect("caching: compiles");
+    for round in 0..2 {
+        let (sink, mut events) = EventSink::channel();
+        let done = executor
+            .run(&graph, Track::default(), RunConfig::new().events(sink))
+            .await
+            .expect("caching: runs");
+        assert_eq!(done.state.count, 5, "caching: the same output");
+        let mut cached = Vec::new();
+        while let Some(event) = events.try_recv() {
+            if let Event::NodeCompleted { cached: hit, .. } = event.event {
+                cached.push(hit);
+            }
+        }
+        assert_eq!(cached, [round == 1], "caching: round {round} says whether it hit");
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "caching: the node ran once");
 }
 
 async fn round_trip<S: Store>(store: Arc<S>) {
