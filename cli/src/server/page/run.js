@@ -304,7 +304,7 @@ export async function runPage(main, id, { fail }) {
         item = entry(event, 'node muted', `${event.node} started`);
         break;
       case 'node_completed':
-        item = entry(event, 'node muted', `${event.node} finished`, event.reused ? ' (reused)' : '');
+        item = entry(event, 'node muted', `${event.node} finished`, event.reused ? ' (reused)' : '', event.cached ? ' (from its cache)' : '');
         break;
       case 'node_failed':
         item = entry(event, 'node failed', h('strong', {}, `${event.node} failed`), ` after ${event.attempts} attempt(s)`, h('p', { class: 'error' }, event.error));
