@@ -498,3 +498,20 @@ fn a_question_from_a_rust_graph_is_answered_with_a_schema_form() {
         Some(&json!({"name": "Ada", "count": 3, "colour": "blue", "urgent": true}))
     );
 }
+
+#[test]
+fn a_run_deleted_while_its_page_is_open_says_so() {
+    let Some(Scene { browser, fx: _fx, server, run }) = Scene::paused() else { return };
+    runtime().block_on(async {
+        let page = browser.session().await;
+        open_run(&page, &server, &run).await;
+        text_where(&page, "#live-state", |text| text == "live").await;
+        // A paused run can be deleted; its stream then closes, and the page
+        // says the run is gone instead of reconnecting for ever.
+        let deleted = client().delete(server.url(&format!("/runs/{run}"))).send().await.unwrap();
+        assert_eq!(deleted.status(), 200);
+        text_where(&page, "#live-state", |text| text == "gone").await;
+        text_where(&page, "#run-notice", |text| text.contains("no longer exists")).await;
+        page.close().await.unwrap();
+    });
+}

@@ -511,7 +511,13 @@ async fn stream_ws(app: App, run: RunId, shape: Shape, mut socket: WebSocket) {
                     notice
                 }
                 Ok(None) => break,
-                Err(error) => json!({"type": "error", "error": error.to_string()}),
+                // The run cannot be read any more (deleted, say): say why
+                // once and close, rather than repeating it.
+                Err(error) => {
+                    let message = json!({"type": "error", "error": error.to_string()});
+                    let _ = socket.send(WsMessage::Text(message.to_string().into())).await;
+                    break;
+                }
             },
             // The client left (or sent something we do not read).
             incoming = socket.recv() => match incoming {

@@ -430,7 +430,26 @@ export async function runPage(main, id, { fail }) {
         return;
       }
       live.textContent = 'reconnecting…';
-      setTimeout(() => { if (!closed) connect(); }, 1000);
+      setTimeout(async () => {
+        if (closed) return;
+        // Still there (and still ours to see)? Else say why and stop.
+        try {
+          summary = await api(`/runs/${encodeURIComponent(id)}`);
+        } catch (error) {
+          if (error instanceof ApiError && error.status === 404) {
+            live.textContent = 'gone';
+            notice.textContent = 'This run no longer exists (it was deleted).';
+            return;
+          }
+          if (error instanceof Unauthorized) {
+            fail(error);
+            return;
+          }
+        }
+        renderSummary();
+        renderDecisions();
+        connect();
+      }, 1000);
     });
   }
 
