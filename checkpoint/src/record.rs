@@ -241,6 +241,27 @@ pub struct ThreadTurn {
 }
 
 impl ThreadTurn {
+    /// [`ThreadTurn::check`] with the latest run as a store keeps it (id
+    /// and status as text); text that does not parse is a backend error.
+    pub fn check_stored(
+        self,
+        thread: &str,
+        latest: Option<(&str, &str)>,
+    ) -> Result<(), crate::StoreError> {
+        let latest = match latest {
+            Some((id, status)) => {
+                let bad = |what: String| crate::StoreError::Backend { source: what.into() };
+                let parsed: RunId =
+                    id.parse().map_err(|_| bad(format!("bad run id `{id}` in runs")))?;
+                let status: RunStatus =
+                    status.parse().map_err(|_| bad(format!("run {id}: bad status `{status}`")))?;
+                Some((parsed, status))
+            }
+            None => None,
+        };
+        self.check(thread, latest)
+    }
+
     /// For stores: whether a run built on this turn may be created on
     /// `thread`, whose latest run is `latest` (id and status) now.
     pub fn check(

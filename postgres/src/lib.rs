@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod cache;
 mod listen;
 mod ops;
 mod schema;

@@ -9,6 +9,7 @@ use tollgate_checkpoint::{
     RunStatus, Store, StoreError, StoredCheckpoint, TaskKey, TaskUpdate, TaskWrite, Transition,
 };
 
+use crate::cache::check_turn;
 use crate::store::{client_error, PostgresStore, Refusal};
 
 /// A run's columns, with its open interrupts counted. Append a `WHERE`.
@@ -53,7 +54,7 @@ fn damaged(what: String) -> StoreError {
 
 /// A column of our own schema; a type that does not match is a damaged
 /// or foreign table, reported, never a panic.
-fn column<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> Result<T, StoreError> {
+pub(crate) fn column<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> Result<T, StoreError> {
     row.try_get(index).map_err(|error| StoreError::Backend { source: Box::new(error) })
 }
 
@@ -170,7 +171,7 @@ const SELECT_INTERRUPTS: &str = "
 
 impl PostgresStore {
     /// A pooled connection and `sql` prepared on it (cached per connection).
-    async fn prepared(
+    pub(crate) async fn prepared(
         &self,
         sql: &str,
     ) -> Result<(deadpool_postgres::Client, Statement), StoreError> {
@@ -220,29 +221,7 @@ impl Store for PostgresStore {
         // advisory lock: of two starts on one thread, one sees the other.
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(client_error)?;
-        tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", &[thread])
-            .await
-            .map_err(client_error)?;
-        let row = tx
-            .query_opt(
-                "SELECT id, status FROM runs WHERE thread = $1 ORDER BY id DESC LIMIT 1",
-                &[thread],
-            )
-            .await
-            .map_err(client_error)?;
-        let latest = match row {
-            Some(row) => {
-                let (id, status): (String, String) = (column(&row, 0)?, column(&row, 1)?);
-                let bad = |what: String| StoreError::Backend { source: what.into() };
-                let id: RunId =
-                    id.parse().map_err(|_| bad(format!("bad run id `{id}` in runs")))?;
-                let status: RunStatus =
-                    status.parse().map_err(|_| bad(format!("run {id}: bad status `{status}`")))?;
-                Some((id, status))
-            }
-            None => None,
-        };
-        turn.check(thread, latest)?;
+        check_turn(&tx, thread, turn).await?;
         let statement = tx.prepare_cached(CREATE).await.map_err(client_error)?;
         tx.execute(&statement, &values).await.map_err(refused)?;
         tx.commit().await.map_err(client_error)?;
@@ -666,22 +645,7 @@ impl Store for PostgresStore {
         key: &str,
         now_ms: i64,
     ) -> Result<Option<Blob>, StoreError> {
-        let (client, statement) = self
-            .prepared(
-                "SELECT value FROM node_cache WHERE scope = $1 AND key = $2 AND expires_ms > $3",
-            )
-            .await?;
-        let row =
-            client.query_opt(&statement, &[&scope, &key, &now_ms]).await.map_err(client_error)?;
-        match row {
-            Some(row) => {
-                let bytes: Vec<u8> = column(&row, 0)?;
-                Blob::from_bytes(&bytes)
-                    .map(Some)
-                    .map_err(|source| StoreError::Backend { source: Box::new(source) })
-            }
-            None => Ok(None),
-        }
+        self.cached(scope, key, now_ms).await
     }
 
     async fn cache_put(
@@ -692,23 +656,7 @@ impl Store for PostgresStore {
         expires_at_ms: i64,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(client_error)?;
-        tx.execute(
-            "DELETE FROM node_cache WHERE scope = $1 AND expires_ms <= $2",
-            &[&scope, &now_ms],
-        )
-        .await
-        .map_err(client_error)?;
-        tx.execute(
-            "INSERT INTO node_cache (scope, key, expires_ms, value) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (scope, key) DO UPDATE SET expires_ms = EXCLUDED.expires_ms, \
-             value = EXCLUDED.value",
-            &[&scope, &key, &expires_at_ms, &value.to_bytes()],
-        )
-        .await
-        .map_err(client_error)?;
-        tx.commit().await.map_err(client_error)
+        self.cache(scope, key, value, expires_at_ms, now_ms).await
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {

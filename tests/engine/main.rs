@@ -31,6 +31,7 @@ mod conformance;
 mod determinism;
 mod durability;
 mod events;
+mod history;
 mod hitl;
 mod properties;
 mod reducers;

@@ -1,5 +1,6 @@
 //! The embedded SQLite store.
 
+mod cache;
 mod frame;
 mod ops;
 mod rows;

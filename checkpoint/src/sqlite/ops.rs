@@ -56,19 +56,10 @@ impl Store for SqliteStore {
                         Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
                     })
                     .optional()?;
-                let latest = match latest {
-                    Some((id, status)) => {
-                        let bad = |what: String| StoreError::Backend { source: what.into() };
-                        let id: RunId =
-                            id.parse().map_err(|_| bad(format!("bad run id `{id}` in runs")))?;
-                        let status: RunStatus = status
-                            .parse()
-                            .map_err(|_| bad(format!("run {id}: bad status `{status}`")))?;
-                        Some((id, status))
-                    }
-                    None => None,
-                };
-                turn.check(thread, latest)?;
+                turn.check_stored(
+                    thread,
+                    latest.as_ref().map(|(id, s)| (id.as_str(), s.as_str())),
+                )?;
             }
             // Every run has a step-0 row keyed `num << 32`, so the newest
             // step row holds the highest number (no index on runs.num).
@@ -549,20 +540,7 @@ impl Store for SqliteStore {
         key: &str,
         now_ms: i64,
     ) -> Result<Option<Blob>, StoreError> {
-        let bytes: Option<Vec<u8>> = self
-            .read(|tx| {
-                Ok(tx
-                    .prepare_cached(
-                        "SELECT value FROM node_cache WHERE scope = ?1 AND key = ?2 AND expires_ms > ?3",
-                    )?
-                    .query_row(params![scope, key, now_ms], |row| row.get(0))
-                    .optional()?)
-            })
-            .await?;
-        bytes
-            .map(|bytes| Blob::from_bytes(&bytes))
-            .transpose()
-            .map_err(|source| StoreError::Backend { source: Box::new(source) })
+        self.cached(scope, key, now_ms).await
     }
 
     async fn cache_put(
@@ -573,17 +551,7 @@ impl Store for SqliteStore {
         expires_at_ms: i64,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        let bytes = value.to_bytes();
-        self.write(|tx| {
-            tx.prepare_cached("DELETE FROM node_cache WHERE scope = ?1 AND expires_ms <= ?2")?
-                .execute(params![scope, now_ms])?;
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO node_cache (scope, key, expires_ms, value) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![scope, key, expires_at_ms, bytes])?;
-            Ok(())
-        })
-        .await
+        self.cache(scope, key, value, expires_at_ms, now_ms).await
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {

@@ -461,21 +461,22 @@ pub(crate) async fn ws(
         .on_upgrade(move |socket| stream_ws(app, run, shape, socket)))
 }
 
-/// One event in the socket's shape, or `None` when the shape leaves it out.
-fn shaped(shape: Shape, logged: &Logged) -> Option<Value> {
+/// One event in the socket's shape as JSON text, or `None` when the shape
+/// leaves it out. The envelopes are the stored lines themselves, not
+/// parsed again.
+fn shaped(shape: Shape, logged: &Logged) -> Option<String> {
     match shape {
-        Shape::Ui => ui_event(&logged.envelope),
-        Shape::Events => serde_json::from_str::<Value>(&logged.json).ok(),
+        Shape::Ui => ui_event(&logged.envelope).map(|ui| ui.to_string()),
+        Shape::Events => Some(logged.json.clone()),
     }
 }
 
 /// The message for one new event (the UI shape is its own message).
-fn ws_event(shape: Shape, logged: &Logged) -> Option<Value> {
-    let event = shaped(shape, logged)?;
-    Some(match shape {
-        Shape::Ui => event,
-        Shape::Events => json!({"type": "event", "event": event}),
-    })
+fn ws_event(shape: Shape, logged: &Logged) -> Option<String> {
+    match shape {
+        Shape::Ui => shaped(shape, logged),
+        Shape::Events => Some(format!(r#"{{"type":"event","event":{}}}"#, logged.json)),
+    }
 }
 
 async fn stream_ws(app: App, run: RunId, shape: Shape, mut socket: WebSocket) {
@@ -491,11 +492,12 @@ async fn stream_ws(app: App, run: RunId, shape: Shape, mut socket: WebSocket) {
         follow.pending.pop_front();
     }
     follow.look = true;
-    let first = match shape {
-        Shape::Ui => json!({"type": "full_state", "runId": run.to_string(), "events": events}),
-        Shape::Events => json!({"type": "log", "runId": run.to_string(), "events": events}),
+    let kind = match shape {
+        Shape::Ui => "full_state",
+        Shape::Events => "log",
     };
-    if socket.send(WsMessage::Text(first.to_string().into())).await.is_err() {
+    let first = format!(r#"{{"type":"{kind}","runId":"{run}","events":[{}]}}"#, events.join(","));
+    if socket.send(WsMessage::Text(first.into())).await.is_err() {
         return;
     }
     loop {
@@ -508,7 +510,7 @@ async fn stream_ws(app: App, run: RunId, shape: Shape, mut socket: WebSocket) {
                 Ok(Some(Item::Orphaned { owner })) => {
                     let mut notice = orphan_notice(run, &owner);
                     notice["type"] = json!("orphaned");
-                    notice
+                    notice.to_string()
                 }
                 Ok(None) => break,
                 // The run cannot be read any more (deleted, say): say why
@@ -525,7 +527,7 @@ async fn stream_ws(app: App, run: RunId, shape: Shape, mut socket: WebSocket) {
                 Some(Ok(_)) => continue,
             },
         };
-        if socket.send(WsMessage::Text(message.to_string().into())).await.is_err() {
+        if socket.send(WsMessage::Text(message.into())).await.is_err() {
             return;
         }
     }

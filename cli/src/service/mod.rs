@@ -23,7 +23,9 @@ use tollgate_engine::{
     drive_leg, Decision, DecisionError, DecisionRequest, EventEnvelope, EventSink, Executor,
     Resumed, RunConfig, RunError, RunHandle, Worker, Workload,
 };
-use tollgate_nodes::{AgentState, Blueprint, CompiledAgent, Message, ModelRegistry};
+use tollgate_nodes::{
+    AgentState, AgentStateUpdate, Blueprint, CompiledAgent, Message, ModelRegistry,
+};
 use tollgate_postgres::PostgresStore;
 
 use crate::error::CliError;
@@ -77,6 +79,14 @@ pub(crate) fn decision_request(
         Some(by) => request.by(by.trim()),
         None => request,
     }
+}
+
+/// What a new blueprint run starts from.
+enum Opening<'t> {
+    /// A fresh conversation: the input alone.
+    Fresh(AgentState),
+    /// The next turn of a thread: the input through the reducers.
+    Thread(&'t str, AgentStateUpdate),
 }
 
 /// The runs of one database.
@@ -222,29 +232,62 @@ impl Runs {
         if let Some(steps) = launch.max_steps {
             config = config.max_steps(steps);
         }
-        let graph = agent.graph();
-        let update = match &launch.thread {
-            Some(thread) => Some(agent.thread_input(&self.executor, thread, run, input).await?),
-            None => None,
-        };
+        let opening = self.opening(&agent, input, launch.thread.as_deref(), run).await?;
         if self.shared() {
-            match (&launch.thread, update) {
-                (Some(thread), Some(update)) => {
-                    self.executor.enqueue_on_thread(graph, thread, update, config).await?;
-                }
-                _ => {
-                    self.executor.enqueue(graph, input_state(input), config).await?;
-                }
-            }
+            self.queue(&agent, opening, config).await?;
             return Ok(None);
         }
-        let config = with_events(config, events);
-        Ok(Some(match (&launch.thread, update) {
-            (Some(thread), Some(update)) => {
+        Ok(Some(self.drive(&agent, opening, with_events(config, events)).await?))
+    }
+
+    /// What new run `run` of `agent` starts from: `input` as a fresh
+    /// conversation, or as the next turn of `thread`.
+    async fn opening<'t>(
+        &self,
+        agent: &CompiledAgent,
+        input: &str,
+        thread: Option<&'t str>,
+        run: RunId,
+    ) -> Result<Opening<'t>, CliError> {
+        Ok(match thread {
+            Some(thread) => Opening::Thread(
+                thread,
+                agent.thread_input(&self.executor, thread, run, input).await?,
+            ),
+            None => Opening::Fresh(input_state(input)),
+        })
+    }
+
+    /// Creates the run and drives it here, in a task of its own.
+    async fn drive(
+        &self,
+        agent: &CompiledAgent,
+        opening: Opening<'_>,
+        config: RunConfig,
+    ) -> Result<RunHandle<AgentState>, CliError> {
+        let graph = agent.graph();
+        Ok(match opening {
+            Opening::Thread(thread, update) => {
                 self.executor.start_on_thread(graph, thread, update, config).await?
             }
-            _ => self.executor.start(graph, input_state(input), config).await?,
-        }))
+            Opening::Fresh(state) => self.executor.start(graph, state, config).await?,
+        })
+    }
+
+    /// Stores the run `queued` for a worker.
+    async fn queue(
+        &self,
+        agent: &CompiledAgent,
+        opening: Opening<'_>,
+        config: RunConfig,
+    ) -> Result<RunId, CliError> {
+        let graph = agent.graph();
+        Ok(match opening {
+            Opening::Thread(thread, update) => {
+                self.executor.enqueue_on_thread(graph, thread, update, config).await?
+            }
+            Opening::Fresh(state) => self.executor.enqueue(graph, state, config).await?,
+        })
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
@@ -450,16 +493,10 @@ impl Runs {
         events: Option<EventSink>,
     ) -> Result<RunSummary, CliError> {
         let agent = blueprint.compile(&self.models)?;
-        let config = with_events(blueprint.run_config(), events);
-        let handle = match thread {
-            Some(thread) => {
-                let run = RunId::new();
-                let update = agent.thread_input(&self.executor, thread, run, input).await?;
-                let config = config.run_id(run);
-                self.executor.start_on_thread(agent.graph(), thread, update, config).await?
-            }
-            None => self.executor.start(agent.graph(), input_state(input), config).await?,
-        };
+        let run = RunId::new();
+        let opening = self.opening(&agent, input, thread, run).await?;
+        let config = with_events(blueprint.run_config().run_id(run), events);
+        let handle = self.drive(&agent, opening, config).await?;
         let run = handle.run_id();
         wait(handle).await?;
         self.summary(run).await
@@ -473,16 +510,9 @@ impl Runs {
         thread: Option<&str>,
     ) -> Result<RunSummary, CliError> {
         let agent = blueprint.compile(&self.models)?;
-        let config = blueprint.run_config();
-        let run = match thread {
-            Some(thread) => {
-                let run = RunId::new();
-                let update = agent.thread_input(&self.executor, thread, run, input).await?;
-                let config = config.run_id(run);
-                self.executor.enqueue_on_thread(agent.graph(), thread, update, config).await?
-            }
-            None => self.executor.enqueue(agent.graph(), input_state(input), config).await?,
-        };
+        let run = RunId::new();
+        let opening = self.opening(&agent, input, thread, run).await?;
+        self.queue(&agent, opening, blueprint.run_config().run_id(run)).await?;
         self.summary(run).await
     }
 

@@ -167,7 +167,7 @@ impl Frontier {
                 schedule.target(Target::Node(join.target));
             }
         }
-        Self { tasks: Vec::new(), arrivals, visits, settings: self.settings.clone() }
+        Self { tasks: Vec::new(), arrivals, visits, settings: self.settings }
             .with_tasks(graph, schedule.tasks)
     }
 
@@ -249,7 +249,7 @@ impl Frontier {
                 .filter(|&(node, &count)| count > 0 && graph.node(node).max_visits.is_some())
                 .map(|(node, &count)| (name(node), count))
                 .collect(),
-            settings: self.settings.clone(),
+            settings: self.settings,
         }
     }
 

@@ -87,7 +87,7 @@ pub(crate) struct FrontierRecord {
 /// A run's settings, stored with it (in every frontier record), so that a
 /// process that continues, resumes or recovers the run uses them unless
 /// its own `RunConfig` sets them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct RunSettings {
     pub(crate) max_steps: u64,
     pub(crate) event_cap: u64,

@@ -17,11 +17,16 @@ use crate::codec::{Blob, Codec};
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
-    Answer, Cursor, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest,
-    RunFailure, RunFilter, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite,
-    ThreadTurn, Transition,
+    Cursor, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest, RunFailure, RunFilter,
+    RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
 };
 use crate::store::{Store, StoreError};
+
+mod decisions;
+mod threads;
+
+use decisions::decisions_are_compare_and_set;
+use threads::{a_thread_runs_one_leg_at_a_time, cached_outputs_expire_and_stay_in_their_scope};
 
 /// Runs every case, each on a fresh store from `make`.
 pub async fn check_store<S, F, Fut>(make: F)
@@ -49,92 +54,6 @@ where
     deleting_removes_every_row_of_one_run(&make().await).await;
     a_thread_runs_one_leg_at_a_time(&make().await).await;
     cached_outputs_expire_and_stay_in_their_scope(&make().await).await;
-}
-
-async fn cached_outputs_expire_and_stay_in_their_scope(store: &dyn Store) {
-    let get = |scope: &'static str, key: &'static str, now: i64| async move {
-        store.cache_get(scope, key, now).await.expect("cache_get").map(|blob| blob.to_bytes())
-    };
-    assert_eq!(get("g@1:n", "k", 0).await, None);
-    store.cache_put("g@1:n", "k", blob(1), 100, 0).await.expect("put");
-    assert_eq!(get("g@1:n", "k", 99).await, Some(blob(1).to_bytes()));
-    assert_eq!(get("g@1:n", "k", 100).await, None, "expired at its time");
-    assert_eq!(get("g@2:n", "k", 0).await, None, "another scope");
-    assert_eq!(get("g@1:n", "other", 0).await, None, "another key");
-    // Replaced by a later put.
-    store.cache_put("g@1:n", "k", blob(2), 500, 50).await.expect("replace");
-    assert_eq!(get("g@1:n", "k", 200).await, Some(blob(2).to_bytes()));
-    // A put removes the scope's expired entries, not another scope's.
-    store.cache_put("g@1:n", "old", blob(3), 10, 0).await.expect("put");
-    store.cache_put("g@2:n", "old", blob(4), 10, 0).await.expect("put");
-    store.cache_put("g@1:n", "new", blob(5), 1_000, 20).await.expect("put");
-    assert_eq!(get("g@1:n", "old", 5).await, None, "purged");
-    assert_eq!(get("g@2:n", "old", 5).await, Some(blob(4).to_bytes()));
-}
-
-async fn a_thread_runs_one_leg_at_a_time(store: &dyn Store) {
-    let turn = |run: RunId, after: Option<RunId>| NewRun {
-        thread_turn: Some(ThreadTurn { after }),
-        ..new_run(run, "g", Some("t"))
-    };
-    let (first, second, third) = (RunId::new(), RunId::new(), RunId::new());
-    // A label-only run on another thread is no part of this one.
-    store.create_run(new_run(RunId::new(), "g", Some("other"))).await.expect("other thread");
-    // A new thread: built on nothing.
-    let moved = store.create_run(turn(first, Some(RunId::new()))).await;
-    assert!(matches!(moved, Err(StoreError::ThreadMoved { found: None, .. })), "{moved:?}");
-    store.create_run(turn(first, None)).await.expect("the thread's first run");
-    // While it runs, the thread is busy; built on nothing, it moved.
-    let busy = store.create_run(turn(second, Some(first))).await;
-    assert!(
-        matches!(&busy, Err(StoreError::ThreadBusy { run, status: RunStatus::Running, .. }) if *run == first),
-        "{busy:?}"
-    );
-    let moved = store.create_run(turn(second, None)).await;
-    assert!(
-        matches!(moved, Err(StoreError::ThreadMoved { found: Some(found), .. }) if found == first),
-        "{moved:?}"
-    );
-    assert!(
-        matches!(store.run(second).await, Err(StoreError::RunNotFound { .. })),
-        "nothing written"
-    );
-    // Paused: still busy.
-    let pause = Transition {
-        step: None,
-        status: RunStatus::AwaitingHitl,
-        events: vec![event(2)],
-        lease_until_ms: None,
-        interrupts: vec![interrupt(first, 1, 0)],
-        ..step(first, 1, 1, 2, false)
-    };
-    store.commit(pause).await.expect("pause");
-    let busy = store.create_run(turn(second, Some(first))).await;
-    assert!(
-        matches!(busy, Err(StoreError::ThreadBusy { status: RunStatus::AwaitingHitl, .. })),
-        "{busy:?}"
-    );
-    // Ended: the next run builds on it; the one after on that.
-    store.claim(first, 1, Owner::current(), i64::MAX).await.expect("claim");
-    let mut done = step(first, 2, 1, 3, false);
-    done.status = RunStatus::Completed;
-    done.lease_until_ms = None;
-    store.commit(done).await.expect("complete");
-    store.create_run(turn(second, Some(first))).await.expect("the thread's second run");
-    let stale = store.create_run(turn(third, Some(first))).await;
-    assert!(
-        matches!(stale, Err(StoreError::ThreadMoved { found: Some(found), .. }) if found == second),
-        "{stale:?}"
-    );
-    let listed = store
-        .list_runs(
-            &RunFilter { thread: Some("t".into()), ..RunFilter::default() },
-            &PageRequest::default(),
-        )
-        .await
-        .expect("list");
-    let ids: Vec<RunId> = listed.runs.iter().map(|r| r.id).collect();
-    assert_eq!(ids, [second, first], "the thread's runs, newest first");
 }
 
 /// What a checkpoint holds, comparably.
@@ -605,164 +524,6 @@ fn interrupt(run: RunId, step: u64, task: u32) -> InterruptRecord {
         decision: None,
         raised_at_ms: 7,
     }
-}
-
-async fn decisions_are_compare_and_set(store: &dyn Store) {
-    let run = RunId::new();
-    store.create_run(new_run(run, "g", None)).await.expect("create");
-    store.commit(step(run, 1, 1, 2, false)).await.expect("step 1");
-    let pause = Transition {
-        step: None,
-        status: RunStatus::AwaitingHitl,
-        events: vec![event(3)],
-        lease_until_ms: None,
-        interrupts: vec![interrupt(run, 2, 0), interrupt(run, 2, 1)],
-        ..step(run, 1, 1, 3, false)
-    };
-    store.commit(pause).await.expect("pause");
-    let record = store.run(run).await.expect("run");
-    assert_eq!(
-        (record.status, record.pending_interrupts, record.owner.as_ref()),
-        (RunStatus::AwaitingHitl, 2, None)
-    );
-    let open = store.interrupts(run).await.expect("interrupts");
-    assert_eq!(open, [interrupt(run, 2, 0), interrupt(run, 2, 1)]);
-    let last = store.checkpoint(run, None).await.expect("last checkpoint");
-    assert_eq!((last.run.step, &last.interrupts), (1, &open), "the checkpoint carries them");
-    let past = store.checkpoint(run, Some(0)).await.expect("past checkpoint");
-    assert!(past.interrupts.is_empty(), "a past checkpoint has none: {:?}", past.interrupts);
-
-    let approve =
-        |id: String| Answer { interrupt: id, decision: serde_json::json!({"decision": "approve"}) };
-    let decide = |id: String, epoch: u64, status: RunStatus| DecisionWrite {
-        run,
-        expected_epoch: epoch,
-        answers: vec![approve(id)],
-        status,
-        events: Vec::new(),
-        failure: None,
-        at_ms: 9,
-        claim: None,
-    };
-    let (first, second) = (open[0].id.clone(), open[1].id.clone());
-    let both = |ids: [String; 2]| DecisionWrite {
-        answers: ids.into_iter().map(approve).collect(),
-        ..decide(String::new(), 1, RunStatus::Queued)
-    };
-    let refusals = [
-        (decide(first.clone(), 7, RunStatus::AwaitingHitl), "Fenced"),
-        (decide("nope".into(), 1, RunStatus::AwaitingHitl), "InterruptNotFound"),
-        // Several answers: all or none.
-        (both([first.clone(), "nope".into()]), "InterruptNotFound"),
-        (both([first.clone(), first.clone()]), "InterruptAnswered"),
-    ];
-    for (write, expected) in refusals {
-        let error = store.decide(write).await.expect_err(expected);
-        assert_eq!(kind(&error), expected, "{error:?}");
-    }
-    assert_eq!(store.run(run).await.expect("run"), record, "refused decisions change nothing");
-    assert_eq!(
-        store.decide(decide(first.clone(), 1, RunStatus::AwaitingHitl)).await.expect("decide"),
-        2
-    );
-    let again =
-        store.decide(decide(first.clone(), 2, RunStatus::AwaitingHitl)).await.expect_err("twice");
-    assert!(matches!(again, StoreError::InterruptAnswered { .. }), "{again:?}");
-    let stale =
-        store.decide(decide(second.clone(), 1, RunStatus::Queued)).await.expect_err("stale");
-    assert!(matches!(stale, StoreError::Fenced { writer: 1, current: 2, .. }), "{stale:?}");
-    assert_eq!(
-        store.decide(decide(second.clone(), 2, RunStatus::Queued)).await.expect("decide"),
-        3
-    );
-    let record = store.run(run).await.expect("run");
-    assert_eq!((record.status, record.pending_interrupts, record.epoch), (RunStatus::Queued, 0, 3));
-    let answered = store.interrupts(run).await.expect("interrupts");
-    assert!(answered.iter().all(|i| i.decision.is_some()));
-    let last = store.checkpoint(run, None).await.expect("last checkpoint");
-    assert_eq!(last.interrupts, answered, "with their decisions");
-    let late = store.decide(decide(second, 3, RunStatus::Queued)).await.expect_err("not paused");
-    assert!(
-        matches!(late, StoreError::NotAwaitingDecision { status: RunStatus::Queued, .. }),
-        "{late:?}"
-    );
-
-    // A decider that continues the run itself claims it in the same write.
-    let other = RunId::new();
-    store.create_run(new_run(other, "g", None)).await.expect("create");
-    let pause = Transition {
-        step: None,
-        status: RunStatus::AwaitingHitl,
-        events: vec![event(2)],
-        lease_until_ms: None,
-        interrupts: vec![interrupt(other, 1, 0)],
-        ..step(other, 1, 1, 2, false)
-    };
-    store.commit(pause).await.expect("pause");
-    let claimed = DecisionWrite {
-        run: other,
-        answers: vec![approve(format!("{other}.1.0.0"))],
-        claim: Some((Owner::current(), 4_242)),
-        ..decide(String::new(), 1, RunStatus::Queued)
-    };
-    assert_eq!(store.decide(claimed).await.expect("decide and claim"), 2);
-    let record = store.run(other).await.expect("run");
-    assert_eq!(
-        (record.status, record.owner, record.lease_until_ms),
-        (RunStatus::Running, Some(Owner::current()), Some(4_242))
-    );
-
-    // A rejection that ends the run records why, as a failing commit does.
-    let rejected = RunId::new();
-    store.create_run(new_run(rejected, "g", None)).await.expect("create");
-    let pause = Transition {
-        step: None,
-        status: RunStatus::AwaitingHitl,
-        events: vec![event(2)],
-        lease_until_ms: None,
-        interrupts: vec![interrupt(rejected, 1, 0)],
-        ..step(rejected, 1, 1, 2, false)
-    };
-    store.commit(pause).await.expect("pause");
-    let why = RunFailure::new("rejected", Some("n".into()), "not this one");
-    let reject = DecisionWrite {
-        run: rejected,
-        answers: vec![Answer {
-            interrupt: format!("{rejected}.1.0.0"),
-            decision: serde_json::json!({"decision": "reject", "reason": "not this one"}),
-        }],
-        failure: Some(why.clone()),
-        ..decide(String::new(), 1, RunStatus::Rejected)
-    };
-    assert_eq!(store.decide(reject).await.expect("reject"), 2);
-    let record = store.run(rejected).await.expect("run");
-    assert_eq!((record.status, record.failure), (RunStatus::Rejected, Some(why)));
-
-    // One write answers both interrupts of a pause.
-    let pair = RunId::new();
-    store.create_run(new_run(pair, "g", None)).await.expect("create");
-    let pause = Transition {
-        step: None,
-        status: RunStatus::AwaitingHitl,
-        events: vec![event(2)],
-        lease_until_ms: None,
-        interrupts: vec![interrupt(pair, 1, 0), interrupt(pair, 1, 1)],
-        ..step(pair, 1, 1, 2, false)
-    };
-    store.commit(pause).await.expect("pause");
-    let ids = [format!("{pair}.1.0.0"), format!("{pair}.1.1.0")];
-    let write = DecisionWrite { run: pair, ..both(ids) };
-    assert_eq!(store.decide(write).await.expect("both at once"), 2);
-    let record = store.run(pair).await.expect("run");
-    assert_eq!((record.status, record.pending_interrupts), (RunStatus::Queued, 0));
-    assert!(store.interrupts(pair).await.expect("interrupts").iter().all(|i| i.decision.is_some()));
-
-    // The continuing owner claims the queued run and commits the step.
-    assert_eq!(store.claim(run, 3, Owner::current(), i64::MAX).await.expect("claim"), 4);
-    store.commit(step(run, 4, 2, 4, false)).await.expect("step 2");
-    assert!(store.interrupts(run).await.expect("interrupts").is_empty(), "a new step has none");
-    let last = store.checkpoint(run, None).await.expect("last checkpoint");
-    assert!(last.interrupts.is_empty(), "{:?}", last.interrupts);
 }
 
 async fn past_checkpoints_are_readable(store: &dyn Store) {

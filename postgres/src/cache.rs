@@ -1,0 +1,90 @@
+//! The node cache (`Store::cache_get` / `cache_put`) and the thread check
+//! of a run that continues its thread.
+
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Transaction;
+use tollgate_checkpoint::{Blob, StoreError, ThreadTurn};
+
+use crate::ops::column;
+use crate::store::{client_error, PostgresStore};
+
+impl PostgresStore {
+    /// An unexpired cached output.
+    pub(crate) async fn cached(
+        &self,
+        scope: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> Result<Option<Blob>, StoreError> {
+        let (client, statement) = self
+            .prepared(
+                "SELECT value FROM node_cache WHERE scope = $1 AND key = $2 AND expires_ms > $3",
+            )
+            .await?;
+        let row = client
+            .query_opt(&statement, &[&scope as &(dyn ToSql + Sync), &key, &now_ms])
+            .await
+            .map_err(client_error)?;
+        match row {
+            Some(row) => {
+                let bytes: Vec<u8> = column(&row, 0)?;
+                Blob::from_bytes(&bytes)
+                    .map(Some)
+                    .map_err(|source| StoreError::Backend { source: Box::new(source) })
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Stores a cached output, removing the scope's expired ones: one
+    /// statement, one round trip.
+    pub(crate) async fn cache(
+        &self,
+        scope: &str,
+        key: &str,
+        value: Blob,
+        expires_at_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let (client, statement) = self
+            .prepared(
+                "WITH purged AS (DELETE FROM node_cache WHERE scope = $1 AND expires_ms <= $5) \
+                 INSERT INTO node_cache (scope, key, expires_ms, value) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (scope, key) DO UPDATE SET expires_ms = EXCLUDED.expires_ms, \
+                 value = EXCLUDED.value",
+            )
+            .await?;
+        client
+            .execute(
+                &statement,
+                &[&scope as &(dyn ToSql + Sync), &key, &expires_at_ms, &value.to_bytes(), &now_ms],
+            )
+            .await
+            .map_err(client_error)?;
+        Ok(())
+    }
+}
+
+/// Within `tx`: locks `thread` (an advisory lock, so that of two starts on
+/// one thread one sees the other) and checks its latest run against `turn`.
+pub(crate) async fn check_turn(
+    tx: &Transaction<'_>,
+    thread: &str,
+    turn: ThreadTurn,
+) -> Result<(), StoreError> {
+    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", &[&thread])
+        .await
+        .map_err(client_error)?;
+    let row = tx
+        .query_opt(
+            "SELECT id, status FROM runs WHERE thread = $1 ORDER BY id DESC LIMIT 1",
+            &[&thread],
+        )
+        .await
+        .map_err(client_error)?;
+    let latest: Option<(String, String)> = match row {
+        Some(row) => Some((column(&row, 0)?, column(&row, 1)?)),
+        None => None,
+    };
+    turn.check_stored(thread, latest.as_ref().map(|(id, status)| (id.as_str(), status.as_str())))
+}
