@@ -38,8 +38,8 @@ pub use owner::Owner;
 pub use record::{
     Answer, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, GraphRef, HistoryPage,
     InterruptRecord, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage,
-    RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, ThreadTurn,
-    Transition,
+    RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite,
+    ThreadTurn, Transition,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Checkpointing, Durability, SqliteOptions, SqliteStore};

@@ -11,7 +11,7 @@ use crate::owner::Owner;
 use crate::record::{
     CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun,
     PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord, StoredCheckpoint,
-    TaskUpdate, TaskWrite, Transition,
+    TaskProgress, TaskUpdate, TaskWrite, Transition,
 };
 use crate::store::{Store, StoreError};
 
@@ -41,6 +41,8 @@ struct StoredRun {
     step_times: Vec<i64>,
     /// Pending writes of the step after `record.step`, by task index.
     pending: HashMap<u32, TaskUpdate>,
+    /// Progress records of the step after `record.step`, by task index.
+    progress: HashMap<u32, TaskUpdate>,
     events: Vec<EventRecord>,
     attachment: Option<String>,
     interrupts: Vec<InterruptRecord>,
@@ -145,6 +147,7 @@ impl Store for MemoryStore {
                 steps: Vec::new(),
                 step_times: vec![run.created_at_ms],
                 pending: HashMap::new(),
+                progress: HashMap::new(),
                 events: run.events,
                 interrupts: Vec::new(),
                 attachment: run.attachment,
@@ -185,6 +188,7 @@ impl Store for MemoryStore {
         if let Some(mut step) = transition.step {
             record.step = step.step;
             stored.pending.clear();
+            stored.progress.clear();
             if let Some(snapshot) = step.snapshot.take() {
                 stored.snapshots.push((step.step, snapshot));
             }
@@ -209,6 +213,25 @@ impl Store for MemoryStore {
         for update in write.updates {
             stored.pending.entry(update.task.index).or_insert(update);
         }
+        Ok(())
+    }
+
+    async fn put_task_progress(&self, write: TaskProgress) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        let stored = inner.get_mut(write.run)?;
+        check_writer(stored, write.epoch)?;
+        let expected = stored.record.step + 1;
+        if write.progress.task.step != expected {
+            return Err(StoreError::StepOutOfOrder {
+                run: write.run,
+                current: stored.record.step,
+                found: write.progress.task.step,
+            });
+        }
+        check_events(write.run, stored.record.last_seq, &write.events)?;
+        stored.record.last_seq += write.events.len() as u64;
+        stored.events.extend(write.events);
+        stored.progress.insert(write.progress.task.index, write.progress);
         Ok(())
     }
 
@@ -314,12 +337,18 @@ impl Store for MemoryStore {
             0 => stored.initial_frontier.clone(),
             step => stored.steps[step as usize - 1].frontier.clone(),
         };
-        let (mut pending, interrupts): (Vec<TaskUpdate>, _) = if step == current {
-            (stored.pending.values().cloned().collect(), stored.interrupts_at(step + 1))
-        } else {
-            (Vec::new(), Vec::new())
-        };
+        let (mut pending, mut progress, interrupts): (Vec<TaskUpdate>, Vec<TaskUpdate>, _) =
+            if step == current {
+                (
+                    stored.pending.values().cloned().collect(),
+                    stored.progress.values().cloned().collect(),
+                    stored.interrupts_at(step + 1),
+                )
+            } else {
+                (Vec::new(), Vec::new(), Vec::new())
+            };
         pending.sort_by_key(|update| update.task.index);
+        progress.sort_by_key(|update| update.task.index);
         let mut record = stored.record();
         record.step = step;
         Ok(StoredCheckpoint {
@@ -329,6 +358,7 @@ impl Store for MemoryStore {
             deltas,
             frontier,
             pending,
+            progress,
             interrupts,
         })
     }

@@ -402,6 +402,24 @@ pub struct TaskWrite {
     pub updates: Vec<TaskUpdate>,
 }
 
+/// The progress of one task of the step in flight that runs a subgraph
+/// (the subgraph's own checkpoint), with the events emitted since the
+/// run's last write: replaced at each of the subgraph's steps, read back
+/// with the checkpoint ([`StoredCheckpoint::progress`]), dropped when the
+/// step commits.
+#[derive(Debug, Clone)]
+pub struct TaskProgress {
+    /// The run.
+    pub run: RunId,
+    /// The writer's ownership epoch.
+    pub epoch: u64,
+    /// The task (of the step after the run's last committed one) and its
+    /// progress record (the engine's).
+    pub progress: TaskUpdate,
+    /// Events to append to the run's log, numbered after its last one.
+    pub events: Vec<EventRecord>,
+}
+
 /// A run as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunRecord {
@@ -485,6 +503,9 @@ pub struct StoredCheckpoint {
     pub frontier: Blob,
     /// Updates already stored for tasks of the next step.
     pub pending: Vec<TaskUpdate>,
+    /// Progress records of unfinished tasks of the next step (subgraphs
+    /// part way through), by task position; empty for a past checkpoint.
+    pub progress: Vec<TaskUpdate>,
     /// Interrupts of the next step (the step in flight), answered or not,
     /// in the order they were raised; empty for a past checkpoint.
     pub interrupts: Vec<InterruptRecord>,

@@ -7,7 +7,7 @@ use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{
     DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter,
-    RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskWrite, Transition,
+    RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress, TaskWrite, Transition,
 };
 
 /// Durable home of runs, checkpoints, pending task writes and events.
@@ -29,6 +29,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Stores finished tasks' updates ahead of their step's commit, all or
     /// none. Writing the same task twice keeps the first write.
     async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError>;
+
+    /// Replaces the progress record of one task of the step in flight (a
+    /// subgraph's own checkpoint) and appends `events` to the run's log,
+    /// all or none, fenced like every write. The last record written is
+    /// read back with the checkpoint ([`StoredCheckpoint::progress`]); the
+    /// step's commit drops it.
+    async fn put_task_progress(&self, progress: TaskProgress) -> Result<(), StoreError>;
 
     /// Takes ownership of a run that is not terminal, to continue it, if
     /// its epoch is still `expected_epoch` (compare-and-set: of two

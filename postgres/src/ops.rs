@@ -6,7 +6,8 @@ use tokio_postgres::{IsolationLevel, Row, Statement};
 use tollgate_checkpoint::{
     Blob, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, GraphRef, HistoryPage,
     InterruptRecord, NewRun, Owner, PageRequest, RunFailure, RunFilter, RunId, RunPage, RunRecord,
-    RunStatus, Store, StoreError, StoredCheckpoint, TaskKey, TaskUpdate, TaskWrite, Transition,
+    RunStatus, Store, StoreError, StoredCheckpoint, TaskKey, TaskProgress, TaskUpdate, TaskWrite,
+    Transition,
 };
 
 use crate::cache::check_turn;
@@ -303,6 +304,37 @@ impl Store for PostgresStore {
             .map_err(|error| Refusal { epoch: write.epoch, ..Refusal::new(run) }.map(error))
     }
 
+    async fn put_task_progress(&self, write: TaskProgress) -> Result<(), StoreError> {
+        let run = write.run;
+        let (first_seq, count) = event_span(run, &write.events)?;
+        let task = &write.progress.task;
+        let (client, statement) = self
+            .prepared("SELECT tollgate_put_task_progress($1, $2, $3, $4, $5, $6, $7, $8, $9)")
+            .await?;
+        let id = run.to_string();
+        client
+            .execute(
+                &statement,
+                &[
+                    &id,
+                    &sql_int(write.epoch),
+                    &sql_int(task.step),
+                    &(task.index as i32),
+                    &task.node,
+                    &write.progress.update.to_bytes(),
+                    &first_seq,
+                    &count,
+                    &EventRecord::join_lines(&write.events),
+                ],
+            )
+            .await
+            .map(drop)
+            .map_err(|error| {
+                let refusal = Refusal { epoch: write.epoch, step: task.step, ..Refusal::new(run) };
+                Refusal { first_seq: first_seq as u64, ..refusal }.map(error)
+            })
+    }
+
     async fn claim(
         &self,
         run: RunId,
@@ -390,7 +422,7 @@ impl Store for PostgresStore {
         .map_err(client_error)?;
         let last = step == current;
         let (this, following): (Params<'_>, Params<'_>) = ([&id, &at], [&id, &next]);
-        let (snapshot, deltas, frontier, pending, interrupts) = tokio::try_join!(
+        let (snapshot, deltas, frontier, pending_rows, interrupts) = tokio::try_join!(
             tx.query_one(&snapshot, &this),
             tx.query(&deltas, &this),
             tx.query_one(&frontier, &this),
@@ -438,19 +470,25 @@ impl Store for PostgresStore {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let frontier = blob_at(run, step, column(&frontier, 0)?)?;
-        let pending = pending
-            .iter()
-            .map(|row| {
-                Ok(TaskUpdate {
-                    task: TaskKey {
-                        step: step + 1,
-                        index: column::<i32>(row, 0)? as u32,
-                        node: column(row, 1)?,
-                    },
-                    update: blob_at(run, step + 1, column(row, 2)?)?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        // Progress records share the table under negative task numbers
+        // (task i is -1 - i).
+        let (mut pending, mut progress) = (Vec::new(), Vec::new());
+        for row in &pending_rows {
+            let task = column::<i32>(row, 0)?;
+            let update = TaskUpdate {
+                task: TaskKey {
+                    step: step + 1,
+                    index: if task < 0 { (-1 - task) as u32 } else { task as u32 },
+                    node: column(row, 1)?,
+                },
+                update: blob_at(run, step + 1, column(row, 2)?)?,
+            };
+            match task < 0 {
+                true => progress.push(update),
+                false => pending.push(update),
+            }
+        }
+        progress.sort_by_key(|update: &TaskUpdate| update.task.index);
         let interrupts = interrupts
             .iter()
             .map(|row| interrupt_from_row(run, row))
@@ -463,6 +501,7 @@ impl Store for PostgresStore {
             deltas,
             frontier,
             pending,
+            progress,
             interrupts,
         })
     }

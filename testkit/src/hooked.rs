@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use tollgate_checkpoint::{
     Blob, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, Owner, PageRequest,
     RunFilter, RunId, RunPage, RunRecord, RunStatus, Store, StoreError, StoredCheckpoint,
-    TaskWrite, Transition,
+    TaskProgress, TaskWrite, Transition,
 };
 
 /// What a [`HookedStore`] calls around the wrapped store. Every hook has a
@@ -20,6 +20,8 @@ pub trait StoreHooks: Send + Sync + std::fmt::Debug + 'static {
     fn after_commit(&self, _run: RunId, _step: Option<u64>, _status: RunStatus) {}
     /// Pending task writes were stored: (step, task) of each.
     fn after_task_writes(&self, _tasks: &[(u64, u32)]) {}
+    /// A subgraph's progress was stored: (step, task).
+    fn after_task_progress(&self, _task: (u64, u32)) {}
     /// A checkpoint was read; return it as the engine should see it (to
     /// damage it, say).
     fn on_checkpoint(&self, checkpoint: StoredCheckpoint) -> StoredCheckpoint {
@@ -75,6 +77,13 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
             write.updates.iter().map(|u| (u.task.step, u.task.index)).collect();
         self.inner.put_task_writes(write).await?;
         self.hooks.after_task_writes(&tasks);
+        Ok(())
+    }
+
+    async fn put_task_progress(&self, progress: TaskProgress) -> Result<(), StoreError> {
+        let task = (progress.progress.task.step, progress.progress.task.index);
+        self.inner.put_task_progress(progress).await?;
+        self.hooks.after_task_progress(task);
         Ok(())
     }
 

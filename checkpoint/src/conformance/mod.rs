@@ -18,14 +18,16 @@ use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
     Cursor, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest, RunFailure, RunFilter,
-    RunStatus, StepRecord, StoredCheckpoint, TaskUpdate, TaskWrite, Transition,
+    RunStatus, StepRecord, StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite, Transition,
 };
 use crate::store::{Store, StoreError};
 
 mod decisions;
+mod progress;
 mod threads;
 
 use decisions::decisions_are_compare_and_set;
+use progress::task_progress_is_replaced_and_dropped_with_its_step;
 use threads::{a_thread_runs_one_leg_at_a_time, cached_outputs_expire_and_stay_in_their_scope};
 
 /// Runs every case, each on a fresh store from `make`.
@@ -54,12 +56,13 @@ where
     deleting_removes_every_row_of_one_run(&make().await).await;
     a_thread_runs_one_leg_at_a_time(&make().await).await;
     cached_outputs_expire_and_stay_in_their_scope(&make().await).await;
+    task_progress_is_replaced_and_dropped_with_its_step(&make().await).await;
 }
 
 /// What a checkpoint holds, comparably.
-fn shape(checkpoint: StoredCheckpoint) -> (u64, usize, usize, Vec<InterruptRecord>) {
-    let StoredCheckpoint { snapshot_step, deltas, pending, interrupts, .. } = checkpoint;
-    (snapshot_step, deltas.len(), pending.len(), interrupts)
+fn shape(checkpoint: StoredCheckpoint) -> (u64, usize, usize, usize, Vec<InterruptRecord>) {
+    let StoredCheckpoint { snapshot_step, deltas, pending, progress, interrupts, .. } = checkpoint;
+    (snapshot_step, deltas.len(), pending.len(), progress.len(), interrupts)
 }
 
 async fn deleting_removes_every_row_of_one_run(store: &dyn Store) {
@@ -71,6 +74,8 @@ async fn deleting_removes_every_row_of_one_run(store: &dyn Store) {
         store.commit(step(run, 1, 1, 2, true)).await.expect("step 1");
         let write = TaskWrite { run, epoch: 1, updates: vec![update(2, 0, 7)] };
         store.put_task_writes(write).await.expect("pending write");
+        let progress = TaskProgress { run, epoch: 1, progress: update(2, 1, 8), events: vec![] };
+        store.put_task_progress(progress).await.expect("progress");
         let pause = Transition {
             step: None,
             status: RunStatus::AwaitingHitl,

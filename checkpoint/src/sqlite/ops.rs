@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::rows::{
-    blob_at, check_events, check_writer, key, last_key, load_owner, load_run, load_writer,
-    run_from_row, SELECT_RUN,
+    blob_at, check_events, check_writer, corrupt_row, key, last_key, load_owner, load_run,
+    load_writer, run_from_row, SELECT_RUN,
 };
 use super::{frame, Abort, SqliteStore};
 use crate::codec::Blob;
@@ -13,8 +13,8 @@ use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
     CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage, InterruptRecord,
-    NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskUpdate,
-    TaskWrite, Transition,
+    NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress,
+    TaskUpdate, TaskWrite, Transition,
 };
 use crate::store::{Store, StoreError};
 
@@ -220,6 +220,50 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn put_task_progress(&self, write: TaskProgress) -> Result<(), StoreError> {
+        let run = write.run;
+        let task = &write.progress.task;
+        let payload = write.progress.update.to_bytes();
+        let events = EventRecord::join_lines(&write.events);
+        let id = run.to_string();
+        self.write(|tx| {
+            let record = load_writer(tx, run)?;
+            let num = record.num;
+            check_writer(run, record.status, record.epoch, write.epoch)?;
+            if task.step != record.step + 1 {
+                let (current, found) = (record.step, task.step);
+                return Err(StoreError::StepOutOfOrder { run, current, found }.into());
+            }
+            check_events(run, record.last_seq, &write.events)?;
+            // Progress shares the pending writes' table, under negative
+            // task numbers (task i is -1 - i), so the step's commit and
+            // the run's deletion drop it with them.
+            tx.prepare_cached(
+                "INSERT INTO pending_writes (num, step, task, node, payload) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (num, step, task) \
+                 DO UPDATE SET node = excluded.node, payload = excluded.payload",
+            )?
+            .execute(params![
+                num,
+                task.step as i64,
+                -1 - i64::from(task.index),
+                task.node,
+                payload
+            ])?;
+            let count = write.events.len() as i64;
+            if count > 0 {
+                let first_seq = record.last_seq as i64 + 1;
+                let insert = "INSERT INTO events (num, first_seq, count, lines) \
+                     VALUES (?1, ?2, ?3, ?4)";
+                tx.prepare_cached(insert)?.execute(params![num, first_seq, count, events])?;
+                tx.prepare_cached("UPDATE runs SET last_seq = ?2 WHERE id = ?1")?
+                    .execute(params![id, first_seq + count - 1])?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     async fn claim(
         &self,
         run: RunId,
@@ -298,6 +342,7 @@ impl Store for SqliteStore {
                 .query_row(params![key(num, step)], |row| row.get(0))?;
             let frontier = blob_at(run, step, &frontier)?;
             let mut pending = Vec::new();
+            let mut progress = Vec::new();
             let mut interrupts = Vec::new();
             if step == current {
                 let next = step + 1;
@@ -307,11 +352,20 @@ impl Store for SqliteStore {
                 )?;
                 let mut rows = stmt.query(params![num, next as i64])?;
                 while let Some(row) = rows.next()? {
-                    pending.push(TaskUpdate {
-                        task: TaskKey { step: next, index: row.get(0)?, node: row.get(1)? },
+                    let task: i64 = row.get(0)?;
+                    let index = if task < 0 { -1 - task } else { task };
+                    let index = u32::try_from(index)
+                        .map_err(|_| corrupt_row(format!("run {run}: task number {task}")))?;
+                    let update = TaskUpdate {
+                        task: TaskKey { step: next, index, node: row.get(1)? },
                         update: blob_at(run, next, &row.get::<_, Vec<u8>>(2)?)?,
-                    });
+                    };
+                    match task < 0 {
+                        true => progress.push(update),
+                        false => pending.push(update),
+                    }
                 }
+                progress.sort_by_key(|update| update.task.index);
                 interrupts = interrupts_at(tx, run, num, next)?;
             }
             record.step = step;
@@ -322,6 +376,7 @@ impl Store for SqliteStore {
                 deltas,
                 frontier,
                 pending,
+                progress,
                 interrupts,
             })
         })

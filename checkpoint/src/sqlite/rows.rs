@@ -34,7 +34,7 @@ pub(super) fn last_key(num: i64) -> i64 {
     key(num, 0xffff_ffff)
 }
 
-fn corrupt_row(what: String) -> Abort {
+pub(super) fn corrupt_row(what: String) -> Abort {
     Abort::Refused(StoreError::Backend { source: what.into() })
 }
 
