@@ -109,6 +109,18 @@ pub struct Interrupt {
 }
 
 impl Interrupt {
+    /// The request a stored interrupt made (a subgraph's, raised again in
+    /// its parent).
+    pub(crate) fn from_record(record: &InterruptRecord) -> Self {
+        Self {
+            kind: record.kind.clone(),
+            payload: record.payload.clone(),
+            decisions: PendingInterrupt::from_record(record).decisions,
+            schema: record.schema.clone(),
+            handles_rejection: record.rejection_routed,
+        }
+    }
+
     /// An interrupt of `kind` (`approval`, `question`, ...) showing
     /// `payload`; every decision is accepted until [`Interrupt::allow`]
     /// narrows them.
@@ -151,6 +163,8 @@ impl Interrupt {
 pub(crate) struct Raised {
     pub(crate) ordinal: u32,
     pub(crate) request: Interrupt,
+    /// Raised inside a subgraph: the (path, id) of the node that asked.
+    pub(crate) origin: Option<(String, String)>,
 }
 
 /// The stable id of an interrupt: `RUN.STEP.TASK.ORDINAL` (ordinals of

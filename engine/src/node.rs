@@ -37,6 +37,27 @@ pub struct NodeContext {
     pub(crate) emitter: Arc<Emitter>,
     /// For a cached node: the store, and whether the output came from it.
     pub(crate) cache: Option<Arc<crate::exec::CacheAccess>>,
+    /// Inside a subgraph: where (prefixed to node ids and names).
+    pub(crate) ns: Option<Arc<Namespace>>,
+    /// For a subgraph node: what it needs to run its graph.
+    pub(crate) subgraph: Option<Arc<crate::exec::SubgraphAccess>>,
+}
+
+/// Where a subgraph's nodes run, as their events name them: node ids
+/// `review:3.0/draft:2.0`, node paths `review/draft`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Namespace {
+    /// The enclosing task's id (`review:3.0`, or deeper).
+    pub(crate) id: String,
+    /// The enclosing node's path (`review`, or deeper).
+    pub(crate) path: String,
+}
+
+impl Namespace {
+    /// A node's (path, id) under this namespace.
+    pub(crate) fn qualify(&self, name: &str, id: &str) -> (String, String) {
+        (format!("{}/{name}", self.path), format!("{}/{id}", self.id))
+    }
 }
 
 impl Clone for NodeContext {
@@ -53,6 +74,8 @@ impl Clone for NodeContext {
             ordinal: AtomicU32::new(self.ordinal.load(Ordering::SeqCst)),
             emitter: Arc::clone(&self.emitter),
             cache: self.cache.clone(),
+            ns: self.ns.clone(),
+            subgraph: self.subgraph.clone(),
         }
     }
 }
@@ -126,7 +149,7 @@ impl NodeContext {
         let ordinal = self.ordinal.fetch_add(1, Ordering::SeqCst);
         match self.decisions.get(&ordinal) {
             Some(decision) => Ok(decision.clone()),
-            None => Err(NodeError::paused(Raised { ordinal, request })),
+            None => Err(NodeError::paused(Raised { ordinal, request, origin: None })),
         }
     }
 
@@ -149,9 +172,13 @@ impl NodeContext {
             return Err(EmitError::Reserved { kind: event.kind() });
         }
         let id = node_id(&self.node, self.step, self.task);
+        let (name, id) = match &self.ns {
+            Some(ns) => ns.qualify(&self.node, &id),
+            None => (self.node.to_string(), id),
+        };
         self.emitter.tick();
         self.emitter
-            .emit(Some((&self.node, &id)), event, Live::Now)
+            .emit(Some((&name, &id)), event, Live::Now)
             .map_err(|source| EmitError::Encode { source })
     }
 
@@ -221,8 +248,26 @@ pub struct NodeError {
     source: Box<dyn std::error::Error + Send + Sync>,
     retryable: bool,
     class: Option<String>,
-    pub(crate) paused: Option<Box<Raised>>,
+    pub(crate) signal: Option<Box<Signal>>,
 }
+
+/// What a [`NodeError`] tells the driver besides a failure.
+#[derive(Debug)]
+pub(crate) enum Signal {
+    /// The node paused for decisions (a subgraph may raise several).
+    Paused(Vec<Raised>),
+    /// A subgraph stopped at a step boundary because the run was asked to
+    /// (cancel, release): the run stops too, its step unfinished.
+    Stopped,
+    /// A subgraph's leg ended on an error the run reports as its own (the
+    /// store refused a write: fenced, gone).
+    Halted(crate::exec::RunError),
+}
+
+/// The cause of a [`NodeError`] that stopped a subgraph with its run.
+#[derive(Debug, thiserror::Error)]
+#[error("the subgraph stopped with its run")]
+struct Stopped;
 
 /// The cause of a [`NodeError`] that paused its node for a decision.
 #[derive(Debug, thiserror::Error)]
@@ -234,27 +279,33 @@ pub struct Paused {
 impl NodeError {
     /// A failure that retrying will not fix.
     pub fn fatal(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        Self { source: source.into(), retryable: false, class: None, paused: None }
+        Self { source: source.into(), retryable: false, class: None, signal: None }
     }
 
     fn paused(raised: Raised) -> Self {
-        let ordinal = raised.ordinal;
-        Self {
-            source: Box::new(Paused { ordinal }),
-            retryable: false,
-            class: None,
-            paused: Some(Box::new(raised)),
-        }
+        Self::signal(Signal::Paused(vec![raised]))
+    }
+
+    /// An error that carries `signal` to the driver.
+    pub(crate) fn signal(signal: Signal) -> Self {
+        let source: Box<dyn std::error::Error + Send + Sync> = match &signal {
+            Signal::Paused(raised) => {
+                Box::new(Paused { ordinal: raised.first().map_or(0, |raised| raised.ordinal) })
+            }
+            Signal::Stopped => Box::new(Stopped),
+            Signal::Halted(error) => error.to_string().into(),
+        };
+        Self { source, retryable: false, class: None, signal: Some(Box::new(signal)) }
     }
 
     /// Whether this is a pause for a decision rather than a failure.
     pub fn is_pause(&self) -> bool {
-        self.paused.is_some()
+        matches!(self.signal.as_deref(), Some(Signal::Paused(_)))
     }
 
     /// A failure the node's [`RetryPolicy`] may retry (a timeout, a 503).
     pub fn retryable(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        Self { source: source.into(), retryable: true, class: None, paused: None }
+        Self { source: source.into(), retryable: true, class: None, signal: None }
     }
 
     /// Whether the retry policy may retry it.

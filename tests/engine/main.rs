@@ -19,6 +19,8 @@
 //! - `send_sync`: compile-time `Send`/`Sync` assertions.
 //! - `sqlite`: the engine on the SQLite store: reopening, recovery, fencing,
 //!   lease renewal.
+//! - `subgraph`: subgraphs: own state, namespaced events, pauses, crashes
+//!   and cancels continued inside, `Send` instances, nested drawings.
 //! - `workers`: queued runs and workers (claims, release at shutdown,
 //!   decided and orphaned runs, foreign graphs).
 
@@ -39,5 +41,6 @@ mod retry;
 mod send_sync;
 mod sqlite;
 mod step_guard;
+mod subgraph;
 mod support;
 mod workers;

@@ -16,7 +16,7 @@ use tracing::Instrument;
 use crate::event::Event;
 use crate::graph::CompiledGraph;
 use crate::hitl::{interrupt_id, Decision, PendingInterrupt};
-use crate::node::NodeContext;
+use crate::node::{Namespace, NodeContext};
 use crate::state::{State, Write};
 
 use super::cancel::cancelled_elsewhere;
@@ -26,6 +26,7 @@ use super::error::RunError;
 use super::executor::{json_error, stop, RunOutcome};
 use super::plan::Frontier;
 use super::record::{TaskOutputRecord, FRONTIER_VERSION};
+use super::subgraph::{Nest, SubgraphAccess};
 use super::task::{encode_checked, is_rejected, rejected, Outcome, TaskDone, TaskRunner};
 
 /// Tracks delta bytes since the last snapshot (see `SnapshotPolicy`).
@@ -64,8 +65,16 @@ pub(crate) struct Leg<S: State> {
     pub(crate) breakpoints: Arc<Breakpoints>,
     /// Interrupts to store with the next transition.
     pub(crate) raised: Vec<InterruptRecord>,
+    /// The (path, id) of the node that raised each of `raised`.
+    pub(crate) origins: Vec<(String, String)>,
     /// What the leg waits for, when it pauses.
     pub(crate) paused: Vec<PendingInterrupt>,
+    /// Progress records of subgraph tasks of the next step, by task index.
+    pub(crate) progress: HashMap<u32, Blob>,
+    /// Inside a subgraph: where (node ids and paths are qualified by it).
+    pub(crate) ns: Option<Arc<Namespace>>,
+    /// Inside a subgraph: where its progress goes instead of commits.
+    pub(crate) nest: Option<Box<Nest>>,
 }
 
 /// Nodes to pause before and after (graph breakpoints and the run's own).
@@ -148,13 +157,14 @@ impl<S: State> Leg<S> {
     }
 
     /// Runs one super-step and commits it. `Some(status)` when the leg ended.
-    async fn step_once(&mut self) -> Result<Option<RunStatus>, RunError> {
+    pub(super) async fn step_once(&mut self) -> Result<Option<RunStatus>, RunError> {
         let step = self.step + 1;
         self.emitter.tick();
         let done = self.execute(step).await?;
         self.emitter.tick();
 
         let mut failure = None;
+        let mut stopped = false;
         let mut pauses = Vec::new();
         let mut updates = Vec::with_capacity(done.len());
         let mut writes = Vec::with_capacity(done.len());
@@ -196,34 +206,44 @@ impl<S: State> Leg<S> {
                     gotos.push((output.goto, task.rejected));
                 }
                 Outcome::Paused { raised, .. } => {
-                    let record = InterruptRecord {
-                        id: interrupt_id(self.run, step, task.index, raised.ordinal),
-                        step,
-                        task: task.index,
-                        ordinal: raised.ordinal,
-                        node: name.to_string(),
-                        kind: raised.request.kind,
-                        payload: raised.request.payload,
-                        decisions: raised
-                            .request
-                            .decisions
-                            .iter()
-                            .map(|d| d.as_str().to_owned())
-                            .collect(),
-                        schema: raised.request.schema,
-                        rejection_routed: self.graph.node(task.node).on_reject.is_some()
-                            || raised.request.handles_rejection,
-                        decision: None,
-                        raised_at_ms: self.emitter.now_ms(),
-                    };
-                    let interrupt = PendingInterrupt::from_record(&record);
-                    let event = Event::InterruptRaised {
-                        step,
-                        task: task.index,
-                        interrupt: interrupt.clone(),
-                    };
-                    self.emit(label(), event, Live::Now)?;
-                    pauses.push((record, interrupt));
+                    for raised in raised {
+                        let (path, at) = match raised.origin {
+                            Some(origin) => origin,
+                            None => self.qualify(&name, &id),
+                        };
+                        let record = InterruptRecord {
+                            id: interrupt_id(self.run, step, task.index, raised.ordinal),
+                            step,
+                            task: task.index,
+                            ordinal: raised.ordinal,
+                            node: path.clone(),
+                            kind: raised.request.kind,
+                            payload: raised.request.payload,
+                            decisions: raised
+                                .request
+                                .decisions
+                                .iter()
+                                .map(|d| d.as_str().to_owned())
+                                .collect(),
+                            schema: raised.request.schema,
+                            rejection_routed: self.graph.node(task.node).on_reject.is_some()
+                                || raised.request.handles_rejection,
+                            decision: None,
+                            raised_at_ms: self.emitter.now_ms(),
+                        };
+                        let interrupt = PendingInterrupt::from_record(&record);
+                        let event = Event::InterruptRaised {
+                            step,
+                            task: task.index,
+                            interrupt: interrupt.clone(),
+                        };
+                        self.emit_at(Some((&path, &at)), event, Live::Now)?;
+                        pauses.push((record, interrupt, (path, at)));
+                    }
+                    gotos.push((Vec::new(), false));
+                }
+                Outcome::Stopped => {
+                    stopped = true;
                     gotos.push((Vec::new(), false));
                 }
                 Outcome::Failed(error) => {
@@ -242,10 +262,26 @@ impl<S: State> Leg<S> {
         if let Some(error) = failure {
             return Err(self.fail(error).await);
         }
+        if stopped {
+            // A subgraph stopped with the run: so does the run, its step
+            // unfinished (the subgraph's progress is stored).
+            let status = match self.cancel.load(Ordering::SeqCst) {
+                stop::RELEASE => RunStatus::Queued,
+                _ => RunStatus::Interrupted,
+            };
+            self.emit_run_ended(status, None)?;
+            self.commit(None, status, None).await?;
+            return Ok(Some(status));
+        }
         if !pauses.is_empty() {
             // The step stays in flight: finished siblings are stored as
             // pending writes, the interrupts with this transition.
-            let (records, pending): (Vec<_>, Vec<_>) = pauses.into_iter().unzip();
+            let (mut records, mut pending) = (Vec::new(), Vec::new());
+            for (record, interrupt, origin) in pauses {
+                records.push(record);
+                pending.push(interrupt);
+                self.origins.push(origin);
+            }
             self.raised = records;
             self.paused = pending;
             self.emit_run_ended(RunStatus::AwaitingHitl, None)?;
@@ -265,6 +301,7 @@ impl<S: State> Leg<S> {
         let repeated = next.same_as(&self.frontier);
         self.frontier = next;
         self.reused.clear();
+        self.progress.clear();
         self.decisions.clear();
 
         let codec = self.config.codec;
@@ -279,8 +316,10 @@ impl<S: State> Leg<S> {
         self.snapshots.delta_bytes += updates.iter().map(|u| u.update.stored_len()).sum::<usize>();
         self.snapshots.steps += 1;
         let policy = &self.config.snapshots;
-        let snapshot = if self.snapshots.delta_bytes
-            >= self.snapshots.last_size.max(policy.min_delta_bytes)
+        let snapshot = if self.nest.is_some() {
+            // A subgraph's progress record holds its whole state.
+            None
+        } else if self.snapshots.delta_bytes >= self.snapshots.last_size.max(policy.min_delta_bytes)
             || self.snapshots.steps >= policy.max_steps_between
         {
             let blob = encode_checked::<S, S>(codec, &self.state, "state", self.run, step)?;
@@ -374,6 +413,19 @@ impl<S: State> Leg<S> {
                 Event::NodeStarted { step, task: index },
                 Live::Now,
             )?;
+            let subgraph = self.graph.node(task.node).subgraph.is_some().then(|| {
+                Arc::new(SubgraphAccess {
+                    store: Arc::clone(&self.store),
+                    epoch: self.epoch,
+                    config: self.config.clone(),
+                    cancel: Arc::clone(&self.cancel),
+                    progress: self.progress.remove(&index),
+                    within: self
+                        .nest
+                        .as_ref()
+                        .map(|nest| (Arc::clone(&nest.root), nest.path.clone())),
+                })
+            });
             let span = tracing::info_span!("node", node = %name, step, task = index);
             let ctx = NodeContext {
                 run_id: self.run,
@@ -393,6 +445,8 @@ impl<S: State> Leg<S> {
                         hit: std::sync::atomic::AtomicBool::new(false),
                     })
                 }),
+                ns: self.ns.clone(),
+                subgraph,
             };
             let runner = TaskRunner {
                 graph: self.graph.clone(),
@@ -477,17 +531,25 @@ impl<S: State> Leg<S> {
         done: &mut Vec<TaskDone<S::Update>>,
     ) -> Result<(), RunError> {
         let mut writes = Vec::new();
+        let mut kept = Vec::new();
         for task in &finished {
-            let blob = match &task.outcome {
-                Outcome::Output(_, blob) if siblings => Some(blob),
-                Outcome::Paused { output: Some((_, blob)), .. } => Some(blob),
+            let output = match &task.outcome {
+                Outcome::Output(output, blob) if siblings => Some((output, blob)),
+                Outcome::Paused { output: Some((output, blob)), .. } => Some((output, blob)),
                 _ => None,
             };
-            if let Some(blob) = blob {
+            if let Some((output, blob)) = output {
                 let node = self.graph.node(task.node).name.to_string();
+                if self.nest.is_some() {
+                    kept.push((task.index, node, output));
+                    continue;
+                }
                 let key = TaskKey { step, index: task.index, node };
                 writes.push(TaskUpdate { task: key, update: blob.clone() });
             }
+        }
+        if !kept.is_empty() {
+            self.keep_nested(kept).await?;
         }
         done.extend(finished);
         if !writes.is_empty() {
@@ -498,12 +560,47 @@ impl<S: State> Leg<S> {
         Ok(())
     }
 
+    /// A node's (path, id), qualified by the leg's namespace.
+    fn qualify(&self, name: &str, id: &str) -> (String, String) {
+        match &self.ns {
+            Some(ns) => ns.qualify(name, id),
+            None => (name.to_owned(), id.to_owned()),
+        }
+    }
+
+    /// Emits `event`, labelled with a node of this leg's graph.
     fn emit(
         &mut self,
         node: Option<(&str, &str)>,
         event: Event,
         live: Live,
     ) -> Result<(), RunError> {
+        match (node, self.ns.is_some()) {
+            (Some((name, id)), true) => {
+                let (path, id) = self.qualify(name, id);
+                self.emit_at(Some((&path, &id)), event, live)
+            }
+            _ => self.emit_at(node, event, live),
+        }
+    }
+
+    /// Emits `event`, labelled with a node's full (path, id). Inside a
+    /// subgraph the run's own events are left to the parent: checkpoints
+    /// and ends are the subgraph's progress, its interrupts are raised
+    /// again by the parent task.
+    fn emit_at(
+        &mut self,
+        node: Option<(&str, &str)>,
+        event: Event,
+        live: Live,
+    ) -> Result<(), RunError> {
+        let run_level = matches!(
+            event,
+            Event::CheckpointSaved { .. } | Event::RunEnded { .. } | Event::InterruptRaised { .. }
+        );
+        if self.nest.is_some() && run_level {
+            return Ok(());
+        }
         let (run, step) = (self.run, self.step);
         self.emitter.emit(node, event, live).map_err(|source| json_error(run, step, source))
     }
@@ -532,6 +629,15 @@ impl<S: State> Leg<S> {
         status: RunStatus,
         failure: Option<tollgate_checkpoint::RunFailure>,
     ) -> Result<(), RunError> {
+        if self.nest.is_some() {
+            // A subgraph's "commit" is its progress record; a failure is
+            // the parent's to record.
+            return match status {
+                RunStatus::Failed => Ok(()),
+                _ => self.write_progress(step.is_some()).await,
+            };
+        }
+        let _gate = self.emitter.writes.lock().await;
         let transition = Transition {
             run: self.run,
             epoch: self.epoch,
@@ -553,7 +659,7 @@ impl<S: State> Leg<S> {
     /// Records the failure (status, error, closing event) and hands the
     /// error back. A writer that lost the run (fenced) records nothing.
     async fn fail(&mut self, error: RunError) -> RunError {
-        if matches!(error, RunError::Store(_)) {
+        if matches!(error, RunError::Store(_)) || self.nest.is_some() {
             return error;
         }
         let failure = error.to_failure();

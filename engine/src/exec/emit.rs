@@ -38,6 +38,10 @@ pub(crate) struct Emitter {
     /// Stored events after which detail events are dropped.
     cap: u64,
     inner: Mutex<Inner>,
+    /// Held while a batch is taken and written (a step's commit, a
+    /// subgraph's progress): writes of one run reach the store in the
+    /// order their events were numbered.
+    pub(crate) writes: tokio::sync::Mutex<()>,
 }
 
 #[derive(Debug)]
@@ -72,7 +76,15 @@ impl Emitter {
             deferred: Vec::new(),
             capped: false,
         };
-        Self { run, prefix, clock, sink, cap: DEFAULT_EVENT_CAP, inner: Mutex::new(inner) }
+        Self {
+            run,
+            prefix,
+            clock,
+            sink,
+            cap: DEFAULT_EVENT_CAP,
+            inner: Mutex::new(inner),
+            writes: tokio::sync::Mutex::new(()),
+        }
     }
 
     /// Drops detail events once `cap` events are stored.

@@ -228,7 +228,14 @@ impl Executor {
             })
             .await?;
         emitter.committed();
-        let loaded = Loaded { state, step: 0, frontier, reused: HashMap::new(), snapshots };
+        let loaded = Loaded {
+            state,
+            step: 0,
+            frontier,
+            reused: HashMap::new(),
+            progress: HashMap::new(),
+            snapshots,
+        };
         Ok(self.leg(graph, run, epoch, config, loaded, emitter, HashMap::new(), breakpoints))
     }
 
@@ -408,7 +415,7 @@ impl Executor {
         decisions: HashMap<u32, Arc<BTreeMap<u32, Decision>>>,
         breakpoints: Breakpoints,
     ) -> Leg<S> {
-        let Loaded { state, step, frontier, reused, snapshots } = loaded;
+        let Loaded { state, step, frontier, reused, progress, snapshots } = loaded;
         Leg {
             graph: graph.clone(),
             store: Arc::clone(&self.store),
@@ -427,7 +434,11 @@ impl Executor {
             no_decisions: Arc::default(),
             breakpoints: Arc::new(breakpoints),
             raised: Vec::new(),
+            origins: Vec::new(),
             paused: Vec::new(),
+            progress,
+            ns: None,
+            nest: None,
         }
     }
 

@@ -30,6 +30,8 @@ pub(crate) struct Loaded<S: State> {
     pub(crate) step: u64,
     pub(crate) frontier: Frontier,
     pub(crate) reused: HashMap<u32, (TaskOutputRecord<S::Update>, Blob)>,
+    /// Progress records of subgraph tasks of the next step, by task.
+    pub(crate) progress: HashMap<u32, Blob>,
     pub(crate) snapshots: SnapshotTracker,
 }
 
@@ -87,12 +89,21 @@ pub(crate) fn decode<S: State>(
             pending.update.decode().map_err(decode_error(step + 1))?;
         reused.insert(pending.task.index, (output, pending.update));
     }
+    let mut progress = HashMap::new();
+    for record in checkpoint.progress {
+        let task = frontier.tasks.get(record.task.index as usize);
+        if task.is_some_and(|task| *graph.node(task.node).name == record.task.node) {
+            progress.insert(record.task.index, record.update);
+        } else {
+            tracing::warn!(%run, task = ?record.task, "ignoring a subgraph's progress that does not match the frontier");
+        }
+    }
     let snapshots = SnapshotTracker {
         last_size: checkpoint.snapshot.stored_len(),
         delta_bytes,
         steps: checkpoint.deltas.len() as u64,
     };
-    Ok(Loaded { state, step, frontier, reused, snapshots })
+    Ok(Loaded { state, step, frontier, reused, progress, snapshots })
 }
 
 /// A damaged blob is corruption of that run; an intact one that does not

@@ -14,7 +14,7 @@ use tollgate_checkpoint::{__failpoint, Blob, Codec, RunId};
 
 use crate::graph::CompiledGraph;
 use crate::hitl::{Decision, DecisionKind, Interrupt, Raised, AFTER, BEFORE};
-use crate::node::{splitmix64, NodeContext, NodeError, NodeFuture, NodeOutput};
+use crate::node::{splitmix64, NodeContext, NodeError, NodeFuture, NodeOutput, Signal};
 use crate::route::Goto;
 use crate::state::State;
 
@@ -25,11 +25,15 @@ use super::record::{TaskOutputRecord, TaskOutputRef, STATE_VERSION, TASK_OUTPUT_
 pub(crate) enum Outcome<U> {
     /// It produced an output (encoded).
     Output(TaskOutputRecord<U>, Blob),
-    /// It asked a person. A breakpoint after the node keeps the output it
-    /// produced, to be stored and reused on resume.
-    Paused { raised: Raised, output: Option<(TaskOutputRecord<U>, Blob)> },
+    /// It asked a person (a subgraph may ask several at once). A
+    /// breakpoint after the node keeps the output it produced, to be
+    /// stored and reused on resume.
+    Paused { raised: Vec<Raised>, output: Option<(TaskOutputRecord<U>, Blob)> },
     /// It failed for good.
     Failed(RunError),
+    /// Its subgraph stopped at a step boundary with the run (cancel,
+    /// release); the step stays unfinished.
+    Stopped,
 }
 
 /// A finished task.
@@ -61,7 +65,7 @@ pub(crate) struct TaskRunner<S: State> {
 fn breakpoint(node: &str, when: &str, ordinal: u32) -> Raised {
     let request = Interrupt::new(crate::hitl::BREAKPOINT, json!({ "node": node, "when": when }))
         .allow([DecisionKind::Approve, DecisionKind::Reject]);
-    Raised { ordinal, request }
+    Raised { ordinal, request, origin: None }
 }
 
 impl<S: State> TaskRunner<S> {
@@ -81,7 +85,7 @@ impl<S: State> TaskRunner<S> {
             rejected: false,
         };
         if self.break_before && !ctx.decisions.contains_key(&BEFORE) {
-            let raised = breakpoint(&node.name, "before", BEFORE);
+            let raised = vec![breakpoint(&node.name, "before", BEFORE)];
             return done(0, Vec::new(), Outcome::Paused { raised, output: None });
         }
         let max_attempts = node.retry.as_ref().map_or(1, |policy| policy.max_attempts);
@@ -94,9 +98,13 @@ impl<S: State> TaskRunner<S> {
             __failpoint("node:after");
             match result {
                 Ok(Ok(output)) => break Ok(output),
-                Ok(Err(mut error)) if error.is_pause() => {
-                    let raised = *error.paused.take().expect("a pause carries its interrupt");
-                    return done(ctx.attempt, retries, Outcome::Paused { raised, output: None });
+                Ok(Err(NodeError { signal: Some(signal), .. })) => {
+                    let outcome = match *signal {
+                        Signal::Paused(raised) => Outcome::Paused { raised, output: None },
+                        Signal::Stopped => Outcome::Stopped,
+                        Signal::Halted(error) => Outcome::Failed(error),
+                    };
+                    return done(ctx.attempt, retries, outcome);
                 }
                 Ok(Err(error)) if error.is_retryable() && ctx.attempt < max_attempts => {
                     let policy = node.retry.as_ref().expect("max_attempts > 1 implies a policy");
@@ -123,7 +131,7 @@ impl<S: State> TaskRunner<S> {
         let outcome = match result.and_then(|output| self.record(output, step, ctx.run_id)) {
             Err(error) => Outcome::Failed(error),
             Ok(output) if self.break_after && !ctx.decisions.contains_key(&AFTER) => {
-                let raised = breakpoint(&node.name, "after", AFTER);
+                let raised = vec![breakpoint(&node.name, "after", AFTER)];
                 Outcome::Paused { raised, output: Some(output) }
             }
             Ok((output, blob)) => Outcome::Output(output, blob),

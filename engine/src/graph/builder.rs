@@ -7,7 +7,7 @@ use crate::node::{NodeContext, NodeError, NodeFn, NodeOutput, RetryPolicy, Route
 use crate::route::{Command, Route};
 use crate::state::State;
 
-use super::compiled::CompiledGraph;
+use super::compiled::{CompiledGraph, Outline};
 use super::validate::{self, CompileError};
 
 /// Builds a graph of nodes over state `S`; [`StateGraph::compile`] checks it.
@@ -50,6 +50,8 @@ pub(super) struct NodeDecl<S: State> {
     pub(super) run: NodeFn<S>,
     /// Declared `Command` targets, for command nodes.
     pub(super) destinations: Option<Vec<String>>,
+    /// For a subgraph node: the subgraph's outline.
+    pub(super) subgraph: Option<Arc<Outline>>,
 }
 
 pub(super) struct RouteDecl<S: State> {
@@ -115,7 +117,7 @@ impl<S: State> StateGraph<S> {
             let future = run(state, ctx);
             Box::pin(async move { future.await.map(NodeOutput::Update) })
         });
-        self.nodes.push(NodeDecl { name: name.into(), run, destinations: None });
+        self.nodes.push(NodeDecl { name: name.into(), run, destinations: None, subgraph: None });
         self
     }
 
@@ -138,7 +140,96 @@ impl<S: State> StateGraph<S> {
             Box::pin(async move { future.await.map(NodeOutput::Command) })
         });
         let destinations = destinations.into_iter().map(Into::into).collect();
-        self.nodes.push(NodeDecl { name: name.into(), run, destinations: Some(destinations) });
+        self.nodes.push(NodeDecl {
+            name: name.into(),
+            run,
+            destinations: Some(destinations),
+            subgraph: None,
+        });
+        self
+    }
+
+    /// Adds `graph` as node `name`: a subgraph with its own state type,
+    /// run inside the parent's task. `input` makes its input from the
+    /// parent's state (and, for a task started by a `Send`, that input);
+    /// `output` turns its final state into the parent's update.
+    ///
+    /// The subgraph's steps are checkpointed as part of the parent run
+    /// (see [`Store::put_task_progress`](tollgate_checkpoint::Store::put_task_progress)):
+    /// a crash inside it continues inside it; an interrupt inside it
+    /// pauses the parent run, is decided on the parent run like any other,
+    /// and resumes inside it. Its events carry the enclosing task in their
+    /// `node_id` (`review:3.0/draft:2.0`) and `node` (`review/draft`). Its
+    /// steps count against the run's `max_steps` on their own (each
+    /// instance from 0). The subgraph's own breakpoints apply; a run's
+    /// breakpoints (by node name) name the parent's nodes only.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use serde::{Deserialize, Serialize};
+    /// use tollgate_checkpoint::MemoryStore;
+    /// use tollgate_engine::{Executor, GraphState, RunConfig, StateGraph, END, START};
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// #[graph_state(crate = tollgate_engine)]
+    /// struct Draft {
+    ///     text: String,
+    /// }
+    ///
+    /// #[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+    /// #[graph_state(crate = tollgate_engine)]
+    /// struct Doc {
+    ///     topic: String,
+    ///     #[reducer(append)]
+    ///     drafts: Vec<String>,
+    /// }
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let writer = StateGraph::<Draft>::new("writer", 1)
+    ///     .node("draft", |s: Arc<Draft>, _ctx| async move {
+    ///         Ok(DraftUpdate::default().text(format!("{} (drafted)", s.text)))
+    ///     })
+    ///     .edge(START, "draft")
+    ///     .edge("draft", END)
+    ///     .compile()
+    ///     .unwrap();
+    /// let graph = StateGraph::<Doc>::new("doc", 1)
+    ///     .subgraph(
+    ///         "write",
+    ///         writer,
+    ///         |doc: &Doc, _send| Ok(Draft { text: doc.topic.clone() }),
+    ///         |_doc: &Doc, draft: Draft| Ok(DocUpdate::default().drafts(vec![draft.text])),
+    ///     )
+    ///     .edge(START, "write")
+    ///     .edge("write", END)
+    ///     .compile()
+    ///     .unwrap();
+    /// let executor = Executor::new(MemoryStore::new());
+    /// let input = Doc { topic: "tides".into(), ..Doc::default() };
+    /// let outcome = executor.run(&graph, input, RunConfig::new()).await.unwrap();
+    /// assert_eq!(outcome.state.drafts, ["tides (drafted)"]);
+    /// # });
+    /// ```
+    pub fn subgraph<T, I, O>(
+        mut self,
+        name: impl Into<String>,
+        graph: CompiledGraph<T>,
+        input: I,
+        output: O,
+    ) -> Self
+    where
+        T: State,
+        I: Fn(&S, Option<&serde_json::Value>) -> Result<T, NodeError> + Send + Sync + 'static,
+        O: Fn(&S, T) -> Result<S::Update, NodeError> + Send + Sync + 'static,
+    {
+        let outline = Arc::new(graph.outline());
+        let run = crate::exec::subgraph_node::<S, T>(graph, Arc::new(input), Arc::new(output));
+        self.nodes.push(NodeDecl {
+            name: name.into(),
+            run,
+            destinations: None,
+            subgraph: Some(outline),
+        });
         self
     }
 

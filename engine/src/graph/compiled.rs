@@ -88,6 +88,18 @@ pub(crate) struct CompiledNode<S: State> {
     /// Where a rejected interrupt of this node goes (else the run ends
     /// `rejected`).
     pub(crate) on_reject: Option<usize>,
+    /// For a subgraph node: the subgraph, for drawings.
+    pub(crate) subgraph: Option<Arc<Outline>>,
+}
+
+/// A compiled graph's shape without its types: what a parent graph keeps
+/// of its subgraphs, to draw them nested.
+#[derive(Debug)]
+pub(crate) struct Outline {
+    pub(crate) name: String,
+    pub(crate) graph: DiGraph<GraphNode, EdgeKind>,
+    /// The subgraphs of its nodes, by node name.
+    pub(crate) nested: HashMap<String, Arc<Outline>>,
 }
 
 pub(crate) struct CompiledJoin {
@@ -162,6 +174,24 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// The index of a node by name.
+    /// The graph's outline (name, shape, nested subgraphs).
+    pub(crate) fn outline(&self) -> Outline {
+        Outline {
+            name: self.inner.name.clone(),
+            graph: self.inner.graph.clone(),
+            nested: self.nested(),
+        }
+    }
+
+    /// The subgraphs of its nodes, by node name.
+    pub(crate) fn nested(&self) -> HashMap<String, Arc<Outline>> {
+        self.inner
+            .nodes
+            .iter()
+            .filter_map(|node| Some((node.name.to_string(), Arc::clone(node.subgraph.as_ref()?))))
+            .collect()
+    }
+
     pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
         self.inner.index.get(name).copied()
     }

@@ -510,6 +510,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
                     None => node.run,
                 },
                 name: Arc::from(node.name),
+                subgraph: node.subgraph,
                 next,
                 commands,
                 joins,
