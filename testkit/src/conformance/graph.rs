@@ -48,7 +48,9 @@ fn visit(graph: Graph, name: &'static str) -> Graph {
 /// reducer, a cycle stopped by `max_steps`, cancellation, node error
 /// propagation, HITL pause / resume / reject, threads (a second run
 /// continues the first's state through the reducers; one leg at a time),
-/// node caching (a hit skips the node and says so),
+/// node caching (a hit skips the node and says so), subgraphs (a failure
+/// inside continues inside, an interrupt inside pauses the parent and
+/// resumes inside, events under the namespace),
 /// checkpoint round trip through
 /// a second executor, run listing newest first with pagination, blueprint
 /// validation, tool advertisement and allowlist enforcement, malformed
@@ -69,6 +71,7 @@ where
     hitl(Executor::new(make().await)).await;
     threads(Executor::new(make().await)).await;
     caching(Executor::new(make().await)).await;
+    subgraphs(Executor::new(make().await)).await;
     round_trip(Arc::new(make().await)).await;
     listing(Executor::new(make().await)).await;
     blueprint_validation();
@@ -342,6 +345,97 @@ async fn caching(executor: Executor) {
         assert_eq!(cached, [round == 1], "caching: round {round} says whether it hit");
     }
     assert_eq!(calls.load(Ordering::SeqCst), 1, "caching: the node ran once");
+}
+
+async fn subgraphs(executor: Executor) {
+    let drafts = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let failed_once = Arc::new(AtomicBool::new(false));
+    let (counter, flag) = (Arc::clone(&drafts), Arc::clone(&failed_once));
+    let inner = Graph::new("inner", 1)
+        .node("draft", move |_s: Arc<Track>, _ctx| {
+            let counter = Arc::clone(&counter);
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(TrackUpdate::default().visited(vec!["draft".into()]).count(1))
+            }
+        })
+        .node("check", move |_s: Arc<Track>, _ctx| {
+            let flag = Arc::clone(&flag);
+            async move {
+                if !flag.swap(true, Ordering::SeqCst) {
+                    return Err(NodeError::fatal("the checker is down"));
+                }
+                Ok(TrackUpdate::default().visited(vec!["check".into()]))
+            }
+        })
+        .node("ask", |_s: Arc<Track>, ctx: NodeContext| async move {
+            let decision = ctx.interrupt(Interrupt::new("approval", json!({"draft": 1})))?;
+            let note = if decision == Decision::Approve { "approved" } else { "other" };
+            Ok(TrackUpdate::default().visited(vec![note.to_owned()]))
+        })
+        .edge(START, "draft")
+        .edge("draft", "check")
+        .edge("check", "ask")
+        .edge("ask", END)
+        .compile()
+        .expect("subgraphs: the inner graph compiles");
+    let graph = Graph::new("outer", 1)
+        .subgraph(
+            "review",
+            inner,
+            |_: &Track, _| Ok(Track::default()),
+            |_: &Track, inner: Track| {
+                Ok(TrackUpdate::default().visited(inner.visited).count(inner.count))
+            },
+        )
+        .edge(START, "review")
+        .edge("review", END)
+        .compile()
+        .expect("subgraphs: compiles");
+    let failed = executor.run(&graph, Track::default(), RunConfig::new()).await;
+    let Err(RunError::NodeFailed { node, .. }) = failed else {
+        panic!("subgraphs: a failure inside fails the parent task, got {failed:?}")
+    };
+    assert_eq!(node, "review", "subgraphs: the parent task fails");
+    let run = executor.store().list_runs(&RunFilter::default(), &PageRequest::default()).await;
+    let run = run.expect("subgraphs: lists").runs[0].id;
+    let checkpoint = executor.store().checkpoint(run, None).await.expect("subgraphs: checkpoint");
+    assert_eq!(checkpoint.progress.len(), 1, "subgraphs: the inner progress is stored");
+
+    let (sink, mut events) = EventSink::channel();
+    let handle = executor
+        .continue_run(&graph, run, RunConfig::new().events(sink))
+        .await
+        .expect("subgraphs: continues");
+    let paused = handle.wait().await.expect("subgraphs: pauses");
+    assert_eq!(paused.status, RunStatus::AwaitingHitl, "subgraphs: pauses inside");
+    let asked = &paused.interrupts[0];
+    assert_eq!(asked.node, "review/ask", "subgraphs: the interrupt names its node");
+    assert_eq!(asked.id, format!("{run}.1.0.0"), "subgraphs: an id of the parent's step");
+    assert_eq!(drafts.load(Ordering::SeqCst), 1, "subgraphs: a finished inner step stays done");
+    let mut ids = Vec::new();
+    while let Some(event) = events.try_recv() {
+        if let Event::NodeCompleted { .. } = event.event {
+            ids.push(event.node_id.unwrap_or_default());
+        }
+    }
+    assert_eq!(ids, ["review:1.0/check:2.0"], "subgraphs: inner events carry the namespace");
+
+    let approve = DecisionRequest::new(Decision::Approve);
+    let Resumed::Continuing(handle) = executor
+        .resume(&graph, run, approve, RunConfig::new())
+        .await
+        .expect("subgraphs: resumes")
+    else {
+        panic!("subgraphs: an approval continues the run")
+    };
+    let done = handle.wait().await.expect("subgraphs: finishes");
+    assert_eq!(done.status, RunStatus::Completed, "subgraphs: completes");
+    assert_eq!(done.state.visited, ["draft", "check", "approved"], "subgraphs: resumed inside");
+    assert_eq!((done.state.count, done.step), (1, 1), "subgraphs: one parent step");
+    assert_eq!(drafts.load(Ordering::SeqCst), 1, "subgraphs: draft ran once in all");
+    let checkpoint = executor.store().checkpoint(run, None).await.expect("subgraphs: checkpoint");
+    assert!(checkpoint.progress.is_empty(), "subgraphs: the step's commit drops the progress");
 }
 
 async fn round_trip<S: Store>(store: Arc<S>) {
