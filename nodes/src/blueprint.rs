@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use tollgate_engine::{Event, RunConfig, StateGraph, END, START};
+use tollgate_engine::{Event, MessageOp, NodeError, RunConfig, StateGraph, END, START};
 
-use crate::agent::{Agent, AgentState, CompiledAgent};
+use crate::agent::{Agent, AgentState, AgentStateUpdate, CompiledAgent};
 use crate::command::CommandTool;
 use crate::error::HarnessError;
+use crate::message::Message;
 use crate::model::{ChatModel, ModelRegistry, OutputSchema, ResponseFormat};
 use crate::scripted::{ScriptReply, ScriptedModel};
 use crate::tool::{ArgsValidator, FixtureTool, ToolSpec};
@@ -55,6 +56,20 @@ const SCHEMA: &str = r##"{
         "output_schema": {"type": ["object", "null"]}
       }
     },
+    "entry": {
+      "if": {"type": "object", "required": ["blueprint"]},
+      "then": {"$ref": "#/$defs/subgraph"},
+      "else": {"$ref": "#/$defs/agent"}
+    },
+    "subgraph": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["name", "blueprint"],
+      "properties": {
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+        "blueprint": {"type": ["string", "object"], "minLength": 1}
+      }
+    },
     "graph": {
       "type": "object",
       "additionalProperties": false,
@@ -63,7 +78,7 @@ const SCHEMA: &str = r##"{
         "name": {"type": "string", "minLength": 1},
         "version": {"type": "integer", "minimum": 1},
         "max_steps": {"type": "integer", "minimum": 1},
-        "agents": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/agent"}},
+        "agents": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/entry"}},
         "edges": {
           "type": "array",
           "items": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2}
@@ -178,8 +193,26 @@ struct GraphDoc {
     version: u32,
     #[serde(default)]
     max_steps: Option<u64>,
-    agents: Vec<AgentDoc>,
+    agents: Vec<EntryDoc>,
     edges: Vec<(String, String)>,
+}
+
+/// An entry of a graph's `agents`: an agent, or another blueprint run as a
+/// subgraph (a path relative to the blueprint's folder, or inline).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum EntryDoc {
+    Subgraph { name: String, blueprint: Value },
+    Agent(Box<AgentDoc>),
+}
+
+impl EntryDoc {
+    fn name(&self) -> &str {
+        match self {
+            EntryDoc::Subgraph { name, .. } => name,
+            EntryDoc::Agent(agent) => &agent.name,
+        }
+    }
 }
 
 fn one() -> u32 {
@@ -211,6 +244,8 @@ pub struct Blueprint {
     source: Value,
     base_dir: PathBuf,
     doc: Doc,
+    /// The graph's subgraph entries, validated, by entry name.
+    subgraphs: std::collections::BTreeMap<String, Blueprint>,
     model_override: Option<String>,
     stream_all: bool,
     pack: Option<PackProvenance>,
@@ -249,7 +284,16 @@ impl Blueprint {
 
     /// Validates a blueprint whose relative paths start at `base_dir`.
     pub fn from_value(source: Value, base_dir: impl Into<PathBuf>) -> Result<Self, BlueprintError> {
-        let base_dir = base_dir.into();
+        Self::nested_in(source, base_dir.into(), &mut Vec::new())
+    }
+
+    /// Validates a blueprint; `within` lists the files of the blueprints
+    /// that include it (a blueprint may not include itself).
+    fn nested_in(
+        source: Value,
+        base_dir: PathBuf,
+        within: &mut Vec<PathBuf>,
+    ) -> Result<Self, BlueprintError> {
         let mut problems = structure_problems(&source);
         if !problems.is_empty() {
             return Err(BlueprintError::Invalid { problems });
@@ -262,20 +306,46 @@ impl Blueprint {
         let doc = doc.map_err(|error| BlueprintError::Invalid {
             problems: vec![BlueprintProblem { at: String::new(), message: error.to_string() }],
         })?;
+        let mut subgraphs = std::collections::BTreeMap::new();
         match &doc {
             Doc::Agent(agent) => check_agent(agent, "", &base_dir, &mut problems),
-            Doc::Graph(graph) => check_graph(graph, &base_dir, &mut problems),
+            Doc::Graph(graph) => {
+                check_graph(graph, &base_dir, &mut problems);
+                for (index, entry) in graph.agents.iter().enumerate() {
+                    let EntryDoc::Subgraph { name, blueprint } = entry else { continue };
+                    let at = format!("/agents/{index}/blueprint");
+                    if let Some(nested) =
+                        nested_blueprint(blueprint, &base_dir, &at, within, &mut problems)
+                    {
+                        subgraphs.insert(name.clone(), nested);
+                    }
+                }
+            }
         }
         if problems.is_empty() {
-            Ok(Self { source, base_dir, doc, model_override: None, stream_all: false, pack: None })
+            Ok(Self {
+                source,
+                base_dir,
+                doc,
+                subgraphs,
+                model_override: None,
+                stream_all: false,
+                pack: None,
+            })
         } else {
             Err(BlueprintError::Invalid { problems })
         }
     }
 
-    /// Uses model `spec` for every agent instead of the blueprint's.
+    /// Uses model `spec` for every agent instead of the blueprint's
+    /// (nested blueprints' agents included).
     pub fn with_model(mut self, spec: impl Into<String>) -> Self {
-        self.model_override = Some(spec.into());
+        let spec = spec.into();
+        self.subgraphs = std::mem::take(&mut self.subgraphs)
+            .into_iter()
+            .map(|(name, nested)| (name, nested.with_model(spec.clone())))
+            .collect();
+        self.model_override = Some(spec);
         self
     }
 
@@ -283,6 +353,10 @@ impl Blueprint {
     /// agent does): the reply's text arrives as `model_delta` events while
     /// the model writes.
     pub fn with_streaming(mut self) -> Self {
+        self.subgraphs = std::mem::take(&mut self.subgraphs)
+            .into_iter()
+            .map(|(name, nested)| (name, nested.with_streaming()))
+            .collect();
         self.stream_all = true;
         self
     }
@@ -290,12 +364,21 @@ impl Blueprint {
     /// The tools of every agent that run a program (`command`), as
     /// `agent.tool`: a server accepting blueprints from clients refuses
     /// these unless told otherwise.
+    /// Nested blueprints' tools are named by their path
+    /// (`review/checker.run_tests`).
     pub fn command_tools(&self) -> Vec<String> {
         let agents: Vec<&AgentDoc> = match &self.doc {
             Doc::Agent(agent) => vec![agent],
-            Doc::Graph(graph) => graph.agents.iter().collect(),
+            Doc::Graph(graph) => graph
+                .agents
+                .iter()
+                .filter_map(|entry| match entry {
+                    EntryDoc::Agent(agent) => Some(&**agent),
+                    EntryDoc::Subgraph { .. } => None,
+                })
+                .collect(),
         };
-        agents
+        let mut tools: Vec<String> = agents
             .iter()
             .flat_map(|agent| {
                 agent
@@ -304,7 +387,11 @@ impl Blueprint {
                     .filter(|tool| tool.command.is_some())
                     .map(move |tool| format!("{}.{}", agent.name, tool.name))
             })
-            .collect()
+            .collect();
+        for (name, nested) in &self.subgraphs {
+            tools.extend(nested.command_tools().into_iter().map(|tool| format!("{name}/{tool}")));
+        }
+        tools
     }
 
     /// The blueprint's (graph's) name.
@@ -407,15 +494,27 @@ impl Blueprint {
                         graph = graph.edge(START, endpoint(to));
                     }
                 }
-                for agent in &doc.agents {
+                for entry in &doc.agents {
                     let then: Vec<&str> = doc
                         .edges
                         .iter()
-                        .filter(|(from, _)| from == &agent.name)
+                        .filter(|(from, _)| from == entry.name())
                         .map(|(_, to)| endpoint(to))
                         .collect();
-                    let built = self.agent(agent, models).map_err(compile)?;
-                    graph = built.add_to(graph, &then).map_err(compile)?;
+                    match entry {
+                        EntryDoc::Agent(agent) => {
+                            let built = self.agent(agent, models).map_err(compile)?;
+                            graph = built.add_to(graph, &then).map_err(compile)?;
+                        }
+                        EntryDoc::Subgraph { name, .. } => {
+                            let nested = &self.subgraphs[name];
+                            let inner = nested.compile(models)?.graph().clone();
+                            graph = graph.subgraph(name.clone(), inner, shared_in, shared_out);
+                            for target in then {
+                                graph = graph.edge(name.clone(), target);
+                            }
+                        }
+                    }
                 }
                 let graph = graph.compile().map_err(|error| compile(HarnessError::Graph(error)))?;
                 Ok(CompiledAgent::new(doc.name.clone(), graph))
@@ -485,6 +584,105 @@ impl Blueprint {
                 Ok(Arc::new(ScriptedModel::new(spec, replies)))
             }
             None => models.get(spec),
+        }
+    }
+}
+
+/// A subgraph blueprint starts from the parent's conversation...
+fn shared_in(parent: &AgentState, _send: Option<&Value>) -> Result<AgentState, NodeError> {
+    Ok(parent.clone())
+}
+
+/// ...and hands back what it added or changed: new and changed messages
+/// (by id), structured answers and counters.
+fn shared_out(parent: &AgentState, inner: AgentState) -> Result<AgentStateUpdate, NodeError> {
+    let messages: Vec<MessageOp<Message>> = inner
+        .messages
+        .into_iter()
+        .filter(|message| !parent.messages.contains(message))
+        .map(MessageOp::Upsert)
+        .collect();
+    let structured = inner
+        .structured
+        .into_iter()
+        .filter(|(name, value)| parent.structured.get(name) != Some(value))
+        .collect();
+    let progress = inner
+        .progress
+        .into_iter()
+        .filter(|(name, value)| parent.progress.get(name) != Some(value))
+        .collect();
+    Ok(AgentStateUpdate::default().messages(messages).structured(structured).progress(progress))
+}
+
+/// Reads and validates the blueprint of a subgraph entry (`value`: a path
+/// relative to `base_dir`, or the blueprint inline); problems go to
+/// `problems` under `at`.
+fn nested_blueprint(
+    value: &Value,
+    base_dir: &Path,
+    at: &str,
+    within: &mut Vec<PathBuf>,
+    problems: &mut Vec<BlueprintProblem>,
+) -> Option<Blueprint> {
+    let (source, dir, file) = match value {
+        Value::String(path) => {
+            let file = base_dir.join(path);
+            let file = std::fs::canonicalize(&file).unwrap_or(file);
+            if within.contains(&file) {
+                let message = format!("blueprint {} includes itself", file.display());
+                problem(problems, at.to_owned(), message);
+                return None;
+            }
+            let source = std::fs::read_to_string(&file)
+                .map_err(|error| format!("cannot read blueprint {}: {error}", file.display()))
+                .and_then(|text| {
+                    serde_json::from_str::<Value>(&text).map_err(|error| {
+                        format!("blueprint {} is not valid JSON: {error}", file.display())
+                    })
+                });
+            let source = match source {
+                Ok(source) => source,
+                Err(message) => {
+                    problem(problems, at.to_owned(), message);
+                    return None;
+                }
+            };
+            let dir = file.parent().map_or_else(|| base_dir.to_owned(), Path::to_owned);
+            (source, dir, Some(file))
+        }
+        inline => (inline.clone(), base_dir.to_owned(), None),
+    };
+    if let Some(file) = &file {
+        within.push(file.clone());
+    }
+    let nested = Blueprint::nested_in(source, dir, within);
+    if file.is_some() {
+        within.pop();
+    }
+    match nested {
+        Ok(nested) => Some(nested),
+        Err(BlueprintError::Invalid { problems: found }) => {
+            for found in found {
+                // Inline: the pointer continues into it; a file: the
+                // problem names the file and its own pointer.
+                let (at, message) = match &file {
+                    None => (format!("{at}{}", found.at), found.message),
+                    Some(file) => {
+                        let inside = if found.at.is_empty() { "/" } else { found.at.as_str() };
+                        (
+                            at.to_owned(),
+                            format!("in {} at {inside}: {}", file.display(), found.message),
+                        )
+                    }
+                };
+                problem(problems, at, message);
+            }
+            None
+        }
+        Err(other) => {
+            problem(problems, at.to_owned(), other.to_string());
+            None
         }
     }
 }
@@ -606,15 +804,27 @@ fn check_agent(agent: &AgentDoc, at: &str, base_dir: &Path, problems: &mut Vec<B
 
 fn check_graph(graph: &GraphDoc, base_dir: &Path, problems: &mut Vec<BlueprintProblem>) {
     let mut names = BTreeSet::new();
-    for (index, agent) in graph.agents.iter().enumerate() {
-        if !names.insert(agent.name.as_str()) {
+    for (index, entry) in graph.agents.iter().enumerate() {
+        if !names.insert(entry.name()) {
             problem(
                 problems,
                 format!("/agents/{index}/name"),
-                format!("agent `{}` is declared twice", agent.name),
+                format!("agent `{}` is declared twice", entry.name()),
             );
         }
-        check_agent(agent, &format!("/agents/{index}"), base_dir, problems);
+        match entry {
+            EntryDoc::Agent(agent) => {
+                check_agent(agent, &format!("/agents/{index}"), base_dir, problems)
+            }
+            EntryDoc::Subgraph { name, .. } if RESERVED_NAMES.contains(&name.as_str()) => problem(
+                problems,
+                format!("/agents/{index}/name"),
+                format!(
+                    "`{name}` is reserved for the graph's own ends; name the subgraph otherwise"
+                ),
+            ),
+            EntryDoc::Subgraph { .. } => {}
+        }
     }
     for (index, (from, to)) in graph.edges.iter().enumerate() {
         if from != "START" && !names.contains(from.as_str()) {
@@ -627,12 +837,12 @@ fn check_graph(graph: &GraphDoc, base_dir: &Path, problems: &mut Vec<BlueprintPr
     if !graph.edges.iter().any(|(from, _)| from == "START") {
         problem(problems, "/edges".into(), "no edge leaves START");
     }
-    for agent in &graph.agents {
-        if !graph.edges.iter().any(|(from, _)| from == &agent.name) {
+    for entry in &graph.agents {
+        if !graph.edges.iter().any(|(from, _)| from == entry.name()) {
             problem(
                 problems,
                 "/edges".into(),
-                format!("agent `{}` has no outgoing edge (add one to END)", agent.name),
+                format!("agent `{}` has no outgoing edge (add one to END)", entry.name()),
             );
         }
     }
@@ -653,8 +863,8 @@ fn check_graph(graph: &GraphDoc, base_dir: &Path, problems: &mut Vec<BlueprintPr
     };
     let from_start = reached("START", true);
     let to_end = reached("END", false);
-    for (index, agent) in graph.agents.iter().enumerate() {
-        let name = agent.name.as_str();
+    for (index, entry) in graph.agents.iter().enumerate() {
+        let name = entry.name();
         if !from_start.contains(name) {
             problem(
                 problems,

@@ -340,3 +340,150 @@ fn agents_of_a_graph_blueprint_say_who_holds_the_work() {
         assert_ne!(envelope.event.kind(), "persona_stage");
     }
 }
+
+/// `pipeline.json`: `intake`, then `review` (the graph blueprint in
+/// `review/review.json`, whose checker asks before its tool runs), then
+/// `summary` (an agent blueprint inline).
+fn nested(dir: &Path) -> Value {
+    std::fs::create_dir_all(dir.join("review")).unwrap();
+    write(dir, "intake.json", r#"[{"text": "Intake: order 7, 20 EUR."}]"#);
+    write(
+        &dir.join("review"),
+        "checker.json",
+        r#"[{"tool_calls": [{"name": "approve_refund", "args": {"id": 7}}]},
+            {"text": "Checked: refund approved."}]"#,
+    );
+    write(dir, "summary.json", r#"[{"text": "Summary: refunded 20 EUR."}]"#);
+    let review = json!({
+        "name": "review", "version": 3,
+        "agents": [{"name": "checker", "model": "scripted:checker.json",
+                    "tools": [{"name": "approve_refund", "description": "", "parameters": id_schema(),
+                               "fixture": {"ok": true}, "approval": true}]}],
+        "edges": [["START", "checker"], ["checker", "END"]]
+    });
+    write(&dir.join("review"), "review.json", &review.to_string());
+    json!({
+        "name": "pipeline", "version": 1,
+        "agents": [
+            {"name": "intake", "model": "scripted:intake.json"},
+            {"name": "review", "blueprint": "review/review.json"},
+            {"name": "summary", "blueprint": {"name": "summarizer", "model": "scripted:summary.json"}}
+        ],
+        "edges": [["START", "intake"], ["intake", "review"], ["review", "summary"], ["summary", "END"]]
+    })
+}
+
+#[test]
+fn an_entry_may_be_another_blueprint_run_as_a_subgraph_and_continued_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "pipeline.json", &nested(dir.path()).to_string());
+    let db = dir.path().join("runs.db");
+    let rt = support::runtime();
+    let blueprint = Blueprint::load(dir.path().join("pipeline.json")).unwrap();
+    let agent = blueprint.compile(&ModelRegistry::new()).unwrap();
+    let mermaid = agent.graph().to_mermaid();
+    assert!(mermaid.contains("subgraph n4[\"review\"]"), "{mermaid}");
+    let executor = Executor::new(SqliteStore::open(&db).unwrap());
+    let paused =
+        rt.block_on(agent.run(&executor, "Refund order 7", blueprint.run_config())).unwrap();
+    assert_eq!(paused.status, RunStatus::AwaitingHitl);
+    let asked = &paused.interrupts[0];
+    assert_eq!(asked.payload["tool"], "approve_refund");
+    assert!(asked.node.starts_with("review/checker"), "{}", asked.node);
+    let run_id = paused.run_id;
+    drop((agent, executor, blueprint));
+
+    // Another process: only the database and the run id.
+    let executor = Executor::new(SqliteStore::open(&db).unwrap());
+    let attachment = rt.block_on(executor.attachment(run_id)).unwrap().expect("blueprint stored");
+    let blueprint = Blueprint::from_attachment(&attachment).unwrap();
+    let agent = blueprint.compile(&ModelRegistry::new()).unwrap();
+    let approve = DecisionRequest::new(Decision::Approve);
+    let done = rt.block_on(agent.resume(&executor, run_id, approve, RunConfig::new())).unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.final_text(), Some("Summary: refunded 20 EUR."));
+    let said: Vec<&str> = done
+        .messages
+        .iter()
+        .filter(|m| matches!(m, tollgate::Message::Assistant { tool_calls, .. } if tool_calls.is_empty()))
+        .map(|m| m.content())
+        .collect();
+    assert_eq!(
+        said,
+        ["Intake: order 7, 20 EUR.", "Checked: refund approved.", "Summary: refunded 20 EUR."],
+        "each subgraph's answer joined the run's conversation once"
+    );
+    let inner: Vec<String> = done
+        .events()
+        .iter()
+        .filter(|e| e.event.kind() == "tool_completed")
+        .filter_map(|e| e.node_id.clone())
+        .collect();
+    assert_eq!(inner.len(), 1);
+    assert!(inner[0].starts_with("review:2.0/checker"), "{inner:?}");
+}
+
+#[test]
+fn problems_of_nested_blueprints_are_reported_with_their_pointers() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "bad.json",
+        r#"{"name": "bad", "model": "nonsense", "tools": [{"name": "t"}]}"#,
+    );
+    write(
+        dir.path(),
+        "loop.json",
+        r#"{"name": "loop", "agents": [{"name": "again", "blueprint": "loop.json"}], "edges": [["START", "again"], ["again", "END"]]}"#,
+    );
+    let graph = json!({
+        "name": "outer",
+        "agents": [
+            {"name": "inline", "blueprint": {"name": "x", "model": "nonsense"}},
+            {"name": "missing", "blueprint": "missing.json"},
+            {"name": "bad", "blueprint": "bad.json"},
+            {"name": "loop", "blueprint": "loop.json"},
+            {"name": "odd", "blueprint": 7}
+        ],
+        "edges": [["START", "inline"], ["inline", "missing"], ["missing", "bad"], ["bad", "loop"],
+                  ["loop", "odd"], ["odd", "END"]]
+    });
+    let Err(BlueprintError::Invalid { problems }) =
+        Blueprint::from_value(graph.clone(), dir.path())
+    else {
+        panic!("expected an invalid blueprint")
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert!(text.iter().any(|p| p.starts_with("/agents/4/blueprint: ")), "{text:#?}");
+    // Structure first: fix the odd entry and the nested ones are read.
+    let mut graph = graph;
+    graph["agents"][4]["blueprint"] = json!({"name": "fine", "model": "openai:gpt"});
+    let Err(BlueprintError::Invalid { problems }) = Blueprint::from_value(graph, dir.path()) else {
+        panic!("expected an invalid blueprint")
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    for needle in [
+        "/agents/0/blueprint/model: `nonsense` is not a model spec",
+        "/agents/1/blueprint: cannot read blueprint",
+        "/agents/2/blueprint: in ",
+        "bad.json at /tools/0: ",
+        "loop.json includes itself",
+    ] {
+        assert!(text.iter().any(|p| p.contains(needle)), "missing `{needle}` in {text:#?}");
+    }
+}
+
+#[test]
+fn command_tools_of_nested_blueprints_are_listed_by_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = json!({
+        "name": "outer",
+        "agents": [{"name": "ops", "blueprint": {
+            "name": "ops", "model": "openai:gpt",
+            "tools": [{"name": "deploy", "description": "", "parameters": {"type": "object"},
+                       "command": ["/bin/true"]}]}}],
+        "edges": [["START", "ops"], ["ops", "END"]]
+    });
+    let blueprint = Blueprint::from_value(graph, dir.path()).unwrap();
+    assert_eq!(blueprint.command_tools(), ["ops/ops.deploy"]);
+}

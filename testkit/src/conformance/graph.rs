@@ -422,10 +422,8 @@ async fn subgraphs(executor: Executor) {
     assert_eq!(ids, ["review:1.0/check:2.0"], "subgraphs: inner events carry the namespace");
 
     let approve = DecisionRequest::new(Decision::Approve);
-    let Resumed::Continuing(handle) = executor
-        .resume(&graph, run, approve, RunConfig::new())
-        .await
-        .expect("subgraphs: resumes")
+    let Resumed::Continuing(handle) =
+        executor.resume(&graph, run, approve, RunConfig::new()).await.expect("subgraphs: resumes")
     else {
         panic!("subgraphs: an approval continues the run")
     };
