@@ -20,8 +20,8 @@ pub trait StoreHooks: Send + Sync + std::fmt::Debug + 'static {
     fn after_commit(&self, _run: RunId, _step: Option<u64>, _status: RunStatus) {}
     /// Pending task writes were stored: (step, task) of each.
     fn after_task_writes(&self, _tasks: &[(u64, u32)]) {}
-    /// A subgraph's progress was stored: (step, task).
-    fn after_task_progress(&self, _task: (u64, u32)) {}
+    /// A subgraph's progress was stored: (step, task) and the record.
+    fn after_task_progress(&self, _task: (u64, u32), _progress: &Blob) {}
     /// A checkpoint was read; return it as the engine should see it (to
     /// damage it, say).
     fn on_checkpoint(&self, checkpoint: StoredCheckpoint) -> StoredCheckpoint {
@@ -82,8 +82,9 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
 
     async fn put_task_progress(&self, progress: TaskProgress) -> Result<(), StoreError> {
         let task = (progress.progress.task.step, progress.progress.task.index);
+        let record = progress.progress.update.clone();
         self.inner.put_task_progress(progress).await?;
-        self.hooks.after_task_progress(task);
+        self.hooks.after_task_progress(task, &record);
         Ok(())
     }
 

@@ -27,7 +27,7 @@ pub(crate) struct Job {
 }
 
 /// Appends one line to a journal file (append mode: one write per line).
-fn journal(path: &Path, line: &str) {
+pub(crate) fn journal(path: &Path, line: &str) {
     let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
     file.write_all(format!("{line}\n").as_bytes()).unwrap();
 }
@@ -134,6 +134,8 @@ pub(crate) fn main(mode: &str) {
                 }
                 Ok::<(), Box<dyn std::error::Error>>(())
             }
+            "start_nested" => crate::nested::child(&dir, true).await,
+            "recover_nested" => crate::nested::child(&dir, false).await,
             "soak" => soak(&dir).await,
             other => Err(format!("unknown child mode {other}").into()),
         }

@@ -11,6 +11,10 @@
 //! - no task whose output was acknowledged durable ran again;
 //! - the run ends completed, with no owner.
 //!
+//! The same for a run inside a subgraph (`nested.rs`), killed at its
+//! progress writes too: no inner task whose progress was acknowledged runs
+//! again.
+//!
 //! Then 8 processes run 1,000 transitions each on one file: no busy error
 //! reaches them and every run's steps are gap-free.
 //!
@@ -20,6 +24,7 @@
 #![allow(clippy::unwrap_used)] // Test code: a failure is the report.
 
 mod child;
+mod nested;
 mod parent;
 
 fn main() {

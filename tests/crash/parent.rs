@@ -20,26 +20,29 @@ fn spawn(dir: &Path, mode: &str, failpoints: Option<&str>) -> Child {
     command.spawn().unwrap()
 }
 
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
+pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(future)
 }
 
 /// What one crash scenario did.
-struct Scenario {
+pub(crate) struct Scenario {
     /// Child pids in the order they ran.
-    legs: Vec<u32>,
+    pub(crate) legs: Vec<u32>,
     /// Whether the first child died before finishing.
-    crashed: bool,
+    pub(crate) crashed: bool,
 }
 
 /// Runs the first child (killed after `kill_after`, or by a failpoint), then
-/// recovering children until the run completes.
-fn crash_and_recover(
+/// recovering children until the run completes. `workload` suffixes the
+/// child modes (`""` the flat workload, `"_nested"` the subgraph one).
+pub(crate) fn crash_and_recover(
     dir: &Path,
+    workload: &str,
     failpoints: Option<&str>,
     kill_after: Option<Duration>,
 ) -> Scenario {
-    let mut first = spawn(dir, "start", failpoints);
+    let run_id = if workload.is_empty() { child::run_id() } else { crate::nested::run_id() };
+    let mut first = spawn(dir, &format!("start{workload}"), failpoints);
     let mut legs = vec![first.id()];
     if let Some(delay) = kill_after {
         std::thread::sleep(delay);
@@ -48,7 +51,7 @@ fn crash_and_recover(
     let crashed = !first.wait().unwrap().success();
     for _ in 0..8 {
         let store = SqliteStore::open(dir.join("db.sqlite")).unwrap();
-        let status = block_on(store.run(child::run_id())).map(|record| record.status);
+        let status = block_on(store.run(run_id)).map(|record| record.status);
         drop(store);
         let mode = match status {
             Ok(RunStatus::Completed) => return Scenario { legs, crashed },
@@ -56,7 +59,7 @@ fn crash_and_recover(
             Err(tollgate::StoreError::RunNotFound { .. }) => "start",
             Err(error) => panic!("reading the run failed: {error}"),
         };
-        let mut next = spawn(dir, mode, None);
+        let mut next = spawn(dir, &format!("{mode}{workload}"), None);
         legs.push(next.id());
         assert!(next.wait().unwrap().success(), "a {mode} child failed");
     }
@@ -76,7 +79,7 @@ fn reference() -> serde_json::Value {
     serde_json::to_value(outcome.state).unwrap()
 }
 
-fn lines(path: &Path) -> Vec<Vec<String>> {
+pub(crate) fn lines(path: &Path) -> Vec<Vec<String>> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -156,7 +159,7 @@ fn failpoints() {
         for hit in [1, 2, 4, 9, 17] {
             let dir = tempfile::tempdir().unwrap();
             let spec = format!("{point}@{hit}");
-            let scenario = crash_and_recover(dir.path(), Some(&spec), None);
+            let scenario = crash_and_recover(dir.path(), "", Some(&spec), None);
             crashes += usize::from(scenario.crashed);
             verify(dir.path(), &scenario, &expected);
         }
@@ -174,7 +177,7 @@ fn random_kills() {
         seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let delay = Duration::from_micros((seed >> 33) % 60_000);
         let dir = tempfile::tempdir().unwrap();
-        let scenario = crash_and_recover(dir.path(), None, Some(delay));
+        let scenario = crash_and_recover(dir.path(), "", None, Some(delay));
         crashes += usize::from(scenario.crashed);
         verify(dir.path(), &scenario, &expected);
     }
@@ -214,9 +217,11 @@ fn eight_processes_share_one_file() {
 }
 
 pub(crate) fn main() {
-    let tests: [(&str, fn()); 3] = [
+    let tests: [(&str, fn()); 5] = [
         ("failpoints_at_every_named_point", failpoints),
         ("random_sigkill_delays", random_kills),
+        ("subgraph_failpoints", crate::nested::failpoints),
+        ("subgraph_random_sigkill_delays", crate::nested::random_kills),
         ("eight_processes_share_one_file", eight_processes_share_one_file),
     ];
     let filter: Vec<String> =
