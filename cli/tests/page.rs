@@ -164,6 +164,35 @@ fn approving_from_the_page_completes_the_run_and_the_timeline_shows_it() {
 }
 
 #[test]
+fn a_pause_inside_a_nested_blueprint_is_shown_on_its_node_and_approved_from_the_page() {
+    let Some(browser) = Browser::start() else { return };
+    let fx = Fixture::new();
+    support::review_pipeline(&fx);
+    let server = Served::start(&fx, &[]);
+    let paused =
+        fx.json(&["run", "pipeline/pipeline.json", "--input", "Order 7 broke.", "--json"], 10);
+    let run = paused["id"].as_str().unwrap().to_owned();
+    runtime().block_on(async {
+        let page = browser.session().await;
+        open_run(&page, &server, &run).await;
+        // The question names the node inside the subgraph; the drawing
+        // marks the subgraph's node waiting, the node before it done.
+        text_where(&page, "[data-interrupt]", |text| text.contains("at review/checker.tools"))
+            .await;
+        element(&page, "g.node[data-node=\"review\"][data-state=\"waiting\"]").await;
+        element(&page, "g.node[data-node=\"intake\"][data-state=\"done\"]").await;
+        text_where(&page, "#timeline", |text| text.contains("review:2.0/checker")).await;
+        click(&page, "button[data-kind=approve]").await;
+        click(&page, "button[data-send=approve]").await;
+        text_where(&page, "#run-status", |text| text == "completed").await;
+        element(&page, "g.node[data-node=\"review\"][data-state=\"done\"]").await;
+        element(&page, "g.node[data-node=\"summary\"][data-state=\"done\"]").await;
+        text_where(&page, "#final-answer", |text| text.contains("on its way")).await;
+        page.close().await.unwrap();
+    });
+}
+
+#[test]
 fn an_edit_that_breaks_the_schema_shows_an_inline_error_and_changes_nothing() {
     let Some(Scene { browser, fx, server, run }) = Scene::paused() else { return };
     runtime().block_on(async {

@@ -8,26 +8,8 @@
 
 mod support;
 
-use std::path::Path;
-
 use serde_json::{json, Value};
 use support::{assert_events_gap_free, code, Fixture};
-
-/// Copies the example into the fixture's folder.
-fn example(fx: &Fixture) {
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/blueprints/review-pipeline");
-    let to = fx.path("pipeline");
-    std::fs::create_dir_all(to.join("review")).unwrap();
-    for file in [
-        "pipeline.json",
-        "intake_replies.json",
-        "summary_replies.json",
-        "review/review.json",
-        "review/checker_replies.json",
-    ] {
-        std::fs::copy(from.join(file), to.join(file)).unwrap();
-    }
-}
 
 fn events(fx: &Fixture, run: &str) -> Vec<Value> {
     let output = fx.run(&["runs", "events", run, "--json"]);
@@ -39,7 +21,7 @@ fn events(fx: &Fixture, run: &str) -> Vec<Value> {
 }
 
 fn pauses_inside_and_finishes(fx: &Fixture, by_worker: bool) {
-    example(fx);
+    support::review_pipeline(fx);
     let input = ["--input", "My order 7 arrived broken.", "--json"];
     let paused = if by_worker {
         // Queued, driven to its pause by a worker.
@@ -108,7 +90,7 @@ fn a_nested_blueprint_paused_by_a_worker_is_finished_by_another_process_on_postg
 #[test]
 fn problems_of_a_nested_blueprint_stop_the_run_before_it_starts() {
     let fx = Fixture::new();
-    example(&fx);
+    support::review_pipeline(&fx);
     let broken = json!({"name": "review", "agents": [{"name": "checker", "model": "nonsense"}],
                         "edges": [["START", "checker"], ["checker", "END"]]});
     std::fs::write(fx.path("pipeline/review/review.json"), broken.to_string()).unwrap();

@@ -391,3 +391,21 @@ pub(crate) async fn first_listed(client: &reqwest::Client, server: &Served, path
 pub(crate) async fn post_json(client: &reqwest::Client, url: &str, body: &Value) -> Value {
     client.post(url).json(body).send().await.unwrap().json().await.unwrap()
 }
+
+/// Copies `examples/blueprints/review-pipeline` (a graph blueprint whose
+/// entries are other blueprints) into the fixture's folder `pipeline/`.
+pub(crate) fn review_pipeline(fx: &Fixture) {
+    let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/blueprints/review-pipeline");
+    let to = fx.path("pipeline");
+    std::fs::create_dir_all(to.join("review")).unwrap();
+    for file in [
+        "pipeline.json",
+        "intake_replies.json",
+        "summary_replies.json",
+        "review/review.json",
+        "review/checker_replies.json",
+    ] {
+        std::fs::copy(from.join(file), to.join(file)).unwrap();
+    }
+}

@@ -97,19 +97,31 @@ export function drawGraph(graph, states) {
   return [svg, list];
 }
 
-/** Each node's state from the run's events, in order. */
+/** The drawn node an event's node path belongs to (`review/draft` is inside `review`). */
+function topNode(path) {
+  const slash = (path ?? '').indexOf('/');
+  return slash < 0 ? path : path.slice(0, slash);
+}
+
+/**
+ * Each node's state from the run's events, in order. Events inside a
+ * subgraph (node paths `review/draft`) mark the subgraph's node running or
+ * waiting; only its own completion marks it done.
+ */
 export function nodeStates(events) {
   const states = new Map();
   for (const event of events) {
-    const node = event.node;
+    const node = topNode(event.node);
+    const inner = node !== event.node;
     switch (event.event_type) {
       case 'node_started': states.set(node, 'running'); break;
-      case 'node_completed': states.set(node, 'done'); break;
-      case 'node_failed': states.set(node, 'failed'); break;
+      case 'node_completed': if (!inner) states.set(node, 'done'); break;
+      case 'node_failed': if (!inner) states.set(node, 'failed'); break;
       case 'interrupt_raised': states.set(node, 'waiting'); break;
       case 'run_resumed':
         for (const decision of event.decisions ?? []) {
-          if (states.get(decision.node) === 'waiting') states.set(decision.node, 'running');
+          const decided = topNode(decision.node);
+          if (states.get(decided) === 'waiting') states.set(decided, 'running');
         }
         break;
       case 'run_ended':
