@@ -259,13 +259,17 @@ pub struct Breakpoint {
 
 impl PendingInterrupt {
     /// The breakpoint this interrupt is, or `None` for an interrupt a node
-    /// raised: no string to compare.
+    /// raised: no string to compare. The node is the interrupt's (a path
+    /// inside a subgraph: `review/draft`).
     pub fn breakpoint(&self) -> Option<Breakpoint> {
         if self.kind != BREAKPOINT {
             return None;
         }
-        // Breakpoint ids end in `.before` or `.after` (`RUN.STEP.TASK.before`).
-        let side = match self.id.rsplit('.').next()? {
+        // The executor's own payload says which side (only the executor
+        // raises this kind); the run's own breakpoints' ids also end in
+        // `.before` or `.after` (a subgraph's are numbered in its parent).
+        let when = self.payload.get("when").and_then(Value::as_str);
+        let side = match when.or_else(|| self.id.rsplit('.').next())? {
             "before" => BreakpointSide::Before,
             "after" => BreakpointSide::After,
             _ => return None,

@@ -113,10 +113,17 @@ impl NodeContext {
     }
 
     /// Key of this node execution, the same across retries, crashes and
-    /// resumes: `run:step:node:task`. Hand it to side effects that must not
-    /// happen twice.
+    /// resumes: `run:step:node:task`; inside a subgraph
+    /// `run:review:3.0/step:node:task` (the enclosing task's id first, so
+    /// instances of one subgraph never share a key). Hand it to side
+    /// effects that must not happen twice.
     pub fn idempotency_key(&self) -> String {
-        format!("{}:{}:{}:{}", self.run_id, self.step, self.node, self.task)
+        match &self.ns {
+            None => format!("{}:{}:{}:{}", self.run_id, self.step, self.node, self.task),
+            Some(ns) => {
+                format!("{}:{}/{}:{}:{}", self.run_id, ns.id, self.step, self.node, self.task)
+            }
+        }
     }
 
     /// The branch input of a task started by a `Send`, if any.

@@ -409,8 +409,14 @@ fn a_cancel_inside_stops_at_an_inner_step_and_continue_resumes_inside() {
 fn instances_sent_in_parallel_each_keep_their_own_state() {
     let runtime = support::runtime();
     let log = Log::default();
+    let keys: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = Arc::clone(&keys);
+    let hook: Hook = Arc::new(move |_n, ctx| {
+        seen.lock().unwrap().push(ctx.idempotency_key());
+        Ok(())
+    });
     let graph = Graph::new("fan", 1)
-        .subgraph("sub", looping(2, &log, None), into_inner, from_inner)
+        .subgraph("sub", looping(2, &log, Some(hook)), into_inner, from_inner)
         .route(START, ["sub"], |_: &Trace| {
             Route::send(["x", "y", "z"].map(|label| Send::new("sub", json!(label))))
         })
@@ -429,6 +435,16 @@ fn instances_sent_in_parallel_each_keep_their_own_state() {
         "merged in task order"
     );
     assert_eq!(outcome.state.count, 6);
+    let mut keys = keys.lock().unwrap().clone();
+    keys.sort();
+    let mut expected_keys: Vec<String> = (0..3)
+        .flat_map(|task| {
+            (1..=2)
+                .map(move |step| format!("{run}:sub:1.{task}/{step}:work:0", run = outcome.run_id))
+        })
+        .collect();
+    expected_keys.sort();
+    assert_eq!(keys, expected_keys, "each instance's tasks have keys of their own");
     let mut inner: Vec<String> = ids(&live(stream), "node_completed")
         .into_iter()
         .filter_map(|(node, id)| (node.as_deref() == Some("sub/work")).then(|| id.unwrap()))
@@ -546,4 +562,40 @@ fn drawings_show_subgraphs_nested() {
     ] {
         assert!(dot.contains(&format!("{line}\n")), "missing `{line}` in\n{dot}");
     }
+}
+
+#[test]
+fn a_breakpoint_of_the_subgraph_pauses_the_run_and_an_approval_passes_it() {
+    let runtime = support::runtime();
+    let inner = StateGraph::<Inner>::new("guarded", 1)
+        .node("work", |_s: Arc<Inner>, _ctx| async move {
+            Ok(InnerUpdate::default().done(vec!["worked".into()]))
+        })
+        .edge(START, "work")
+        .edge("work", END)
+        .interrupt_before(["work"])
+        .compile()
+        .unwrap();
+    let graph = Graph::new("outer", 1)
+        .subgraph("sub", inner, into_inner, from_inner)
+        .edge(START, "sub")
+        .edge("sub", END)
+        .compile()
+        .unwrap();
+    let executor = Executor::new(MemoryStore::new());
+    let paused =
+        runtime.block_on(executor.run(&graph, Trace::default(), RunConfig::new())).unwrap();
+    assert_eq!(paused.status, RunStatus::AwaitingHitl);
+    let point = paused.interrupts[0].breakpoint().expect("a typed breakpoint");
+    assert_eq!((point.node.as_str(), point.side), ("sub/work", tollgate::BreakpointSide::Before));
+    assert_eq!(paused.interrupts[0].node, "sub/work");
+    let request = DecisionRequest::new(Decision::Approve);
+    let resumed = runtime
+        .block_on(executor.resume_run(&graph, paused.run_id, request, RunConfig::new()))
+        .unwrap();
+    let Resumed::Continuing(done) = resumed else { panic!("the run continues") };
+    assert_eq!(
+        (done.status, done.state.visited.clone()),
+        (RunStatus::Completed, vec!["worked".to_owned()])
+    );
 }

@@ -265,7 +265,7 @@ async fn nested_leg<P: State, T: State>(
             let mut reused = HashMap::new();
             for kept in &record.kept {
                 let task = frontier.tasks.get(kept.task as usize);
-                if !task.is_some_and(|task| *graph.node(task.node).name == kept.node) {
+                if task.is_none_or(|task| *graph.node(task.node).name != kept.node) {
                     continue;
                 }
                 let output: TaskOutputRecord<T::Update> =
