@@ -21,6 +21,7 @@ use tollgate::{
 };
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 
+mod load;
 mod page;
 mod stream;
 
@@ -643,6 +644,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if wanted("noop") {
         results.push(noop().await?);
+    }
+    if wanted("concurrent") {
+        results.push(load::concurrent(&backend).await?);
+    }
+    if wanted("big_state") {
+        results.push(load::big_state(&backend).await?);
     }
     match &backend {
         Backend::Sqlite(dir) if wanted("stream_latency") => {

@@ -16,7 +16,7 @@ fn now_ns() -> i128 {
 }
 
 /// The value at quantile `q` (0..=1) of `values`, sorted here.
-fn quantile(values: &mut [f64], q: f64) -> f64 {
+pub(crate) fn quantile(values: &mut [f64], q: f64) -> f64 {
     values.sort_by(f64::total_cmp);
     let index = ((values.len().saturating_sub(1)) as f64 * q).round() as usize;
     values.get(index).copied().unwrap_or(f64::NAN)

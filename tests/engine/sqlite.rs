@@ -147,6 +147,39 @@ fn an_owner_that_lost_its_run_cannot_write() {
     assert_eq!((after.step, after.epoch), (2, 2), "the fenced step was not written");
 }
 
+/// A cancel claims the run, then ends it: a leg fenced between the two
+/// writes still reports that it was cancelled (it waits for the second).
+#[test]
+fn a_leg_fenced_between_a_cancels_two_writes_reports_the_cancel() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let executor = Executor::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
+    let store = Arc::clone(executor.store());
+    let (handle, gate, _) = runtime.block_on(started_and_held(&executor, 3));
+    let run = handle.run_id();
+    // The cancel's first write: the claim.
+    let record = runtime.block_on(store.run(run)).unwrap();
+    let epoch = runtime.block_on(store.claim(run, record.epoch, Owner::current(), i64::MAX / 2));
+    let epoch = epoch.unwrap();
+    gate.open();
+    // The second write lands a moment after the leg was refused.
+    std::thread::sleep(Duration::from_millis(150));
+    let ended = tollgate_checkpoint::Transition {
+        run,
+        epoch,
+        step: None,
+        status: RunStatus::Interrupted,
+        failure: None,
+        events: Vec::new(),
+        at_ms: 0,
+        lease_until_ms: None,
+        interrupts: Vec::new(),
+    };
+    runtime.block_on(store.commit(ended)).unwrap();
+    let error = runtime.block_on(handle.wait()).unwrap_err();
+    assert!(matches!(error, RunError::Cancelled { .. }), "{error:?}");
+}
+
 #[test]
 fn the_lease_is_renewed_while_a_long_step_runs() {
     let runtime = support::runtime();

@@ -113,10 +113,27 @@ impl Executor {
 }
 
 /// Whether a leg refused as fenced was cancelled from elsewhere: the run
-/// is now `interrupted` rather than taken over by another owner.
+/// is now `interrupted` rather than taken over by another owner. A cancel
+/// claims the run and then ends it (two writes), so a leg fenced in
+/// between finds it `running` for a moment: it looks again for up to
+/// [`SETTLE`] before taking the run as taken over.
 pub(crate) async fn cancelled_elsewhere(
     store: &dyn tollgate_checkpoint::Store,
     run: RunId,
 ) -> bool {
-    matches!(store.run(run).await, Ok(record) if record.status == RunStatus::Interrupted)
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        match store.run(run).await {
+            Ok(record) if record.status == RunStatus::Interrupted => return true,
+            Ok(record)
+                if record.status == RunStatus::Running && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            _ => return false,
+        }
+    }
 }
+
+/// How long a fenced leg waits for a cancel's second write.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);

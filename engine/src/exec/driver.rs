@@ -637,6 +637,7 @@ impl<S: State> Leg<S> {
                 _ => self.write_progress(step.is_some()).await,
             };
         }
+        self.origins.clear();
         let _gate = self.emitter.writes.lock().await;
         let transition = Transition {
             run: self.run,

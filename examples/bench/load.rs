@@ -1,0 +1,147 @@
+//! Load workloads: many runs at once on one executor (`concurrent`), and a
+//! big state with small updates (`big_state`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tollgate::{
+    Event, EventSink, Executor, GraphState, Route, RunConfig, StateGraph, Store, END, START,
+};
+
+use crate::stream::quantile;
+use crate::{cycle, cycle_on, extend, line, Backend, Counter, Outcome};
+
+/// 256 runs x 50 steps started together on one executor; the aggregate
+/// durable step rate, the time between consecutive checkpoints of a run
+/// (p50, p99), and the single-run cycle measured on the same store for the
+/// ratio.
+pub(crate) async fn concurrent(backend: &Backend) -> Outcome {
+    let (runs, steps) = (256u64, 50u64);
+    let store: Arc<dyn Store> = backend.open("concurrent").await?;
+    // The single run first (warmed up), on the same store.
+    cycle_on(Arc::clone(&store), 50).await?;
+    let mut single = Vec::new();
+    for _ in 0..3 {
+        single.push(cycle_on(Arc::clone(&store), 1_000).await? / 1_000.0);
+    }
+    let single_per_step = crate::median(single);
+
+    let executor = Executor::with_store(Arc::clone(&store));
+    let graph = cycle(steps);
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    let mut watchers = Vec::new();
+    for _ in 0..runs {
+        let (sink, mut events) = EventSink::channel();
+        let config = RunConfig::new().max_steps(steps).events(sink);
+        handles.push(executor.start(&graph, Counter::default(), config).await?);
+        // Each run's checkpoints, timed as they are announced (after
+        // their commit).
+        watchers.push(tokio::spawn(async move {
+            let mut gaps = Vec::new();
+            let mut last = Instant::now();
+            while let Some(event) = events.recv().await {
+                if let Event::CheckpointSaved { .. } = event.event {
+                    let now = Instant::now();
+                    gaps.push(now.duration_since(last).as_secs_f64() * 1e6);
+                    last = now;
+                }
+            }
+            gaps
+        }));
+    }
+    for handle in handles {
+        let outcome = handle.wait().await?;
+        assert_eq!(outcome.state.count, steps, "every run ran every step");
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let mut gaps = Vec::new();
+    for watcher in watchers {
+        gaps.extend(watcher.await?);
+    }
+    assert_eq!(gaps.len() as u64, runs * steps, "one checkpoint per step of every run");
+    drop(executor);
+    drop(store);
+    let total = runs * steps;
+    let steps_per_s = total as f64 / seconds;
+    let single_rate = 1.0 / single_per_step;
+    Ok(extend(
+        line("concurrent", runs, seconds, total, backend.bytes("concurrent").await?, total),
+        json!({
+            "runs": runs,
+            "steps_per_run": steps,
+            "steps_per_s": steps_per_s,
+            "step_p50_us": quantile(&mut gaps, 0.50),
+            "step_p99_us": quantile(&mut gaps, 0.99),
+            "single_steps_per_s": single_rate,
+            "speedup_over_single": steps_per_s / single_rate,
+        }),
+    ))
+}
+
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Big {
+    /// The bulk of the state, written once with the input.
+    blob: String,
+    /// One line per step.
+    #[reducer(append)]
+    lines: Vec<String>,
+}
+
+/// A 1 MB state, 1 KB appended per step, 500 steps: the time per step and
+/// the bytes the database grew by per step, snapshots included (the growth
+/// of a 500-step run's database over a 1-step run's, per extra step).
+pub(crate) async fn big_state(backend: &Backend) -> Outcome {
+    let (steps, update) = (500u64, 1_024usize);
+    let (seconds, bytes, snapshots) = big_run(backend, "big_state", steps, update).await?;
+    let (_, base, _) = big_run(backend, "big_state_base", 1, update).await?;
+    let per_step = bytes.saturating_sub(base) as f64 / (steps - 1) as f64;
+    Ok(extend(
+        line("big_state", steps, seconds, steps, bytes, steps),
+        json!({
+            "state_bytes": 1 << 20,
+            "update_bytes": update,
+            "bytes_written_per_step": per_step,
+            "per_step_over_update": per_step / update as f64,
+            "snapshots": snapshots,
+            "base_db_bytes": base,
+        }),
+    ))
+}
+
+/// One run of `steps` appends on a fresh store `name`: (seconds, database
+/// bytes once closed, snapshots taken).
+async fn big_run(
+    backend: &Backend,
+    name: &str,
+    steps: u64,
+    update: usize,
+) -> Result<(f64, u64, usize), Box<dyn std::error::Error>> {
+    let graph = StateGraph::<Big>::new("big_state", 1)
+        .node("append", move |state: Arc<Big>, _ctx| {
+            let line = format!("{:0>width$}", state.lines.len(), width = update);
+            async move { Ok(BigUpdate::default().lines(vec![line])) }
+        })
+        .edge(START, "append")
+        .route("append", ["append", END], move |s: &Big| {
+            if (s.lines.len() as u64) < steps {
+                Route::to("append")
+            } else {
+                Route::end()
+            }
+        })
+        .compile()?;
+    let store = backend.open(name).await?;
+    let executor = Executor::with_store(Arc::clone(&store));
+    let input = Big { blob: "x".repeat(1 << 20), lines: Vec::new() };
+    let started = Instant::now();
+    let outcome = executor.run(&graph, input, RunConfig::new().max_steps(steps)).await?;
+    let seconds = started.elapsed().as_secs_f64();
+    assert_eq!(outcome.state.lines.len() as u64, steps, "every step appended");
+    let page = store.history(outcome.run_id, None, 1_000).await?;
+    let snapshots = page.checkpoints.iter().filter(|c| c.snapshot && c.step > 0).count();
+    drop((executor, store));
+    Ok((seconds, backend.bytes(name).await?, snapshots))
+}
