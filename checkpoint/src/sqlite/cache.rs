@@ -41,7 +41,8 @@ impl SqliteStore {
         now_ms: i64,
     ) -> Result<(), StoreError> {
         let bytes = value.to_bytes();
-        self.write(|tx| {
+        let (scope, key) = (scope.to_owned(), key.to_owned());
+        self.write(move |tx| {
             tx.prepare_cached("DELETE FROM node_cache WHERE scope = ?1 AND expires_ms <= ?2")?
                 .execute(params![scope, now_ms])?;
             tx.prepare_cached(

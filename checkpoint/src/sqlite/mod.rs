@@ -2,6 +2,7 @@
 
 mod cache;
 mod frame;
+mod group;
 mod ops;
 mod rows;
 mod schema;
@@ -100,13 +101,18 @@ impl Default for SqliteOptions {
 /// the same file at once; a busy database is waited for and retried, never
 /// reported as `database is locked`.
 ///
-/// Each call runs on the calling task while holding the store's one
-/// connection; the statements are short (tens of microseconds).
+/// A write runs on the calling task when the store's connection is free
+/// (the statements are short: tens of microseconds); one that finds it
+/// held by another task goes to the store's commit thread, which commits
+/// every write waiting at that moment in one transaction (group commit),
+/// while the task yields its runtime worker.
 #[derive(Debug)]
 pub struct SqliteStore {
-    conn: Mutex<Connection>,
+    conn: Arc<Mutex<Connection>>,
     path: PathBuf,
     options: SqliteOptions,
+    /// Writes that found the connection held go here (`group.rs`).
+    group: group::GroupCommitter,
     checkpointer: Option<Checkpointer>,
 }
 
@@ -118,7 +124,7 @@ struct Checkpointer {
 }
 
 #[derive(Debug, Default)]
-struct CheckpointShared {
+pub(crate) struct CheckpointShared {
     state: Mutex<CheckpointState>,
     wake: Condvar,
 }
@@ -197,11 +203,16 @@ impl Checkpointer {
     }
 
     fn committed(&self) {
-        let mut state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.commits += 1;
-        if state.commits - state.covered == CHECKPOINT_EVERY {
-            self.shared.wake.notify_one();
-        }
+        count_commit(&self.shared);
+    }
+}
+
+/// Counts a commit; every `CHECKPOINT_EVERY` wakes the checkpoint thread.
+fn count_commit(shared: &CheckpointShared) {
+    let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+    state.commits += 1;
+    if state.commits - state.covered == CHECKPOINT_EVERY {
+        shared.wake.notify_one();
     }
 }
 
@@ -356,7 +367,10 @@ impl SqliteStore {
             Checkpointing::Background => Some(Checkpointer::start(&path)?),
             Checkpointing::Inline => None,
         };
-        Ok(Self { conn: Mutex::new(conn), path, options, checkpointer })
+        let conn = Arc::new(Mutex::new(conn));
+        let counted = checkpointer.as_ref().map(|checkpointer| Arc::clone(&checkpointer.shared));
+        let group = group::GroupCommitter::start(Arc::clone(&conn), counted, options.patience)?;
+        Ok(Self { conn, path, options, group, checkpointer })
     }
 
     fn prepare(conn: &mut Connection, options: &SqliteOptions) -> Result<(), StoreError> {
@@ -402,23 +416,21 @@ impl SqliteStore {
     /// retrying the whole transaction while another process holds the
     /// write lock. The connection is not held between attempts, and the
     /// wait does not hold a runtime worker (see [`back_off`]).
-    pub(crate) async fn write<T: Send>(
-        &self,
-        work: impl Fn(&Connection) -> Result<T, Abort> + Send + Sync,
-    ) -> Result<T, StoreError> {
+    ///
+    /// When another task of this process holds the connection, the work
+    /// is not waited for on this thread: it goes to the group committer
+    /// (`group.rs`), which runs every write waiting at that moment in one
+    /// transaction, and this task awaits its answer (given once that
+    /// transaction is committed).
+    pub(crate) async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: Fn(&Connection) -> Result<T, Abort> + Send + Sync + 'static,
+    {
         let started = Instant::now();
         let mut pause = FIRST_PAUSE;
-        loop {
-            let attempt = {
-                let conn = self.lock();
-                let tx = Tx::begin(&conn, "BEGIN IMMEDIATE");
-                tx.map_err(Abort::from).and_then(|tx| {
-                    let value = work(&tx)?;
-                    __failpoint("commit:inside");
-                    tx.commit()?;
-                    Ok(value)
-                })
-            };
+        while !self.group.busy() {
+            let Some(attempt) = self.try_inline(&work) else { break };
             match attempt {
                 Ok(value) => {
                     __failpoint("commit:after");
@@ -434,6 +446,30 @@ impl SqliteStore {
                 Err(Abort::Sqlite(error)) => return Err(backend(error)),
             }
         }
+        let value = self.group.submit(Box::new(move |conn| {
+            work(conn).map(|value| Box::new(value) as Box<dyn std::any::Any + Send>)
+        }));
+        let value = value.await?;
+        Ok(*value.downcast::<T>().expect("a write's answer has the write's type"))
+    }
+
+    /// One attempt at `work` on this thread, if the connection is free
+    /// (`None` when another task holds it).
+    fn try_inline<T>(
+        &self,
+        work: &impl Fn(&Connection) -> Result<T, Abort>,
+    ) -> Option<Result<T, Abort>> {
+        let conn = match self.conn.try_lock() {
+            Ok(conn) => conn,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(Tx::begin(&conn, "BEGIN IMMEDIATE").map_err(Abort::from).and_then(|tx| {
+            let value = work(&tx)?;
+            __failpoint("commit:inside");
+            tx.commit()?;
+            Ok(value)
+        }))
     }
 
     /// Runs `work` in a read transaction (one consistent snapshot),

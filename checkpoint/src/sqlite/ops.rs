@@ -40,7 +40,7 @@ impl Store for SqliteStore {
         let owner = run.claim.as_ref().map(|(owner, _)| owner.to_text());
         let lease = run.claim.as_ref().map(|(_, until)| *until);
         let events = EventRecord::join_lines(&run.events);
-        self.write(|tx| {
+        self.write(move |tx| {
             let exists = tx
                 .prepare_cached("SELECT count(*) FROM runs WHERE id = ?1")?
                 .query_row([&id], |row| row.get::<_, i64>(0))?;
@@ -119,7 +119,7 @@ impl Store for SqliteStore {
         let events = EventRecord::join_lines(&transition.events);
         let running = transition.status == RunStatus::Running;
         let id = run.to_string();
-        self.write(|tx| {
+        self.write(move |tx| {
             let record = load_writer(tx, run)?;
             let num = record.num;
             check_writer(run, record.status, record.epoch, transition.epoch)?;
@@ -198,12 +198,13 @@ impl Store for SqliteStore {
 
     async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
         let run = write.run;
-        let rows: Vec<(&TaskKey, Vec<u8>)> =
-            write.updates.iter().map(|u| (&u.task, u.update.to_bytes())).collect();
-        self.write(|tx| {
+        let rows: Vec<(TaskKey, Vec<u8>)> =
+            write.updates.into_iter().map(|u| (u.task, u.update.to_bytes())).collect();
+        let epoch = write.epoch;
+        self.write(move |tx| {
             let record = load_writer(tx, run)?;
             let num = record.num;
-            check_writer(run, record.status, record.epoch, write.epoch)?;
+            check_writer(run, record.status, record.epoch, epoch)?;
             if let Some((task, _)) = rows.iter().find(|(task, _)| task.step != record.step + 1) {
                 let (current, found) = (record.step, task.step);
                 return Err(StoreError::StepOutOfOrder { run, current, found }.into());
@@ -222,11 +223,11 @@ impl Store for SqliteStore {
 
     async fn put_task_progress(&self, write: TaskProgress) -> Result<(), StoreError> {
         let run = write.run;
-        let task = &write.progress.task;
+        let task = write.progress.task.clone();
         let payload = write.progress.update.to_bytes();
         let events = EventRecord::join_lines(&write.events);
         let id = run.to_string();
-        self.write(|tx| {
+        self.write(move |tx| {
             let record = load_writer(tx, run)?;
             let num = record.num;
             check_writer(run, record.status, record.epoch, write.epoch)?;
@@ -273,7 +274,7 @@ impl Store for SqliteStore {
     ) -> Result<u64, StoreError> {
         let owner = owner.to_text();
         let id = run.to_string();
-        self.write(|tx| {
+        self.write(move |tx| {
             let (status, epoch, _) = load_owner(tx, run)?;
             check_writer(run, status, epoch, expected_epoch)?;
             tx.prepare_cached(
@@ -289,7 +290,7 @@ impl Store for SqliteStore {
 
     async fn renew(&self, run: RunId, epoch: u64, lease_until_ms: i64) -> Result<(), StoreError> {
         let id = run.to_string();
-        self.write(|tx| {
+        self.write(move |tx| {
             let (status, current, _) = load_owner(tx, run)?;
             check_writer(run, status, current, epoch)?;
             tx.prepare_cached(
@@ -401,7 +402,7 @@ impl Store for SqliteStore {
             .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
         let events = EventRecord::join_lines(&write.events);
         let id = run.to_string();
-        self.write(|tx| {
+        self.write(move |tx| {
             let (record, num) = load_run(tx, run)?;
             if record.epoch != write.expected_epoch {
                 let (writer, current) = (write.expected_epoch, record.epoch);
@@ -611,7 +612,7 @@ impl Store for SqliteStore {
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
         let id = run.to_string();
-        self.write(|tx| {
+        self.write(move |tx| {
             let (status, _, num) = load_owner(tx, run)?;
             if status == RunStatus::Running {
                 return Err(StoreError::RunInFlight { run }.into());

@@ -1,0 +1,259 @@
+//! Group commit. A write that finds the store's connection held by
+//! another task of the process is not waited for on the runtime worker
+//! that made it: it is handed to this thread, which takes the connection
+//! as soon as it is free and runs every write waiting at that moment in
+//! one transaction, so that concurrent runs share one commit. Each write
+//! is still atomic on its own: one that is refused (fenced, out of order)
+//! is answered with its refusal and the others run again without it.
+//! Every caller is answered after the transaction holding its write is
+//! committed (durable as the store's level says), or with the error that
+//! kept it from being.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+use super::{backend, is_busy, Abort, CheckpointShared, Tx, FIRST_PAUSE, LAST_PAUSE};
+use crate::failpoint::__failpoint;
+use crate::store::StoreError;
+
+/// A write, with its answer's type erased.
+pub(super) type Work = Box<dyn Fn(&Connection) -> Result<Box<dyn Any + Send>, Abort> + Send + Sync>;
+
+type Answer = Result<Box<dyn Any + Send>, StoreError>;
+
+struct Job {
+    work: Work,
+    reply: oneshot::Sender<Answer>,
+}
+
+/// Writes in one transaction at most (a bound on how long one commit holds
+/// the connection).
+const MAX_BATCH: usize = 256;
+
+/// The group-commit thread and the way to it.
+#[derive(Debug)]
+pub(super) struct GroupCommitter {
+    jobs: Option<Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    stats: Arc<Stats>,
+}
+
+/// What the thread did: transactions committed and writes in them.
+#[derive(Debug, Default)]
+pub(super) struct Stats {
+    pub(super) commits: AtomicU64,
+    pub(super) writes: AtomicU64,
+    /// Writes handed over and not yet answered.
+    pub(super) waiting: AtomicU64,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Job")
+    }
+}
+
+impl GroupCommitter {
+    /// Starts the thread on the store's connection; `checkpoints` is told
+    /// of every commit.
+    pub(super) fn start(
+        conn: Arc<Mutex<Connection>>,
+        checkpoints: Option<Arc<CheckpointShared>>,
+        patience: Duration,
+    ) -> Result<Self, StoreError> {
+        let (jobs, queue) = mpsc::channel();
+        let stats = Arc::new(Stats::default());
+        let counted = Arc::clone(&stats);
+        let thread = std::thread::Builder::new()
+            .name("tollgate-commit".into())
+            .spawn(move || run(&conn, &queue, checkpoints.as_deref(), patience, &counted))
+            .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
+        Ok(Self { jobs: Some(jobs), thread: Some(thread), stats })
+    }
+
+    /// (transactions committed, writes they carried) so far.
+    #[cfg(test)]
+    pub(super) fn stats(&self) -> (u64, u64) {
+        (self.stats.commits.load(Ordering::Relaxed), self.stats.writes.load(Ordering::Relaxed))
+    }
+
+    /// Hands `work` to the thread; the answer comes once it is committed.
+    pub(super) async fn submit(&self, work: Work) -> Answer {
+        let (reply, answer) = oneshot::channel();
+        self.stats.waiting.fetch_add(1, Ordering::SeqCst);
+        let sent = self.jobs.as_ref().map(|jobs| jobs.send(Job { work, reply }));
+        if !matches!(sent, Some(Ok(()))) {
+            self.stats.waiting.fetch_sub(1, Ordering::SeqCst);
+            return Err(gone());
+        }
+        answer.await.unwrap_or_else(|_| Err(gone()))
+    }
+
+    /// Whether writes are waiting for the thread: a new write then joins
+    /// them rather than overtaking them on its own thread.
+    pub(super) fn busy(&self) -> bool {
+        self.stats.waiting.load(Ordering::SeqCst) > 0
+    }
+}
+
+impl Drop for GroupCommitter {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread once the queue is empty.
+        self.jobs.take();
+
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The thread stopped (it panicked, or the store is closing).
+fn gone() -> StoreError {
+    StoreError::Backend { source: "the SQLite commit thread has stopped".into() }
+}
+
+fn run(
+    conn: &Mutex<Connection>,
+    queue: &Receiver<Job>,
+    checkpoints: Option<&CheckpointShared>,
+    patience: Duration,
+    stats: &Stats,
+) {
+    while let Ok(first) = queue.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let answers = commit_batch(&conn, batch, patience);
+        drop(conn);
+        stats.waiting.fetch_sub(answers.len() as u64, Ordering::SeqCst);
+        let written = answers.iter().filter(|(_, answer)| answer.is_ok()).count() as u64;
+        if written > 0 {
+            stats.commits.fetch_add(1, Ordering::Relaxed);
+            stats.writes.fetch_add(written, Ordering::Relaxed);
+            if let Some(shared) = checkpoints {
+                super::count_commit(shared);
+            }
+        }
+        for (reply, answer) in answers {
+            // A caller that stopped waiting no longer needs its answer.
+            let _ = reply.send(answer);
+        }
+    }
+}
+
+/// Runs `batch` in one transaction: a refused write is answered with its
+/// refusal and the transaction begun again without it; a busy database is
+/// waited for (up to `patience`); a failed commit fails every write in it.
+fn commit_batch(
+    conn: &Connection,
+    batch: Vec<Job>,
+    patience: Duration,
+) -> Vec<(oneshot::Sender<Answer>, Answer)> {
+    let started = Instant::now();
+    let mut pause = FIRST_PAUSE;
+    let mut pending = batch;
+    let mut answers = Vec::with_capacity(pending.len());
+    'batch: while !pending.is_empty() {
+        let busy = |started: Instant, pause: &mut Duration| {
+            if started.elapsed() >= patience {
+                return false;
+            }
+            std::thread::sleep(*pause);
+            *pause = (*pause * 2).min(LAST_PAUSE);
+            true
+        };
+        let tx = match Tx::begin(conn, "BEGIN IMMEDIATE") {
+            Ok(tx) => tx,
+            Err(error) if is_busy(&error) => {
+                if busy(started, &mut pause) {
+                    continue;
+                }
+                let waited_ms = started.elapsed().as_millis() as u64;
+                for job in pending.drain(..) {
+                    answers.push((job.reply, Err(StoreError::Busy { waited_ms })));
+                }
+                break;
+            }
+            Err(error) => {
+                fail_all(&mut pending, &mut answers, &error);
+                break;
+            }
+        };
+        let mut values = Vec::with_capacity(pending.len());
+        for index in 0..pending.len() {
+            match (pending[index].work)(&tx) {
+                Ok(value) => values.push(value),
+                Err(abort) => {
+                    // Undo everything, answer this one, run the rest again.
+                    drop(tx);
+                    match abort {
+                        Abort::Sqlite(error) if is_busy(&error) => {
+                            if !busy(started, &mut pause) {
+                                let waited_ms = started.elapsed().as_millis() as u64;
+                                for job in pending.drain(..) {
+                                    answers.push((job.reply, Err(StoreError::Busy { waited_ms })));
+                                }
+                                break 'batch;
+                            }
+                        }
+                        Abort::Sqlite(error) => {
+                            let job = pending.remove(index);
+                            answers.push((job.reply, Err(backend(error))));
+                        }
+                        Abort::Refused(error) => {
+                            let job = pending.remove(index);
+                            answers.push((job.reply, Err(error)));
+                        }
+                    }
+                    continue 'batch;
+                }
+            }
+        }
+        __failpoint("commit:inside");
+        match tx.commit() {
+            Ok(()) => {
+                __failpoint("commit:after");
+                for (job, value) in pending.drain(..).zip(values) {
+                    answers.push((job.reply, Ok(value)));
+                }
+            }
+            Err(error) if is_busy(&error) && busy(started, &mut pause) => continue,
+            Err(error) => fail_all(&mut pending, &mut answers, &error),
+        }
+    }
+    answers
+}
+
+/// Answers every pending write with `error` (each gets its own copy).
+fn fail_all(
+    pending: &mut Vec<Job>,
+    answers: &mut Vec<(oneshot::Sender<Answer>, Answer)>,
+    error: &rusqlite::Error,
+) {
+    for job in pending.drain(..) {
+        answers.push((job.reply, Err(backend(copy(error)))));
+    }
+}
+
+fn copy(error: &rusqlite::Error) -> rusqlite::Error {
+    match error {
+        rusqlite::Error::SqliteFailure(failure, message) => {
+            rusqlite::Error::SqliteFailure(*failure, message.clone())
+        }
+        other => rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            Some(other.to_string()),
+        ),
+    }
+}
