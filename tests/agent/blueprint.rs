@@ -115,13 +115,7 @@ fn a_blueprint_run_pauses_and_is_continued_from_its_stored_blueprint_after_reope
     let run_id = paused.run_id;
     drop((agent, executor, blueprint));
 
-    // Another process: only the database and the run id.
-    let executor = Executor::new(SqliteStore::open(&db).unwrap());
-    let attachment = rt.block_on(executor.attachment(run_id)).unwrap().expect("blueprint stored");
-    let blueprint = Blueprint::from_attachment(&attachment).unwrap();
-    let agent = blueprint.compile(&ModelRegistry::new()).unwrap();
-    let approve = DecisionRequest::new(Decision::Approve);
-    let done = rt.block_on(agent.resume(&executor, run_id, approve, RunConfig::new())).unwrap();
+    let done = approve_elsewhere(&rt, &db, run_id);
     assert_eq!(done.status, RunStatus::Completed);
     assert_eq!(done.final_text(), Some("Refunded 20 EUR for order 7."));
     assert_trajectory(done.events())
@@ -141,6 +135,21 @@ fn a_blueprint_run_pauses_and_is_continued_from_its_stored_blueprint_after_reope
         })
         .collect();
     assert_eq!(lines, [r#"refunding {"id":7}"#]);
+}
+
+/// Another process: only the database and the run id. Approves the run's
+/// interrupt with the blueprint the run stored.
+fn approve_elsewhere(
+    rt: &tokio::runtime::Runtime,
+    db: &Path,
+    run_id: tollgate::RunId,
+) -> tollgate::AgentRun {
+    let executor = Executor::new(SqliteStore::open(db).unwrap());
+    let attachment = rt.block_on(executor.attachment(run_id)).unwrap().expect("blueprint stored");
+    let blueprint = Blueprint::from_attachment(&attachment).unwrap();
+    let agent = blueprint.compile(&ModelRegistry::new()).unwrap();
+    let approve = DecisionRequest::new(Decision::Approve);
+    rt.block_on(agent.resume(&executor, run_id, approve, RunConfig::new())).unwrap()
 }
 
 /// A graph blueprint of two agents in `dir`: a researcher who searches,
@@ -393,13 +402,7 @@ fn an_entry_may_be_another_blueprint_run_as_a_subgraph_and_continued_elsewhere()
     let run_id = paused.run_id;
     drop((agent, executor, blueprint));
 
-    // Another process: only the database and the run id.
-    let executor = Executor::new(SqliteStore::open(&db).unwrap());
-    let attachment = rt.block_on(executor.attachment(run_id)).unwrap().expect("blueprint stored");
-    let blueprint = Blueprint::from_attachment(&attachment).unwrap();
-    let agent = blueprint.compile(&ModelRegistry::new()).unwrap();
-    let approve = DecisionRequest::new(Decision::Approve);
-    let done = rt.block_on(agent.resume(&executor, run_id, approve, RunConfig::new())).unwrap();
+    let done = approve_elsewhere(&rt, &db, run_id);
     assert_eq!(done.status, RunStatus::Completed);
     assert_eq!(done.final_text(), Some("Summary: refunded 20 EUR."));
     let said: Vec<&str> = done

@@ -17,7 +17,9 @@ use tollgate::{
 use tollgate_testkit::{HookedStore, StoreHooks};
 
 use crate::child::{journal, Job, JobUpdate};
-use crate::parent::{block_on, crash_and_recover, lines, Scenario};
+use crate::parent::{
+    block_on, crash_and_recover, file_is_intact, final_state_and_log, lines, Scenario,
+};
 
 /// Inner steps: the fan-out, then `INNER - 1` loop steps.
 const INNER: u64 = 12;
@@ -152,16 +154,10 @@ fn verify(dir: &Path, scenario: &Scenario, expected: &serde_json::Value) {
         (record.status, record.step, record.owner.as_ref()),
         (RunStatus::Completed, 3, None)
     );
-    let events = block_on(store.events(run, 0, u64::MAX)).unwrap();
-    let last: serde_json::Value = serde_json::from_str(&events.last().unwrap().json).unwrap();
-    assert_eq!(&last["result"], expected, "final state differs from the uncrashed run");
-    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "events are gap-free");
+    final_state_and_log(&store, run, expected);
     assert!(block_on(store.checkpoint(run, None)).unwrap().progress.is_empty());
     drop(store);
-    let conn = rusqlite::Connection::open(dir.join("db.sqlite")).unwrap();
-    let integrity: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).unwrap();
-    assert_eq!(integrity, "ok");
+    file_is_intact(dir);
 
     // When each inner step (and finished inner task) became durable.
     let leg_of: HashMap<String, usize> =

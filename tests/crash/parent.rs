@@ -97,13 +97,7 @@ fn verify(dir: &Path, scenario: &Scenario, expected: &serde_json::Value) {
         (RunStatus::Completed, STEPS, None)
     );
 
-    // The final state equals the uncrashed run's.
-    let events = block_on(store.events(run, 0, u64::MAX)).unwrap();
-    let last: serde_json::Value = serde_json::from_str(&events.last().unwrap().json).unwrap();
-    assert_eq!(last["event_type"], "run_ended");
-    assert_eq!(&last["result"], expected, "final state differs from the uncrashed run");
-    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "events are gap-free");
+    final_state_and_log(&store, run, expected);
 
     // Every acknowledged checkpoint is present; history is gap-free.
     let history = block_on(store.history(run, None, 1_000)).unwrap();
@@ -117,10 +111,7 @@ fn verify(dir: &Path, scenario: &Scenario, expected: &serde_json::Value) {
         }
     }
     drop(store);
-
-    let conn = rusqlite::Connection::open(dir.join("db.sqlite")).unwrap();
-    let integrity: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).unwrap();
-    assert_eq!(integrity, "ok");
+    file_is_intact(dir);
 
     // No task whose output was acknowledged durable ran again later.
     let leg_of: HashMap<String, usize> =
@@ -150,6 +141,28 @@ fn verify(dir: &Path, scenario: &Scenario, expected: &serde_json::Value) {
         4 + 1 + STEPS - 3,
         "every task with an effect ran at least once"
     );
+}
+
+/// The run's last event is its end, with the uncrashed run's state; its
+/// events are numbered without a gap.
+pub(crate) fn final_state_and_log(
+    store: &SqliteStore,
+    run: tollgate::RunId,
+    expected: &serde_json::Value,
+) {
+    let events = block_on(store.events(run, 0, u64::MAX)).unwrap();
+    let last: serde_json::Value = serde_json::from_str(&events.last().unwrap().json).unwrap();
+    assert_eq!(last["event_type"], "run_ended");
+    assert_eq!(&last["result"], expected, "final state differs from the uncrashed run");
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>(), "events are gap-free");
+}
+
+/// `PRAGMA integrity_check` of the scenario's database is `ok`.
+pub(crate) fn file_is_intact(dir: &Path) {
+    let conn = rusqlite::Connection::open(dir.join("db.sqlite")).unwrap();
+    let integrity: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).unwrap();
+    assert_eq!(integrity, "ok");
 }
 
 fn failpoints() {

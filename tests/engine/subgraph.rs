@@ -112,6 +112,20 @@ fn live(mut stream: tollgate::EventStream) -> Vec<EventEnvelope> {
     events
 }
 
+/// Runs `graph` from the default state on `executor`, with every event
+/// received live.
+fn run_live(
+    runtime: &tokio::runtime::Runtime,
+    executor: &Executor,
+    graph: &CompiledGraph<Trace>,
+) -> (tollgate::RunOutcome<Trace>, Vec<EventEnvelope>) {
+    let (sink, stream) = EventSink::channel();
+    let outcome = runtime
+        .block_on(executor.run(graph, Trace::default(), RunConfig::new().events(sink)))
+        .unwrap();
+    (outcome, live(stream))
+}
+
 async fn stored(store: &dyn Store, run: RunId) -> Vec<serde_json::Value> {
     let records = store.events(run, 0, 10_000).await.unwrap();
     records.iter().map(|r| serde_json::from_str(&r.json).unwrap()).collect()
@@ -123,16 +137,12 @@ fn a_subgraph_runs_its_own_state_and_its_events_carry_the_namespace() {
     let log = Log::default();
     let graph = parent(looping(3, &log, None));
     let executor = Executor::new(MemoryStore::new());
-    let (sink, stream) = EventSink::channel();
-    let outcome = runtime
-        .block_on(executor.run(&graph, Trace::default(), RunConfig::new().events(sink)))
-        .unwrap();
+    let (outcome, events) = run_live(&runtime, &executor, &graph);
     assert_eq!(outcome.status, RunStatus::Completed);
     assert_eq!(outcome.state.visited, ["a", "work 1", "work 2", "work 3", "b"]);
     assert_eq!(outcome.state.count, 1 + 3 + 1);
     assert_eq!(outcome.step, 3, "the parent ran three steps; the subgraph's are its own");
 
-    let events = live(stream);
     let inner = |step| (Some("sub/work".to_owned()), Some(format!("sub:2.0/work:{step}.0")));
     let completed = ids(&events, "node_completed");
     assert_eq!(
@@ -207,17 +217,13 @@ fn an_interrupt_inside_pauses_the_parent_and_the_decision_resumes_inside() {
             .unwrap()
     };
     let executor = Executor::new(SqliteStore::open(&path).unwrap());
-    let (sink, stream) = EventSink::channel();
-    let outcome = runtime
-        .block_on(executor.run(&graph(), Trace::default(), RunConfig::new().events(sink)))
-        .unwrap();
+    let (outcome, events) = run_live(&runtime, &executor, &graph());
     let run = outcome.run_id;
     assert_eq!((outcome.status, outcome.step), (RunStatus::AwaitingHitl, 0));
     let asked = &outcome.interrupts[0];
     assert_eq!(asked.id, format!("{run}.1.0.0"), "an id of the parent's step and task");
     assert_eq!((asked.node.as_str(), asked.step, asked.task), ("review/ask", 1, 0));
     assert_eq!(asked.payload, json!({"at": "ask"}));
-    let events = live(stream);
     assert_eq!(
         ids(&events, "interrupt_raised"),
         [(Some("review/ask".into()), Some("review:1.0/ask:2.0".into()))]
@@ -424,10 +430,7 @@ fn instances_sent_in_parallel_each_keep_their_own_state() {
         .compile()
         .unwrap();
     let executor = Executor::new(MemoryStore::new());
-    let (sink, stream) = EventSink::channel();
-    let outcome = runtime
-        .block_on(executor.run(&graph, Trace::default(), RunConfig::new().events(sink)))
-        .unwrap();
+    let (outcome, events) = run_live(&runtime, &executor, &graph);
     assert_eq!(outcome.status, RunStatus::Completed);
     assert_eq!(
         outcome.state.visited,
@@ -445,7 +448,7 @@ fn instances_sent_in_parallel_each_keep_their_own_state() {
         .collect();
     expected_keys.sort();
     assert_eq!(keys, expected_keys, "each instance's tasks have keys of their own");
-    let mut inner: Vec<String> = ids(&live(stream), "node_completed")
+    let mut inner: Vec<String> = ids(&events, "node_completed")
         .into_iter()
         .filter_map(|(node, id)| (node.as_deref() == Some("sub/work")).then(|| id.unwrap()))
         .collect();
@@ -506,14 +509,11 @@ fn subgraphs_nest_and_an_interrupt_two_levels_down_resumes_there() {
         .compile()
         .unwrap();
     let executor = Executor::new(MemoryStore::new());
-    let (sink, stream) = EventSink::channel();
-    let outcome = runtime
-        .block_on(executor.run(&graph, Trace::default(), RunConfig::new().events(sink)))
-        .unwrap();
+    let (outcome, events) = run_live(&runtime, &executor, &graph);
     assert_eq!(outcome.status, RunStatus::AwaitingHitl);
     assert_eq!(outcome.interrupts[0].node, "middle/inner/ask");
     assert_eq!(
-        ids(&live(stream), "interrupt_raised"),
+        ids(&events, "interrupt_raised"),
         [(Some("middle/inner/ask".into()), Some("middle:1.0/inner:1.0/ask:2.0".into()))]
     );
     let mut status = outcome.status;
