@@ -34,12 +34,22 @@ pub(crate) async fn concurrent(backend: &Backend) -> Outcome {
     // is one durable step of it (commit included).
     let stamps: Arc<Mutex<HashMap<RunId, Vec<Instant>>>> = Arc::default();
     let recorder = Arc::clone(&stamps);
+    // Started together: every run's first step waits here until all 256
+    // exist, then they go at once.
+    let barrier = Arc::new(tokio::sync::Barrier::new(runs as usize + 1));
+    let gate = Arc::clone(&barrier);
     let graph =
         StateGraph::<Counter>::new("concurrent", 1)
             .node("inc", move |_s: Arc<Counter>, ctx: NodeContext| {
-                let now = Instant::now();
-                recorder.lock().expect("stamps").entry(ctx.run_id()).or_default().push(now);
-                async move { Ok(CounterUpdate::default().count(1)) }
+                let (recorder, gate) = (Arc::clone(&recorder), Arc::clone(&gate));
+                async move {
+                    if ctx.step() == 1 {
+                        gate.wait().await;
+                    }
+                    let now = Instant::now();
+                    recorder.lock().expect("stamps").entry(ctx.run_id()).or_default().push(now);
+                    Ok(CounterUpdate::default().count(1))
+                }
             })
             .edge(START, "inc")
             .route("inc", ["inc", END], move |s: &Counter| {
@@ -50,12 +60,13 @@ pub(crate) async fn concurrent(backend: &Backend) -> Outcome {
                 }
             })
             .compile()?;
-    let started = Instant::now();
     let mut handles = Vec::new();
     for _ in 0..runs {
         let config = RunConfig::new().max_steps(steps);
         handles.push(executor.start(&graph, Counter::default(), config).await?);
     }
+    barrier.wait().await;
+    let started = Instant::now();
     for handle in handles {
         let outcome = handle.wait().await?;
         assert_eq!(outcome.state.count, steps, "every run ran every step");
