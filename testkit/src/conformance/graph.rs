@@ -49,8 +49,9 @@ fn visit(graph: Graph, name: &'static str) -> Graph {
 /// propagation, HITL pause / resume / reject, threads (a second run
 /// continues the first's state through the reducers; one leg at a time),
 /// node caching (a hit skips the node and says so), subgraphs (a failure
-/// inside continues inside, an interrupt inside pauses the parent and
-/// resumes inside, events under the namespace),
+/// inside continues inside from the subgraph's stored progress, as a
+/// crash does; an interrupt inside pauses the parent and resumes inside;
+/// events under the namespace; parallel instances through `Send`),
 /// checkpoint round trip through
 /// a second executor, run listing newest first with pagination, blueprint
 /// validation, tool advertisement and allowlist enforcement, malformed
@@ -434,6 +435,59 @@ async fn subgraphs(executor: Executor) {
     assert_eq!(drafts.load(Ordering::SeqCst), 1, "subgraphs: draft ran once in all");
     let checkpoint = executor.store().checkpoint(run, None).await.expect("subgraphs: checkpoint");
     assert!(checkpoint.progress.is_empty(), "subgraphs: the step's commit drops the progress");
+
+    // Parallel instances through `Send`, each with its own state.
+    let echo = Graph::new("echo", 1)
+        .node("say", |s: Arc<Track>, _ctx| async move {
+            Ok(TrackUpdate::default().visited(vec![format!("{} said", s.visited[0])]))
+        })
+        .edge(START, "say")
+        .edge("say", END)
+        .compile()
+        .expect("subgraphs: the echo graph compiles");
+    let fan = Graph::new("fan", 1)
+        .subgraph(
+            "echo",
+            echo,
+            |_: &Track, send| {
+                let who = send.and_then(|v| v.as_str()).unwrap_or("nobody").to_owned();
+                Ok(Track { visited: vec![who], count: 0 })
+            },
+            |_: &Track, inner: Track| Ok(TrackUpdate::default().visited(inner.visited).count(1)),
+        )
+        .route(START, ["echo"], |_: &Track| {
+            tollgate_engine::Route::send(
+                ["ann", "bob", "cy"].map(|who| tollgate_engine::Send::new("echo", json!(who))),
+            )
+        })
+        .edge("echo", END)
+        .compile()
+        .expect("subgraphs: the fan compiles");
+    let (sink, mut events) = EventSink::channel();
+    let done = executor
+        .run(&fan, Track::default(), RunConfig::new().events(sink))
+        .await
+        .expect("subgraphs: the fan runs");
+    assert_eq!(
+        done.state.visited,
+        ["ann", "ann said", "bob", "bob said", "cy", "cy said"],
+        "subgraphs: instances merged in task order"
+    );
+    assert_eq!(done.state.count, 3, "subgraphs: three instances");
+    let mut ids = Vec::new();
+    while let Some(event) = events.try_recv() {
+        if let (Event::NodeCompleted { .. }, Some("echo/say")) =
+            (&event.event, event.node.as_deref())
+        {
+            ids.push(event.node_id.unwrap_or_default());
+        }
+    }
+    ids.sort();
+    assert_eq!(
+        ids,
+        ["echo:1.0/say:1.0", "echo:1.1/say:1.0", "echo:1.2/say:1.0"],
+        "subgraphs: each instance under its own task"
+    );
 }
 
 async fn round_trip<S: Store>(store: Arc<S>) {
