@@ -77,6 +77,12 @@ impl GroupCommitter {
         Ok(Self { jobs: Some(jobs), thread: Some(thread), stats })
     }
 
+    /// Writes handed over and not yet answered.
+    #[cfg(test)]
+    pub(super) fn waiting(&self) -> u64 {
+        self.stats.waiting.load(Ordering::SeqCst)
+    }
+
     /// (transactions committed, writes they carried) so far.
     #[cfg(test)]
     pub(super) fn stats(&self) -> (u64, u64) {
@@ -192,7 +198,13 @@ fn commit_batch(
         };
         let mut values = Vec::with_capacity(pending.len());
         for index in 0..pending.len() {
-            match (pending[index].work)(&tx) {
+            // A write that panics is that write's failure, not the thread's.
+            let work = &pending[index].work;
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&tx)))
+                .unwrap_or_else(|_| {
+                    Err(Abort::Refused(StoreError::Backend { source: "a write panicked".into() }))
+                });
+            match result {
                 Ok(value) => values.push(value),
                 Err(abort) => {
                     // Undo everything, answer this one, run the rest again.

@@ -410,3 +410,67 @@ fn concurrent_writes_are_committed_in_groups_each_answered_on_its_own() {
     let ok: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("check");
     assert_eq!(ok, "ok");
 }
+
+/// Writes queued while the connection is held are committed together; one
+/// that panics fails alone and the commit thread goes on.
+#[test]
+fn a_write_that_panics_in_a_group_fails_alone() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("panic.db")).expect("open"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let held = store.conn.lock().expect("the connection");
+    let tasks: Vec<_> = (0..6i64)
+        .map(|n| {
+            let store = std::sync::Arc::clone(&store);
+            runtime.spawn(async move {
+                store
+                    .write(move |tx| {
+                        assert!(n != 3, "write 3 panics");
+                        tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?;
+                        Ok(n)
+                    })
+                    .await
+            })
+        })
+        .collect();
+    // Every write is waiting for the thread before the connection is let go.
+    while store.group.waiting() < 6 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    drop(held);
+    let results: Vec<_> =
+        tasks.into_iter().map(|task| runtime.block_on(task).expect("task")).collect();
+    for (n, result) in results.iter().enumerate() {
+        match n {
+            3 => assert!(matches!(result, Err(crate::StoreError::Backend { .. })), "{result:?}"),
+            _ => assert_eq!(result.as_ref().ok(), Some(&(n as i64))),
+        }
+    }
+    assert_eq!(store.group.stats(), (1, 5), "one transaction carried the five");
+    // The thread goes on: another grouped write commits.
+    let held = store.conn.lock().expect("the connection");
+    let again = {
+        let store = std::sync::Arc::clone(&store);
+        runtime.spawn(async move {
+            store
+                .write(|tx| {
+                    Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (9, 'y')", [])?)
+                })
+                .await
+        })
+    };
+    while store.group.waiting() < 1 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    drop(held);
+    assert_eq!(runtime.block_on(again).expect("task").expect("written"), 1);
+    let count: i64 = store
+        .lock()
+        .query_row("SELECT count(*) FROM attachments", [], |row| row.get(0))
+        .expect("count");
+    assert_eq!(count, 6);
+}
