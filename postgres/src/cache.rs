@@ -5,7 +5,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Transaction;
 use tollgate_checkpoint::{Blob, StoreError, ThreadTurn};
 
-use crate::ops::column;
+use crate::rows::column;
 use crate::store::{client_error, PostgresStore};
 
 impl PostgresStore {

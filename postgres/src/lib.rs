@@ -21,6 +21,7 @@
 mod cache;
 mod listen;
 mod ops;
+mod rows;
 mod schema;
 mod store;
 

@@ -132,6 +132,9 @@ fn run(
     stats: &Stats,
 ) {
     while let Ok(first) = queue.recv() {
+        // The batch is taken once the connection is ours, so that writes
+        // arriving while it was held join it.
+        let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match queue.try_recv() {
@@ -139,7 +142,6 @@ fn run(
                 Err(_) => break,
             }
         }
-        let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
         let answers = commit_batch(&conn, batch, patience);
         drop(conn);
         stats.waiting.fetch_sub(answers.len() as u64, Ordering::SeqCst);
@@ -170,81 +172,85 @@ fn commit_batch(
     let mut pause = FIRST_PAUSE;
     let mut pending = batch;
     let mut answers = Vec::with_capacity(pending.len());
-    'batch: while !pending.is_empty() {
-        let busy = |started: Instant, pause: &mut Duration| {
-            if started.elapsed() >= patience {
-                return false;
+    while !pending.is_empty() {
+        match attempt(conn, &mut pending, &mut answers) {
+            Attempt::Done | Attempt::Again => {}
+            Attempt::Busy if started.elapsed() < patience => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(LAST_PAUSE);
             }
-            std::thread::sleep(*pause);
-            *pause = (*pause * 2).min(LAST_PAUSE);
-            true
-        };
-        let tx = match Tx::begin(conn, "BEGIN IMMEDIATE") {
-            Ok(tx) => tx,
-            Err(error) if is_busy(&error) => {
-                if busy(started, &mut pause) {
-                    continue;
-                }
+            Attempt::Busy => {
                 let waited_ms = started.elapsed().as_millis() as u64;
                 for job in pending.drain(..) {
                     answers.push((job.reply, Err(StoreError::Busy { waited_ms })));
                 }
-                break;
             }
-            Err(error) => {
-                fail_all(&mut pending, &mut answers, &error);
-                break;
-            }
-        };
-        let mut values = Vec::with_capacity(pending.len());
-        for index in 0..pending.len() {
-            // A write that panics is that write's failure, not the thread's.
-            let work = &pending[index].work;
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&tx)))
-                .unwrap_or_else(|_| {
-                    Err(Abort::Refused(StoreError::Backend { source: "a write panicked".into() }))
-                });
-            match result {
-                Ok(value) => values.push(value),
-                Err(abort) => {
-                    // Undo everything, answer this one, run the rest again.
-                    drop(tx);
-                    match abort {
-                        Abort::Sqlite(error) if is_busy(&error) => {
-                            if !busy(started, &mut pause) {
-                                let waited_ms = started.elapsed().as_millis() as u64;
-                                for job in pending.drain(..) {
-                                    answers.push((job.reply, Err(StoreError::Busy { waited_ms })));
-                                }
-                                break 'batch;
-                            }
-                        }
-                        Abort::Sqlite(error) => {
-                            let job = pending.remove(index);
-                            answers.push((job.reply, Err(backend(error))));
-                        }
-                        Abort::Refused(error) => {
-                            let job = pending.remove(index);
-                            answers.push((job.reply, Err(error)));
-                        }
-                    }
-                    continue 'batch;
-                }
-            }
-        }
-        __failpoint("commit:inside");
-        match tx.commit() {
-            Ok(()) => {
-                __failpoint("commit:after");
-                for (job, value) in pending.drain(..).zip(values) {
-                    answers.push((job.reply, Ok(value)));
-                }
-            }
-            Err(error) if is_busy(&error) && busy(started, &mut pause) => continue,
-            Err(error) => fail_all(&mut pending, &mut answers, &error),
         }
     }
     answers
+}
+
+/// How one attempt at a batch went.
+enum Attempt {
+    /// Every pending write is answered.
+    Done,
+    /// One write was answered alone; the others are to run again.
+    Again,
+    /// Another process holds the database: try again later.
+    Busy,
+}
+
+/// One transaction over the pending writes; answered writes leave
+/// `pending` for `answers`.
+fn attempt(
+    conn: &Connection,
+    pending: &mut Vec<Job>,
+    answers: &mut Vec<(oneshot::Sender<Answer>, Answer)>,
+) -> Attempt {
+    let tx = match Tx::begin(conn, "BEGIN IMMEDIATE") {
+        Ok(tx) => tx,
+        Err(error) if is_busy(&error) => return Attempt::Busy,
+        Err(error) => {
+            fail_all(pending, answers, &error);
+            return Attempt::Done;
+        }
+    };
+    let mut values = Vec::with_capacity(pending.len());
+    for index in 0..pending.len() {
+        // A write that panics is that write's failure, not the thread's.
+        let work = &pending[index].work;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&tx)))
+            .unwrap_or_else(|_| {
+                Err(Abort::Refused(StoreError::Backend { source: "a write panicked".into() }))
+            });
+        let error = match result {
+            Ok(value) => {
+                values.push(value);
+                continue;
+            }
+            Err(Abort::Sqlite(error)) if is_busy(&error) => return Attempt::Busy,
+            Err(Abort::Sqlite(error)) => backend(error),
+            Err(Abort::Refused(error)) => error,
+        };
+        // Undo everything (dropping the transaction rolls it back), answer
+        // this one, run the rest again.
+        drop(tx);
+        let job = pending.remove(index);
+        answers.push((job.reply, Err(error)));
+        return Attempt::Again;
+    }
+    __failpoint("commit:inside");
+    match tx.commit() {
+        Ok(()) => {
+            __failpoint("commit:after");
+            for (job, value) in pending.drain(..).zip(values) {
+                answers.push((job.reply, Ok(value)));
+            }
+        }
+        Err(error) if is_busy(&error) => return Attempt::Busy,
+        Err(error) => fail_all(pending, answers, &error),
+    }
+    Attempt::Done
 }
 
 /// Answers every pending write with `error` (each gets its own copy).

@@ -1,11 +1,11 @@
 //! The [`Store`] operations of [`SqliteStore`].
 
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 
 use super::rows::{
-    blob_at, check_events, check_writer, corrupt_row, key, last_key, load_owner, load_run,
-    load_writer, run_from_row, SELECT_RUN,
+    blob_at, check_events, check_writer, corrupt_row, insert_events, insert_interrupts,
+    interrupts_at, key, last_key, load_owner, load_run, load_writer, run_from_row, SELECT_RUN,
 };
 use super::{frame, Abort, SqliteStore};
 use crate::codec::Blob;
@@ -152,10 +152,8 @@ impl Store for SqliteStore {
                 }
                 tx.prepare_cached("DELETE FROM pending_writes WHERE num = ?1 AND step = ?2")?
                     .execute(params![num, new_step as i64])?;
-            } else if count > 0 {
-                let insert = "INSERT INTO events (num, first_seq, count, lines) \
-                     VALUES (?1, ?2, ?3, ?4)";
-                tx.prepare_cached(insert)?.execute(params![num, first_seq, count, events])?;
+            } else {
+                insert_events(tx, num, first_seq, count, &events)?;
             }
             insert_interrupts(tx, num, &transition.interrupts)?;
             if running && record.status == RunStatus::Running && step.is_some() {
@@ -254,9 +252,7 @@ impl Store for SqliteStore {
             let count = write.events.len() as i64;
             if count > 0 {
                 let first_seq = record.last_seq as i64 + 1;
-                let insert = "INSERT INTO events (num, first_seq, count, lines) \
-                     VALUES (?1, ?2, ?3, ?4)";
-                tx.prepare_cached(insert)?.execute(params![num, first_seq, count, events])?;
+                insert_events(tx, num, first_seq, count, &events)?;
                 tx.prepare_cached("UPDATE runs SET last_seq = ?2 WHERE id = ?1")?
                     .execute(params![id, first_seq + count - 1])?;
             }
@@ -446,11 +442,7 @@ impl Store for SqliteStore {
             }
             let first_seq = record.last_seq as i64 + 1;
             let count = write.events.len() as i64;
-            if count > 0 {
-                let insert = "INSERT INTO events (num, first_seq, count, lines) \
-                     VALUES (?1, ?2, ?3, ?4)";
-                tx.prepare_cached(insert)?.execute(params![num, first_seq, count, events])?;
-            }
+            insert_events(tx, num, first_seq, count, &events)?;
             let (status, owner, lease) = match (&write.status, &write.claim) {
                 (RunStatus::Queued, Some((owner, lease))) => {
                     (RunStatus::Running, Some(owner.to_text()), Some(*lease))
@@ -670,90 +662,4 @@ impl Store for SqliteStore {
         events.truncate(limit);
         Ok(events)
     }
-}
-
-fn insert_interrupts(
-    tx: &Connection,
-    num: i64,
-    interrupts: &[InterruptRecord],
-) -> Result<(), Abort> {
-    if interrupts.is_empty() {
-        return Ok(());
-    }
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO interrupts (num, id, step, task, ordinal, node, kind, payload, decisions, \
-         schema, rejection_routed, decision, raised_at_ms) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-    )?;
-    for interrupt in interrupts {
-        let decisions = serde_json::to_string(&interrupt.decisions)
-            .map_err(|error| Abort::Refused(StoreError::Backend { source: Box::new(error) }))?;
-        insert.execute(params![
-            num,
-            interrupt.id,
-            interrupt.step as i64,
-            interrupt.task,
-            interrupt.ordinal,
-            interrupt.node,
-            interrupt.kind,
-            interrupt.payload.to_string(),
-            decisions,
-            interrupt.schema.as_ref().map(ToString::to_string),
-            interrupt.rejection_routed,
-            interrupt.decision.as_ref().map(ToString::to_string),
-            interrupt.raised_at_ms
-        ])?;
-    }
-    Ok(())
-}
-
-/// The interrupts raised at `step`, in the order they were raised.
-fn interrupts_at(
-    tx: &Connection,
-    run: RunId,
-    num: i64,
-    step: u64,
-) -> Result<Vec<InterruptRecord>, Abort> {
-    let mut stmt = tx.prepare_cached(
-        "SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, \
-                rejection_routed, decision, raised_at_ms \
-         FROM interrupts WHERE num = ?1 AND step = ?2 ORDER BY task, ordinal",
-    )?;
-    let mut rows = stmt.query(params![num, step as i64])?;
-    let mut interrupts = Vec::new();
-    while let Some(row) = rows.next()? {
-        interrupts.push(interrupt_from_row(run, row)?);
-    }
-    Ok(interrupts)
-}
-
-fn interrupt_from_row(run: RunId, row: &rusqlite::Row<'_>) -> Result<InterruptRecord, Abort> {
-    let json = |text: String| -> Result<serde_json::Value, Abort> {
-        serde_json::from_str(&text).map_err(|error| {
-            Abort::Refused(StoreError::Backend {
-                source: format!("run {run}: bad interrupt JSON: {error}").into(),
-            })
-        })
-    };
-    let decisions: String = row.get(7)?;
-    let decisions = match json(decisions)? {
-        serde_json::Value::Array(items) => {
-            items.into_iter().filter_map(|item| item.as_str().map(str::to_owned)).collect()
-        }
-        _ => Vec::new(),
-    };
-    Ok(InterruptRecord {
-        id: row.get(0)?,
-        step: row.get::<_, i64>(1)? as u64,
-        task: row.get(2)?,
-        ordinal: row.get(3)?,
-        node: row.get(4)?,
-        kind: row.get(5)?,
-        payload: json(row.get(6)?)?,
-        decisions,
-        schema: row.get::<_, Option<String>>(8)?.map(json).transpose()?,
-        rejection_routed: row.get(9)?,
-        decision: row.get::<_, Option<String>>(10)?.map(json).transpose()?,
-        raised_at_ms: row.get(11)?,
-    })
 }

@@ -1,4 +1,5 @@
-//! Reading runs and checking writers: what every operation shares.
+//! Reading runs and interrupts and checking writers: what every operation
+//! shares.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
@@ -6,7 +7,7 @@ use super::Abort;
 use crate::codec::Blob;
 use crate::ids::RunId;
 use crate::owner::Owner;
-use crate::record::{EventRecord, GraphRef, RunFailure, RunRecord, RunStatus};
+use crate::record::{EventRecord, GraphRef, InterruptRecord, RunFailure, RunRecord, RunStatus};
 use crate::store::StoreError;
 
 /// Selects a run with its effective step, update time and last event: the
@@ -180,4 +181,109 @@ pub(super) fn check_events(
 pub(super) fn blob_at(run: RunId, step: u64, bytes: &[u8]) -> Result<Blob, Abort> {
     Blob::from_bytes(bytes)
         .map_err(|source| Abort::Refused(StoreError::CorruptCheckpoint { run, step, source }))
+}
+
+pub(super) fn insert_interrupts(
+    tx: &Connection,
+    num: i64,
+    interrupts: &[InterruptRecord],
+) -> Result<(), Abort> {
+    if interrupts.is_empty() {
+        return Ok(());
+    }
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO interrupts (num, id, step, task, ordinal, node, kind, payload, decisions, \
+         schema, rejection_routed, decision, raised_at_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?;
+    for interrupt in interrupts {
+        let decisions = serde_json::to_string(&interrupt.decisions)
+            .map_err(|error| Abort::Refused(StoreError::Backend { source: Box::new(error) }))?;
+        insert.execute(params![
+            num,
+            interrupt.id,
+            interrupt.step as i64,
+            interrupt.task,
+            interrupt.ordinal,
+            interrupt.node,
+            interrupt.kind,
+            interrupt.payload.to_string(),
+            decisions,
+            interrupt.schema.as_ref().map(ToString::to_string),
+            interrupt.rejection_routed,
+            interrupt.decision.as_ref().map(ToString::to_string),
+            interrupt.raised_at_ms
+        ])?;
+    }
+    Ok(())
+}
+
+/// The interrupts raised at `step`, in the order they were raised.
+pub(super) fn interrupts_at(
+    tx: &Connection,
+    run: RunId,
+    num: i64,
+    step: u64,
+) -> Result<Vec<InterruptRecord>, Abort> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, \
+                rejection_routed, decision, raised_at_ms \
+         FROM interrupts WHERE num = ?1 AND step = ?2 ORDER BY task, ordinal",
+    )?;
+    let mut rows = stmt.query(params![num, step as i64])?;
+    let mut interrupts = Vec::new();
+    while let Some(row) = rows.next()? {
+        interrupts.push(interrupt_from_row(run, row)?);
+    }
+    Ok(interrupts)
+}
+
+pub(super) fn interrupt_from_row(
+    run: RunId,
+    row: &rusqlite::Row<'_>,
+) -> Result<InterruptRecord, Abort> {
+    let json = |text: String| -> Result<serde_json::Value, Abort> {
+        serde_json::from_str(&text).map_err(|error| {
+            Abort::Refused(StoreError::Backend {
+                source: format!("run {run}: bad interrupt JSON: {error}").into(),
+            })
+        })
+    };
+    let decisions: String = row.get(7)?;
+    let decisions = match json(decisions)? {
+        serde_json::Value::Array(items) => {
+            items.into_iter().filter_map(|item| item.as_str().map(str::to_owned)).collect()
+        }
+        _ => Vec::new(),
+    };
+    Ok(InterruptRecord {
+        id: row.get(0)?,
+        step: row.get::<_, i64>(1)? as u64,
+        task: row.get(2)?,
+        ordinal: row.get(3)?,
+        node: row.get(4)?,
+        kind: row.get(5)?,
+        payload: json(row.get(6)?)?,
+        decisions,
+        schema: row.get::<_, Option<String>>(8)?.map(json).transpose()?,
+        rejection_routed: row.get(9)?,
+        decision: row.get::<_, Option<String>>(10)?.map(json).transpose()?,
+        raised_at_ms: row.get(11)?,
+    })
+}
+
+/// Appends `count` event lines (`lines`, numbered from `first_seq`) to a
+/// run's log outside a step row; nothing when there are none.
+pub(super) fn insert_events(
+    tx: &Connection,
+    num: i64,
+    first_seq: i64,
+    count: i64,
+    lines: &str,
+) -> rusqlite::Result<()> {
+    if count > 0 {
+        let insert = "INSERT INTO events (num, first_seq, count, lines) VALUES (?1, ?2, ?3, ?4)";
+        tx.prepare_cached(insert)?.execute(params![num, first_seq, count, lines])?;
+    }
+    Ok(())
 }

@@ -21,6 +21,7 @@ use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use tollgate_checkpoint::{Blob, Codec, CodecError, Store, TaskKey, TaskProgress, TaskUpdate};
 use tracing::Instrument;
@@ -70,12 +71,14 @@ pub(crate) struct ProgressRoot {
     tree: tokio::sync::Mutex<ProgressTree>,
 }
 
-/// One level's progress record (JSON of [`ProgressRef`]) and those of its
-/// subgraph tasks, by task position.
+/// One level's progress record (JSON of [`ProgressRef`], kept as its text
+/// so that writing the tree copies the other levels' records rather than
+/// serialising them again) and those of its subgraph tasks, by task
+/// position.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct ProgressTree {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    record: Option<Value>,
+    record: Option<Box<RawValue>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     children: BTreeMap<u32, ProgressTree>,
 }
@@ -105,12 +108,12 @@ pub(crate) struct Nest {
     raised: Vec<Raised>,
 }
 
-/// A finished inner task's output (the task output record, as JSON).
+/// A finished inner task's output (the task output record, as JSON text).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct KeptOutput {
     task: u32,
     node: String,
-    output: Value,
+    output: Box<RawValue>,
 }
 
 /// Inner interrupt (task, ordinal) as the parent task's ordinal.
@@ -256,8 +259,8 @@ async fn nested_leg<P: State, T: State>(
             let frontier = Frontier::start(graph, &state).map_err(fatal)?;
             (state, 0, frontier, HashMap::new(), HashMap::new())
         }
-        Some(value) => {
-            let record: ProgressRecord<T> = serde_json::from_value(value).map_err(|source| {
+        Some(raw) => {
+            let record: ProgressRecord<T> = serde_json::from_str(raw.get()).map_err(|source| {
                 decode_error(CodecError::Decode { codec: Codec::Json, source: Box::new(source) })
             })?;
             let frontier =
@@ -268,13 +271,13 @@ async fn nested_leg<P: State, T: State>(
                 if task.is_none_or(|task| *graph.node(task.node).name != kept.node) {
                     continue;
                 }
-                let output: TaskOutputRecord<T::Update> =
-                    serde_json::from_value(kept.output.clone()).map_err(|source| {
-                        decode_error(CodecError::Decode {
-                            codec: Codec::Json,
-                            source: Box::new(source),
-                        })
-                    })?;
+                let output: TaskOutputRecord<T::Update> = serde_json::from_str(kept.output.get())
+                    .map_err(|source| {
+                    decode_error(CodecError::Decode {
+                        codec: Codec::Json,
+                        source: Box::new(source),
+                    })
+                })?;
                 let encoded =
                     encode_output(access.config.codec, output, run, step).map_err(fatal)?;
                 reused.insert(kept.task, encoded);
@@ -364,7 +367,7 @@ impl<S: State> Leg<S> {
         let nest = self.nest.as_mut().expect("a nested leg has its nest");
         for (task, node, output) in outputs {
             let borrowed = TaskOutputRef { update: output.update.as_ref(), goto: &output.goto };
-            let output = serde_json::to_value(&borrowed).map_err(|source| {
+            let output = serde_json::value::to_raw_value(&borrowed).map_err(|source| {
                 let source = CodecError::Encode { codec: Codec::Json, source: Box::new(source) };
                 RunError::Encode { run, step, source }
             })?;
@@ -418,7 +421,7 @@ impl<S: State> Leg<S> {
             interrupts: &nest.interrupts,
             next_ordinal: nest.next_ordinal,
         };
-        let record = serde_json::to_value(&record).map_err(encode_error)?;
+        let record = serde_json::value::to_raw_value(&record).map_err(encode_error)?;
         // The whole tree, under the tree's lock until it is stored, so
         // that writes of one tree reach the store in order.
         let root = Arc::clone(&nest.root);

@@ -1,0 +1,350 @@
+//! Checking a blueprint: its structure against a JSON Schema, then its
+//! meaning (models, scripts, tools, edges, nested blueprints), every
+//! problem with its JSON pointer.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use super::{AgentDoc, Blueprint, BlueprintError, BlueprintProblem, EntryDoc, GraphDoc};
+use crate::scripted::ScriptReply;
+use crate::tool::ArgsValidator;
+
+/// The structure of a blueprint, checked before anything else.
+const SCHEMA: &str = r##"{
+  "$defs": {
+    "tool": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["name", "description", "parameters"],
+      "properties": {
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+        "description": {"type": "string"},
+        "parameters": {"type": "object"},
+        "fixture": true,
+        "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "approval": {"type": "boolean"},
+        "on_reject": {"enum": ["tell_model", "end_run"]},
+        "timeout_ms": {"type": "integer", "minimum": 1}
+      }
+    },
+    "agent": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["name", "model"],
+      "properties": {
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+        "version": {"type": "integer", "minimum": 1},
+        "system": {"type": ["string", "null"]},
+        "model": {"type": "string", "minLength": 1},
+        "max_steps": {"type": "integer", "minimum": 1},
+        "max_turns": {"type": "integer", "minimum": 1},
+        "stream": {"type": "boolean"},
+        "tools": {"type": "array", "items": {"$ref": "#/$defs/tool"}},
+        "output_schema": {"type": ["object", "null"]}
+      }
+    },
+    "entry": {
+      "if": {"type": "object", "required": ["blueprint"]},
+      "then": {"$ref": "#/$defs/subgraph"},
+      "else": {"$ref": "#/$defs/agent"}
+    },
+    "subgraph": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["name", "blueprint"],
+      "properties": {
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+        "blueprint": {"type": ["string", "object"], "minLength": 1}
+      }
+    },
+    "graph": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["name", "agents", "edges"],
+      "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "version": {"type": "integer", "minimum": 1},
+        "max_steps": {"type": "integer", "minimum": 1},
+        "agents": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/entry"}},
+        "edges": {
+          "type": "array",
+          "items": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2}
+        }
+      }
+    }
+  },
+  "if": {"type": "object", "required": ["agents"]},
+  "then": {"$ref": "#/$defs/graph"},
+  "else": {"$ref": "#/$defs/agent"}
+}"##;
+
+/// Reads and validates the blueprint of a subgraph entry (`value`: a path
+/// relative to `base_dir`, or the blueprint inline); problems go to
+/// `problems` under `at`.
+pub(super) fn nested_blueprint(
+    value: &Value,
+    base_dir: &Path,
+    at: &str,
+    within: &mut Vec<PathBuf>,
+    problems: &mut Vec<BlueprintProblem>,
+) -> Option<Blueprint> {
+    let (source, dir, file) = match value {
+        Value::String(path) => {
+            let file = base_dir.join(path);
+            let file = std::fs::canonicalize(&file).unwrap_or(file);
+            if within.contains(&file) {
+                let message = format!("blueprint {} includes itself", file.display());
+                problem(problems, at.to_owned(), message);
+                return None;
+            }
+            let source = std::fs::read_to_string(&file)
+                .map_err(|error| format!("cannot read blueprint {}: {error}", file.display()))
+                .and_then(|text| {
+                    serde_json::from_str::<Value>(&text).map_err(|error| {
+                        format!("blueprint {} is not valid JSON: {error}", file.display())
+                    })
+                });
+            let source = match source {
+                Ok(source) => source,
+                Err(message) => {
+                    problem(problems, at.to_owned(), message);
+                    return None;
+                }
+            };
+            let dir = file.parent().map_or_else(|| base_dir.to_owned(), Path::to_owned);
+            (source, dir, Some(file))
+        }
+        inline => (inline.clone(), base_dir.to_owned(), None),
+    };
+    if let Some(file) = &file {
+        within.push(file.clone());
+    }
+    let nested = Blueprint::nested_in(source, dir, within);
+    if file.is_some() {
+        within.pop();
+    }
+    match nested {
+        Ok(nested) => Some(nested),
+        Err(BlueprintError::Invalid { problems: found }) => {
+            for found in found {
+                // Inline: the pointer continues into it; a file: the
+                // problem names the file and its own pointer.
+                let (at, message) = match &file {
+                    None => (format!("{at}{}", found.at), found.message),
+                    Some(file) => {
+                        let inside = if found.at.is_empty() { "/" } else { found.at.as_str() };
+                        (
+                            at.to_owned(),
+                            format!("in {} at {inside}: {}", file.display(), found.message),
+                        )
+                    }
+                };
+                problem(problems, at, message);
+            }
+            None
+        }
+        Err(other) => {
+            problem(problems, at.to_owned(), other.to_string());
+            None
+        }
+    }
+}
+
+pub(super) fn structure_problems(source: &Value) -> Vec<BlueprintProblem> {
+    static VALIDATOR: OnceLock<jsonschema::Validator> = OnceLock::new();
+    let validator = VALIDATOR.get_or_init(|| {
+        let schema: Value = serde_json::from_str(SCHEMA).expect("the blueprint schema is JSON");
+        jsonschema::validator_for(&schema).expect("the blueprint schema is valid")
+    });
+    let mut problems: Vec<BlueprintProblem> = validator
+        .iter_errors(source)
+        .map(|error| BlueprintProblem {
+            at: error.instance_path().to_string(),
+            message: error.to_string(),
+        })
+        .collect();
+    problems.dedup();
+    problems
+}
+
+fn problem(problems: &mut Vec<BlueprintProblem>, at: String, message: impl Into<String>) {
+    problems.push(BlueprintProblem { at, message: message.into() });
+}
+
+pub(super) fn check_agent(
+    agent: &AgentDoc,
+    at: &str,
+    base_dir: &Path,
+    problems: &mut Vec<BlueprintProblem>,
+) {
+    if RESERVED_NAMES.contains(&agent.name.as_str()) {
+        problem(
+            problems,
+            format!("{at}/name"),
+            format!(
+                "`{}` is reserved for the graph's own ends; name the agent otherwise",
+                agent.name
+            ),
+        );
+    }
+    match agent.model.split_once(':') {
+        Some(("scripted", path)) => {
+            let file = base_dir.join(path);
+            match std::fs::read_to_string(&file) {
+                Err(error) => problem(
+                    problems,
+                    format!("{at}/model"),
+                    format!("cannot read script {}: {error}", file.display()),
+                ),
+                Ok(text) => match serde_json::from_str::<Value>(&text) {
+                    Err(error) => problem(
+                        problems,
+                        format!("{at}/model"),
+                        format!("script {} is not JSON: {error}", file.display()),
+                    ),
+                    Ok(value) => {
+                        if let Err(found) = ScriptReply::parse_script(&value) {
+                            for message in found {
+                                problem(
+                                    problems,
+                                    format!("{at}/model"),
+                                    format!("script {}: {message}", file.display()),
+                                );
+                            }
+                        }
+                    }
+                },
+            }
+        }
+        Some((_, rest)) if !rest.is_empty() => {}
+        _ => problem(
+            problems,
+            format!("{at}/model"),
+            format!("`{}` is not a model spec (`scripted:PATH`, `openai:MODEL`)", agent.model),
+        ),
+    }
+    let mut names = BTreeSet::new();
+    for (index, tool) in agent.tools.iter().enumerate() {
+        let at = format!("{at}/tools/{index}");
+        if !names.insert(tool.name.as_str()) {
+            problem(
+                problems,
+                format!("{at}/name"),
+                format!("tool `{}` is declared twice", tool.name),
+            );
+        }
+        match (&tool.fixture, &tool.command) {
+            (Some(_), Some(_)) => {
+                problem(problems, at.clone(), "a tool has a `fixture` or a `command`, not both")
+            }
+            (None, None) => problem(
+                problems,
+                at.clone(),
+                "a tool needs a `fixture` (fixed result) or a `command`",
+            ),
+            _ => {}
+        }
+        if let Err(error) = ArgsValidator::new(&tool.name, &tool.parameters) {
+            problem(problems, format!("{at}/parameters"), error.to_string());
+        }
+        if tool.on_reject.is_some() && !tool.approval {
+            problem(
+                problems,
+                format!("{at}/on_reject"),
+                "`on_reject` says what a rejection does: it needs `\"approval\": true`",
+            );
+        }
+    }
+    if let Some(schema) = &agent.output_schema {
+        if let Err(error) = ArgsValidator::new("output_schema", schema) {
+            problem(problems, format!("{at}/output_schema"), error.to_string());
+        }
+    }
+}
+
+pub(super) fn check_graph(graph: &GraphDoc, base_dir: &Path, problems: &mut Vec<BlueprintProblem>) {
+    let mut names = BTreeSet::new();
+    for (index, entry) in graph.agents.iter().enumerate() {
+        if !names.insert(entry.name()) {
+            problem(
+                problems,
+                format!("/agents/{index}/name"),
+                format!("agent `{}` is declared twice", entry.name()),
+            );
+        }
+        match entry {
+            EntryDoc::Agent(agent) => {
+                check_agent(agent, &format!("/agents/{index}"), base_dir, problems)
+            }
+            EntryDoc::Subgraph { name, .. } if RESERVED_NAMES.contains(&name.as_str()) => problem(
+                problems,
+                format!("/agents/{index}/name"),
+                format!(
+                    "`{name}` is reserved for the graph's own ends; name the subgraph otherwise"
+                ),
+            ),
+            EntryDoc::Subgraph { .. } => {}
+        }
+    }
+    for (index, (from, to)) in graph.edges.iter().enumerate() {
+        if from != "START" && !names.contains(from.as_str()) {
+            problem(problems, format!("/edges/{index}/0"), format!("unknown node `{from}`"));
+        }
+        if to != "END" && !names.contains(to.as_str()) {
+            problem(problems, format!("/edges/{index}/1"), format!("unknown node `{to}`"));
+        }
+    }
+    if !graph.edges.iter().any(|(from, _)| from == "START") {
+        problem(problems, "/edges".into(), "no edge leaves START");
+    }
+    for entry in &graph.agents {
+        if !graph.edges.iter().any(|(from, _)| from == entry.name()) {
+            problem(
+                problems,
+                "/edges".into(),
+                format!("agent `{}` has no outgoing edge (add one to END)", entry.name()),
+            );
+        }
+    }
+    // Reachability, over the edges as written: every agent is reached from
+    // START, and from every agent END can be reached.
+    let reached = |start: &'static str, forward: bool| {
+        let mut seen: BTreeSet<&str> = BTreeSet::from([start]);
+        let mut todo = vec![start];
+        while let Some(at) = todo.pop() {
+            for (from, to) in &graph.edges {
+                let (here, next) = if forward { (from, to) } else { (to, from) };
+                if here == at && seen.insert(next.as_str()) {
+                    todo.push(next.as_str());
+                }
+            }
+        }
+        seen
+    };
+    let from_start = reached("START", true);
+    let to_end = reached("END", false);
+    for (index, entry) in graph.agents.iter().enumerate() {
+        let name = entry.name();
+        if !from_start.contains(name) {
+            problem(
+                problems,
+                format!("/agents/{index}"),
+                format!("agent `{name}` cannot be reached from START"),
+            );
+        }
+        let leaves = graph.edges.iter().any(|(from, _)| from == name);
+        if leaves && !to_end.contains(name) {
+            problem(
+                problems,
+                format!("/agents/{index}"),
+                format!("agent `{name}` has no path to END (a cycle with no way out)"),
+            );
+        }
+    }
+}
+
+/// Names the graph keeps for itself.
+pub(super) const RESERVED_NAMES: [&str; 4] = ["START", "END", "__start__", "__end__"];
