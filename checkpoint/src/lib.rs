@@ -39,7 +39,7 @@ pub use record::{
     Answer, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, GraphRef, HistoryPage,
     InterruptRecord, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage,
     RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite,
-    ThreadTurn, Transition,
+    ThreadTurn, Transition, Waiting,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Checkpointing, Durability, SqliteOptions, SqliteStore};

@@ -11,7 +11,7 @@ use crate::owner::Owner;
 use crate::record::{
     CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun,
     PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord, StoredCheckpoint,
-    TaskProgress, TaskUpdate, TaskWrite, Transition,
+    TaskProgress, TaskUpdate, TaskWrite, Transition, Waiting,
 };
 use crate::store::{Store, StoreError};
 
@@ -137,6 +137,7 @@ impl Store for MemoryStore {
             lease_until_ms: run.claim.as_ref().map(|(_, until)| *until),
             pending_interrupts: 0,
             lease_losses: 0,
+            trace: run.trace,
         };
         inner.runs.insert(
             run.id,
@@ -498,6 +499,18 @@ impl Store for MemoryStore {
         }
         inner.runs.remove(&run);
         Ok(())
+    }
+
+    async fn waiting(&self) -> Result<Waiting, StoreError> {
+        let inner = self.lock();
+        let waiting = inner.runs.values().map(|stored| &stored.record);
+        let waiting = waiting.filter(|record| record.status == RunStatus::AwaitingHitl);
+        Ok(waiting.fold(Waiting::default(), |sum, record| Waiting {
+            runs: sum.runs + 1,
+            oldest_since_ms: Some(
+                sum.oldest_since_ms.map_or(record.updated_at_ms, |t| t.min(record.updated_at_ms)),
+            ),
+        }))
     }
 
     async fn events(

@@ -229,6 +229,11 @@ pub struct NewRun {
     /// [`StoreError::ThreadBusy`](crate::StoreError::ThreadBusy), nothing
     /// written. `None`: no check (the thread is a label).
     pub thread_turn: Option<ThreadTurn>,
+    /// The trace the run belongs to (a W3C `traceparent`), kept with the
+    /// run and never changed, so that every later leg, in any process,
+    /// joins the same trace. `None` when the creating process traces
+    /// nothing.
+    pub trace: Option<String>,
 }
 
 /// The state of a thread a new run of it was built on (see
@@ -454,6 +459,9 @@ pub struct RunRecord {
     /// its owners counts up, and a worker (`tollgate_engine::Worker`) gives up on it
     /// past a limit. Back to 0 whenever a leg ends (pause, release, end).
     pub lease_losses: u32,
+    /// The trace context stored when the run was created
+    /// ([`NewRun::trace`]).
+    pub trace: Option<String>,
 }
 
 impl RunRecord {
@@ -509,6 +517,16 @@ pub struct StoredCheckpoint {
     /// Interrupts of the next step (the step in flight), answered or not,
     /// in the order they were raised; empty for a past checkpoint.
     pub interrupts: Vec<InterruptRecord>,
+}
+
+/// Runs waiting for a decision ([`Store::waiting`](crate::Store::waiting)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Waiting {
+    /// Runs with status `awaiting_hitl`.
+    pub runs: u64,
+    /// The earliest time one of them paused (its last transition),
+    /// milliseconds since the Unix epoch; `None` when none waits.
+    pub oldest_since_ms: Option<i64>,
 }
 
 /// Which runs to list.

@@ -7,7 +7,7 @@ use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{
     DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter,
-    RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress, TaskWrite, Transition,
+    RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress, TaskWrite, Transition, Waiting,
 };
 
 /// Durable home of runs, checkpoints, pending task writes and events.
@@ -125,6 +125,10 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         expires_at_ms: i64,
         now_ms: i64,
     ) -> Result<(), StoreError>;
+
+    /// How many runs wait for a decision (`awaiting_hitl`), and since when
+    /// the one that waited longest has waited: what a metrics scrape reads.
+    async fn waiting(&self) -> Result<Waiting, StoreError>;
 
     /// Stored events of a run with `seq > after_seq`, oldest first, at most
     /// `limit`.

@@ -83,6 +83,10 @@ pub(crate) enum Command {
         /// marked failed (`dead_letter`) instead of taken over again.
         #[arg(long, default_value_t = tollgate_engine::DEFAULT_MAX_LEASE_LOSSES)]
         max_lease_losses: u32,
+        /// Serve Prometheus metrics at http://ADDR/metrics (no token:
+        /// bind it where only the scraper reaches).
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<std::net::SocketAddr>,
         /// Print the report at exit as JSON.
         #[arg(long)]
         json: bool,

@@ -37,6 +37,17 @@ use service::{Decided, RunSummary, Runs};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Traces go out when OTEL_EXPORTER_OTLP_ENDPOINT is set; the guard
+    // sends the last ones after the runtime is gone.
+    let _otel = match tollgate_telemetry::Otel::from_env()
+        .and_then(|otel| otel.map(tollgate_telemetry::Otel::install).transpose())
+    {
+        Ok(guard) => guard,
+        Err(error) => {
+            eprintln!("tollgate: {error}");
+            return ExitCode::from(code::USAGE);
+        }
+    };
     let runtime =
         match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
             Ok(runtime) => runtime,
@@ -45,7 +56,10 @@ fn main() -> ExitCode {
                 return ExitCode::from(code::FAILED);
             }
         };
-    match runtime.block_on(dispatch(cli)) {
+    let result = runtime.block_on(dispatch(cli));
+    // Legs still spawned end here, before the spans are flushed.
+    drop(runtime);
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
             eprintln!("tollgate: {error}");
@@ -153,7 +167,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             };
             Ok(report(&summary, json))
         }
-        Command::Worker { concurrency, lease, max_lease_losses, json } => {
+        Command::Worker { concurrency, lease, max_lease_losses, metrics_addr, json } => {
             let lease = std::time::Duration::try_from_secs_f64(lease)
                 .ok()
                 .filter(|lease| *lease >= std::time::Duration::from_millis(100))
@@ -161,6 +175,9 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             let shutdown = shutdown.take().ok_or_else(|| CliError::Failed {
                 message: "the worker's signal watch is missing".into(),
             })?;
+            if let Some(addr) = metrics_addr {
+                server::serve_metrics(runs.store().clone(), addr).await?;
+            }
             let report = runs.work(concurrency, lease, max_lease_losses, shutdown).await;
             if json {
                 print_json(&report);

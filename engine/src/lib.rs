@@ -52,6 +52,7 @@ mod hitl;
 mod node;
 mod route;
 mod state;
+mod telemetry;
 
 pub use event::{
     format_rfc3339, Clock, Event, EventEnvelope, EventSink, EventStream, StreamMode, SystemClock,
@@ -73,6 +74,7 @@ pub use state::{
     Append, CustomReducer, DynReducer, DynSchema, DynState, HasId, LastValue, Max, MergeMap,
     MessageOp, Messages, Min, Reducer, State, StateError, Sum, Write,
 };
+pub use telemetry::{describe_metrics, set_trace_propagation, TracePropagation};
 pub use tollgate_macros::GraphState;
 
 #[doc(hidden)]

@@ -50,6 +50,7 @@ mod openai;
 mod retry;
 mod scripted;
 mod structured;
+mod telemetry;
 mod tool;
 
 pub use agent::{
@@ -76,4 +77,5 @@ pub use openai::{
 };
 pub use retry::{ModelRetry, MAX_RETRY_AFTER};
 pub use scripted::{ScriptReply, ScriptedModel};
+pub use telemetry::describe_metrics;
 pub use tool::{FixtureTool, FnTool, Tool, ToolContext, ToolRegistry, ToolSpec};

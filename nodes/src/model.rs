@@ -181,6 +181,14 @@ pub struct ModelResponse {
     /// Tokens used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The model that answered, as the provider names it (a dated version
+    /// of the one asked for, say); `None` when it does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Why the model stopped (`stop`, `length`, `tool_calls`,
+    /// `content_filter`), as the provider says; `None` when it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
 }
 
 impl ModelResponse {

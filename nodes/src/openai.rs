@@ -497,7 +497,13 @@ impl ChatModel for OpenAiModel {
             .or_else(|| message["refusal"].as_str())
             .unwrap_or_default()
             .to_owned();
-        Ok(ModelResponse { content, tool_calls, usage: parse_usage(&value["usage"]) })
+        Ok(ModelResponse {
+            content,
+            tool_calls,
+            usage: parse_usage(&value["usage"]),
+            model: value["model"].as_str().map(str::to_owned),
+            finish_reason: value["choices"][0]["finish_reason"].as_str().map(str::to_owned),
+        })
     }
 
     async fn stream(
@@ -510,6 +516,7 @@ impl ChatModel for OpenAiModel {
         let mut events = response.bytes_stream().eventsource();
         let (mut content, mut calls, mut usage, mut done) =
             (String::new(), Calls::default(), None, false);
+        let (mut model, mut finish_reason) = (None, None);
         while let Some(event) = events.next().await {
             let event = event.map_err(|error| match error {
                 eventsource_stream::EventStreamError::Transport(error) => self.transport(&error),
@@ -531,6 +538,12 @@ impl ChatModel for OpenAiModel {
             if let Some(found) = parse_usage(&chunk["usage"]) {
                 usage = Some(found);
             }
+            if let Some(name) = chunk["model"].as_str() {
+                model = Some(name.to_owned());
+            }
+            if let Some(reason) = chunk["choices"][0]["finish_reason"].as_str() {
+                finish_reason = Some(reason.to_owned());
+            }
             let delta = &chunk["choices"][0]["delta"];
             if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
                 content.push_str(text);
@@ -544,7 +557,7 @@ impl ChatModel for OpenAiModel {
             return Err(self.protocol("the stream ended before [DONE]"));
         }
         let tool_calls = calls.finish().map_err(|m| self.protocol(m))?;
-        Ok(ModelResponse { content, tool_calls, usage })
+        Ok(ModelResponse { content, tool_calls, usage, model, finish_reason })
     }
 }
 

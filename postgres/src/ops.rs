@@ -7,6 +7,7 @@ use tollgate_checkpoint::{
     Blob, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage,
     InterruptRecord, NewRun, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus,
     Store, StoreError, StoredCheckpoint, TaskKey, TaskProgress, TaskUpdate, TaskWrite, Transition,
+    Waiting,
 };
 
 use crate::cache::check_turn;
@@ -37,14 +38,14 @@ impl Store for PostgresStore {
             return Err(StoreError::EventGap { run: run.id, expected: 1, found: first as u64 });
         }
         const CREATE: &str =
-            "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+            "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
         let id = run.id.to_string();
         let events = EventRecord::join_lines(&run.events);
         let owner = run.claim.as_ref().map(|(owner, _)| owner.to_text());
         let lease = run.claim.as_ref().map(|(_, until)| *until);
         let (snapshot, frontier) = (run.snapshot.to_bytes(), run.frontier.to_bytes());
         let version = i64::from(run.graph.version);
-        let values: [&(dyn tokio_postgres::types::ToSql + Sync); 12] = [
+        let values: [&(dyn tokio_postgres::types::ToSql + Sync); 13] = [
             &id,
             &run.graph.name,
             &version,
@@ -57,6 +58,7 @@ impl Store for PostgresStore {
             &count,
             &events,
             &run.attachment,
+            &run.trace,
         ];
         let refused = |error| Refusal::new(run.id).map(error);
         let (Some(turn), Some(thread)) = (run.thread_turn, &run.thread) else {
@@ -566,6 +568,16 @@ impl Store for PostgresStore {
         }
         tx.execute("DELETE FROM runs WHERE id = $1", &[&id]).await.map_err(client_error)?;
         tx.commit().await.map_err(client_error)
+    }
+
+    async fn waiting(&self) -> Result<Waiting, StoreError> {
+        let (client, statement) = self
+            .prepared(
+                "SELECT count(*), min(updated_at_ms) FROM runs WHERE status = 'awaiting_hitl'",
+            )
+            .await?;
+        let row = client.query_one(&statement, &[]).await.map_err(client_error)?;
+        Ok(Waiting { runs: column::<i64>(&row, 0)? as u64, oldest_since_ms: column(&row, 1)? })
     }
 
     async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {

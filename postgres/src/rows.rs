@@ -15,7 +15,7 @@ macro_rules! select_run {
                 r.lease_until_ms, r.created_at_ms, r.updated_at_ms, r.failure, r.last_seq,
                 (SELECT count(*) FROM interrupts i
                   WHERE i.run = r.id AND i.decision IS NULL AND i.step > r.step),
-                r.lease_losses
+                r.lease_losses, r.trace
          FROM runs r"
     };
 }
@@ -85,6 +85,7 @@ pub(crate) fn run_from_row(row: &Row) -> Result<RunRecord, StoreError> {
         last_seq: column::<i64>(row, 12)? as u64,
         pending_interrupts: column::<i64>(row, 13)? as u32,
         lease_losses: column::<i32>(row, 14)? as u32,
+        trace: column(row, 15)?,
     })
 }
 

@@ -147,7 +147,7 @@ fn a_newer_or_foreign_schema_is_refused_and_left_untouched() {
         let before = tables(&client, &newer).await;
         let options = PostgresOptions::default().with_schema(newer.clone());
         let error = PostgresStore::connect_with(&url, options).await.unwrap_err();
-        assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 6 }), "{error:?}");
+        assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 7 }), "{error:?}");
         assert!(error.to_string().contains("upgrade tollgate"), "{error}");
         assert_eq!(tables(&client, &newer).await, before, "nothing changed");
 
@@ -210,6 +210,7 @@ fn paused_run(run: RunId) -> (NewRun, Transition) {
         claim: Some((Owner::current(), i64::MAX)),
         attachment: None,
         thread_turn: None,
+        trace: None,
     };
     let interrupt = InterruptRecord {
         id: format!("{run}.1.0.0"),

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use tollgate_checkpoint::{
     Blob, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, Owner, PageRequest,
     RunFilter, RunId, RunPage, RunRecord, RunStatus, Store, StoreError, StoredCheckpoint,
-    TaskProgress, TaskWrite, Transition,
+    TaskProgress, TaskWrite, Transition, Waiting,
 };
 
 /// What a [`HookedStore`] calls around the wrapped store. Every hook has a
@@ -145,6 +145,10 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
         self.inner.delete_run(run).await
+    }
+
+    async fn waiting(&self) -> Result<Waiting, StoreError> {
+        self.inner.waiting().await
     }
 
     async fn cache_get(

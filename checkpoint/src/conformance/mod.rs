@@ -16,6 +16,7 @@ use std::future::Future;
 use crate::codec::{Blob, Codec};
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
+use crate::record::Waiting;
 use crate::record::{
     Cursor, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest, RunFailure, RunFilter,
     RunStatus, StepRecord, StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite, Transition,
@@ -50,6 +51,8 @@ where
     decisions_are_compare_and_set(&make().await).await;
     past_checkpoints_are_readable(&make().await).await;
     attachments_are_kept_verbatim(&make().await).await;
+    trace_context_stays_with_the_run(&make().await).await;
+    waiting_runs_are_counted_with_the_oldest_pause(&make().await).await;
     queued_runs_have_no_owner_until_claimed(&make().await).await;
     lease_losses_count_takeovers_until_a_leg_ends(&make().await).await;
     claimable_runs_are_queued_then_lost_oldest_first(&make().await).await;
@@ -215,6 +218,65 @@ async fn attachments_are_kept_verbatim(store: &impl Store) {
     assert!(matches!(store.attachment(RunId::new()).await, Err(StoreError::RunNotFound { .. })));
 }
 
+async fn trace_context_stays_with_the_run(store: &dyn Store) {
+    let (traced, queued, plain) = (RunId::new(), RunId::new(), RunId::new());
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut run = new_run(traced, "g", None);
+    run.trace = Some(parent.to_owned());
+    store.create_run(run).await.expect("create");
+    let mut run = new_run(queued, "g", None);
+    (run.trace, run.claim, run.events) = (Some(parent.to_owned()), None, Vec::new());
+    store.create_run(run).await.expect("enqueue");
+    store.create_run(new_run(plain, "g", None)).await.expect("create");
+    // Kept through steps, claims and a paused checkpoint's read.
+    store.commit(step(traced, 1, 1, 2, false)).await.expect("step");
+    store.claim(traced, 1, Owner::current(), i64::MAX).await.expect("take over");
+    store.claim(queued, 1, Owner::current(), i64::MAX).await.expect("claim");
+    for run in [traced, queued] {
+        assert_eq!(store.run(run).await.expect("run").trace.as_deref(), Some(parent));
+        let checkpoint = store.checkpoint(run, None).await.expect("checkpoint");
+        assert_eq!(checkpoint.run.trace.as_deref(), Some(parent));
+    }
+    assert_eq!(store.run(plain).await.expect("run").trace, None);
+    let page = store.list_runs(&RunFilter::default(), &PageRequest::default()).await;
+    let page = page.expect("list");
+    let listed = page.runs.iter().find(|r| r.id == traced).expect("listed");
+    assert_eq!(listed.trace.as_deref(), Some(parent));
+}
+
+async fn waiting_runs_are_counted_with_the_oldest_pause(store: &dyn Store) {
+    assert_eq!(store.waiting().await.expect("waiting"), Waiting::default(), "empty store");
+    let pause = |run, at_ms| Transition {
+        step: None,
+        status: RunStatus::AwaitingHitl,
+        events: vec![event(2)],
+        at_ms,
+        lease_until_ms: None,
+        ..step(run, 1, 1, 2, false)
+    };
+    let (early, late, busy) = (RunId::new(), RunId::new(), RunId::new());
+    for run in [early, late, busy] {
+        store.create_run(new_run(run, "g", None)).await.expect("create");
+    }
+    store.commit(pause(late, 9_000)).await.expect("pause late");
+    store.commit(pause(early, 7_000)).await.expect("pause early");
+    store.commit(step(busy, 1, 1, 2, false)).await.expect("a running run does not wait");
+    let waiting = store.waiting().await.expect("waiting");
+    assert_eq!(waiting, Waiting { runs: 2, oldest_since_ms: Some(7_000) });
+    // The early run is cancelled (claimed and ended): the late one is left.
+    let epoch = store.claim(early, 1, Owner::current(), i64::MAX).await.expect("claim");
+    let ended = Transition {
+        step: None,
+        status: RunStatus::Interrupted,
+        events: vec![event(3)],
+        lease_until_ms: None,
+        ..step(early, epoch, 2, 3, false)
+    };
+    store.commit(ended).await.expect("end");
+    let waiting = store.waiting().await.expect("waiting");
+    assert_eq!(waiting, Waiting { runs: 1, oldest_since_ms: Some(9_000) });
+}
+
 fn blob(value: u32) -> Blob {
     Codec::Json.encode(&value, 1).expect("a u32 encodes")
 }
@@ -235,6 +297,7 @@ fn new_run(id: RunId, graph: &str, thread: Option<&str>) -> NewRun {
         claim: Some((Owner::current(), i64::MAX)),
         attachment: None,
         thread_turn: None,
+        trace: None,
     }
 }
 

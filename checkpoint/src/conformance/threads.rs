@@ -32,6 +32,7 @@ pub(super) async fn cached_outputs_expire_and_stay_in_their_scope(store: &dyn St
 pub(super) async fn a_thread_runs_one_leg_at_a_time(store: &dyn Store) {
     let turn = |run: RunId, after: Option<RunId>| NewRun {
         thread_turn: Some(ThreadTurn { after }),
+        trace: None,
         ..new_run(run, "g", Some("t"))
     };
     let (first, second, third) = (RunId::new(), RunId::new(), RunId::new());

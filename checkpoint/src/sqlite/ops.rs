@@ -14,7 +14,7 @@ use crate::owner::Owner;
 use crate::record::{
     CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage, InterruptRecord,
     NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress,
-    TaskUpdate, TaskWrite, Transition,
+    TaskUpdate, TaskWrite, Transition, Waiting,
 };
 use crate::store::{Store, StoreError};
 
@@ -68,7 +68,7 @@ impl Store for SqliteStore {
                 .query_row([], |row| row.get(0))?;
             let insert_run = "INSERT INTO runs (id, num, graph, graph_version, thread, status, \
                  step, epoch, owner, lease_until_ms, created_at_ms, updated_at_ms, failure, \
-                 last_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 1, ?7, ?8, ?9, ?9, NULL, 0)";
+                 last_seq, trace) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 1, ?7, ?8, ?9, ?9, NULL, 0, ?10)";
             tx.prepare_cached(insert_run)?.execute(params![
                 id,
                 num,
@@ -78,7 +78,8 @@ impl Store for SqliteStore {
                 status.as_str(),
                 owner,
                 lease,
-                run.created_at_ms
+                run.created_at_ms,
+                run.trace
             ])?;
             let insert_step = "INSERT INTO steps (id, at_ms, tasks, frontier, updates, first_seq, \
                  event_count, events) VALUES (?1, ?2, 0, ?3, x'', 1, ?4, ?5)";
@@ -569,6 +570,17 @@ impl Store for SqliteStore {
             .await?;
         runs.truncate(limit as usize);
         Ok(runs)
+    }
+
+    async fn waiting(&self) -> Result<Waiting, StoreError> {
+        self.read(|tx| {
+            let waiting = "SELECT count(*), min(updated_at_ms) FROM runs \
+                 WHERE status = 'awaiting_hitl'";
+            let (runs, oldest_since_ms): (i64, Option<i64>) =
+                tx.prepare_cached(waiting)?.query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            Ok(Waiting { runs: runs as u64, oldest_since_ms })
+        })
+        .await
     }
 
     async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {

@@ -19,7 +19,7 @@ pub(super) const SELECT_RUN: &str = "
            max(r.last_seq, coalesce(s.first_seq + s.event_count - 1, 0)), r.num,
            (SELECT count(*) FROM interrupts i WHERE i.num = r.num AND i.decision IS NULL
                AND i.step > max(r.step, coalesce(s.id & 4294967295, 0))),
-           r.lease_losses
+           r.lease_losses, r.trace
     FROM runs r
     LEFT JOIN steps s ON s.id = (
         SELECT max(id) FROM steps WHERE id BETWEEN r.num << 32 AND (r.num << 32) + 4294967295
@@ -53,6 +53,7 @@ pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<(RunRecord,
     let num: i64 = row.get(13)?;
     let pending_interrupts: u32 = row.get(14)?;
     let lease_losses: u32 = row.get(15)?;
+    let trace: Option<String> = row.get(16)?;
     let build = || -> Result<(RunRecord, i64), Abort> {
         let id: RunId =
             id.parse().map_err(|_| corrupt_row(format!("bad run id `{id}` in runs")))?;
@@ -78,6 +79,7 @@ pub(super) fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Result<(RunRecord,
             last_seq: last_seq as u64,
             pending_interrupts,
             lease_losses,
+            trace,
         };
         Ok((record, num))
     };

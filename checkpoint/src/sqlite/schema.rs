@@ -143,6 +143,11 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (scope, key)
     ) WITHOUT ROWID;
 ",
+    // 7: the trace a run belongs to (W3C traceparent), so that every leg
+    // joins it.
+    "
+    ALTER TABLE runs ADD COLUMN trace TEXT;
+",
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".

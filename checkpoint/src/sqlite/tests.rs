@@ -19,6 +19,7 @@ fn new_run(id: RunId) -> NewRun {
         claim: Some((Owner::current(), 99)),
         attachment: None,
         thread_turn: None,
+        trace: None,
     }
 }
 
@@ -62,13 +63,14 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
     let conn = Connection::open(&path).expect("open raw");
     conn.execute_batch(
         "DROP TABLE attachments; ALTER TABLE runs DROP COLUMN lease_losses; \
-         PRAGMA user_version = 1",
+         ALTER TABLE runs DROP COLUMN trace; PRAGMA user_version = 1",
     )
     .expect("downgrade");
     drop(conn);
-    let store = SqliteStore::open(&path).expect("migrate 1 -> 6");
+    let store = SqliteStore::open(&path).expect("migrate 1 -> 7");
     assert_eq!(block_on(store.attachment(run)).expect("attachments table exists"), None);
     assert_eq!(block_on(store.run(run)).expect("run").lease_losses, 0, "column added (4)");
+    assert_eq!(block_on(store.run(run)).expect("run").trace, None, "column added (7)");
     drop(store);
 
     let conn = Connection::open(&path).expect("open raw");
@@ -78,7 +80,7 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
     drop(conn);
     let before = std::fs::read(&path).expect("bytes");
     let error = SqliteStore::open(&path).expect_err("newer schema");
-    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 6 }), "{error:?}");
+    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 7 }), "{error:?}");
     assert_eq!(std::fs::read(&path).expect("bytes"), before, "left as it was");
 }
 
@@ -138,7 +140,10 @@ fn files_that_are_not_ours_are_refused_untouched() {
     let legacy = dir.path().join("legacy.db");
     drop(SqliteStore::open(&legacy).expect("create"));
     let conn = Connection::open(&legacy).expect("open raw");
-    conn.execute_batch("PRAGMA application_id = 0; PRAGMA user_version = 4;").expect("unmark");
+    conn.execute_batch(
+        "PRAGMA application_id = 0; PRAGMA user_version = 4; ALTER TABLE runs DROP COLUMN trace;",
+    )
+    .expect("unmark");
     drop(conn);
     drop(SqliteStore::open(&legacy).expect("a legacy file opens"));
     let conn = Connection::open(&legacy).expect("open raw");
@@ -264,6 +269,7 @@ fn version_2_files_are_migrated_status_events_kept() {
          ALTER TABLE old_events RENAME TO events;
          CREATE UNIQUE INDEX runs_by_num ON runs (num);
          ALTER TABLE runs DROP COLUMN lease_losses;
+         ALTER TABLE runs DROP COLUMN trace;
          PRAGMA user_version = 2;",
     )
     .expect("downgrade");

@@ -6,12 +6,14 @@
 //! - [`streams`]: live event streams (SSE, WebSocket) and the hub that
 //!   hands events of runs this server drives to their subscribers.
 //! - [`auth`]: the bearer token on every endpoint but `/healthz`.
+//! - [`metrics`]: `GET /metrics` (Prometheus), here and on workers.
 //! - [`errors`]: the one JSON error shape, for our errors and the
 //!   framework's (unknown paths, wrong methods, unparsable queries).
 
 mod auth;
 mod errors;
 mod legs;
+mod metrics;
 mod page;
 mod routes;
 mod streams;
@@ -35,6 +37,7 @@ use crate::error::CliError;
 use crate::service::Runs;
 
 pub(crate) use legs::Legs;
+pub(crate) use metrics::serve_metrics;
 pub(crate) use streams::Hub;
 
 /// How `serve` was configured.
@@ -90,6 +93,8 @@ pub(crate) struct Settings {
     pub(crate) blueprints: Option<PathBuf>,
     pub(crate) allow_inline_commands: bool,
     pub(crate) limits: Limits,
+    /// The process's Prometheus recorder.
+    pub(crate) metrics: tollgate_telemetry::Metrics,
 }
 
 /// Serves until SIGINT or SIGTERM. Prints `listening on http://ADDR`
@@ -121,6 +126,7 @@ pub(crate) async fn serve(
         blueprints: options.blueprints,
         allow_inline_commands: options.allow_inline_commands,
         limits: options.limits,
+        metrics: metrics::recorder()?,
     };
     let app =
         App { runs, hub: Hub::default(), legs: Legs::default(), settings: Arc::new(settings) };
@@ -143,6 +149,7 @@ pub(crate) async fn serve(
 fn router(app: App) -> Router {
     Router::new()
         .route("/healthz", get(routes::health))
+        .route("/metrics", get(metrics::scrape))
         .route("/runs", get(routes::list).post(routes::create))
         .route("/runs/{id}", get(routes::show).delete(routes::delete))
         .route("/runs/{id}/state", get(routes::state))

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tollgate_checkpoint::{Owner, RunId, RunRecord, RunStatus, StoreError, Transition};
 
 use crate::event::{Clock, Event, SystemClock};
+use crate::telemetry;
 
 use super::emit::{Emitter, Live};
 use super::error::RunError;
@@ -105,6 +106,12 @@ impl Executor {
                     interrupts: Vec::new(),
                 })
                 .await?;
+            metrics::counter!(
+                telemetry::RUNS_FINISHED,
+                "graph" => record.graph.name.clone(),
+                "status" => RunStatus::Interrupted.as_str()
+            )
+            .increment(1);
             tracing::info!(%run, from = %record.status, "run cancelled");
             return Ok(self.store.run(run).await?);
         }

@@ -18,6 +18,7 @@ use crate::graph::CompiledGraph;
 use crate::hitl::{interrupt_id, Decision, PendingInterrupt};
 use crate::node::{Namespace, NodeContext};
 use crate::state::{State, Write};
+use crate::telemetry;
 
 use super::cancel::cancelled_elsewhere;
 use super::config::RunConfig;
@@ -75,6 +76,9 @@ pub(crate) struct Leg<S: State> {
     pub(crate) ns: Option<Arc<Namespace>>,
     /// Inside a subgraph: where its progress goes instead of commits.
     pub(crate) nest: Option<Box<Nest>>,
+    /// The leg's `run` span (disabled inside a subgraph, whose steps nest
+    /// in its parent's node span).
+    pub(crate) span: tracing::Span,
 }
 
 /// Nodes to pause before and after (graph breakpoints and the run's own).
@@ -93,7 +97,7 @@ enum Verdict {
 
 impl<S: State> Leg<S> {
     pub(crate) async fn drive(mut self) -> Result<RunOutcome<S>, RunError> {
-        let span = tracing::info_span!("run", run_id = %self.run, graph = %self.graph.name());
+        let span = std::mem::replace(&mut self.span, tracing::Span::none());
         let (store, run) = (Arc::clone(&self.store), self.run);
         let result = async move {
             match self.verdict(self.step) {
@@ -107,16 +111,36 @@ impl<S: State> Leg<S> {
                 }
             }
         }
-        .instrument(span)
+        .instrument(span.clone())
         .await;
-        match result {
+        let result = match result {
             Err(RunError::Store(StoreError::Fenced { .. }))
                 if cancelled_elsewhere(&*store, run).await =>
             {
                 Err(RunError::Cancelled { run })
             }
+            Err(error @ RunError::Store(StoreError::Fenced { .. })) => {
+                metrics::counter!(telemetry::LEASES_LOST).increment(1);
+                Err(error)
+            }
             other => other,
+        };
+        if let Err(error) = &result {
+            telemetry::span_failed(&span, error);
         }
+        result
+    }
+
+    /// The `run` span of a leg of `run`: the root of the leg's spans.
+    pub(crate) fn run_span(run: RunId, graph: &str) -> tracing::Span {
+        tracing::info_span!(
+            "run",
+            otel.name = %format_args!("run {graph}"),
+            tollgate.run_id = %run,
+            tollgate.graph = %graph,
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        )
     }
 
     fn verdict(&self, step: u64) -> Verdict {
@@ -158,6 +182,24 @@ impl<S: State> Leg<S> {
 
     /// Runs one super-step and commits it. `Some(status)` when the leg ended.
     pub(super) async fn step_once(&mut self) -> Result<Option<RunStatus>, RunError> {
+        let span = tracing::info_span!(
+            "step",
+            otel.name = %format_args!("step {}", self.step + 1),
+            tollgate.run_id = %self.run,
+            tollgate.step = self.step + 1,
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        );
+        let started = std::time::Instant::now();
+        let result = self.step_inner().instrument(span.clone()).await;
+        telemetry::seconds(telemetry::STEP_DURATION, started.elapsed());
+        if let Err(error) = &result {
+            telemetry::span_failed(&span, error);
+        }
+        result
+    }
+
+    async fn step_inner(&mut self) -> Result<Option<RunStatus>, RunError> {
         let step = self.step + 1;
         self.emitter.tick();
         let done = self.execute(step).await?;
@@ -426,7 +468,16 @@ impl<S: State> Leg<S> {
                         .map(|nest| (Arc::clone(&nest.root), nest.path.clone())),
                 })
             });
-            let span = tracing::info_span!("node", node = %name, step, task = index);
+            let span = tracing::info_span!(
+                "node",
+                otel.name = %format_args!("node {name}"),
+                tollgate.run_id = %self.run,
+                tollgate.step = step,
+                tollgate.node = %self.qualify(&name, "").0,
+                tollgate.task = index,
+                otel.status_code = tracing::field::Empty,
+                otel.status_description = tracing::field::Empty,
+            );
             let ctx = NodeContext {
                 run_id: self.run,
                 step,
@@ -459,10 +510,10 @@ impl<S: State> Leg<S> {
             };
             if count == 1 {
                 // A lone task runs inline: no spawn on the hot path.
-                let task = self.leased(runner.run().instrument(span)).await;
+                let task = self.leased(traced(runner, span)).await;
                 self.keep(step, false, vec![task], &mut done).await?;
             } else {
-                set.spawn(runner.run().instrument(span));
+                set.spawn(traced(runner, span));
             }
         }
         // Store each finished task's output as it finishes, so a crash
@@ -512,6 +563,7 @@ impl<S: State> Leg<S> {
                 () = tokio::time::sleep(period) => {
                     let until = self.config.lease_until();
                     if let Err(error) = self.store.renew(self.run, self.epoch, until).await {
+                        telemetry::store_error("renew", &error);
                         // Fenced or gone: the next commit reports it.
                         tracing::debug!(run = %self.run, %error, "lease renewal refused");
                     }
@@ -555,7 +607,10 @@ impl<S: State> Leg<S> {
         if !writes.is_empty() {
             __failpoint("pending:before");
             let write = TaskWrite { run: self.run, epoch: self.epoch, updates: writes };
-            self.store.put_task_writes(write).await?;
+            self.store
+                .put_task_writes(write)
+                .await
+                .inspect_err(|error| telemetry::store_error("put_task_writes", error))?;
         }
         Ok(())
     }
@@ -652,8 +707,25 @@ impl<S: State> Leg<S> {
             }),
             interrupts: std::mem::take(&mut self.raised),
         };
-        self.store.commit(transition).await?;
+        let started = std::time::Instant::now();
+        let committed = self.store.commit(transition).await;
+        telemetry::seconds(telemetry::COMMIT_DURATION, started.elapsed());
+        if let Err(error) = committed {
+            telemetry::store_error("commit", &error);
+            return Err(error.into());
+        }
         self.emitter.committed();
+        let graph = || self.graph.name().to_owned();
+        match status {
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Interrupted => {
+                metrics::counter!(telemetry::RUNS_FINISHED, "graph" => graph(), "status" => status.as_str())
+                    .increment(1);
+            }
+            RunStatus::AwaitingHitl => {
+                metrics::counter!(telemetry::RUNS_PAUSED, "graph" => graph()).increment(1)
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -671,4 +743,13 @@ impl<S: State> Leg<S> {
         }
         error
     }
+}
+
+/// Runs a task in its `node` span, marked failed when the task failed.
+async fn traced<S: State>(runner: TaskRunner<S>, span: tracing::Span) -> TaskDone<S::Update> {
+    let done = runner.run().instrument(span.clone()).await;
+    if let Outcome::Failed(error) = &done.outcome {
+        telemetry::span_failed(&span, error);
+    }
+    done
 }

@@ -9,11 +9,13 @@ use tollgate_checkpoint::{
     Blob, Codec, CodecError, GraphRef, NewRun, Owner, PageRequest, RunFilter, RunId, RunStatus,
     Store, StoreError, StoredCheckpoint, Transition,
 };
+use tracing::Instrument;
 
 use crate::event::Event;
 use crate::graph::CompiledGraph;
 use crate::hitl::{Decision, PendingInterrupt};
 use crate::state::State;
+use crate::telemetry;
 
 use super::config::RunConfig;
 use super::driver::{Breakpoints, Leg, SnapshotTracker};
@@ -212,6 +214,9 @@ impl Executor {
         let created_at_ms = emitter.now_ms();
         let snapshots =
             SnapshotTracker { last_size: snapshot.stored_len(), ..SnapshotTracker::default() };
+        // The first leg's span is the run's trace: stored, every later leg
+        // joins it.
+        let span = Leg::<S>::run_span(run, graph.name());
         let epoch = self
             .store
             .create_run(NewRun {
@@ -225,8 +230,11 @@ impl Executor {
                 claim: Some((Owner::current(), config.lease_until())),
                 attachment: config.attachment.clone(),
                 thread_turn: config.turn,
+                trace: telemetry::inject(&span),
             })
-            .await?;
+            .await
+            .inspect_err(|error| telemetry::store_error("create_run", error))?;
+        metrics::counter!(telemetry::RUNS_STARTED, "graph" => graph.name().to_owned()).increment(1);
         emitter.committed();
         let loaded = Loaded {
             state,
@@ -236,7 +244,8 @@ impl Executor {
             progress: HashMap::new(),
             snapshots,
         };
-        Ok(self.leg(graph, run, epoch, config, loaded, emitter, HashMap::new(), breakpoints))
+        let leg = self.leg(graph, run, epoch, config, loaded, emitter, HashMap::new(), breakpoints);
+        Ok(Leg { span, ..leg })
     }
 
     /// Stores a run of `graph` from `input` without driving it: status
@@ -267,6 +276,13 @@ impl Executor {
         let config = config.settled(frontier.settings.as_ref());
         frontier.settings = Some(config.settings());
         let (snapshot, frontier) = encode_input(graph, run, &input, &frontier, &config)?;
+        // The legs that workers drive join the trace of the enqueuing code.
+        let span = tracing::info_span!(
+            "enqueue",
+            otel.name = %format_args!("enqueue {}", graph.name()),
+            tollgate.run_id = %run,
+            tollgate.graph = %graph.name(),
+        );
         self.store
             .create_run(NewRun {
                 id: run,
@@ -279,8 +295,12 @@ impl Executor {
                 claim: None,
                 attachment: config.attachment.clone(),
                 thread_turn: config.turn,
+                trace: telemetry::inject(&span),
             })
-            .await?;
+            .instrument(span)
+            .await
+            .inspect_err(|error| telemetry::store_error("create_run", error))?;
+        metrics::counter!(telemetry::RUNS_STARTED, "graph" => graph.name().to_owned()).increment(1);
         Ok(run)
     }
 
@@ -351,6 +371,10 @@ impl Executor {
             Some(checkpoint) => Ok(checkpoint),
             None => self.store.checkpoint(run, None).await.map_err(RunError::from),
         };
+        let span = Leg::<S>::run_span(run, graph.name());
+        if let Ok(checkpoint) = &checkpoint {
+            telemetry::join(&span, checkpoint.run.trace.as_deref());
+        }
         let loaded = checkpoint.and_then(|mut checkpoint| {
             let interrupts = std::mem::take(&mut checkpoint.interrupts);
             decode::<S>(graph, checkpoint).map(|loaded| (loaded, interrupts))
@@ -400,7 +424,8 @@ impl Executor {
                 .map_err(|source| json_error(run, loaded.step, source))?;
         }
         let decisions = decisions.into_iter().map(|(task, map)| (task, Arc::new(map))).collect();
-        Ok(self.leg(graph, run, epoch, config, loaded, emitter, decisions, breakpoints))
+        let leg = self.leg(graph, run, epoch, config, loaded, emitter, decisions, breakpoints);
+        Ok(Leg { span, ..leg })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -439,6 +464,7 @@ impl Executor {
             progress,
             ns: None,
             nest: None,
+            span: tracing::Span::none(),
         }
     }
 

@@ -323,6 +323,7 @@ async fn nested_leg<P: State, T: State>(
         progress: HashMap::new(),
         ns: Some(ns),
         nest: Some(Box::new(nest)),
+        span: tracing::Span::none(),
     })
 }
 
@@ -442,7 +443,10 @@ impl<S: State> Leg<S> {
             events: root.emitter.take_batch(),
         };
         tollgate_checkpoint::__failpoint("progress:before");
-        root.store.put_task_progress(progress).await?;
+        root.store
+            .put_task_progress(progress)
+            .await
+            .inspect_err(|error| crate::telemetry::store_error("put_task_progress", error))?;
         root.emitter.committed();
         tollgate_checkpoint::__failpoint("progress:after");
         Ok(())

@@ -15,6 +15,7 @@ use tollgate_checkpoint::{
 use crate::event::Event;
 use crate::graph::CompiledGraph;
 use crate::state::State;
+use crate::telemetry;
 
 use super::config::RunConfig;
 use super::emit::{Emitter, Live};
@@ -267,6 +268,7 @@ impl Worker {
                             let workloads = self.workloads.clone();
                             let (executor, config) = (self.executor.clone(), self.config.clone());
                             let shutdown = stopped.clone();
+                            metrics::gauge!(telemetry::LEASES_HELD).increment(1.0);
                             legs.spawn(async move {
                                 let config = RunConfig { run_id: None, ..config };
                                 for workload in workloads {
@@ -297,6 +299,7 @@ impl Worker {
                     let _ = stop.send(true);
                 }
                 Some(done) = legs.join_next(), if !legs.is_empty() => {
+                    metrics::gauge!(telemetry::LEASES_HELD).decrement(1.0);
                     if let Ok((run, driven)) = done {
                         driving.remove(&run);
                         match driven {

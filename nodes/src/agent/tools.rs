@@ -17,6 +17,7 @@ use crate::context::RunContext;
 use crate::error::HarnessError;
 use crate::message::{Message, ToolCall};
 use crate::middleware::{ToolHandler, ToolNext};
+use crate::telemetry;
 use crate::tool::{Tool, ToolContext};
 
 /// The interrupt kind of a tool call waiting for approval.
@@ -135,8 +136,7 @@ fn approve(core: &AgentCore, ctx: &NodeContext, call: &ToolCall) -> Result<Plan,
 /// `tool_completed`; returns the result text and whether it is an error.
 async fn run_call(core: &AgentCore, ctx: &NodeContext, call: ToolCall) -> (String, bool) {
     let (tool, _) = &core.tools[&call.name];
-    let span =
-        tracing::info_span!("tool", agent = %core.name, tool = %call.name, call_id = %call.id);
+    let span = telemetry::tool_span(&core.name, &call.name, &call.id, ctx);
     async {
         emit(
             ctx,
@@ -154,12 +154,15 @@ async fn run_call(core: &AgentCore, ctx: &NodeContext, call: ToolCall) -> (Strin
         let cx = RunContext::new(ctx, &core.name);
         let inner = Call { core, ctx, tool: Arc::clone(tool), cx: cx.clone() };
         let next = ToolNext { rest: &core.middleware, inner: &inner, events: &hooks, cx: &cx };
-        let (id, name) = (call.id.clone(), call.name.clone());
+        let (id, name, args) = (call.id.clone(), call.name.clone(), call.args.clone());
         let result = next.call(call).await;
-        let (content, ok) = match result {
-            Ok(value) => (value.to_string(), true),
-            Err(error) => (format!("Error: {error}"), false),
+        let (content, outcome) = match result {
+            Ok(value) => (value.to_string(), "ok"),
+            Err(error @ HarnessError::Timeout { .. }) => (format!("Error: {error}"), "timeout"),
+            Err(error) => (format!("Error: {error}"), "error"),
         };
+        telemetry::tool_called(&tracing::Span::current(), &name, outcome, &args, &content);
+        let ok = outcome == "ok";
         emit(
             ctx,
             Event::ToolCompleted {

@@ -16,6 +16,7 @@ use crate::message::Message;
 use crate::middleware::{HookEvents, ModelHandler, ModelNext};
 use crate::model::{DeltaSink, ModelRequest, ModelResponse, ResponseFormat, ToolChoice};
 use crate::structured;
+use crate::telemetry;
 
 /// Ids of the messages and calls one node execution creates: unique across
 /// runs (a thread's memory or a fork carries messages into another run),
@@ -88,8 +89,8 @@ pub(crate) async fn model_turn(
             limit: core.max_turns,
         });
     }
-    let span = tracing::info_span!("model", agent = %core.name, model = %core.model.name());
-    async {
+    let span = telemetry::agent_span(&core.name, ctx);
+    let turn = async {
         if core.persona_stages {
             announce_takeover(core, state, ctx);
         }
@@ -148,9 +149,12 @@ pub(crate) async fn model_turn(
             update = update.structured([(core.name.clone(), value)].into());
         }
         Ok(update)
+    };
+    let result = turn.instrument(span.clone()).await;
+    if let Err(error) = &result {
+        telemetry::failed(&span, error);
     }
-    .instrument(span)
-    .await
+    result
 }
 
 fn persona(core: &AgentCore, stage: &str, transition: &str) -> Event {
@@ -222,13 +226,23 @@ async fn call_model(
     }
     let inner = Attempts { core, ctx, call_id: &call_id, calls };
     let next = ModelNext { rest: &core.middleware, inner: &inner, events: &hooks, cx: &cx };
-    let mut response = next.call(request.clone()).await?;
-    for middleware in core.middleware.iter().rev() {
-        hooks.started(middleware.name(), "after_model");
-        let result = middleware.after_model(&request, &mut response, &cx).await;
-        hooks.completed(middleware.name(), "after_model", result.is_ok());
-        result?;
+    let model = core.model.name();
+    let span = telemetry::chat_span(&core.name, model, ctx);
+    let called = async {
+        let mut response = next.call(request.clone()).await?;
+        for middleware in core.middleware.iter().rev() {
+            hooks.started(middleware.name(), "after_model");
+            let result = middleware.after_model(&request, &mut response, &cx).await;
+            hooks.completed(middleware.name(), "after_model", result.is_ok());
+            result?;
+        }
+        Ok::<_, HarnessError>(response)
     }
+    .instrument(span.clone())
+    .await;
+    let outcome = called.as_ref().map_err(|error| error as &dyn std::fmt::Display);
+    telemetry::model_called(&span, model, &request, outcome);
+    let response = called?;
     let message = serde_json::json!({
         "content": response.content,
         "tool_calls": response.tool_calls,
