@@ -3,7 +3,7 @@
 
 use tollgate_checkpoint::{RunId, StoreError};
 use tollgate_engine::{DecisionError, RunError};
-use tollgate_nodes::{BlueprintError, HarnessError};
+use tollgate_nodes::{BlueprintError, HarnessError, McpError};
 
 /// Exit codes, as docs/cli.md lists them.
 pub(crate) mod code {
@@ -154,6 +154,16 @@ impl From<BlueprintError> for CliError {
                 }
                 other => other.into(),
             },
+            // A server that does not start is the machine's trouble, not
+            // the blueprint's: failed, like a run that failed.
+            BlueprintError::Mcp { source }
+                if !matches!(
+                    source,
+                    McpError::UnknownTool { .. } | McpError::DuplicateTool { .. }
+                ) =>
+            {
+                CliError::Failed { message: format!("blueprint's MCP servers: {source}") }
+            }
             other => CliError::invalid(other.to_string()),
         }
     }

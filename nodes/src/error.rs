@@ -5,6 +5,8 @@ use std::time::Duration;
 use tollgate_checkpoint::RunId;
 use tollgate_engine::{CompileError, EmitError, NodeError, RunError};
 
+use crate::mcp::McpError;
+
 /// What kind of failure an error is, for retry decisions
 /// ([`ModelRetry`](crate::ModelRetry)) and for callers that branch on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -295,6 +297,9 @@ pub enum HarnessError {
     /// The run failed in the engine or the store.
     #[error(transparent)]
     Run(#[from] RunError),
+    /// An MCP server could not be started, or one of its calls failed.
+    #[error(transparent)]
+    Mcp(#[from] McpError),
 }
 
 fn status_suffix(status: Option<u16>) -> String {
@@ -320,6 +325,8 @@ impl HarnessError {
             | HarnessError::CommandFailed { .. }
             | HarnessError::CommandOutputInvalid { .. }
             | HarnessError::CommandIo { .. } => ErrorClass::Tool,
+            HarnessError::Mcp(error) if error.is_start_failure() => ErrorClass::Config,
+            HarnessError::Mcp(_) => ErrorClass::Tool,
             HarnessError::MissingModel { .. } | HarnessError::InvalidToolSchema { .. } => {
                 ErrorClass::Config
             }
@@ -374,6 +381,7 @@ impl HarnessError {
             HarnessError::EventDecode { .. } => "event_decode",
             HarnessError::Emit(_) => "emit",
             HarnessError::Run(_) => "run",
+            HarnessError::Mcp(error) => error.kind(),
         }
     }
 }

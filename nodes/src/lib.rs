@@ -41,6 +41,7 @@ mod blueprint;
 mod command;
 mod context;
 mod error;
+mod mcp;
 mod memory;
 mod message;
 mod middleware;
@@ -61,6 +62,9 @@ pub use blueprint::{Blueprint, BlueprintError, BlueprintProblem, PackProvenance}
 pub use command::{CommandTool, DEFAULT_COMMAND_TIMEOUT};
 pub use context::RunContext;
 pub use error::{ErrorClass, HarnessError};
+pub use mcp::{McpError, McpServerConfig, DEFAULT_MCP_CALL_TIMEOUT, DEFAULT_MCP_START_TIMEOUT};
+#[cfg(feature = "mcp")]
+pub use mcp::{McpServer, McpTool};
 pub use memory::{
     InMemoryKeyValueStore, InMemoryShortTermMemory, KeyValueStore, ShortTermMemory, StoreItem,
 };

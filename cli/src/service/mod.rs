@@ -227,7 +227,7 @@ impl Runs {
         run: RunId,
         events: Option<EventSink>,
     ) -> Result<Option<RunHandle<AgentState>>, CliError> {
-        let agent = blueprint.compile(&self.models)?;
+        let agent = blueprint.start(&self.models).await?;
         let mut config = blueprint.run_config().run_id(run);
         if let Some(steps) = launch.max_steps {
             config = config.max_steps(steps);
@@ -304,7 +304,7 @@ impl Runs {
             Err(tollgate_nodes::BlueprintError::NotABlueprintRun) => return Ok(None),
             Err(error) => return Err(error.into()),
         };
-        let agent = blueprint.compile(&self.models)?;
+        let agent = blueprint.start(&self.models).await?;
         Ok(Some(Rebuilt { agent, config: blueprint.run_config() }))
     }
 
@@ -492,7 +492,7 @@ impl Runs {
         thread: Option<&str>,
         events: Option<EventSink>,
     ) -> Result<RunSummary, CliError> {
-        let agent = blueprint.compile(&self.models)?;
+        let agent = blueprint.start(&self.models).await?;
         let run = RunId::new();
         let opening = self.opening(&agent, input, thread, run).await?;
         let config = with_events(blueprint.run_config().run_id(run), events);
@@ -509,7 +509,7 @@ impl Runs {
         input: &str,
         thread: Option<&str>,
     ) -> Result<RunSummary, CliError> {
-        let agent = blueprint.compile(&self.models)?;
+        let agent = blueprint.start(&self.models).await?;
         let run = RunId::new();
         let opening = self.opening(&agent, input, thread, run).await?;
         self.queue(&agent, opening, blueprint.run_config().run_id(run)).await?;

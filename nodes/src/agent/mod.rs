@@ -79,6 +79,8 @@ pub struct Agent {
     /// Tools whose rejection ends the run (`rejected`) instead of telling
     /// the model.
     pub(crate) ends_on_reject: BTreeSet<String>,
+    /// Tools whose failure fails the run instead of telling the model.
+    pub(crate) fails_run: BTreeSet<String>,
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
     pub(crate) response_format: ResponseFormat,
     pub(crate) max_turns: u32,
@@ -115,6 +117,7 @@ impl Agent {
             allow: None,
             approval: BTreeSet::new(),
             ends_on_reject: BTreeSet::new(),
+            fails_run: BTreeSet::new(),
             middleware: Vec::new(),
             response_format: ResponseFormat::Text,
             max_turns: DEFAULT_MAX_TURNS,
@@ -236,6 +239,17 @@ impl Agent {
         self
     }
 
+    /// Tools whose failure (an error, a timeout) fails the run, the error
+    /// recorded, instead of being told to the model as the call's result
+    /// (the default).
+    pub fn fail_run_on_error<T: Into<String>>(
+        mut self,
+        tools: impl IntoIterator<Item = T>,
+    ) -> Self {
+        self.fails_run.extend(tools.into_iter().map(Into::into));
+        self
+    }
+
     /// Limit of each tool call (none by default; command tools have their
     /// own).
     pub fn tool_timeout(mut self, timeout: Duration) -> Self {
@@ -344,6 +358,7 @@ impl Agent {
             specs,
             approval: self.approval,
             ends_on_reject: self.ends_on_reject,
+            fails_run: self.fails_run,
             middleware: self.middleware,
             response_format: self.response_format,
             output,
@@ -370,6 +385,7 @@ pub(crate) struct AgentCore {
     pub(crate) specs: Vec<ToolSpec>,
     pub(crate) approval: BTreeSet<String>,
     pub(crate) ends_on_reject: BTreeSet<String>,
+    pub(crate) fails_run: BTreeSet<String>,
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
     pub(crate) response_format: ResponseFormat,
     pub(crate) output: Option<ArgsValidator>,

@@ -74,19 +74,28 @@ pub(crate) async fn tools_turn(
                         payload: json!({"agent": core.name, "call_id": call.id, "tool": call.name, "reason": reason}),
                     },
                 );
-                (reason, true)
+                (reason, true, false)
             }
             Plan::Run(args) => {
                 let call = ToolCall::new(call.id.clone(), call.name.clone(), args);
-                run_call(core, ctx, call).await
+                let (content, failed) = run_call(core, ctx, call).await;
+                (content, failed, failed)
             }
         }
     });
     let results = join_all(runs.collect()).await;
+    // A failed call of a tool that fails the run: the run fails with it
+    // (refusals before the call are told to the model either way).
+    for (call, (content, _, failed)) in calls.iter().zip(&results) {
+        if *failed && core.fails_run.contains(&call.name) {
+            let message = content.strip_prefix("Error: ").unwrap_or(content).to_owned();
+            return Err(HarnessError::ToolFailed { tool: call.name.clone(), message }.into());
+        }
+    }
     let messages = calls
         .iter()
         .zip(results)
-        .map(|(call, (content, is_error))| {
+        .map(|(call, (content, is_error, _))| {
             MessageOp::Upsert(Message::Tool {
                 id: ids.next(),
                 agent: Some(core.name.clone()),

@@ -18,16 +18,37 @@ const SCHEMA: &str = r##"{
     "tool": {
       "type": "object",
       "additionalProperties": false,
-      "required": ["name", "description", "parameters"],
+      "required": ["name"],
       "properties": {
         "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
         "description": {"type": "string"},
         "parameters": {"type": "object"},
         "fixture": true,
         "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "mcp": {"type": "string", "minLength": 1},
         "approval": {"type": "boolean"},
         "on_reject": {"enum": ["tell_model", "end_run"]},
+        "on_error": {"enum": ["tell_model", "fail_run"]},
         "timeout_ms": {"type": "integer", "minimum": 1}
+      },
+      "if": {"required": ["mcp"]},
+      "then": {
+        "properties": {"description": false, "parameters": false, "fixture": false, "command": false}
+      },
+      "else": {"required": ["description", "parameters"]}
+    },
+    "mcp_server": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["name"],
+      "properties": {
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+        "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "url": {"type": "string"},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "start_timeout_ms": {"type": "integer", "minimum": 1},
+        "timeout_ms": {"type": "integer", "minimum": 1},
+        "on_error": {"enum": ["tell_model", "fail_run"]}
       }
     },
     "agent": {
@@ -43,6 +64,7 @@ const SCHEMA: &str = r##"{
         "max_turns": {"type": "integer", "minimum": 1},
         "stream": {"type": "boolean"},
         "tools": {"type": "array", "items": {"$ref": "#/$defs/tool"}},
+        "mcp_servers": {"type": "array", "items": {"$ref": "#/$defs/mcp_server"}},
         "output_schema": {"type": ["object", "null"]}
       }
     },
@@ -226,6 +248,21 @@ pub(super) fn check_agent(
             format!("`{}` is not a model spec (`scripted:PATH`, `openai:MODEL`)", agent.model),
         ),
     }
+    let mut servers = BTreeSet::new();
+    for (index, server) in agent.mcp_servers.iter().enumerate() {
+        let at = format!("{at}/mcp_servers/{index}");
+        if !servers.insert(server.name.as_str()) {
+            let message = format!("MCP server `{}` is declared twice", server.name);
+            problem(problems, format!("{at}/name"), message);
+        }
+        if server.url.is_some() {
+            let message = "MCP over streamable HTTP (`url`) is not supported: give the \
+                           server's `command` (stdio)";
+            problem(problems, format!("{at}/url"), message);
+        } else if server.command.is_empty() {
+            problem(problems, at.clone(), "an MCP server needs its `command` (program first)");
+        }
+    }
     let mut names = BTreeSet::new();
     for (index, tool) in agent.tools.iter().enumerate() {
         let at = format!("{at}/tools/{index}");
@@ -235,6 +272,18 @@ pub(super) fn check_agent(
                 format!("{at}/name"),
                 format!("tool `{}` is declared twice", tool.name),
             );
+        }
+        if let Some(server) = &tool.mcp {
+            if !servers.contains(server.as_str()) {
+                let message = format!("no MCP server `{server}` in this agent's `mcp_servers`");
+                problem(problems, format!("{at}/mcp"), message);
+            }
+            if tool.on_reject.is_some() && !tool.approval {
+                let message =
+                    "`on_reject` says what a rejection does: it needs `\"approval\": true`";
+                problem(problems, format!("{at}/on_reject"), message);
+            }
+            continue;
         }
         match (&tool.fixture, &tool.command) {
             (Some(_), Some(_)) => {

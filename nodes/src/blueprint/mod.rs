@@ -13,14 +13,17 @@ use tollgate_engine::{Event, MessageOp, NodeError, RunConfig, StateGraph, END, S
 use crate::agent::{Agent, AgentState, AgentStateUpdate, CompiledAgent};
 use crate::command::CommandTool;
 use crate::error::HarnessError;
+use crate::mcp::McpError;
 use crate::message::Message;
 use crate::model::{ChatModel, ModelRegistry, OutputSchema, ResponseFormat};
 use crate::scripted::{ScriptReply, ScriptedModel};
 use crate::tool::{FixtureTool, ToolSpec};
 
 mod check;
+mod mcp;
 
 use check::{check_agent, check_graph, nested_blueprint, structure_problems};
+use mcp::Started;
 
 /// Version of the attachment a blueprint run stores.
 const ATTACHMENT_VERSION: u64 = 1;
@@ -81,6 +84,21 @@ pub enum BlueprintError {
         #[source]
         source: HarnessError,
     },
+    /// One of its MCP servers could not be started, or its tools do not
+    /// match the blueprint's `tools` entries.
+    #[error("blueprint's MCP servers: {source}")]
+    Mcp {
+        /// Why.
+        #[source]
+        source: McpError,
+    },
+    /// It names MCP servers, which [`Blueprint::compile`] does not start:
+    /// build it with [`Blueprint::start`].
+    #[error("the blueprint names MCP servers ({}): build it with `Blueprint::start`, which starts them", servers.join(", "))]
+    ServersNotStarted {
+        /// The servers, as `agent/server`.
+        servers: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -100,18 +118,46 @@ struct AgentDoc {
     #[serde(default)]
     tools: Vec<ToolDoc>,
     #[serde(default)]
+    mcp_servers: Vec<McpServerDoc>,
+    #[serde(default)]
     output_schema: Option<Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct McpServerDoc {
+    name: String,
+    #[serde(default)]
+    command: Vec<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    start_timeout_ms: Option<u64>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    on_error: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 struct ToolDoc {
     name: String,
+    #[serde(default)]
     description: String,
+    #[serde(default)]
     parameters: Value,
     #[serde(default)]
     fixture: Option<Value>,
     #[serde(default)]
     command: Option<Vec<String>>,
+    /// A tool of this MCP server (of the agent's `mcp_servers`): the entry
+    /// only sets how it is called.
+    #[serde(default)]
+    mcp: Option<String>,
+    #[serde(default)]
+    on_error: Option<String>,
     #[serde(default)]
     approval: bool,
     #[serde(default)]
@@ -417,10 +463,41 @@ impl Blueprint {
 
     /// Builds the graph. `scripted:PATH` models are served here; other
     /// specs come from `models` (`openai:` once its factory is registered).
+    /// A blueprint with MCP servers is refused
+    /// ([`BlueprintError::ServersNotStarted`]): use [`Blueprint::start`].
     pub fn compile(&self, models: &ModelRegistry) -> Result<CompiledAgent, BlueprintError> {
-        let compile = |source| BlueprintError::Compile { source };
+        let servers = self.mcp_server_names();
+        if !servers.is_empty() {
+            return Err(BlueprintError::ServersNotStarted { servers });
+        }
+        self.compile_with(models, &Started::default())
+    }
+
+    /// Starts the blueprint's MCP servers (if it has any: each is spawned,
+    /// initialised and asked for its tools within its start timeout), then
+    /// builds the graph with their tools. The servers run as long as the
+    /// graph does: dropping its last clone (at the end of a leg) stops
+    /// them.
+    pub async fn start(&self, models: &ModelRegistry) -> Result<CompiledAgent, BlueprintError> {
+        let started =
+            self.start_servers().await.map_err(|source| BlueprintError::Mcp { source })?;
+        self.compile_with(models, &started)
+    }
+
+    fn compile_with(
+        &self,
+        models: &ModelRegistry,
+        started: &Started,
+    ) -> Result<CompiledAgent, BlueprintError> {
+        let compile = |source| match source {
+            HarnessError::Mcp(source) => BlueprintError::Mcp { source },
+            source => BlueprintError::Compile { source },
+        };
         match &self.doc {
-            Doc::Agent(doc) => self.agent(doc, models).and_then(Agent::compile).map_err(compile),
+            Doc::Agent(doc) => self
+                .agent(doc, models, started.agent(&doc.name))
+                .and_then(Agent::compile)
+                .map_err(compile),
             Doc::Graph(doc) => {
                 let mut graph = StateGraph::<AgentState>::new(doc.name.clone(), doc.version);
                 for (from, to) in &doc.edges {
@@ -437,12 +514,15 @@ impl Blueprint {
                         .collect();
                     match entry {
                         EntryDoc::Agent(agent) => {
-                            let built = self.agent(agent, models).map_err(compile)?;
+                            let servers = started.agent(&agent.name);
+                            let built = self.agent(agent, models, servers).map_err(compile)?;
                             graph = built.add_to(graph, &then).map_err(compile)?;
                         }
                         EntryDoc::Subgraph { name, .. } => {
                             let nested = &self.subgraphs[name];
-                            let inner = nested.compile(models)?.graph().clone();
+                            let empty = Started::default();
+                            let inner_started = started.subgraph(name).unwrap_or(&empty);
+                            let inner = nested.compile_with(models, inner_started)?.graph().clone();
                             graph = graph.subgraph(name.clone(), inner, shared_in, shared_out);
                             for target in then {
                                 graph = graph.edge(name.clone(), target);
@@ -456,7 +536,12 @@ impl Blueprint {
         }
     }
 
-    fn agent(&self, doc: &AgentDoc, models: &ModelRegistry) -> Result<Agent, HarnessError> {
+    fn agent(
+        &self,
+        doc: &AgentDoc,
+        models: &ModelRegistry,
+        servers: &[mcp::Server],
+    ) -> Result<Agent, HarnessError> {
         let spec = self.model_override.as_deref().unwrap_or(&doc.model);
         let model = self.model(spec, models)?;
         let mut agent = Agent::new(doc.name.clone(), model).version(doc.version);
@@ -471,7 +556,10 @@ impl Blueprint {
             agent = agent.persona_stages(graph.agents.len() > 1);
         }
         let mut approval = Vec::new();
-        for tool in &doc.tools {
+        for tool in doc.tools.iter().filter(|tool| tool.mcp.is_none()) {
+            if tool.on_error.as_deref() == Some("fail_run") {
+                agent = agent.fail_run_on_error([tool.name.clone()]);
+            }
             let spec =
                 ToolSpec::new(tool.name.clone(), tool.description.clone(), tool.parameters.clone());
             agent = match (&tool.fixture, &tool.command) {
@@ -493,6 +581,7 @@ impl Blueprint {
                 }
             }
         }
+        agent = mcp::add_tools(agent, doc, servers)?;
         if let Some(schema) = &doc.output_schema {
             let name = format!("{}_output", doc.name);
             agent = agent.response_format(ResponseFormat::JsonSchema(OutputSchema::new(
