@@ -9,7 +9,7 @@
 pub use tollgate_checkpoint::{
     Blob, CheckpointInfo, Codec, CodecError, Cursor, EventRecord, GraphRef, HistoryPage,
     MemoryStore, Owner, PageRequest, RunFailure, RunFilter, RunId, RunPage, RunRecord, RunStatus,
-    Store, StoreError,
+    Store, StoreError, Waiting,
 };
 #[cfg(feature = "sqlite")]
 pub use tollgate_checkpoint::{Checkpointing, Durability, SqliteOptions, SqliteStore};
@@ -17,6 +17,10 @@ pub use tollgate_engine::*;
 pub use tollgate_nodes::*;
 #[cfg(feature = "postgres")]
 pub use tollgate_postgres::{PostgresOptions, PostgresStore};
+/// OpenTelemetry traces and Prometheus metrics (features `otel`,
+/// `prometheus`).
+#[cfg(any(feature = "otel", feature = "prometheus"))]
+pub use tollgate_telemetry as telemetry;
 
 /// Test doubles and conformance suites (feature `testkit`).
 #[cfg(feature = "testkit")]

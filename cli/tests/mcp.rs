@@ -60,12 +60,7 @@ fn the_example_blueprint_calls_mcp_tools_across_a_pause() {
         |kind: &str| -> Vec<&Value> { events.iter().filter(|e| e["event_type"] == kind).collect() };
     let deltas: Vec<(String, String)> = of("tool_delta")
         .iter()
-        .map(|e| {
-            (
-                e["stream"].as_str().unwrap().to_owned(),
-                e["line"].as_str().unwrap().to_owned(),
-            )
-        })
+        .map(|e| (e["stream"].as_str().unwrap().to_owned(), e["line"].as_str().unwrap().to_owned()))
         .collect();
     assert_eq!(
         deltas,
@@ -214,7 +209,7 @@ fn servers_that_do_not_start_fail_before_a_run_is_stored() {
 
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !stat.split(' ').nth(2).is_some_and(|state| state == "Z"))
+        .is_ok_and(|stat| stat.split(' ').nth(2).is_none_or(|state| state != "Z"))
 }
 
 fn pid(path: &Path) -> u32 {

@@ -69,7 +69,7 @@ pub(crate) const LEASES_LOST: &str = "tollgate_worker_leases_lost_total";
 /// Registers the help text of the engine's metrics with the installed
 /// recorder (call it after installing one; metrics recorded before are
 /// kept either way).
-pub fn describe_metrics() {
+pub fn describe_engine_metrics() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(RUNS_STARTED, "Runs created by this process (started or queued), by graph.");
     describe_counter!(

@@ -81,5 +81,5 @@ pub use openai::{
 };
 pub use retry::{ModelRetry, MAX_RETRY_AFTER};
 pub use scripted::{ScriptReply, ScriptedModel};
-pub use telemetry::describe_metrics;
+pub use telemetry::describe_harness_metrics;
 pub use tool::{FixtureTool, FnTool, Tool, ToolContext, ToolRegistry, ToolSpec};

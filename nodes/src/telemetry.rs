@@ -17,7 +17,7 @@ const TOOL_CALLS: &str = "tollgate_tool_calls_total";
 
 /// Registers the help text of the harness's metrics with the installed
 /// recorder.
-pub fn describe_metrics() {
+pub fn describe_harness_metrics() {
     use metrics::describe_counter;
     describe_counter!(MODEL_CALLS, "Model calls (retries included), by model and outcome.");
     describe_counter!(INPUT_TOKENS, "Prompt tokens the models reported, by model.");

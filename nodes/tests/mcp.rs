@@ -140,7 +140,7 @@ fn dropping_the_server_stops_its_process() {
     });
     let alive = || {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| !stat.split(' ').nth(2).is_some_and(|state| state == "Z"))
+            .is_ok_and(|stat| stat.split(' ').nth(2).is_none_or(|state| state != "Z"))
     };
     let deadline = Instant::now() + Duration::from_secs(5);
     while alive() && Instant::now() < deadline {

@@ -42,8 +42,8 @@ impl Metrics {
             // Installed by a call that raced this one.
             Err(error) => INSTALLED.get().cloned().ok_or_else(|| recorder(error))?,
         };
-        tollgate_engine::describe_metrics();
-        tollgate_nodes::describe_metrics();
+        tollgate_engine::describe_engine_metrics();
+        tollgate_nodes::describe_harness_metrics();
         metrics::describe_gauge!(RUNS_WAITING, "Runs waiting for a decision (the whole store).");
         metrics::describe_gauge!(
             OLDEST_WAIT,
