@@ -113,7 +113,7 @@ fn ten_processes_opening_at_once_migrate_once() {
             .query_one(&format!("SELECT version, application FROM {schema}.tollgate_schema"), &[])
             .await
             .unwrap();
-        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (6, "tollgate".to_owned()));
+        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (7, "tollgate".to_owned()));
         let names: Vec<String> =
             tables(&client, &schema).await.into_iter().map(|(name, _)| name).collect();
         let expected = [
