@@ -110,7 +110,12 @@ fn call(tool: &str, args: Value) -> Value {
 fn tool_failures_are_told_to_the_model_or_fail_the_run_as_the_blueprint_says() {
     let fx = Fixture::new();
     with_test_server(&fx);
-    let replies = json!([call("fail", json!({})), call("crash", json!({})), {"text": "Sorry."}]);
+    let replies = json!([
+        call("add", json!({"a": "two", "b": 3})),
+        call("fail", json!({})),
+        call("crash", json!({})),
+        {"text": "Sorry."}
+    ]);
     test_blueprint(&fx, "told", "ok", replies, json!({}));
     let done = fx.json(&["run", "told.json", "--input", "Go", "--json"], 0);
     let tools: Vec<&Value> = done["result"]["messages"]
@@ -119,11 +124,17 @@ fn tool_failures_are_told_to_the_model_or_fail_the_run_as_the_blueprint_says() {
         .iter()
         .filter(|m| m["role"] == "tool")
         .collect();
-    assert_eq!(tools.len(), 2);
-    assert_eq!(tools[0]["is_error"], true);
-    assert_eq!(tools[0]["content"], "Error: the disk is full");
+    assert_eq!(tools.len(), 3);
+    // Arguments are checked against the server's input schema first.
+    let refused = tools[0]["content"].as_str().unwrap();
+    assert!(
+        refused.starts_with("Error: arguments for tool `add` do not match its schema"),
+        "{refused}"
+    );
     assert_eq!(tools[1]["is_error"], true);
-    let crashed = tools[1]["content"].as_str().unwrap();
+    assert_eq!(tools[1]["content"], "Error: the disk is full");
+    assert_eq!(tools[2]["is_error"], true);
+    let crashed = tools[2]["content"].as_str().unwrap();
     assert!(crashed.contains("failed during the call of `crash`"), "{crashed}");
     assert!(crashed.contains("going down"), "its stderr: {crashed}");
 
