@@ -25,6 +25,12 @@ fn with_test_server(fx: &Fixture) {
     std::fs::copy(script, fx.path("mcp_server.py")).unwrap();
 }
 
+/// The tool messages of a run's final conversation.
+fn tool_messages(summary: &Value) -> Vec<Value> {
+    let messages = summary["result"]["messages"].as_array().unwrap();
+    messages.iter().filter(|m| m["role"] == "tool").cloned().collect()
+}
+
 fn events(fx: &Fixture, run: &str) -> Vec<Value> {
     let output = fx.run(&["runs", "events", run, "--json"]);
     assert_eq!(code(&output), Some(0));
@@ -75,13 +81,7 @@ fn the_example_blueprint_calls_mcp_tools_across_a_pause() {
     let answer = done["result"]["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(answer["content"], "Saved. Your notes: Buy milk.");
     // The tool result the model saw: the server's structured content.
-    let tool_messages: Vec<&Value> = done["result"]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .collect();
-    assert_eq!(tool_messages[1]["content"], r#"{"notes":["Buy milk"]}"#);
+    assert_eq!(tool_messages(&done)[1]["content"], r#"{"notes":["Buy milk"]}"#);
 }
 
 fn test_blueprint(fx: &Fixture, name: &str, mode: &str, replies: Value, extra: Value) {
@@ -118,12 +118,7 @@ fn tool_failures_are_told_to_the_model_or_fail_the_run_as_the_blueprint_says() {
     ]);
     test_blueprint(&fx, "told", "ok", replies, json!({}));
     let done = fx.json(&["run", "told.json", "--input", "Go", "--json"], 0);
-    let tools: Vec<&Value> = done["result"]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .collect();
+    let tools = tool_messages(&done);
     assert_eq!(tools.len(), 3);
     // Arguments are checked against the server's input schema first.
     let refused = tools[0]["content"].as_str().unwrap();
@@ -150,8 +145,9 @@ fn tool_failures_are_told_to_the_model_or_fail_the_run_as_the_blueprint_says() {
     let error = failed["error"]["message"].as_str().unwrap();
     assert!(error.contains("timed out after 1000 ms"), "{error}");
 
-    // A tools entry overrides the server: `echo` fails the run, and
-    // garbage from `garbage` (timeout 300 ms) is told to the model.
+    // A tools entry overrides the server: the garbage `garbage` answers
+    // (a timeout of 300 ms) is told to the model, though the server says
+    // fail_run.
     let replies = json!([call("garbage", json!({})), {"text": "ok"}]);
     let tools =
         json!([{"name": "garbage", "mcp": "test", "timeout_ms": 300, "on_error": "tell_model"}]);
@@ -163,13 +159,7 @@ fn tool_failures_are_told_to_the_model_or_fail_the_run_as_the_blueprint_says() {
         json!({"server_on_error": "fail_run", "tools": tools}),
     );
     let done = fx.json(&["run", "mixed.json", "--input", "Go", "--json"], 0);
-    let tool = done["result"]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .unwrap()
-        .clone();
+    let tool = tool_messages(&done)[0].clone();
     assert_eq!(tool["is_error"], true);
 }
 
@@ -242,13 +232,7 @@ fn a_server_lives_as_long_as_its_leg_in_a_long_running_process() {
         assert_eq!(response.status(), 201);
         let summary: Value = response.json().await.unwrap();
         assert_eq!(summary["status"], "completed");
-        let tool = summary["result"]["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["role"] == "tool")
-            .unwrap()
-            .clone();
+        let tool = tool_messages(&summary)[0].clone();
         assert_eq!(tool["content"], r#"{"sum":5}"#);
     });
     // The leg is over and the server still runs: the MCP server is gone.

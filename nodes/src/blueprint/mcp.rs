@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::{AgentDoc, Blueprint, Doc, EntryDoc, McpServerDoc};
+use super::{AgentDoc, Blueprint, McpServerDoc};
 use crate::agent::Agent;
 use crate::mcp::{McpError, McpServerConfig, DEFAULT_MCP_CALL_TIMEOUT, DEFAULT_MCP_START_TIMEOUT};
 
@@ -35,17 +35,7 @@ impl Blueprint {
     /// The names of the MCP servers its agents (nested ones included)
     /// name, as `agent/server`.
     pub(super) fn mcp_server_names(&self) -> Vec<String> {
-        let agents: Vec<&AgentDoc> = match &self.doc {
-            Doc::Agent(agent) => vec![agent],
-            Doc::Graph(graph) => graph
-                .agents
-                .iter()
-                .filter_map(|entry| match entry {
-                    EntryDoc::Agent(agent) => Some(&**agent),
-                    EntryDoc::Subgraph { .. } => None,
-                })
-                .collect(),
-        };
+        let agents = self.own_agents();
         let own = agents.into_iter().flat_map(|agent| {
             agent.mcp_servers.iter().map(move |server| format!("{}/{}", agent.name, server.name))
         });
@@ -63,17 +53,7 @@ impl Blueprint {
     {
         Box::pin(async move {
             let mut started = Started::default();
-            let agents: Vec<&AgentDoc> = match &self.doc {
-                Doc::Agent(agent) => vec![agent],
-                Doc::Graph(graph) => graph
-                    .agents
-                    .iter()
-                    .filter_map(|entry| match entry {
-                        EntryDoc::Agent(agent) => Some(&**agent),
-                        EntryDoc::Subgraph { .. } => None,
-                    })
-                    .collect(),
-            };
+            let agents = self.own_agents();
             for agent in agents {
                 let mut servers = Vec::new();
                 for doc in &agent.mcp_servers {

@@ -341,13 +341,9 @@ impl Blueprint {
         self
     }
 
-    /// The tools of every agent that run a program (`command`), as
-    /// `agent.tool`: a server accepting blueprints from clients refuses
-    /// these unless told otherwise.
-    /// Nested blueprints' tools are named by their path
-    /// (`review/checker.run_tests`).
-    pub fn command_tools(&self) -> Vec<String> {
-        let agents: Vec<&AgentDoc> = match &self.doc {
+    /// The agents of this blueprint itself (not those of nested ones).
+    fn own_agents(&self) -> Vec<&AgentDoc> {
+        match &self.doc {
             Doc::Agent(agent) => vec![agent],
             Doc::Graph(graph) => graph
                 .agents
@@ -357,7 +353,16 @@ impl Blueprint {
                     EntryDoc::Subgraph { .. } => None,
                 })
                 .collect(),
-        };
+        }
+    }
+
+    /// The tools of every agent that run a program (`command`), as
+    /// `agent.tool`: a server accepting blueprints from clients refuses
+    /// these unless told otherwise.
+    /// Nested blueprints' tools are named by their path
+    /// (`review/checker.run_tests`).
+    pub fn command_tools(&self) -> Vec<String> {
+        let agents = self.own_agents();
         let mut tools: Vec<String> = agents
             .iter()
             .flat_map(|agent| {
