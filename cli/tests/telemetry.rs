@@ -345,7 +345,7 @@ fn serve_counts_runs_steps_models_tools_and_waits() {
             metric(&m, r#"tollgate_tool_calls_total{outcome="ok",tool="lookup_order"}"#),
             1.0
         );
-        // model, tools (lookup), model, tools (paused: its step does not end).
+        // model, tools (lookup), model, tools (it pauses before the refund).
         assert_eq!(metric(&m, "tollgate_step_duration_seconds_count"), 4.0);
         // Three steps and the pause.
         assert_eq!(metric(&m, "tollgate_commit_duration_seconds_count"), 4.0);
