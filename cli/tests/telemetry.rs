@@ -258,6 +258,48 @@ fn spans_are_nested_with_genai_attributes_and_a_resumed_run_joins_its_trace() {
 }
 
 #[test]
+fn a_queued_run_driven_by_a_worker_joins_the_trace_that_queued_it() {
+    let fx = Fixture::new();
+    let rt = runtime();
+    let (endpoint, received) = receiver(&rt);
+    let mut queue = fx.command(&["run", "hello_bp.json", "--input", "Hi", "--queue", "--json"]);
+    queue.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint);
+    let output = queue.output().unwrap();
+    assert_eq!(code(&output), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let run: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let run = run["id"].as_str().unwrap().to_owned();
+
+    let mut worker = fx.command(&["worker", "--json"]);
+    worker
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let worker = worker.spawn().unwrap();
+    support::wait_for(&fx, std::slice::from_ref(&run), |s| s[0] == "completed");
+    support::signal(&worker, "TERM");
+    let mut worker = worker;
+    assert!(worker.wait().unwrap().success());
+
+    let received = received.lock().unwrap();
+    let spans: Vec<Span> = received
+        .spans
+        .iter()
+        .filter(|s| s.attributes.get("tollgate.run_id") == Some(&run))
+        .cloned()
+        .collect();
+    let enqueue = named(&spans, "enqueue hello");
+    let legs = named(&spans, "run hello");
+    assert_eq!((enqueue.len(), legs.len()), (1, 1), "{spans:#?}");
+    assert_eq!(legs[0].parent, enqueue[0].id, "the worker's leg continues the queuing trace");
+    assert_eq!(legs[0].trace, enqueue[0].trace);
+    let chat = named(&spans, "chat scripted:hello.json");
+    assert_eq!(chat.len(), 1);
+    assert_eq!(chat[0].trace, enqueue[0].trace, "the worker's spans were exported");
+    drop(received);
+    drop(rt);
+}
+
+#[test]
 fn a_protocol_it_cannot_send_is_a_usage_error() {
     let fx = Fixture::new();
     let mut command = fx.command(&["runs", "list", "--json"]);
