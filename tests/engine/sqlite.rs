@@ -147,6 +147,49 @@ fn an_owner_that_lost_its_run_cannot_write() {
     assert_eq!((after.step, after.epoch), (2, 2), "the fenced step was not written");
 }
 
+/// The fenced leg above, counted: `tollgate_worker_leases_lost_total`
+/// (metrics recorded on this thread, a current-thread runtime), and the
+/// steps and commits it made before.
+#[test]
+fn a_fenced_leg_counts_a_lost_lease() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let executor = Executor::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
+            let store = Arc::clone(executor.store());
+            let (handle, gate, _) = started_and_held(&executor, 3).await;
+            let run = handle.run_id();
+            let record = store.run(run).await.unwrap();
+            store.claim(run, record.epoch, Owner::current(), i64::MAX / 2).await.unwrap();
+            gate.open();
+            assert!(handle.wait().await.is_err(), "fenced");
+        })
+    });
+    let counters: std::collections::BTreeMap<String, u64> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| match value {
+            DebugValue::Counter(count) => Some((key.key().name().to_owned(), count)),
+            DebugValue::Histogram(samples) => {
+                Some((format!("{}_count", key.key().name()), samples.len() as u64))
+            }
+            DebugValue::Gauge(_) => None,
+        })
+        .collect();
+    assert_eq!(counters.get("tollgate_worker_leases_lost_total"), Some(&1), "{counters:?}");
+    assert_eq!(counters.get("tollgate_runs_started_total"), Some(&1));
+    // Steps 1 and 2 committed; step 3 ran and was refused.
+    assert_eq!(counters.get("tollgate_commit_duration_seconds_count"), Some(&3));
+    assert_eq!(counters.get("tollgate_step_duration_seconds_count"), Some(&3));
+    assert_eq!(counters.get("tollgate_store_errors_total"), None, "a lost run is no store error");
+    assert_eq!(counters.get("tollgate_runs_finished_total"), None);
+}
+
 /// A cancel claims the run, then ends it: a leg fenced between the two
 /// writes still reports that it was cancelled (it waits for the second).
 #[test]
