@@ -244,3 +244,24 @@ fn a_server_lives_as_long_as_its_leg_in_a_long_running_process() {
     assert!(!alive(pid), "MCP server {pid} outlived its leg");
     drop(server);
 }
+
+#[test]
+fn queuing_starts_no_server_and_the_worker_starts_its_own() {
+    let fx = Fixture::new();
+    with_test_server(&fx);
+    let replies = json!([call("add", json!({"a": 20, "b": 22})), {"text": "42"}]);
+    test_blueprint(&fx, "queued_adder", "ok", replies, json!({}));
+    let queued = fx.json(&["run", "queued_adder.json", "--input", "20+22?", "--queue", "--json"], 0);
+    assert_eq!(queued["status"], "queued");
+    assert!(!fx.path("queued_adder.pid").exists(), "queuing started no MCP server");
+    let run = queued["id"].as_str().unwrap().to_owned();
+
+    let worker = support::start_worker(&fx);
+    support::wait_for(&fx, std::slice::from_ref(&run), |s| s[0] == "completed");
+    support::signal(&worker, "TERM");
+    support::stopped_report(worker);
+    let pid = pid(&fx.path("queued_adder.pid"));
+    let done = fx.json(&["runs", "show", &run, "--json"], 0);
+    assert_eq!(tool_messages(&done)[0]["content"], r#"{"sum":42}"#);
+    assert!(!alive(pid), "the worker's leg stopped its server");
+}

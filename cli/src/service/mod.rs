@@ -227,7 +227,12 @@ impl Runs {
         run: RunId,
         events: Option<EventSink>,
     ) -> Result<Option<RunHandle<AgentState>>, CliError> {
-        let agent = blueprint.start(&self.models).await?;
+        // A run queued for a worker needs the graph, not the MCP servers:
+        // the worker starts them.
+        let agent = match self.shared() {
+            true => blueprint.compile_unstarted(&self.models)?,
+            false => blueprint.start(&self.models).await?,
+        };
         let mut config = blueprint.run_config().run_id(run);
         if let Some(steps) = launch.max_steps {
             config = config.max_steps(steps);
@@ -509,7 +514,8 @@ impl Runs {
         input: &str,
         thread: Option<&str>,
     ) -> Result<RunSummary, CliError> {
-        let agent = blueprint.start(&self.models).await?;
+        // The worker starts the MCP servers; queuing needs only the graph.
+        let agent = blueprint.compile_unstarted(&self.models)?;
         let run = RunId::new();
         let opening = self.opening(&agent, input, thread, run).await?;
         self.queue(&agent, opening, blueprint.run_config().run_id(run)).await?;

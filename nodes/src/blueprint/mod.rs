@@ -489,6 +489,17 @@ impl Blueprint {
         self.compile_with(models, &started)
     }
 
+    /// The graph without its MCP servers' tools (none is started): the
+    /// same graph name, version and nodes, enough to store a run
+    /// (`Executor::enqueue`) that a process with the servers drives. Never
+    /// drive a run with it: its agents would miss those tools.
+    pub fn compile_unstarted(
+        &self,
+        models: &ModelRegistry,
+    ) -> Result<CompiledAgent, BlueprintError> {
+        self.compile_with(models, &Started::default())
+    }
+
     fn compile_with(
         &self,
         models: &ModelRegistry,
