@@ -251,7 +251,8 @@ fn queuing_starts_no_server_and_the_worker_starts_its_own() {
     with_test_server(&fx);
     let replies = json!([call("add", json!({"a": 20, "b": 22})), {"text": "42"}]);
     test_blueprint(&fx, "queued_adder", "ok", replies, json!({}));
-    let queued = fx.json(&["run", "queued_adder.json", "--input", "20+22?", "--queue", "--json"], 0);
+    let queued =
+        fx.json(&["run", "queued_adder.json", "--input", "20+22?", "--queue", "--json"], 0);
     assert_eq!(queued["status"], "queued");
     assert!(!fx.path("queued_adder.pid").exists(), "queuing started no MCP server");
     let run = queued["id"].as_str().unwrap().to_owned();

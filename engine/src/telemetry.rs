@@ -74,7 +74,7 @@ pub fn describe_engine_metrics() {
     describe_counter!(RUNS_STARTED, "Runs created by this process (started or queued), by graph.");
     describe_counter!(
         RUNS_FINISHED,
-        "Legs that ended a run completed, failed or interrupted (cancelled), by graph and status."
+        "Runs this process ended completed, failed, interrupted (cancelled) or rejected, by graph and status."
     );
     describe_counter!(RUNS_PAUSED, "Legs that paused a run for a decision, by graph.");
     describe_histogram!(

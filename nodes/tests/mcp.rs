@@ -125,7 +125,7 @@ fn servers_that_do_not_start_are_typed_errors_within_the_timeout() {
 }
 
 #[test]
-fn dropping_the_server_stops_its_process() {
+fn dropping_the_server_kills_its_process_even_mid_call() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pid");
     let rt = runtime();
@@ -135,9 +135,16 @@ fn dropping_the_server_stops_its_process() {
         let server: Arc<McpServer> = McpServer::start(config).await.unwrap();
         let pid = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         assert!(PathBuf::from(format!("/proc/{pid}")).exists());
-        drop(server);
+        // Stuck in a call (it sleeps for an hour): only a kill stops it.
+        let hang = server.tool("hang").unwrap().timeout(Duration::from_millis(200));
+        let ctx = ToolContext::detached("call-1");
+        assert!(hang.call(json!({}), &ctx).await.is_err());
+        drop((hang, server));
         pid
     });
+    // The runtime goes at once, as a process's does when it exits: the
+    // SDK's kill task never runs.
+    drop(rt);
     let alive = || {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .is_ok_and(|stat| stat.split(' ').nth(2).is_none_or(|state| state != "Z"))
@@ -147,5 +154,4 @@ fn dropping_the_server_stops_its_process() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(!alive(), "the server process {pid} outlived its session");
-    drop(rt);
 }

@@ -717,7 +717,10 @@ impl<S: State> Leg<S> {
         self.emitter.committed();
         let graph = || self.graph.name().to_owned();
         match status {
-            RunStatus::Completed | RunStatus::Failed | RunStatus::Interrupted => {
+            RunStatus::Completed
+            | RunStatus::Failed
+            | RunStatus::Interrupted
+            | RunStatus::Rejected => {
                 metrics::counter!(telemetry::RUNS_FINISHED, "graph" => graph(), "status" => status.as_str())
                     .increment(1);
             }

@@ -13,6 +13,7 @@ use crate::hitl::{
     validate, Decision, DecisionError, DecisionRequest, PendingInterrupt, DECIDED_BY,
 };
 use crate::state::State;
+use crate::telemetry;
 
 use super::config::RunConfig;
 use super::driver::Leg;
@@ -247,6 +248,14 @@ impl Executor {
             })
             .await
             .map_err(refused)?;
+        if status == RunStatus::Rejected {
+            metrics::counter!(
+                telemetry::RUNS_FINISHED,
+                "graph" => record.graph.name.clone(),
+                "status" => RunStatus::Rejected.as_str()
+            )
+            .increment(1);
+        }
         for answer in stored {
             if let Some(answered) = interrupts.iter_mut().find(|i| i.id == answer.interrupt) {
                 answered.decision = Some(answer.decision);

@@ -110,6 +110,10 @@ impl McpServer {
         let program = config.command.first().cloned().unwrap_or_default();
         let mut command = tokio::process::Command::new(&program);
         command.args(config.command.iter().skip(1)).envs(&config.env).current_dir(&config.dir);
+        // Killed when its handle is dropped, wherever that happens (a
+        // runtime shutting down never runs the SDK's own kill task), so a
+        // server stuck in a call never outlives its session.
+        command.kill_on_drop(true);
         let spawned = TokioChildProcess::builder(command).stderr(Stdio::piped()).spawn();
         let (transport, stderr_pipe) = spawned.map_err(|source| McpError::Spawn {
             server: server.clone(),
