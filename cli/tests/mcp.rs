@@ -199,13 +199,60 @@ fn servers_that_do_not_start_fail_before_a_run_is_stored() {
     assert_eq!(code(&output), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("has no tool `multiply` (it has: add, echo"), "{stderr}");
-    let url = json!({"name": "u", "model": "scripted:x.json", "mcp_servers": [{"name": "web", "url": "http://localhost:1/mcp"}]});
     std::fs::write(fx.path("x.json"), "[]").unwrap();
-    std::fs::write(fx.path("url.json"), url.to_string()).unwrap();
-    let output = fx.run(&["run", "url.json", "--input", "Go"]);
-    assert_eq!(code(&output), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr)
-        .contains("/mcp_servers/0/url: MCP over streamable HTTP"));
+    for (server, expect) in [
+        (
+            json!({"name": "web", "url": "ftp://localhost/mcp"}),
+            "/mcp_servers/0/url: `ftp://localhost/mcp` is not an http",
+        ),
+        (
+            json!({"name": "web", "url": "http://localhost:1/mcp", "command": ["x"]}),
+            "/mcp_servers/0: an MCP server is started (`command`) or reached (`url`), not both",
+        ),
+        (json!({"name": "web"}), "/mcp_servers/0: an MCP server needs its `command`"),
+    ] {
+        let blueprint = json!({"name": "u", "model": "scripted:x.json", "mcp_servers": [server]});
+        std::fs::write(fx.path("url.json"), blueprint.to_string()).unwrap();
+        let output = fx.run(&["run", "url.json", "--input", "Go"]);
+        assert_eq!(code(&output), Some(2));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expect), "{expect}: {stderr}");
+    }
+}
+
+#[test]
+fn a_server_over_streamable_http_serves_a_blueprint() {
+    let fx = Fixture::new();
+    with_test_server(&fx);
+    let portfile = fx.path("port");
+    let mut server = std::process::Command::new("python3")
+        .arg(fx.path("mcp_server.py"))
+        .arg("--http")
+        .arg(&portfile)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let port = loop {
+        match std::fs::read_to_string(&portfile) {
+            Ok(port) if !port.is_empty() => break port,
+            _ => assert!(Instant::now() < deadline, "the HTTP test server did not start"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::fs::write(
+        fx.path("web_replies.json"),
+        json!([call("add", json!({"a": 1, "b": 2})), {"text": "3"}]).to_string(),
+    )
+    .unwrap();
+    let blueprint = json!({
+        "name": "web", "model": "scripted:web_replies.json",
+        "mcp_servers": [{"name": "calc", "url": format!("http://127.0.0.1:{port}/mcp")}]
+    });
+    std::fs::write(fx.path("web.json"), blueprint.to_string()).unwrap();
+    let done = fx.json(&["run", "web.json", "--input", "1+2?", "--json"], 0);
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert_eq!(tool_messages(&done)[0]["content"], r#"{"sum":3}"#);
 }
 
 fn alive(pid: u32) -> bool {

@@ -155,3 +155,50 @@ fn dropping_the_server_kills_its_process_even_mid_call() {
     }
     assert!(!alive(), "the server process {pid} outlived its session");
 }
+
+/// The test server over streamable HTTP on a free port: (process, URL).
+fn http_server(dir: &std::path::Path) -> (std::process::Child, String) {
+    let portfile = dir.join("port");
+    let child = std::process::Command::new("python3")
+        .arg(script())
+        .arg("--http")
+        .arg(&portfile)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(port) = std::fs::read_to_string(&portfile) {
+            if !port.is_empty() {
+                return (child, format!("http://127.0.0.1:{port}/mcp"));
+            }
+        }
+        assert!(Instant::now() < deadline, "the HTTP test server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn servers_over_streamable_http_are_listed_and_called() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, url) = http_server(dir.path());
+    runtime().block_on(async {
+        let mut config = McpServerConfig::http("web", &url);
+        config.call_timeout = Duration::from_secs(2);
+        let server = McpServer::start(config).await.unwrap();
+        assert_eq!(server.specs().len(), 6);
+        let ctx = ToolContext::detached("call-1");
+        let add = server.tool("add").unwrap();
+        assert_eq!(add.call(json!({"a": 40, "b": 2}), &ctx).await.unwrap(), json!({"sum": 42}));
+        let error = mcp(server.tool("fail").unwrap().call(json!({}), &ctx).await.unwrap_err());
+        assert!(matches!(error, McpError::ToolError { .. }), "{error:?}");
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Nobody listens there any more: a start failure, not a hang.
+    runtime().block_on(async {
+        let mut config = McpServerConfig::http("gone", &url);
+        config.start_timeout = Duration::from_secs(3);
+        let error = McpServer::start(config).await.unwrap_err();
+        assert!(error.is_start_failure(), "{error:?}");
+    });
+}

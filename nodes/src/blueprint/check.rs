@@ -255,12 +255,28 @@ pub(super) fn check_agent(
             let message = format!("MCP server `{}` is declared twice", server.name);
             problem(problems, format!("{at}/name"), message);
         }
-        if server.url.is_some() {
-            let message = "MCP over streamable HTTP (`url`) is not supported: give the \
-                           server's `command` (stdio)";
-            problem(problems, format!("{at}/url"), message);
-        } else if server.command.is_empty() {
-            problem(problems, at.clone(), "an MCP server needs its `command` (program first)");
+        match (&server.url, server.command.is_empty()) {
+            (Some(_), false) => problem(
+                problems,
+                at.clone(),
+                "an MCP server is started (`command`) or reached (`url`), not both",
+            ),
+            (None, true) => problem(
+                problems,
+                at.clone(),
+                "an MCP server needs its `command` (program first) or its `url`",
+            ),
+            (Some(url), true) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    let message = format!("`{url}` is not an http:// or https:// URL");
+                    problem(problems, format!("{at}/url"), message);
+                }
+                if !server.env.is_empty() {
+                    let message = "`env` is for a server this process starts (`command`)";
+                    problem(problems, format!("{at}/env"), message);
+                }
+            }
+            (None, false) => {}
         }
     }
     let mut names = BTreeSet::new();

@@ -73,6 +73,7 @@ impl Blueprint {
         McpServerConfig {
             name: doc.name.clone(),
             command: doc.command.clone(),
+            url: doc.url.clone(),
             env: doc.env.clone(),
             dir: self.base_dir.clone(),
             start_timeout: millis(doc.start_timeout_ms, DEFAULT_MCP_START_TIMEOUT),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{RunningService, ServiceError};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -106,6 +106,12 @@ impl McpServer {
     /// Starts the server, completes the `initialize` handshake and lists
     /// its tools, all within `config.start_timeout`. Needs a tokio runtime.
     pub async fn start(config: McpServerConfig) -> Result<Arc<Self>, McpError> {
+        if let Some(url) = config.url.clone() {
+            // Installed for an https endpoint (the OpenAI provider's choice).
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let transport = StreamableHttpClientTransport::from_uri(url);
+            return Self::open(config, transport, Arc::new(Stderr::default()), None).await;
+        }
         let server = config.name.clone();
         let program = config.command.first().cloned().unwrap_or_default();
         let mut command = tokio::process::Command::new(&program);
@@ -130,6 +136,21 @@ impl McpServer {
                 }
             })
         });
+        Self::open(config, transport, stderr, reader).await
+    }
+
+    /// Opens the session over `transport` and lists the tools.
+    async fn open<T, E, A>(
+        config: McpServerConfig,
+        transport: T,
+        stderr: Arc<Stderr>,
+        reader: Option<tokio::task::JoinHandle<()>>,
+    ) -> Result<Arc<Self>, McpError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let server = config.name.clone();
         let started = async {
             let session = ().serve(transport).await.map_err(|error| McpError::Initialize {
                 server: server.clone(),

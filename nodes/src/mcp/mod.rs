@@ -1,6 +1,8 @@
-//! Tools served by MCP (Model Context Protocol) servers over stdio,
-//! through the official Rust SDK (`rmcp`): a server is started, its tools
-//! listed, and each becomes a [`Tool`] whose calls go out as `tools/call`.
+//! Tools served by MCP (Model Context Protocol) servers, over stdio (a
+//! program started for the purpose) or streamable HTTP (a server that
+//! runs already), through the official Rust SDK (`rmcp`): the session is
+//! opened, the tools listed, and each becomes a [`Tool`] whose calls go
+//! out as `tools/call`.
 //!
 //! The server lives as long as its tools: a blueprint starts its servers
 //! when a leg's graph is built, and the process is stopped when the last
@@ -27,8 +29,11 @@ pub const DEFAULT_MCP_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct McpServerConfig {
     /// Its name (in errors, and in the blueprint).
     pub name: String,
-    /// The program and its arguments.
+    /// The program and its arguments (stdio).
     pub command: Vec<String>,
+    /// The server's endpoint, for a server reached over streamable HTTP
+    /// instead of started: `command`, `env` and `dir` are then unused.
+    pub url: Option<String>,
     /// Variables added to the server's environment.
     pub env: BTreeMap<String, String>,
     /// Its working directory.
@@ -40,12 +45,19 @@ pub struct McpServerConfig {
 }
 
 impl McpServerConfig {
+    /// A server reached over streamable HTTP at `url` (`http://` or
+    /// `https://`), with the default timeouts.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self { url: Some(url.into()), ..Self::new(name, Vec::new()) }
+    }
+
     /// A server started with `command` (program first), with the default
     /// timeouts, in the current directory.
     pub fn new(name: impl Into<String>, command: Vec<String>) -> Self {
         Self {
             name: name.into(),
             command,
+            url: None,
             env: BTreeMap::new(),
             dir: PathBuf::from("."),
             start_timeout: DEFAULT_MCP_START_TIMEOUT,
