@@ -225,12 +225,21 @@ fn a_server_over_streamable_http_serves_a_blueprint() {
     let fx = Fixture::new();
     with_test_server(&fx);
     let portfile = fx.path("port");
-    let mut server = std::process::Command::new("python3")
+    let server = std::process::Command::new("python3")
         .arg(fx.path("mcp_server.py"))
         .arg("--http")
         .arg(&portfile)
         .spawn()
         .unwrap();
+    // Killed however the test ends.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let server = Killed(server);
     let deadline = Instant::now() + Duration::from_secs(10);
     let port = loop {
         match std::fs::read_to_string(&portfile) {
@@ -250,8 +259,7 @@ fn a_server_over_streamable_http_serves_a_blueprint() {
     });
     std::fs::write(fx.path("web.json"), blueprint.to_string()).unwrap();
     let done = fx.json(&["run", "web.json", "--input", "1+2?", "--json"], 0);
-    server.kill().unwrap();
-    server.wait().unwrap();
+    drop(server);
     assert_eq!(tool_messages(&done)[0]["content"], r#"{"sum":3}"#);
 }
 

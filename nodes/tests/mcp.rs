@@ -156,8 +156,18 @@ fn dropping_the_server_kills_its_process_even_mid_call() {
     assert!(!alive(), "the server process {pid} outlived its session");
 }
 
-/// The test server over streamable HTTP on a free port: (process, URL).
-fn http_server(dir: &std::path::Path) -> (std::process::Child, String) {
+/// The test server over streamable HTTP, killed when dropped.
+struct HttpServer(std::process::Child);
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The test server over streamable HTTP on a free port, and its URL.
+fn http_server(dir: &std::path::Path) -> (HttpServer, String) {
     let portfile = dir.join("port");
     let child = std::process::Command::new("python3")
         .arg(script())
@@ -165,11 +175,12 @@ fn http_server(dir: &std::path::Path) -> (std::process::Child, String) {
         .arg(&portfile)
         .spawn()
         .unwrap();
+    let server = HttpServer(child);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Ok(port) = std::fs::read_to_string(&portfile) {
             if !port.is_empty() {
-                return (child, format!("http://127.0.0.1:{port}/mcp"));
+                return (server, format!("http://127.0.0.1:{port}/mcp"));
             }
         }
         assert!(Instant::now() < deadline, "the HTTP test server did not start");
@@ -180,7 +191,7 @@ fn http_server(dir: &std::path::Path) -> (std::process::Child, String) {
 #[test]
 fn servers_over_streamable_http_are_listed_and_called() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, url) = http_server(dir.path());
+    let (server_process, url) = http_server(dir.path());
     runtime().block_on(async {
         let mut config = McpServerConfig::http("web", &url);
         config.call_timeout = Duration::from_secs(2);
@@ -192,8 +203,7 @@ fn servers_over_streamable_http_are_listed_and_called() {
         let error = mcp(server.tool("fail").unwrap().call(json!({}), &ctx).await.unwrap_err());
         assert!(matches!(error, McpError::ToolError { .. }), "{error:?}");
     });
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(server_process);
     // Nobody listens there any more: a start failure, not a hang.
     runtime().block_on(async {
         let mut config = McpServerConfig::http("gone", &url);
