@@ -150,7 +150,7 @@ fn run(
             stats.commits.fetch_add(1, Ordering::Relaxed);
             stats.writes.fetch_add(written, Ordering::Relaxed);
             if let Some(shared) = checkpoints {
-                super::count_commit(shared);
+                super::count_commits(shared, written);
             }
         }
         for (reply, answer) in answers {

@@ -203,15 +203,19 @@ impl Checkpointer {
     }
 
     fn committed(&self) {
-        count_commit(&self.shared);
+        count_commits(&self.shared, 1);
     }
 }
 
-/// Counts a commit; every `CHECKPOINT_EVERY` wakes the checkpoint thread.
-fn count_commit(shared: &CheckpointShared) {
+/// Counts `writes` committed (a group commit carries many: each grows the
+/// WAL like a commit of its own); every `CHECKPOINT_EVERY` wakes the
+/// checkpoint thread, so that the WAL never reaches the inline
+/// checkpoint's size in the path of a commit.
+fn count_commits(shared: &CheckpointShared, writes: u64) {
     let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
-    state.commits += 1;
-    if state.commits - state.covered == CHECKPOINT_EVERY {
+    let before = state.commits - state.covered;
+    state.commits += writes;
+    if before < CHECKPOINT_EVERY && before + writes >= CHECKPOINT_EVERY {
         shared.wake.notify_one();
     }
 }

@@ -457,6 +457,10 @@ fn a_write_that_panics_in_a_group_fails_alone() {
         }
     }
     assert_eq!(store.group.stats(), (1, 5), "one transaction carried the five");
+    // The checkpoint thread counts the five writes, not the one commit:
+    // the WAL grew by five transitions.
+    let checkpointer = store.checkpointer.as_ref().expect("background checkpointing");
+    assert_eq!(checkpointer.counts().0, 5);
     // The thread goes on: another grouped write commits.
     let held = store.conn.lock().expect("the connection");
     let again = {
