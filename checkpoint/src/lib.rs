@@ -35,6 +35,7 @@ pub use failpoint::__failpoint;
 pub use ids::{InvalidRunId, RunId, TaskKey};
 pub use memory::MemoryStore;
 pub use owner::Owner;
+pub use record::restore_updates;
 pub use record::{
     Answer, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, GraphRef, HistoryPage,
     InterruptRecord, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage,

@@ -9,9 +9,9 @@ use crate::codec::Blob;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{
-    CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun,
-    PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord, StoredCheckpoint,
-    TaskProgress, TaskUpdate, TaskWrite, Transition, Waiting,
+    restore_updates, CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage,
+    InterruptRecord, NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord,
+    StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite, Transition, Waiting,
 };
 use crate::store::{Store, StoreError};
 
@@ -171,12 +171,18 @@ impl Store for MemoryStore {
             }
         }
         check_events(transition.run, stored.record.last_seq, &transition.events)?;
+        // Lines that left their update to the step's record get it back
+        // here: this store keeps whole lines.
+        let mut events = transition.events;
+        if let Some(step) = &transition.step {
+            restore_updates(transition.run, step.step, &mut events, &step.updates)?;
+        }
 
         let record = &mut stored.record;
         record.status = transition.status;
         record.failure = transition.failure;
         record.updated_at_ms = transition.at_ms;
-        record.last_seq += transition.events.len() as u64;
+        record.last_seq += events.len() as u64;
         if transition.status == RunStatus::Running {
             record.lease_until_ms = transition.lease_until_ms.or(record.lease_until_ms);
         } else {
@@ -184,7 +190,7 @@ impl Store for MemoryStore {
             record.lease_until_ms = None;
             record.lease_losses = 0;
         }
-        stored.events.extend(transition.events);
+        stored.events.extend(events);
         stored.interrupts.extend(transition.interrupts);
         if let Some(mut step) = transition.step {
             record.step = step.step;

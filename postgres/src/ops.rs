@@ -4,10 +4,10 @@ use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, Statement};
 use tollgate_checkpoint::{
-    Blob, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage,
-    InterruptRecord, NewRun, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus,
-    Store, StoreError, StoredCheckpoint, TaskKey, TaskProgress, TaskUpdate, TaskWrite, Transition,
-    Waiting,
+    restore_updates, Blob, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord,
+    HistoryPage, InterruptRecord, NewRun, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord,
+    RunStatus, Store, StoreError, StoredCheckpoint, TaskKey, TaskProgress, TaskUpdate, TaskWrite,
+    Transition, Waiting,
 };
 
 use crate::cache::check_turn;
@@ -610,11 +610,12 @@ impl Store for PostgresStore {
         let (exists, statement) = tokio::try_join!(
             client.prepare_cached("SELECT 1 FROM runs WHERE id = $1"),
             client.prepare_cached(
-                "(SELECT first_seq, events FROM steps \
+                "(SELECT first_seq, events, step, tasks, updates FROM steps \
                    WHERE run = $1 AND event_count > 0 AND first_seq + event_count - 1 > $2 \
                    ORDER BY step LIMIT $3) \
                  UNION ALL \
-                 (SELECT first_seq, lines FROM events \
+                 (SELECT first_seq, lines, NULL::bigint, NULL::integer[], NULL::bytea[] \
+                   FROM events \
                    WHERE run = $1 AND first_seq + count - 1 > $2 ORDER BY first_seq LIMIT $3) \
                  ORDER BY 1 LIMIT $3",
             ),
@@ -632,7 +633,25 @@ impl Store for PostgresStore {
         for row in &rows {
             let first = column::<i64>(row, 0)? as u64;
             let lines: String = column(row, 1)?;
+            let from = events.len();
             EventRecord::split_lines(first, &lines, after_seq, &mut events);
+            if events[from..].iter().any(|e| e.update_left_out().is_some()) {
+                // Lines that left their update to their step's record.
+                let step = column::<Option<i64>>(row, 2)?.unwrap_or_default() as u64;
+                let tasks: Vec<i32> = column::<Option<Vec<i32>>>(row, 3)?.unwrap_or_default();
+                let blobs: Vec<&[u8]> = column::<Option<Vec<&[u8]>>>(row, 4)?.unwrap_or_default();
+                let updates = tasks
+                    .into_iter()
+                    .zip(blobs)
+                    .map(|(index, bytes)| {
+                        Ok(TaskUpdate {
+                            task: TaskKey { step, index: index as u32, node: String::new() },
+                            update: blob_at(run, step, bytes)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                restore_updates(run, step, &mut events[from..], &updates)?;
+            }
             if events.len() >= limit {
                 break;
             }

@@ -336,3 +336,85 @@ fn announced_events_follow_run_started_in_the_same_commit() {
     assert_eq!(stored.iter().filter(|e| matches!(e.event, Event::PackRun { .. })).count(), 1);
     assert!(stored.iter().all(|e| !matches!(e.event, Event::CheckpointSaved { step: 9, .. })));
 }
+
+/// Updates of 512 bytes and more are stored once, in their step's record:
+/// the stored `node_completed` line leaves them out and the store puts
+/// them back, so what is read is byte for byte what was emitted. A step
+/// that pauses keeps its finished siblings' updates in its lines (they
+/// are pending writes, not a step's record).
+#[test]
+fn large_updates_are_stored_once_and_read_back_whole() {
+    use tollgate::{Decision, DecisionRequest, Interrupt, Resumed, SqliteStore};
+    let big = |name: &str| format!("{name}:{}", "é\"\\x".repeat(300));
+    let graph = Graph::new("big", 1)
+        .node("a", move |_s: Arc<Trace>, _ctx| async move {
+            Ok(TraceUpdate::default().visited(vec![big("a")]))
+        })
+        .node("b", move |_s: Arc<Trace>, _ctx| async move {
+            Ok(TraceUpdate::default().visited(vec![big("b")]))
+        })
+        .node("ask", |_s: Arc<Trace>, ctx: tollgate::NodeContext| async move {
+            ctx.interrupt(Interrupt::new("approval", json!({})))?;
+            Ok(TraceUpdate::default().count(1))
+        })
+        .node("small", |_s: Arc<Trace>, _ctx| async move {
+            Ok(TraceUpdate::default().visited(vec!["small".to_owned()]))
+        })
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("a", "ask")
+        .join(["b", "ask"], "small")
+        .edge("small", END)
+        .compile()
+        .unwrap();
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.db");
+    let executor = Executor::new(SqliteStore::open(&path).unwrap());
+    let (result, mut live) =
+        runtime.block_on(support::run_with_events(&executor, &graph, RunConfig::new()));
+    let run = result.unwrap().run_id;
+    let (sink, mut stream) = tollgate::EventSink::channel();
+    let request = DecisionRequest::new(Decision::Approve);
+    let resumed = runtime
+        .block_on(executor.resume_run(&graph, run, request, RunConfig::new().events(sink)))
+        .unwrap();
+    assert!(matches!(resumed, Resumed::Continuing(ref o) if o.status == RunStatus::Completed));
+    while let Some(event) = stream.try_recv() {
+        live.push(event);
+    }
+    let records = runtime.block_on(executor.store().events(run, 0, u64::MAX)).unwrap();
+    let lines: Vec<String> = records.iter().map(|r| r.json.clone()).collect();
+    let emitted: Vec<String> = live.iter().map(|e| serde_json::to_string(e).unwrap()).collect();
+    assert_eq!(lines, emitted, "read back byte for byte");
+    let updates_of_b = lines
+        .iter()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["update"]["visited"][0] == json!(big("b")))
+        .count();
+    // Before the pause, and again (reused) when the step committed.
+    assert_eq!(updates_of_b, 2, "b's node_completed events, read back with their update");
+
+    // On disk: step 1 (a) left its update to the step's record; step 2
+    // paused with b finished (its update kept in the pause's lines) and
+    // was committed on resume, leaving b's update out.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let mut stmt = conn.prepare("SELECT events FROM steps ORDER BY id").unwrap();
+    let steps: Vec<String> =
+        stmt.query_map([], |row| row.get::<_, String>(0)).unwrap().map(Result::unwrap).collect();
+    let completed: Vec<&str> = steps
+        .iter()
+        .flat_map(|events| events.lines())
+        .filter(|line| line.contains("\"event_type\":\"node_completed\""))
+        .collect();
+    assert_eq!(completed.len(), 4, "a, b (reused), ask, small");
+    assert!(
+        completed.iter().all(|line| !line.contains("a:é") && !line.contains("b:é")),
+        "the committed steps' node_completed lines leave their updates to the step's record"
+    );
+    assert!(steps.iter().any(|events| events.contains("\"update_in_step\":true")));
+    let mut stmt = conn.prepare("SELECT lines FROM events").unwrap();
+    let paused: Vec<String> =
+        stmt.query_map([], |row| row.get::<_, String>(0)).unwrap().map(Result::unwrap).collect();
+    assert!(paused.iter().any(|lines| lines.contains("b:é")), "the pause keeps b's update");
+}

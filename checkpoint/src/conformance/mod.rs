@@ -46,6 +46,7 @@ where
     listing_is_newest_first_without_gaps_or_duplicates(&make().await).await;
     history_is_newest_first_and_paginated(&make().await).await;
     events_are_stored_in_order(&make().await).await;
+    updates_left_to_their_step_come_back_with_the_events(&make().await).await;
     corruption_is_confined_to_its_run(&make().await).await;
     orphaned_runs_are_recognised(&make().await).await;
     decisions_are_compare_and_set(&make().await).await;
@@ -538,6 +539,49 @@ async fn events_are_stored_in_order(store: &dyn Store) {
     assert_eq!(all, [1, 2, 3, 4]);
     let page: Vec<EventRecord> = store.events(run, 1, 2).await.expect("events");
     assert_eq!(page, [event(2), event(3)]);
+}
+
+/// A `node_completed` line may leave a large update to its step's record
+/// (`EventRecord::leave_out_update`): the store hands it back whole.
+async fn updates_left_to_their_step_come_back_with_the_events(store: &dyn Store) {
+    let run = RunId::new();
+    store.create_run(new_run(run, "g", None)).await.expect("create");
+    let text = format!("{{\"lines\":[\"{}\"]}}", "é\\\"x".repeat(300));
+    let update: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let record = serde_json::json!({"update": update, "goto": []});
+    let stored = Codec::Json.encode(&record, 1).expect("encodes");
+    let line = |seq: u64, task: u32, update: &str| {
+        format!(
+            "{{\"v\":1,\"run_id\":\"{run}\",\"seq\":{seq},\"node\":\"update\",\
+             \"event_type\":\"node_completed\",\"step\":1,\"task\":{task},\
+             \"update\":{update},\"reused\":false}}"
+        )
+    };
+    let whole = [line(2, 1, &text), line(3, 0, "{\"small\":1}")];
+    let mut events: Vec<EventRecord> = whole
+        .iter()
+        .enumerate()
+        .map(|(i, json)| EventRecord { seq: 2 + i as u64, json: json.clone() })
+        .collect();
+    assert!(events[0].leave_out_update(&text), "the line holds the update");
+    assert!(!events[0].json.contains("lines"), "left out: {}", events[0].json);
+    assert_eq!(events[0].update_left_out(), Some(1));
+    assert!(!events[1].leave_out_update("{\"other\":2}"), "not the line's update");
+    let updates = vec![
+        TaskUpdate { task: TaskKey { step: 1, index: 0, node: "a".into() }, update: blob(5) },
+        TaskUpdate { task: TaskKey { step: 1, index: 1, node: "update".into() }, update: stored },
+    ];
+    let transition = Transition {
+        step: Some(StepRecord { step: 1, updates, snapshot: None, frontier: blob(1) }),
+        events,
+        ..step(run, 1, 1, 2, false)
+    };
+    store.commit(transition).await.expect("step 1");
+    let read = store.events(run, 1, 10).await.expect("events");
+    let lines: Vec<&str> = read.iter().map(|e| e.json.as_str()).collect();
+    assert_eq!(lines, [whole[0].as_str(), whole[1].as_str()], "byte for byte");
+    let later = store.events(run, 2, 10).await.expect("events after the line");
+    assert_eq!(later.len(), 1);
 }
 
 async fn corruption_is_confined_to_its_run(store: &dyn Store) {

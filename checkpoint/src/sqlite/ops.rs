@@ -12,9 +12,9 @@ use crate::codec::Blob;
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
-    CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage, InterruptRecord,
-    NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress,
-    TaskUpdate, TaskWrite, Transition, Waiting,
+    restore_updates, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage,
+    InterruptRecord, NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus,
+    StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite, Transition, Waiting,
 };
 use crate::store::{Store, StoreError};
 
@@ -648,12 +648,14 @@ impl Store for SqliteStore {
             .read(|tx| {
                 let (_, _, num) = load_owner(tx, run)?;
                 // Step rows and status-change rows, merged by sequence number.
+                // A step row's updates come along for the lines that left
+                // their update to it.
                 let mut stmt = tx.prepare_cached(
-                    "SELECT first_seq, events FROM steps \
+                    "SELECT first_seq, events, id, updates FROM steps \
                    WHERE id BETWEEN ?1 AND ?2 AND event_count > 0 \
                      AND first_seq + event_count - 1 > ?4 \
                  UNION ALL \
-                 SELECT first_seq, lines FROM events \
+                 SELECT first_seq, lines, NULL, NULL FROM events \
                    WHERE num = ?3 AND first_seq + count - 1 > ?4 \
                  ORDER BY 1",
                 )?;
@@ -663,7 +665,15 @@ impl Store for SqliteStore {
                 while let Some(row) = rows.next()? {
                     let first = row.get::<_, i64>(0)? as u64;
                     let lines: String = row.get(1)?;
+                    let from = events.len();
                     EventRecord::split_lines(first, &lines, after_seq, &mut events);
+                    if events[from..].iter().any(|e| e.update_left_out().is_some()) {
+                        let step = (row.get::<_, i64>(2)? & 0xffff_ffff) as u64;
+                        let updates: Vec<u8> = row.get(3)?;
+                        let updates = frame::decode(run, step, &updates).map_err(Abort::Refused)?;
+                        restore_updates(run, step, &mut events[from..], &updates)
+                            .map_err(Abort::Refused)?;
+                    }
                     if events.len() >= limit {
                         break;
                     }

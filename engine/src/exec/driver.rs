@@ -81,6 +81,11 @@ pub(crate) struct Leg<S: State> {
     pub(crate) span: tracing::Span,
 }
 
+/// Updates whose JSON is at least this long (bytes) are stored once, in the
+/// step's record, and left out of their `node_completed` event's stored
+/// line (the store puts them back when it reads it).
+const UPDATE_STORED_ONCE: usize = 512;
+
 /// Nodes to pause before and after (graph breakpoints and the run's own).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Breakpoints {
@@ -228,16 +233,27 @@ impl<S: State> Leg<S> {
             }
             match task.outcome {
                 Outcome::Output(output, blob) => {
+                    let update = serde_json::to_value(&output.update)
+                        .map_err(|source| json_error(self.run, step, source))?;
+                    // A large update is stored once: in the step's record,
+                    // which holds it as JSON too; the event's line leaves
+                    // it out and the store puts it back when it is read.
+                    let once = self.nest.is_none()
+                        && blob.codec() == Codec::Json
+                        && blob.payload().len() >= UPDATE_STORED_ONCE;
+                    let text = once.then(|| update.to_string());
                     let event = Event::NodeCompleted {
                         step,
                         task: task.index,
-                        update: serde_json::to_value(&output.update)
-                            .map_err(|source| json_error(self.run, step, source))?,
+                        update,
                         goto: output.goto.iter().map(|goto| goto.node().to_owned()).collect(),
                         reused: task.reused,
                         cached: task.cached,
                     };
                     self.emit(label(), event, Live::Now)?;
+                    if let Some(text) = text {
+                        self.emitter.update_in_step(text);
+                    }
                     updates.push(TaskUpdate {
                         task: TaskKey { step, index: task.index, node: name.to_string() },
                         update: blob,
@@ -694,13 +710,17 @@ impl<S: State> Leg<S> {
         }
         self.origins.clear();
         let _gate = self.emitter.writes.lock().await;
+        let has_step = step.is_some();
         let transition = Transition {
             run: self.run,
             epoch: self.epoch,
             step,
             status,
             failure,
-            events: self.emitter.take_batch(),
+            events: match has_step {
+                true => self.emitter.take_batch_of_step(),
+                false => self.emitter.take_batch(),
+            },
             at_ms: self.emitter.now_ms(),
             lease_until_ms: (status == RunStatus::Running).then(|| {
                 self.emitter.now_ms().saturating_add(self.config.lease.as_millis() as i64)

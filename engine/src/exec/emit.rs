@@ -56,6 +56,10 @@ struct Inner {
     deferred: Vec<EventEnvelope>,
     /// This leg has recorded its `events_capped` marker.
     capped: bool,
+    /// `node_completed` events of the batch (seq, the update's JSON text)
+    /// whose update is stored once, in the step's record, if the step
+    /// commits ([`Emitter::take_batch_of_step`]).
+    left_out: Vec<(u64, String)>,
 }
 
 impl Emitter {
@@ -75,6 +79,7 @@ impl Emitter {
             batch: Vec::new(),
             deferred: Vec::new(),
             capped: false,
+            left_out: Vec::new(),
         };
         Self {
             run,
@@ -178,7 +183,35 @@ impl Emitter {
 
     /// The events recorded since the last commit, for the next transition.
     pub(crate) fn take_batch(&self) -> Vec<EventRecord> {
-        std::mem::take(&mut self.lock().batch)
+        let mut inner = self.lock();
+        inner.left_out.clear();
+        std::mem::take(&mut inner.batch)
+    }
+
+    /// The last event emitted is a `node_completed` whose update (`text`,
+    /// its JSON) the step's record holds too: stored once if the step
+    /// commits.
+    pub(crate) fn update_in_step(&self, text: String) {
+        let mut inner = self.lock();
+        let seq = inner.seq;
+        if inner.batch.last().is_some_and(|last| last.seq == seq) {
+            inner.left_out.push((seq, text));
+        }
+    }
+
+    /// The batch, for the transition that commits a step: the updates of
+    /// its `node_completed` events are left to the step's record (the
+    /// store puts them back when it reads the events).
+    pub(crate) fn take_batch_of_step(&self) -> Vec<EventRecord> {
+        let mut inner = self.lock();
+        let left_out = std::mem::take(&mut inner.left_out);
+        let mut batch = std::mem::take(&mut inner.batch);
+        for (seq, text) in left_out {
+            if let Some(event) = batch.iter_mut().find(|event| event.seq == seq) {
+                event.leave_out_update(&text);
+            }
+        }
+        batch
     }
 
     /// Sends the events held back until their commit.
