@@ -116,6 +116,12 @@ fn receiver(runtime: &tokio::runtime::Runtime) -> (String, Arc<Mutex<Received>>)
     (format!("http://{addr}"), received)
 }
 
+/// The spans of run `run`.
+fn of_run(spans: &[Span], run: &str) -> Vec<Span> {
+    let of = |s: &&Span| s.attributes.get("tollgate.run_id").map(String::as_str) == Some(run);
+    spans.iter().filter(of).cloned().collect()
+}
+
 fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
     spans.iter().filter(|s| s.name == name).collect()
 }
@@ -165,12 +171,7 @@ fn spans_are_nested_with_genai_attributes_and_a_resumed_run_joins_its_trace() {
         received.formats,
         BTreeSet::from(["application/json".to_owned(), "application/x-protobuf".to_owned()])
     );
-    let spans: Vec<Span> = received
-        .spans
-        .iter()
-        .filter(|s| s.attributes.get("tollgate.run_id") == Some(&run))
-        .cloned()
-        .collect();
+    let spans = of_run(&received.spans, &run);
     assert!(spans.iter().all(|s| s.service == "refund-desk"), "OTEL_SERVICE_NAME");
 
     // Two legs, one trace: the second leg's run span is a child of the
@@ -281,12 +282,7 @@ fn a_queued_run_driven_by_a_worker_joins_the_trace_that_queued_it() {
     assert!(worker.wait().unwrap().success());
 
     let received = received.lock().unwrap();
-    let spans: Vec<Span> = received
-        .spans
-        .iter()
-        .filter(|s| s.attributes.get("tollgate.run_id") == Some(&run))
-        .cloned()
-        .collect();
+    let spans = of_run(&received.spans, &run);
     let enqueue = named(&spans, "enqueue hello");
     let legs = named(&spans, "run hello");
     assert_eq!((enqueue.len(), legs.len()), (1, 1), "{spans:#?}");
