@@ -336,3 +336,35 @@ pub enum StoreError {
         source: CodecError,
     },
 }
+
+impl StoreError {
+    /// Stable snake_case name of the variant (a metric label, a log field).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::RunNotFound { .. } => "run_not_found",
+            StoreError::RunExists { .. } => "run_exists",
+            StoreError::ThreadBusy { .. } => "thread_busy",
+            StoreError::ThreadMoved { .. } => "thread_moved",
+            StoreError::Fenced { .. } => "fenced",
+            StoreError::StepOutOfOrder { .. } => "step_out_of_order",
+            StoreError::EventGap { .. } => "event_gap",
+            StoreError::RunInFlight { .. } => "run_in_flight",
+            StoreError::RunTerminal { .. } => "run_terminal",
+            StoreError::InvalidCursor { .. } => "invalid_cursor",
+            StoreError::Busy { .. } => "busy",
+            StoreError::CheckpointNotFound { .. } => "checkpoint_not_found",
+            StoreError::NotAwaitingDecision { .. } => "not_awaiting_decision",
+            StoreError::InterruptNotFound { .. } => "interrupt_not_found",
+            StoreError::InterruptAnswered { .. } => "interrupt_answered",
+            StoreError::SchemaTooNew { .. } => "schema_too_new",
+            StoreError::InvalidPageSize { .. } => "invalid_page_size",
+            StoreError::WalUnavailable { .. } => "wal_unavailable",
+            StoreError::ForeignDatabase { .. } => "foreign_database",
+            StoreError::UnknownSchemaVersion { .. } => "unknown_schema_version",
+            StoreError::Unavailable { .. } => "unavailable",
+            StoreError::InvalidSettings { .. } => "invalid_settings",
+            StoreError::Backend { .. } => "backend",
+            StoreError::CorruptCheckpoint { .. } => "corrupt_checkpoint",
+        }
+    }
+}

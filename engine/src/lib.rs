@@ -74,7 +74,9 @@ pub use state::{
     Append, CustomReducer, DynReducer, DynSchema, DynState, HasId, LastValue, Max, MergeMap,
     MessageOp, Messages, Min, Reducer, State, StateError, Sum, Write,
 };
-pub use telemetry::{describe_engine_metrics, set_trace_propagation, TracePropagation};
+pub use telemetry::{
+    count_store_error, describe_engine_metrics, set_trace_propagation, TracePropagation,
+};
 pub use tollgate_macros::GraphState;
 
 #[doc(hidden)]

@@ -91,17 +91,16 @@ pub fn describe_engine_metrics() {
     );
 }
 
-/// Counts a failed store operation. Losing a run to another process
-/// (`Fenced`, `RunTerminal`) is not a store error: [`LEASES_LOST`] counts
-/// it.
-pub(crate) fn store_error(operation: &'static str, error: &tollgate_checkpoint::StoreError) {
+/// Counts a failed store operation in `tollgate_store_errors_total`, by
+/// operation and [`StoreError::kind`](tollgate_checkpoint::StoreError::kind).
+/// Losing a run to another process (`Fenced`, `RunTerminal`) is not a store
+/// error: `tollgate_worker_leases_lost_total` counts it.
+pub fn count_store_error(operation: &'static str, error: &tollgate_checkpoint::StoreError) {
     use tollgate_checkpoint::StoreError;
     if matches!(error, StoreError::Fenced { .. } | StoreError::RunTerminal { .. }) {
         return;
     }
-    let kind = format!("{error:?}");
-    let kind = kind.split([' ', '{', '(']).next().unwrap_or("Unknown").to_owned();
-    metrics::counter!(STORE_ERRORS, "operation" => operation, "error" => kind).increment(1);
+    metrics::counter!(STORE_ERRORS, "operation" => operation, "error" => error.kind()).increment(1);
 }
 
 /// Records a duration in seconds.

@@ -16,7 +16,6 @@ const BUCKETS: &[f64] = &[
 
 const RUNS_WAITING: &str = "tollgate_runs_waiting";
 const OLDEST_WAIT: &str = "tollgate_runs_waiting_oldest_seconds";
-const STORE_ERRORS: &str = "tollgate_store_errors_total";
 
 /// The process's Prometheus recorder.
 #[derive(Debug, Clone)]
@@ -65,10 +64,7 @@ impl Metrics {
             }
             Err(error) => {
                 tracing::warn!(%error, "metrics: cannot count the waiting runs");
-                let kind = format!("{error:?}");
-                let kind = kind.split([' ', '{', '(']).next().unwrap_or("Unknown").to_owned();
-                metrics::counter!(STORE_ERRORS, "operation" => "waiting", "error" => kind)
-                    .increment(1);
+                tollgate_engine::count_store_error("waiting", &error);
             }
         }
         self.handle.run_upkeep();

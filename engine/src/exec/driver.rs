@@ -579,7 +579,7 @@ impl<S: State> Leg<S> {
                 () = tokio::time::sleep(period) => {
                     let until = self.config.lease_until();
                     if let Err(error) = self.store.renew(self.run, self.epoch, until).await {
-                        telemetry::store_error("renew", &error);
+                        telemetry::count_store_error("renew", &error);
                         // Fenced or gone: the next commit reports it.
                         tracing::debug!(run = %self.run, %error, "lease renewal refused");
                     }
@@ -626,7 +626,7 @@ impl<S: State> Leg<S> {
             self.store
                 .put_task_writes(write)
                 .await
-                .inspect_err(|error| telemetry::store_error("put_task_writes", error))?;
+                .inspect_err(|error| telemetry::count_store_error("put_task_writes", error))?;
         }
         Ok(())
     }
@@ -731,7 +731,7 @@ impl<S: State> Leg<S> {
         let committed = self.store.commit(transition).await;
         telemetry::seconds(telemetry::COMMIT_DURATION, started.elapsed());
         if let Err(error) = committed {
-            telemetry::store_error("commit", &error);
+            telemetry::count_store_error("commit", &error);
             return Err(error.into());
         }
         self.emitter.committed();

@@ -233,7 +233,7 @@ impl Executor {
                 trace: telemetry::inject(&span),
             })
             .await
-            .inspect_err(|error| telemetry::store_error("create_run", error))?;
+            .inspect_err(|error| telemetry::count_store_error("create_run", error))?;
         metrics::counter!(telemetry::RUNS_STARTED, "graph" => graph.name().to_owned()).increment(1);
         emitter.committed();
         let loaded = Loaded {
@@ -299,7 +299,7 @@ impl Executor {
             })
             .instrument(span)
             .await
-            .inspect_err(|error| telemetry::store_error("create_run", error))?;
+            .inspect_err(|error| telemetry::count_store_error("create_run", error))?;
         metrics::counter!(telemetry::RUNS_STARTED, "graph" => graph.name().to_owned()).increment(1);
         Ok(run)
     }

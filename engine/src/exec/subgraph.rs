@@ -446,7 +446,7 @@ impl<S: State> Leg<S> {
         root.store
             .put_task_progress(progress)
             .await
-            .inspect_err(|error| crate::telemetry::store_error("put_task_progress", error))?;
+            .inspect_err(|error| crate::telemetry::count_store_error("put_task_progress", error))?;
         root.emitter.committed();
         tollgate_checkpoint::__failpoint("progress:after");
         Ok(())
