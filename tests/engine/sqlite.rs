@@ -56,6 +56,12 @@ async fn started_and_held(
     (handle, gate, graph)
 }
 
+/// Claims `run` as another process would (a far lease): the epoch won.
+async fn take_over(store: &dyn tollgate::Store, run: tollgate::RunId) -> u64 {
+    let record = store.run(run).await.unwrap();
+    store.claim(run, record.epoch, Owner::current(), i64::MAX / 2).await.unwrap()
+}
+
 #[test]
 fn a_run_continues_after_the_database_is_reopened() {
     let runtime = support::runtime();
@@ -133,9 +139,7 @@ fn an_owner_that_lost_its_run_cannot_write() {
     let run = handle.run_id();
 
     // Another process takes the run over while step 3 is in flight.
-    let record = runtime.block_on(store.run(run)).unwrap();
-    let lease = i64::MAX / 2;
-    let epoch = runtime.block_on(store.claim(run, record.epoch, Owner::current(), lease)).unwrap();
+    let epoch = runtime.block_on(take_over(&*store, run));
     gate.open();
     let error = runtime.block_on(handle.wait()).unwrap_err();
     assert!(
@@ -163,8 +167,7 @@ fn a_fenced_leg_counts_a_lost_lease() {
             let store = Arc::clone(executor.store());
             let (handle, gate, _) = started_and_held(&executor, 3).await;
             let run = handle.run_id();
-            let record = store.run(run).await.unwrap();
-            store.claim(run, record.epoch, Owner::current(), i64::MAX / 2).await.unwrap();
+            take_over(&*store, run).await;
             gate.open();
             assert!(handle.wait().await.is_err(), "fenced");
         })
@@ -201,9 +204,7 @@ fn a_leg_fenced_between_a_cancels_two_writes_reports_the_cancel() {
     let (handle, gate, _) = runtime.block_on(started_and_held(&executor, 3));
     let run = handle.run_id();
     // The cancel's first write: the claim.
-    let record = runtime.block_on(store.run(run)).unwrap();
-    let epoch = runtime.block_on(store.claim(run, record.epoch, Owner::current(), i64::MAX / 2));
-    let epoch = epoch.unwrap();
+    let epoch = runtime.block_on(take_over(&*store, run));
     gate.open();
     // The second write lands a moment after the leg was refused.
     std::thread::sleep(Duration::from_millis(150));
