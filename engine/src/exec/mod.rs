@@ -6,6 +6,7 @@ mod config;
 mod driver;
 mod emit;
 mod error;
+mod execute;
 mod executor;
 mod history;
 mod plan;

@@ -1,0 +1,254 @@
+//! Running one step's tasks: concurrently (inline when alone), each in
+//! its `node` span, under the leg's lease, their outputs stored ahead of
+//! the step's commit where a crash or a pause must not lose them.
+
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+use tollgate_checkpoint::{__failpoint, TaskKey, TaskUpdate, TaskWrite};
+use tracing::Instrument;
+
+use crate::event::Event;
+use crate::node::NodeContext;
+use crate::state::State;
+use crate::telemetry;
+
+use super::driver::Leg;
+use super::emit::{node_id, Live};
+use super::error::RunError;
+use super::subgraph::SubgraphAccess;
+use super::task::{is_rejected, rejected, Outcome, TaskDone, TaskRunner};
+
+impl<S: State> Leg<S> {
+    /// Runs the frontier's tasks concurrently; results come back in task
+    /// order, whatever order they finished in.
+    pub(super) async fn execute(
+        &mut self,
+        step: u64,
+    ) -> Result<Vec<TaskDone<S::Update>>, RunError> {
+        let count = self.frontier.tasks.len();
+        let pending_writes = count > 1;
+        let mut done = Vec::with_capacity(count);
+        let mut set = JoinSet::new();
+        for position in 0..count {
+            let task = self.frontier.tasks[position].clone();
+            let index = position as u32;
+            let decisions = match self.decisions.is_empty() {
+                true => Arc::clone(&self.no_decisions),
+                false => match self.decisions.get(&index) {
+                    Some(decisions) => Arc::clone(decisions),
+                    None => Arc::clone(&self.no_decisions),
+                },
+            };
+            let reject_target = self.graph.node(task.node).on_reject;
+            if let (true, Some(target)) = (is_rejected(&decisions), reject_target) {
+                // A rejected interrupt of a node whose rejections the graph
+                // routes: the node does not run again; it goes there.
+                let target = self.graph.node(target).name.to_string();
+                let outcome = match rejected(self.config.codec, &target, self.run, step) {
+                    Ok((output, blob)) => Outcome::Output(output, blob),
+                    Err(error) => Outcome::Failed(error),
+                };
+                let retries = Vec::new();
+                done.push(TaskDone {
+                    index,
+                    node: task.node,
+                    attempts: 0,
+                    retries,
+                    outcome,
+                    reused: false,
+                    cached: false,
+                    rejected: true,
+                });
+                continue;
+            }
+            let reused = if self.reused.is_empty() { None } else { self.reused.remove(&index) };
+            if let Some((output, blob)) = reused {
+                done.push(TaskDone {
+                    index,
+                    node: task.node,
+                    attempts: 0,
+                    retries: Vec::new(),
+                    outcome: Outcome::Output(output, blob),
+                    reused: true,
+                    cached: false,
+                    rejected: false,
+                });
+                continue;
+            }
+            let name = Arc::clone(&self.graph.node(task.node).name);
+            self.emit(
+                Some((&name, &node_id(&name, step, index))),
+                Event::NodeStarted { step, task: index },
+                Live::Now,
+            )?;
+            let subgraph = self.graph.node(task.node).subgraph.is_some().then(|| {
+                Arc::new(SubgraphAccess {
+                    store: Arc::clone(&self.store),
+                    epoch: self.epoch,
+                    config: self.config.clone(),
+                    cancel: Arc::clone(&self.cancel),
+                    progress: self.progress.remove(&index),
+                    within: self
+                        .nest
+                        .as_ref()
+                        .map(|nest| (Arc::clone(&nest.root), nest.path.clone())),
+                })
+            });
+            let span = tracing::info_span!(
+                "node",
+                otel.name = %format_args!("node {name}"),
+                tollgate.run_id = %self.run,
+                tollgate.step = step,
+                tollgate.node = %self.qualify(&name, "").0,
+                tollgate.task = index,
+                otel.status_code = tracing::field::Empty,
+                otel.status_description = tracing::field::Empty,
+            );
+            let ctx = NodeContext {
+                run_id: self.run,
+                step,
+                task: index,
+                node: name,
+                max_steps: self.config.max_steps,
+                attempt: 1,
+                input: task.input,
+                decisions,
+                ordinal: AtomicU32::new(0),
+                emitter: Arc::clone(&self.emitter),
+                cache: self.graph.node(task.node).cached.then(|| {
+                    Arc::new(super::CacheAccess {
+                        store: Arc::clone(&self.store),
+                        clock: Arc::clone(&self.config.clock),
+                        hit: std::sync::atomic::AtomicBool::new(false),
+                    })
+                }),
+                ns: self.ns.clone(),
+                subgraph,
+            };
+            let runner = TaskRunner {
+                graph: self.graph.clone(),
+                node: task.node,
+                state: Arc::clone(&self.state),
+                ctx,
+                codec: self.config.codec,
+                break_before: self.breakpoints.before[task.node],
+                break_after: self.breakpoints.after[task.node],
+            };
+            if count == 1 {
+                // A lone task runs inline: no spawn on the hot path.
+                let task = self.leased(traced(runner, span)).await;
+                self.keep(step, false, vec![task], &mut done).await?;
+            } else {
+                set.spawn(traced(runner, span));
+            }
+        }
+        // Store each finished task's output as it finishes, so a crash
+        // re-runs only unfinished siblings. Tasks that finish together are
+        // written in one transaction (group commit).
+        while let Some(first) = self.leased(set.join_next()).await {
+            let mut finished = vec![first];
+            while let Some(more) = set.try_join_next() {
+                finished.push(more);
+            }
+            let finished = finished
+                .into_iter()
+                .map(|joined| {
+                    joined.map_err(|error| {
+                        // Panics are caught inside the task; this is a
+                        // runtime shutdown aborting it.
+                        tracing::warn!(%error, "a node task was aborted");
+                        RunError::DriverLost { run: self.run }
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            self.keep(step, pending_writes, finished, &mut done).await?;
+        }
+        done.sort_by_key(|task| task.index);
+        Ok(done)
+    }
+
+    /// Awaits `work`, renewing the lease every third of it while the work
+    /// runs (every commit renews it too). A task that finishes at once
+    /// never touches the timer.
+    async fn leased<F: std::future::Future>(&self, work: F) -> F::Output {
+        tokio::pin!(work);
+        // Fast path: work that is done at its first poll creates no timer.
+        let first = std::future::poll_fn(|cx| match work.as_mut().poll(cx) {
+            std::task::Poll::Ready(output) => std::task::Poll::Ready(Some(output)),
+            std::task::Poll::Pending => std::task::Poll::Ready(None),
+        })
+        .await;
+        if let Some(output) = first {
+            return output;
+        }
+        let period = (self.config.lease / 3).max(std::time::Duration::from_millis(10));
+        loop {
+            tokio::select! {
+                biased;
+                output = &mut work => return output,
+                () = tokio::time::sleep(period) => {
+                    let until = self.config.lease_until();
+                    if let Err(error) = self.store.renew(self.run, self.epoch, until).await {
+                        telemetry::count_store_error("renew", &error);
+                        // Fenced or gone: the next commit reports it.
+                        tracing::debug!(run = %self.run, %error, "lease renewal refused");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stores the outputs that must outlive a crash or a pause (siblings'
+    /// outputs in a multi-task step, a node's output held by a breakpoint
+    /// after it), in one transaction, then adds the tasks to `done`.
+    async fn keep(
+        &mut self,
+        step: u64,
+        siblings: bool,
+        finished: Vec<TaskDone<S::Update>>,
+        done: &mut Vec<TaskDone<S::Update>>,
+    ) -> Result<(), RunError> {
+        let mut writes = Vec::new();
+        let mut kept = Vec::new();
+        for task in &finished {
+            let output = match &task.outcome {
+                Outcome::Output(output, blob) if siblings => Some((output, blob)),
+                Outcome::Paused { output: Some((output, blob)), .. } => Some((output, blob)),
+                _ => None,
+            };
+            if let Some((output, blob)) = output {
+                let node = self.graph.node(task.node).name.to_string();
+                if self.nest.is_some() {
+                    kept.push((task.index, node, output));
+                    continue;
+                }
+                let key = TaskKey { step, index: task.index, node };
+                writes.push(TaskUpdate { task: key, update: blob.clone() });
+            }
+        }
+        if !kept.is_empty() {
+            self.keep_nested(kept).await?;
+        }
+        done.extend(finished);
+        if !writes.is_empty() {
+            __failpoint("pending:before");
+            let write = TaskWrite { run: self.run, epoch: self.epoch, updates: writes };
+            self.store
+                .put_task_writes(write)
+                .await
+                .inspect_err(|error| telemetry::count_store_error("put_task_writes", error))?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs a task in its `node` span, marked failed when the task failed.
+async fn traced<S: State>(runner: TaskRunner<S>, span: tracing::Span) -> TaskDone<S::Update> {
+    let done = runner.run().instrument(span.clone()).await;
+    if let Outcome::Failed(error) = &done.outcome {
+        telemetry::span_failed(&span, error);
+    }
+    done
+}
