@@ -21,6 +21,7 @@
 mod codec;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod event;
 mod failpoint;
 mod ids;
 mod memory;
@@ -31,13 +32,13 @@ mod sqlite;
 mod store;
 
 pub use codec::{Blob, Codec, CodecError};
+pub use event::{restore_updates, EventRecord};
 pub use failpoint::__failpoint;
 pub use ids::{InvalidRunId, RunId, TaskKey};
 pub use memory::MemoryStore;
 pub use owner::Owner;
-pub use record::restore_updates;
 pub use record::{
-    Answer, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, GraphRef, HistoryPage,
+    Answer, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, GraphRef, HistoryPage,
     InterruptRecord, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage,
     RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite,
     ThreadTurn, Transition, Waiting,

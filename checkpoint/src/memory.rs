@@ -6,12 +6,13 @@ use std::sync::{Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use crate::codec::Blob;
+use crate::event::restore_updates;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{
-    restore_updates, CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage,
-    InterruptRecord, NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord,
-    StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite, Transition, Waiting,
+    CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun,
+    PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord, StoredCheckpoint,
+    TaskProgress, TaskUpdate, TaskWrite, Transition, Waiting,
 };
 use crate::store::{Store, StoreError};
 

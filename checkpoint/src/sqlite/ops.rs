@@ -9,12 +9,13 @@ use super::rows::{
 };
 use super::{frame, Abort, SqliteStore};
 use crate::codec::Blob;
+use crate::event::restore_updates;
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
-    restore_updates, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage,
-    InterruptRecord, NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus,
-    StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite, Transition, Waiting,
+    CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage, InterruptRecord,
+    NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress,
+    TaskUpdate, TaskWrite, Transition, Waiting,
 };
 use crate::store::{Store, StoreError};
 
