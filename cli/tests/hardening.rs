@@ -198,7 +198,7 @@ fn damaged_rows_are_reported_without_hiding_the_rest() {
     let num: i64 =
         conn.query_row("SELECT num FROM runs WHERE id = ?1", [&ids[2]], |row| row.get(0)).unwrap();
     conn.execute(
-        "UPDATE steps SET events = '{broken' || substr(events, 8) WHERE id = (?1 << 32) + 1",
+        "UPDATE steps SET events = '{broken' || substr(events, 8) WHERE num = ?1 AND step = 1",
         [num],
     )
     .unwrap();

@@ -50,6 +50,10 @@ struct Args {
     /// stdin closes.
     #[arg(long, hide = true)]
     worker_child: Option<String>,
+    /// Keep the SQLite files in this folder (created if missing) instead of
+    /// a temporary one, to look at them afterwards.
+    #[arg(long)]
+    keep_in: Option<std::path::PathBuf>,
 }
 
 /// Where the workloads' stores live.
@@ -613,6 +617,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let url = std::env::var("TOLLGATE_PG_URL")
             .map_err(|_| "--store postgres reads the server's URL from TOLLGATE_PG_URL")?;
         Backend::Postgres(url)
+    } else if let Some(keep) = &args.keep_in {
+        std::fs::create_dir_all(keep)?;
+        Backend::Sqlite(keep.clone())
     } else {
         Backend::Sqlite(dir.path().to_owned())
     };

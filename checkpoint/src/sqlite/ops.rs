@@ -5,7 +5,7 @@ use rusqlite::{params, OptionalExtension};
 
 use super::rows::{
     blob_at, check_events, check_writer, corrupt_row, insert_events, insert_interrupts,
-    interrupts_at, key, last_key, load_owner, load_run, load_writer, run_from_row, SELECT_RUN,
+    interrupts_at, key, load_owner, load_run, load_writer, run_from_row, SELECT_RUN,
 };
 use super::{frame, Abort, SqliteStore};
 use crate::codec::Blob;
@@ -62,10 +62,10 @@ impl Store for SqliteStore {
                     latest.as_ref().map(|(id, s)| (id.as_str(), s.as_str())),
                 )?;
             }
-            // Every run has a step-0 row keyed `num << 32`, so the newest
-            // step row holds the highest number (no index on runs.num).
+            // Every run has a step-0 row, so the steps index holds the
+            // highest number (no index on runs.num).
             let num: i64 = tx
-                .prepare_cached("SELECT coalesce(max(id) >> 32, 0) + 1 FROM steps")?
+                .prepare_cached("SELECT coalesce(max(num), 0) + 1 FROM steps")?
                 .query_row([], |row| row.get(0))?;
             let insert_run = "INSERT INTO runs (id, num, graph, graph_version, thread, status, \
                  step, epoch, owner, lease_until_ms, created_at_ms, updated_at_ms, failure, \
@@ -82,11 +82,11 @@ impl Store for SqliteStore {
                 run.created_at_ms,
                 run.trace
             ])?;
-            let insert_step = "INSERT INTO steps (id, at_ms, tasks, frontier, updates, first_seq, \
-                 event_count, events) VALUES (?1, ?2, 0, ?3, x'', 1, ?4, ?5)";
+            let insert_step = "INSERT INTO steps (num, step, at_ms, tasks, frontier, updates, \
+                 first_seq, event_count, events) VALUES (?1, 0, ?2, 0, ?3, x'', 1, ?4, ?5)";
             let count = run.events.len() as i64;
             tx.prepare_cached(insert_step)?.execute(params![
-                key(num, 0),
+                num,
                 run.created_at_ms,
                 frontier,
                 count,
@@ -136,10 +136,11 @@ impl Store for SqliteStore {
             let count = transition.events.len() as i64;
             let new_step = step.as_ref().map_or(record.step, |step| step.number);
             if let Some(step) = &step {
-                let insert = "INSERT INTO steps (id, at_ms, tasks, frontier, updates, first_seq, \
-                     event_count, events) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+                let insert = "INSERT INTO steps (num, step, at_ms, tasks, frontier, updates, \
+                     first_seq, event_count, events) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
                 tx.prepare_cached(insert)?.execute(params![
-                    key(num, new_step),
+                    num,
+                    new_step as i64,
                     transition.at_ms,
                     step.tasks as i64,
                     step.frontier,
@@ -328,17 +329,18 @@ impl Store for SqliteStore {
             let snapshot = blob_at(run, snapshot_step, &snapshot)?;
             let mut deltas: Vec<(u64, Vec<TaskUpdate>)> = Vec::new();
             let mut stmt = tx.prepare_cached(
-                "SELECT id, updates FROM steps WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+                "SELECT step, updates FROM steps WHERE num = ?1 AND step BETWEEN ?2 AND ?3 \
+                 ORDER BY step",
             )?;
-            let mut rows = stmt.query(params![key(num, snapshot_step + 1), key(num, step)])?;
+            let mut rows = stmt.query(params![num, snapshot_step as i64 + 1, step as i64])?;
             while let Some(row) = rows.next()? {
-                let step = (row.get::<_, i64>(0)? & 0xffff_ffff) as u64;
+                let step = row.get::<_, i64>(0)? as u64;
                 let framed: Vec<u8> = row.get(1)?;
                 deltas.push((step, frame::decode(run, step, &framed)?));
             }
             let frontier: Vec<u8> = tx
-                .prepare_cached("SELECT frontier FROM steps WHERE id = ?1")?
-                .query_row(params![key(num, step)], |row| row.get(0))?;
+                .prepare_cached("SELECT frontier FROM steps WHERE num = ?1 AND step = ?2")?
+                .query_row(params![num, step as i64], |row| row.get(0))?;
             let frontier = blob_at(run, step, &frontier)?;
             let mut pending = Vec::new();
             let mut progress = Vec::new();
@@ -518,25 +520,28 @@ impl Store for SqliteStore {
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         let before = before.map_or(MAX_STEP + 1, |step| step.min(MAX_STEP + 1));
         let limit = limit.min(i64::MAX as usize) as i64;
-        let checkpoints = self.read(|tx| {
-            let (_, _, num) = load_owner(tx, run)?;
-            if before == 0 {
-                return Ok(Vec::new());
-            }
-            let mut stmt = tx.prepare_cached(
-                "SELECT s.id, s.at_ms, s.tasks, EXISTS (SELECT 1 FROM snapshots p WHERE p.id = s.id) \
-                 FROM steps s WHERE s.id BETWEEN ?1 AND ?2 ORDER BY s.id DESC LIMIT ?3",
-            )?;
-            let rows = stmt.query_map(params![key(num, 0), key(num, before - 1), limit], |row| {
-                Ok(CheckpointInfo {
-                    step: (row.get::<_, i64>(0)? & 0xffff_ffff) as u64,
-                    at_ms: row.get(1)?,
-                    tasks: row.get(2)?,
-                    snapshot: row.get(3)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        }).await?;
+        let checkpoints = self
+            .read(|tx| {
+                let (_, _, num) = load_owner(tx, run)?;
+                if before == 0 {
+                    return Ok(Vec::new());
+                }
+                let mut stmt = tx.prepare_cached(
+                    "SELECT s.step, s.at_ms, s.tasks, \
+                        EXISTS (SELECT 1 FROM snapshots p WHERE p.id = s.num << 32 | s.step) \
+                 FROM steps s WHERE s.num = ?1 AND s.step < ?2 ORDER BY s.step DESC LIMIT ?3",
+                )?;
+                let rows = stmt.query_map(params![num, before as i64, limit], |row| {
+                    Ok(CheckpointInfo {
+                        step: row.get::<_, i64>(0)? as u64,
+                        at_ms: row.get(1)?,
+                        tasks: row.get(2)?,
+                        snapshot: row.get(3)?,
+                    })
+                })?;
+                Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+            })
+            .await?;
         let next_before = match checkpoints.last() {
             Some(last) if last.step > 0 && checkpoints.len() as i64 == limit => Some(last.step),
             _ => None,
@@ -623,7 +628,7 @@ impl Store for SqliteStore {
                 return Err(StoreError::RunInFlight { run }.into());
             }
             for delete in [
-                "DELETE FROM steps WHERE id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295",
+                "DELETE FROM steps WHERE num = ?1",
                 "DELETE FROM snapshots WHERE id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295",
                 "DELETE FROM pending_writes WHERE num = ?1",
                 "DELETE FROM interrupts WHERE num = ?1",
@@ -652,16 +657,14 @@ impl Store for SqliteStore {
                 // A step row's updates come along for the lines that left
                 // their update to it.
                 let mut stmt = tx.prepare_cached(
-                    "SELECT first_seq, events, id, updates FROM steps \
-                   WHERE id BETWEEN ?1 AND ?2 AND event_count > 0 \
-                     AND first_seq + event_count - 1 > ?4 \
+                    "SELECT first_seq, events, step, updates FROM steps \
+                   WHERE num = ?1 AND event_count > 0 AND first_seq + event_count - 1 > ?2 \
                  UNION ALL \
                  SELECT first_seq, lines, NULL, NULL FROM events \
-                   WHERE num = ?3 AND first_seq + count - 1 > ?4 \
+                   WHERE num = ?1 AND first_seq + count - 1 > ?2 \
                  ORDER BY 1",
                 )?;
-                let mut rows =
-                    stmt.query(params![key(num, 0), last_key(num), num, after_seq as i64])?;
+                let mut rows = stmt.query(params![num, after_seq as i64])?;
                 let mut events = Vec::new();
                 while let Some(row) = rows.next()? {
                     let first = row.get::<_, i64>(0)? as u64;
@@ -669,7 +672,7 @@ impl Store for SqliteStore {
                     let from = events.len();
                     EventRecord::split_lines(first, &lines, after_seq, &mut events);
                     if events[from..].iter().any(|e| e.update_left_out().is_some()) {
-                        let step = (row.get::<_, i64>(2)? & 0xffff_ffff) as u64;
+                        let step = row.get::<_, i64>(2)? as u64;
                         let updates: Vec<u8> = row.get(3)?;
                         let updates = frame::decode(run, step, &updates).map_err(Abort::Refused)?;
                         restore_updates(run, step, &mut events[from..], &updates)

@@ -14,25 +14,18 @@ use crate::store::StoreError;
 /// newest of its `runs` row and its newest `steps` row. Append a `WHERE`.
 pub(super) const SELECT_RUN: &str = "
     SELECT r.id, r.graph, r.graph_version, r.thread, r.status,
-           max(r.step, coalesce(s.id & 4294967295, 0)), r.epoch, r.owner, r.lease_until_ms,
+           max(r.step, coalesce(s.step, 0)), r.epoch, r.owner, r.lease_until_ms,
            r.created_at_ms, max(r.updated_at_ms, coalesce(s.at_ms, 0)), r.failure,
            max(r.last_seq, coalesce(s.first_seq + s.event_count - 1, 0)), r.num,
            (SELECT count(*) FROM interrupts i WHERE i.num = r.num AND i.decision IS NULL
-               AND i.step > max(r.step, coalesce(s.id & 4294967295, 0))),
+               AND i.step > max(r.step, coalesce(s.step, 0))),
            r.lease_losses, r.trace
     FROM runs r
-    LEFT JOIN steps s ON s.id = (
-        SELECT max(id) FROM steps WHERE id BETWEEN r.num << 32 AND (r.num << 32) + 4294967295
-    )";
+    LEFT JOIN steps s ON s.num = r.num AND s.step = (SELECT max(step) FROM steps WHERE num = r.num)";
 
-/// Rows of a run's steps and snapshots are keyed `run number << 32 | step`.
+/// Rows of a run's snapshots are keyed `run number << 32 | step`.
 pub(super) fn key(num: i64, step: u64) -> i64 {
     (num << 32) | (step & 0xffff_ffff) as i64
-}
-
-/// The last key of a run's range.
-pub(super) fn last_key(num: i64) -> i64 {
-    key(num, 0xffff_ffff)
 }
 
 pub(super) fn corrupt_row(what: String) -> Abort {
@@ -110,14 +103,12 @@ pub(super) struct Writer {
 pub(super) fn load_writer(tx: &Connection, run: RunId) -> Result<Writer, Abort> {
     let row: Option<(String, i64, i64, i64, i64, Option<i64>)> = tx
         .prepare_cached(
-            "SELECT r.status, r.epoch, r.num, max(r.step, coalesce(s.id & 4294967295, 0)),
+            "SELECT r.status, r.epoch, r.num, max(r.step, coalesce(s.step, 0)),
                     max(r.last_seq, coalesce(s.first_seq + s.event_count - 1, 0)),
                     r.lease_until_ms
              FROM runs r
-             LEFT JOIN steps s ON s.id = (
-                 SELECT max(id) FROM steps
-                 WHERE id BETWEEN r.num << 32 AND (r.num << 32) + 4294967295
-             )
+             LEFT JOIN steps s ON s.num = r.num
+                 AND s.step = (SELECT max(step) FROM steps WHERE num = r.num)
              WHERE r.id = ?1",
         )?
         .query_row(params![run.to_string()], |row| {

@@ -148,6 +148,34 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE runs ADD COLUMN trace TEXT;
 ",
+    // 8: steps rows in commit order. Keyed `run number << 32 | step`, the
+    // rows of runs committing together lay in as many places of the B-tree
+    // as there were runs: a group commit of 128 runs' steps dirtied (and
+    // split) about 128 pages, and concurrent runs gained nothing from
+    // sharing a transaction. Appended in commit order, they share pages,
+    // and a small index (run, step) finds a run's rows.
+    "
+    CREATE TABLE steps_in_order (
+        id          INTEGER PRIMARY KEY,     -- commit order
+        num         INTEGER NOT NULL,        -- runs.num
+        step        INTEGER NOT NULL,
+        at_ms       INTEGER NOT NULL,
+        tasks       INTEGER NOT NULL,
+        frontier    BLOB NOT NULL,
+        updates     BLOB NOT NULL,
+        first_seq   INTEGER NOT NULL,
+        event_count INTEGER NOT NULL,
+        events      TEXT NOT NULL
+    );
+    INSERT INTO steps_in_order (num, step, at_ms, tasks, frontier, updates, first_seq,
+                                event_count, events)
+        SELECT id >> 32, id & 4294967295, at_ms, tasks, frontier, updates, first_seq,
+               event_count, events
+        FROM steps ORDER BY at_ms, id;
+    DROP TABLE steps;
+    ALTER TABLE steps_in_order RENAME TO steps;
+    CREATE UNIQUE INDEX steps_by_run ON steps (num, step);
+",
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".

@@ -61,13 +61,14 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
 
     // A version-1 file (before attachments) is migrated in place.
     let conn = Connection::open(&path).expect("open raw");
+    conn.execute_batch(STEPS_OF_VERSION_7).expect("downgrade");
     conn.execute_batch(
         "DROP TABLE attachments; ALTER TABLE runs DROP COLUMN lease_losses; \
          ALTER TABLE runs DROP COLUMN trace; PRAGMA user_version = 1",
     )
     .expect("downgrade");
     drop(conn);
-    let store = SqliteStore::open(&path).expect("migrate 1 -> 7");
+    let store = SqliteStore::open(&path).expect("migrate 1 -> 8");
     assert_eq!(block_on(store.attachment(run)).expect("attachments table exists"), None);
     assert_eq!(block_on(store.run(run)).expect("run").lease_losses, 0, "column added (4)");
     assert_eq!(block_on(store.run(run)).expect("run").trace, None, "column added (7)");
@@ -80,7 +81,10 @@ fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
     drop(conn);
     let before = std::fs::read(&path).expect("bytes");
     let error = SqliteStore::open(&path).expect_err("newer schema");
-    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 7 }), "{error:?}");
+    let supported = schema::SCHEMA_VERSION;
+    assert!(
+        matches!(error, StoreError::SchemaTooNew { found: 99, supported: s } if s == supported)
+    );
     assert_eq!(std::fs::read(&path).expect("bytes"), before, "left as it was");
 }
 
@@ -140,6 +144,7 @@ fn files_that_are_not_ours_are_refused_untouched() {
     let legacy = dir.path().join("legacy.db");
     drop(SqliteStore::open(&legacy).expect("create"));
     let conn = Connection::open(&legacy).expect("open raw");
+    conn.execute_batch(STEPS_OF_VERSION_7).expect("downgrade");
     conn.execute_batch(
         "PRAGMA application_id = 0; PRAGMA user_version = 4; ALTER TABLE runs DROP COLUMN trace;",
     )
@@ -260,6 +265,7 @@ fn version_2_files_are_migrated_status_events_kept() {
     // Back to the version-2 layout: a WITHOUT ROWID table keyed by run and
     // seq, and an index on runs.num.
     let conn = Connection::open(&path).expect("open raw");
+    conn.execute_batch(STEPS_OF_VERSION_7).expect("downgrade");
     conn.execute_batch(
         "CREATE TABLE old_events (num INTEGER NOT NULL, first_seq INTEGER NOT NULL, \
              count INTEGER NOT NULL, lines TEXT NOT NULL, PRIMARY KEY (num, first_seq)) \
@@ -275,7 +281,7 @@ fn version_2_files_are_migrated_status_events_kept() {
     .expect("downgrade");
     drop(conn);
 
-    let store = SqliteStore::open(&path).expect("migrate 2 -> 4");
+    let store = SqliteStore::open(&path).expect("migrate 2 -> 8");
     let after = block_on(store.events(run, 0, u64::MAX)).expect("events");
     assert_eq!(after, before, "the events survive the migration");
     drop(store);
@@ -307,6 +313,131 @@ fn version_2_files_are_migrated_status_events_kept() {
         .collect::<Result<_, _>>()
         .expect("rows");
     assert_eq!(nums, [1, 2]);
+    let ok: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("check");
+    assert_eq!(ok, "ok");
+}
+
+/// Puts the `steps` table back as it was up to version 7: keyed `run
+/// number << 32 | step`.
+const STEPS_OF_VERSION_7: &str = "
+    CREATE TABLE old_steps (id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL,
+        tasks INTEGER NOT NULL, frontier BLOB NOT NULL, updates BLOB NOT NULL,
+        first_seq INTEGER NOT NULL, event_count INTEGER NOT NULL, events TEXT NOT NULL);
+    INSERT INTO old_steps SELECT num << 32 | step, at_ms, tasks, frontier, updates,
+        first_seq, event_count, events FROM steps;
+    DROP TABLE steps;
+    ALTER TABLE old_steps RENAME TO steps;";
+
+/// A step of `run` with one update, events `seq..seq + 2`, and a snapshot
+/// when asked.
+fn step_of(run: RunId, number: u64, seq: u64, snapshot: bool) -> crate::Transition {
+    let blob = |value: u64| crate::Codec::Json.encode(&value, 1).expect("encode");
+    let key = crate::TaskKey { step: number, index: 0, node: "n".into() };
+    crate::Transition {
+        run,
+        epoch: 1,
+        step: Some(crate::StepRecord {
+            step: number,
+            updates: vec![crate::TaskUpdate { task: key, update: blob(number) }],
+            snapshot: snapshot.then(|| blob(100 + number)),
+            frontier: blob(number),
+        }),
+        status: crate::RunStatus::Running,
+        failure: None,
+        events: (seq..seq + 2)
+            .map(|seq| EventRecord { seq, json: format!("{{\"s\":{seq}}}") })
+            .collect(),
+        at_ms: 1_000 + number as i64,
+        lease_until_ms: Some(i64::MAX),
+        interrupts: Vec::new(),
+    }
+}
+
+#[test]
+fn version_7_files_get_their_steps_in_commit_order() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("t.db");
+    let runs = [RunId::new(), RunId::new(), RunId::new()];
+    // What each run reads back: its history, its checkpoints at every step
+    // and its events.
+    let read = |store: &SqliteStore| {
+        block_on(async {
+            let mut seen = Vec::new();
+            for run in runs {
+                let record = store.run(run).await.expect("run");
+                let history = store.history(run, None, 100).await.expect("history");
+                let mut checkpoints = Vec::new();
+                for at in 0..=record.step {
+                    checkpoints.push(format!("{:?}", store.checkpoint(run, Some(at)).await));
+                }
+                let events = store.events(run, 0, u64::MAX).await.expect("events");
+                seen.push(format!("{record:?} {history:?} {checkpoints:?} {events:?}"));
+            }
+            seen
+        })
+    };
+    let store = SqliteStore::open(&path).expect("open");
+    block_on(async {
+        for run in runs {
+            store.create_run(new_run(run)).await.expect("create");
+        }
+        // Interleaved, as concurrent runs commit; run 0 takes a snapshot.
+        for number in 1..=4u64 {
+            for (i, run) in runs.iter().enumerate().take(3 - usize::from(number == 4)) {
+                let seq = 1 + 2 * (number - 1);
+                store
+                    .commit(step_of(*run, number, seq, i == 0 && number == 2))
+                    .await
+                    .expect("step");
+            }
+        }
+    });
+    let before = read(&store);
+    drop(store);
+
+    // Back to the version-7 layout: steps keyed `run number << 32 | step`.
+    let conn = Connection::open(&path).expect("open raw");
+    conn.execute_batch(STEPS_OF_VERSION_7).expect("downgrade");
+    conn.pragma_update(None, "user_version", 7).expect("downgrade");
+    drop(conn);
+
+    let store = SqliteStore::open(&path).expect("migrate 7 -> 8");
+    assert_eq!(read(&store), before, "every run reads back the same");
+    // The runs go on: the next step of each, and a new run numbered after
+    // them.
+    let next = RunId::new();
+    block_on(async {
+        store.commit(step_of(runs[0], 5, 9, false)).await.expect("step after migration");
+        store.commit(step_of(runs[2], 4, 7, false)).await.expect("run 2 had 3 steps");
+        let twice = store.commit(step_of(runs[2], 4, 9, false)).await.expect_err("step 4 again");
+        assert!(matches!(twice, StoreError::StepOutOfOrder { .. }), "{twice:?}");
+        store.create_run(new_run(next)).await.expect("create after migration");
+    });
+    drop(store);
+    let conn = Connection::open(&path).expect("open raw");
+    let rows: Vec<(i64, i64)> = conn
+        .prepare("SELECT num, step FROM steps ORDER BY id")
+        .expect("prepare")
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    // In commit order: the step-0 rows, then the interleaved steps (rows
+    // of equal time in run order), then what came after the migration.
+    let mut expected = vec![(1, 0), (2, 0), (3, 0)];
+    for number in 1..=4 {
+        expected.extend((1..=3).take(3 - usize::from(number == 4)).map(|num| (num, number)));
+    }
+    expected.extend([(1, 5), (3, 4), (4, 0)]);
+    assert_eq!(rows, expected);
+    let index: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'steps_by_run'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("schema");
+    assert_eq!(index, 1);
     let ok: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("check");
     assert_eq!(ok, "ok");
 }
