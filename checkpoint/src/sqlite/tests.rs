@@ -615,3 +615,46 @@ fn a_write_that_panics_in_a_group_fails_alone() {
         .expect("count");
     assert_eq!(count, 6);
 }
+
+/// Once runs share commits (a batch of several writes), a write that finds
+/// the connection free still goes to the commit thread for a while, to wait
+/// its turn with the others; a lone write runs on its caller's thread.
+#[test]
+fn after_a_shared_commit_writes_keep_their_turn_then_go_back_to_their_caller() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("turn.db")).expect("open"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    store.group.set_window(std::time::Duration::from_secs(3_600));
+    let write = |n: i64| {
+        let store = std::sync::Arc::clone(&store);
+        runtime.spawn(async move {
+            store
+                .write(move |tx| {
+                    Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?)
+                })
+                .await
+        })
+    };
+    let written = |task: tokio::task::JoinHandle<Result<usize, StoreError>>| {
+        assert_eq!(runtime.block_on(task).expect("task").expect("written"), 1);
+    };
+    written(write(1));
+    assert_eq!(store.group.stats(), (0, 0), "a lone write runs on its caller's thread");
+    let held = store.conn.lock().expect("the connection");
+    let both = [write(2), write(3)];
+    while store.group.waiting() < 2 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    drop(held);
+    both.into_iter().for_each(written);
+    assert_eq!(store.group.stats(), (1, 2), "one batch of two");
+    written(write(4));
+    assert_eq!(store.group.stats(), (2, 3), "inside the window: to the thread");
+    store.group.set_window(std::time::Duration::ZERO);
+    written(write(5));
+    assert_eq!(store.group.stats(), (2, 3), "past it: on the caller's thread again");
+}
