@@ -125,10 +125,10 @@ impl GroupCommitter {
     }
 
     /// Whether writes are waiting for the thread: a new write then joins
-    /// them rather than overtaking them on its own thread.
-    /// Also while runs have been sharing commits (a batch of several
-    /// writes ended less than [`SHARED_WINDOW`] ago): a new write then
-    /// waits its turn with the others.
+    /// them rather than overtaking them on its own thread. Also true while
+    /// runs have been sharing commits (a batch of several writes ended
+    /// less than [`SHARED_WINDOW`] ago): a new write then waits its turn
+    /// with the others.
     pub(super) fn busy(&self) -> bool {
         self.stats.waiting.load(Ordering::SeqCst) > 0
             || clock() < self.stats.shared_until.load(Ordering::Relaxed)

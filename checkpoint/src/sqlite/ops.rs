@@ -528,8 +528,9 @@ impl Store for SqliteStore {
                 }
                 let mut stmt = tx.prepare_cached(
                     "SELECT s.step, s.at_ms, s.tasks, \
-                        EXISTS (SELECT 1 FROM snapshots p WHERE p.id = s.num << 32 | s.step) \
-                 FROM steps s WHERE s.num = ?1 AND s.step < ?2 ORDER BY s.step DESC LIMIT ?3",
+                         EXISTS (SELECT 1 FROM snapshots p WHERE p.id = s.num << 32 | s.step) \
+                     FROM steps s WHERE s.num = ?1 AND s.step < ?2 \
+                     ORDER BY s.step DESC LIMIT ?3",
                 )?;
                 let rows = stmt.query_map(params![num, before as i64, limit], |row| {
                     Ok(CheckpointInfo {
