@@ -29,7 +29,11 @@ type Answer = Result<Box<dyn Any + Send>, StoreError>;
 
 struct Job {
     work: Work,
-    reply: oneshot::Sender<Answer>,
+    /// The answer, and the write given back to be dropped by its caller:
+    /// what it owns (the step's encoded rows) was allocated on the
+    /// caller's thread, and freeing it there spares the allocator's
+    /// cross-thread locks.
+    reply: oneshot::Sender<(Answer, Work)>,
 }
 
 /// Writes in one transaction at most (a bound on how long one commit holds
@@ -121,7 +125,13 @@ impl GroupCommitter {
             self.stats.waiting.fetch_sub(1, Ordering::SeqCst);
             return Err(gone());
         }
-        answer.await.unwrap_or_else(|_| Err(gone()))
+        match answer.await {
+            Ok((answer, work)) => {
+                drop(work);
+                answer
+            }
+            Err(_) => Err(gone()),
+        }
     }
 
     /// Whether writes are waiting for the thread: a new write then joins
@@ -193,9 +203,9 @@ fn run(
                 super::count_commits(shared, written);
             }
         }
-        for (reply, answer) in answers {
+        for (job, answer) in answers {
             // A caller that stopped waiting no longer needs its answer.
-            let _ = reply.send(answer);
+            let _ = job.reply.send((answer, job.work));
         }
     }
 }
@@ -203,11 +213,7 @@ fn run(
 /// Runs `batch` in one transaction: a refused write is answered with its
 /// refusal and the transaction begun again without it; a busy database is
 /// waited for (up to `patience`); a failed commit fails every write in it.
-fn commit_batch(
-    conn: &Connection,
-    batch: Vec<Job>,
-    patience: Duration,
-) -> Vec<(oneshot::Sender<Answer>, Answer)> {
+fn commit_batch(conn: &Connection, batch: Vec<Job>, patience: Duration) -> Vec<(Job, Answer)> {
     let started = Instant::now();
     let mut pause = FIRST_PAUSE;
     let mut pending = batch;
@@ -222,7 +228,7 @@ fn commit_batch(
             Attempt::Busy => {
                 let waited_ms = started.elapsed().as_millis() as u64;
                 for job in pending.drain(..) {
-                    answers.push((job.reply, Err(StoreError::Busy { waited_ms })));
+                    answers.push((job, Err(StoreError::Busy { waited_ms })));
                 }
             }
         }
@@ -242,11 +248,7 @@ enum Attempt {
 
 /// One transaction over the pending writes; answered writes leave
 /// `pending` for `answers`.
-fn attempt(
-    conn: &Connection,
-    pending: &mut Vec<Job>,
-    answers: &mut Vec<(oneshot::Sender<Answer>, Answer)>,
-) -> Attempt {
+fn attempt(conn: &Connection, pending: &mut Vec<Job>, answers: &mut Vec<(Job, Answer)>) -> Attempt {
     let tx = match Tx::begin(conn, "BEGIN IMMEDIATE") {
         Ok(tx) => tx,
         Err(error) if is_busy(&error) => return Attempt::Busy,
@@ -276,7 +278,7 @@ fn attempt(
         // this one, run the rest again.
         drop(tx);
         let job = pending.remove(index);
-        answers.push((job.reply, Err(error)));
+        answers.push((job, Err(error)));
         return Attempt::Again;
     }
     __failpoint("commit:inside");
@@ -284,7 +286,7 @@ fn attempt(
         Ok(()) => {
             __failpoint("commit:after");
             for (job, value) in pending.drain(..).zip(values) {
-                answers.push((job.reply, Ok(value)));
+                answers.push((job, Ok(value)));
             }
         }
         Err(error) if is_busy(&error) => return Attempt::Busy,
@@ -294,13 +296,9 @@ fn attempt(
 }
 
 /// Answers every pending write with `error` (each gets its own copy).
-fn fail_all(
-    pending: &mut Vec<Job>,
-    answers: &mut Vec<(oneshot::Sender<Answer>, Answer)>,
-    error: &rusqlite::Error,
-) {
+fn fail_all(pending: &mut Vec<Job>, answers: &mut Vec<(Job, Answer)>, error: &rusqlite::Error) {
     for job in pending.drain(..) {
-        answers.push((job.reply, Err(backend(copy(error)))));
+        answers.push((job, Err(backend(copy(error)))));
     }
 }
 

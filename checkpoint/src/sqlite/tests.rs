@@ -658,3 +658,34 @@ fn after_a_shared_commit_writes_keep_their_turn_then_go_back_to_their_caller() {
     written(write(5));
     assert_eq!(store.group.stats(), (2, 3), "past it: on the caller's thread again");
 }
+
+/// A write handed to the commit thread is dropped by its caller, not by
+/// the thread: what it owns was allocated on the caller's side.
+#[test]
+fn a_grouped_write_is_dropped_on_its_callers_side() {
+    struct Guard(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let name = std::thread::current().name().unwrap_or("unnamed").to_owned();
+            *self.0.lock().expect("dropped by") = Some(name);
+        }
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("drop.db")).expect("open"));
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let dropped_by = std::sync::Arc::default();
+    let guard = Guard(std::sync::Arc::clone(&dropped_by));
+    let held = store.conn.lock().expect("the connection");
+    let write = runtime.spawn({
+        let store = std::sync::Arc::clone(&store);
+        async move { store.write(move |_tx| Ok(guard.0.lock().map(|_| 1).unwrap_or(0))).await }
+    });
+    // The connection is held: the write goes to the thread.
+    while store.group.waiting() < 1 {
+        runtime.block_on(tokio::task::yield_now());
+    }
+    drop(held);
+    assert_eq!(runtime.block_on(write).expect("task").expect("written"), 1);
+    assert_ne!(dropped_by.lock().expect("dropped by").as_deref(), Some("tollgate-commit"));
+    assert!(dropped_by.lock().expect("dropped by").is_some(), "dropped");
+}
