@@ -143,8 +143,11 @@ struct CheckpointState {
 /// Commits after which the checkpoint thread runs (it also runs on a
 /// timer when there were fewer). Not after every commit: each checkpoint
 /// syncs the files, and copying a batch writes a page changed many times
-/// once.
-const CHECKPOINT_EVERY: u64 = 256;
+/// once. Not many more either: while a checkpoint syncs the files,
+/// commits stall, and bigger checkpoints stall them longer (on the
+/// `concurrent` benchmark, step p99 median 6.0 ms at 256, 4.9 ms at 128,
+/// worse again at 1024; 64 slowed a lone run's `cycle`).
+const CHECKPOINT_EVERY: u64 = 128;
 /// The checkpoint thread's timer.
 const CHECKPOINT_PERIOD: Duration = Duration::from_millis(100);
 
