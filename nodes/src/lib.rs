@@ -52,6 +52,8 @@ mod retry;
 mod scripted;
 mod structured;
 mod telemetry;
+#[cfg(any(feature = "openai", feature = "mcp"))]
+mod tls;
 mod tool;
 
 pub use agent::{

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Once;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -52,14 +51,6 @@ impl fmt::Debug for OpenAiModel {
     }
 }
 
-fn install_crypto() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // Another library may have installed one first; either works.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
 impl OpenAiModel {
     /// `model` at `OPENAI_BASE_URL` (default [`DEFAULT_OPENAI_BASE_URL`])
     /// with the key in `OPENAI_API_KEY` (none: requests go without one, as
@@ -87,7 +78,7 @@ impl OpenAiModel {
         api_key: Option<String>,
         timeout: Duration,
     ) -> Result<Self, HarnessError> {
-        install_crypto();
+        crate::tls::install_crypto();
         let model = model.into();
         let client = reqwest::Client::builder().timeout(timeout).build().map_err(|error| {
             HarnessError::InvalidRequest {

@@ -23,6 +23,23 @@ fn new_run(id: RunId) -> NewRun {
     }
 }
 
+/// A runtime with two workers, as on the machines the benchmarks run on.
+fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Waits until `n` writes are handed to the commit thread (their tasks
+/// found the connection held).
+fn wait_for_handed_over(store: &SqliteStore, n: u64) {
+    while store.group.waiting() < n {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(future)
 }
@@ -486,11 +503,7 @@ fn concurrent_writes_are_committed_in_groups_each_answered_on_its_own() {
     use crate::record::{RunStatus, StepRecord, Transition};
     let dir = tempfile::tempdir().expect("temp dir");
     let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("group.db")).expect("open"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = two_workers();
     let (runs, steps) = (32u64, 40u64);
     let ids: Vec<RunId> = (0..runs).map(|_| RunId::new()).collect();
     let results = runtime.block_on(async {
@@ -554,11 +567,7 @@ fn concurrent_writes_are_committed_in_groups_each_answered_on_its_own() {
 fn a_write_that_panics_in_a_group_fails_alone() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("panic.db")).expect("open"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = two_workers();
     let held = store.conn.lock().expect("the connection");
     let tasks: Vec<_> = (0..6i64)
         .map(|n| {
@@ -575,9 +584,7 @@ fn a_write_that_panics_in_a_group_fails_alone() {
         })
         .collect();
     // Every write is waiting for the thread before the connection is let go.
-    while store.group.waiting() < 6 {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_for_handed_over(&store, 6);
     drop(held);
     let results: Vec<_> =
         tasks.into_iter().map(|task| runtime.block_on(task).expect("task")).collect();
@@ -604,9 +611,7 @@ fn a_write_that_panics_in_a_group_fails_alone() {
                 .await
         })
     };
-    while store.group.waiting() < 1 {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_for_handed_over(&store, 1);
     drop(held);
     assert_eq!(runtime.block_on(again).expect("task").expect("written"), 1);
     let count: i64 = store
@@ -623,11 +628,7 @@ fn a_write_that_panics_in_a_group_fails_alone() {
 fn after_a_shared_commit_writes_keep_their_turn_then_go_back_to_their_caller() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("turn.db")).expect("open"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = two_workers();
     store.group.set_window(std::time::Duration::from_secs(3_600));
     let write = |n: i64| {
         let store = std::sync::Arc::clone(&store);
@@ -646,9 +647,7 @@ fn after_a_shared_commit_writes_keep_their_turn_then_go_back_to_their_caller() {
     assert_eq!(store.group.stats(), (0, 0), "a lone write runs on its caller's thread");
     let held = store.conn.lock().expect("the connection");
     let both = [write(2), write(3)];
-    while store.group.waiting() < 2 {
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_for_handed_over(&store, 2);
     drop(held);
     both.into_iter().for_each(written);
     assert_eq!(store.group.stats(), (1, 2), "one batch of two");

@@ -229,9 +229,10 @@ impl Runs {
     ) -> Result<Option<RunHandle<AgentState>>, CliError> {
         // A run queued for a worker needs the graph, not the MCP servers:
         // the worker starts them.
-        let agent = match self.shared() {
-            true => blueprint.compile_unstarted(&self.models)?,
-            false => blueprint.start(&self.models).await?,
+        let agent = if self.shared() {
+            blueprint.compile_unstarted(&self.models)?
+        } else {
+            blueprint.start(&self.models).await?
         };
         let mut config = blueprint.run_config().run_id(run);
         if let Some(steps) = launch.max_steps {

@@ -107,8 +107,7 @@ impl McpServer {
     /// its tools, all within `config.start_timeout`. Needs a tokio runtime.
     pub async fn start(config: McpServerConfig) -> Result<Arc<Self>, McpError> {
         if let Some(url) = config.url.clone() {
-            // Installed for an https endpoint (the OpenAI provider's choice).
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            crate::tls::install_crypto();
             let transport = StreamableHttpClientTransport::from_uri(url);
             return Self::open(config, transport, Arc::new(Stderr::default()), None).await;
         }

@@ -1,0 +1,13 @@
+//! TLS for this crate's HTTPS clients: the OpenAI provider and MCP servers
+//! reached by URL.
+
+use std::sync::Once;
+
+/// Installs rustls's ring provider once for the process.
+pub(crate) fn install_crypto() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Another library may have installed one first; either works.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
