@@ -3,6 +3,7 @@
 
 use rusqlite::{params, OptionalExtension};
 
+use super::writers::Touches;
 use super::SqliteStore;
 use crate::codec::Blob;
 use crate::store::StoreError;
@@ -42,7 +43,7 @@ impl SqliteStore {
     ) -> Result<(), StoreError> {
         let bytes = value.to_bytes();
         let (scope, key) = (scope.to_owned(), key.to_owned());
-        self.write(move |tx| {
+        self.write(Touches::NoRun, move |tx| {
             tx.prepare_cached("DELETE FROM node_cache WHERE scope = ?1 AND expires_ms <= ?2")?
                 .execute(params![scope, now_ms])?;
             tx.prepare_cached(

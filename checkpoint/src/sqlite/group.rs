@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use super::writers::Writers;
 use super::{backend, is_busy, Abort, CheckpointShared, Tx, FIRST_PAUSE, LAST_PAUSE};
 use crate::failpoint::__failpoint;
 use crate::store::StoreError;
@@ -90,6 +91,7 @@ impl GroupCommitter {
     /// of every commit.
     pub(super) fn start(
         conn: Arc<Mutex<Connection>>,
+        writers: Arc<Writers>,
         checkpoints: Option<Arc<CheckpointShared>>,
         patience: Duration,
     ) -> Result<Self, StoreError> {
@@ -99,7 +101,7 @@ impl GroupCommitter {
         let counted = Arc::clone(&stats);
         let thread = std::thread::Builder::new()
             .name("tollgate-commit".into())
-            .spawn(move || run(&conn, &queue, checkpoints.as_deref(), patience, &counted))
+            .spawn(move || run(&conn, &writers, &queue, checkpoints.as_deref(), patience, &counted))
             .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
         Ok(Self { jobs: Some(jobs), thread: Some(thread), stats })
     }
@@ -171,6 +173,7 @@ fn gone() -> StoreError {
 
 fn run(
     conn: &Mutex<Connection>,
+    writers: &Writers,
     queue: &Receiver<Job>,
     checkpoints: Option<&CheckpointShared>,
     patience: Duration,
@@ -188,7 +191,7 @@ fn run(
             }
         }
         let several = batch.len() > 1;
-        let answers = commit_batch(&conn, batch, patience);
+        let answers = commit_batch(&conn, writers, batch, patience);
         drop(conn);
         if several {
             let until = clock().saturating_add(stats.window.load(Ordering::Relaxed));
@@ -213,13 +216,18 @@ fn run(
 /// Runs `batch` in one transaction: a refused write is answered with its
 /// refusal and the transaction begun again without it; a busy database is
 /// waited for (up to `patience`); a failed commit fails every write in it.
-fn commit_batch(conn: &Connection, batch: Vec<Job>, patience: Duration) -> Vec<(Job, Answer)> {
+fn commit_batch(
+    conn: &Connection,
+    writers: &Writers,
+    batch: Vec<Job>,
+    patience: Duration,
+) -> Vec<(Job, Answer)> {
     let started = Instant::now();
     let mut pause = FIRST_PAUSE;
     let mut pending = batch;
     let mut answers = Vec::with_capacity(pending.len());
     while !pending.is_empty() {
-        match attempt(conn, &mut pending, &mut answers) {
+        match attempt(conn, writers, &mut pending, &mut answers) {
             Attempt::Done | Attempt::Again => {}
             Attempt::Busy if started.elapsed() < patience => {
                 std::thread::sleep(pause);
@@ -248,7 +256,12 @@ enum Attempt {
 
 /// One transaction over the pending writes; answered writes leave
 /// `pending` for `answers`.
-fn attempt(conn: &Connection, pending: &mut Vec<Job>, answers: &mut Vec<(Job, Answer)>) -> Attempt {
+fn attempt(
+    conn: &Connection,
+    writers: &Writers,
+    pending: &mut Vec<Job>,
+    answers: &mut Vec<(Job, Answer)>,
+) -> Attempt {
     let tx = match Tx::begin(conn, "BEGIN IMMEDIATE") {
         Ok(tx) => tx,
         Err(error) if is_busy(&error) => return Attempt::Busy,
@@ -257,6 +270,7 @@ fn attempt(conn: &Connection, pending: &mut Vec<Job>, answers: &mut Vec<(Job, An
             return Attempt::Done;
         }
     };
+    writers.begin();
     let mut values = Vec::with_capacity(pending.len());
     for index in 0..pending.len() {
         // A write that panics is that write's failure, not the thread's.
@@ -282,7 +296,12 @@ fn attempt(conn: &Connection, pending: &mut Vec<Job>, answers: &mut Vec<(Job, An
         return Attempt::Again;
     }
     __failpoint("commit:inside");
-    match tx.commit() {
+    let committed = tx.commit();
+    match &committed {
+        Ok(()) => writers.committed(),
+        Err(_) => writers.failed(),
+    }
+    match committed {
         Ok(()) => {
             __failpoint("commit:after");
             for (job, value) in pending.drain(..).zip(values) {

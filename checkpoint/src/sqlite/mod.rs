@@ -8,6 +8,9 @@ mod rows;
 mod schema;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod writer_tests;
+mod writers;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -17,6 +20,7 @@ use rusqlite::{Connection, ErrorCode};
 
 use crate::failpoint::__failpoint;
 use crate::store::StoreError;
+use writers::{Touches, Writers};
 
 /// How much a committed transition survives.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -113,6 +117,8 @@ pub struct SqliteStore {
     options: SqliteOptions,
     /// Writes that found the connection held go here (`group.rs`).
     group: group::GroupCommitter,
+    /// What the connection knows of the runs it commits (`writers.rs`).
+    writers: Arc<Writers>,
     checkpointer: Option<Checkpointer>,
 }
 
@@ -374,10 +380,16 @@ impl SqliteStore {
             Checkpointing::Background => Some(Checkpointer::start(&path)?),
             Checkpointing::Inline => None,
         };
+        let writers = Arc::new(Writers::new(&conn).map_err(backend)?);
         let conn = Arc::new(Mutex::new(conn));
         let counted = checkpointer.as_ref().map(|checkpointer| Arc::clone(&checkpointer.shared));
-        let group = group::GroupCommitter::start(Arc::clone(&conn), counted, options.patience)?;
-        Ok(Self { conn, path, options, group, checkpointer })
+        let group = group::GroupCommitter::start(
+            Arc::clone(&conn),
+            Arc::clone(&writers),
+            counted,
+            options.patience,
+        )?;
+        Ok(Self { conn, path, options, group, writers, checkpointer })
     }
 
     fn prepare(conn: &mut Connection, options: &SqliteOptions) -> Result<(), StoreError> {
@@ -429,11 +441,19 @@ impl SqliteStore {
     /// (`group.rs`), which runs every write waiting at that moment in one
     /// transaction, and this task awaits its answer (given once that
     /// transaction is committed).
-    pub(crate) async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
+    ///
+    /// `touches` says which runs' writer state the work may change: it is
+    /// forgotten as the work runs (`writers.rs`).
+    async fn write<T, F>(&self, touches: Touches, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: Fn(&Connection) -> Result<T, Abort> + Send + Sync + 'static,
     {
+        let writers = Arc::clone(&self.writers);
+        let work = move |conn: &Connection| {
+            writers.forget(touches);
+            work(conn)
+        };
         let started = Instant::now();
         let mut pause = FIRST_PAUSE;
         while !self.group.busy() {
@@ -472,9 +492,14 @@ impl SqliteStore {
             Err(std::sync::TryLockError::WouldBlock) => return None,
         };
         Some(Tx::begin(&conn, "BEGIN IMMEDIATE").map_err(Abort::from).and_then(|tx| {
+            self.writers.begin();
             let value = work(&tx)?;
             __failpoint("commit:inside");
-            tx.commit()?;
+            if let Err(error) = tx.commit() {
+                self.writers.failed();
+                return Err(error.into());
+            }
+            self.writers.committed();
             Ok(value)
         }))
     }

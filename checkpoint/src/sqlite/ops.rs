@@ -1,12 +1,15 @@
 //! The [`Store`] operations of [`SqliteStore`].
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
 use super::rows::{
     blob_at, check_events, check_writer, corrupt_row, insert_events, insert_interrupts,
-    interrupts_at, key, load_owner, load_run, load_writer, run_from_row, SELECT_RUN,
+    interrupts_at, key, load_owner, load_run, load_writer, run_from_row, Writer, SELECT_RUN,
 };
+use super::writers::{Known, Touches};
 use super::{frame, Abort, SqliteStore};
 use crate::codec::Blob;
 use crate::event::restore_updates;
@@ -41,7 +44,7 @@ impl Store for SqliteStore {
         let owner = run.claim.as_ref().map(|(owner, _)| owner.to_text());
         let lease = run.claim.as_ref().map(|(_, until)| *until);
         let events = EventRecord::join_lines(&run.events);
-        self.write(move |tx| {
+        self.write(Touches::Run(run.id), move |tx| {
             let exists = tx
                 .prepare_cached("SELECT count(*) FROM runs WHERE id = ?1")?
                 .query_row([&id], |row| row.get::<_, i64>(0))?;
@@ -121,8 +124,15 @@ impl Store for SqliteStore {
         let events = EventRecord::join_lines(&transition.events);
         let running = transition.status == RunStatus::Running;
         let id = run.to_string();
-        self.write(move |tx| {
-            let record = load_writer(tx, run)?;
+        let writers = Arc::clone(&self.writers);
+        self.write(Touches::NoRun, move |tx| {
+            // What the last commit here left, unless something else may
+            // have changed it since (`writers.rs`).
+            let known = writers.get(tx, run)?;
+            let record = match known {
+                Some(known) => known.writer,
+                None => load_writer(tx, run)?,
+            };
             let num = record.num;
             check_writer(run, record.status, record.epoch, transition.epoch)?;
             if let Some(step) = &step {
@@ -153,12 +163,15 @@ impl Store for SqliteStore {
                     tx.prepare_cached("INSERT INTO snapshots (id, payload) VALUES (?1, ?2)")?
                         .execute(params![key(num, new_step), snapshot])?;
                 }
-                tx.prepare_cached("DELETE FROM pending_writes WHERE num = ?1 AND step = ?2")?
-                    .execute(params![num, new_step as i64])?;
+                if !known.is_some_and(|known| known.settled) {
+                    tx.prepare_cached("DELETE FROM pending_writes WHERE num = ?1 AND step = ?2")?
+                        .execute(params![num, new_step as i64])?;
+                }
             } else {
                 insert_events(tx, num, first_seq, count, &events)?;
             }
             insert_interrupts(tx, num, &transition.interrupts)?;
+            let mut lease_until_ms = record.lease_until_ms;
             if running && record.status == RunStatus::Running && step.is_some() {
                 // A step of a running run: its steps row says it all. The
                 // runs row is touched only to keep the lease fresh (about
@@ -169,6 +182,7 @@ impl Store for SqliteStore {
                     if stale {
                         tx.prepare_cached("UPDATE runs SET lease_until_ms = ?2 WHERE id = ?1")?
                             .execute(params![id, until])?;
+                        lease_until_ms = Some(until);
                     }
                 }
             } else {
@@ -177,6 +191,7 @@ impl Store for SqliteStore {
                 } else {
                     None
                 };
+                lease_until_ms = lease;
                 let update = "UPDATE runs SET status = ?2, step = ?3, failure = ?4, \
                      updated_at_ms = ?5, last_seq = ?6, lease_until_ms = ?7, \
                      owner = CASE WHEN ?8 THEN owner END, \
@@ -192,6 +207,15 @@ impl Store for SqliteStore {
                     running
                 ])?;
             }
+            let writer = Writer {
+                status: transition.status,
+                epoch: record.epoch,
+                num,
+                step: new_step,
+                last_seq: (first_seq + count - 1) as u64,
+                lease_until_ms,
+            };
+            writers.stage(run, Known { writer, settled: step.is_some() });
             Ok(())
         })
         .await
@@ -202,7 +226,7 @@ impl Store for SqliteStore {
         let rows: Vec<(TaskKey, Vec<u8>)> =
             write.updates.into_iter().map(|u| (u.task, u.update.to_bytes())).collect();
         let epoch = write.epoch;
-        self.write(move |tx| {
+        self.write(Touches::Run(run), move |tx| {
             let record = load_writer(tx, run)?;
             let num = record.num;
             check_writer(run, record.status, record.epoch, epoch)?;
@@ -228,7 +252,7 @@ impl Store for SqliteStore {
         let payload = write.progress.update.to_bytes();
         let events = EventRecord::join_lines(&write.events);
         let id = run.to_string();
-        self.write(move |tx| {
+        self.write(Touches::Run(run), move |tx| {
             let record = load_writer(tx, run)?;
             let num = record.num;
             check_writer(run, record.status, record.epoch, write.epoch)?;
@@ -273,7 +297,7 @@ impl Store for SqliteStore {
     ) -> Result<u64, StoreError> {
         let owner = owner.to_text();
         let id = run.to_string();
-        self.write(move |tx| {
+        self.write(Touches::Run(run), move |tx| {
             let (status, epoch, _) = load_owner(tx, run)?;
             check_writer(run, status, epoch, expected_epoch)?;
             tx.prepare_cached(
@@ -289,7 +313,7 @@ impl Store for SqliteStore {
 
     async fn renew(&self, run: RunId, epoch: u64, lease_until_ms: i64) -> Result<(), StoreError> {
         let id = run.to_string();
-        self.write(move |tx| {
+        self.write(Touches::Run(run), move |tx| {
             let (status, current, _) = load_owner(tx, run)?;
             check_writer(run, status, current, epoch)?;
             tx.prepare_cached(
@@ -402,7 +426,7 @@ impl Store for SqliteStore {
             .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
         let events = EventRecord::join_lines(&write.events);
         let id = run.to_string();
-        self.write(move |tx| {
+        self.write(Touches::Run(run), move |tx| {
             let (record, num) = load_run(tx, run)?;
             if record.epoch != write.expected_epoch {
                 let (writer, current) = (write.expected_epoch, record.epoch);
@@ -623,7 +647,7 @@ impl Store for SqliteStore {
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
         let id = run.to_string();
-        self.write(move |tx| {
+        self.write(Touches::Run(run), move |tx| {
             let (status, _, num) = load_owner(tx, run)?;
             if status == RunStatus::Running {
                 return Err(StoreError::RunInFlight { run }.into());

@@ -89,6 +89,7 @@ pub(super) fn load_run(tx: &Connection, run: RunId) -> Result<(RunRecord, i64), 
 
 /// What a writer checks before a commit: the run's status, epoch, number,
 /// effective step and last event, and its lease.
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Writer {
     pub(super) status: RunStatus,
     pub(super) epoch: u64,

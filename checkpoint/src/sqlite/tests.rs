@@ -7,7 +7,7 @@ use crate::record::{EventRecord, GraphRef, NewRun};
 use crate::{Owner, RunId, Store};
 
 /// A run of graph `g` v1 with a one-byte state, to create in tests.
-fn new_run(id: RunId) -> NewRun {
+pub(super) fn new_run(id: RunId) -> NewRun {
     NewRun {
         id,
         graph: GraphRef { name: "g".into(), version: 1 },
@@ -40,7 +40,7 @@ fn wait_for_handed_over(store: &SqliteStore, n: u64) {
     }
 }
 
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
+pub(super) fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(future)
 }
 
@@ -207,7 +207,10 @@ fn the_checkpoint_thread_runs_per_batch_of_commits_not_per_commit() {
     block_on(async {
         for num in 0..1_000 {
             let insert = "INSERT INTO attachments (num, body) VALUES (?1, 'x')";
-            store.write(move |tx| Ok(tx.execute(insert, [num])?)).await.expect("write");
+            store
+                .write(Touches::NoRun, move |tx| Ok(tx.execute(insert, [num])?))
+                .await
+                .expect("write");
             std::thread::yield_now();
         }
     });
@@ -347,7 +350,7 @@ const STEPS_OF_VERSION_7: &str = "
 
 /// A step of `run` with one update, events `seq..seq + 2`, and a snapshot
 /// when asked.
-fn step_of(run: RunId, number: u64, seq: u64, snapshot: bool) -> crate::Transition {
+pub(super) fn step_of(run: RunId, number: u64, seq: u64, snapshot: bool) -> crate::Transition {
     let blob = |value: u64| crate::Codec::Json.encode(&value, 1).expect("encode");
     let key = crate::TaskKey { step: number, index: 0, node: "n".into() };
     crate::Transition {
@@ -486,7 +489,10 @@ fn waiting_for_a_locked_database_leaves_the_runtime_free() {
             }
         });
         let insert = "INSERT INTO attachments (num, body) VALUES (1, 'x')";
-        store.write(|tx| Ok(tx.execute(insert, [])?)).await.expect("write after the lock");
+        store
+            .write(Touches::NoRun, |tx| Ok(tx.execute(insert, [])?))
+            .await
+            .expect("write after the lock");
     });
     let waited = started.elapsed();
     release.join().expect("holder");
@@ -574,7 +580,7 @@ fn a_write_that_panics_in_a_group_fails_alone() {
             let store = std::sync::Arc::clone(&store);
             runtime.spawn(async move {
                 store
-                    .write(move |tx| {
+                    .write(Touches::NoRun, move |tx| {
                         assert!(n != 3, "write 3 panics");
                         tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?;
                         Ok(n)
@@ -605,7 +611,7 @@ fn a_write_that_panics_in_a_group_fails_alone() {
         let store = std::sync::Arc::clone(&store);
         runtime.spawn(async move {
             store
-                .write(|tx| {
+                .write(Touches::NoRun, |tx| {
                     Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (9, 'y')", [])?)
                 })
                 .await
@@ -634,7 +640,7 @@ fn after_a_shared_commit_writes_keep_their_turn_then_go_back_to_their_caller() {
         let store = std::sync::Arc::clone(&store);
         runtime.spawn(async move {
             store
-                .write(move |tx| {
+                .write(Touches::NoRun, move |tx| {
                     Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?)
                 })
                 .await
@@ -677,7 +683,9 @@ fn a_grouped_write_is_dropped_on_its_callers_side() {
     let held = store.conn.lock().expect("the connection");
     let write = runtime.spawn({
         let store = std::sync::Arc::clone(&store);
-        async move { store.write(move |_tx| Ok(guard.0.lock().map(|_| 1).unwrap_or(0))).await }
+        async move {
+            store.write(Touches::NoRun, move |_tx| Ok(guard.0.lock().map(|_| 1).unwrap_or(0))).await
+        }
     });
     // The connection is held: the write goes to the thread.
     while store.group.waiting() < 1 {

@@ -1,0 +1,185 @@
+//! Tests of what commits know of their runs (`writers.rs`): known state
+//! is used, and never once it may be stale.
+
+use rusqlite::Connection;
+
+use super::tests::{block_on, new_run, step_of};
+use super::writers::{Known, Touches, Writers};
+use super::SqliteStore;
+use crate::record::{TaskUpdate, TaskWrite};
+use crate::{Owner, RunId, RunStatus, Store, StoreError, TaskKey};
+
+/// Step `number` of `run` (events `2n-1`, `2n`) by the writer of `epoch`.
+fn step(run: RunId, number: u64, epoch: u64) -> crate::Transition {
+    crate::Transition { epoch, ..step_of(run, number, 2 * number - 1, false) }
+}
+
+#[test]
+fn a_runs_steps_after_its_first_read_nothing_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = SqliteStore::open(dir.path().join("s.db")).expect("open");
+    let run = RunId::new();
+    block_on(async {
+        store.create_run(new_run(run)).await.expect("create");
+        for number in 1..=5 {
+            store.commit(step(run, number, 1)).await.expect("commit");
+        }
+    });
+    assert_eq!(store.writers.misses(), 1, "only the first step read the run back");
+    let checkpoint = block_on(store.checkpoint(run, None)).expect("checkpoint");
+    assert_eq!(checkpoint.run.step, 5);
+    assert_eq!(checkpoint.run.last_seq, 10);
+}
+
+#[test]
+fn a_claim_of_this_store_or_of_another_connection_fences_the_old_writer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("s.db");
+    let store = SqliteStore::open(&path).expect("open");
+    let other = SqliteStore::open(&path).expect("open a second connection");
+    let run = RunId::new();
+    block_on(async {
+        store.create_run(new_run(run)).await.expect("create");
+        store.commit(step(run, 1, 1)).await.expect("step 1");
+        // Taken over through this store: its own claim is seen.
+        let epoch = store.claim(run, 1, Owner::current(), i64::MAX).await.expect("claim");
+        assert_eq!(epoch, 2);
+        let stale = store.commit(step(run, 2, 1)).await;
+        assert!(
+            matches!(stale, Err(StoreError::Fenced { writer: 1, current: 2, .. })),
+            "{stale:?}"
+        );
+        store.commit(step(run, 2, 2)).await.expect("step 2 by the new owner");
+        // Taken over through another connection (another process would
+        // do the same): the known epoch 2 is stale now.
+        let epoch = other.claim(run, 2, Owner::current(), i64::MAX).await.expect("claim");
+        assert_eq!(epoch, 3);
+        let stale = store.commit(step(run, 3, 2)).await;
+        assert!(
+            matches!(stale, Err(StoreError::Fenced { writer: 2, current: 3, .. })),
+            "{stale:?}"
+        );
+        other.commit(step(run, 3, 3)).await.expect("step 3 by the other connection");
+        // And the other connection's step is seen by the next commit here.
+        let epoch = store.claim(run, 3, Owner::current(), i64::MAX).await.expect("claim back");
+        store.commit(step(run, 4, epoch)).await.expect("step 4 follows the other's step 3");
+        let early = store.commit(step(run, 4, epoch)).await;
+        assert!(
+            matches!(early, Err(StoreError::StepOutOfOrder { current: 4, found: 4, .. })),
+            "{early:?}"
+        );
+    });
+    let history = block_on(store.history(run, None, 10)).expect("history");
+    let steps: Vec<u64> = history.checkpoints.iter().map(|c| c.step).collect();
+    assert_eq!(steps, [4, 3, 2, 1, 0]);
+}
+
+#[test]
+fn a_deleted_run_takes_no_more_steps() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("s.db");
+    let store = SqliteStore::open(&path).expect("open");
+    let run = RunId::new();
+    block_on(async {
+        store.create_run(new_run(run)).await.expect("create");
+        let pause = crate::Transition { status: RunStatus::AwaitingHitl, ..step(run, 1, 1) };
+        store.commit(pause).await.expect("pause");
+        store.delete_run(run).await.expect("delete");
+        let late = store.commit(step(run, 2, 1)).await;
+        assert!(matches!(late, Err(StoreError::RunNotFound { .. })), "{late:?}");
+    });
+    let conn = Connection::open(&path).expect("open");
+    let rows: i64 = conn.query_row("SELECT count(*) FROM steps", [], |r| r.get(0)).expect("count");
+    assert_eq!(rows, 0, "no step row of the deleted run");
+}
+
+#[test]
+fn pending_writes_stored_after_a_step_are_dropped_by_the_next() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("s.db");
+    let store = SqliteStore::open(&path).expect("open");
+    let run = RunId::new();
+    let pending = |conn: &Connection| -> i64 {
+        conn.query_row("SELECT count(*) FROM pending_writes", [], |r| r.get(0)).expect("count")
+    };
+    block_on(async {
+        store.create_run(new_run(run)).await.expect("create");
+        store.commit(step(run, 1, 1)).await.expect("step 1");
+        store.commit(step(run, 2, 1)).await.expect("step 2");
+        let update = crate::Codec::Json.encode(&7u8, 1).expect("encode");
+        let task = TaskKey { step: 3, index: 1, node: "n".into() };
+        let updates = vec![TaskUpdate { task, update }];
+        store.put_task_writes(TaskWrite { run, epoch: 1, updates }).await.expect("pending");
+    });
+    let conn = Connection::open(&path).expect("open");
+    assert_eq!(pending(&conn), 1);
+    // A commit without a step in between (its events only) is known too,
+    // and it dropped no pending writes.
+    let events = vec![crate::EventRecord { seq: 5, json: "{}".into() }];
+    let between = crate::Transition { step: None, events, ..step(run, 3, 1) };
+    block_on(store.commit(between)).expect("events only");
+    assert_eq!(pending(&conn), 1);
+    let third = crate::Transition {
+        events: vec![crate::EventRecord { seq: 6, json: "{}".into() }],
+        ..step(run, 3, 1)
+    };
+    block_on(store.commit(third)).expect("step 3");
+    assert_eq!(pending(&conn), 0, "the step's commit dropped its pending writes");
+    assert_eq!(store.writers.misses(), 2, "step 1, and the first commit after the pending write");
+}
+
+#[test]
+fn only_committed_transactions_leave_anything_known() {
+    let conn = Connection::open_in_memory().expect("open");
+    let writers = Writers::new(&conn).expect("writers");
+    let (run, other) = (RunId::new(), RunId::new());
+    let known = |step| Known {
+        writer: super::rows::Writer {
+            status: RunStatus::Running,
+            epoch: 1,
+            num: 1,
+            step,
+            last_seq: 0,
+            lease_until_ms: None,
+        },
+        settled: true,
+    };
+    // A batch that was rolled back and begun again: nothing of it stays.
+    writers.begin();
+    writers.stage(run, known(1));
+    writers.begin();
+    writers.committed();
+    assert!(writers.get(&conn, run).expect("get").is_none());
+    // A write of another kind later in the batch forgets what was staged.
+    writers.begin();
+    writers.stage(run, known(1));
+    writers.stage(other, known(7));
+    writers.forget(Touches::Run(run));
+    writers.committed();
+    writers.begin();
+    assert!(writers.get(&conn, run).expect("get").is_none());
+    assert_eq!(writers.get(&conn, other).expect("get").map(|k| k.writer.step), Some(7));
+    // A failed commit forgets everything.
+    writers.begin();
+    writers.stage(run, known(2));
+    writers.failed();
+    writers.committed();
+    assert!(writers.get(&conn, run).expect("get").is_none());
+    assert!(writers.get(&conn, other).expect("get").is_none());
+    // Another connection's commit is noticed before known state is used.
+    let file = tempfile::tempdir().expect("temp dir");
+    let path = file.path().join("v.db");
+    let mine = Connection::open(&path).expect("open");
+    let theirs = Connection::open(&path).expect("open");
+    mine.execute_batch("CREATE TABLE t (x)").expect("create");
+    let writers = Writers::new(&mine).expect("writers");
+    writers.begin();
+    assert!(writers.get(&mine, other).expect("get").is_none());
+    writers.stage(other, known(9));
+    writers.committed();
+    writers.begin();
+    assert!(writers.get(&mine, other).expect("get").is_some(), "nobody else wrote");
+    writers.begin();
+    theirs.execute("INSERT INTO t VALUES (1)", []).expect("their write");
+    assert!(writers.get(&mine, other).expect("get").is_none(), "their commit made it stale");
+}
