@@ -1,6 +1,7 @@
 //! The embedded SQLite store.
 
 mod cache;
+mod commit;
 mod frame;
 mod group;
 mod ops;

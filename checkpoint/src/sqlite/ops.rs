@@ -1,15 +1,14 @@
 //! The [`Store`] operations of [`SqliteStore`].
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
+use super::commit::MAX_STEP;
 use super::rows::{
-    blob_at, check_events, check_writer, corrupt_row, insert_events, insert_interrupts,
-    interrupts_at, key, load_owner, load_run, load_writer, run_from_row, Writer, SELECT_RUN,
+    blob_at, check_events, check_writer, corrupt_row, insert_events, interrupts_at, key,
+    load_owner, load_run, load_writer, run_from_row, SELECT_RUN,
 };
-use super::writers::{Known, Touches};
+use super::writers::Touches;
 use super::{frame, Abort, SqliteStore};
 use crate::codec::Blob;
 use crate::event::restore_updates;
@@ -21,18 +20,6 @@ use crate::record::{
     TaskUpdate, TaskWrite, Transition, Waiting,
 };
 use crate::store::{Store, StoreError};
-
-/// Steps per run that the row keys can address.
-const MAX_STEP: u64 = u32::MAX as u64;
-
-/// The encoded parts of a committed step.
-struct StepRow {
-    number: u64,
-    tasks: usize,
-    updates: Vec<u8>,
-    snapshot: Option<Vec<u8>>,
-    frontier: Vec<u8>,
-}
 
 #[async_trait]
 impl Store for SqliteStore {
@@ -107,118 +94,7 @@ impl Store for SqliteStore {
     }
 
     async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
-        let run = transition.run;
-        let failure = transition
-            .failure
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
-        let step = transition.step.as_ref().map(|step| StepRow {
-            number: step.step,
-            tasks: step.updates.len(),
-            updates: frame::encode(&step.updates),
-            snapshot: step.snapshot.as_ref().map(Blob::to_bytes),
-            frontier: step.frontier.to_bytes(),
-        });
-        let events = EventRecord::join_lines(&transition.events);
-        let running = transition.status == RunStatus::Running;
-        let id = run.to_string();
-        let writers = Arc::clone(&self.writers);
-        self.write(Touches::NoRun, move |tx| {
-            // What the last commit here left, unless something else may
-            // have changed it since (`writers.rs`).
-            let known = writers.get(tx, run)?;
-            let record = match known {
-                Some(known) => known.writer,
-                None => load_writer(tx, run)?,
-            };
-            let num = record.num;
-            check_writer(run, record.status, record.epoch, transition.epoch)?;
-            if let Some(step) = &step {
-                if step.number != record.step + 1 || step.number > MAX_STEP {
-                    let (current, found) = (record.step, step.number);
-                    return Err(StoreError::StepOutOfOrder { run, current, found }.into());
-                }
-            }
-            check_events(run, record.last_seq, &transition.events)?;
-            let first_seq = record.last_seq as i64 + 1;
-            let count = transition.events.len() as i64;
-            let new_step = step.as_ref().map_or(record.step, |step| step.number);
-            if let Some(step) = &step {
-                let insert = "INSERT INTO steps (num, step, at_ms, tasks, frontier, updates, \
-                     first_seq, event_count, events) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
-                tx.prepare_cached(insert)?.execute(params![
-                    num,
-                    new_step as i64,
-                    transition.at_ms,
-                    step.tasks as i64,
-                    step.frontier,
-                    step.updates,
-                    first_seq,
-                    count,
-                    events
-                ])?;
-                if let Some(snapshot) = &step.snapshot {
-                    tx.prepare_cached("INSERT INTO snapshots (id, payload) VALUES (?1, ?2)")?
-                        .execute(params![key(num, new_step), snapshot])?;
-                }
-                if !known.is_some_and(|known| known.settled) {
-                    tx.prepare_cached("DELETE FROM pending_writes WHERE num = ?1 AND step = ?2")?
-                        .execute(params![num, new_step as i64])?;
-                }
-            } else {
-                insert_events(tx, num, first_seq, count, &events)?;
-            }
-            insert_interrupts(tx, num, &transition.interrupts)?;
-            let mut lease_until_ms = record.lease_until_ms;
-            if running && record.status == RunStatus::Running && step.is_some() {
-                // A step of a running run: its steps row says it all. The
-                // runs row is touched only to keep the lease fresh (about
-                // every third of the lease), so most steps write one page.
-                if let Some(until) = transition.lease_until_ms {
-                    let length = until - transition.at_ms;
-                    let stale = record.lease_until_ms.is_none_or(|held| held < until - length / 3);
-                    if stale {
-                        tx.prepare_cached("UPDATE runs SET lease_until_ms = ?2 WHERE id = ?1")?
-                            .execute(params![id, until])?;
-                        lease_until_ms = Some(until);
-                    }
-                }
-            } else {
-                let lease = if running {
-                    transition.lease_until_ms.or(record.lease_until_ms)
-                } else {
-                    None
-                };
-                lease_until_ms = lease;
-                let update = "UPDATE runs SET status = ?2, step = ?3, failure = ?4, \
-                     updated_at_ms = ?5, last_seq = ?6, lease_until_ms = ?7, \
-                     owner = CASE WHEN ?8 THEN owner END, \
-                     lease_losses = CASE WHEN ?8 THEN lease_losses ELSE 0 END WHERE id = ?1";
-                tx.prepare_cached(update)?.execute(params![
-                    id,
-                    transition.status.as_str(),
-                    new_step as i64,
-                    failure,
-                    transition.at_ms,
-                    first_seq + count - 1,
-                    lease,
-                    running
-                ])?;
-            }
-            let writer = Writer {
-                status: transition.status,
-                epoch: record.epoch,
-                num,
-                step: new_step,
-                last_seq: (first_seq + count - 1) as u64,
-                lease_until_ms,
-            };
-            writers.stage(run, Known { writer, settled: step.is_some() });
-            Ok(())
-        })
-        .await
+        self.commit_transition(transition).await
     }
 
     async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
