@@ -47,7 +47,6 @@ impl SqliteStore {
         });
         let events = EventRecord::join_lines(&transition.events);
         let running = transition.status == RunStatus::Running;
-        let id = run.to_string();
         let writers = Arc::clone(&self.writers);
         self.write(Touches::NoRun, move |tx| {
             // What the last commit here left, unless something else may
@@ -105,7 +104,7 @@ impl SqliteStore {
                     let stale = record.lease_until_ms.is_none_or(|held| held < until - length / 3);
                     if stale {
                         tx.prepare_cached("UPDATE runs SET lease_until_ms = ?2 WHERE id = ?1")?
-                            .execute(params![id, until])?;
+                            .execute(params![run.to_string(), until])?;
                         lease_until_ms = Some(until);
                     }
                 }
@@ -120,7 +119,7 @@ impl SqliteStore {
                      owner = CASE WHEN ?8 THEN owner END, \
                      lease_losses = CASE WHEN ?8 THEN lease_losses ELSE 0 END WHERE id = ?1";
                 tx.prepare_cached(update)?.execute(params![
-                    id,
+                    run.to_string(),
                     transition.status.as_str(),
                     new_step as i64,
                     failure,
