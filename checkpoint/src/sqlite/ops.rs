@@ -1,14 +1,16 @@
 //! The [`Store`] operations of [`SqliteStore`].
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
 use super::commit::MAX_STEP;
 use super::rows::{
     blob_at, check_events, check_writer, corrupt_row, insert_events, interrupts_at, key,
-    load_owner, load_run, load_writer, run_from_row, SELECT_RUN,
+    load_owner, load_run, load_writer, run_from_row, Writer, SELECT_RUN,
 };
-use super::writers::Touches;
+use super::writers::{Known, Touches};
 use super::{frame, Abort, SqliteStore};
 use crate::codec::Blob;
 use crate::event::restore_updates;
@@ -31,6 +33,7 @@ impl Store for SqliteStore {
         let owner = run.claim.as_ref().map(|(owner, _)| owner.to_text());
         let lease = run.claim.as_ref().map(|(_, until)| *until);
         let events = EventRecord::join_lines(&run.events);
+        let writers = Arc::clone(&self.writers);
         self.write(Touches::Run(run.id), move |tx| {
             let exists = tx
                 .prepare_cached("SELECT count(*) FROM runs WHERE id = ?1")?
@@ -88,6 +91,17 @@ impl Store for SqliteStore {
                 tx.prepare_cached("INSERT INTO attachments (num, body) VALUES (?1, ?2)")?
                     .execute(params![num, body])?;
             }
+            // Its first commit need not read it back (`writers.rs`); a new
+            // run has no pending writes.
+            let writer = Writer {
+                status,
+                epoch: 1,
+                num,
+                step: 0,
+                last_seq: count as u64,
+                lease_until_ms: lease,
+            };
+            writers.stage(run.id, Known { writer, settled: true });
             Ok(1)
         })
         .await
@@ -302,8 +316,11 @@ impl Store for SqliteStore {
             .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
         let events = EventRecord::join_lines(&write.events);
         let id = run.to_string();
+        let writers = Arc::clone(&self.writers);
         self.write(Touches::Run(run), move |tx| {
-            let (record, num) = load_run(tx, run)?;
+            // The writer's part of the run is all a decision checks.
+            let record = load_writer(tx, run)?;
+            let num = record.num;
             if record.epoch != write.expected_epoch {
                 let (writer, current) = (write.expected_epoch, record.epoch);
                 return Err(StoreError::Fenced { run, writer, current }.into());
@@ -367,6 +384,17 @@ impl Store for SqliteStore {
                 lease,
                 failure
             ])?;
+            // What the run's next commit checks: the paused step's pending
+            // writes are still there (not settled).
+            let writer = Writer {
+                status,
+                epoch: record.epoch + 1,
+                num,
+                step: record.step,
+                last_seq: (first_seq + count - 1) as u64,
+                lease_until_ms: lease,
+            };
+            writers.stage(run, Known { writer, settled: false });
             Ok(record.epoch + 1)
         })
         .await

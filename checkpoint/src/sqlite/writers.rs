@@ -9,8 +9,9 @@
 //!   checks before it first uses what is known (the write lock is held, so
 //!   nothing can change it after): then everything is forgotten;
 //! - every other kind of write of this connection forgets what it may
-//!   change ([`Touches`]) as it runs;
-//! - a commit's new state is staged and becomes known only once its
+//!   change ([`Touches`]) as it runs (a run's creation and a decision then
+//!   stage the state they wrote, like a commit);
+//! - a write's new state is staged and becomes known only once its
 //!   transaction commits (a rolled-back batch leaves nothing behind).
 
 use std::collections::HashMap;
@@ -35,9 +36,9 @@ pub(super) enum Touches {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Known {
     pub(super) writer: Writer,
-    /// That commit stored a step, and dropped the step's pending writes:
-    /// the run has none for its next step until a write of another kind
-    /// (which forgets the run) stores some.
+    /// The run has no pending writes for its next step: the last commit
+    /// stored a step and dropped them, or the run was just created; only a
+    /// write that forgets the run can store some.
     pub(super) settled: bool,
 }
 
@@ -106,8 +107,9 @@ impl Writers {
         Ok(inner.known.get(&run).copied())
     }
 
-    /// `run`'s state once the open transaction commits (its commit wrote
-    /// it). Later writes of the same transaction may still forget it.
+    /// `run`'s state once the open transaction commits (a commit, a
+    /// creation or a decision wrote it). Later writes of the same
+    /// transaction may still forget it.
     pub(super) fn stage(&self, run: RunId, known: Known) {
         self.lock().staged.push((run, known));
     }
