@@ -45,6 +45,98 @@ impl EventRecord {
     }
 }
 
+/// What starts a line stored without the head every line of its run
+/// repeats ([`EventRecord::join_compact`]). A JSON line never starts so.
+const COMPACT: char = '~';
+
+impl EventRecord {
+    /// Like [`EventRecord::join_lines`], each line kept without the head
+    /// that every line of `run` repeats: `{"v":N,"run_id":"RUN",` becomes
+    /// `~N,` (45 bytes fewer a line). Lines without that head are kept as
+    /// they are (one starting with `~`, which no JSON line does, gets a
+    /// second `~`). [`EventRecord::split_compact`] gives back the lines
+    /// byte for byte.
+    pub(crate) fn join_compact(run: RunId, events: &[EventRecord]) -> String {
+        let run = run.to_string();
+        let mut lines = String::with_capacity(events.iter().map(|e| e.json.len() + 1).sum());
+        for (i, event) in events.iter().enumerate() {
+            if i > 0 {
+                lines.push('\n');
+            }
+            let line = event.json.as_str();
+            match compact_parts(&run, line) {
+                Some((version, rest)) => {
+                    lines.push(COMPACT);
+                    lines.push_str(version);
+                    lines.push(',');
+                    lines.push_str(rest);
+                }
+                None => {
+                    if line.starts_with(COMPACT) {
+                        lines.push(COMPACT);
+                    }
+                    lines.push_str(line);
+                }
+            }
+        }
+        lines
+    }
+
+    /// Splits what [`EventRecord::join_compact`] (or
+    /// [`EventRecord::join_lines`]) made for `run`, numbering from
+    /// `first_seq`, and appends the events with `seq > after` to `out`.
+    pub(crate) fn split_compact(
+        run: RunId,
+        first_seq: u64,
+        lines: &str,
+        after: u64,
+        out: &mut Vec<EventRecord>,
+    ) {
+        if lines.is_empty() {
+            return;
+        }
+        let run = run.to_string();
+        for (offset, stored) in lines.split('\n').enumerate() {
+            let seq = first_seq + offset as u64;
+            if seq > after {
+                out.push(EventRecord { seq, json: expand(&run, stored) });
+            }
+        }
+    }
+}
+
+/// The version digits and the rest of `line` when it starts with the head
+/// of `run`'s lines.
+fn compact_parts<'l>(run: &str, line: &'l str) -> Option<(&'l str, &'l str)> {
+    let tail = line.strip_prefix("{\"v\":")?;
+    let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let rest = tail[digits..].strip_prefix(",\"run_id\":\"")?.strip_prefix(run)?;
+    Some((&tail[..digits], rest.strip_prefix("\",")?))
+}
+
+/// A stored line as it was written.
+fn expand(run: &str, stored: &str) -> String {
+    let Some(compact) = stored.strip_prefix(COMPACT) else { return stored.to_owned() };
+    let digits = compact.bytes().take_while(u8::is_ascii_digit).count();
+    match compact[digits..].strip_prefix(',') {
+        Some(rest) if digits > 0 => {
+            let mut line = String::with_capacity(stored.len() + run.len() + 20);
+            line.push_str("{\"v\":");
+            line.push_str(&compact[..digits]);
+            line.push_str(",\"run_id\":\"");
+            line.push_str(run);
+            line.push_str("\",");
+            line.push_str(rest);
+            line
+        }
+        // A line that started with `~` itself, kept with a second one.
+        _ => compact.to_owned(),
+    }
+}
+
 /// What ends a stored `node_completed` line whose update was left out: the
 /// update is in its step's record (a task's update is written once, not
 /// twice). Only the engine writes it, at the very end of the line, where no
@@ -126,4 +218,54 @@ pub fn restore_updates(
             .map_err(|source| crate::store::StoreError::CorruptCheckpoint { run, step, source })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(run: RunId, other: RunId) -> Vec<EventRecord> {
+        let texts = [
+            format!("{{\"v\":1,\"run_id\":\"{run}\",\"seq\":1,\"event_type\":\"run_started\"}}"),
+            // Another version, and the run's id again further on.
+            format!("{{\"v\":12,\"run_id\":\"{run}\",\"seq\":2,\"note\":\"{run}\"}}"),
+            // Not this run's head: kept whole.
+            format!("{{\"v\":1,\"run_id\":\"{other}\",\"seq\":3}}"),
+            "{\"s\":4}".to_owned(),
+            "~not json, kept as it was".to_owned(),
+            "~~".to_owned(),
+            "~7,".to_owned(),
+            String::new(),
+            format!("{{\"v\":,\"run_id\":\"{run}\",\"seq\":9}}"),
+            format!("{{\"v\":1,\"run_id\":\"{run}\"}}"),
+        ];
+        texts.into_iter().zip(1..).map(|(json, seq)| EventRecord { seq, json }).collect()
+    }
+
+    #[test]
+    fn compact_lines_read_back_byte_for_byte() {
+        let (run, other) = (RunId::new(), RunId::new());
+        let events = lines(run, other);
+        let stored = EventRecord::join_compact(run, &events);
+        assert!(stored.starts_with("~1,\"seq\":1,"), "{stored}");
+        assert!(stored.contains("\n~12,\"seq\":2,"), "{stored}");
+        assert_eq!(stored.matches(&run.to_string()).count(), 3, "the heads left out");
+        let mut back = Vec::new();
+        EventRecord::split_compact(run, 1, &stored, 0, &mut back);
+        assert_eq!(back, events);
+        let mut later = Vec::new();
+        EventRecord::split_compact(run, 1, &stored, 4, &mut later);
+        assert_eq!(later, events[4..]);
+        // Lines stored whole (before compaction) read the same.
+        let mut whole = Vec::new();
+        let plain: Vec<EventRecord> =
+            events.iter().filter(|e| !e.json.starts_with('~')).cloned().collect();
+        EventRecord::split_compact(run, 1, &EventRecord::join_lines(&plain), 0, &mut whole);
+        let renumbered: Vec<String> = whole.iter().map(|e| e.json.clone()).collect();
+        let expected: Vec<String> = plain.iter().map(|e| e.json.clone()).collect();
+        assert_eq!(renumbered, expected);
+        let mut none = Vec::new();
+        EventRecord::split_compact(run, 1, "", 0, &mut none);
+        assert!(none.is_empty());
+    }
 }

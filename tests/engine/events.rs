@@ -413,6 +413,10 @@ fn large_updates_are_stored_once_and_read_back_whole() {
         "the committed steps' node_completed lines leave their updates to the step's record"
     );
     assert!(steps.iter().any(|events| events.contains("\"update_in_step\":true")));
+    assert!(
+        steps.iter().flat_map(|events| events.lines()).all(|line| line.starts_with("~1,\"seq\":")),
+        "lines are stored without the head every line of the run repeats"
+    );
     let mut stmt = conn.prepare("SELECT lines FROM events").unwrap();
     let paused: Vec<String> =
         stmt.query_map([], |row| row.get::<_, String>(0)).unwrap().map(Result::unwrap).collect();

@@ -45,7 +45,7 @@ impl SqliteStore {
             snapshot: step.snapshot.as_ref().map(Blob::to_bytes),
             frontier: step.frontier.to_bytes(),
         });
-        let events = EventRecord::join_lines(&transition.events);
+        let events = EventRecord::join_compact(run, &transition.events);
         let running = transition.status == RunStatus::Running;
         let writers = Arc::clone(&self.writers);
         self.write(Touches::NoRun, move |tx| {

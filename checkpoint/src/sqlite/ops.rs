@@ -32,7 +32,7 @@ impl Store for SqliteStore {
         let status = if run.claim.is_some() { RunStatus::Running } else { RunStatus::Queued };
         let owner = run.claim.as_ref().map(|(owner, _)| owner.to_text());
         let lease = run.claim.as_ref().map(|(_, until)| *until);
-        let events = EventRecord::join_lines(&run.events);
+        let events = EventRecord::join_compact(run.id, &run.events);
         let writers = Arc::clone(&self.writers);
         self.write(Touches::Run(run.id), move |tx| {
             let exists = tx
@@ -140,7 +140,7 @@ impl Store for SqliteStore {
         let run = write.run;
         let task = write.progress.task.clone();
         let payload = write.progress.update.to_bytes();
-        let events = EventRecord::join_lines(&write.events);
+        let events = EventRecord::join_compact(run, &write.events);
         let id = run.to_string();
         self.write(Touches::Run(run), move |tx| {
             let record = load_writer(tx, run)?;
@@ -314,7 +314,7 @@ impl Store for SqliteStore {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
-        let events = EventRecord::join_lines(&write.events);
+        let events = EventRecord::join_compact(run, &write.events);
         let id = run.to_string();
         let writers = Arc::clone(&self.writers);
         self.write(Touches::Run(run), move |tx| {
@@ -599,7 +599,7 @@ impl Store for SqliteStore {
                     let first = row.get::<_, i64>(0)? as u64;
                     let lines: String = row.get(1)?;
                     let from = events.len();
-                    EventRecord::split_lines(first, &lines, after_seq, &mut events);
+                    EventRecord::split_compact(run, first, &lines, after_seq, &mut events);
                     if events[from..].iter().any(|e| e.update_left_out().is_some()) {
                         let step = row.get::<_, i64>(2)? as u64;
                         let updates: Vec<u8> = row.get(3)?;
