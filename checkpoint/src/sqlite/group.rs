@@ -296,20 +296,21 @@ fn attempt(
         return Attempt::Again;
     }
     __failpoint("commit:inside");
-    let committed = tx.commit();
-    match &committed {
-        Ok(()) => writers.committed(),
-        Err(_) => writers.failed(),
-    }
-    match committed {
+    match tx.commit() {
         Ok(()) => {
+            writers.committed();
             __failpoint("commit:after");
             for (job, value) in pending.drain(..).zip(values) {
                 answers.push((job, Ok(value)));
             }
         }
-        Err(error) if is_busy(&error) => return Attempt::Busy,
-        Err(error) => fail_all(pending, answers, &error),
+        Err(error) => {
+            writers.failed();
+            if is_busy(&error) {
+                return Attempt::Busy;
+            }
+            fail_all(pending, answers, &error);
+        }
     }
     Attempt::Done
 }

@@ -86,8 +86,10 @@ impl Writers {
     /// What is known of `run`, if anything, in the write transaction open
     /// on `conn`. The first use in a transaction checks that no other
     /// connection committed since the last check (everything is forgotten
-    /// if one did). Entries are only staged by commits that asked first,
-    /// so an unchanged version vouches for every entry.
+    /// if one did). Every entry was current when the last check found no
+    /// such commit, or was written by this connection after it; an
+    /// unchanged version says no other connection committed since, so
+    /// every entry is still current.
     pub(super) fn get(&self, conn: &Connection, run: RunId) -> rusqlite::Result<Option<Known>> {
         let mut inner = self.lock();
         if !inner.known.contains_key(&run) {
