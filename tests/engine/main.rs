@@ -19,6 +19,8 @@
 //! - `send_sync`: compile-time `Send`/`Sync` assertions.
 //! - `sqlite`: the engine on the SQLite store: reopening, recovery, fencing,
 //!   lease renewal.
+//! - `store_model`: the SQLite store against the reference store on random
+//!   sequences of calls, some through a second connection.
 //! - `subgraph`: subgraphs: own state, namespaced events, pauses, crashes
 //!   and cancels continued inside, `Send` instances, nested drawings.
 //! - `workers`: queued runs and workers (claims, release at shutdown,
@@ -41,6 +43,7 @@ mod retry;
 mod send_sync;
 mod sqlite;
 mod step_guard;
+mod store_model;
 mod subgraph;
 mod support;
 mod workers;
