@@ -498,6 +498,25 @@ impl Clock for SystemClock {
 /// Formats milliseconds since the Unix epoch as RFC 3339 UTC
 /// (`2026-11-30T07:39:48.123Z`).
 pub fn format_rfc3339(ms: i64) -> String {
+    let fields = civil(ms);
+    if !(0..=9999).contains(&fields[0]) {
+        // Outside four-digit years (never for a real clock).
+        return with_format(fields);
+    }
+    // Written digit by digit: `format!` costs several times as much, and
+    // every event carries a time.
+    let mut text = String::with_capacity(24);
+    let (widths, after) = ([4, 2, 2, 2, 2, 2, 3], ['-', '-', 'T', ':', ':', '.', 'Z']);
+    for ((value, width), after) in fields.into_iter().zip(widths).zip(after) {
+        push_padded(&mut text, value as u64, width);
+        text.push(after);
+    }
+    text
+}
+
+/// Year, month, day, hour, minute, second and millisecond (UTC) of `ms`
+/// milliseconds since the Unix epoch.
+fn civil(ms: i64) -> [i64; 7] {
     let secs = ms.div_euclid(1000);
     let millis = ms.rem_euclid(1000);
     let days = secs.div_euclid(86_400);
@@ -512,32 +531,12 @@ pub fn format_rfc3339(ms: i64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    // Written digit by digit: `format!` costs several times as much, and
-    // every event carries a time.
-    let mut text = String::with_capacity(24);
-    if !(0..=9999).contains(&year) {
-        // Outside four digits (never for a real clock): as `format!` would.
-        return format!(
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-            of_day / 3600,
-            of_day % 3600 / 60,
-            of_day % 60
-        );
-    }
-    let fields = [
-        (year, 4, '-'),
-        (month, 2, '-'),
-        (day, 2, 'T'),
-        (of_day / 3600, 2, ':'),
-        (of_day % 3600 / 60, 2, ':'),
-        (of_day % 60, 2, '.'),
-        (millis, 3, 'Z'),
-    ];
-    for (value, width, after) in fields {
-        push_padded(&mut text, value as u64, width);
-        text.push(after);
-    }
-    text
+    [year, month, day, of_day / 3600, of_day % 3600 / 60, of_day % 60, millis]
+}
+
+/// [`civil`]'s fields as RFC 3339, with `format!`.
+fn with_format([year, month, day, hour, minute, second, millis]: [i64; 7]) -> String {
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
 }
 
 /// Appends `value` in decimal, zero-padded to `width` digits (at most 20).
@@ -564,26 +563,6 @@ fn first_attempt() -> u32 {
 mod tests {
     use super::*;
 
-    /// The formatting `format_rfc3339` replaced, as the reference.
-    fn with_format(ms: i64) -> String {
-        let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-        let (days, of_day) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-        let z = days + 719_468;
-        let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = doy - (153 * mp + 2) / 5 + 1;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 };
-        let year = yoe + era * 400 + i64::from(month <= 2);
-        format!(
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-            of_day / 3600,
-            of_day % 3600 / 60,
-            of_day % 60
-        )
-    }
-
     #[test]
     fn rfc3339_is_what_format_wrote() {
         // Field boundaries, the ends of the four-digit years, and random
@@ -598,7 +577,7 @@ mod tests {
             instants.push((state % 316_000_000_000_000) as i64 - 62_167_219_200_000);
         }
         for ms in instants {
-            assert_eq!(format_rfc3339(ms), with_format(ms), "{ms}");
+            assert_eq!(format_rfc3339(ms), with_format(civil(ms)), "{ms}");
         }
         let mut padded = String::new();
         push_padded(&mut padded, 7, 3);

@@ -621,7 +621,7 @@ async fn orphaned_runs_are_recognised(store: &dyn Store) {
     assert_eq!(epoch, 2);
 }
 
-fn interrupt(run: RunId, step: u64, task: u32) -> InterruptRecord {
+pub(crate) fn interrupt(run: RunId, step: u64, task: u32) -> InterruptRecord {
     InterruptRecord {
         id: format!("{run}.{step}.{task}.0"),
         step,

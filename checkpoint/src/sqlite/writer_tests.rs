@@ -190,20 +190,7 @@ fn a_decision_leaves_the_new_owner_known_and_the_paused_steps_writes_to_drop() {
     let path = dir.path().join("s.db");
     let store = SqliteStore::open(&path).expect("open");
     let run = RunId::new();
-    let interrupt = crate::InterruptRecord {
-        id: format!("{run}.2.0.0"),
-        step: 2,
-        task: 0,
-        ordinal: 0,
-        node: "n".into(),
-        kind: "approval".into(),
-        payload: serde_json::json!({}),
-        decisions: vec!["approve".into()],
-        schema: None,
-        rejection_routed: false,
-        decision: None,
-        raised_at_ms: 7,
-    };
+    let interrupt = crate::conformance::interrupt(run, 2, 0);
     block_on(async {
         store.create_run(new_run(run)).await.expect("create");
         store.commit(step(run, 1, 1)).await.expect("step 1");
