@@ -267,8 +267,13 @@ fn the_background_checkpointer_keeps_the_wal_small() {
     }
     let wal = std::fs::metadata(dir.path().join("wal.db-wal")).map(|m| m.len()).unwrap_or(0);
     let frames = wal / (u64::from(SqliteOptions::default().page_size) + 24);
+    // A run writes about 2,900 frames; the WAL starts over once the thread
+    // has copied all of it, normally in the pause after each run (its
+    // high-water mark is then one run's frames). On a loaded machine the
+    // thread may not get there in a pause or two (CI saw 5,735 frames
+    // once). Without the thread the WAL grows to the safety net's 10,000.
     assert!(
-        frames < 5_000,
+        frames < 9_000,
         "the WAL grew to {frames} pages ({wal} bytes): the background checkpointer is not keeping up"
     );
     drop(executor);
