@@ -414,8 +414,15 @@ fn large_updates_are_stored_once_and_read_back_whole() {
     );
     assert!(steps.iter().any(|events| events.contains("\"update_in_step\":true")));
     assert!(
-        steps.iter().flat_map(|events| events.lines()).all(|line| line.starts_with("~1,\"seq\":")),
+        steps
+            .iter()
+            .flat_map(|events| events.lines())
+            .all(|line| line.starts_with("~1,\"seq\":") || line.starts_with("~1;\"seq\":")),
         "lines are stored without the head every line of the run repeats"
+    );
+    assert!(
+        steps.iter().flat_map(|events| events.lines()).any(|line| line.starts_with("~1;")),
+        "a line at the time of the line before it is stored without it"
     );
     let mut stmt = conn.prepare("SELECT lines FROM events").unwrap();
     let paused: Vec<String> =

@@ -63,12 +63,16 @@ fn blob(value: u64) -> tollgate::Blob {
     Codec::Json.encode(&value, 1).expect("encode")
 }
 
-/// Event lines as the engine writes them (the head the store leaves out).
+/// Event lines as the engine writes them (the head the store leaves out,
+/// and times that repeat).
 fn lines(run: RunId, first: u64, count: u64) -> Vec<EventRecord> {
     (first..first + count)
         .map(|seq| EventRecord {
             seq,
-            json: format!("{{\"v\":1,\"run_id\":\"{run}\",\"seq\":{seq},\"event_type\":\"x\"}}"),
+            json: format!(
+                "{{\"v\":1,\"run_id\":\"{run}\",\"seq\":{seq},\"ts\":\"t{}\",\"event_type\":\"x\"}}",
+                seq / 2
+            ),
         })
         .collect()
 }
