@@ -59,7 +59,8 @@ impl EventRecord {
     /// second `~`). [`EventRecord::split_compact`] gives back the lines
     /// byte for byte.
     pub(crate) fn join_compact(run: RunId, events: &[EventRecord]) -> String {
-        let run = run.to_string();
+        let mut buf = [0; ulid::ULID_LEN];
+        let run = run.text_in(&mut buf);
         let mut lines = String::with_capacity(events.iter().map(|e| e.json.len() + 1).sum());
         let mut last_ts: Option<&str> = None;
         for (i, event) in events.iter().enumerate() {
@@ -67,7 +68,7 @@ impl EventRecord {
                 lines.push('\n');
             }
             let line = event.json.as_str();
-            let Some((version, rest)) = compact_parts(&run, line) else {
+            let Some((version, rest)) = compact_parts(run, line) else {
                 if line.starts_with(COMPACT) {
                     lines.push(COMPACT);
                 }
@@ -106,12 +107,13 @@ impl EventRecord {
         if lines.is_empty() {
             return;
         }
-        let run = run.to_string();
+        let mut buf = [0; ulid::ULID_LEN];
+        let run = run.text_in(&mut buf);
         let mut last_ts = String::new();
         for (offset, stored) in lines.split('\n').enumerate() {
             let seq = first_seq + offset as u64;
             // Every line is expanded: a later one may take its time.
-            let json = expand(&run, stored, &mut last_ts);
+            let json = expand(run, stored, &mut last_ts);
             if seq > after {
                 out.push(EventRecord { seq, json });
             }

@@ -38,6 +38,14 @@ impl RunId {
     }
 }
 
+impl RunId {
+    /// The id's 26 characters, written into `buf` (no allocation: event
+    /// lines are compacted against it on every commit).
+    pub(crate) fn text_in<'b>(&self, buf: &'b mut [u8; ulid::ULID_LEN]) -> &'b str {
+        self.0.array_to_str(buf)
+    }
+}
+
 impl Default for RunId {
     fn default() -> Self {
         Self::new()

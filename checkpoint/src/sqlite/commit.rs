@@ -8,16 +8,14 @@ use std::sync::Arc;
 use rusqlite::params;
 
 use super::rows::{
-    check_events, check_writer, insert_events, insert_interrupts, key, load_writer, Writer,
+    check_events, check_writer, failure_text, insert_events, insert_interrupts, key, load_writer,
+    Writer, MAX_STEP,
 };
 use super::writers::{Known, Touches};
 use super::{frame, SqliteStore};
 use crate::codec::Blob;
 use crate::record::{EventRecord, RunStatus, Transition};
 use crate::store::StoreError;
-
-/// Steps per run that the row keys can address.
-pub(super) const MAX_STEP: u64 = u32::MAX as u64;
 
 /// The encoded parts of a committed step.
 struct StepRow {
@@ -32,12 +30,7 @@ impl SqliteStore {
     /// [`Store::commit`](crate::Store::commit).
     pub(super) async fn commit_transition(&self, transition: Transition) -> Result<(), StoreError> {
         let run = transition.run;
-        let failure = transition
-            .failure
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
+        let failure = failure_text(transition.failure.as_ref())?;
         let step = transition.step.as_ref().map(|step| StepRow {
             number: step.step,
             tasks: step.updates.len(),

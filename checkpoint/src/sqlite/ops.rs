@@ -5,10 +5,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
-use super::commit::MAX_STEP;
 use super::rows::{
-    blob_at, check_events, check_writer, corrupt_row, insert_events, interrupts_at, key,
-    load_owner, load_run, load_writer, run_from_row, Writer, SELECT_RUN,
+    blob_at, check_events, check_writer, corrupt_row, failure_text, insert_events, interrupts_at,
+    key, load_owner, load_run, load_writer, run_from_row, Writer, MAX_STEP, SELECT_RUN,
 };
 use super::writers::{Known, Touches};
 use super::{frame, Abort, SqliteStore};
@@ -308,12 +307,7 @@ impl Store for SqliteStore {
 
     async fn decide(&self, write: DecisionWrite) -> Result<u64, StoreError> {
         let run = write.run;
-        let failure = write
-            .failure
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
+        let failure = failure_text(write.failure.as_ref())?;
         let events = EventRecord::join_compact(run, &write.events);
         let id = run.to_string();
         let writers = Arc::clone(&self.writers);

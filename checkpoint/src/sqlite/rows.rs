@@ -28,6 +28,17 @@ pub(super) fn key(num: i64, step: u64) -> i64 {
     (num << 32) | (step & 0xffff_ffff) as i64
 }
 
+/// Steps per run that the snapshot keys can address.
+pub(super) const MAX_STEP: u64 = u32::MAX as u64;
+
+/// A run's failure as the `runs.failure` column holds it (JSON).
+pub(super) fn failure_text(failure: Option<&RunFailure>) -> Result<Option<String>, StoreError> {
+    failure
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|error| StoreError::Backend { source: Box::new(error) })
+}
+
 pub(super) fn corrupt_row(what: String) -> Abort {
     Abort::Refused(StoreError::Backend { source: what.into() })
 }
