@@ -2,6 +2,9 @@
 //! on a Postgres server; what a store is opened as, and the bytes it left.
 
 use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Value};
 
 use tollgate::{SqliteStore, Store};
 use tollgate_postgres::{PostgresOptions, PostgresStore};
@@ -80,4 +83,61 @@ pub(crate) fn db_bytes(path: &std::path::Path) -> u64 {
             std::fs::metadata(name).ok().map(|meta| meta.len())
         })
         .sum()
+}
+
+/// Commits of `pg_raw_commit`, on each count of connections.
+const RAW_COMMITS: u64 = 1_000;
+
+/// The Postgres floor: single-row INSERTs, each its own transaction (one
+/// round trip and one commit), `synchronous_commit` as the server has it.
+/// `per_step_us` is one connection's; then the same 1,000 commits split
+/// over 2 and over 4 connections committing at once (`c2`, `c4`: commits
+/// per second, and their ratio to one connection's). Those ratios bound
+/// what more worker processes, one leg each, can gain from the server.
+pub(crate) async fn pg_raw_commit(url: &str) -> Result<Value, Box<dyn std::error::Error>> {
+    let setup = pg_client(url).await?;
+    setup
+        .batch_execute(
+            "DROP SCHEMA IF EXISTS bench_raw CASCADE; CREATE SCHEMA bench_raw; \
+             CREATE TABLE bench_raw.t (id bigserial PRIMARY KEY, payload bytea NOT NULL)",
+        )
+        .await?;
+    let synchronous: String = setup.query_one("SHOW synchronous_commit", &[]).await?.get(0);
+    let mut rates = serde_json::Map::new();
+    let mut single = None;
+    for connections in [1u64, 2, 4] {
+        let mut clients = Vec::new();
+        for _ in 0..connections {
+            let client = pg_client(url).await?;
+            let insert = client.prepare("INSERT INTO bench_raw.t (payload) VALUES ($1)").await?;
+            clients.push((client, insert));
+        }
+        let started = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for (client, insert) in clients {
+            tasks.spawn(async move {
+                let payload = vec![7u8; 64];
+                for _ in 0..RAW_COMMITS / connections {
+                    client.execute(&insert, &[&payload]).await?;
+                }
+                Ok::<_, tokio_postgres::Error>(())
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done??;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let rate = RAW_COMMITS as f64 / seconds;
+        let base = *single.get_or_insert(seconds);
+        if connections > 1 {
+            rates.insert(format!("c{connections}_commits_per_s"), json!(rate));
+            rates.insert(format!("c{connections}_over_c1"), json!(base / seconds));
+        }
+    }
+    let stored: i64 = setup.query_one("SELECT count(*) FROM bench_raw.t", &[]).await?.get(0);
+    assert_eq!(stored as u64, 3 * RAW_COMMITS, "every commit stored");
+    let seconds = single.unwrap_or(f64::NAN);
+    let mut line = crate::line("pg_raw_commit", RAW_COMMITS, seconds, RAW_COMMITS, 0, RAW_COMMITS);
+    line["synchronous_commit"] = json!(synchronous);
+    Ok(crate::extend(line, Value::Object(rates)))
 }

@@ -21,7 +21,7 @@ use tollgate::{
 };
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 
-use backend::{db_bytes, pg_client, Backend};
+use backend::{db_bytes, pg_raw_commit, Backend};
 
 mod backend;
 mod load;
@@ -57,31 +57,6 @@ struct Args {
     /// a temporary one, to look at them afterwards.
     #[arg(long)]
     keep_in: Option<std::path::PathBuf>,
-}
-
-/// The Postgres floor: single-row INSERTs, each its own transaction (one
-/// round trip and one commit), `synchronous_commit` as the server has it.
-async fn pg_raw_commit(url: &str) -> Outcome {
-    let n = 1_000;
-    let client = pg_client(url).await?;
-    client
-        .batch_execute(
-            "DROP SCHEMA IF EXISTS bench_raw CASCADE; CREATE SCHEMA bench_raw; \
-             CREATE TABLE bench_raw.t (id bigserial PRIMARY KEY, payload bytea NOT NULL)",
-        )
-        .await?;
-    let insert = client.prepare("INSERT INTO bench_raw.t (payload) VALUES ($1)").await?;
-    let payload = vec![7u8; 64];
-    let started = Instant::now();
-    for _ in 0..n {
-        client.execute(&insert, &[&payload]).await?;
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    let synchronous: String = client.query_one("SHOW synchronous_commit", &[]).await?.get(0);
-    Ok(extend(
-        line("pg_raw_commit", n, seconds, n, 0, n),
-        json!({"synchronous_commit": synchronous}),
-    ))
 }
 
 type Outcome = Result<Value, Box<dyn std::error::Error>>;

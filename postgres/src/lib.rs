@@ -20,6 +20,7 @@
 
 mod cache;
 mod listen;
+mod migrations;
 mod ops;
 mod rows;
 mod schema;

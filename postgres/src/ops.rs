@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{IsolationLevel, Statement};
+use tokio_postgres::Statement;
 use tollgate_checkpoint::{
     restore_updates, Blob, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord,
     HistoryPage, InterruptRecord, NewRun, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord,
@@ -13,10 +13,25 @@ use tollgate_checkpoint::{
 use crate::cache::check_turn;
 use crate::rows::{
     blob_at, column, damaged, event_span, interrupt_from_row, interrupts_json, json_text,
-    run_from_row, sql_int, Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, RUN_BY_ID, SELECT_INTERRUPTS,
-    SELECT_RUN,
+    run_from_row, sql_int, Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, RUN_BY_ID, SELECT_RUN,
 };
 use crate::store::{client_error, PostgresStore, Refusal};
+
+/// The step a checkpoint read is at, in its statements: `$2`, or the
+/// run's last step.
+macro_rules! checkpoint_step {
+    () => {
+        "coalesce($2::bigint, (SELECT step FROM runs WHERE id = $1))"
+    };
+}
+
+/// Whether that step is the run's last (its pending writes and interrupts
+/// are read only then).
+macro_rules! checkpoint_is_last {
+    () => {
+        "($2::bigint IS NULL OR $2::bigint = (SELECT step FROM runs WHERE id = $1))"
+    };
+}
 
 impl PostgresStore {
     /// A pooled connection and `sql` prepared on it (cached per connection).
@@ -228,70 +243,71 @@ impl Store for PostgresStore {
         run: RunId,
         at: Option<u64>,
     ) -> Result<StoredCheckpoint, StoreError> {
-        let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(client_error)?;
+        // One round trip: the transaction's statements are sent together
+        // (pipelined, in this order) and answered from one snapshot. The
+        // step read is `$2`, or the run's last one; what waits for the
+        // step after it (pending writes, interrupts) only at the last.
+        let client = self.client().await?;
+        let (select_run, snapshot, deltas, frontier, pending, interrupts) = tokio::try_join!(
+            client.prepare_cached(RUN_BY_ID),
+            client.prepare_cached(concat!(
+                "SELECT step, payload FROM snapshots WHERE run = $1 AND step <= ",
+                checkpoint_step!(),
+                " ORDER BY step DESC LIMIT 1"
+            )),
+            client.prepare_cached(concat!(
+                "SELECT step, tasks, nodes, updates FROM steps WHERE run = $1 AND step <= ",
+                checkpoint_step!(),
+                " AND step > (SELECT max(step) FROM snapshots WHERE run = $1 AND step <= ",
+                checkpoint_step!(),
+                ") ORDER BY step"
+            )),
+            client.prepare_cached(concat!(
+                "SELECT frontier FROM steps WHERE run = $1 AND step = ",
+                checkpoint_step!()
+            )),
+            client.prepare_cached(concat!(
+                "SELECT task, node, payload FROM pending_writes WHERE run = $1 AND step = ",
+                checkpoint_step!(),
+                " + 1 AND ",
+                checkpoint_is_last!(),
+                " ORDER BY task"
+            )),
+            client.prepare_cached(concat!(
+                "SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, \
+                 rejection_routed, decision, raised_at_ms \
+                 FROM interrupts WHERE run = $1 AND step = ",
+                checkpoint_step!(),
+                " + 1 AND ",
+                checkpoint_is_last!(),
+                " ORDER BY task, ordinal"
+            )),
+        )
+        .map_err(client_error)?;
         let id = run.to_string();
-        let select_run = tx.prepare_cached(RUN_BY_ID).await.map_err(client_error)?;
-        let row = tx
-            .query_opt(&select_run, &[&id])
-            .await
-            .map_err(client_error)?
-            .ok_or(StoreError::RunNotFound { run })?;
-        let mut record = run_from_row(&row)?;
+        let asked = at.map(sql_int);
+        let params: Params<'_> = [&id, &asked];
+        let by_id: Params<'_, 1> = [&id];
+        let (_, row, snapshot, deltas, frontier, pending_rows, interrupts, _) = tokio::try_join!(
+            client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
+            client.query_opt(&select_run, &by_id),
+            client.query_opt(&snapshot, &params),
+            client.query(&deltas, &params),
+            client.query_opt(&frontier, &params),
+            client.query(&pending, &params),
+            client.query(&interrupts, &params),
+            client.batch_execute("COMMIT"),
+        )
+        .map_err(client_error)?;
+        let mut record = run_from_row(&row.ok_or(StoreError::RunNotFound { run })?)?;
         let current = record.step;
         let step = at.unwrap_or(current);
         if step > current {
             return Err(StoreError::CheckpointNotFound { run, step });
         }
-        let at = sql_int(step);
-        let next = sql_int(step + 1);
-        let (snapshot, deltas, frontier, pending, interrupts) = tokio::try_join!(
-            tx.prepare_cached(
-                "SELECT step, payload FROM snapshots WHERE run = $1 AND step <= $2 \
-                 ORDER BY step DESC LIMIT 1",
-            ),
-            tx.prepare_cached(
-                "SELECT step, tasks, nodes, updates FROM steps WHERE run = $1 AND step <= $2 \
-                 AND step > (SELECT max(step) FROM snapshots WHERE run = $1 AND step <= $2) \
-                 ORDER BY step",
-            ),
-            tx.prepare_cached("SELECT frontier FROM steps WHERE run = $1 AND step = $2"),
-            tx.prepare_cached(
-                "SELECT task, node, payload FROM pending_writes WHERE run = $1 AND step = $2 \
-                 ORDER BY task",
-            ),
-            tx.prepare_cached(SELECT_INTERRUPTS),
-        )
-        .map_err(client_error)?;
-        let last = step == current;
-        let (this, following): (Params<'_>, Params<'_>) = ([&id, &at], [&id, &next]);
-        let (snapshot, deltas, frontier, pending_rows, interrupts) = tokio::try_join!(
-            tx.query_one(&snapshot, &this),
-            tx.query(&deltas, &this),
-            tx.query_one(&frontier, &this),
-            async {
-                if last {
-                    tx.query(&pending, &following).await
-                } else {
-                    Ok(Vec::new())
-                }
-            },
-            async {
-                if last {
-                    tx.query(&interrupts, &following).await
-                } else {
-                    Ok(Vec::new())
-                }
-            },
-        )
-        .map_err(client_error)?;
-        tx.commit().await.map_err(client_error)?;
+        let missing = |what: &str| damaged(format!("run {run}: step {step} has no {what}"));
+        let snapshot = snapshot.ok_or_else(|| missing("snapshot at or before it"))?;
+        let frontier = frontier.ok_or_else(|| missing("steps row"))?;
         let snapshot_step = column::<i64>(&snapshot, 0)? as u64;
         let snapshot = blob_at(run, snapshot_step, column(&snapshot, 1)?)?;
         let deltas = deltas

@@ -162,8 +162,3 @@ pub(crate) fn interrupt_from_row(run: RunId, row: &Row) -> Result<InterruptRecor
         raised_at_ms: column(row, 11)?,
     })
 }
-
-pub(crate) const SELECT_INTERRUPTS: &str = "
-    SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, rejection_routed,
-           decision, raised_at_ms
-    FROM interrupts WHERE run = $1 AND step = $2 ORDER BY task, ordinal";

@@ -2,6 +2,7 @@
 
 mod cache;
 mod commit;
+mod compact;
 mod frame;
 mod group;
 mod ops;
