@@ -1,5 +1,6 @@
 //! The Postgres store on a real server: both conformance suites, its
-//! migrations and refusals, and decisions raced from many connections.
+//! migrations and refusals, decisions raced from many connections, and
+//! checkpoint reads made while steps commit.
 //!
 //! The server's URL comes from `TOLLGATE_PG_URL` (`bash scripts/postgres`
 //! starts one and prints it). Without it these tests say they were skipped,
@@ -15,7 +16,7 @@ use tokio_postgres::NoTls;
 use tollgate_checkpoint::conformance::check_store;
 use tollgate_checkpoint::{
     Codec, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, Owner, PageRequest,
-    RunFilter, RunId, RunStatus, Store, StoreError, Transition,
+    RunFilter, RunId, RunStatus, StepRecord, Store, StoreError, TaskKey, TaskUpdate, Transition,
 };
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 use tollgate_testkit::conformance::check_engine;
@@ -437,5 +438,89 @@ fn a_damaged_row_does_not_hide_the_others() {
         assert_eq!(page.damaged.len(), 1);
         assert_eq!(page.damaged[0].id, runs[1].to_string());
         assert!(page.damaged[0].reason.contains("sleepy"), "{:?}", page.damaged);
+    });
+}
+
+/// A checkpoint read is one moment of the run, however its steps commit
+/// meanwhile: the run's row, frontier, snapshot and deltas always agree
+/// (its statements share one transaction's snapshot).
+#[test]
+fn a_checkpoint_read_sees_one_moment_while_steps_commit() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let store = Arc::new(fresh_store(&url).await);
+        let run = RunId::new();
+        let number = |n: u64| Codec::Json.encode(&n, 1).unwrap();
+        store
+            .create_run(NewRun {
+                id: run,
+                graph: GraphRef { name: "g".into(), version: 1 },
+                thread: None,
+                created_at_ms: 1,
+                snapshot: number(0),
+                frontier: number(0),
+                events: vec![EventRecord { seq: 1, json: "{}".into() }],
+                claim: Some((Owner::current(), i64::MAX)),
+                attachment: None,
+                thread_turn: None,
+                trace: None,
+            })
+            .await
+            .unwrap();
+        let steps = 300u64;
+        let writer = Arc::clone(&store);
+        let writing = tokio::spawn(async move {
+            for step in 1..=steps {
+                let update = TaskUpdate {
+                    task: TaskKey { step, index: 0, node: "n".into() },
+                    update: number(step),
+                };
+                let record = StepRecord {
+                    step,
+                    updates: vec![update],
+                    snapshot: (step % 7 == 0).then(|| number(step)),
+                    frontier: number(step),
+                };
+                writer
+                    .commit(Transition {
+                        run,
+                        epoch: 1,
+                        step: Some(record),
+                        status: RunStatus::Running,
+                        failure: None,
+                        events: vec![EventRecord { seq: step + 1, json: "{}".into() }],
+                        at_ms: 2,
+                        lease_until_ms: Some(i64::MAX),
+                        interrupts: Vec::new(),
+                    })
+                    .await
+                    .unwrap();
+            }
+        });
+        let mut reads = 0;
+        let mut seen = std::collections::BTreeSet::new();
+        while !writing.is_finished() || reads == 0 {
+            let read = store.checkpoint(run, None).await.unwrap();
+            let at = read.run.step;
+            seen.insert(at);
+            assert_eq!(read.run.last_seq, at + 1, "the row of the same moment");
+            assert_eq!(read.frontier.decode::<u64>().unwrap(), at, "the frontier of step {at}");
+            assert_eq!(read.snapshot.decode::<u64>().unwrap(), read.snapshot_step);
+            assert!(read.snapshot_step <= at && at - read.snapshot_step < 7, "{at}");
+            let deltas: Vec<u64> = read.deltas.iter().map(|(step, _)| *step).collect();
+            let expected: Vec<u64> = (read.snapshot_step + 1..=at).collect();
+            assert_eq!(deltas, expected, "the deltas since the snapshot, up to step {at}");
+            for (step, updates) in &read.deltas {
+                assert_eq!(updates[0].update.decode::<u64>().unwrap(), *step);
+            }
+            reads += 1;
+        }
+        writing.await.unwrap();
+        assert!(seen.len() > 10, "reads landed between many commits: {seen:?}");
+        // A past step reads as it was.
+        let past = store.checkpoint(run, Some(100)).await.unwrap();
+        assert_eq!((past.run.step, past.snapshot_step), (100, 98));
+        assert_eq!(past.frontier.decode::<u64>().unwrap(), 100);
+        assert!(past.pending.is_empty() && past.interrupts.is_empty());
     });
 }
