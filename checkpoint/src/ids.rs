@@ -38,7 +38,6 @@ impl RunId {
     }
 }
 
-#[cfg(feature = "sqlite")]
 impl RunId {
     /// The id's 26 characters, written into `buf` (no allocation: event
     /// lines are compacted against it on every commit).

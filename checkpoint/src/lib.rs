@@ -19,6 +19,7 @@
 //! This crate knows nothing of graphs or nodes.
 
 mod codec;
+mod compact;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 mod event;

@@ -55,7 +55,7 @@ impl Store for PostgresStore {
         const CREATE: &str =
             "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
         let id = run.id.to_string();
-        let events = EventRecord::join_lines(&run.events);
+        let events = EventRecord::join_compact(run.id, &run.events);
         let owner = run.claim.as_ref().map(|(owner, _)| owner.to_text());
         let lease = run.claim.as_ref().map(|(_, until)| *until);
         let (snapshot, frontier) = (run.snapshot.to_bytes(), run.frontier.to_bytes());
@@ -135,7 +135,7 @@ impl Store for PostgresStore {
                     &failure,
                     &first_seq,
                     &count,
-                    &EventRecord::join_lines(&transition.events),
+                    &EventRecord::join_compact(transition.run, &transition.events),
                     &transition.lease_until_ms,
                     &interrupts,
                 ],
@@ -188,7 +188,7 @@ impl Store for PostgresStore {
                     &write.progress.update.to_bytes(),
                     &first_seq,
                     &count,
-                    &EventRecord::join_lines(&write.events),
+                    &EventRecord::join_compact(write.run, &write.events),
                 ],
             )
             .await
@@ -420,7 +420,7 @@ impl Store for PostgresStore {
                     &status.as_str(),
                     &first_seq,
                     &count,
-                    &EventRecord::join_lines(&write.events),
+                    &EventRecord::join_compact(write.run, &write.events),
                     &write.at_ms,
                     &owner,
                     &lease,
@@ -650,7 +650,7 @@ impl Store for PostgresStore {
             let first = column::<i64>(row, 0)? as u64;
             let lines: String = column(row, 1)?;
             let from = events.len();
-            EventRecord::split_lines(first, &lines, after_seq, &mut events);
+            EventRecord::split_compact(run, first, &lines, after_seq, &mut events);
             if events[from..].iter().any(|e| e.update_left_out().is_some()) {
                 // Lines that left their update to their step's record.
                 let step = column::<Option<i64>>(row, 2)?.unwrap_or_default() as u64;

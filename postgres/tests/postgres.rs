@@ -114,7 +114,7 @@ fn ten_processes_opening_at_once_migrate_once() {
             .query_one(&format!("SELECT version, application FROM {schema}.tollgate_schema"), &[])
             .await
             .unwrap();
-        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (8, "tollgate".to_owned()));
+        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (9, "tollgate".to_owned()));
         let names: Vec<String> =
             tables(&client, &schema).await.into_iter().map(|(name, _)| name).collect();
         let expected = [
@@ -148,7 +148,7 @@ fn a_newer_or_foreign_schema_is_refused_and_left_untouched() {
         let before = tables(&client, &newer).await;
         let options = PostgresOptions::default().with_schema(newer.clone());
         let error = PostgresStore::connect_with(&url, options).await.unwrap_err();
-        assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 8 }), "{error:?}");
+        assert!(matches!(error, StoreError::SchemaTooNew { found: 99, supported: 9 }), "{error:?}");
         assert!(error.to_string().contains("upgrade tollgate"), "{error}");
         assert_eq!(tables(&client, &newer).await, before, "nothing changed");
 
@@ -522,5 +522,59 @@ fn a_checkpoint_read_sees_one_moment_while_steps_commit() {
         assert_eq!((past.run.step, past.snapshot_step), (100, 98));
         assert_eq!(past.frontier.decode::<u64>().unwrap(), 100);
         assert!(past.pending.is_empty() && past.interrupts.is_empty());
+    });
+}
+
+/// Event lines are kept without the head every line of their run repeats
+/// (and without a time equal to the line before's), and read back byte for
+/// byte; lines of another shape are kept whole.
+#[test]
+fn event_lines_are_stored_compact_and_read_back_byte_for_byte() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = fresh_schema();
+        let store = fresh_store_in(&url, &schema).await;
+        let run = RunId::new();
+        let line = |seq: u64, ts: &str, kind: &str| {
+            format!("{{\"v\":1,\"run_id\":\"{run}\",\"seq\":{seq},\"ts\":\"{ts}\",\"event_type\":\"{kind}\"}}")
+        };
+        let (mut created, mut pause) = paused_run(run);
+        created.events = vec![EventRecord { seq: 1, json: line(1, "2026-12-01T07:00:00.001Z", "run_started") }];
+        pause.events = vec![
+            EventRecord { seq: 2, json: line(2, "2026-12-01T07:00:00.002Z", "node_started") },
+            EventRecord { seq: 3, json: line(3, "2026-12-01T07:00:00.002Z", "interrupt") },
+            EventRecord { seq: 4, json: "{\"not\":\"an envelope\"}".into() },
+            EventRecord { seq: 5, json: "~ kept as it is".into() },
+        ];
+        let mut written = created.events.clone();
+        written.extend(pause.events.clone());
+        store.create_run(created).await.unwrap();
+        store.commit(pause).await.unwrap();
+        let read = store.events(run, 0, 100).await.unwrap();
+        assert_eq!(read, written, "read back byte for byte");
+        assert_eq!(store.events(run, 3, 100).await.unwrap(), written[3..], "from a later seq");
+
+        let client = raw(&url).await;
+        let first: String = client
+            .query_one(&format!("SELECT events FROM {schema}.steps WHERE step = 0"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(first, "~1,\"seq\":1,\"ts\":\"2026-12-01T07:00:00.001Z\",\"event_type\":\"run_started\"}");
+        let paused: String = client
+            .query_one(&format!("SELECT lines FROM {schema}.events"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        let kept: Vec<&str> = paused.lines().collect();
+        assert_eq!(
+            kept,
+            [
+                "~1,\"seq\":2,\"ts\":\"2026-12-01T07:00:00.002Z\",\"event_type\":\"node_started\"}",
+                "~1;\"seq\":3,\"event_type\":\"interrupt\"}",
+                "{\"not\":\"an envelope\"}",
+                "~~ kept as it is",
+            ]
+        );
     });
 }

@@ -2,7 +2,6 @@
 
 mod cache;
 mod commit;
-mod compact;
 mod frame;
 mod group;
 mod ops;

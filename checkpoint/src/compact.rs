@@ -1,5 +1,5 @@
-//! Event lines as the SQLite store keeps them: without the head every
-//! line of a run repeats, and without a time equal to the line before's.
+//! Event lines as stores keep them: without the head every line of a run
+//! repeats, and without a time equal to the line before's.
 
 use crate::event::EventRecord;
 use crate::ids::RunId;
@@ -16,8 +16,10 @@ impl EventRecord {
     /// left out too (32 bytes more). Lines without that head are kept as
     /// they are (one starting with `~`, which no JSON line does, gets a
     /// second `~`). [`EventRecord::split_compact`] gives back the lines
-    /// byte for byte.
-    pub(crate) fn join_compact(run: RunId, events: &[EventRecord]) -> String {
+    /// byte for byte. Both stores of this workspace keep a transition's
+    /// events this way; another store may too, or keep
+    /// [`EventRecord::join_lines`] (the split reads both).
+    pub fn join_compact(run: RunId, events: &[EventRecord]) -> String {
         let mut buf = [0; ulid::ULID_LEN];
         let run = run.text_in(&mut buf);
         let mut lines = String::with_capacity(events.iter().map(|e| e.json.len() + 1).sum());
@@ -56,7 +58,7 @@ impl EventRecord {
     /// Splits what [`EventRecord::join_compact`] (or
     /// [`EventRecord::join_lines`]) made for `run`, numbering from
     /// `first_seq`, and appends the events with `seq > after` to `out`.
-    pub(crate) fn split_compact(
+    pub fn split_compact(
         run: RunId,
         first_seq: u64,
         lines: &str,
