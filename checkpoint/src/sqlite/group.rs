@@ -61,6 +61,9 @@ pub(super) struct Stats {
     pub(super) shared_until: AtomicU64,
     /// How long after such a batch (nanoseconds; [`SHARED_WINDOW`]).
     pub(super) window: AtomicU64,
+    /// The task that last wrote on its own thread, and when (nanoseconds
+    /// on [`clock`]).
+    alone: Mutex<Option<(tokio::task::Id, u64)>>,
 }
 
 /// Nanoseconds since the first call in this process: a clock that fits an
@@ -79,6 +82,16 @@ fn clock() -> u64 {
 /// lone run never makes a batch of several, so its writes stay on its
 /// own thread (no hand-over per step).
 const SHARED_WINDOW: Duration = Duration::from_millis(2);
+
+/// How soon after another task's write on its own thread a write goes to
+/// the thread instead. Tasks writing one after another this closely are
+/// runs sharing the store; on a runtime with one worker thread they would
+/// otherwise take turns at the free connection, each committing alone
+/// while the others wait, and no batch would ever form (on the
+/// `concurrent` benchmark with `TOKIO_WORKER_THREADS=1`: 54k steps/s, a
+/// lone run's rate, against 105-115k once they share commits). A run's
+/// own task writing step after step stays on its thread.
+const OTHERS_WINDOW: Duration = Duration::from_micros(100);
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -136,14 +149,31 @@ impl GroupCommitter {
         }
     }
 
-    /// Whether writes are waiting for the thread: a new write then joins
-    /// them rather than overtaking them on its own thread. Also true while
-    /// runs have been sharing commits (a batch of several writes ended
-    /// less than [`SHARED_WINDOW`] ago): a new write then waits its turn
-    /// with the others.
-    pub(super) fn busy(&self) -> bool {
-        self.stats.waiting.load(Ordering::SeqCst) > 0
+    /// Whether a write of `task` goes to the thread. True while writes are
+    /// waiting for it: a new write then joins them rather than overtaking
+    /// them on its own thread. True while runs have been sharing commits (a
+    /// batch of several writes ended less than [`SHARED_WINDOW`] ago): a
+    /// new write then waits its turn with the others. And true when
+    /// another task wrote on its own thread less than [`OTHERS_WINDOW`]
+    /// ago: tasks are taking turns at the store.
+    pub(super) fn busy(&self, task: Option<tokio::task::Id>) -> bool {
+        if self.stats.waiting.load(Ordering::SeqCst) > 0
             || clock() < self.stats.shared_until.load(Ordering::Relaxed)
+        {
+            return true;
+        }
+        let Some(task) = task else { return false };
+        let alone = *self.stats.alone.lock().unwrap_or_else(PoisonError::into_inner);
+        matches!(alone, Some((other, at))
+            if other != task && clock().saturating_sub(at) < OTHERS_WINDOW.as_nanos() as u64)
+    }
+
+    /// Notes that `task` just wrote on its own thread.
+    pub(super) fn wrote_alone(&self, task: Option<tokio::task::Id>) {
+        if let Some(task) = task {
+            *self.stats.alone.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some((task, clock()));
+        }
     }
 
     /// Sets how long writes keep going to the thread after a batch of

@@ -4,6 +4,8 @@ mod cache;
 mod commit;
 mod frame;
 mod group;
+#[cfg(test)]
+mod group_tests;
 mod ops;
 mod rows;
 mod schema;
@@ -441,7 +443,9 @@ impl SqliteStore {
     /// is not waited for on this thread: it goes to the group committer
     /// (`group.rs`), which runs every write waiting at that moment in one
     /// transaction, and this task awaits its answer (given once that
-    /// transaction is committed).
+    /// transaction is committed). So does a write while others wait there
+    /// or have just shared a commit, and one that follows closely another
+    /// task's write (`GroupCommitter::busy`).
     ///
     /// `touches` says which runs' writer state the work may change: it is
     /// forgotten as the work runs (`writers.rs`).
@@ -457,10 +461,12 @@ impl SqliteStore {
         };
         let started = Instant::now();
         let mut pause = FIRST_PAUSE;
-        while !self.group.busy() {
+        let task = tokio::task::try_id();
+        while !self.group.busy(task) {
             let Some(attempt) = self.try_inline(&work) else { break };
             match attempt {
                 Ok(value) => {
+                    self.group.wrote_alone(task);
                     __failpoint("commit:after");
                     if let Some(checkpointer) = &self.checkpointer {
                         checkpointer.committed();

@@ -1,0 +1,267 @@
+//! Group commit: writes handed to the commit thread, committed together
+//! and answered each on its own, and when a write goes there rather than
+//! running on its caller's thread.
+
+use super::tests::{block_on, new_run};
+use super::*;
+use crate::record::EventRecord;
+use crate::{RunId, Store};
+
+/// A runtime with two workers, as on the machines the benchmarks run on.
+fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Waits until `n` writes are handed to the commit thread (their tasks
+/// found the connection held).
+fn wait_for_handed_over(store: &SqliteStore, n: u64) {
+    while store.group.waiting() < n {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Writes from many tasks at once: those that find the connection held
+/// are committed together by the group-commit thread, each still answered
+/// on its own (a fenced one refused, the others stored), nothing lost.
+#[test]
+fn concurrent_writes_are_committed_in_groups_each_answered_on_its_own() {
+    use crate::record::{RunStatus, StepRecord, Transition};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("group.db")).expect("open"));
+    let runtime = two_workers();
+    let (runs, steps) = (32u64, 40u64);
+    let ids: Vec<RunId> = (0..runs).map(|_| RunId::new()).collect();
+    let results = runtime.block_on(async {
+        let mut tasks = Vec::new();
+        for (i, id) in ids.iter().copied().enumerate() {
+            let store = std::sync::Arc::clone(&store);
+            tasks.push(tokio::spawn(async move {
+                store.create_run(new_run(id)).await?;
+                for step in 1..=steps {
+                    // Run 0 writes its last step with a stale epoch.
+                    let epoch = if i == 0 && step == steps { 7 } else { 1 };
+                    let blob = crate::Codec::Json.encode(&step, 1).expect("encode");
+                    let transition = Transition {
+                        run: id,
+                        epoch,
+                        step: Some(StepRecord {
+                            step,
+                            updates: Vec::new(),
+                            snapshot: None,
+                            frontier: blob,
+                        }),
+                        status: RunStatus::Running,
+                        failure: None,
+                        events: vec![EventRecord { seq: step, json: format!("{{\"s\":{step}}}") }],
+                        at_ms: step as i64,
+                        lease_until_ms: Some(i64::MAX),
+                        interrupts: Vec::new(),
+                    };
+                    store.commit(transition).await?;
+                }
+                Ok::<(), crate::StoreError>(())
+            }));
+        }
+        let mut results = Vec::new();
+        for task in tasks {
+            results.push(task.await.expect("task"));
+        }
+        results
+    });
+    assert!(
+        matches!(&results[0], Err(crate::StoreError::Fenced { writer: 7, current: 1, .. })),
+        "{:?}",
+        results[0]
+    );
+    assert!(results[1..].iter().all(Result::is_ok), "{results:?}");
+    for (i, id) in ids.iter().enumerate() {
+        let record = block_on(store.run(*id)).expect("run");
+        let expected = if i == 0 { steps - 1 } else { steps };
+        assert_eq!((record.step, record.last_seq), (expected, expected), "run {i}");
+    }
+    let (commits, writes) = store.group.stats();
+    assert!(writes > commits, "the thread grouped writes: {writes} writes in {commits} commits");
+    let conn = Connection::open(dir.path().join("group.db")).expect("open");
+    let ok: String = conn.query_row("PRAGMA integrity_check", [], |row| row.get(0)).expect("check");
+    assert_eq!(ok, "ok");
+}
+
+/// Writes queued while the connection is held are committed together; one
+/// that panics fails alone and the commit thread goes on.
+#[test]
+fn a_write_that_panics_in_a_group_fails_alone() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("panic.db")).expect("open"));
+    let runtime = two_workers();
+    let held = store.conn.lock().expect("the connection");
+    let tasks: Vec<_> = (0..6i64)
+        .map(|n| {
+            let store = std::sync::Arc::clone(&store);
+            runtime.spawn(async move {
+                store
+                    .write(Touches::NoRun, move |tx| {
+                        assert!(n != 3, "write 3 panics");
+                        tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?;
+                        Ok(n)
+                    })
+                    .await
+            })
+        })
+        .collect();
+    // Every write is waiting for the thread before the connection is let go.
+    wait_for_handed_over(&store, 6);
+    drop(held);
+    let results: Vec<_> =
+        tasks.into_iter().map(|task| runtime.block_on(task).expect("task")).collect();
+    for (n, result) in results.iter().enumerate() {
+        match n {
+            3 => assert!(matches!(result, Err(crate::StoreError::Backend { .. })), "{result:?}"),
+            _ => assert_eq!(result.as_ref().ok(), Some(&(n as i64))),
+        }
+    }
+    assert_eq!(store.group.stats(), (1, 5), "one transaction carried the five");
+    // The checkpoint thread counts the five writes, not the one commit:
+    // the WAL grew by five transitions.
+    let checkpointer = store.checkpointer.as_ref().expect("background checkpointing");
+    assert_eq!(checkpointer.counts().0, 5);
+    // The thread goes on: another grouped write commits.
+    let held = store.conn.lock().expect("the connection");
+    let again = {
+        let store = std::sync::Arc::clone(&store);
+        runtime.spawn(async move {
+            store
+                .write(Touches::NoRun, |tx| {
+                    Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (9, 'y')", [])?)
+                })
+                .await
+        })
+    };
+    wait_for_handed_over(&store, 1);
+    drop(held);
+    assert_eq!(runtime.block_on(again).expect("task").expect("written"), 1);
+    let count: i64 = store
+        .lock()
+        .query_row("SELECT count(*) FROM attachments", [], |row| row.get(0))
+        .expect("count");
+    assert_eq!(count, 6);
+}
+
+/// Once runs share commits (a batch of several writes), a write that finds
+/// the connection free still goes to the commit thread for a while, to wait
+/// its turn with the others; a lone write runs on its caller's thread.
+#[test]
+fn after_a_shared_commit_writes_keep_their_turn_then_go_back_to_their_caller() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("turn.db")).expect("open"));
+    let runtime = two_workers();
+    store.group.set_window(std::time::Duration::from_secs(3_600));
+    let write = |n: i64| {
+        let store = std::sync::Arc::clone(&store);
+        runtime.spawn(async move {
+            store
+                .write(Touches::NoRun, move |tx| {
+                    Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?)
+                })
+                .await
+        })
+    };
+    let written = |task: tokio::task::JoinHandle<Result<usize, StoreError>>| {
+        assert_eq!(runtime.block_on(task).expect("task").expect("written"), 1);
+    };
+    written(write(1));
+    assert_eq!(store.group.stats(), (0, 0), "a lone write runs on its caller's thread");
+    let held = store.conn.lock().expect("the connection");
+    let both = [write(2), write(3)];
+    wait_for_handed_over(&store, 2);
+    drop(held);
+    both.into_iter().for_each(written);
+    assert_eq!(store.group.stats(), (1, 2), "one batch of two");
+    written(write(4));
+    assert_eq!(store.group.stats(), (2, 3), "inside the window: to the thread");
+    store.group.set_window(std::time::Duration::ZERO);
+    written(write(5));
+    assert_eq!(store.group.stats(), (2, 3), "past it: on the caller's thread again");
+}
+
+/// A write handed to the commit thread is dropped by its caller, not by
+/// the thread: what it owns was allocated on the caller's side.
+#[test]
+fn a_grouped_write_is_dropped_on_its_callers_side() {
+    struct Guard(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let name = std::thread::current().name().unwrap_or("unnamed").to_owned();
+            *self.0.lock().expect("dropped by") = Some(name);
+        }
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("drop.db")).expect("open"));
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let dropped_by = std::sync::Arc::default();
+    let guard = Guard(std::sync::Arc::clone(&dropped_by));
+    let held = store.conn.lock().expect("the connection");
+    let write = runtime.spawn({
+        let store = std::sync::Arc::clone(&store);
+        async move {
+            store.write(Touches::NoRun, move |_tx| Ok(guard.0.lock().map(|_| 1).unwrap_or(0))).await
+        }
+    });
+    // The connection is held: the write goes to the thread.
+    while store.group.waiting() < 1 {
+        runtime.block_on(tokio::task::yield_now());
+    }
+    drop(held);
+    assert_eq!(runtime.block_on(write).expect("task").expect("written"), 1);
+    assert_ne!(dropped_by.lock().expect("dropped by").as_deref(), Some("tollgate-commit"));
+    assert!(dropped_by.lock().expect("dropped by").is_some(), "dropped");
+}
+
+/// `tasks` tasks on a runtime with one worker thread, each writing
+/// `writes` rows (numbered from `first`) and yielding between them (as
+/// runs do between steps).
+fn take_turns(store: &std::sync::Arc<SqliteStore>, first: i64, tasks: i64, writes: i64) {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    runtime.block_on(async {
+        let mut handles = Vec::new();
+        for task in 0..tasks {
+            let store = std::sync::Arc::clone(store);
+            handles.push(tokio::spawn(async move {
+                for n in 0..writes {
+                    let num = first + task * 1_000 + n;
+                    let insert = "INSERT INTO attachments (num, body) VALUES (?1, 'x')";
+                    store.write(Touches::NoRun, move |tx| Ok(tx.execute(insert, [num])?)).await?;
+                    tokio::task::yield_now().await;
+                }
+                Ok::<_, StoreError>(())
+            }));
+        }
+        for handle in handles {
+            handle.await.expect("task").expect("written");
+        }
+    });
+}
+
+/// On a runtime with one worker thread the connection is always free when
+/// a task writes; tasks taking turns at it still share commits (their
+/// writes go to the thread), while a lone task's writes stay on its own.
+#[test]
+fn tasks_taking_turns_on_one_worker_share_commits_and_a_lone_task_does_not() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("turns.db")).expect("open"));
+    take_turns(&store, 0, 1, 50);
+    assert_eq!(store.group.stats(), (0, 0), "a lone task commits on its own thread");
+    // Past the window of the lone task's last write.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    take_turns(&store, 100_000, 16, 20);
+    let (commits, writes) = store.group.stats();
+    assert!(writes >= 200, "most of the 320 writes went to the thread: {writes}");
+    assert!(writes >= 4 * commits, "{writes} writes in {commits} commits");
+    let conn = Connection::open(dir.path().join("turns.db")).expect("open");
+    let rows: i64 =
+        conn.query_row("SELECT count(*) FROM attachments", [], |row| row.get(0)).expect("count");
+    assert_eq!(rows, 50 + 320, "every write stored once");
+}
