@@ -88,8 +88,8 @@ const SHARED_WINDOW: Duration = Duration::from_millis(2);
 /// runs sharing the store; on a runtime with one worker thread they would
 /// otherwise take turns at the free connection, each committing alone
 /// while the others wait, and no batch would ever form (on the
-/// `concurrent` benchmark with `TOKIO_WORKER_THREADS=1`: 54k steps/s, a
-/// lone run's rate, against 105-115k once they share commits). A run's
+/// `concurrent` benchmark with `TOKIO_WORKER_THREADS=1`: 54-60k steps/s, a
+/// lone run's rate, against 97-115k once they share commits). A run's
 /// own task writing step after step stays on its thread.
 const OTHERS_WINDOW: Duration = Duration::from_micros(100);
 
