@@ -451,22 +451,8 @@ fn a_checkpoint_read_sees_one_moment_while_steps_commit() {
         let store = Arc::new(fresh_store(&url).await);
         let run = RunId::new();
         let number = |n: u64| Codec::Json.encode(&n, 1).unwrap();
-        store
-            .create_run(NewRun {
-                id: run,
-                graph: GraphRef { name: "g".into(), version: 1 },
-                thread: None,
-                created_at_ms: 1,
-                snapshot: number(0),
-                frontier: number(0),
-                events: vec![EventRecord { seq: 1, json: "{}".into() }],
-                claim: Some((Owner::current(), i64::MAX)),
-                attachment: None,
-                thread_turn: None,
-                trace: None,
-            })
-            .await
-            .unwrap();
+        let created = NewRun { snapshot: number(0), frontier: number(0), ..paused_run(run).0 };
+        store.create_run(created).await.unwrap();
         let steps = 300u64;
         let writer = Arc::clone(&store);
         let writing = tokio::spawn(async move {

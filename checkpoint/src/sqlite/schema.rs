@@ -178,10 +178,10 @@ const MIGRATIONS: &[&str] = &[
 ",
     // 9: event lines may be stored without the head every line of their
     // run repeats (`{"v":1,"run_id":"…",` kept as `~1,`, or `~1;` without
-    // a time equal to the line before's; see `EventRecord::join_compact`). No table changes: the version keeps
-    // older builds, which would hand such lines out as they are, from
-    // opening the file. Lines written before stay as they were and read
-    // the same.
+    // a time equal to the line before's; see `EventRecord::join_compact`).
+    // No table changes: the version keeps older builds, which would hand
+    // such lines out as they are, from opening the file. Lines written
+    // before stay as they were and read the same.
     "SELECT 1;",
 ];
 
