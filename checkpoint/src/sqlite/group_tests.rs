@@ -258,8 +258,10 @@ fn tasks_taking_turns_on_one_worker_share_commits_and_a_lone_task_does_not() {
     std::thread::sleep(std::time::Duration::from_millis(5));
     take_turns(&store, 100_000, 16, 20);
     let (commits, writes) = store.group.stats();
-    assert!(writes >= 200, "most of the 320 writes went to the thread: {writes}");
-    assert!(writes >= 4 * commits, "{writes} writes in {commits} commits");
+    // Thresholds leave room for a loaded machine: locally 315-319 writes in
+    // 20-40 commits; a CI run once saw 306 in 81.
+    assert!(writes >= 160, "most of the 320 writes went to the thread: {writes}");
+    assert!(writes >= 2 * commits, "{writes} writes in {commits} commits");
     let conn = Connection::open(dir.path().join("turns.db")).expect("open");
     let rows: i64 =
         conn.query_row("SELECT count(*) FROM attachments", [], |row| row.get(0)).expect("count");
