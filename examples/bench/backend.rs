@@ -117,7 +117,8 @@ pub(crate) async fn pg_raw_commit(url: &str) -> Result<Value, Box<dyn std::error
     }
     let calling = started.elapsed().as_secs_f64();
     let mut rates = serde_json::Map::new();
-    let mut single = None;
+    // The one spawned connection's seconds, which the others are compared to.
+    let mut single = 0.0;
     for connections in [1u64, 2, 4] {
         let mut clients = Vec::new();
         for _ in 0..connections {
@@ -140,13 +141,13 @@ pub(crate) async fn pg_raw_commit(url: &str) -> Result<Value, Box<dyn std::error
             done??;
         }
         let seconds = started.elapsed().as_secs_f64();
-        let base = *single.get_or_insert(seconds);
         if connections == 1 {
+            single = seconds;
             rates.insert("spawned_us".into(), json!(seconds * 1e6 / RAW_COMMITS as f64));
         } else {
             let rate = RAW_COMMITS as f64 / seconds;
             rates.insert(format!("c{connections}_commits_per_s"), json!(rate));
-            rates.insert(format!("c{connections}_over_c1"), json!(base / seconds));
+            rates.insert(format!("c{connections}_over_c1"), json!(single / seconds));
         }
     }
     let stored: i64 = setup.query_one("SELECT count(*) FROM bench_raw.t", &[]).await?.get(0);
