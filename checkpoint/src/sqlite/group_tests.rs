@@ -144,7 +144,9 @@ fn a_write_that_panics_in_a_group_fails_alone() {
     drop(held);
     assert_eq!(runtime.block_on(again).expect("task").expect("written"), 1);
     let count: i64 = store
+        .conn
         .lock()
+        .expect("the connection")
         .query_row("SELECT count(*) FROM attachments", [], |row| row.get(0))
         .expect("count");
     assert_eq!(count, 6);

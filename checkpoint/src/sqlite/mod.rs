@@ -7,6 +7,9 @@ mod group;
 #[cfg(test)]
 mod group_tests;
 mod ops;
+#[cfg(test)]
+mod read_tests;
+mod readers;
 mod rows;
 mod schema;
 #[cfg(test)]
@@ -16,7 +19,7 @@ mod writer_tests;
 mod writers;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode};
@@ -122,6 +125,9 @@ pub struct SqliteStore {
     group: group::GroupCommitter,
     /// What the connection knows of the runs it commits (`writers.rs`).
     writers: Arc<Writers>,
+    /// Reads that find the connection held run here (`readers.rs`); none
+    /// for an in-memory database.
+    readers: Option<readers::Readers>,
     checkpointer: Option<Checkpointer>,
 }
 
@@ -365,9 +371,9 @@ impl SqliteStore {
         let mut conn = Connection::open(&path).map_err(backend)?;
         conn.busy_timeout(options.busy_timeout).map_err(backend)?;
         let started = Instant::now();
-        loop {
+        let wal = loop {
             match Self::prepare(&mut conn, &options) {
-                Ok(()) => break,
+                Ok(wal) => break wal,
                 Err(StoreError::Backend { source }) if started.elapsed() < options.patience => {
                     let busy = source.downcast_ref::<rusqlite::Error>().is_some_and(is_busy);
                     if !busy {
@@ -377,7 +383,7 @@ impl SqliteStore {
                 }
                 Err(error) => return Err(error),
             }
-        }
+        };
         conn.set_prepared_statement_cache_capacity(64);
         let checkpointer = match options.checkpointing {
             Checkpointing::Background => Some(Checkpointer::start(&path)?),
@@ -392,10 +398,15 @@ impl SqliteStore {
             counted,
             options.patience,
         )?;
-        Ok(Self { conn, path, options, group, writers, checkpointer })
+        // Another connection to an in-memory database would open another
+        // database: reads there wait for the one connection.
+        let readers = wal.then(|| readers::Readers::new(path.clone()));
+        Ok(Self { conn, path, options, group, writers, readers, checkpointer })
     }
 
-    fn prepare(conn: &mut Connection, options: &SqliteOptions) -> Result<(), StoreError> {
+    /// Sets the connection up and migrates the schema; whether the
+    /// database is in WAL mode (not an in-memory database).
+    fn prepare(conn: &mut Connection, options: &SqliteOptions) -> Result<bool, StoreError> {
         // Whose file is it? Decided before anything is written to it.
         schema::inspect(conn)?;
         // Only takes effect before the file's first write (it is fixed once
@@ -422,16 +433,13 @@ impl SqliteStore {
                 StoreError::SchemaTooNew { found, supported: schema::SCHEMA_VERSION }
             }
             schema::MigrateError::Sqlite(error) => backend(error),
-        })
+        })?;
+        Ok(mode.eq_ignore_ascii_case("wal"))
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Runs `work` in a `BEGIN IMMEDIATE` transaction and commits it,
@@ -512,7 +520,11 @@ impl SqliteStore {
     }
 
     /// Runs `work` in a read transaction (one consistent snapshot),
-    /// retried like [`SqliteStore::write`] while the database is busy.
+    /// retried like [`SqliteStore::write`] while the database is busy. On
+    /// the store's connection when it is free (its page cache is warm with
+    /// what was just written); on a read connection when another task
+    /// holds it (`readers.rs`), so that a read never waits on its runtime
+    /// worker for a group commit or for another process's write lock.
     pub(crate) async fn read<T: Send>(
         &self,
         work: impl Fn(&Connection) -> Result<T, Abort> + Send + Sync,
@@ -520,14 +532,26 @@ impl SqliteStore {
         let started = Instant::now();
         let mut pause = FIRST_PAUSE;
         loop {
-            let attempt = {
-                let conn = self.lock();
-                let tx = Tx::begin(&conn, "BEGIN DEFERRED");
-                tx.map_err(Abort::from).and_then(|tx| {
-                    let value = work(&tx)?;
-                    tx.commit()?;
-                    Ok(value)
-                })
+            let attempt = match self.conn.try_lock() {
+                Ok(conn) => read_on(&conn, &work),
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+                    read_on(&poisoned.into_inner(), &work)
+                }
+                Err(std::sync::TryLockError::WouldBlock) => match &self.readers {
+                    Some(readers) => match readers.take() {
+                        Ok(conn) => {
+                            let attempt = read_on(&conn, &work);
+                            if !matches!(attempt, Err(Abort::Sqlite(_))) {
+                                readers.give_back(conn);
+                            }
+                            attempt
+                        }
+                        Err(error) => Err(Abort::Sqlite(error)),
+                    },
+                    None => {
+                        read_on(&self.conn.lock().unwrap_or_else(PoisonError::into_inner), &work)
+                    }
+                },
             };
             match attempt {
                 Ok(value) => return Ok(value),
@@ -550,6 +574,17 @@ impl SqliteStore {
         *pause = (*pause * 2).min(LAST_PAUSE);
         Ok(())
     }
+}
+
+/// `work` in a read transaction on `conn`.
+fn read_on<T>(
+    conn: &Connection,
+    work: &impl Fn(&Connection) -> Result<T, Abort>,
+) -> Result<T, Abort> {
+    let tx = Tx::begin(conn, "BEGIN DEFERRED")?;
+    let value = work(&tx)?;
+    tx.commit()?;
+    Ok(value)
 }
 
 /// The first and the longest wait between attempts on a busy database.
