@@ -269,3 +269,30 @@ fn tasks_taking_turns_on_one_worker_share_commits_and_a_lone_task_does_not() {
         conn.query_row("SELECT count(*) FROM attachments", [], |row| row.get(0)).expect("count");
     assert_eq!(rows, 50 + 320, "every write stored once");
 }
+
+/// With `Durability::Full` every commit waits for the disk to sync, so no
+/// write runs on its caller's thread (a lone run's would hold its runtime
+/// worker for the sync): every one goes to the commit thread, which also
+/// shares one sync among the writes waiting together.
+#[test]
+fn with_full_durability_every_write_goes_to_the_commit_thread() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = SqliteOptions { durability: Durability::Full, ..SqliteOptions::default() };
+    let store = SqliteStore::open_with(dir.path().join("full.db"), options).expect("open");
+    let run = RunId::new();
+    block_on(store.create_run(new_run(run))).expect("created");
+    for n in 1..=3 {
+        let written = block_on(store.write(Touches::NoRun, move |tx| {
+            Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?)
+        }));
+        assert_eq!(written.expect("written"), 1);
+    }
+    assert_eq!(store.group.stats(), (4, 4), "each write committed by the thread");
+    let synchronous: i64 = store
+        .conn
+        .lock()
+        .expect("the connection")
+        .query_row("PRAGMA synchronous", [], |row| row.get(0))
+        .expect("synchronous");
+    assert_eq!(synchronous, 2, "FULL");
+}

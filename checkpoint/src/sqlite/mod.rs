@@ -39,7 +39,10 @@ pub enum Durability {
     #[default]
     Process,
     /// `synchronous = FULL`: every commit is synced to disk before it
-    /// returns, so it survives power loss too. Costs an fsync per step.
+    /// returns, so it survives power loss too. Costs an fsync per commit;
+    /// every write goes to the store's commit thread (never held on a
+    /// runtime worker for the sync), and writes waiting together share
+    /// one sync.
     Full,
 }
 
@@ -470,7 +473,10 @@ impl SqliteStore {
         let started = Instant::now();
         let mut pause = FIRST_PAUSE;
         let task = tokio::task::try_id();
-        while !self.group.busy(task) {
+        // A synced commit is slow (a disk sync, hundreds of microseconds
+        // to milliseconds): never on a runtime worker.
+        let synced = self.options.durability == Durability::Full;
+        while !synced && !self.group.busy(task) {
             let Some(attempt) = self.try_inline(&work) else { break };
             match attempt {
                 Ok(value) => {
