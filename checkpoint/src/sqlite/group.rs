@@ -2,7 +2,9 @@
 //! another task of the process is not waited for on the runtime worker
 //! that made it: it is handed to this thread, which takes the connection
 //! as soon as it is free and runs every write waiting at that moment in
-//! one transaction, so that concurrent runs share one commit. Each write
+//! one transaction, so that concurrent runs share one commit. So is a
+//! write that finds another process holding the database's write lock:
+//! the thread waits for it once for all the writes waiting. Each write
 //! is still atomic on its own: one that is refused (fenced, out of order)
 //! is answered with its refusal and the others run again without it.
 //! Every caller is answered after the transaction holding its write is
@@ -220,8 +222,8 @@ fn run(
                 Err(_) => break,
             }
         }
-        let several = batch.len() > 1;
-        let answers = commit_batch(&conn, writers, batch, patience);
+        let answers = commit_batch(&conn, writers, queue, batch, patience);
+        let several = answers.len() > 1;
         drop(conn);
         if several {
             let until = clock().saturating_add(stats.window.load(Ordering::Relaxed));
@@ -245,10 +247,13 @@ fn run(
 
 /// Runs `batch` in one transaction: a refused write is answered with its
 /// refusal and the transaction begun again without it; a busy database is
-/// waited for (up to `patience`); a failed commit fails every write in it.
+/// waited for (up to `patience`), and writes queued meanwhile join the
+/// batch, so that they wait for the other process once, together; a
+/// failed commit fails every write in it.
 fn commit_batch(
     conn: &Connection,
     writers: &Writers,
+    queue: &Receiver<Job>,
     batch: Vec<Job>,
     patience: Duration,
 ) -> Vec<(Job, Answer)> {
@@ -262,6 +267,12 @@ fn commit_batch(
             Attempt::Busy if started.elapsed() < patience => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(LAST_PAUSE);
+                while pending.len() + answers.len() < MAX_BATCH {
+                    match queue.try_recv() {
+                        Ok(job) => pending.push(job),
+                        Err(_) => break,
+                    }
+                }
             }
             Attempt::Busy => {
                 let waited_ms = started.elapsed().as_millis() as u64;

@@ -296,3 +296,50 @@ fn with_full_durability_every_write_goes_to_the_commit_thread() {
         .expect("synchronous");
     assert_eq!(synchronous, 2, "FULL");
 }
+
+/// Writes that find another process holding the write lock go to the
+/// commit thread, which waits for it once for all of them: the writes
+/// queued while it waits join its batch, and one transaction carries them
+/// all once the lock is free (before, each task backed off and retried on
+/// its own, one blocking-pool sleep each, and committed alone).
+#[test]
+fn writes_that_find_the_database_locked_wait_for_it_together() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("locked.db");
+    let store = std::sync::Arc::new(SqliteStore::open(&path).expect("open"));
+    let holder = rusqlite::Connection::open(&path).expect("open holder");
+    holder.execute_batch("BEGIN IMMEDIATE").expect("lock");
+    let runtime = two_workers();
+    let writes = 16i64;
+    let write = |n: i64| {
+        let store = std::sync::Arc::clone(&store);
+        runtime.spawn(async move {
+            store
+                .write(Touches::NoRun, move |tx| {
+                    Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?)
+                })
+                .await
+        })
+    };
+    // The first write, until the commit thread holds the connection and
+    // waits for the lock; then the others, which arrive while it waits.
+    let mut tasks = vec![write(0)];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while store.conn.try_lock().is_ok() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    tasks.extend((1..writes).map(write));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while store.group.waiting() < writes as u64 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let handed_over = store.group.waiting();
+    // A write is counted just before it is sent: let the last send finish.
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    holder.execute_batch("COMMIT").expect("unlock");
+    for task in tasks {
+        assert_eq!(runtime.block_on(task).expect("task").expect("written"), 1);
+    }
+    assert_eq!(handed_over, writes as u64, "every write waits on the commit thread");
+    assert_eq!(store.group.stats(), (1, writes as u64), "one transaction carries them all");
+}

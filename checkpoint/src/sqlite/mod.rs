@@ -445,16 +445,15 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Runs `work` in a `BEGIN IMMEDIATE` transaction and commits it,
-    /// retrying the whole transaction while another process holds the
-    /// write lock. The connection is not held between attempts, and the
-    /// wait does not hold a runtime worker (see [`back_off`]).
+    /// Runs `work` in a `BEGIN IMMEDIATE` transaction and commits it.
     ///
-    /// When another task of this process holds the connection, the work
-    /// is not waited for on this thread: it goes to the group committer
+    /// When another task of this process holds the connection, or another
+    /// process holds the database's write lock, the work is not waited
+    /// for on this thread: it goes to the group committer
     /// (`group.rs`), which runs every write waiting at that moment in one
-    /// transaction, and this task awaits its answer (given once that
-    /// transaction is committed). So does a write while others wait there
+    /// transaction (retried while another process holds the lock, up to
+    /// the store's patience), and this task awaits its answer (given once
+    /// that transaction is committed). So does a write while others wait there
     /// or have just shared a commit, and one that follows closely another
     /// task's write (`GroupCommitter::busy`).
     ///
@@ -470,16 +469,13 @@ impl SqliteStore {
             writers.forget(touches);
             work(conn)
         };
-        let started = Instant::now();
-        let mut pause = FIRST_PAUSE;
         let task = tokio::task::try_id();
         // A synced commit is slow (a disk sync, hundreds of microseconds
         // to milliseconds): never on a runtime worker.
         let synced = self.options.durability == Durability::Full;
-        while !synced && !self.group.busy(task) {
-            let Some(attempt) = self.try_inline(&work) else { break };
-            match attempt {
-                Ok(value) => {
+        if !synced && !self.group.busy(task) {
+            match self.try_inline(&work) {
+                Some(Ok(value)) => {
                     self.group.wrote_alone(task);
                     __failpoint("commit:after");
                     if let Some(checkpointer) = &self.checkpointer {
@@ -487,11 +483,13 @@ impl SqliteStore {
                     }
                     return Ok(value);
                 }
-                Err(Abort::Refused(error)) => return Err(error),
-                Err(Abort::Sqlite(error)) if is_busy(&error) => {
-                    self.wait_busy(started, &mut pause).await?;
-                }
-                Err(Abort::Sqlite(error)) => return Err(backend(error)),
+                Some(Err(Abort::Refused(error))) => return Err(error),
+                // Another process holds the write lock: the commit thread
+                // waits for it, once for every write waiting.
+                Some(Err(Abort::Sqlite(error))) if is_busy(&error) => {}
+                Some(Err(Abort::Sqlite(error))) => return Err(backend(error)),
+                // Another task holds the connection.
+                None => {}
             }
         }
         let value = self.group.submit(Box::new(move |conn| {
@@ -526,7 +524,8 @@ impl SqliteStore {
     }
 
     /// Runs `work` in a read transaction (one consistent snapshot),
-    /// retried like [`SqliteStore::write`] while the database is busy. On
+    /// retried while the database is busy (waiting off the runtime worker, see
+    /// [`back_off`]). On
     /// the store's connection when it is free (its page cache is warm with
     /// what was just written); on a read connection when another task
     /// holds it (`readers.rs`), so that a read never waits on its runtime
