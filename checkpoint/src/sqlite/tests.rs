@@ -38,6 +38,20 @@ fn passes_the_store_conformance_suite() {
     }));
 }
 
+/// With `Durability::Full` every write takes the commit thread's path
+/// (`group.rs`): the whole contract holds there too.
+#[test]
+fn passes_the_store_conformance_suite_with_full_durability() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let counter = std::sync::atomic::AtomicUsize::new(0);
+    block_on(crate::conformance::check_store(|| {
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let path = dir.path().join(format!("full-{n}.db"));
+        let options = SqliteOptions { durability: Durability::Full, ..SqliteOptions::default() };
+        async move { SqliteStore::open_with(path, options).expect("open") }
+    }));
+}
+
 #[test]
 fn reopening_keeps_everything_and_a_newer_schema_is_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
