@@ -449,13 +449,14 @@ impl SqliteStore {
     ///
     /// When another task of this process holds the connection, or another
     /// process holds the database's write lock, the work is not waited
-    /// for on this thread: it goes to the group committer
-    /// (`group.rs`), which runs every write waiting at that moment in one
-    /// transaction (retried while another process holds the lock, up to
-    /// the store's patience), and this task awaits its answer (given once
-    /// that transaction is committed). So does a write while others wait there
-    /// or have just shared a commit, and one that follows closely another
-    /// task's write (`GroupCommitter::busy`).
+    /// for on this thread: it goes to the group committer (`group.rs`),
+    /// which runs every write waiting at that moment in one transaction
+    /// (retried while another process holds the lock, up to the store's
+    /// patience), and this task awaits its answer (given once that
+    /// transaction is committed). So does every write of a store with
+    /// [`Durability::Full`], a write while others wait there or have just
+    /// shared a commit, and one that follows closely another task's write
+    /// (`GroupCommitter::busy`).
     ///
     /// `touches` says which runs' writer state the work may change: it is
     /// forgotten as the work runs (`writers.rs`).
@@ -524,12 +525,12 @@ impl SqliteStore {
     }
 
     /// Runs `work` in a read transaction (one consistent snapshot),
-    /// retried while the database is busy (waiting off the runtime worker, see
-    /// [`back_off`]). On
-    /// the store's connection when it is free (its page cache is warm with
-    /// what was just written); on a read connection when another task
-    /// holds it (`readers.rs`), so that a read never waits on its runtime
-    /// worker for a group commit or for another process's write lock.
+    /// retried while the database is busy (waiting off the runtime worker,
+    /// see [`back_off`]). On the store's connection when it is free (its
+    /// page cache is warm with what was just written); on a read
+    /// connection when another task holds it (`readers.rs`), so that a
+    /// read never waits on its runtime worker for a group commit or for
+    /// another process's write lock.
     pub(crate) async fn read<T: Send>(
         &self,
         work: impl Fn(&Connection) -> Result<T, Abort> + Send + Sync,
