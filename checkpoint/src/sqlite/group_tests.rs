@@ -16,6 +16,22 @@ fn two_workers() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// Spawns on `runtime` a write of `attachments` row `n`.
+fn spawn_insert(
+    runtime: &tokio::runtime::Runtime,
+    store: &std::sync::Arc<SqliteStore>,
+    n: i64,
+) -> tokio::task::JoinHandle<Result<usize, StoreError>> {
+    let store = std::sync::Arc::clone(store);
+    runtime.spawn(async move {
+        store
+            .write(Touches::NoRun, move |tx| {
+                Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?)
+            })
+            .await
+    })
+}
+
 /// Waits until `n` writes are handed to the commit thread (their tasks
 /// found the connection held).
 fn wait_for_handed_over(store: &SqliteStore, n: u64) {
@@ -161,16 +177,7 @@ fn after_a_shared_commit_writes_keep_their_turn_then_go_back_to_their_caller() {
     let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("turn.db")).expect("open"));
     let runtime = two_workers();
     store.group.set_window(std::time::Duration::from_secs(3_600));
-    let write = |n: i64| {
-        let store = std::sync::Arc::clone(&store);
-        runtime.spawn(async move {
-            store
-                .write(Touches::NoRun, move |tx| {
-                    Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?)
-                })
-                .await
-        })
-    };
+    let write = |n: i64| spawn_insert(&runtime, &store, n);
     let written = |task: tokio::task::JoinHandle<Result<usize, StoreError>>| {
         assert_eq!(runtime.block_on(task).expect("task").expect("written"), 1);
     };
@@ -311,16 +318,7 @@ fn writes_that_find_the_database_locked_wait_for_it_together() {
     holder.execute_batch("BEGIN IMMEDIATE").expect("lock");
     let runtime = two_workers();
     let writes = 16i64;
-    let write = |n: i64| {
-        let store = std::sync::Arc::clone(&store);
-        runtime.spawn(async move {
-            store
-                .write(Touches::NoRun, move |tx| {
-                    Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?)
-                })
-                .await
-        })
-    };
+    let write = |n: i64| spawn_insert(&runtime, &store, n);
     // The first write, until the commit thread holds the connection and
     // waits for the lock; then the others, which arrive while it waits.
     let mut tasks = vec![write(0)];

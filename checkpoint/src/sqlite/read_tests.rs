@@ -6,33 +6,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use super::tests::{block_on, new_run};
+use super::tests::{block_on, new_run, step_of};
 use super::*;
-use crate::record::{RunStatus, StepRecord, Transition};
+use crate::record::RunStatus;
 use crate::{RunId, Store};
 
 /// How long the other process's lock is held at most (the test fails if
 /// the read took that long: it waited for the lock).
 const HELD_AT_MOST: Duration = Duration::from_secs(20);
-
-fn step(run: RunId, step: u64) -> Transition {
-    Transition {
-        run,
-        epoch: 1,
-        step: Some(StepRecord {
-            step,
-            updates: Vec::new(),
-            snapshot: None,
-            frontier: crate::Codec::Json.encode(&step, 1).expect("encode"),
-        }),
-        status: RunStatus::Running,
-        failure: None,
-        events: Vec::new(),
-        at_ms: step as i64,
-        lease_until_ms: Some(i64::MAX),
-        interrupts: Vec::new(),
-    }
-}
 
 /// Another process holds the write lock; a write handed to the commit
 /// thread waits for it there, holding the store's connection. A read on a
@@ -100,7 +81,7 @@ fn reads_on_the_read_connection_see_every_commit_and_reuse_it() {
     let run = RunId::new();
     block_on(store.create_run(new_run(run))).expect("created");
     for n in 1..=3u64 {
-        block_on(store.commit(step(run, n))).expect("committed");
+        block_on(store.commit(step_of(run, n, 2 * n - 1, false))).expect("committed");
         let held = store.conn.lock().expect("the connection");
         let checkpoint = block_on(store.checkpoint(run, None)).expect("read");
         let events = block_on(store.events(run, 0, 100)).expect("events");
@@ -108,7 +89,8 @@ fn reads_on_the_read_connection_see_every_commit_and_reuse_it() {
         assert_eq!(checkpoint.run.step, n, "the read saw the commit before it");
         let frontier: u64 = checkpoint.frontier.decode().expect("decode");
         assert_eq!(frontier, n);
-        assert!(events.is_empty());
+        assert_eq!(events.len() as u64, 2 * n, "and its events");
+        assert_eq!(events.last().map(|event| event.seq), Some(2 * n));
     }
     assert_eq!(
         store.readers.as_ref().expect("a file: read connections").opened(),
@@ -136,6 +118,6 @@ fn an_in_memory_store_reads_on_its_one_connection() {
     assert!(store.readers.is_none());
     let run = RunId::new();
     block_on(store.create_run(new_run(run))).expect("created");
-    block_on(store.commit(step(run, 1))).expect("committed");
+    block_on(store.commit(step_of(run, 1, 1, false))).expect("committed");
     assert_eq!(block_on(store.run(run)).expect("read").step, 1);
 }

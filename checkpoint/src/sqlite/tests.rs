@@ -27,29 +27,28 @@ pub(super) fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(future)
 }
 
-#[test]
-fn passes_the_store_conformance_suite() {
+/// The store conformance suite on stores opened with `options`.
+fn conforms_with(options: SqliteOptions) {
     let dir = tempfile::tempdir().expect("temp dir");
     let counter = std::sync::atomic::AtomicUsize::new(0);
     block_on(crate::conformance::check_store(|| {
         let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let path = dir.path().join(format!("store-{n}.db"));
-        async move { SqliteStore::open(path).expect("open") }
+        let options = options.clone();
+        async move { SqliteStore::open_with(path, options).expect("open") }
     }));
+}
+
+#[test]
+fn passes_the_store_conformance_suite() {
+    conforms_with(SqliteOptions::default());
 }
 
 /// With `Durability::Full` every write takes the commit thread's path
 /// (`group.rs`): the whole contract holds there too.
 #[test]
 fn passes_the_store_conformance_suite_with_full_durability() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let counter = std::sync::atomic::AtomicUsize::new(0);
-    block_on(crate::conformance::check_store(|| {
-        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let path = dir.path().join(format!("full-{n}.db"));
-        let options = SqliteOptions { durability: Durability::Full, ..SqliteOptions::default() };
-        async move { SqliteStore::open_with(path, options).expect("open") }
-    }));
+    conforms_with(SqliteOptions { durability: Durability::Full, ..SqliteOptions::default() });
 }
 
 #[test]
