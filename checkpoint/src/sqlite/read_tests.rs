@@ -56,7 +56,8 @@ fn a_read_is_answered_while_the_commit_thread_waits_for_another_process() {
     };
     // Until the commit thread holds the connection (it keeps it while it
     // waits for the lock).
-    while store.conn.try_lock().is_ok() {
+    let deadline = std::time::Instant::now() + HELD_AT_MOST;
+    while store.conn.try_lock().is_ok() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
     }
 
