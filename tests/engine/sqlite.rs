@@ -351,3 +351,42 @@ fn a_queued_run_is_cancelled_at_once() {
         .collect();
     assert_eq!(kinds, ["run_started", "run_ended"]);
 }
+
+/// A long run on a runtime with one thread lets the other tasks run
+/// between its steps. Its commits never make it wait (the connection is
+/// free, the write runs at once); the yields come from tokio's cooperative
+/// budget, which the tokio primitives each step uses spend (about one
+/// yield every 128 steps). Without them the leg would keep the thread
+/// until it ended: a server's requests and the other runs on that thread
+/// would wait for all of its steps.
+#[test]
+fn a_long_run_lets_other_tasks_run_between_its_steps() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let executor = Executor::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
+    let steps = 2_000;
+    let (turns, outcome) = runtime.block_on(async {
+        let turns = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = Arc::clone(&turns);
+        let other = tokio::spawn(async move {
+            loop {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::task::yield_now().await;
+            }
+        });
+        // The other task has run once before the run starts.
+        while turns.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let before = turns.load(std::sync::atomic::Ordering::SeqCst);
+        let config = RunConfig::new().max_steps(steps as u64);
+        let outcome = executor.run(&looping(steps, None), support::Trace::default(), config).await;
+        let during = turns.load(std::sync::atomic::Ordering::SeqCst) - before;
+        other.abort();
+        (during, outcome)
+    });
+    let outcome = outcome.unwrap();
+    assert_eq!((outcome.status, outcome.state.count), (RunStatus::Completed, steps));
+    // 15 when written: 2,000 steps / 128.
+    assert!(turns >= 10, "the other task ran {turns} times during {steps} steps");
+}
