@@ -124,13 +124,16 @@ pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
     options: SqliteOptions,
+    /// Reads that find the connection held run here (`readers.rs`); none
+    /// for an in-memory database. Dropped (fields drop in this order)
+    /// before `group`, whose thread holds the connection until it ends:
+    /// the connection closing last copies the WAL back and removes it,
+    /// which a read-only one cannot.
+    readers: Option<readers::Readers>,
     /// Writes that found the connection held go here (`group.rs`).
     group: group::GroupCommitter,
     /// What the connection knows of the runs it commits (`writers.rs`).
     writers: Arc<Writers>,
-    /// Reads that find the connection held run here (`readers.rs`); none
-    /// for an in-memory database.
-    readers: Option<readers::Readers>,
     checkpointer: Option<Checkpointer>,
 }
 
@@ -404,7 +407,7 @@ impl SqliteStore {
         // Another connection to an in-memory database would open another
         // database: reads there wait for the one connection.
         let readers = wal.then(|| readers::Readers::new(path.clone()));
-        Ok(Self { conn, path, options, group, writers, readers, checkpointer })
+        Ok(Self { conn, path, options, readers, group, writers, checkpointer })
     }
 
     /// Sets the connection up and migrates the schema; whether the

@@ -122,3 +122,29 @@ fn an_in_memory_store_reads_on_its_one_connection() {
     block_on(store.commit(step_of(run, 1, 1, false))).expect("committed");
     assert_eq!(block_on(store.run(run)).expect("read").step, 1);
 }
+
+/// The read connections close before the store's own: closing last, that
+/// connection copies the WAL back and removes it, as it did before there
+/// were read connections (a read-only one closing last would leave it).
+#[test]
+fn closing_the_store_after_reads_on_read_connections_leaves_no_wal() {
+    for checkpointing in [Checkpointing::Inline, Checkpointing::Background] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("closed.db");
+        let options = SqliteOptions { checkpointing, ..SqliteOptions::default() };
+        let store = SqliteStore::open_with(&path, options).expect("open");
+        let run = RunId::new();
+        block_on(store.create_run(new_run(run))).expect("created");
+        block_on(store.commit(step_of(run, 1, 1, false))).expect("committed");
+        let held = store.conn.lock().expect("the connection");
+        assert_eq!(block_on(store.run(run)).expect("read").step, 1);
+        drop(held);
+        assert_eq!(store.readers.as_ref().expect("a file: read connections").opened(), 1);
+        drop(store);
+        let wal = dir.path().join("closed.db-wal");
+        let left = wal.metadata().map_or(0, |meta| meta.len());
+        assert!(!wal.exists(), "{checkpointing:?}: the WAL is left behind, {left} bytes");
+        let reopened = SqliteStore::open(&path).expect("reopen");
+        assert_eq!(block_on(reopened.run(run)).expect("read").step, 1);
+    }
+}
