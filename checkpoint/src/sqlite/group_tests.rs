@@ -16,6 +16,17 @@ fn two_workers() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// A write of `attachments` row `n`.
+fn insert_row(n: i64) -> impl Fn(&Connection) -> Result<usize, Abort> + Send + Sync + 'static {
+    move |tx| Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?)
+}
+
+/// The integer `sql` reads on the store's connection.
+fn read_int(store: &SqliteStore, sql: &str) -> i64 {
+    let conn = store.conn.lock().expect("the connection");
+    conn.query_row(sql, [], |row| row.get(0)).expect(sql)
+}
+
 /// Spawns on `runtime` a write of `attachments` row `n`.
 fn spawn_insert(
     runtime: &tokio::runtime::Runtime,
@@ -23,13 +34,7 @@ fn spawn_insert(
     n: i64,
 ) -> tokio::task::JoinHandle<Result<usize, StoreError>> {
     let store = std::sync::Arc::clone(store);
-    runtime.spawn(async move {
-        store
-            .write(Touches::NoRun, move |tx| {
-                Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?)
-            })
-            .await
-    })
+    runtime.spawn(async move { store.write(Touches::NoRun, insert_row(n)).await })
 }
 
 /// Waits until `n` writes are handed to the commit thread (their tasks
@@ -159,13 +164,7 @@ fn a_write_that_panics_in_a_group_fails_alone() {
     wait_for_handed_over(&store, 1);
     drop(held);
     assert_eq!(runtime.block_on(again).expect("task").expect("written"), 1);
-    let count: i64 = store
-        .conn
-        .lock()
-        .expect("the connection")
-        .query_row("SELECT count(*) FROM attachments", [], |row| row.get(0))
-        .expect("count");
-    assert_eq!(count, 6);
+    assert_eq!(read_int(&store, "SELECT count(*) FROM attachments"), 6);
 }
 
 /// Once runs share commits (a batch of several writes), a write that finds
@@ -247,9 +246,7 @@ fn take_turns(
             let store = std::sync::Arc::clone(store);
             handles.push(tokio::spawn(async move {
                 for n in 0..writes {
-                    let num = first + task * 1_000 + n;
-                    let insert = "INSERT INTO attachments (num, body) VALUES (?1, 'x')";
-                    store.write(Touches::NoRun, move |tx| Ok(tx.execute(insert, [num])?)).await?;
+                    store.write(Touches::NoRun, insert_row(first + task * 1_000 + n)).await?;
                     if yielding {
                         tokio::task::yield_now().await;
                     }
@@ -304,19 +301,10 @@ fn with_full_durability_every_write_goes_to_the_commit_thread() {
     let run = RunId::new();
     block_on(store.create_run(new_run(run))).expect("created");
     for n in 1..=3 {
-        let written = block_on(store.write(Touches::NoRun, move |tx| {
-            Ok(tx.execute("INSERT INTO attachments (num, body) VALUES (?1, 'x')", [n])?)
-        }));
-        assert_eq!(written.expect("written"), 1);
+        assert_eq!(block_on(store.write(Touches::NoRun, insert_row(n))).expect("written"), 1);
     }
     assert_eq!(store.group.stats(), (4, 4), "each write committed by the thread");
-    let synchronous: i64 = store
-        .conn
-        .lock()
-        .expect("the connection")
-        .query_row("PRAGMA synchronous", [], |row| row.get(0))
-        .expect("synchronous");
-    assert_eq!(synchronous, 2, "FULL");
+    assert_eq!(read_int(&store, "PRAGMA synchronous"), 2, "FULL");
 }
 
 /// Writes that find another process holding the write lock go to the

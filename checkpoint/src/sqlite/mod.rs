@@ -547,16 +547,7 @@ impl SqliteStore {
                     read_on(&poisoned.into_inner(), &work)
                 }
                 Err(std::sync::TryLockError::WouldBlock) => match &self.readers {
-                    Some(readers) => match readers.take() {
-                        Ok(conn) => {
-                            let attempt = read_on(&conn, &work);
-                            if !matches!(attempt, Err(Abort::Sqlite(_))) {
-                                readers.give_back(conn);
-                            }
-                            attempt
-                        }
-                        Err(error) => Err(Abort::Sqlite(error)),
-                    },
+                    Some(readers) => readers.read(&work),
                     None => {
                         read_on(&self.conn.lock().unwrap_or_else(PoisonError::into_inner), &work)
                     }
@@ -586,7 +577,7 @@ impl SqliteStore {
 }
 
 /// `work` in a read transaction on `conn`.
-fn read_on<T>(
+pub(super) fn read_on<T>(
     conn: &Connection,
     work: &impl Fn(&Connection) -> Result<T, Abort>,
 ) -> Result<T, Abort> {

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
+use super::{read_on, Abort};
+
 /// Idle read connections kept for the next reads; more are opened when
 /// more reads run at once, and closed once done.
 const IDLE: usize = 4;
@@ -33,8 +35,22 @@ impl Readers {
         }
     }
 
+    /// `work` in a read transaction on one of the read connections, kept
+    /// for the next read unless SQLite failed on it.
+    pub(super) fn read<T>(
+        &self,
+        work: &impl Fn(&Connection) -> Result<T, Abort>,
+    ) -> Result<T, Abort> {
+        let conn = self.take()?;
+        let attempt = read_on(&conn, work);
+        if !matches!(attempt, Err(Abort::Sqlite(_))) {
+            self.give_back(conn);
+        }
+        attempt
+    }
+
     /// An idle connection, or a new one (read-only: a read cannot write).
-    pub(super) fn take(&self) -> rusqlite::Result<Connection> {
+    fn take(&self) -> rusqlite::Result<Connection> {
         if let Some(conn) = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop() {
             return Ok(conn);
         }
@@ -51,7 +67,7 @@ impl Readers {
     }
 
     /// Keeps `conn` for the next read (unless enough are kept).
-    pub(super) fn give_back(&self, conn: Connection) {
+    fn give_back(&self, conn: Connection) {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         if idle.len() < IDLE {
             idle.push(conn);
