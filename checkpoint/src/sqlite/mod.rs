@@ -19,7 +19,7 @@ mod writer_tests;
 mod writers;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode};
@@ -503,17 +503,22 @@ impl SqliteStore {
         Ok(*value.downcast::<T>().expect("a write's answer has the write's type"))
     }
 
+    /// The store's connection, unless another task holds it.
+    fn free_conn(&self) -> Option<MutexGuard<'_, Connection>> {
+        match self.conn.try_lock() {
+            Ok(conn) => Some(conn),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// One attempt at `work` on this thread, if the connection is free
     /// (`None` when another task holds it).
     fn try_inline<T>(
         &self,
         work: &impl Fn(&Connection) -> Result<T, Abort>,
     ) -> Option<Result<T, Abort>> {
-        let conn = match self.conn.try_lock() {
-            Ok(conn) => conn,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
+        let conn = self.free_conn()?;
         Some(Tx::begin(&conn, "BEGIN IMMEDIATE").map_err(Abort::from).and_then(|tx| {
             self.writers.begin();
             let value = work(&tx)?;
@@ -541,17 +546,12 @@ impl SqliteStore {
         let started = Instant::now();
         let mut pause = FIRST_PAUSE;
         loop {
-            let attempt = match self.conn.try_lock() {
-                Ok(conn) => read_on(&conn, &work),
-                Err(std::sync::TryLockError::Poisoned(poisoned)) => {
-                    read_on(&poisoned.into_inner(), &work)
+            let attempt = match (self.free_conn(), &self.readers) {
+                (Some(conn), _) => read_on(&conn, &work),
+                (None, Some(readers)) => readers.read(&work),
+                (None, None) => {
+                    read_on(&self.conn.lock().unwrap_or_else(PoisonError::into_inner), &work)
                 }
-                Err(std::sync::TryLockError::WouldBlock) => match &self.readers {
-                    Some(readers) => readers.read(&work),
-                    None => {
-                        read_on(&self.conn.lock().unwrap_or_else(PoisonError::into_inner), &work)
-                    }
-                },
             };
             match attempt {
                 Ok(value) => return Ok(value),
