@@ -1,5 +1,7 @@
-//! Event lines as stores keep them: without the head every line of a run
-//! repeats, and without a time equal to the line before's.
+//! Event lines as stores keep them: without what every line of a run
+//! repeats (its head), and without what the line gives twice or the row
+//! already holds (its sequence number, a time shared with the line before,
+//! a node instance named after the node, step and task).
 
 use crate::event::EventRecord;
 use crate::ids::RunId;
@@ -8,17 +10,34 @@ use crate::ids::RunId;
 /// repeats ([`EventRecord::join_compact`]). A JSON line never starts so.
 const COMPACT: char = '~';
 
+/// Separates the fields of a line stored by fields (`~V|…`).
+const FIELD: char = '|';
+
 impl EventRecord {
     /// Like [`EventRecord::join_lines`], each line kept without the head
-    /// that every line of `run` repeats: `{"v":N,"run_id":"RUN",` becomes
-    /// `~N,` (42 bytes fewer a line), and `~N;` when the line's time (its
-    /// `"ts"` right after `"seq"`) is the previous line's, which is then
-    /// left out too (32 bytes more). Lines without that head are kept as
-    /// they are (one starting with `~`, which no JSON line does, gets a
-    /// second `~`). [`EventRecord::split_compact`] gives back the lines
-    /// byte for byte. Both stores of this workspace keep a transition's
-    /// events this way; another store may too, or keep
-    /// [`EventRecord::join_lines`] (the split reads both).
+    /// that every line of `run` repeats (`{"v":N,"run_id":"RUN",`), in the
+    /// first of these forms that gives the line back exactly:
+    ///
+    /// - **By fields**, `~N|TIME|NODE|INSTANCE|TYPE|REST`, for an engine
+    ///   event (`"seq"`, then optionally `"ts"`, `"node"` and `"node_id"`,
+    ///   then `"event_type"`, then `REST`, the rest of the line). The
+    ///   sequence number is left out (it is the record's). `TIME` is `-`
+    ///   (none), `=` (the line before's), `K:SUFFIX` (the first `K` bytes
+    ///   of the line before's, then `SUFFIX`) or `@TIME`. `NODE` is `-`
+    ///   (none) or the name. `INSTANCE` is `-` (none), `+` (the node's
+    ///   name, `:`, the step and `.`, the task, as `REST` starts with
+    ///   `,"step":S,"task":T`) or the `node_id` itself. Lines whose fields
+    ///   hold `|`, `\` or would read ambiguously take another form.
+    /// - `~N,` then the rest of the line, or `~N;` when its time (`"ts"`
+    ///   right after `"seq"`) is the line before's, which is left out too
+    ///   (the form lines of schema version 9 took).
+    /// - Whole, for a line without that head (one starting with `~`, which
+    ///   no JSON line does, gets a second `~`).
+    ///
+    /// [`EventRecord::split_compact`] gives back the lines byte for byte.
+    /// Both stores of this workspace keep a transition's events this way;
+    /// another store may too, or keep [`EventRecord::join_lines`] (the
+    /// split reads every form).
     pub fn join_compact(run: RunId, events: &[EventRecord]) -> String {
         let mut buf = [0; ulid::ULID_LEN];
         let run = run.text_in(&mut buf);
@@ -39,6 +58,11 @@ impl EventRecord {
             };
             lines.push(COMPACT);
             lines.push_str(version);
+            if let Some(fields) = Fields::of(rest, event.seq) {
+                fields.write(last_ts, &mut lines);
+                last_ts = fields.ts();
+                continue;
+            }
             match timed(rest) {
                 Some((seq, ts, after)) if !ts.is_empty() && last_ts == Some(ts) => {
                     lines.push(SAME_TIME);
@@ -70,11 +94,11 @@ impl EventRecord {
         }
         let mut buf = [0; ulid::ULID_LEN];
         let run = run.text_in(&mut buf);
-        let mut last_ts = String::new();
+        let mut last_ts = None;
         for (offset, stored) in lines.split('\n').enumerate() {
             let seq = first_seq + offset as u64;
             // Every line is expanded: a later one may take its time.
-            let json = expand(run, stored, &mut last_ts);
+            let json = expand(run, seq, stored, &mut last_ts);
             if seq > after {
                 out.push(EventRecord { seq, json });
             }
@@ -108,15 +132,214 @@ fn timed(rest: &str) -> Option<(&str, &str, &str)> {
     Some((&rest[..seq_end + 1], ts, after))
 }
 
-/// A stored line as it was written; `last_ts` is the previous line's time
-/// (updated to this line's).
-fn expand(run: &str, stored: &str, last_ts: &mut String) -> String {
+/// An engine event's line after its head, by fields.
+#[derive(Debug, Clone, Copy)]
+struct Fields<'l> {
+    time: Time<'l>,
+    node: Option<&'l str>,
+    instance: Instance<'l>,
+    event_type: &'l str,
+    rest: &'l str,
+}
+
+/// How a line's `"ts"` is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Time<'l> {
+    /// The line has none.
+    Absent,
+    /// The line before's.
+    Same,
+    /// The line before's first bytes, then the text.
+    Shared(usize, &'l str),
+    /// As it is.
+    Full(&'l str),
+}
+
+/// How a line's `"node_id"` is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Instance<'l> {
+    /// The line has none.
+    Absent,
+    /// Named after the node, the step and the task (put back from those).
+    Derived,
+    /// As it is.
+    Kept(&'l str),
+}
+
+/// `text` split at its first `byte` (an ASCII one, so both halves are
+/// whole characters).
+fn split_at_byte(text: &str, byte: u8) -> Option<(&str, &str)> {
+    let at = text.bytes().position(|b| b == byte)?;
+    Some((&text[..at], &text[at + 1..]))
+}
+
+/// A JSON string's text up to its closing quote, and what follows the
+/// quote, when the text holds no escape and no [`FIELD`].
+fn plain(text: &str) -> Option<(&str, &str)> {
+    let at = text.bytes().position(|b| matches!(b, b'"' | b'\\' | b'|'))?;
+    (text.as_bytes()[at] == b'"').then(|| (&text[..at], &text[at + 1..]))
+}
+
+/// Appends `n` in decimal.
+fn push_number(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &digit in &digits[at..] {
+        out.push(char::from(digit));
+    }
+}
+
+impl<'l> Fields<'l> {
+    /// The fields of `rest` when it is an engine event's line numbered
+    /// `seq` that the field form gives back exactly.
+    fn of(rest: &'l str, seq: u64) -> Option<Self> {
+        let (number, mut rest) = split_at_byte(rest.strip_prefix("\"seq\":")?, b',')?;
+        if number.parse::<u64>().ok()? != seq || (number.len() > 1 && number.starts_with('0')) {
+            return None;
+        }
+        // An optional `"key":"TEXT",`.
+        let mut string = |key: &str| -> Option<Option<&'l str>> {
+            let Some(value) = rest.strip_prefix(key) else {
+                return Some(None);
+            };
+            let (value, after) = plain(value)?;
+            rest = after.strip_prefix(',')?;
+            Some(Some(value))
+        };
+        let ts = string("\"ts\":\"")?;
+        let node = string("\"node\":\"")?;
+        let instance = string("\"node_id\":\"")?;
+        let (event_type, rest) = plain(rest.strip_prefix("\"event_type\":\"")?)?;
+        let instance = match (instance, node) {
+            (_, Some("-")) => return None,
+            (None, _) => Instance::Absent,
+            (Some(id), Some(node)) if derived(node, rest).is_some_and(|d| d.is(id)) => {
+                Instance::Derived
+            }
+            (Some("-" | "+"), _) => return None,
+            (Some(id), _) => Instance::Kept(id),
+        };
+        let time = ts.map_or(Time::Absent, Time::Full);
+        Some(Self { time, node, instance, event_type, rest })
+    }
+
+    /// The line's time, as [`Fields::of`] found it.
+    fn ts(&self) -> Option<&'l str> {
+        match self.time {
+            Time::Full(ts) => Some(ts),
+            _ => None,
+        }
+    }
+
+    /// Appends the form after `~N`; `last_ts` is the line before's time.
+    fn write(&self, last_ts: Option<&str>, out: &mut String) {
+        out.push(FIELD);
+        match (self.ts(), last_ts) {
+            (None, _) => out.push('-'),
+            (Some(ts), Some(last)) if ts == last => out.push('='),
+            (Some(ts), last) => {
+                let last = last.unwrap_or_default();
+                let mut shared = ts.bytes().zip(last.bytes()).take_while(|(a, b)| a == b).count();
+                while !ts.is_char_boundary(shared) {
+                    shared -= 1;
+                }
+                if shared >= 4 {
+                    push_number(out, shared as u64);
+                    out.push(':');
+                    out.push_str(&ts[shared..]);
+                } else {
+                    out.push('@');
+                    out.push_str(ts);
+                }
+            }
+        }
+        out.push(FIELD);
+        out.push_str(self.node.unwrap_or("-"));
+        out.push(FIELD);
+        match self.instance {
+            Instance::Absent => out.push('-'),
+            Instance::Derived => out.push('+'),
+            Instance::Kept(id) => out.push_str(id),
+        }
+        out.push(FIELD);
+        out.push_str(self.event_type);
+        out.push(FIELD);
+        out.push_str(self.rest);
+    }
+
+    /// Reads the form after `~N|`.
+    fn read(stored: &'l str) -> Option<Self> {
+        let (time, stored) = split_at_byte(stored, b'|')?;
+        let (node, stored) = split_at_byte(stored, b'|')?;
+        let (instance, stored) = split_at_byte(stored, b'|')?;
+        let (event_type, rest) = split_at_byte(stored, b'|')?;
+        let time = match time {
+            "-" => Time::Absent,
+            "=" => Time::Same,
+            _ => match time.strip_prefix('@') {
+                Some(ts) => Time::Full(ts),
+                None => {
+                    let (shared, suffix) = split_at_byte(time, b':')?;
+                    Time::Shared(shared.parse().ok()?, suffix)
+                }
+            },
+        };
+        let node = (node != "-").then_some(node);
+        let instance = match instance {
+            "-" => Instance::Absent,
+            "+" => Instance::Derived,
+            id => Instance::Kept(id),
+        };
+        Some(Self { time, node, instance, event_type, rest })
+    }
+}
+
+/// The step and task a node instance is named after, when `rest` (what
+/// follows a line's `"event_type"`) starts with them.
+struct Derived<'l> {
+    node: &'l str,
+    step: &'l str,
+    task: &'l str,
+}
+
+impl Derived<'_> {
+    /// Whether `id` is `node:step.task`.
+    fn is(&self, id: &str) -> bool {
+        id.strip_prefix(self.node)
+            .and_then(|id| id.strip_prefix(':'))
+            .and_then(|id| id.strip_prefix(self.step))
+            .and_then(|id| id.strip_prefix('.'))
+            .is_some_and(|task| task == self.task)
+    }
+}
+
+fn derived<'l>(node: &'l str, rest: &'l str) -> Option<Derived<'l>> {
+    let number = |text: &'l str| {
+        let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+        (digits > 0).then(|| text.split_at(digits))
+    };
+    let (step, rest) = number(rest.strip_prefix(",\"step\":")?)?;
+    let (task, _) = number(rest.strip_prefix(",\"task\":")?)?;
+    Some(Derived { node, step, task })
+}
+
+/// A stored line as it was written (line number `seq`); `last_ts` is the
+/// previous line's time (updated to this line's).
+fn expand(run: &str, seq: u64, stored: &str, last_ts: &mut Option<String>) -> String {
     let Some(compact) = stored.strip_prefix(COMPACT) else {
-        last_ts.clear();
+        *last_ts = None;
         return stored.to_owned();
     };
     let digits = compact.bytes().take_while(u8::is_ascii_digit).count();
-    let mut line = String::with_capacity(stored.len() + run.len() + 60);
+    let mut line = String::with_capacity(stored.len() + run.len() + 80);
     let (version, marked) = compact.split_at(digits);
     let push_head = |line: &mut String| {
         line.push_str("{\"v\":");
@@ -125,28 +348,92 @@ fn expand(run: &str, stored: &str, last_ts: &mut String) -> String {
         line.push_str(run);
         line.push_str("\",");
     };
+    // The time must be one the line before can give.
+    let fields =
+        marked.strip_prefix(FIELD).filter(|_| digits > 0).and_then(Fields::read).filter(|fields| {
+            match (fields.time, last_ts.as_deref()) {
+                (Time::Same, last) => last.is_some(),
+                (Time::Shared(shared, _), last) => {
+                    last.is_some_and(|ts| ts.is_char_boundary(shared))
+                }
+                _ => true,
+            }
+        });
+    if let Some(fields) = fields {
+        push_head(&mut line);
+        line.push_str("\"seq\":");
+        push_number(&mut line, seq);
+        line.push(',');
+        match (fields.time, last_ts.as_mut()) {
+            (Time::Absent, _) => *last_ts = None,
+            (Time::Same, _) => {}
+            (Time::Shared(shared, suffix), Some(ts)) => {
+                ts.truncate(shared);
+                ts.push_str(suffix);
+            }
+            (Time::Full(text), Some(ts)) => {
+                ts.clear();
+                ts.push_str(text);
+            }
+            (Time::Full(text), None) => *last_ts = Some(text.to_owned()),
+            // Refused above.
+            (Time::Shared(..), None) => {}
+        }
+        if let (Some(ts), false) = (last_ts.as_deref(), fields.time == Time::Absent) {
+            line.push_str("\"ts\":\"");
+            line.push_str(ts);
+            line.push_str("\",");
+        }
+        if let Some(node) = fields.node {
+            line.push_str("\"node\":\"");
+            line.push_str(node);
+            line.push_str("\",");
+        }
+        let derived = fields.node.and_then(|node| derived(node, fields.rest));
+        match (fields.instance, derived) {
+            (Instance::Absent, _) => {}
+            (Instance::Derived, Some(d)) => {
+                line.push_str("\"node_id\":\"");
+                line.push_str(d.node);
+                line.push(':');
+                line.push_str(d.step);
+                line.push('.');
+                line.push_str(d.task);
+                line.push_str("\",");
+            }
+            // Written only where it can be put back: a damaged line.
+            (Instance::Derived, None) => line.push_str("\"node_id\":null,"),
+            (Instance::Kept(id), _) => {
+                line.push_str("\"node_id\":\"");
+                line.push_str(id);
+                line.push_str("\",");
+            }
+        }
+        line.push_str("\"event_type\":\"");
+        line.push_str(fields.event_type);
+        line.push('"');
+        line.push_str(fields.rest);
+        return line;
+    }
     match (digits > 0, marked.strip_prefix(','), marked.strip_prefix(SAME_TIME)) {
         (true, Some(rest), _) => {
             push_head(&mut line);
             line.push_str(rest);
-            last_ts.clear();
-            if let Some((_, ts, _)) = timed(rest) {
-                last_ts.push_str(ts);
-            }
+            *last_ts = timed(rest).map(|(_, ts, _)| ts.to_owned());
         }
-        (true, _, Some(rest)) if !last_ts.is_empty() => {
+        (true, _, Some(rest)) if last_ts.as_deref().is_some_and(|ts| !ts.is_empty()) => {
             // `"seq":N,` then the rest: the time goes between.
             let seq_end = rest.find(',').map_or(rest.len(), |at| at + 1);
             push_head(&mut line);
             line.push_str(&rest[..seq_end]);
             line.push_str("\"ts\":\"");
-            line.push_str(last_ts);
+            line.push_str(last_ts.as_deref().unwrap_or_default());
             line.push_str("\",");
             line.push_str(&rest[seq_end..]);
         }
         // A line that started with `~` itself, kept with a second one.
         _ => {
-            last_ts.clear();
+            *last_ts = None;
             line.push_str(compact);
         }
     }
@@ -156,6 +443,7 @@ fn expand(run: &str, stored: &str, last_ts: &mut String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn lines(run: RunId, other: RunId) -> Vec<EventRecord> {
         let at = |seq: u32, ts: &str| {
@@ -230,5 +518,213 @@ mod tests {
         let mut none = Vec::new();
         EventRecord::split_compact(run, 1, "", 0, &mut none);
         assert!(none.is_empty());
+    }
+
+    /// A line as the engine writes it: head, `seq`, then `fields`.
+    fn engine_line(run: RunId, seq: u64, fields: &str) -> EventRecord {
+        EventRecord { seq, json: format!("{{\"v\":1,\"run_id\":\"{run}\",\"seq\":{seq},{fields}") }
+    }
+
+    #[test]
+    fn engine_lines_are_kept_by_fields() {
+        let run = RunId::new();
+        let events = vec![
+            engine_line(
+                run,
+                14,
+                "\"ts\":\"2026-12-01T12:36:01.020Z\",\"node\":\"inc\",\"node_id\":\"inc:5.0\",\
+                 \"event_type\":\"node_started\",\"step\":5,\"task\":0}",
+            ),
+            engine_line(
+                run,
+                15,
+                "\"ts\":\"2026-12-01T12:36:01.020Z\",\"node\":\"inc\",\"node_id\":\"inc:5.0\",\
+                 \"event_type\":\"node_completed\",\"step\":5,\"task\":0,\"update\":{\"n\":1}}",
+            ),
+            engine_line(
+                run,
+                16,
+                "\"ts\":\"2026-12-01T12:36:01.023Z\",\"event_type\":\"checkpoint_saved\",\
+                 \"step\":5,\"tasks\":1,\"snapshot\":false}",
+            ),
+            // A node instance not named after the step and task: kept.
+            engine_line(
+                run,
+                17,
+                "\"ts\":\"2026-12-01T12:36:02.000Z\",\"node\":\"agent\",\"node_id\":\"agent:6.1\",\
+                 \"event_type\":\"model_started\",\"agent\":\"a\",\"call_id\":\"c\"}",
+            ),
+            // No time, then a time again.
+            engine_line(run, 18, "\"event_type\":\"run_ended\",\"status\":\"completed\"}"),
+            engine_line(run, 19, "\"ts\":\"x\",\"event_type\":\"run_started\"}"),
+        ];
+        let stored = EventRecord::join_compact(run, &events);
+        let kept: Vec<&str> = stored.split('\n').collect();
+        assert_eq!(
+            kept,
+            [
+                "~1|@2026-12-01T12:36:01.020Z|inc|+|node_started|,\"step\":5,\"task\":0}",
+                "~1|=|inc|+|node_completed|,\"step\":5,\"task\":0,\"update\":{\"n\":1}}",
+                "~1|22:3Z|-|-|checkpoint_saved|,\"step\":5,\"tasks\":1,\"snapshot\":false}",
+                "~1|18:2.000Z|agent|agent:6.1|model_started|,\"agent\":\"a\",\"call_id\":\"c\"}",
+                "~1|-|-|-|run_ended|,\"status\":\"completed\"}",
+                "~1|@x|-|-|run_started|}",
+            ]
+        );
+        let whole: usize = events.iter().map(|e| e.json.len() + 1).sum();
+        assert!(stored.len() * 2 < whole, "{} of {whole} bytes", stored.len());
+        let mut back = Vec::new();
+        EventRecord::split_compact(run, 14, &stored, 0, &mut back);
+        assert_eq!(back, events);
+        for after in 14..20 {
+            let mut later = Vec::new();
+            EventRecord::split_compact(run, 14, &stored, after, &mut later);
+            assert_eq!(later, events[(after - 13) as usize..]);
+        }
+    }
+
+    #[test]
+    fn lines_the_fields_would_not_give_back_take_another_form() {
+        let run = RunId::new();
+        let odd = [
+            // A number that is not the record's, or not written plainly.
+            (1, "\"seq\":2,\"event_type\":\"e\"}"),
+            (2, "\"seq\":02,\"event_type\":\"e\"}"),
+            // Fields holding the separator, an escape or a marker.
+            (3, "\"seq\":3,\"ts\":\"a|b\",\"event_type\":\"e\"}"),
+            (4, "\"seq\":4,\"node\":\"a|b\",\"event_type\":\"e\"}"),
+            (5, "\"seq\":5,\"node\":\"a\\\"b\",\"event_type\":\"e\"}"),
+            (6, "\"seq\":6,\"node\":\"-\",\"event_type\":\"e\"}"),
+            (7, "\"seq\":7,\"node\":\"n\",\"node_id\":\"+\",\"event_type\":\"e\"}"),
+            (8, "\"seq\":8,\"node_id\":\"-\",\"event_type\":\"e\"}"),
+            (9, "\"seq\":9,\"event_type\":\"a|b\"}"),
+            (10, "\"seq\":10,\"event_type\":\"a\\\"b\"}"),
+            // Fields in another order, or no event type.
+            (11, "\"seq\":11,\"node\":\"n\",\"ts\":\"t\",\"event_type\":\"e\"}"),
+            (12, "\"seq\":12,\"ts\":\"t\",\"kind\":\"e\"}"),
+        ];
+        let events: Vec<EventRecord> = odd
+            .iter()
+            .map(|(seq, rest)| EventRecord {
+                seq: *seq,
+                json: format!("{{\"v\":1,\"run_id\":\"{run}\",{rest}"),
+            })
+            .collect();
+        let stored = EventRecord::join_compact(run, &events);
+        for line in stored.split('\n') {
+            assert!(!line.starts_with("~1|"), "{line}");
+        }
+        let mut back = Vec::new();
+        EventRecord::split_compact(run, 1, &stored, 0, &mut back);
+        assert_eq!(back, events);
+    }
+
+    #[test]
+    fn damaged_field_lines_read_as_they_are() {
+        let run = RunId::new();
+        // No line before to take a time from, a prefix past its end, and
+        // too few fields: each comes back as stored (without its `~`).
+        for stored in ["~1|=|-|-|e|}", "~1|40:x|-|-|e|}", "~1|-|-|e"] {
+            let mut back = Vec::new();
+            EventRecord::split_compact(run, 1, stored, 0, &mut back);
+            assert_eq!(back[0].json, &stored[1..]);
+        }
+        // An instance to put back from a line without step and task.
+        let mut back = Vec::new();
+        EventRecord::split_compact(run, 3, "~1|-|n|+|e|}", 0, &mut back);
+        let head = format!("{{\"v\":1,\"run_id\":\"{run}\",\"seq\":3,");
+        assert_eq!(
+            back[0].json,
+            format!("{head}\"node\":\"n\",\"node_id\":null,\"event_type\":\"e\"}}")
+        );
+    }
+
+    fn piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            Just("-".to_owned()),
+            Just("+".to_owned()),
+            Just("=".to_owned()),
+            Just("|".to_owned()),
+            Just("\\\"".to_owned()),
+            Just("@".to_owned()),
+            Just("12:".to_owned()),
+            Just("é".to_owned()),
+            "[a-z0-9:.|~@=+-]{0,6}",
+        ]
+    }
+
+    /// What a generated line is made of (see `render`).
+    type Parts = ((u8, Option<String>, Option<String>), (u8, String, u8, u64, u32, String));
+
+    fn parts() -> impl Strategy<Value = Parts> {
+        let times = prop_oneof![
+            Just("2026-12-01T12:36:01.020Z".to_owned()),
+            Just("2026-12-01T12:36:01.021Z".to_owned()),
+            Just("2026-12-01T12:37:00.000Z".to_owned()),
+            Just("2026-12-01T12:36:01.020Zé".to_owned()),
+            Just("2026-12-01T12:36:01.020Zè".to_owned()),
+            piece(),
+        ];
+        (
+            (0u8..5, proptest::option::of(times), proptest::option::of(piece())),
+            (0u8..4, piece(), 0u8..4, 0u64..12, 0u32..3, piece()),
+        )
+    }
+
+    /// Line `seq` of `run`: an engine line, or one that only looks like it
+    /// (another number, another run's head, a leading `~`, another
+    /// version), with or without each field, a node instance named after
+    /// the step and task or not, and arbitrary text where text goes.
+    fn render(run: RunId, other: RunId, seq: u64, parts: &Parts) -> EventRecord {
+        let ((kind, ts, node), (id_kind, id, rest_kind, step, task, tail)) = parts;
+        let mut json = match kind {
+            0 => format!("{{\"v\":1,\"run_id\":\"{run}\",\"seq\":{seq},"),
+            1 => format!("{{\"v\":1,\"run_id\":\"{run}\",\"seq\":{},", seq + 1),
+            2 => format!("{{\"v\":1,\"run_id\":\"{other}\",\"seq\":{seq},"),
+            3 => format!("~{{\"v\":1,\"run_id\":\"{run}\",\"seq\":{seq},"),
+            _ => format!("{{\"v\":7,\"run_id\":\"{run}\",\"seq\":{seq},"),
+        };
+        if let Some(ts) = ts {
+            json.push_str(&format!("\"ts\":\"{ts}\","));
+        }
+        if let Some(node) = node {
+            json.push_str(&format!("\"node\":\"{node}\","));
+        }
+        let name = node.as_deref().unwrap_or_default();
+        match id_kind {
+            0 => {}
+            1 => json.push_str(&format!("\"node_id\":\"{name}:{step}.{task}\",")),
+            2 => json.push_str(&format!("\"node_id\":\"{name}:{step}.{}\",", task + 1)),
+            _ => json.push_str(&format!("\"node_id\":\"{id}\",")),
+        }
+        match rest_kind {
+            0 => json.push_str(&format!(
+                "\"event_type\":\"node_started\",\"step\":{step},\"task\":{task}{tail}}}"
+            )),
+            1 => json.push_str(&format!("\"event_type\":\"{tail}\"}}")),
+            2 => json.push_str(&format!("\"event_type\":\"e\",\"step\":{step}}}")),
+            _ => json.push_str(&format!("\"kind\":\"{tail}\"}}")),
+        }
+        EventRecord { seq, json }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        /// Whatever the lines, the stored form reads back byte for byte,
+        /// from any point.
+        #[test]
+        fn any_lines_read_back_byte_for_byte(lines in proptest::collection::vec(parts(), 1..8)) {
+            let (run, other) = (RunId::new(), RunId::new());
+            let events: Vec<EventRecord> =
+                lines.iter().zip(40..).map(|(parts, seq)| render(run, other, seq, parts)).collect();
+            let stored = EventRecord::join_compact(run, &events);
+            for after in 39..40 + events.len() as u64 {
+                let mut back = Vec::new();
+                EventRecord::split_compact(run, 40, &stored, after, &mut back);
+                prop_assert_eq!(&back[..], &events[(after - 39) as usize..]);
+            }
+        }
     }
 }

@@ -405,7 +405,7 @@ fn large_updates_are_stored_once_and_read_back_whole() {
     let completed: Vec<&str> = steps
         .iter()
         .flat_map(|events| events.lines())
-        .filter(|line| line.contains("\"event_type\":\"node_completed\""))
+        .filter(|line| line.contains("|node_completed|"))
         .collect();
     assert_eq!(completed.len(), 4, "a, b (reused), ask, small");
     assert!(
@@ -414,15 +414,20 @@ fn large_updates_are_stored_once_and_read_back_whole() {
     );
     assert!(steps.iter().any(|events| events.contains("\"update_in_step\":true")));
     assert!(
-        steps
-            .iter()
-            .flat_map(|events| events.lines())
-            .all(|line| line.starts_with("~1,\"seq\":") || line.starts_with("~1;\"seq\":")),
-        "lines are stored without the head every line of the run repeats"
+        steps.iter().flat_map(|events| events.lines()).all(|line| line.starts_with("~1|")),
+        "engine lines are stored by fields, without the head every line of the run repeats"
     );
     assert!(
-        steps.iter().flat_map(|events| events.lines()).any(|line| line.starts_with("~1;")),
+        steps.iter().flat_map(|events| events.lines()).any(|line| line.starts_with("~1|=|")),
         "a line at the time of the line before it is stored without it"
+    );
+    assert!(
+        steps.iter().flat_map(|events| events.lines()).any(|line| line.contains("|+|")),
+        "a node instance named after its node, step and task is stored without it"
+    );
+    assert!(
+        steps.iter().flat_map(|events| events.lines()).all(|line| !line.contains("\"seq\"")),
+        "sequence numbers are the rows'"
     );
     let mut stmt = conn.prepare("SELECT lines FROM events").unwrap();
     let paused: Vec<String> =

@@ -183,6 +183,13 @@ const MIGRATIONS: &[&str] = &[
     // such lines out as they are, from opening the file. Lines written
     // before stay as they were and read the same.
     "SELECT 1;",
+    // 10: engine event lines may be stored by fields (`~1|TIME|NODE|…`:
+    // without their sequence number, a time shared with the line before,
+    // or a node instance named after the node, step and task; see
+    // `EventRecord::join_compact`). No table changes, as in 9: older builds
+    // would hand such lines out as they are. Lines written before read the
+    // same.
+    "SELECT 1;",
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".
