@@ -65,7 +65,9 @@ pub struct SqliteOptions {
     /// checkpoints (a page written many times is copied once) and a larger
     /// `-wal` file. Default 1000 pages (2 MiB at the default page size),
     /// SQLite's own default. With [`Checkpointing::Background`] this is only
-    /// the safety net, at ten times the value.
+    /// the safety net, at ten times the value, and the checkpoint thread
+    /// starts the WAL over from its beginning once it holds four times the
+    /// value (writes wait for that moment; see docs/durability.md).
     pub wal_autocheckpoint: u32,
     /// Who copies the WAL back into the database.
     pub checkpointing: Checkpointing,
@@ -171,9 +173,20 @@ struct CheckpointState {
 const CHECKPOINT_EVERY: u64 = 128;
 /// The checkpoint thread's timer.
 const CHECKPOINT_PERIOD: Duration = Duration::from_millis(100);
+/// With [`Checkpointing::Background`], the WAL is started over once it
+/// holds this many times `wal_autocheckpoint` frames (below the inline
+/// safety net's ten times).
+const RESTART_AT: u32 = 4;
 
 impl Checkpointer {
-    fn start(path: &Path) -> Result<Self, StoreError> {
+    /// The thread, on its own connection to `path`; it starts the WAL over
+    /// once it holds `restart_at` frames, holding the store's connection
+    /// `writer` meanwhile (see [`Checkpointer::restart`]).
+    fn start(
+        path: &Path,
+        restart_at: u32,
+        writer: Arc<Mutex<Connection>>,
+    ) -> Result<Self, StoreError> {
         let conn = Connection::open(path).map_err(backend)?;
         // A busy checkpoint is skipped, not waited for.
         conn.busy_timeout(Duration::ZERO).map_err(backend)?;
@@ -181,13 +194,50 @@ impl Checkpointer {
         let theirs = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("tollgate-checkpoint".into())
-            .spawn(move || Self::work(&conn, &theirs))
+            .spawn(move || Self::work(&conn, &theirs, i64::from(restart_at), &writer))
             .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
         Ok(Self { shared, thread: Some(thread) })
     }
 
-    fn work(conn: &Connection, shared: &CheckpointShared) {
+    /// Starts the WAL over from its beginning; the frames it held, if it
+    /// did. A writer
+    /// does that itself only when it begins a transaction while the whole
+    /// WAL is copied back; under a steady stream of group commits some
+    /// writes always come in while a checkpoint copies, so the WAL grew to
+    /// 100-230 MB (256 runs at once for 3-10 s, measured) instead of
+    /// staying near the checkpoint interval. A `RESTART` checkpoint takes
+    /// the write lock, copies what is left, syncs and resets the WAL once
+    /// no reader is in it. The caller holds the store's own connection
+    /// meanwhile, so that this process's writes wait for the restart (the
+    /// commit thread for the connection, a write on a caller's task on the
+    /// commit thread; reads go to read connections). It waits for nobody:
+    /// when another process writes or a read is in the WAL, it copies what
+    /// it can and the next checkpoint tries again, so that other processes
+    /// never stall this one's writes.
+    fn restart(conn: &Connection) -> Option<i64> {
+        let row = |row: &rusqlite::Row<'_>| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?));
+        match conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], row) {
+            Ok((0, frames)) => Some(frames),
+            Ok(_) => None,
+            Err(error) => {
+                if !is_busy(&error) {
+                    tracing::debug!(%error, "restarting the WAL failed");
+                }
+                None
+            }
+        }
+    }
+
+    fn work(
+        conn: &Connection,
+        shared: &CheckpointShared,
+        restart_at: i64,
+        writer: &Mutex<Connection>,
+    ) {
         let mut timed_out = false;
+        // The size of the WAL the last restart reset (reported until the
+        // next write).
+        let mut restarted = None;
         let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if state.stop {
@@ -201,11 +251,18 @@ impl Checkpointer {
                 drop(state);
                 // PASSIVE: copies what no reader still needs, never blocks
                 // writers; busy or failed attempts are retried next time.
-                if let Err(error) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                // The row says how many frames the WAL holds.
+                match conn
+                    .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| row.get::<_, i64>(1))
                 {
-                    if !is_busy(&error) {
-                        tracing::debug!(%error, "background checkpoint failed");
+                    Ok(frames) if frames >= restart_at && restarted != Some(frames) => {
+                        let held = writer.lock().unwrap_or_else(PoisonError::into_inner);
+                        restarted = Self::restart(conn).or(restarted);
+                        drop(held);
                     }
+                    Ok(_) => {}
+                    Err(error) if is_busy(&error) => {}
+                    Err(error) => tracing::debug!(%error, "background checkpoint failed"),
                 }
                 state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
                 continue;
@@ -391,12 +448,16 @@ impl SqliteStore {
             }
         };
         conn.set_prepared_statement_cache_capacity(64);
-        let checkpointer = match options.checkpointing {
-            Checkpointing::Background => Some(Checkpointer::start(&path)?),
-            Checkpointing::Inline => None,
-        };
         let writers = Arc::new(Writers::new(&conn).map_err(backend)?);
         let conn = Arc::new(Mutex::new(conn));
+        let checkpointer = match options.checkpointing {
+            Checkpointing::Background => Some(Checkpointer::start(
+                &path,
+                options.wal_autocheckpoint.saturating_mul(RESTART_AT),
+                Arc::clone(&conn),
+            )?),
+            Checkpointing::Inline => None,
+        };
         let counted = checkpointer.as_ref().map(|checkpointer| Arc::clone(&checkpointer.shared));
         let group = group::GroupCommitter::start(
             Arc::clone(&conn),
