@@ -128,14 +128,16 @@ pub struct SqliteStore {
     options: SqliteOptions,
     /// Reads that find the connection held run here (`readers.rs`); none
     /// for an in-memory database. Dropped (fields drop in this order)
-    /// before `group`, whose thread holds the connection until it ends:
-    /// the connection closing last copies the WAL back and removes it,
-    /// which a read-only one cannot.
+    /// before `group` and `checkpointer`, whose threads hold the store's
+    /// connection until they end: a read-write connection closing last
+    /// copies the WAL back and removes it, which a read-only one cannot.
     readers: Option<readers::Readers>,
     /// Writes that found the connection held go here (`group.rs`).
     group: group::GroupCommitter,
     /// What the connection knows of the runs it commits (`writers.rs`).
     writers: Arc<Writers>,
+    /// The background checkpoint thread, with its own connection; it also
+    /// holds the store's while it starts the WAL over.
     checkpointer: Option<Checkpointer>,
 }
 
@@ -200,12 +202,11 @@ impl Checkpointer {
     }
 
     /// Starts the WAL over from its beginning; the frames it held, if it
-    /// did. A writer
-    /// does that itself only when it begins a transaction while the whole
-    /// WAL is copied back; under a steady stream of group commits some
-    /// writes always come in while a checkpoint copies, so the WAL grew to
-    /// 100-230 MB (256 runs at once for 3-10 s, measured) instead of
-    /// staying near the checkpoint interval. A `RESTART` checkpoint takes
+    /// did. A writer does that itself only when it begins a transaction
+    /// while the whole WAL is copied back; under a steady stream of group
+    /// commits some writes always come in while a checkpoint copies, so the
+    /// WAL grew to 100-230 MB (256 runs at once for 3-10 s, measured)
+    /// instead of staying near the checkpoint interval. A `RESTART` checkpoint takes
     /// the write lock, copies what is left, syncs and resets the WAL once
     /// no reader is in it. The caller holds the store's own connection
     /// meanwhile, so that this process's writes wait for the restart (the
