@@ -429,3 +429,60 @@ fn a_long_run_lets_other_tasks_run_between_its_steps() {
     // 15 when written: 2,000 steps / 128.
     assert!(turns >= 10, "the other task ran {turns} times during {steps} steps");
 }
+
+/// Two nodes taking turns: their frontiers are stored once each, later
+/// steps refer to them (nine bytes instead of the frontier), and every
+/// step's checkpoint reads back the very frontier the in-memory store
+/// keeps, from the store that wrote them and from the file reopened.
+#[test]
+fn frontiers_a_run_repeats_are_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("frontiers.db");
+    let graph =
+        support::visits(Graph::new("turns", 1), &["ask", "answer"])
+            .edge(START, "ask")
+            .edge("ask", "answer")
+            .route("answer", ["ask", END], |s: &Trace| {
+                if s.count < 12 {
+                    Route::to("ask")
+                } else {
+                    Route::end()
+                }
+            })
+            .compile()
+            .unwrap();
+    let runtime = support::runtime();
+    let memory = Executor::new(tollgate::MemoryStore::new());
+    let on_file = Executor::new(SqliteStore::open(&path).unwrap());
+    let (kept, written) = runtime.block_on(async {
+        let kept = memory.run(&graph, Trace::default(), RunConfig::new()).await.unwrap();
+        let written = on_file.run(&graph, Trace::default(), RunConfig::new()).await.unwrap();
+        assert_eq!(written.status, RunStatus::Completed);
+        (kept.run_id, written.run_id)
+    });
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let sizes: Vec<(i64, i64)> = conn
+        .prepare("SELECT step, length(frontier) FROM steps ORDER BY step")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    drop(conn);
+    assert_eq!(sizes.len(), 13, "steps 0 to 12: {sizes:?}");
+    // Step 0 (ask next), step 1 (answer next) and step 12 (the end) store
+    // theirs; the others repeat one of the first two.
+    let referring: Vec<i64> =
+        sizes.iter().filter(|(_, size)| *size == 9).map(|(step, _)| *step).collect();
+    assert_eq!(referring, (2..12).collect::<Vec<_>>(), "{sizes:?}");
+    let reopened: Arc<dyn tollgate::Store> = Arc::new(SqliteStore::open(&path).unwrap());
+    runtime.block_on(async {
+        for store in [on_file.store(), &reopened] {
+            for step in 0..=12 {
+                let expected = memory.store().checkpoint(kept, Some(step)).await.unwrap();
+                let found = store.checkpoint(written, Some(step)).await.unwrap();
+                assert_eq!(found.frontier.to_bytes(), expected.frontier.to_bytes(), "step {step}");
+            }
+        }
+    });
+}

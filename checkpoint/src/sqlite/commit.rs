@@ -23,7 +23,7 @@ struct StepRow {
     tasks: usize,
     updates: Vec<u8>,
     snapshot: Option<Vec<u8>>,
-    frontier: Vec<u8>,
+    frontier: Arc<[u8]>,
 }
 
 impl SqliteStore {
@@ -36,7 +36,7 @@ impl SqliteStore {
             tasks: step.updates.len(),
             updates: frame::encode(&step.updates),
             snapshot: step.snapshot.as_ref().map(Blob::to_bytes),
-            frontier: step.frontier.to_bytes(),
+            frontier: Arc::from(step.frontier.to_bytes()),
         });
         let events = EventRecord::join_compact(run, &transition.events);
         let running = transition.status == RunStatus::Running;
@@ -45,10 +45,11 @@ impl SqliteStore {
             // What the last commit here left, unless something else may
             // have changed it since (`writers.rs`).
             let known = writers.get(tx, run)?;
-            let record = match known {
+            let record = match &known {
                 Some(known) => known.writer,
                 None => load_writer(tx, run)?,
             };
+            let mut recent = known.as_ref().map(|known| known.recent.clone()).unwrap_or_default();
             let num = record.num;
             check_writer(run, record.status, record.epoch, transition.epoch)?;
             if let Some(step) = &step {
@@ -62,6 +63,10 @@ impl SqliteStore {
             let count = transition.events.len() as i64;
             let new_step = step.as_ref().map_or(record.step, |step| step.number);
             if let Some(step) = &step {
+                // A frontier stored lately is referred to (`frontier.rs`).
+                let reference = recent.reference(&step.frontier);
+                let frontier = reference.as_ref().map_or(&step.frontier[..], |stored| &stored[..]);
+                recent = recent.after(new_step, &step.frontier);
                 let insert = "INSERT INTO steps (num, step, at_ms, tasks, frontier, updates, \
                      first_seq, event_count, events) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
                 tx.prepare_cached(insert)?.execute(params![
@@ -69,7 +74,7 @@ impl SqliteStore {
                     new_step as i64,
                     transition.at_ms,
                     step.tasks as i64,
-                    step.frontier,
+                    frontier,
                     step.updates,
                     first_seq,
                     count,
@@ -79,7 +84,7 @@ impl SqliteStore {
                     tx.prepare_cached("INSERT INTO snapshots (id, payload) VALUES (?1, ?2)")?
                         .execute(params![key(num, new_step), snapshot])?;
                 }
-                if !known.is_some_and(|known| known.settled) {
+                if !known.as_ref().is_some_and(|known| known.settled) {
                     tx.prepare_cached("DELETE FROM pending_writes WHERE num = ?1 AND step = ?2")?
                         .execute(params![num, new_step as i64])?;
                 }
@@ -130,7 +135,7 @@ impl SqliteStore {
                 last_seq: (first_seq + count - 1) as u64,
                 lease_until_ms,
             };
-            writers.stage(run, Known { writer, settled: step.is_some() });
+            writers.stage(run, Known { writer, settled: step.is_some(), recent });
             Ok(())
         })
         .await

@@ -3,6 +3,7 @@
 mod cache;
 mod commit;
 mod frame;
+mod frontier;
 mod group;
 #[cfg(test)]
 mod group_tests;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
+use super::frontier::{self, Recent};
 use super::rows::{
     blob_at, check_events, check_writer, corrupt_row, failure_text, insert_events, interrupts_at,
     key, load_owner, load_run, load_writer, run_from_row, Writer, MAX_STEP, SELECT_RUN,
@@ -100,7 +101,8 @@ impl Store for SqliteStore {
                 last_seq: count as u64,
                 lease_until_ms: lease,
             };
-            writers.stage(run.id, Known { writer, settled: true });
+            let recent = Recent::only(0, &frontier);
+            writers.stage(run.id, Known { writer, settled: true, recent });
             Ok(1)
         })
         .await
@@ -251,10 +253,7 @@ impl Store for SqliteStore {
                 let framed: Vec<u8> = row.get(1)?;
                 deltas.push((step, frame::decode(run, step, &framed)?));
             }
-            let frontier: Vec<u8> = tx
-                .prepare_cached("SELECT frontier FROM steps WHERE num = ?1 AND step = ?2")?
-                .query_row(params![num, step as i64], |row| row.get(0))?;
-            let frontier = blob_at(run, step, &frontier)?;
+            let frontier = frontier::read(tx, run, num, step)?;
             let mut pending = Vec::new();
             let mut progress = Vec::new();
             let mut interrupts = Vec::new();
@@ -388,7 +387,7 @@ impl Store for SqliteStore {
                 last_seq: (first_seq + count - 1) as u64,
                 lease_until_ms: lease,
             };
-            writers.stage(run, Known { writer, settled: false });
+            writers.stage(run, Known { writer, settled: false, recent: Recent::default() });
             Ok(record.epoch + 1)
         })
         .await

@@ -190,6 +190,12 @@ const MIGRATIONS: &[&str] = &[
     // would hand such lines out as they are. Lines written before read the
     // same.
     "SELECT 1;",
+    // 11: a step's frontier may be a reference to an earlier step of its
+    // run that stored the same frontier (a zero byte and that step,
+    // little-endian; see `frontier.rs`). No table changes: the version
+    // keeps older builds, which would take a reference for a damaged
+    // blob, from opening the file. Frontiers written before read the same.
+    "SELECT 1;",
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".

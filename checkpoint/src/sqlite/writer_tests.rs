@@ -143,6 +143,7 @@ fn only_committed_transactions_leave_anything_known() {
             lease_until_ms: None,
         },
         settled: true,
+        recent: Default::default(),
     };
     // A batch that was rolled back and begun again: nothing of it stays.
     writers.begin();

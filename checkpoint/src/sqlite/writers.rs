@@ -19,6 +19,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rusqlite::Connection;
 
+use super::frontier::Recent;
 use super::rows::Writer;
 use crate::ids::RunId;
 
@@ -33,13 +34,15 @@ pub(super) enum Touches {
 }
 
 /// A run's writer state as of its last commit here.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Known {
     pub(super) writer: Writer,
     /// The run has no pending writes for its next step: the last commit
     /// stored a step and dropped them, or the run was just created; only a
     /// write that forgets the run can store some.
     pub(super) settled: bool,
+    /// The last frontiers its steps stored in full (`frontier.rs`).
+    pub(super) recent: Recent,
 }
 
 /// At most this many runs are known (beyond, everything is forgotten).
@@ -106,7 +109,7 @@ impl Writers {
                 return Ok(None);
             }
         }
-        Ok(inner.known.get(&run).copied())
+        Ok(inner.known.get(&run).cloned())
     }
 
     /// `run`'s state once the open transaction commits (a commit, a
