@@ -26,6 +26,12 @@ use crate::ids::RunId;
 /// and two nodes taking turns (an agent and its tools).
 const RECENT: usize = 2;
 
+/// Frontiers longer than this are not remembered (they are stored in
+/// full every time): what is remembered stays under 1 KB a run, about
+/// 16 MB for the most runs a connection remembers (`writers.rs`), however
+/// large the inputs `Send` tasks carry.
+const MAX_REMEMBERED: usize = 512;
+
 /// The first byte of a stored reference.
 const REFERENCE: u8 = 0;
 
@@ -45,9 +51,9 @@ impl Recent {
     }
 
     /// What is remembered once `step` stored `frontier`: itself, newest,
-    /// when it stored it in full.
+    /// when it stored it in full and it is not too long to remember.
     pub(super) fn after(&self, step: u64, frontier: &Arc<[u8]>) -> Self {
-        if self.reference(frontier).is_some() {
+        if frontier.len() > MAX_REMEMBERED || self.reference(frontier).is_some() {
             return self.clone();
         }
         let mut next = Self::default();
@@ -56,11 +62,10 @@ impl Recent {
         next
     }
 
-    /// Remembers only `step`'s frontier, stored in full.
+    /// Remembers only `step`'s frontier, stored in full (if it is not
+    /// too long to remember).
     pub(super) fn only(step: u64, frontier: &[u8]) -> Self {
-        let mut recent = Self::default();
-        recent.0[0] = Some((step, Arc::from(frontier)));
-        recent
+        Self::default().after(step, &Arc::from(frontier))
     }
 }
 
@@ -122,5 +127,11 @@ mod tests {
         assert_eq!(referred(&to(7)), Some(7));
         assert_eq!(referred(&a), None, "a blob is not a reference");
         assert_eq!(referred(&[REFERENCE, 1]), None, "nor is a cut-off one");
+        // A long frontier (many `Send` inputs) is stored every time.
+        let long: Arc<[u8]> = Arc::from(vec![1; MAX_REMEMBERED + 1]);
+        let recent = recent.after(4, &long);
+        assert_eq!(recent.reference(&long), None);
+        assert_eq!(recent.reference(&c).map(Vec::from), Some(to(3)), "the others stay");
+        assert_eq!(Recent::only(0, &long).reference(&long), None);
     }
 }
