@@ -3,6 +3,8 @@
 //! already holds (its sequence number, a time shared with the line before,
 //! a node instance named after the node, step and task).
 
+use std::fmt::Write;
+
 use crate::event::EventRecord;
 use crate::ids::RunId;
 
@@ -181,20 +183,9 @@ fn plain(text: &str) -> Option<(&str, &str)> {
 }
 
 /// Appends `n` in decimal.
-fn push_number(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &digit in &digits[at..] {
-        out.push(char::from(digit));
-    }
+fn push_number(out: &mut String, n: u64) {
+    // Writing to a `String` cannot fail.
+    let _ = write!(out, "{n}");
 }
 
 impl<'l> Fields<'l> {

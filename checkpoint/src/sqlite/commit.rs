@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use rusqlite::params;
 
+use super::frontier::Recent;
 use super::rows::{
     check_events, check_writer, failure_text, insert_events, insert_interrupts, key, load_writer,
     Writer, MAX_STEP,
@@ -44,12 +45,10 @@ impl SqliteStore {
         self.write(Touches::NoRun, move |tx| {
             // What the last commit here left, unless something else may
             // have changed it since (`writers.rs`).
-            let known = writers.get(tx, run)?;
-            let record = match &known {
-                Some(known) => known.writer,
-                None => load_writer(tx, run)?,
+            let (record, settled, mut recent) = match writers.get(tx, run)? {
+                Some(Known { writer, settled, recent }) => (writer, settled, recent),
+                None => (load_writer(tx, run)?, false, Recent::default()),
             };
-            let mut recent = known.as_ref().map(|known| known.recent.clone()).unwrap_or_default();
             let num = record.num;
             check_writer(run, record.status, record.epoch, transition.epoch)?;
             if let Some(step) = &step {
@@ -66,7 +65,7 @@ impl SqliteStore {
                 // A frontier stored lately is referred to (`frontier.rs`).
                 let reference = recent.reference(&step.frontier);
                 let frontier = reference.as_ref().map_or(&step.frontier[..], |stored| &stored[..]);
-                recent = recent.after(new_step, &step.frontier);
+                recent.remember(new_step, &step.frontier);
                 let insert = "INSERT INTO steps (num, step, at_ms, tasks, frontier, updates, \
                      first_seq, event_count, events) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
                 tx.prepare_cached(insert)?.execute(params![
@@ -84,7 +83,7 @@ impl SqliteStore {
                     tx.prepare_cached("INSERT INTO snapshots (id, payload) VALUES (?1, ?2)")?
                         .execute(params![key(num, new_step), snapshot])?;
                 }
-                if !known.as_ref().is_some_and(|known| known.settled) {
+                if !settled {
                     tx.prepare_cached("DELETE FROM pending_writes WHERE num = ?1 AND step = ?2")?
                         .execute(params![num, new_step as i64])?;
                 }

@@ -50,22 +50,22 @@ impl Recent {
         Some(stored)
     }
 
-    /// What is remembered once `step` stored `frontier`: itself, newest,
-    /// when it stored it in full and it is not too long to remember.
-    pub(super) fn after(&self, step: u64, frontier: &Arc<[u8]>) -> Self {
+    /// Remembers that `step` stored `frontier`, newest, when it stored it
+    /// in full (no reference) and it is not too long to remember.
+    pub(super) fn remember(&mut self, step: u64, frontier: &Arc<[u8]>) {
         if frontier.len() > MAX_REMEMBERED || self.reference(frontier).is_some() {
-            return self.clone();
+            return;
         }
-        let mut next = Self::default();
-        next.0[0] = Some((step, Arc::clone(frontier)));
-        next.0[1..].clone_from_slice(&self.0[..RECENT - 1]);
-        next
+        self.0.rotate_right(1);
+        self.0[0] = Some((step, Arc::clone(frontier)));
     }
 
     /// Remembers only `step`'s frontier, stored in full (if it is not
     /// too long to remember).
     pub(super) fn only(step: u64, frontier: &[u8]) -> Self {
-        Self::default().after(step, &Arc::from(frontier))
+        let mut recent = Self::default();
+        recent.remember(step, &Arc::from(frontier));
+        recent
     }
 }
 
@@ -104,7 +104,7 @@ mod tests {
     fn frontiers_seen_lately_are_referred_to_and_others_stored() {
         let blob = |name: u8| -> Arc<[u8]> { Arc::from(&[1, name][..]) };
         let (a, b, c) = (blob(b'a'), blob(b'b'), blob(b'c'));
-        let recent = Recent::only(0, &a);
+        let mut recent = Recent::only(0, &a);
         let to = |step: u64| {
             let mut stored = vec![REFERENCE];
             stored.extend_from_slice(&step.to_le_bytes());
@@ -113,14 +113,14 @@ mod tests {
         assert_eq!(recent.reference(&a).map(Vec::from), Some(to(0)));
         assert_eq!(recent.reference(&b), None);
         // Two nodes taking turns: both are remembered.
-        let recent = recent.after(1, &b);
+        recent.remember(1, &b);
         assert_eq!(recent.reference(&a).map(Vec::from), Some(to(0)));
         assert_eq!(recent.reference(&b).map(Vec::from), Some(to(1)));
         // A step referring to one changes nothing.
-        let recent = recent.after(2, &a);
+        recent.remember(2, &a);
         assert_eq!(recent.reference(&a).map(Vec::from), Some(to(0)));
         // A third frontier pushes the oldest out.
-        let recent = recent.after(3, &c);
+        recent.remember(3, &c);
         assert_eq!(recent.reference(&c).map(Vec::from), Some(to(3)));
         assert_eq!(recent.reference(&b).map(Vec::from), Some(to(1)));
         assert_eq!(recent.reference(&a), None);
@@ -129,7 +129,7 @@ mod tests {
         assert_eq!(referred(&[REFERENCE, 1]), None, "nor is a cut-off one");
         // A long frontier (many `Send` inputs) is stored every time.
         let long: Arc<[u8]> = Arc::from(vec![1; MAX_REMEMBERED + 1]);
-        let recent = recent.after(4, &long);
+        recent.remember(4, &long);
         assert_eq!(recent.reference(&long), None);
         assert_eq!(recent.reference(&c).map(Vec::from), Some(to(3)), "the others stay");
         assert_eq!(Recent::only(0, &long).reference(&long), None);

@@ -207,9 +207,9 @@ impl Checkpointer {
     /// while the whole WAL is copied back; under a steady stream of group
     /// commits some writes always come in while a checkpoint copies, so the
     /// WAL grew to 100-230 MB (256 runs at once for 3-10 s, measured)
-    /// instead of staying near the checkpoint interval. A `RESTART` checkpoint takes
-    /// the write lock, copies what is left, syncs and resets the WAL once
-    /// no reader is in it. The caller holds the store's own connection
+    /// instead of staying near the checkpoint interval. A `RESTART`
+    /// checkpoint takes the write lock, copies what is left, syncs and
+    /// resets the WAL once no reader is in it. The caller holds the store's own connection
     /// meanwhile, so that this process's writes wait for the restart (the
     /// commit thread for the connection, a write on a caller's task on the
     /// commit thread; reads go to read connections). It waits for nobody:
