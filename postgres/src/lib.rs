@@ -19,6 +19,7 @@
 //! ```
 
 mod cache;
+mod frontiers;
 mod listen;
 mod migrations;
 mod ops;

@@ -12,8 +12,9 @@ use tollgate_checkpoint::{
 
 use crate::cache::check_turn;
 use crate::rows::{
-    blob_at, column, damaged, event_span, interrupt_from_row, interrupts_json, json_text,
-    run_from_row, sql_int, Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, RUN_BY_ID, SELECT_RUN,
+    blob_at, column, damaged, event_span, frontier_from_row, interrupt_from_row, interrupts_json,
+    json_text, run_from_row, sql_int, Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, RUN_BY_ID,
+    SELECT_RUN,
 };
 use crate::store::{client_error, PostgresStore, Refusal};
 
@@ -79,6 +80,7 @@ impl Store for PostgresStore {
         let (Some(turn), Some(thread)) = (run.thread_turn, &run.thread) else {
             let (client, statement) = self.prepared(CREATE).await?;
             client.execute(&statement, &values).await.map_err(refused)?;
+            self.frontiers.committed(run.id, 0, &frontier, run.claim.is_some());
             return Ok(1);
         };
         // A run that continues its thread checks the thread's latest run
@@ -90,6 +92,7 @@ impl Store for PostgresStore {
         let statement = tx.prepare_cached(CREATE).await.map_err(client_error)?;
         tx.execute(&statement, &values).await.map_err(refused)?;
         tx.commit().await.map_err(client_error)?;
+        self.frontiers.committed(run.id, 0, &frontier, run.claim.is_some());
         Ok(1)
     }
 
@@ -100,7 +103,11 @@ impl Store for PostgresStore {
         let interrupts = interrupts_json(&transition.interrupts)?;
         let step = transition.step.as_ref();
         let number = step.map(|step| sql_int(step.step));
-        let frontier = step.map(|step| step.frontier.to_bytes());
+        let full = step.map(|step| step.frontier.to_bytes());
+        // A frontier the run stored lately is referred to (`frontiers.rs`).
+        let reference = full.as_deref().and_then(|full| self.frontiers.reference(run, full));
+        let frontier: Option<&[u8]> =
+            reference.as_ref().map(|stored| &stored[..]).or(full.as_deref());
         let tasks: Vec<i32> = step
             .map(|step| step.updates.iter().map(|u| u.task.index as i32).collect())
             .unwrap_or_default();
@@ -141,6 +148,12 @@ impl Store for PostgresStore {
                 ],
             )
             .await;
+        let running = transition.status == RunStatus::Running;
+        match (&result, step.zip(full.as_deref())) {
+            (Ok(_), Some((step, full))) => self.frontiers.committed(run, step.step, full, running),
+            (Ok(_), None) if running => {}
+            _ => self.frontiers.forget(run),
+        }
         result.map(drop).map_err(|error| {
             Refusal {
                 epoch: transition.epoch,
@@ -263,7 +276,9 @@ impl Store for PostgresStore {
                 ") ORDER BY step"
             )),
             client.prepare_cached(concat!(
-                "SELECT frontier FROM steps WHERE run = $1 AND step = ",
+                "SELECT s.frontier, tollgate_referred(s.frontier), f.frontier FROM steps s \
+                 LEFT JOIN steps f ON f.run = s.run AND f.step = tollgate_referred(s.frontier) \
+                 WHERE s.run = $1 AND s.step = ",
                 checkpoint_step!()
             )),
             client.prepare_cached(concat!(
@@ -334,7 +349,7 @@ impl Store for PostgresStore {
                 Ok((step, updates))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let frontier = blob_at(run, step, column(&frontier, 0)?)?;
+        let frontier = frontier_from_row(run, step, &frontier)?;
         // Progress records share the table under negative task numbers
         // (task i is -1 - i).
         let (mut pending, mut progress) = (Vec::new(), Vec::new());
@@ -564,6 +579,7 @@ impl Store for PostgresStore {
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
+        self.frontiers.forget(run);
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(client_error)?;
         let id = run.to_string();

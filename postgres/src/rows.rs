@@ -93,6 +93,22 @@ pub(crate) fn blob_at(run: RunId, step: u64, bytes: &[u8]) -> Result<Blob, Store
     Blob::from_bytes(bytes).map_err(|source| StoreError::CorruptCheckpoint { run, step, source })
 }
 
+/// The frontier of `run` after `step` from its row: (the stored frontier,
+/// the step it refers to if it is a reference, that step's frontier).
+/// A reference names a step before that holds its frontier in full.
+pub(crate) fn frontier_from_row(run: RunId, step: u64, row: &Row) -> Result<Blob, StoreError> {
+    let stored: &[u8] = column(row, 0)?;
+    let Some(at) = column::<Option<i64>>(row, 1)? else { return blob_at(run, step, stored) };
+    match column::<Option<&[u8]>>(row, 2)? {
+        Some(full) if (at as u64) < step && full.first() != Some(&0) => {
+            blob_at(run, at as u64, full)
+        }
+        _ => Err(damaged(format!(
+            "run {run}: the frontier of step {step} refers to step {at}, which does not hold one"
+        ))),
+    }
+}
+
 /// The first sequence number and count of events that must follow each
 /// other without gaps (the store checks the first against the run's last).
 pub(crate) fn event_span(run: RunId, events: &[EventRecord]) -> Result<(i64, i32), StoreError> {

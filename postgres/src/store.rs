@@ -8,6 +8,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres_rustls::MakeRustlsConnect;
 use tollgate_checkpoint::{RunId, RunStatus, StoreError};
 
+use crate::frontiers::Frontiers;
 use crate::schema;
 
 /// Settings of a [`PostgresStore`].
@@ -70,6 +71,8 @@ pub struct PostgresStore {
     /// What connections are opened with: the pool's, and the listener's.
     pub(crate) config: tokio_postgres::Config,
     pub(crate) tls: MakeRustlsConnect,
+    /// Runs' recent full frontiers (`frontiers.rs`), shared by clones.
+    pub(crate) frontiers: Arc<Frontiers>,
 }
 
 /// `name` when it is a plain identifier (it is put into SQL text).
@@ -156,7 +159,7 @@ impl PostgresStore {
             .create_timeout(Some(options.connect_timeout))
             .build()
             .map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?;
-        let store = PostgresStore { pool, config, tls };
+        let store = PostgresStore { pool, config, tls, frontiers: Arc::default() };
         let mut client = store.client().await?;
         schema::migrate(&mut client, schema).await?;
         Ok(store)

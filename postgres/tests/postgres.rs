@@ -114,7 +114,7 @@ fn ten_processes_opening_at_once_migrate_once() {
             .query_one(&format!("SELECT version, application FROM {schema}.tollgate_schema"), &[])
             .await
             .unwrap();
-        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (10, "tollgate".to_owned()));
+        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (11, "tollgate".to_owned()));
         let names: Vec<String> =
             tables(&client, &schema).await.into_iter().map(|(name, _)| name).collect();
         let expected = [
@@ -149,7 +149,7 @@ fn a_newer_or_foreign_schema_is_refused_and_left_untouched() {
         let options = PostgresOptions::default().with_schema(newer.clone());
         let error = PostgresStore::connect_with(&url, options).await.unwrap_err();
         assert!(
-            matches!(error, StoreError::SchemaTooNew { found: 99, supported: 10 }),
+            matches!(error, StoreError::SchemaTooNew { found: 99, supported: 11 }),
             "{error:?}"
         );
         assert!(error.to_string().contains("upgrade tollgate"), "{error}");
@@ -566,5 +566,118 @@ fn event_lines_are_stored_compact_and_read_back_byte_for_byte() {
                 "~~ kept as it is",
             ]
         );
+    });
+}
+
+/// A step whose frontier is one of the last two its run stored in full
+/// through this store stores a nine-byte reference to that step; another
+/// store (another process) taking the run over stores its first in full.
+/// Reads give every step's frontier back as committed, and a reference
+/// that names no full frontier is reported as damaged.
+#[test]
+fn frontiers_a_run_repeats_are_stored_as_references() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let schema = fresh_schema();
+        let store = fresh_store_in(&url, &schema).await;
+        let run = RunId::new();
+        let blob = |text: &str| Codec::Json.encode(&text, 1).unwrap();
+        let long = "x".repeat(600);
+        // Step 0 is the run's first frontier; then two nodes taking turns,
+        // one looping on itself, a long one repeated, and a frontier last
+        // seen three steps before.
+        let frontiers: Vec<_> =
+            ["a", "b", "a", "b", "a", "c", "c", &long, &long, "a", "a", "a", "a"]
+                .into_iter()
+                .map(blob)
+                .collect();
+        let created =
+            NewRun { frontier: frontiers[0].clone(), events: Vec::new(), ..paused_run(run).0 };
+        store.create_run(created).await.unwrap();
+        // Steps 11 and 12 are committed through another store.
+        let other = fresh_store_in(&url, &schema).await;
+        for (step, frontier) in frontiers.iter().enumerate().skip(1) {
+            let step = step as u64;
+            let record = StepRecord {
+                step,
+                updates: Vec::new(),
+                snapshot: None,
+                frontier: frontier.clone(),
+            };
+            let transition = Transition {
+                run,
+                epoch: 1,
+                step: Some(record),
+                status: RunStatus::Running,
+                failure: None,
+                events: Vec::new(),
+                at_ms: 2,
+                lease_until_ms: Some(i64::MAX),
+                interrupts: Vec::new(),
+            };
+            let through = if step > 10 { &other } else { &store };
+            through.commit(transition).await.unwrap();
+        }
+        let client = raw(&url).await;
+        let stored: Vec<(i64, i32, Option<i64>)> = client
+            .query(
+                &format!(
+                    "SELECT step, length(frontier), {schema}.tollgate_referred(frontier) \
+                     FROM {schema}.steps ORDER BY step"
+                ),
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1), row.get(2)))
+            .collect();
+        let referred: Vec<Option<i64>> = stored.iter().map(|(_, _, to)| *to).collect();
+        let none = None;
+        assert_eq!(
+            referred,
+            [
+                none,
+                none,
+                Some(0),
+                Some(1),
+                Some(0),
+                none,
+                Some(5),
+                none,
+                none,
+                none,
+                Some(9),
+                none,
+                Some(11)
+            ],
+            "{stored:?}"
+        );
+        for (step, length, to) in &stored {
+            assert_eq!(*length == 9, to.is_some(), "step {step}: {stored:?}");
+        }
+        for reader in [&store, &other] {
+            for (step, frontier) in frontiers.iter().enumerate() {
+                let read = reader.checkpoint(run, Some(step as u64)).await.unwrap();
+                assert_eq!(read.frontier.to_bytes(), frontier.to_bytes(), "step {step}");
+            }
+            let last = reader.checkpoint(run, None).await.unwrap();
+            assert_eq!(last.frontier.to_bytes(), frontiers[12].to_bytes());
+        }
+
+        // A reference to a step that is itself a reference, or to no step.
+        for target in [3u64, 99] {
+            let mut reference = vec![0u8];
+            reference.extend_from_slice(&target.to_le_bytes());
+            client
+                .execute(
+                    &format!("UPDATE {schema}.steps SET frontier = $1 WHERE step = 4"),
+                    &[&reference],
+                )
+                .await
+                .unwrap();
+            let error = store.checkpoint(run, Some(4)).await.unwrap_err().to_string();
+            assert!(error.contains(&format!("refers to step {target}")), "{error}");
+        }
     });
 }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use rusqlite::params;
 
-use super::frontier::Recent;
 use super::rows::{
     check_events, check_writer, failure_text, insert_events, insert_interrupts, key, load_writer,
     Writer, MAX_STEP,
@@ -15,6 +14,7 @@ use super::rows::{
 use super::writers::{Known, Touches};
 use super::{frame, SqliteStore};
 use crate::codec::Blob;
+use crate::frontier::RecentFrontiers;
 use crate::record::{EventRecord, RunStatus, Transition};
 use crate::store::StoreError;
 
@@ -47,7 +47,7 @@ impl SqliteStore {
             // have changed it since (`writers.rs`).
             let (record, settled, mut recent) = match writers.get(tx, run)? {
                 Some(Known { writer, settled, recent }) => (writer, settled, recent),
-                None => (load_writer(tx, run)?, false, Recent::default()),
+                None => (load_writer(tx, run)?, false, RecentFrontiers::default()),
             };
             let num = record.num;
             check_writer(run, record.status, record.epoch, transition.epoch)?;

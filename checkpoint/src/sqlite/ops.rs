@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
-use super::frontier::{self, Recent};
+use super::frontier;
 use super::rows::{
     blob_at, check_events, check_writer, corrupt_row, failure_text, insert_events, interrupts_at,
     key, load_owner, load_run, load_writer, run_from_row, Writer, MAX_STEP, SELECT_RUN,
@@ -14,6 +14,7 @@ use super::writers::{Known, Touches};
 use super::{frame, Abort, SqliteStore};
 use crate::codec::Blob;
 use crate::event::restore_updates;
+use crate::frontier::RecentFrontiers;
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
@@ -101,7 +102,7 @@ impl Store for SqliteStore {
                 last_seq: count as u64,
                 lease_until_ms: lease,
             };
-            let recent = Recent::only(0, &frontier);
+            let recent = RecentFrontiers::only(0, &frontier);
             writers.stage(run.id, Known { writer, settled: true, recent });
             Ok(1)
         })
@@ -387,7 +388,8 @@ impl Store for SqliteStore {
                 last_seq: (first_seq + count - 1) as u64,
                 lease_until_ms: lease,
             };
-            writers.stage(run, Known { writer, settled: false, recent: Recent::default() });
+            writers
+                .stage(run, Known { writer, settled: false, recent: RecentFrontiers::default() });
             Ok(record.epoch + 1)
         })
         .await

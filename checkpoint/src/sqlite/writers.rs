@@ -19,8 +19,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rusqlite::Connection;
 
-use super::frontier::Recent;
 use super::rows::Writer;
+use crate::frontier::RecentFrontiers;
 use crate::ids::RunId;
 
 /// Which runs' writer state a write may change.
@@ -42,7 +42,7 @@ pub(super) struct Known {
     /// write that forgets the run can store some.
     pub(super) settled: bool,
     /// The last frontiers its steps stored in full (`frontier.rs`).
-    pub(super) recent: Recent,
+    pub(super) recent: RecentFrontiers,
 }
 
 /// At most this many runs are known (beyond, everything is forgotten).
