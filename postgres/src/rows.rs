@@ -4,8 +4,8 @@
 use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::Row;
 use tollgate_checkpoint::{
-    Blob, EventRecord, GraphRef, InterruptRecord, Owner, RunFailure, RunId, RunRecord, RunStatus,
-    StoreError,
+    frontier_reference, Blob, EventRecord, GraphRef, InterruptRecord, Owner, RunFailure, RunId,
+    RunRecord, RunStatus, StoreError,
 };
 
 /// A run's columns, with its open interrupts counted. Append a `WHERE`.
@@ -100,7 +100,7 @@ pub(crate) fn frontier_from_row(run: RunId, step: u64, row: &Row) -> Result<Blob
     let stored: &[u8] = column(row, 0)?;
     let Some(at) = column::<Option<i64>>(row, 1)? else { return blob_at(run, step, stored) };
     match column::<Option<&[u8]>>(row, 2)? {
-        Some(full) if (at as u64) < step && full.first() != Some(&0) => {
+        Some(full) if (at as u64) < step && frontier_reference(full).is_none() => {
             blob_at(run, at as u64, full)
         }
         _ => Err(damaged(format!(
