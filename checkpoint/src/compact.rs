@@ -182,6 +182,16 @@ fn plain(text: &str) -> Option<(&str, &str)> {
     (text.as_bytes()[at] == b'"').then(|| (&text[..at], &text[at + 1..]))
 }
 
+/// Appends `"key":"TEXT",`, `TEXT` the `parts` joined (plain text: what
+/// [`plain`] read, needing no escape).
+fn push_text(out: &mut String, key: &str, parts: &[&str]) {
+    out.push('"');
+    out.push_str(key);
+    out.push_str("\":\"");
+    parts.iter().for_each(|part| out.push_str(part));
+    out.push_str("\",");
+}
+
 /// Appends `n` in decimal.
 fn push_number(out: &mut String, n: u64) {
     // Writing to a `String` cannot fail.
@@ -371,34 +381,20 @@ fn expand(run: &str, seq: u64, stored: &str, last_ts: &mut Option<String>) -> St
             (Time::Shared(..), None) => {}
         }
         if let (Some(ts), false) = (last_ts.as_deref(), fields.time == Time::Absent) {
-            line.push_str("\"ts\":\"");
-            line.push_str(ts);
-            line.push_str("\",");
+            push_text(&mut line, "ts", &[ts]);
         }
         if let Some(node) = fields.node {
-            line.push_str("\"node\":\"");
-            line.push_str(node);
-            line.push_str("\",");
+            push_text(&mut line, "node", &[node]);
         }
         let derived = fields.node.and_then(|node| derived(node, fields.rest));
         match (fields.instance, derived) {
             (Instance::Absent, _) => {}
             (Instance::Derived, Some(d)) => {
-                line.push_str("\"node_id\":\"");
-                line.push_str(d.node);
-                line.push(':');
-                line.push_str(d.step);
-                line.push('.');
-                line.push_str(d.task);
-                line.push_str("\",");
+                push_text(&mut line, "node_id", &[d.node, ":", d.step, ".", d.task]);
             }
             // Written only where it can be put back: a damaged line.
             (Instance::Derived, None) => line.push_str("\"node_id\":null,"),
-            (Instance::Kept(id), _) => {
-                line.push_str("\"node_id\":\"");
-                line.push_str(id);
-                line.push_str("\",");
-            }
+            (Instance::Kept(id), _) => push_text(&mut line, "node_id", &[id]),
         }
         line.push_str("\"event_type\":\"");
         line.push_str(fields.event_type);

@@ -244,6 +244,21 @@ fn paused_run(run: RunId) -> (NewRun, Transition) {
     (created, pause)
 }
 
+/// The transition of a step of `run` (epoch 1) that keeps it running.
+fn step_of(run: RunId, record: StepRecord, events: Vec<EventRecord>) -> Transition {
+    Transition {
+        run,
+        epoch: 1,
+        step: Some(record),
+        status: RunStatus::Running,
+        failure: None,
+        events,
+        at_ms: 2,
+        lease_until_ms: Some(i64::MAX),
+        interrupts: Vec::new(),
+    }
+}
+
 #[test]
 fn of_many_concurrent_decisions_on_separate_connections_exactly_one_wins() {
     let Some(url) = url() else { return };
@@ -470,20 +485,8 @@ fn a_checkpoint_read_sees_one_moment_while_steps_commit() {
                     snapshot: (step % 7 == 0).then(|| number(step)),
                     frontier: number(step),
                 };
-                writer
-                    .commit(Transition {
-                        run,
-                        epoch: 1,
-                        step: Some(record),
-                        status: RunStatus::Running,
-                        failure: None,
-                        events: vec![EventRecord { seq: step + 1, json: "{}".into() }],
-                        at_ms: 2,
-                        lease_until_ms: Some(i64::MAX),
-                        interrupts: Vec::new(),
-                    })
-                    .await
-                    .unwrap();
+                let events = vec![EventRecord { seq: step + 1, json: "{}".into() }];
+                writer.commit(step_of(run, record, events)).await.unwrap();
             }
         });
         let mut reads = 0;
@@ -604,19 +607,8 @@ fn frontiers_a_run_repeats_are_stored_as_references() {
                 snapshot: None,
                 frontier: frontier.clone(),
             };
-            let transition = Transition {
-                run,
-                epoch: 1,
-                step: Some(record),
-                status: RunStatus::Running,
-                failure: None,
-                events: Vec::new(),
-                at_ms: 2,
-                lease_until_ms: Some(i64::MAX),
-                interrupts: Vec::new(),
-            };
             let through = if step > 10 { &other } else { &store };
-            through.commit(transition).await.unwrap();
+            through.commit(step_of(run, record, Vec::new())).await.unwrap();
         }
         let client = raw(&url).await;
         let stored: Vec<(i64, i32, Option<i64>)> = client

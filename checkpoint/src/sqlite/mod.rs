@@ -209,13 +209,13 @@ impl Checkpointer {
     /// WAL grew to 100-230 MB (256 runs at once for 3-10 s, measured)
     /// instead of staying near the checkpoint interval. A `RESTART`
     /// checkpoint takes the write lock, copies what is left, syncs and
-    /// resets the WAL once no reader is in it. The caller holds the store's own connection
-    /// meanwhile, so that this process's writes wait for the restart (the
-    /// commit thread for the connection, a write on a caller's task on the
-    /// commit thread; reads go to read connections). It waits for nobody:
-    /// when another process writes or a read is in the WAL, it copies what
-    /// it can and the next checkpoint tries again, so that other processes
-    /// never stall this one's writes.
+    /// resets the WAL once no reader is in it. The caller holds the store's
+    /// own connection meanwhile, so that this process's writes wait for the
+    /// restart (the commit thread for the connection, a write on a caller's
+    /// task on the commit thread; reads go to read connections). It waits
+    /// for nobody: when another process writes or a read is in the WAL, it
+    /// copies what it can and the next checkpoint tries again, so that
+    /// other processes never stall this one's writes.
     fn restart(conn: &Connection) -> Option<i64> {
         let row = |row: &rusqlite::Row<'_>| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?));
         match conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], row) {
