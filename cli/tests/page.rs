@@ -390,20 +390,11 @@ fn the_run_page_fits_a_phone_screen() {
 fn a_running_run_streams_into_the_page_and_can_be_cancelled_and_continued() {
     let Some(browser) = Browser::start() else { return };
     let fx = Fixture::new();
-    // A streaming model, and a tool that prints a line every 0.2 s.
-    let script =
-        "for i in $(seq 1 25); do echo \"tick $i\"; sleep 0.2; done; echo '{\"ok\": true}'";
-    std::fs::write(
-        fx.path("tick_replies.json"),
-        json!([{"tool_calls": [{"name": "tick", "args": {}}]}, {"text": "all ticked"}]).to_string(),
-    )
-    .unwrap();
-    let blueprint = json!({
-        "name": "tick", "model": "scripted:tick_replies.json", "stream": true,
-        "tools": [{"name": "tick", "description": "Ticks", "parameters": {"type": "object"},
-                   "command": ["/bin/sh", "-c", script]}]
-    });
-    std::fs::write(fx.path("tick.json"), blueprint.to_string()).unwrap();
+    // A streaming model, and a tool that prints a line every 0.2 s until
+    // the test lets it finish, so that a browser slow to start still sees
+    // it running. Continued, it ends at once: the new leg's events take
+    // the numbers of the cancelled step's, which the page showed live.
+    let release = support::held_blueprint(&fx, "tick", true);
     let folder = fx.dir.path().to_str().unwrap().to_owned();
     let server = Served::start(&fx, &["--blueprints", &folder]);
     runtime().block_on(async {
@@ -424,16 +415,46 @@ fn a_running_run_streams_into_the_page_and_can_be_cancelled_and_continued() {
         click(&page, "#cancel").await;
         text_where(&page, "#run-status", |text| text == "interrupted").await;
         assert_eq!(summary(&server, &run).await["status"], "interrupted");
+        // The cancelled leg's end takes the number of the first event the
+        // page saw live of the step that never committed: the server takes
+        // those back (a rewind), and the page draws the end.
+        element(&page, "#timeline li.end-interrupted").await;
         // Continue runs the step again, to the end.
+        std::fs::write(&release, "").unwrap();
         click(&page, "#continue").await;
         text_where(&page, "#run-status", |text| text == "completed").await;
-        // The streamed reply sits in its model call's entry.
-        let streamed = page
-            .execute("return [...document.querySelectorAll('#timeline .stream')].map(e => e.textContent)", vec![])
+        // The streamed reply sits in its model call's entry (the status
+        // comes from a summary read, which may see the end before the
+        // run's events are drawn).
+        let started = Instant::now();
+        loop {
+            let streamed = page
+                .execute("return [...document.querySelectorAll('#timeline .stream')].map(e => e.textContent)", vec![])
+                .await
+                .unwrap();
+            if streamed.as_array().unwrap().contains(&json!("ticked")) {
+                break;
+            }
+            assert!(started.elapsed() < browser::PATIENCE, "{streamed}");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        // The timeline is the stored log: the cancelled leg's end is there
+        // and nothing it showed live of the step that never committed.
+        let shown = page
+            .execute("return [...document.querySelectorAll('#timeline li')].map(e => [Number(e.dataset.seq), e.dataset.type])", vec![])
             .await
             .unwrap();
-        assert!(streamed.as_array().unwrap().contains(&json!("all ticked")), "{streamed}");
-        text_where(&page, "#final-answer", |text| text == "all ticked").await;
+        let stored = support::sse(&client(), &server.url(&format!("/runs/{run}/events")), None).await;
+        let stored: std::collections::HashMap<u64, String> =
+            stored.into_iter().map(|(seq, kind, _)| (seq, kind)).collect();
+        let shown: Vec<(u64, String)> = serde_json::from_value(shown).unwrap();
+        for (seq, kind) in &shown {
+            assert_eq!(stored.get(seq), Some(kind), "the page shows {kind} as event {seq}: {shown:?}");
+        }
+        assert!(shown.windows(2).all(|pair| pair[0].0 < pair[1].0), "in order, once: {shown:?}");
+        let ends = page.find_all(fantoccini::Locator::Css("#timeline li.end-interrupted")).await.unwrap();
+        assert_eq!(ends.len(), 1, "the cancelled leg's end: {shown:?}");
+        text_where(&page, "#final-answer", |text| text == "ticked").await;
         page.close().await.unwrap();
     });
 }

@@ -223,3 +223,137 @@ fn a_stream_on_an_orphaned_run_says_so() {
         assert_eq!(done["status"], "completed");
     });
 }
+
+/// A step that never commits (its leg cancelled while its tool prints)
+/// leaves events a follower got live that the store does not hold, and
+/// the next events take their numbers. The follower is told so (`rewind`,
+/// with the number it goes back to as its id) before it gets them: what
+/// it keeps, rewinds applied, is the stored log. Then the same over a
+/// WebSocket that stays open while the run is continued.
+#[test]
+fn live_events_of_a_step_that_never_commits_are_taken_back() {
+    let fx = Fixture::new();
+    let release = support::held_blueprint(&fx, "held", false);
+    let server = Served::start(&fx, &["--blueprints", fx.dir.path().to_str().unwrap()]);
+    let client = client();
+    runtime().block_on(async {
+        let created =
+            support::post_json(&client, &server.url("/runs"), &json!({"blueprint": "held"})).await;
+        let id = created["id"].as_str().unwrap().to_owned();
+        let url = server.url(&format!("/runs/{id}/events"));
+        let response = client.get(url).send().await.unwrap();
+        let mut stream = response.bytes_stream().eventsource();
+        let mut frames = Vec::new();
+        let mut cancelled = false;
+        while let Some(frame) =
+            tokio::time::timeout(Duration::from_secs(20), stream.next()).await.unwrap()
+        {
+            let frame = frame.unwrap();
+            let data: Value = serde_json::from_str(&frame.data).unwrap();
+            frames.push((frame.id.parse::<u64>().unwrap(), frame.event.clone(), data));
+            if !cancelled && frame.event == "tool_delta" && frames.len() > 6 {
+                let answer =
+                    client.post(server.url(&format!("/runs/{id}/cancel"))).send().await.unwrap();
+                assert_eq!(answer.status(), 200);
+                cancelled = true;
+            }
+        }
+        assert!(cancelled, "{frames:?}");
+        let stored = stored_log(&fx, &id);
+        let rewinds: Vec<&(u64, String, Value)> =
+            frames.iter().filter(|(_, kind, _)| kind == "rewind").collect();
+        assert_eq!(rewinds.len(), 1, "{frames:?}");
+        let (to, _, data) = rewinds[0];
+        assert_eq!(data["after"], json!(to), "the rewind's id is where it goes back to");
+        assert!(frames.iter().any(|(seq, kind, _)| kind == "tool_delta" && seq > to));
+        assert_eq!(kept(&frames), stored, "rewinds applied, the stream is the stored log");
+        let (last, kind) = stored.last().unwrap();
+        assert_eq!((*last, kind.as_str()), (to + 1, "run_ended"), "the leg's end took the number");
+
+        // A WebSocket open across the cancel and the continue.
+        let ws_url =
+            server.url(&format!("/runs/{id}/ws?format=events")).replace("http://", "ws://");
+        let mut request =
+            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
+                ws_url.as_str(),
+            )
+            .unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {}", support::TOKEN).parse().unwrap());
+        // The cancelled leg's tool still prints (a leg is refused at its
+        // next write), live to the server: followers get those lines too,
+        // until the store contradicts them.
+        let continued = client.post(server.url(&format!("/runs/{id}/continue"))).send().await;
+        assert_eq!(continued.unwrap().status(), 200);
+        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let mut frames = Vec::new();
+        let mut cancelled = false;
+        while let Some(message) =
+            tokio::time::timeout(Duration::from_secs(20), socket.next()).await.unwrap()
+        {
+            let WsMessage::Text(text) = message.unwrap() else { continue };
+            let message: Value = serde_json::from_str(&text).unwrap();
+            match message["type"].as_str().unwrap() {
+                "log" => {
+                    for event in message["events"].as_array().unwrap() {
+                        frames.push(ws_frame(event));
+                    }
+                }
+                "event" => frames.push(ws_frame(&message["event"])),
+                "rewind" => {
+                    let after = message["after"].as_u64().unwrap();
+                    frames.push((after, "rewind".to_owned(), json!({"after": after})));
+                }
+                other => panic!("unexpected {other}: {message}"),
+            }
+            let deltas = frames.iter().filter(|(_, kind, _)| kind == "tool_delta").count();
+            if !cancelled && deltas > 3 && frames.last().unwrap().1 == "tool_delta" {
+                let answer =
+                    client.post(server.url(&format!("/runs/{id}/cancel"))).send().await.unwrap();
+                assert_eq!(answer.status(), 200);
+                cancelled = true;
+            }
+        }
+        assert!(cancelled, "{frames:?}");
+        assert!(frames.iter().any(|(_, kind, _)| kind == "rewind"), "{frames:?}");
+        assert_eq!(kept(&frames), stored_log(&fx, &id), "over the WebSocket too");
+        std::fs::write(&release, "").unwrap();
+    });
+}
+
+/// (seq, event_type) of the run's stored log, as `tollgate runs events`
+/// reads it from the database.
+fn stored_log(fx: &Fixture, id: &str) -> Vec<(u64, String)> {
+    let output = fx.run(&["runs", "events", id, "--json"]);
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let event: Value = serde_json::from_str(line).unwrap();
+            (event["seq"].as_u64().unwrap(), event["event_type"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+/// (seq, event_type) of a WebSocket's event envelope.
+fn ws_frame(event: &Value) -> (u64, String, Value) {
+    let kind = event["event_type"].as_str().unwrap().to_owned();
+    (event["seq"].as_u64().unwrap(), kind, event.clone())
+}
+
+/// The events a follower keeps of `frames`: each rewind drops those past
+/// the number it goes back to.
+fn kept(frames: &[(u64, String, Value)]) -> Vec<(u64, String)> {
+    let mut kept: Vec<(u64, String)> = Vec::new();
+    for (seq, kind, data) in frames {
+        if kind == "rewind" {
+            let after = data["after"].as_u64().unwrap();
+            kept.retain(|(seq, _)| *seq <= after);
+        } else {
+            kept.push((*seq, kind.clone()));
+        }
+    }
+    kept
+}

@@ -104,7 +104,8 @@ impl Hub {
                 // No subscriber is fine: the store has every event.
                 let _ = live.sender.send(event);
             }
-            // The leg is over: what it emitted is stored.
+            // The leg is over: what it emitted is stored, or (a step that
+            // never committed) taken back from followers with a rewind.
             let mut runs = hub.lock();
             if let Some(live) = runs.get_mut(&run) {
                 live.legs = live.legs.saturating_sub(1);
@@ -162,6 +163,11 @@ enum Item {
     Event(Arc<Logged>),
     /// The run is `running` under an owner that is gone: nobody drives it.
     Orphaned { owner: String },
+    /// The events delivered after `after` were never stored (their step
+    /// did not commit: its leg was cancelled or its process died), and
+    /// the run's log goes on from `after` with other events: the
+    /// subscriber drops those it got past `after`.
+    Rewind { after: u64 },
 }
 
 /// One subscriber's view of a run's log: stored events after `after`,
@@ -169,7 +175,15 @@ enum Item {
 struct Follow {
     runs: Runs,
     run: RunId,
+    /// The last event delivered.
     after: u64,
+    /// The last event delivered that the store holds (read from it, or
+    /// delivered live and found there since). Live events past it are
+    /// [`Follow::unconfirmed`].
+    stored: u64,
+    /// Events delivered live that the store does not hold yet, by number:
+    /// each is compared with what the store then holds under its number.
+    unconfirmed: std::collections::BTreeMap<u64, Arc<Logged>>,
     until: Until,
     live: Option<broadcast::Receiver<Arc<Logged>>>,
     /// Live events past the next one to deliver, by number, until the
@@ -191,6 +205,8 @@ impl Follow {
             runs: app.runs.clone(),
             run,
             after,
+            stored: after,
+            unconfirmed: std::collections::BTreeMap::new(),
             until,
             live: Some(live),
             ahead: recent.into_iter().map(|event| (event.seq(), event)).collect(),
@@ -214,6 +230,7 @@ impl Follow {
             // Live events that continue what was delivered.
             self.ahead.retain(|seq, _| *seq > self.after);
             if let Some(event) = self.ahead.remove(&(self.after + 1)) {
+                self.unconfirmed.insert(event.seq(), Arc::clone(&event));
                 self.pending.push_back(Item::Event(event));
                 continue;
             }
@@ -230,7 +247,18 @@ impl Follow {
                     continue;
                 }
                 let record = self.runs.store().run(self.run).await?;
-                if self.until.reached(record.status) && record.last_seq <= self.after {
+                if record.last_seq > self.stored {
+                    // Committed after the read: read again.
+                    self.look = true;
+                    continue;
+                }
+                if self.until.reached(record.status) {
+                    if self.after > self.stored {
+                        // Delivered live, and the run ended without them.
+                        self.rewind();
+                        self.look = true;
+                        continue;
+                    }
                     return Ok(None);
                 }
                 let orphaned =
@@ -282,17 +310,40 @@ impl Follow {
         }
     }
 
-    /// Queues stored events after `after`; whether there were any.
+    /// Reads the store past the last event it was found to hold: events
+    /// delivered live are confirmed (or, when the store holds another
+    /// event under that number, taken back with a rewind), later ones are
+    /// queued. Whether it read any.
     async fn read_store(&mut self) -> Result<bool, CliError> {
-        let batch = self.runs.events(self.run, self.after, 500).await?;
+        let batch = self.runs.events(self.run, self.stored, 500).await?;
         let found = !batch.is_empty();
         for record in batch {
+            if record.seq <= self.after {
+                match self.unconfirmed.remove(&record.seq) {
+                    Some(live) if live.json == record.json => {
+                        self.stored = record.seq;
+                        continue;
+                    }
+                    _ => self.rewind(),
+                }
+            }
             let envelope = service::parse(&record)?;
+            self.stored = record.seq;
             self.pending.push_back(Item::Event(Arc::new(Logged { json: record.json, envelope })));
         }
         // More may follow a full batch.
         self.look = found;
         Ok(found)
+    }
+
+    /// Takes back the events delivered past the last one the store holds:
+    /// queues a rewind to it, and forgets what came live after it.
+    fn rewind(&mut self) {
+        self.after = self.stored;
+        self.unconfirmed.clear();
+        self.ahead.clear();
+        self.pending.retain(|item| !matches!(item, Item::Event(_)));
+        self.pending.push_back(Item::Rewind { after: self.stored });
     }
 }
 
@@ -369,6 +420,15 @@ pub(crate) async fn sse(
                             Ok(SseEvent::default().event("orphaned").data(data)),
                             Some(follow),
                         ));
+                    }
+                    // With the id it goes back to, so that a client that
+                    // reconnects resumes from there.
+                    Ok(Some(Item::Rewind { after })) => {
+                        let frame = SseEvent::default()
+                            .id(after.to_string())
+                            .event("rewind")
+                            .data(json!({"after": after}).to_string());
+                        return Some((Ok(frame), Some(follow)));
                     }
                     Ok(None) => return None,
                     Err(error) => {
@@ -511,6 +571,9 @@ async fn stream_ws(app: App, run: RunId, shape: Shape, mut socket: WebSocket) {
                     let mut notice = orphan_notice(run, &owner);
                     notice["type"] = json!("orphaned");
                     notice.to_string()
+                }
+                Ok(Some(Item::Rewind { after })) => {
+                    json!({"type": "rewind", "runId": run.to_string(), "after": after}).to_string()
                 }
                 Ok(None) => break,
                 // The run cannot be read any more (deleted, say): say why

@@ -375,6 +375,34 @@ pub(crate) fn ticking_blueprint(fx: &Fixture, name: &str, lines: u32, gap: f64) 
     std::fs::write(fx.path(&format!("{name}.json")), blueprint.to_string()).unwrap();
 }
 
+/// A blueprint `name` like [`ticking_blueprint`]'s, whose tool prints a
+/// line every 0.2 s until the file this returns exists (two minutes at
+/// most): a step held open until the test lets it end. `stream` has the
+/// model stream its replies.
+pub(crate) fn held_blueprint(fx: &Fixture, name: &str, stream: bool) -> PathBuf {
+    let release = fx.path(&format!("{name}_release"));
+    let script = format!(
+        "i=0; while [ ! -e '{}' ] && [ $i -lt 600 ]; do i=$((i+1)); echo \"tick $i\"; \
+         sleep 0.2; done; echo '{{\"ok\": true}}'",
+        release.display()
+    );
+    std::fs::write(
+        fx.path(&format!("{name}_replies.json")),
+        json!([
+            {"tool_calls": [{"name": "tick", "args": {}}]}, {"text": "ticked"}
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let blueprint = json!({
+        "name": name, "model": format!("scripted:{name}_replies.json"), "stream": stream,
+        "tools": [{"name": "tick", "description": "Ticks", "parameters": {"type": "object"},
+                   "command": ["/bin/sh", "-c", script]}]
+    });
+    std::fs::write(fx.path(&format!("{name}.json")), blueprint.to_string()).unwrap();
+    release
+}
+
 /// The newest run listed at `path` (`/runs`, `/runs?status=running`), once
 /// there is one.
 pub(crate) async fn first_listed(client: &reqwest::Client, server: &Served, path: &str) -> String {

@@ -92,7 +92,9 @@ export async function runPage(main, id, { fail }) {
       summary = await api(`/runs/${encodeURIComponent(id)}/${verb}`, { method: 'POST' });
       notice.textContent = done;
       renderSummary();
-      if (!ws || ws.readyState === WebSocket.CLOSED) connect();
+      // The server closes the socket when a leg ends for good; one still
+      // closing would take the new leg's events with it.
+      if (!ws || ws.readyState === WebSocket.CLOSED || ws.readyState === WebSocket.CLOSING) connect();
     } catch (error) {
       if (error instanceof Unauthorized) return fail(error);
       notice.textContent = error.message;
@@ -406,10 +408,29 @@ export async function runPage(main, id, { fail }) {
     for (const panel of panels.values()) panel.update();
   }
 
+  // Events past `after` came live from a step that never committed (its
+  // leg was cancelled, or its process died): the log goes on without them.
+  function rewind(after) {
+    while (events.length && events[events.length - 1].seq > after) events.pop();
+    calls.clear();
+    timeline.replaceChildren();
+    for (const event of events) show(event);
+    renderGraph();
+    refresh();
+    for (const panel of panels.values()) panel.update();
+  }
+
   function connect() {
     live.textContent = 'connecting…';
-    ws = socket(`/runs/${encodeURIComponent(id)}/ws?format=events`, (message) => {
+    const mine = socket(`/runs/${encodeURIComponent(id)}/ws?format=events`, (message) => {
       if (message.type === 'log') {
+        // The stored log is what happened: what an earlier socket showed
+        // live may have been taken back since.
+        if (events.length) {
+          events.length = 0;
+          calls.clear();
+          timeline.replaceChildren();
+        }
         for (const event of message.events) take(event, true);
         timeline.scrollTop = timeline.scrollHeight;
         live.textContent = 'live';
@@ -418,12 +439,15 @@ export async function runPage(main, id, { fail }) {
         for (const panel of panels.values()) panel.update();
       } else if (message.type === 'event') {
         take(message.event, false);
+      } else if (message.type === 'rewind') {
+        rewind(message.after);
       } else if (message.type === 'orphaned') {
         notice.textContent = `${message.message}. Continue it here:`;
         notice.append(' ', h('button', { type: 'button', onclick: (event) => act(event.target, 'continue', 'Continuing.') }, 'Continue'));
       }
     }, () => {
-      if (closed) return;
+      // A socket replaced meanwhile (by `act`) is no longer followed.
+      if (closed || ws !== mine) return;
       if (FINAL.has(summary.status)) {
         live.textContent = 'ended';
         refresh();
@@ -431,7 +455,7 @@ export async function runPage(main, id, { fail }) {
       }
       live.textContent = 'reconnecting…';
       setTimeout(async () => {
-        if (closed) return;
+        if (closed || ws !== mine) return;
         // Still there (and still ours to see)? Else say why and stop.
         try {
           summary = await api(`/runs/${encodeURIComponent(id)}`);
@@ -448,9 +472,10 @@ export async function runPage(main, id, { fail }) {
         }
         renderSummary();
         renderDecisions();
-        connect();
+        if (ws === mine) connect();
       }, 1000);
     });
+    ws = mine;
   }
 
   renderSummary();
