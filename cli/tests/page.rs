@@ -444,9 +444,8 @@ fn a_running_run_streams_into_the_page_and_can_be_cancelled_and_continued() {
             .execute("return [...document.querySelectorAll('#timeline li')].map(e => [Number(e.dataset.seq), e.dataset.type])", vec![])
             .await
             .unwrap();
-        let stored = support::sse(&client(), &server.url(&format!("/runs/{run}/events")), None).await;
         let stored: std::collections::HashMap<u64, String> =
-            stored.into_iter().map(|(seq, kind, _)| (seq, kind)).collect();
+            support::stored_log(&fx, &run).into_iter().collect();
         let shown: Vec<(u64, String)> = serde_json::from_value(shown).unwrap();
         for (seq, kind) in &shown {
             assert_eq!(stored.get(seq), Some(kind), "the page shows {kind} as event {seq}: {shown:?}");

@@ -120,16 +120,7 @@ fn websocket_follows_a_run_through_pause_decision_and_completion() {
     let server = Served::start(&fx, &[]);
     let client = client();
     runtime().block_on(async {
-        let ws_url = server.url(&format!("/runs/{id}/ws")).replace("http://", "ws://");
-        let mut request =
-            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
-                ws_url.as_str(),
-            )
-            .unwrap();
-        request
-            .headers_mut()
-            .insert("authorization", format!("Bearer {}", support::TOKEN).parse().unwrap());
-        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let mut socket = websocket(&server, &format!("/runs/{id}/ws")).await;
         let first = socket.next().await.unwrap().unwrap();
         let full: Value = serde_json::from_str(first.to_text().unwrap()).unwrap();
         assert_eq!(full["type"], "full_state");
@@ -259,7 +250,7 @@ fn live_events_of_a_step_that_never_commits_are_taken_back() {
             }
         }
         assert!(cancelled, "{frames:?}");
-        let stored = stored_log(&fx, &id);
+        let stored = support::stored_log(&fx, &id);
         let rewinds: Vec<&(u64, String, Value)> =
             frames.iter().filter(|(_, kind, _)| kind == "rewind").collect();
         assert_eq!(rewinds.len(), 1, "{frames:?}");
@@ -270,23 +261,13 @@ fn live_events_of_a_step_that_never_commits_are_taken_back() {
         let (last, kind) = stored.last().unwrap();
         assert_eq!((*last, kind.as_str()), (to + 1, "run_ended"), "the leg's end took the number");
 
-        // A WebSocket open across the cancel and the continue.
-        let ws_url =
-            server.url(&format!("/runs/{id}/ws?format=events")).replace("http://", "ws://");
-        let mut request =
-            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
-                ws_url.as_str(),
-            )
-            .unwrap();
-        request
-            .headers_mut()
-            .insert("authorization", format!("Bearer {}", support::TOKEN).parse().unwrap());
-        // The cancelled leg's tool still prints (a leg is refused at its
-        // next write), live to the server: followers get those lines too,
-        // until the store contradicts them.
+        // A WebSocket open across the cancel and the continue. The
+        // cancelled leg's tool still prints (a leg is refused at its next
+        // write), live to the server: followers get those lines too, until
+        // the store contradicts them.
         let continued = client.post(server.url(&format!("/runs/{id}/continue"))).send().await;
         assert_eq!(continued.unwrap().status(), 200);
-        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let mut socket = websocket(&server, &format!("/runs/{id}/ws?format=events")).await;
         let mut frames = Vec::new();
         let mut cancelled = false;
         while let Some(message) =
@@ -317,24 +298,26 @@ fn live_events_of_a_step_that_never_commits_are_taken_back() {
         }
         assert!(cancelled, "{frames:?}");
         assert!(frames.iter().any(|(_, kind, _)| kind == "rewind"), "{frames:?}");
-        assert_eq!(kept(&frames), stored_log(&fx, &id), "over the WebSocket too");
+        assert_eq!(kept(&frames), support::stored_log(&fx, &id), "over the WebSocket too");
         std::fs::write(&release, "").unwrap();
     });
 }
 
-/// (seq, event_type) of the run's stored log, as `tollgate runs events`
-/// reads it from the database.
-fn stored_log(fx: &Fixture, id: &str) -> Vec<(u64, String)> {
-    let output = fx.run(&["runs", "events", id, "--json"]);
-    assert!(output.status.success(), "{output:?}");
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let event: Value = serde_json::from_str(line).unwrap();
-            (event["seq"].as_u64().unwrap(), event["event_type"].as_str().unwrap().to_owned())
-        })
-        .collect()
+/// A WebSocket on `path`, with the token.
+async fn websocket(
+    server: &Served,
+    path: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    let url = server.url(path).replace("http://", "ws://");
+    let mut request =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
+            url.as_str(),
+        )
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {}", support::TOKEN).parse().unwrap());
+    tokio_tungstenite::connect_async(request).await.unwrap().0
 }
 
 /// (seq, event_type) of a WebSocket's event envelope.

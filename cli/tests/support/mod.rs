@@ -359,20 +359,7 @@ pub(crate) fn ticking_blueprint(fx: &Fixture, name: &str, lines: u32, gap: f64) 
     let script = format!(
         "for i in $(seq 1 {lines}); do echo \"tick $i\"; sleep {gap}; done; echo '{{\"ok\": true}}'"
     );
-    std::fs::write(
-        fx.path(&format!("{name}_replies.json")),
-        json!([
-            {"tool_calls": [{"name": "tick", "args": {}}]}, {"text": "ticked"}
-        ])
-        .to_string(),
-    )
-    .unwrap();
-    let blueprint = json!({
-        "name": name, "model": format!("scripted:{name}_replies.json"),
-        "tools": [{"name": "tick", "description": "Ticks", "parameters": {"type": "object"},
-                   "command": ["/bin/sh", "-c", script]}]
-    });
-    std::fs::write(fx.path(&format!("{name}.json")), blueprint.to_string()).unwrap();
+    tick_blueprint(fx, name, &script, false);
 }
 
 /// A blueprint `name` like [`ticking_blueprint`]'s, whose tool prints a
@@ -386,6 +373,14 @@ pub(crate) fn held_blueprint(fx: &Fixture, name: &str, stream: bool) -> PathBuf 
          sleep 0.2; done; echo '{{\"ok\": true}}'",
         release.display()
     );
+    tick_blueprint(fx, name, &script, stream);
+    release
+}
+
+/// Writes `NAME.json`, an agent whose scripted model calls the command
+/// tool `tick` (`script`, run by `/bin/sh`) once and then answers
+/// `ticked`, and its replies.
+fn tick_blueprint(fx: &Fixture, name: &str, script: &str, stream: bool) {
     std::fs::write(
         fx.path(&format!("{name}_replies.json")),
         json!([
@@ -400,7 +395,21 @@ pub(crate) fn held_blueprint(fx: &Fixture, name: &str, stream: bool) -> PathBuf 
                    "command": ["/bin/sh", "-c", script]}]
     });
     std::fs::write(fx.path(&format!("{name}.json")), blueprint.to_string()).unwrap();
-    release
+}
+
+/// (seq, event_type) of the run's stored log, as `tollgate runs events`
+/// reads it from the database.
+pub(crate) fn stored_log(fx: &Fixture, id: &str) -> Vec<(u64, String)> {
+    let output = fx.run(&["runs", "events", id, "--json"]);
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let event: Value = serde_json::from_str(line).unwrap();
+            (event["seq"].as_u64().unwrap(), event["event_type"].as_str().unwrap().to_owned())
+        })
+        .collect()
 }
 
 /// The newest run listed at `path` (`/runs`, `/runs?status=running`), once
