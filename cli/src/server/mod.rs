@@ -3,8 +3,9 @@
 //! limits).
 //!
 //! - [`routes`]: the REST endpoints.
-//! - [`streams`]: live event streams (SSE, WebSocket) and the hub that
-//!   hands events of runs this server drives to their subscribers.
+//! - [`streams`]: live event streams (SSE, WebSocket, `/changes`).
+//! - [`follow`]: following a run's log: the hub that hands events of runs
+//!   this server drives to their subscribers, merged with the store's.
 //! - [`auth`]: the bearer token on every endpoint but `/healthz`.
 //! - [`metrics`]: `GET /metrics` (Prometheus), here and on workers.
 //! - [`errors`]: the one JSON error shape, for our errors and the
@@ -12,6 +13,7 @@
 
 mod auth;
 mod errors;
+mod follow;
 mod legs;
 mod metrics;
 mod page;
@@ -36,9 +38,9 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use crate::error::CliError;
 use crate::service::Runs;
 
+pub(crate) use follow::Hub;
 pub(crate) use legs::Legs;
 pub(crate) use metrics::serve_metrics;
-pub(crate) use streams::Hub;
 
 /// How `serve` was configured.
 #[derive(Debug)]

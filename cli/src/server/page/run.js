@@ -408,13 +408,14 @@ export async function runPage(main, id, { fail }) {
     for (const panel of panels.values()) panel.update();
   }
 
-  // Events past `after` came live from a step that never committed (its
-  // leg was cancelled, or its process died): the log goes on without them.
-  function rewind(after) {
-    while (events.length && events[events.length - 1].seq > after) events.pop();
+  // Draws the timeline again from `list`: the stored log a socket starts
+  // with (what an earlier socket showed live may have been taken back
+  // since), or what is left after a rewind.
+  function redraw(list) {
+    events.length = 0;
     calls.clear();
     timeline.replaceChildren();
-    for (const event of events) show(event);
+    for (const event of list) take(event, true);
     renderGraph();
     refresh();
     for (const panel of panels.values()) panel.update();
@@ -424,23 +425,15 @@ export async function runPage(main, id, { fail }) {
     live.textContent = 'connecting…';
     const mine = socket(`/runs/${encodeURIComponent(id)}/ws?format=events`, (message) => {
       if (message.type === 'log') {
-        // The stored log is what happened: what an earlier socket showed
-        // live may have been taken back since.
-        if (events.length) {
-          events.length = 0;
-          calls.clear();
-          timeline.replaceChildren();
-        }
-        for (const event of message.events) take(event, true);
+        redraw(message.events);
         timeline.scrollTop = timeline.scrollHeight;
         live.textContent = 'live';
-        renderGraph();
-        refresh();
-        for (const panel of panels.values()) panel.update();
       } else if (message.type === 'event') {
         take(message.event, false);
       } else if (message.type === 'rewind') {
-        rewind(message.after);
+        // Events past `after` came live from a step that never committed
+        // (its leg was cancelled, or its process died).
+        redraw(events.filter((event) => event.seq <= message.after));
       } else if (message.type === 'orphaned') {
         notice.textContent = `${message.message}. Continue it here:`;
         notice.append(' ', h('button', { type: 'button', onclick: (event) => act(event.target, 'continue', 'Continuing.') }, 'Continue'));
