@@ -6,13 +6,14 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use tollgate::{SqliteStore, Store};
+use tollgate::{SqliteOptions, SqliteStore, Store};
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 
 /// Where the workloads' stores live.
 pub(crate) enum Backend {
-    /// One SQLite file per workload in this folder.
-    Sqlite(std::path::PathBuf),
+    /// One SQLite file per workload in this folder, created with these
+    /// settings.
+    Sqlite(std::path::PathBuf, SqliteOptions),
     /// One schema per workload on the server of this URL.
     Postgres(String),
 }
@@ -21,7 +22,7 @@ impl Backend {
     /// What a worker child is told to open for the workload `name`.
     pub(crate) fn location(&self, name: &str) -> String {
         match self {
-            Backend::Sqlite(dir) => dir.join(format!("{name}.db")).display().to_string(),
+            Backend::Sqlite(dir, _) => dir.join(format!("{name}.db")).display().to_string(),
             Backend::Postgres(_) => format!("bench_{name}"),
         }
     }
@@ -32,7 +33,9 @@ impl Backend {
         name: &str,
     ) -> Result<Arc<dyn Store>, Box<dyn std::error::Error>> {
         Ok(match self {
-            Backend::Sqlite(dir) => Arc::new(SqliteStore::open(dir.join(format!("{name}.db")))?),
+            Backend::Sqlite(dir, options) => {
+                Arc::new(SqliteStore::open_with(dir.join(format!("{name}.db")), options.clone())?)
+            }
             Backend::Postgres(url) => {
                 let schema = format!("bench_{name}");
                 let client = pg_client(url).await?;
@@ -47,7 +50,7 @@ impl Backend {
     /// Postgres schema's tables with their TOAST and indexes.
     pub(crate) async fn bytes(&self, name: &str) -> Result<u64, Box<dyn std::error::Error>> {
         Ok(match self {
-            Backend::Sqlite(dir) => db_bytes(&dir.join(format!("{name}.db"))),
+            Backend::Sqlite(dir, _) => db_bytes(&dir.join(format!("{name}.db"))),
             Backend::Postgres(url) => {
                 let client = pg_client(url).await?;
                 let row = client

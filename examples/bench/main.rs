@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tollgate::{
     CompiledGraph, Decision, DecisionRequest, Executor, GraphState, Interrupt, MemoryStore,
-    PageRequest, Resumed, Route, RunConfig, RunFilter, RunStatus, Send, SqliteStore, StateGraph,
-    Store, Worker, END, START,
+    PageRequest, Resumed, Route, RunConfig, RunFilter, RunStatus, Send, SqliteOptions, SqliteStore,
+    StateGraph, Store, Worker, END, START,
 };
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 
@@ -57,6 +57,12 @@ struct Args {
     /// a temporary one, to look at them afterwards.
     #[arg(long)]
     keep_in: Option<std::path::PathBuf>,
+    /// The page size of the SQLite files the workloads create (a power of
+    /// two from 512 to 65536; default the store's, 2048), to weigh latency
+    /// against file size. `stream_latency` and `page_render` drive the
+    /// `tollgate` CLI and keep the default.
+    #[arg(long)]
+    page_size: Option<u32>,
 }
 
 type Outcome = Result<Value, Box<dyn std::error::Error>>;
@@ -125,15 +131,14 @@ fn extend(mut value: Value, extra: Value) -> Value {
 }
 
 /// The floor: single-row INSERT transactions with the store's pragmas.
-fn raw_commit(dir: &std::path::Path) -> Outcome {
+fn raw_commit(dir: &std::path::Path, options: &SqliteOptions) -> Outcome {
     let n = 1_000;
     let path = dir.join("raw.db");
     let conn = rusqlite::Connection::open(&path)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    let defaults = tollgate::SqliteOptions::default();
-    conn.pragma_update(None, "page_size", defaults.page_size)?;
+    conn.pragma_update(None, "page_size", options.page_size)?;
     conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))?;
-    conn.pragma_update(None, "wal_autocheckpoint", defaults.wal_autocheckpoint)?;
+    conn.pragma_update(None, "wal_autocheckpoint", options.wal_autocheckpoint)?;
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload BLOB NOT NULL)", [])?;
     let payload = vec![7u8; 64];
     let started = Instant::now();
@@ -448,6 +453,18 @@ async fn workers(backend: &Backend, concurrency: usize) -> Outcome {
     ))
 }
 
+/// The settings of the SQLite files the workloads create (`--page-size`).
+fn sqlite_options(args: &Args) -> Result<SqliteOptions, Box<dyn std::error::Error>> {
+    let mut options = SqliteOptions::default();
+    if let Some(page_size) = args.page_size {
+        if !(512..=65_536).contains(&page_size) || !page_size.is_power_of_two() {
+            return Err(format!("--page-size {page_size}: a power of two from 512 to 65536").into());
+        }
+        options.page_size = page_size;
+    }
+    Ok(options)
+}
+
 /// One worker process of `workers`: drives the cycle graph's runs on
 /// `location` until stdin closes.
 async fn worker_child(args: &Args, location: &str) -> Result<(), Box<dyn std::error::Error>> {
@@ -458,7 +475,7 @@ async fn worker_child(args: &Args, location: &str) -> Result<(), Box<dyn std::er
         let wake = store.run_notifications();
         (Arc::new(store), Some(wake))
     } else {
-        (Arc::new(SqliteStore::open(location)?), None)
+        (Arc::new(SqliteStore::open_with(location, sqlite_options(args)?)?), None)
     };
     let mut worker = Worker::new(Executor::with_store(store))
         .graph(cycle(WORKER_STEPS))
@@ -505,8 +522,8 @@ fn extra_units(result: &Value) -> String {
             ""
         };
         match value.as_f64() {
-            Some(number) => out.push_str(&format!("  {name} {number:.2}{unit}")),
-            None => out.push_str(&format!("  {name} {value}")),
+            Some(number) if !value.is_u64() => out.push_str(&format!("  {name} {number:.2}{unit}")),
+            _ => out.push_str(&format!("  {name} {value}{unit}")),
         }
     }
     out
@@ -521,18 +538,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|w| w == name);
     let backend = if args.store == "postgres" {
+        if args.page_size.is_some() {
+            return Err("--page-size is for SQLite files; Postgres has its own pages".into());
+        }
         let url = std::env::var("TOLLGATE_PG_URL")
             .map_err(|_| "--store postgres reads the server's URL from TOLLGATE_PG_URL")?;
         Backend::Postgres(url)
     } else if let Some(keep) = &args.keep_in {
         std::fs::create_dir_all(keep)?;
-        Backend::Sqlite(keep.clone())
+        Backend::Sqlite(keep.clone(), sqlite_options(&args)?)
     } else {
-        Backend::Sqlite(dir.path().to_owned())
+        Backend::Sqlite(dir.path().to_owned(), sqlite_options(&args)?)
     };
     let mut results = Vec::new();
     match &backend {
-        Backend::Sqlite(dir) if wanted("raw_commit") => results.push(raw_commit(dir)?),
+        Backend::Sqlite(dir, options) if wanted("raw_commit") => {
+            results.push(raw_commit(dir, options)?);
+        }
         Backend::Postgres(url) if wanted("pg_raw_commit") => {
             results.push(pg_raw_commit(url).await?);
         }
@@ -565,14 +587,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if wanted("big_state") {
         results.push(load::big_state(&backend).await?);
     }
+    if let Backend::Sqlite(_, options) = &backend {
+        for result in &mut results {
+            result["page_size"] = json!(options.page_size);
+        }
+    }
     match &backend {
-        Backend::Sqlite(dir) if wanted("stream_latency") => {
+        Backend::Sqlite(dir, _) if wanted("stream_latency") => {
             results.push(stream::stream_latency(dir).await?);
         }
         _ => {}
     }
     match &backend {
-        Backend::Sqlite(dir) if wanted("page_render") => {
+        Backend::Sqlite(dir, _) if wanted("page_render") => {
             results.push(page::page_render(dir).await?);
         }
         _ => {}
