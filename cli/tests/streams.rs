@@ -261,10 +261,9 @@ fn live_events_of_a_step_that_never_commits_are_taken_back() {
         let (last, kind) = stored.last().unwrap();
         assert_eq!((*last, kind.as_str()), (to + 1, "run_ended"), "the leg's end took the number");
 
-        // A WebSocket open across the cancel and the continue. The
-        // cancelled leg's tool still prints (a leg is refused at its next
-        // write), live to the server: followers get those lines too, until
-        // the store contradicts them.
+        // A WebSocket open across the cancel and the continue. The lines
+        // the cancelled leg's tool printed live before the cancel stopped
+        // it reached followers too, until the store contradicts them.
         let continued = client.post(server.url(&format!("/runs/{id}/continue"))).send().await;
         assert_eq!(continued.unwrap().status(), 200);
         let mut socket = websocket(&server, &format!("/runs/{id}/ws?format=events")).await;

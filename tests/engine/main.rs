@@ -3,6 +3,8 @@
 //! - `support`: the `Trace` state, node helpers and the `run` helper.
 //! - `conformance`: the state-graph conformance cases of the testkit seed
 //!   (linear, conditional, fork/merge, cycle guard, cancellation, errors).
+//! - `cancel`: cancelling a run whose step is in flight (tasks dropped once
+//!   the run was taken over; a plain cancel lets the step finish).
 //! - `codec`: bincode round trips, and refusals at the first write.
 //! - `compile`: one case per compile-time validation rule, and exports.
 //! - `hitl`: interrupts, decisions, the double-resume race, breakpoints,
@@ -29,6 +31,7 @@
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
 mod cache;
+mod cancel;
 mod codec;
 mod compile;
 mod conformance;

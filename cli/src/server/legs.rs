@@ -36,6 +36,16 @@ impl Legs {
         service::leg_result(result)
     }
 
+    /// After a cancel took `run` over: if this server drives it, its leg
+    /// renews its lease at once, is refused, and drops the tasks it had in
+    /// flight (a command tool's process is killed) instead of running them
+    /// to their end.
+    pub(crate) fn cancelled(&self, run: RunId) {
+        if let Some(token) = self.lock().get(&run) {
+            token.cancel();
+        }
+    }
+
     /// Lets the leg run to its end in the background.
     pub(crate) fn drive(&self, handle: RunHandle<AgentState>) {
         let legs = self.clone();

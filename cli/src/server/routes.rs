@@ -249,7 +249,10 @@ pub(crate) async fn cancel(
     State(app): State<App>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    Ok(summary_json(&app.runs.cancel(run_id(&id)?).await?))
+    let run = run_id(&id)?;
+    let summary = app.runs.cancel(run).await?;
+    app.legs.cancelled(run);
+    Ok(summary_json(&summary))
 }
 
 #[derive(Deserialize)]

@@ -377,6 +377,20 @@ pub(crate) fn held_blueprint(fx: &Fixture, name: &str, stream: bool) -> PathBuf 
     release
 }
 
+/// A blueprint `name` like [`held_blueprint`]'s, whose tool first writes
+/// its process id to the file this returns, then prints a line every 0.1 s
+/// for a minute.
+pub(crate) fn pid_blueprint(fx: &Fixture, name: &str) -> PathBuf {
+    let pid = fx.path(&format!("{name}_pid"));
+    let script = format!(
+        "echo $$ > '{}'; i=0; while [ $i -lt 600 ]; do i=$((i+1)); echo \"tick $i\"; \
+         sleep 0.1; done; echo '{{\"ok\": true}}'",
+        pid.display()
+    );
+    tick_blueprint(fx, name, &script, false);
+    pid
+}
+
 /// Writes `NAME.json`, an agent whose scripted model calls the command
 /// tool `tick` (`script`, run by `/bin/sh`) once and then answers
 /// `ticked`, and its replies.

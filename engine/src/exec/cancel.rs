@@ -28,7 +28,10 @@ impl Executor {
     /// open leg closed with `run_ended`. The owner, wherever it is, is
     /// refused at its next write (a finished task's output, the step's
     /// commit or a lease renewal) and its leg ends with
-    /// [`RunError::Cancelled`]; the step it had in flight is not stored. A
+    /// [`RunError::Cancelled`]; the step it had in flight is not stored.
+    /// A refused renewal stops the tasks in flight at once (they are
+    /// dropped); where this process drives the leg, [`RunHandle::cancel`](crate::RunHandle::cancel)
+    /// after this call has it renew at once. A
     /// `queued` run ends `interrupted` at once, as a leg of its own
     /// (`run_started`, `run_ended`). Either way `continue_run` (or `runs
     /// continue`) can take it up again later.

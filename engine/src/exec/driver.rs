@@ -3,7 +3,6 @@
 //! The same driver serves new runs and continued ones.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use tollgate_checkpoint::{
@@ -23,7 +22,7 @@ use super::cancel::cancelled_elsewhere;
 use super::config::RunConfig;
 use super::emit::{node_id, Emitter, Live};
 use super::error::RunError;
-use super::executor::{json_error, stop, RunOutcome};
+use super::executor::{json_error, stop, RunOutcome, Stop};
 use super::plan::Frontier;
 use super::record::{TaskOutputRecord, FRONTIER_VERSION};
 use super::subgraph::Nest;
@@ -55,7 +54,7 @@ pub(crate) struct Leg<S: State> {
     pub(crate) reused: HashMap<u32, (TaskOutputRecord<S::Update>, Blob)>,
     pub(crate) emitter: Arc<Emitter>,
     /// Whether the leg was asked to stop (`executor::stop`).
-    pub(crate) cancel: Arc<AtomicU8>,
+    pub(crate) cancel: Arc<Stop>,
     pub(crate) snapshots: SnapshotTracker,
     /// Decisions for tasks of the next step, by task index then ordinal.
     pub(crate) decisions: HashMap<u32, Arc<BTreeMap<u32, Decision>>>,
@@ -150,9 +149,9 @@ impl<S: State> Leg<S> {
     fn verdict(&self, step: u64) -> Verdict {
         if self.frontier.tasks.is_empty() {
             Verdict::End(RunStatus::Completed)
-        } else if self.cancel.load(Ordering::SeqCst) == stop::CANCEL {
+        } else if self.cancel.asked() == stop::CANCEL {
             Verdict::End(RunStatus::Interrupted)
-        } else if self.cancel.load(Ordering::SeqCst) == stop::RELEASE {
+        } else if self.cancel.asked() == stop::RELEASE {
             Verdict::End(RunStatus::Queued)
         } else if step + 1 > self.config.max_steps {
             let node = self.graph.node(self.frontier.tasks[0].node).name.to_string();
@@ -322,7 +321,7 @@ impl<S: State> Leg<S> {
         if stopped {
             // A subgraph stopped with the run: so does the run, its step
             // unfinished (the subgraph's progress is stored).
-            let status = match self.cancel.load(Ordering::SeqCst) {
+            let status = match self.cancel.asked() {
                 stop::RELEASE => RunStatus::Queued,
                 _ => RunStatus::Interrupted,
             };

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
 use tokio::task::JoinSet;
-use tollgate_checkpoint::{__failpoint, TaskKey, TaskUpdate, TaskWrite};
+use tollgate_checkpoint::{__failpoint, StoreError, TaskKey, TaskUpdate, TaskWrite};
 use tracing::Instrument;
 
 use crate::event::Event;
@@ -138,7 +138,7 @@ impl<S: State> Leg<S> {
             };
             if count == 1 {
                 // A lone task runs inline: no spawn on the hot path.
-                let task = self.leased(traced(runner, span)).await;
+                let task = self.leased(traced(runner, span)).await?;
                 self.keep(step, false, vec![task], &mut done).await?;
             } else {
                 set.spawn(traced(runner, span));
@@ -147,7 +147,7 @@ impl<S: State> Leg<S> {
         // Store each finished task's output as it finishes, so a crash
         // re-runs only unfinished siblings. Tasks that finish together are
         // written in one transaction (group commit).
-        while let Some(first) = self.leased(set.join_next()).await {
+        while let Some(first) = self.leased(set.join_next()).await? {
             let mut finished = vec![first];
             while let Some(more) = set.try_join_next() {
                 finished.push(more);
@@ -170,9 +170,17 @@ impl<S: State> Leg<S> {
     }
 
     /// Awaits `work`, renewing the lease every third of it while the work
-    /// runs (every commit renews it too). A task that finishes at once
-    /// never touches the timer.
-    async fn leased<F: std::future::Future>(&self, work: F) -> F::Output {
+    /// runs (every commit renews it too), and at once when the leg is
+    /// cancelled. A task that finishes at once never touches the timer.
+    ///
+    /// A renewal refused because the run is no longer this leg's (taken
+    /// over by a cancel or by another owner, ended, deleted) stops the
+    /// work at once with that error: its outputs could not be stored
+    /// anyway. Dropping `work` drops the tasks in flight (a command tool's
+    /// process is killed), so that a cancelled run does not go on with
+    /// side effects nobody will see. Other failures (the database away for
+    /// a moment) leave the work running; its commit tries again.
+    async fn leased<F: std::future::Future>(&self, work: F) -> Result<F::Output, RunError> {
         tokio::pin!(work);
         // Fast path: work that is done at its first poll creates no timer.
         let first = std::future::poll_fn(|cx| match work.as_mut().poll(cx) {
@@ -181,20 +189,32 @@ impl<S: State> Leg<S> {
         })
         .await;
         if let Some(output) = first {
-            return output;
+            return Ok(output);
         }
         let period = (self.config.lease / 3).max(std::time::Duration::from_millis(10));
         loop {
             tokio::select! {
                 biased;
-                output = &mut work => return output,
-                () = tokio::time::sleep(period) => {
-                    let until = self.config.lease_until();
-                    if let Err(error) = self.store.renew(self.run, self.epoch, until).await {
-                        telemetry::count_store_error("renew", &error);
-                        // Fenced or gone: the next commit reports it.
-                        tracing::debug!(run = %self.run, %error, "lease renewal refused");
-                    }
+                output = &mut work => return Ok(output),
+                () = self.cancel.woken() => self.renew().await?,
+                () = tokio::time::sleep(period) => self.renew().await?,
+            }
+        }
+    }
+
+    /// Renews the lease; `Err` when the run is no longer this leg's.
+    async fn renew(&self) -> Result<(), RunError> {
+        let until = self.config.lease_until();
+        match self.store.renew(self.run, self.epoch, until).await {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                telemetry::count_store_error("renew", &error);
+                tracing::debug!(run = %self.run, %error, "lease renewal refused");
+                match error {
+                    StoreError::Fenced { .. }
+                    | StoreError::RunTerminal { .. }
+                    | StoreError::RunNotFound { .. } => Err(RunError::Store(error)),
+                    _ => Ok(()),
                 }
             }
         }

@@ -4,6 +4,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tollgate_checkpoint::{
     Blob, Codec, CodecError, GraphRef, NewRun, Owner, PageRequest, RunFilter, RunId, RunStatus,
@@ -93,22 +95,61 @@ pub(crate) mod stop {
     pub(crate) const RELEASE: u8 = 2;
 }
 
+/// How a leg was asked to stop (`stop`), shared by the leg, its subgraphs'
+/// legs and its handles; and the wake-up of a step waiting on its tasks.
+#[derive(Debug, Default)]
+pub(crate) struct Stop {
+    asked: AtomicU8,
+    /// Rung by a cancel: a step waiting on its tasks renews the lease at
+    /// once, and stops at once when the renewal is refused (the run was
+    /// cancelled elsewhere: `Leg::leased`).
+    wake: Notify,
+}
+
+impl Stop {
+    /// What was asked: `stop::NONE`, `stop::CANCEL` or `stop::RELEASE`.
+    pub(crate) fn asked(&self) -> u8 {
+        self.asked.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when the leg is cancelled (or was, since the last wait).
+    pub(crate) fn woken(&self) -> Notified<'_> {
+        self.wake.notified()
+    }
+
+    fn cancel(&self) {
+        self.asked.store(stop::CANCEL, Ordering::SeqCst);
+        // Every step waiting now (a run's and its subgraphs'), and the next
+        // one to wait if none is.
+        self.wake.notify_waiters();
+        self.wake.notify_one();
+    }
+
+    fn release(&self) {
+        let _ = self.asked.compare_exchange(
+            stop::NONE,
+            stop::RELEASE,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+    }
+}
+
 /// Cancels a run at its next step boundary; see [`RunHandle::cancel_token`].
 #[derive(Debug, Clone)]
-pub struct CancelToken(Arc<AtomicU8>);
+pub struct CancelToken(Arc<Stop>);
 
 impl CancelToken {
     /// Asks the run to stop at the next step boundary; it ends
     /// `interrupted` (see [`RunHandle::cancel`]).
     pub fn cancel(&self) {
-        self.0.store(stop::CANCEL, Ordering::SeqCst);
+        self.0.cancel();
     }
 
     /// Asks the run to stop at the next step boundary and go back to the
     /// queue (see [`RunHandle::release`]). A cancel asked before wins.
     pub fn release(&self) {
-        let _ =
-            self.0.compare_exchange(stop::NONE, stop::RELEASE, Ordering::SeqCst, Ordering::SeqCst);
+        self.0.release();
     }
 }
 
@@ -116,7 +157,7 @@ impl CancelToken {
 #[derive(Debug)]
 pub struct RunHandle<S> {
     run_id: RunId,
-    cancel: Arc<AtomicU8>,
+    cancel: Arc<Stop>,
     join: JoinHandle<Result<RunOutcome<S>, RunError>>,
 }
 
@@ -128,7 +169,9 @@ impl<S> RunHandle<S> {
 
     /// Asks the run to stop at the next step boundary; it ends
     /// `interrupted` and can be continued later. Tasks already running
-    /// finish first and their step is committed.
+    /// finish first and their step is committed. The leg also renews its
+    /// lease at once: after [`Executor::cancel_run`] took the run over, it
+    /// thus stops its tasks at once instead of at their end.
     pub fn cancel(&self) {
         self.cancel_token().cancel();
     }
@@ -453,7 +496,7 @@ impl Executor {
             frontier_blob: None,
             reused,
             emitter: Arc::new(emitter),
-            cancel: Arc::new(AtomicU8::new(stop::NONE)),
+            cancel: Arc::new(Stop::default()),
             snapshots,
             decisions,
             no_decisions: Arc::default(),

@@ -17,7 +17,6 @@
 //! and continued, like one level down.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -35,7 +34,7 @@ use super::config::RunConfig;
 use super::driver::{Leg, SnapshotTracker};
 use super::emit::node_id;
 use super::error::RunError;
-use super::executor::breakpoints;
+use super::executor::{breakpoints, Stop};
 use super::plan::Frontier;
 use super::record::{FrontierRecord, TaskOutputRecord, TaskOutputRef};
 use super::task::encode_output;
@@ -50,7 +49,7 @@ pub(crate) struct SubgraphAccess {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) epoch: u64,
     pub(crate) config: RunConfig,
-    pub(crate) cancel: Arc<AtomicU8>,
+    pub(crate) cancel: Arc<Stop>,
     /// A task of the run itself: its stored progress tree, if any.
     pub(crate) progress: Option<Blob>,
     /// A task of a subgraph: the tree it belongs to and the path of the

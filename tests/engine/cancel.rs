@@ -1,0 +1,176 @@
+//! Cancelling a run whose step is in flight: a leg whose run was taken
+//! over drops its tasks at its next lease renewal, at once when its handle
+//! is cancelled too, and a plain cancel still lets the step finish.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate::{
+    CompiledGraph, Event, EventSink, Executor, RunConfig, RunError, RunHandle, RunStatus,
+    SqliteStore, END, START,
+};
+
+use crate::support::{self, Gate, Graph, Trace, TraceUpdate};
+
+/// Far above any renewal or wake-up here: a leg that has not stopped by
+/// then would have waited for a task that never ends.
+const HANG: Duration = Duration::from_secs(30);
+
+/// Marks a task dropped before it finished.
+struct InFlight {
+    dropped: Arc<AtomicBool>,
+    finished: bool,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.dropped.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// What the test sees of the first node of [`held`].
+#[derive(Clone)]
+struct Probe {
+    gate: Gate,
+    /// The first attempt's task was dropped before it finished.
+    dropped: Arc<AtomicBool>,
+    attempts: Arc<AtomicU32>,
+}
+
+impl Default for Probe {
+    fn default() -> Self {
+        Self { gate: Gate::closed(), dropped: Arc::default(), attempts: Arc::default() }
+    }
+}
+
+/// Two steps, `work` then `after`; `work`'s first attempt waits for the
+/// probe's gate (forever, unless the test opens it), later ones finish at
+/// once.
+fn held(probe: &Probe) -> CompiledGraph<Trace> {
+    let probe = probe.clone();
+    Graph::new("held", 1)
+        .node("work", move |_s: Arc<Trace>, _ctx| {
+            let probe = probe.clone();
+            async move {
+                let mut task = InFlight { dropped: Arc::clone(&probe.dropped), finished: false };
+                if probe.attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                    probe.gate.pass().await;
+                }
+                task.finished = true;
+                Ok(TraceUpdate::default().count(1))
+            }
+        })
+        .node("after", |_s: Arc<Trace>, _ctx| async move { Ok(TraceUpdate::default().count(1)) })
+        .edge(START, "work")
+        .edge("work", "after")
+        .edge("after", END)
+        .compile()
+        .unwrap()
+}
+
+/// Starts a run of `graph` and waits until its first step is in flight.
+async fn started(
+    executor: &Executor,
+    graph: &CompiledGraph<Trace>,
+    config: RunConfig,
+) -> RunHandle<Trace> {
+    let (sink, mut events) = EventSink::channel();
+    let handle = executor.start(graph, Trace::default(), config.events(sink)).await.unwrap();
+    while let Some(event) = events.recv().await {
+        if matches!(event.event, Event::NodeStarted { step: 1, .. }) {
+            break;
+        }
+    }
+    handle
+}
+
+/// The leg's end, or a panic if it never ends.
+async fn ended(handle: RunHandle<Trace>) -> Result<tollgate::RunOutcome<Trace>, RunError> {
+    tokio::time::timeout(HANG, handle.wait()).await.expect("the leg stopped")
+}
+
+/// Cancelled from another process: the owner learns it at its next lease
+/// renewal (every third of the lease) and drops its task there, rather
+/// than running it to its end for a commit that would be refused. The run
+/// continues later from its last committed step.
+#[test]
+fn a_run_cancelled_elsewhere_drops_its_task_in_flight_at_the_next_renewal() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let executor = Executor::new(SqliteStore::open(&path).unwrap());
+    let other = Executor::new(SqliteStore::open(&path).unwrap());
+    let probe = Probe::default();
+    let graph = held(&probe);
+    runtime.block_on(async {
+        let config = RunConfig::new().lease(Duration::from_millis(300));
+        let handle = started(&executor, &graph, config).await;
+        let run = handle.run_id();
+        let cancelled = other.cancel_run(run).await.unwrap();
+        assert_eq!(cancelled.status, RunStatus::Interrupted);
+        let error = ended(handle).await.unwrap_err();
+        assert!(matches!(error, RunError::Cancelled { run: r } if r == run), "{error:?}");
+        assert!(probe.dropped.load(Ordering::SeqCst), "the task in flight was dropped");
+        let after = other.store().run(run).await.unwrap();
+        assert_eq!((after.status, after.step), (RunStatus::Interrupted, 0));
+        let outcome = executor.continue_run(&graph, run, RunConfig::new()).await.unwrap();
+        let outcome = ended(outcome).await.unwrap();
+        assert_eq!((outcome.status, outcome.state.count), (RunStatus::Completed, 2));
+        assert_eq!(probe.attempts.load(Ordering::SeqCst), 2);
+    });
+}
+
+/// Where the cancel's own process drives the leg (as the server does),
+/// cancelling its handle after the cancel's claim wakes the step: it
+/// renews at once, is refused, and drops its task, with no wait for a
+/// renewal (this lease renews every 200 s).
+#[test]
+fn a_leg_woken_after_its_run_was_taken_over_drops_its_task_at_once() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let executor = Executor::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
+    let probe = Probe::default();
+    let graph = held(&probe);
+    runtime.block_on(async {
+        let config = RunConfig::new().lease(Duration::from_secs(600));
+        let handle = started(&executor, &graph, config).await;
+        let run = handle.run_id();
+        executor.cancel_run(run).await.unwrap();
+        handle.cancel();
+        let error = ended(handle).await.unwrap_err();
+        assert!(matches!(error, RunError::Cancelled { .. }), "{error:?}");
+        assert!(probe.dropped.load(Ordering::SeqCst), "the task in flight was dropped");
+        let record = executor.store().run(run).await.unwrap();
+        assert_eq!((record.status, record.step), (RunStatus::Interrupted, 0));
+    });
+}
+
+/// A cancel of the handle alone (nobody took the run over) wakes the step
+/// too, but its renewal succeeds: the task runs to its end, its step is
+/// committed, and the run stops at that boundary.
+#[test]
+fn a_plain_cancel_still_lets_the_step_in_flight_finish() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let executor = Executor::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
+    let probe = Probe::default();
+    let graph = held(&probe);
+    runtime.block_on(async {
+        let config = RunConfig::new().lease(Duration::from_secs(600));
+        let handle = started(&executor, &graph, config).await;
+        handle.cancel();
+        // The wake-up's renewal happens while the task still waits.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!probe.dropped.load(Ordering::SeqCst), "the task goes on");
+        probe.gate.open();
+        let outcome = ended(handle).await.unwrap();
+        assert_eq!(
+            (outcome.status, outcome.step, outcome.state.count),
+            (RunStatus::Interrupted, 1, 1)
+        );
+        assert!(!probe.dropped.load(Ordering::SeqCst));
+    });
+}
