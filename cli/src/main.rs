@@ -364,7 +364,7 @@ async fn decide(
     let run = run_id(run)?;
     match runs.decide(run, request, progress(json)).await? {
         Decided::Continuing(handle) => {
-            service::wait(handle).await?;
+            runs.wait(handle).await?;
             Ok(report(&runs.summary(run).await?, json))
         }
         Decided::Settled => Ok(report(&runs.summary(run).await?, json)),

@@ -319,6 +319,44 @@ fn a_postgres_url_that_cannot_be_used_is_a_clear_error_without_its_password() {
     }
 }
 
+/// Ctrl-C stops a run at the next step boundary, letting the step in
+/// flight finish; a second Ctrl-C stops it at once: its tool's process is
+/// killed, and the run is `interrupted`.
+#[test]
+fn a_second_ctrl_c_stops_a_run_at_once() {
+    let fx = Fixture::new();
+    let pid_file = support::pid_blueprint(&fx, "pid");
+    let child = fx
+        .command(&["run", "pid.json", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = support::written_pid(&pid_file);
+    let seen = std::time::Instant::now();
+    signal(&child, "INT");
+    // The first lets the tool go on (it prints for a minute).
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(support::alive(pid), "the first Ctrl-C let the step finish");
+    signal(&child, "INT");
+    // The leg would otherwise learn of the cancel at its first lease
+    // renewal, 5 s after its step began.
+    while support::alive(pid) {
+        assert!(seen.elapsed() < std::time::Duration::from_secs(4), "the tool {pid} still runs");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "an interrupted run exits 1: {stderr}");
+    assert!(stderr.contains("stopping now"), "{stderr}");
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        (summary["status"].as_str(), summary["step"].as_u64()),
+        (Some("interrupted"), Some(1))
+    );
+    assert_events_gap_free(&fx, summary["id"].as_str().unwrap());
+}
+
 fn workers_drain_the_queue_through_a_kill_exactly_once(fx: Fixture) {
     queue_blueprint(&fx, 0.02);
     let runs = queue_runs(&fx, 20);

@@ -351,43 +351,28 @@ fn cancel_kills_the_tool_of_a_leg_this_server_drives() {
         let created =
             support::post_json(&client, &server.url("/runs"), &json!({"blueprint": "pid"})).await;
         let id = created["id"].as_str().unwrap().to_owned();
-        let started = Instant::now();
-        let pid = loop {
-            let written = std::fs::read_to_string(&pid_file).unwrap_or_default();
-            if let Ok(pid) = written.trim().parse::<u32>() {
-                break pid;
-            }
-            if started.elapsed() > Duration::from_secs(20) {
-                let show = get_json(&client, &server.url(&format!("/runs/{id}")), 200).await;
-                panic!("the tool never started: {show}");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let pid = support::written_pid(&pid_file);
         let seen = Instant::now();
-        assert!(alive(pid), "the tool {pid} runs");
+        assert!(support::alive(pid), "the tool {pid} runs");
         let cancelled =
             client.post(server.url(&format!("/runs/{id}/cancel"))).send().await.unwrap();
         assert_eq!(cancelled.status(), 200);
         assert_eq!(cancelled.json::<Value>().await.unwrap()["status"], "interrupted");
+        let answered = seen.elapsed();
         // Left alone, the tool would print for a minute; its leg would
         // learn of the cancel at its first lease renewal, 5 s (a third of
         // the default lease) after its step began. The server wakes it.
-        while alive(pid) {
-            assert!(seen.elapsed() < Duration::from_secs(4), "the tool {pid} still runs");
+        while support::alive(pid) {
+            assert!(
+                seen.elapsed() < Duration::from_secs(4),
+                "the tool {pid} still runs (the cancel answered after {answered:?})"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let show = get_json(&client, &server.url(&format!("/runs/{id}")), 200).await;
         assert_eq!(show["status"], "interrupted");
         support::assert_events_gap_free(&fx, &id);
     });
-}
-
-/// Whether process `pid` runs (a killed child not yet reaped is a zombie:
-/// it does not).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z'))
-    })
 }
 
 #[test]

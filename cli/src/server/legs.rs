@@ -26,10 +26,21 @@ impl Legs {
     }
 
     /// Waits for the leg to end (registered meanwhile, so a stopping server
-    /// releases it).
+    /// releases it and a cancel stops it).
     pub(crate) async fn wait(&self, handle: RunHandle<AgentState>) -> Result<(), CliError> {
+        self.register(&handle);
+        self.waited(handle).await
+    }
+
+    /// Registers the leg before anything else happens, so that a cancel
+    /// that comes before the task waiting for it ran still finds it.
+    fn register(&self, handle: &RunHandle<AgentState>) {
+        self.lock().insert(handle.run_id(), handle.cancel_token());
+    }
+
+    /// Waits for a registered leg to end, then forgets it.
+    async fn waited(&self, handle: RunHandle<AgentState>) -> Result<(), CliError> {
         let run = handle.run_id();
-        self.lock().insert(run, handle.cancel_token());
         let result = handle.wait().await;
         self.lock().remove(&run);
         self.ended.notify_waiters();
@@ -48,10 +59,11 @@ impl Legs {
 
     /// Lets the leg run to its end in the background.
     pub(crate) fn drive(&self, handle: RunHandle<AgentState>) {
+        self.register(&handle);
         let legs = self.clone();
         let run = handle.run_id();
         tokio::spawn(async move {
-            if let Err(error) = legs.wait(handle).await {
+            if let Err(error) = legs.waited(handle).await {
                 tracing::warn!(%run, %error, "leg failed");
             }
         });

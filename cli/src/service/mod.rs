@@ -379,7 +379,7 @@ impl Runs {
         run: RunId,
         events: Option<EventSink>,
     ) -> Result<RunSummary, CliError> {
-        wait(self.continue_leg(run, events).await?).await?;
+        wait(&self.executor, self.continue_leg(run, events).await?).await?;
         self.summary(run).await
     }
 
@@ -438,6 +438,15 @@ impl Runs {
                 () = tokio::time::sleep(Duration::from_millis(250)) => {}
             }
         }
+    }
+
+    /// Waits for a leg this process drives, stopping it on Ctrl-C (see
+    /// [`wait`]).
+    pub(crate) async fn wait<S: tollgate_engine::State>(
+        &self,
+        handle: RunHandle<S>,
+    ) -> Result<(), CliError> {
+        wait(&self.executor, handle).await
     }
 
     /// Cancels a running or queued run, wherever it is driven
@@ -504,7 +513,7 @@ impl Runs {
         let config = with_events(blueprint.run_config().run_id(run), events);
         let handle = self.drive(&agent, opening, config).await?;
         let run = handle.run_id();
-        wait(handle).await?;
+        wait(&self.executor, handle).await?;
         self.summary(run).await
     }
 
@@ -631,16 +640,32 @@ fn with_events(config: RunConfig, events: Option<EventSink>) -> RunConfig {
     }
 }
 
-/// Waits for a leg, cancelling it at the next step on Ctrl-C (the run is
-/// then `interrupted` and can be continued). A failed run is reported by
-/// its summary, not as an error.
-pub(crate) async fn wait<S: tollgate_engine::State>(handle: RunHandle<S>) -> Result<(), CliError> {
-    let cancel = handle.cancel_token();
+/// Waits for a leg of `executor`. A first Ctrl-C stops it at the next
+/// step boundary (the step in flight finishes and is committed); a second
+/// stops it at once: the run is cancelled as `runs cancel` does, and the
+/// leg drops the step in flight (a command tool's process is killed).
+/// Either way the run is `interrupted` and can be continued. A failed run
+/// is reported by its summary, not as an error.
+async fn wait<S: tollgate_engine::State>(
+    executor: &Executor,
+    handle: RunHandle<S>,
+) -> Result<(), CliError> {
+    let (cancel, run, executor) = (handle.cancel_token(), handle.run_id(), executor.clone());
     let watcher = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupting at the next step boundary...");
-            cancel.cancel();
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
         }
+        eprintln!("interrupting at the next step boundary (Ctrl-C again to stop now)...");
+        cancel.cancel();
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        eprintln!("stopping now: the step in flight is dropped...");
+        if let Err(error) = executor.cancel_run(run).await {
+            eprintln!("the run could not be cancelled: {error}");
+        }
+        // Has the leg renew its lease at once, be refused, and stop.
+        cancel.cancel();
     });
     let result = handle.wait().await;
     watcher.abort();

@@ -4,8 +4,9 @@
 #![allow(dead_code)] // Each binary uses a part.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
@@ -378,17 +379,38 @@ pub(crate) fn held_blueprint(fx: &Fixture, name: &str, stream: bool) -> PathBuf 
 }
 
 /// A blueprint `name` like [`held_blueprint`]'s, whose tool first writes
-/// its process id to the file this returns, then prints a line every 0.1 s
-/// for a minute.
+/// its process id to the file this returns (whole: written aside, then
+/// renamed), then prints a line every 0.1 s for a minute.
 pub(crate) fn pid_blueprint(fx: &Fixture, name: &str) -> PathBuf {
     let pid = fx.path(&format!("{name}_pid"));
     let script = format!(
-        "echo $$ > '{}'; i=0; while [ $i -lt 600 ]; do i=$((i+1)); echo \"tick $i\"; \
-         sleep 0.1; done; echo '{{\"ok\": true}}'",
-        pid.display()
+        "echo $$ > '{pid}.new' && mv '{pid}.new' '{pid}'; i=0; while [ $i -lt 600 ]; \
+         do i=$((i+1)); echo \"tick $i\"; sleep 0.1; done; echo '{{\"ok\": true}}'",
+        pid = pid.display()
     );
     tick_blueprint(fx, name, &script, false);
     pid
+}
+
+/// The process id a [`pid_blueprint`]'s tool wrote (20 s at most).
+pub(crate) fn written_pid(file: &Path) -> u32 {
+    let started = std::time::Instant::now();
+    loop {
+        let written = std::fs::read_to_string(file).unwrap_or_default();
+        if let Ok(pid) = written.trim().parse::<u32>() {
+            return pid;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the tool never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` runs (a killed child not yet reaped is a zombie:
+/// it does not).
+pub(crate) fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+    })
 }
 
 /// Writes `NAME.json`, an agent whose scripted model calls the command
