@@ -71,20 +71,42 @@ fn held(probe: &Probe) -> CompiledGraph<Trace> {
         .unwrap()
 }
 
-/// Starts a run of `graph` and waits until its first step is in flight.
-async fn started(
-    executor: &Executor,
-    graph: &CompiledGraph<Trace>,
-    config: RunConfig,
-) -> RunHandle<Trace> {
-    let (sink, mut events) = EventSink::channel();
-    let handle = executor.start(graph, Trace::default(), config.events(sink)).await.unwrap();
-    while let Some(event) = events.recv().await {
-        if matches!(event.event, Event::NodeStarted { step: 1, .. }) {
-            break;
-        }
+/// A SQLite file, an executor on it, and a [`held`] graph with its probe.
+struct Setup {
+    runtime: tokio::runtime::Runtime,
+    dir: tempfile::TempDir,
+    executor: Executor,
+    probe: Probe,
+    graph: CompiledGraph<Trace>,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let executor = Executor::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
+        let probe = Probe::default();
+        let graph = held(&probe);
+        Self { runtime: support::runtime(), dir, executor, probe, graph }
     }
-    handle
+
+    /// Another executor on the same file, as another process would have.
+    fn other(&self) -> Executor {
+        Executor::new(SqliteStore::open(self.dir.path().join("runs.db")).unwrap())
+    }
+
+    /// Starts a run with `lease` and waits until its first step is in
+    /// flight.
+    async fn started(&self, lease: Duration) -> RunHandle<Trace> {
+        let (sink, mut events) = EventSink::channel();
+        let config = RunConfig::new().lease(lease).events(sink);
+        let handle = self.executor.start(&self.graph, Trace::default(), config).await.unwrap();
+        while let Some(event) = events.recv().await {
+            if matches!(event.event, Event::NodeStarted { step: 1, .. }) {
+                break;
+            }
+        }
+        handle
+    }
 }
 
 /// The leg's end, or a panic if it never ends.
@@ -98,16 +120,10 @@ async fn ended(handle: RunHandle<Trace>) -> Result<tollgate::RunOutcome<Trace>, 
 /// continues later from its last committed step.
 #[test]
 fn a_run_cancelled_elsewhere_drops_its_task_in_flight_at_the_next_renewal() {
-    let runtime = support::runtime();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("runs.db");
-    let executor = Executor::new(SqliteStore::open(&path).unwrap());
-    let other = Executor::new(SqliteStore::open(&path).unwrap());
-    let probe = Probe::default();
-    let graph = held(&probe);
-    runtime.block_on(async {
-        let config = RunConfig::new().lease(Duration::from_millis(300));
-        let handle = started(&executor, &graph, config).await;
+    let setup = Setup::new();
+    let (executor, other, probe) = (&setup.executor, setup.other(), &setup.probe);
+    setup.runtime.block_on(async {
+        let handle = setup.started(Duration::from_millis(300)).await;
         let run = handle.run_id();
         let cancelled = other.cancel_run(run).await.unwrap();
         assert_eq!(cancelled.status, RunStatus::Interrupted);
@@ -116,7 +132,7 @@ fn a_run_cancelled_elsewhere_drops_its_task_in_flight_at_the_next_renewal() {
         assert!(probe.dropped.load(Ordering::SeqCst), "the task in flight was dropped");
         let after = other.store().run(run).await.unwrap();
         assert_eq!((after.status, after.step), (RunStatus::Interrupted, 0));
-        let outcome = executor.continue_run(&graph, run, RunConfig::new()).await.unwrap();
+        let outcome = executor.continue_run(&setup.graph, run, RunConfig::new()).await.unwrap();
         let outcome = ended(outcome).await.unwrap();
         assert_eq!((outcome.status, outcome.state.count), (RunStatus::Completed, 2));
         assert_eq!(probe.attempts.load(Ordering::SeqCst), 2);
@@ -129,14 +145,10 @@ fn a_run_cancelled_elsewhere_drops_its_task_in_flight_at_the_next_renewal() {
 /// renewal (this lease renews every 200 s).
 #[test]
 fn a_leg_woken_after_its_run_was_taken_over_drops_its_task_at_once() {
-    let runtime = support::runtime();
-    let dir = tempfile::tempdir().unwrap();
-    let executor = Executor::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
-    let probe = Probe::default();
-    let graph = held(&probe);
-    runtime.block_on(async {
-        let config = RunConfig::new().lease(Duration::from_secs(600));
-        let handle = started(&executor, &graph, config).await;
+    let setup = Setup::new();
+    let (executor, probe) = (&setup.executor, &setup.probe);
+    setup.runtime.block_on(async {
+        let handle = setup.started(Duration::from_secs(600)).await;
         let run = handle.run_id();
         executor.cancel_run(run).await.unwrap();
         handle.cancel();
@@ -153,14 +165,10 @@ fn a_leg_woken_after_its_run_was_taken_over_drops_its_task_at_once() {
 /// committed, and the run stops at that boundary.
 #[test]
 fn a_plain_cancel_still_lets_the_step_in_flight_finish() {
-    let runtime = support::runtime();
-    let dir = tempfile::tempdir().unwrap();
-    let executor = Executor::new(SqliteStore::open(dir.path().join("runs.db")).unwrap());
-    let probe = Probe::default();
-    let graph = held(&probe);
-    runtime.block_on(async {
-        let config = RunConfig::new().lease(Duration::from_secs(600));
-        let handle = started(&executor, &graph, config).await;
+    let setup = Setup::new();
+    let probe = &setup.probe;
+    setup.runtime.block_on(async {
+        let handle = setup.started(Duration::from_secs(600)).await;
         handle.cancel();
         // The wake-up's renewal happens while the task still waits.
         tokio::time::sleep(Duration::from_millis(100)).await;
