@@ -1,10 +1,12 @@
 //! The operations the CLI and the server share: opening the database,
 //! starting, deciding, continuing, cancelling and deleting runs, workers,
 //! events. What is shown of runs (summaries, listings, state, history) is
-//! in [`view`].
+//! in [`view`]; how a leg this process drives is waited for, in [`leg`].
 
+mod leg;
 mod view;
 
+pub(crate) use leg::leg_result;
 pub(crate) use view::RunSummary;
 
 use std::path::Path;
@@ -379,7 +381,7 @@ impl Runs {
         run: RunId,
         events: Option<EventSink>,
     ) -> Result<RunSummary, CliError> {
-        wait(&self.executor, self.continue_leg(run, events).await?).await?;
+        self.wait(self.continue_leg(run, events).await?).await?;
         self.summary(run).await
     }
 
@@ -441,12 +443,12 @@ impl Runs {
     }
 
     /// Waits for a leg this process drives, stopping it on Ctrl-C (see
-    /// [`wait`]).
+    /// [`leg::wait`]).
     pub(crate) async fn wait<S: tollgate_engine::State>(
         &self,
         handle: RunHandle<S>,
     ) -> Result<(), CliError> {
-        wait(&self.executor, handle).await
+        leg::wait(&self.executor, handle).await
     }
 
     /// Cancels a running or queued run, wherever it is driven
@@ -513,7 +515,7 @@ impl Runs {
         let config = with_events(blueprint.run_config().run_id(run), events);
         let handle = self.drive(&agent, opening, config).await?;
         let run = handle.run_id();
-        wait(&self.executor, handle).await?;
+        self.wait(handle).await?;
         self.summary(run).await
     }
 
@@ -637,57 +639,6 @@ fn with_events(config: RunConfig, events: Option<EventSink>) -> RunConfig {
     match events {
         Some(sink) => config.events(sink),
         None => config,
-    }
-}
-
-/// Waits for a leg of `executor`. A first Ctrl-C stops it at the next
-/// step boundary (the step in flight finishes and is committed); a second
-/// stops it at once: the run is cancelled as `runs cancel` does, and the
-/// leg drops the step in flight (a command tool's process is killed).
-/// Either way the run is `interrupted` and can be continued. A failed run
-/// is reported by its summary, not as an error.
-async fn wait<S: tollgate_engine::State>(
-    executor: &Executor,
-    handle: RunHandle<S>,
-) -> Result<(), CliError> {
-    let (cancel, run, executor) = (handle.cancel_token(), handle.run_id(), executor.clone());
-    let watcher = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
-        }
-        eprintln!("interrupting at the next step boundary (Ctrl-C again to stop now)...");
-        cancel.cancel();
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
-        }
-        eprintln!("stopping now: the step in flight is dropped...");
-        if let Err(error) = executor.cancel_run(run).await {
-            eprintln!("the run could not be cancelled: {error}");
-        }
-        // Has the leg renew its lease at once, be refused, and stop.
-        cancel.cancel();
-    });
-    let result = handle.wait().await;
-    watcher.abort();
-    leg_result(result)
-}
-
-/// A leg's end as a command's result: a run that failed is reported by its
-/// summary, not as an error; the store failing, or a conflict, is one.
-pub(crate) fn leg_result<S>(
-    result: Result<tollgate_engine::RunOutcome<S>, RunError>,
-) -> Result<(), CliError> {
-    match result {
-        Ok(_) => Ok(()),
-        Err(tollgate_engine::RunError::NodeFailed { .. })
-        | Err(tollgate_engine::RunError::NodePanicked { .. })
-        | Err(tollgate_engine::RunError::StepLimitExceeded { .. })
-        | Err(tollgate_engine::RunError::VisitLimitExceeded { .. })
-        | Err(tollgate_engine::RunError::InvalidUpdate { .. })
-        | Err(tollgate_engine::RunError::UndeclaredTarget { .. })
-        | Err(tollgate_engine::RunError::RouteFailed { .. })
-        | Err(tollgate_engine::RunError::Cancelled { .. }) => Ok(()),
-        Err(other) => Err(other.into()),
     }
 }
 
