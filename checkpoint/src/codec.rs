@@ -194,6 +194,12 @@ pub enum CodecError {
         /// Minimum length of a blob.
         min: usize,
     },
+    /// A record stored in parts lacks one of them.
+    #[error("part {part} of the record is missing")]
+    PartMissing {
+        /// The first missing part (counted from 0).
+        part: u64,
+    },
     /// The codec tag is not one this build knows.
     #[error("unknown codec tag {tag}")]
     UnknownCodec {

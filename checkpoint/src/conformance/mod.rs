@@ -25,10 +25,12 @@ use crate::store::{Store, StoreError};
 
 mod decisions;
 mod progress;
+mod sizes;
 mod threads;
 
 use decisions::decisions_are_compare_and_set;
 use progress::task_progress_is_replaced_and_dropped_with_its_step;
+use sizes::updates_of_every_size_read_back_whole;
 use threads::{a_thread_runs_one_leg_at_a_time, cached_outputs_expire_and_stay_in_their_scope};
 
 /// Runs every case, each on a fresh store from `make`.
@@ -61,6 +63,7 @@ where
     a_thread_runs_one_leg_at_a_time(&make().await).await;
     cached_outputs_expire_and_stay_in_their_scope(&make().await).await;
     task_progress_is_replaced_and_dropped_with_its_step(&make().await).await;
+    updates_of_every_size_read_back_whole(&make().await).await;
 }
 
 /// What a checkpoint holds, comparably.

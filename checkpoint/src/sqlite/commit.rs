@@ -1,7 +1,7 @@
-//! A transition's commit: the step's row, its snapshot, events and
-//! interrupts, and the run's row when its status, owner or lease change,
-//! in one transaction; checked against the run's writer state, known from
-//! the last commit or read back (`writers.rs`).
+//! A transition's commit: the step's row (and its updates' parts), its
+//! snapshot, events and interrupts, and the run's row when its status,
+//! owner or lease change, in one transaction; checked against the run's
+//! writer state, known from the last commit or read back (`writers.rs`).
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use super::rows::{
     Writer, MAX_STEP,
 };
 use super::writers::{Known, Touches};
-use super::{frame, SqliteStore};
+use super::{frame, parts, SqliteStore};
 use crate::codec::Blob;
 use crate::frontier::RecentFrontiers;
 use crate::record::{EventRecord, RunStatus, Transition};
@@ -42,6 +42,7 @@ impl SqliteStore {
         let events = EventRecord::join_compact(run, &transition.events);
         let running = transition.status == RunStatus::Running;
         let writers = Arc::clone(&self.writers);
+        let part_len = self.part_len;
         self.write(Touches::NoRun, move |tx| {
             // What the last commit here left, unless something else may
             // have changed it since (`writers.rs`).
@@ -66,19 +67,23 @@ impl SqliteStore {
                 let reference = recent.reference(&step.frontier);
                 let frontier = reference.as_ref().map_or(&step.frontier[..], |stored| &stored[..]);
                 recent.remember(new_step, &step.frontier);
+                let (kept, rest) = parts::split(&step.updates, part_len);
                 let insert = "INSERT INTO steps (num, step, at_ms, tasks, frontier, updates, \
                      first_seq, event_count, events) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
                 tx.prepare_cached(insert)?.execute(params![
                     num,
                     new_step as i64,
                     transition.at_ms,
-                    step.tasks as i64,
+                    parts::tasks_column(step.tasks, !rest.is_empty()),
                     frontier,
-                    step.updates,
+                    kept,
                     first_seq,
                     count,
                     events
                 ])?;
+                if !rest.is_empty() {
+                    parts::store(tx, tx.last_insert_rowid(), rest, part_len)?;
+                }
                 if let Some(snapshot) = &step.snapshot {
                     tx.prepare_cached("INSERT INTO snapshots (id, payload) VALUES (?1, ?2)")?
                         .execute(params![key(num, new_step), snapshot])?;

@@ -8,6 +8,9 @@ mod group;
 #[cfg(test)]
 mod group_tests;
 mod ops;
+mod parts;
+#[cfg(test)]
+mod parts_tests;
 #[cfg(test)]
 mod read_tests;
 mod readers;
@@ -128,6 +131,9 @@ pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
     options: SqliteOptions,
+    /// Updates longer than this are stored as parts (`parts.rs`), from the
+    /// file's page size.
+    part_len: usize,
     /// Reads that find the connection held run here (`readers.rs`); none
     /// for an in-memory database. Dropped (fields drop in this order)
     /// before `group` and `checkpointer`, whose threads hold the store's
@@ -463,6 +469,10 @@ impl SqliteStore {
             }
         };
         conn.set_prepared_statement_cache_capacity(64);
+        // The file's own page size (a file created before keeps its pages).
+        let page_size: u32 =
+            conn.query_row("PRAGMA page_size", [], |row| row.get(0)).map_err(backend)?;
+        let part_len = parts::part_len(page_size);
         let writers = Arc::new(Writers::new(&conn).map_err(backend)?);
         let conn = Arc::new(Mutex::new(conn));
         let checkpointer = match options.checkpointing {
@@ -483,7 +493,7 @@ impl SqliteStore {
         // Another connection to an in-memory database would open another
         // database: reads there wait for the one connection.
         let readers = wal.then(|| readers::Readers::new(path.clone()));
-        Ok(Self { conn, path, options, readers, group, writers, checkpointer })
+        Ok(Self { conn, path, options, part_len, readers, group, writers, checkpointer })
     }
 
     /// Sets the connection up and migrates the schema; whether the

@@ -11,7 +11,7 @@ use super::rows::{
     key, load_owner, load_run, load_writer, run_from_row, Writer, MAX_STEP, SELECT_RUN,
 };
 use super::writers::{Known, Touches};
-use super::{frame, Abort, SqliteStore};
+use super::{frame, parts, Abort, SqliteStore};
 use crate::codec::Blob;
 use crate::event::restore_updates;
 use crate::frontier::RecentFrontiers;
@@ -245,13 +245,14 @@ impl Store for SqliteStore {
             let snapshot = blob_at(run, snapshot_step, &snapshot)?;
             let mut deltas: Vec<(u64, Vec<TaskUpdate>)> = Vec::new();
             let mut stmt = tx.prepare_cached(
-                "SELECT step, updates FROM steps WHERE num = ?1 AND step BETWEEN ?2 AND ?3 \
-                 ORDER BY step",
+                "SELECT step, updates, id, tasks FROM steps \
+                 WHERE num = ?1 AND step BETWEEN ?2 AND ?3 ORDER BY step",
             )?;
             let mut rows = stmt.query(params![num, snapshot_step as i64 + 1, step as i64])?;
             while let Some(row) = rows.next()? {
                 let step = row.get::<_, i64>(0)? as u64;
-                let framed: Vec<u8> = row.get(1)?;
+                let row_of = (row.get(2)?, row.get(3)?);
+                let framed = parts::load(tx, run, step, row_of, row.get(1)?)?;
                 deltas.push((step, frame::decode(run, step, &framed)?));
             }
             let frontier = frontier::read(tx, run, num, step)?;
@@ -450,7 +451,7 @@ impl Store for SqliteStore {
                     return Ok(Vec::new());
                 }
                 let mut stmt = tx.prepare_cached(
-                    "SELECT s.step, s.at_ms, s.tasks, \
+                    "SELECT s.step, s.at_ms, abs(s.tasks), \
                          EXISTS (SELECT 1 FROM snapshots p WHERE p.id = s.num << 32 | s.step) \
                      FROM steps s WHERE s.num = ?1 AND s.step < ?2 \
                      ORDER BY s.step DESC LIMIT ?3",
@@ -551,6 +552,7 @@ impl Store for SqliteStore {
             if status == RunStatus::Running {
                 return Err(StoreError::RunInFlight { run }.into());
             }
+            parts::delete_run(tx, num)?;
             for delete in [
                 "DELETE FROM steps WHERE num = ?1",
                 "DELETE FROM snapshots WHERE id BETWEEN ?1 << 32 AND (?1 << 32) + 4294967295",
@@ -581,10 +583,10 @@ impl Store for SqliteStore {
                 // A step row's updates come along for the lines that left
                 // their update to it.
                 let mut stmt = tx.prepare_cached(
-                    "SELECT first_seq, events, step, updates FROM steps \
+                    "SELECT first_seq, events, step, updates, id, tasks FROM steps \
                    WHERE num = ?1 AND event_count > 0 AND first_seq + event_count - 1 > ?2 \
                  UNION ALL \
-                 SELECT first_seq, lines, NULL, NULL FROM events \
+                 SELECT first_seq, lines, NULL, NULL, NULL, NULL FROM events \
                    WHERE num = ?1 AND first_seq + count - 1 > ?2 \
                  ORDER BY 1",
                 )?;
@@ -597,7 +599,8 @@ impl Store for SqliteStore {
                     EventRecord::split_compact(run, first, &lines, after_seq, &mut events);
                     if events[from..].iter().any(|e| e.update_left_out().is_some()) {
                         let step = row.get::<_, i64>(2)? as u64;
-                        let updates: Vec<u8> = row.get(3)?;
+                        let row_of = (row.get(4)?, row.get(5)?);
+                        let updates = parts::load(tx, run, step, row_of, row.get(3)?)?;
                         let updates = frame::decode(run, step, &updates).map_err(Abort::Refused)?;
                         restore_updates(run, step, &mut events[from..], &updates)
                             .map_err(Abort::Refused)?;

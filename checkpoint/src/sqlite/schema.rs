@@ -196,6 +196,17 @@ const MIGRATIONS: &[&str] = &[
     // keeps older builds, which would take a reference for a damaged
     // blob, from opening the file. Frontiers written before read the same.
     "SELECT 1;",
+    // 12: a step's updates longer than a quarter page are cut into parts
+    // appended to `step_parts`, and its row keeps the rest (see
+    // `parts.rs`): rows of half a page to a page left most of a page empty
+    // each. A row with parts has a negative `tasks`. Rows written before
+    // read the same.
+    "
+    CREATE TABLE step_parts (
+        id   INTEGER PRIMARY KEY,            -- steps.id << 20 | part number
+        part BLOB NOT NULL
+    );
+",
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".
@@ -210,6 +221,7 @@ const OUR_TABLES: &[&str] = &[
     "pending_writes",
     "runs",
     "snapshots",
+    "step_parts",
     "steps",
 ];
 

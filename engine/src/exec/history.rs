@@ -110,7 +110,9 @@ pub(crate) fn decode<S: State>(
 /// decode means the types changed.
 fn decode_failure(run: RunId, step: u64, source: CodecError) -> RunError {
     match source {
-        CodecError::ChecksumMismatch { .. } | CodecError::Truncated { .. } => {
+        CodecError::ChecksumMismatch { .. }
+        | CodecError::Truncated { .. }
+        | CodecError::PartMissing { .. } => {
             StoreError::CorruptCheckpoint { run, step, source }.into()
         }
         source => RunError::StateDecode { run, step, source },
