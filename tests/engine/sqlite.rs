@@ -281,45 +281,6 @@ fn the_background_checkpointer_keeps_the_wal_small() {
     drop(executor);
 }
 
-/// Many runs committing together keep the WAL near its restart size. Their
-/// commits never pause, so no writer finds the whole WAL copied back when
-/// it begins, which is when SQLite starts the WAL over; the checkpoint
-/// thread restarts it instead once it holds sixteen times
-/// `wal_autocheckpoint` frames (here 2,000: the high-water mark was
-/// 2,286-2,394 frames). Without that it grows to the inline safety net's
-/// forty times (5,077-5,090 frames here), and on 256 runs in a release
-/// build it grew past it, to 100-230 MB.
-#[test]
-fn many_runs_at_once_keep_the_wal_bounded() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("wal.db");
-    // Restarts from 2,000 frames on; the safety net at 5,000.
-    let options = SqliteOptions { wal_autocheckpoint: 125, ..SqliteOptions::default() };
-    let executor = Executor::new(SqliteStore::open_with(&path, options).unwrap());
-    let runtime = support::runtime();
-    let graph = looping(400, None);
-    runtime.block_on(async {
-        let mut handles = Vec::new();
-        for _ in 0..64 {
-            let config = RunConfig::new().max_steps(500);
-            handles.push(executor.start(&graph, Trace::default(), config).await.unwrap());
-        }
-        for handle in handles {
-            assert_eq!(handle.wait().await.unwrap().status, RunStatus::Completed);
-        }
-    });
-    // The file keeps the largest size the WAL reached (it is reused from
-    // its start, not truncated), so it is the high-water mark.
-    let wal = std::fs::metadata(dir.path().join("wal.db-wal")).unwrap().len();
-    let frames = wal / (u64::from(SqliteOptions::default().page_size) + 24);
-    let written = 64 * 400;
-    assert!(
-        frames < 4_800,
-        "the WAL grew to {frames} frames ({wal} bytes) over {written} steps: it was not restarted"
-    );
-    drop(executor);
-}
-
 /// `cancel_run` from another executor on the same file (as another
 /// process would): the owner is refused at its next write and its leg ends
 /// `Cancelled`; the run is `interrupted`, its log closed, and it continues

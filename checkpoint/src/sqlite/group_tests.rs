@@ -344,3 +344,50 @@ fn writes_that_find_the_database_locked_wait_for_it_together() {
     assert_eq!(handed_over, writes as u64, "every write waits on the commit thread");
     assert_eq!(store.group.stats(), (1, writes as u64), "one transaction carries them all");
 }
+
+/// Many runs committing together have the checkpoint thread start the WAL
+/// over. Their commits never pause, so no writer finds the whole WAL
+/// copied back when it begins, which is when SQLite starts the WAL over;
+/// without the thread's `RESTART` the WAL grows to the inline safety net
+/// (forty times `wal_autocheckpoint`), and on 256 runs at once in a
+/// release build it grew past that, to 100-230 MB. The WAL's high-water
+/// mark is usually a little over the restart size (here 2,000 frames), but
+/// a checkpoint whose sync waits on a busy disk lets it grow meanwhile
+/// (4,860 frames with another process writing synchronously): the count
+/// of restarts is what does not depend on the disk.
+#[test]
+fn many_runs_committing_together_have_the_wal_started_over() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("wal.db");
+    // Restarts from 2,000 frames on; the safety net at 5,000.
+    let options = SqliteOptions { wal_autocheckpoint: 125, ..SqliteOptions::default() };
+    let store = std::sync::Arc::new(SqliteStore::open_with(&path, options).expect("open"));
+    let runs: Vec<RunId> = (0..64).map(|_| RunId::new()).collect();
+    two_workers().block_on(async {
+        for run in &runs {
+            store.create_run(new_run(*run)).await.expect("create");
+        }
+        let mut tasks = Vec::new();
+        for run in runs.clone() {
+            let store = std::sync::Arc::clone(&store);
+            tasks.push(tokio::spawn(async move {
+                for number in 1..=400u64 {
+                    let step = super::tests::step_of(run, number, 1 + 2 * (number - 1), false);
+                    store.commit(step).await.expect("step");
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.expect("task");
+        }
+    });
+    let restarts = store.checkpointer.as_ref().expect("background checkpointing").restarts();
+    let wal = std::fs::metadata(dir.path().join("wal.db-wal")).map_or(0, |m| m.len());
+    let frames = wal / (u64::from(SqliteOptions::default().page_size) + 24);
+    let (commits, writes) = store.group.stats();
+    assert!(
+        restarts >= 1,
+        "the WAL was never started over: it grew to {frames} frames over 25,600 steps \
+         ({commits} group commits of {writes} writes)"
+    );
+}

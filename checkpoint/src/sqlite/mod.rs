@@ -170,6 +170,8 @@ struct CheckpointState {
     covered: u64,
     /// Checkpoints run so far.
     checkpoints: u64,
+    /// Times the thread started the WAL over.
+    restarts: u64,
     stop: bool,
 }
 
@@ -273,19 +275,23 @@ impl Checkpointer {
                 // PASSIVE: copies what no reader still needs, never blocks
                 // writers; busy or failed attempts are retried next time.
                 // The row says how many frames the WAL holds.
+                let mut started_over = false;
                 match conn
                     .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| row.get::<_, i64>(1))
                 {
                     Ok(frames) if frames >= restart_at && restarted != Some(frames) => {
                         let held = writer.lock().unwrap_or_else(PoisonError::into_inner);
-                        restarted = Self::restart(conn).or(restarted);
+                        let reset = Self::restart(conn);
                         drop(held);
+                        started_over = reset.is_some();
+                        restarted = reset.or(restarted);
                     }
                     Ok(_) => {}
                     Err(error) if is_busy(&error) => {}
                     Err(error) => tracing::debug!(%error, "background checkpoint failed"),
                 }
                 state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+                state.restarts += u64::from(started_over);
                 continue;
             }
             let (guard, waited) = shared
@@ -302,6 +308,12 @@ impl Checkpointer {
     fn counts(&self) -> (u64, u64) {
         let state = self.shared.state.lock().unwrap_or_else(PoisonError::into_inner);
         (state.commits, state.checkpoints)
+    }
+
+    /// Times the WAL was started over so far.
+    #[cfg(test)]
+    fn restarts(&self) -> u64 {
+        self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).restarts
     }
 
     fn committed(&self) {
