@@ -357,6 +357,72 @@ fn a_second_ctrl_c_stops_a_run_at_once() {
     assert_events_gap_free(&fx, summary["id"].as_str().unwrap());
 }
 
+/// On Postgres, a run cancelled from another process (`runs cancel`)
+/// stops its worker's leg at once: the worker is told the run changed, the
+/// leg renews its lease, is refused, and its tool's process is killed. Its
+/// own renewal would come 20 s after its step began (a 60 s lease).
+#[test]
+fn a_run_cancelled_elsewhere_stops_the_tool_of_its_worker_at_once_on_postgres() {
+    let Some(fx) = Fixture::postgres() else { return };
+    let pid_file = support::pid_blueprint(&fx, "pid");
+    let queued = fx.json(&["run", "pid.json", "--input", "go", "--queue", "--json"], 0);
+    let run = queued["id"].as_str().unwrap().to_owned();
+    let worker = support::start_worker_with(&fx, &["--lease", "60"]);
+    let pid = support::written_pid(&pid_file);
+    cancel_and_see_the_tool_stop(&fx, &run, pid, std::time::Duration::from_secs(10));
+    signal(&worker, "TERM");
+    let report = support::stopped_report(worker);
+    assert_eq!((report["completed"].as_u64(), report["released"].as_u64()), (Some(0), Some(0)));
+    let shown = fx.json(&["runs", "show", &run, "--json"], 0);
+    // Step 1 called the model; the tool's step is not stored.
+    assert_eq!((shown["status"].as_str(), shown["step"].as_u64()), (Some("interrupted"), Some(1)));
+    assert_events_gap_free(&fx, &run);
+}
+
+/// The same for a leg `tollgate run` drives itself on Postgres; its own
+/// renewal would come 5 s after its step began (the default 15 s lease).
+#[test]
+fn a_run_cancelled_elsewhere_stops_the_tool_of_tollgate_run_at_once_on_postgres() {
+    let Some(fx) = Fixture::postgres() else { return };
+    let pid_file = support::pid_blueprint(&fx, "pid");
+    let child = fx
+        .command(&["run", "pid.json", "--input", "go", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = support::written_pid(&pid_file);
+    let listed = fx.json(&["runs", "list", "--json"], 0);
+    let run = listed["runs"][0]["id"].as_str().unwrap().to_owned();
+    cancel_and_see_the_tool_stop(&fx, &run, pid, std::time::Duration::from_secs(3));
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "an interrupted run exits 1: {stderr}");
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        (summary["id"].as_str(), summary["status"].as_str(), summary["step"].as_u64()),
+        (Some(run.as_str()), Some("interrupted"), Some(1))
+    );
+    assert_events_gap_free(&fx, &run);
+}
+
+/// Cancels `run` with `runs cancel` and waits for its tool `pid` to be
+/// gone, at most `within` after now.
+fn cancel_and_see_the_tool_stop(fx: &Fixture, run: &str, pid: u32, within: std::time::Duration) {
+    let asked = std::time::Instant::now();
+    let cancelled = fx.json(&["runs", "cancel", run, "--json"], 0);
+    assert_eq!(cancelled["status"], "interrupted", "{cancelled}");
+    let answered = asked.elapsed();
+    while support::alive(pid) {
+        let waited = asked.elapsed();
+        assert!(
+            waited < within,
+            "the tool {pid} still runs {waited:?} after the cancel (answered in {answered:?})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn workers_drain_the_queue_through_a_kill_exactly_once(fx: Fixture) {
     queue_blueprint(&fx, 0.02);
     let runs = queue_runs(&fx, 20);

@@ -1,10 +1,10 @@
 //! `LISTEN`: wake-ups when a run is queued or changes status
 //! (`tollgate_runs`), and when a watched run commits (`tollgate_events`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{broadcast, Notify};
 use tokio_postgres::AsyncMessage;
 use tollgate_checkpoint::{RunId, StoreError};
 
@@ -26,14 +26,14 @@ impl PostgresStore {
     /// since notifications sent meanwhile are lost. It stops when the last
     /// clone of the returned `Arc` is dropped.
     pub fn run_notifications(&self) -> Arc<Notify> {
-        self.listen(RUNS, false)
+        self.wake(RUNS, false)
     }
 
     /// Like [`PostgresStore::run_notifications`], but every waiter wakes
     /// (not one): for readers that each refresh a listing of runs, such as
     /// a page showing the runs waiting for a decision.
     pub fn status_notifications(&self) -> Arc<Notify> {
-        self.listen(RUNS, true)
+        self.wake(RUNS, true)
     }
 
     /// A [`Notify`] whose waiters all wake whenever a watched run
@@ -42,7 +42,15 @@ impl PostgresStore {
     /// meanwhile are lost). A stream reader registers the run, then waits
     /// on this instead of polling.
     pub fn event_notifications(&self) -> Arc<Notify> {
-        self.listen(EVENTS, true)
+        self.wake(EVENTS, true)
+    }
+
+    /// A [`Notify`] that `statement`'s notifications wake (one waiter, or
+    /// all).
+    fn wake(&self, statement: &'static str, all: bool) -> Arc<Notify> {
+        let notify = Arc::new(Notify::new());
+        self.listen(statement, Wake { notify: Arc::downgrade(&notify), all });
+        notify
     }
 
     /// Registers `run` as streamed for `lasting` from now (pushed forward,
@@ -70,15 +78,32 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// `LISTEN`s with `statement` on a connection of its own; each
-    /// notification wakes one waiter, or all (`all`).
-    fn listen(&self, statement: &'static str, all: bool) -> Arc<Notify> {
-        let notify = Arc::new(Notify::new());
-        let weak = Arc::downgrade(&notify);
+    /// The runs whose status any process changes, as they change: queued,
+    /// claimed when not running, paused, decided, ended, cancelled (a
+    /// cancel takes a running run over and ends it `interrupted`). `None`
+    /// after the listening connection connects again, since notifications
+    /// sent meanwhile are lost: any run may have changed. A receiver that
+    /// falls more than 1,024 behind is told it lagged. For a worker that
+    /// has the legs of changed runs renew their leases at once
+    /// (`Worker::wake_legs_on`), so that a cancelled run's leg stops at once.
+    ///
+    /// A task of its own holds one connection outside the pool with
+    /// `LISTEN tollgate_runs`, reconnecting as
+    /// [`PostgresStore::run_notifications`]'s does; it stops once every
+    /// receiver is dropped.
+    pub fn run_changes(&self) -> broadcast::Receiver<Option<RunId>> {
+        let (changes, receiver) = broadcast::channel(1_024);
+        self.listen(RUNS, changes);
+        receiver
+    }
+
+    /// `LISTEN`s with `statement` on a connection of its own, handing each
+    /// notification to `listener`, until no one listens.
+    fn listen(&self, statement: &'static str, listener: impl Listener) {
         let (config, tls) = (self.config.clone(), self.tls.clone());
         tokio::spawn(async move {
             let mut backoff = Duration::from_millis(100);
-            while weak.strong_count() > 0 {
+            while listener.alive() {
                 match config.connect(tls.clone()).await {
                     Ok((client, mut connection)) => {
                         let listen = client.batch_execute(statement);
@@ -93,17 +118,15 @@ impl PostgresStore {
                                     listening = true;
                                     backoff = Duration::from_millis(100);
                                     // Anything sent while not listening is lost.
-                                    if let Some(notify) = weak.upgrade() {
-                                        wake(&notify, all);
-                                    }
+                                    listener.notified(None);
                                 }
                                 message = std::future::poll_fn(|cx| connection.poll_message(cx)) => {
                                     match message {
-                                        Some(Ok(AsyncMessage::Notification(_))) => {
-                                            match weak.upgrade() {
-                                                Some(notify) => wake(&notify, all),
-                                                None => return,
+                                        Some(Ok(AsyncMessage::Notification(notification))) => {
+                                            if !listener.alive() {
+                                                return;
                                             }
+                                            listener.notified(Some(notification.payload()));
                                         }
                                         Some(Ok(_)) => {}
                                         Some(Err(error)) => {
@@ -114,7 +137,7 @@ impl PostgresStore {
                                     }
                                 }
                                 () = tokio::time::sleep(Duration::from_secs(5)) => {
-                                    if weak.strong_count() == 0 {
+                                    if !listener.alive() {
                                         return;
                                     }
                                 }
@@ -129,14 +152,58 @@ impl PostgresStore {
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
         });
-        notify
     }
 }
 
-fn wake(notify: &Notify, all: bool) {
-    if all {
-        notify.notify_waiters();
-    } else {
-        notify.notify_one();
+/// Where a listening connection's notifications go.
+trait Listener: Send + Sync + 'static {
+    /// Whether anyone still listens.
+    fn alive(&self) -> bool;
+    /// A notification's payload; `None` once listening (again): anything
+    /// sent before was lost.
+    fn notified(&self, payload: Option<&str>);
+}
+
+/// Wakes one waiter of a [`Notify`], or all (`all`).
+struct Wake {
+    notify: Weak<Notify>,
+    all: bool,
+}
+
+impl Listener for Wake {
+    fn alive(&self) -> bool {
+        self.notify.strong_count() > 0
+    }
+
+    fn notified(&self, _payload: Option<&str>) {
+        if let Some(notify) = self.notify.upgrade() {
+            if self.all {
+                notify.notify_waiters();
+            } else {
+                notify.notify_one();
+            }
+        }
+    }
+}
+
+/// Sends the run a `RUN STATUS` payload names.
+impl Listener for broadcast::Sender<Option<RunId>> {
+    fn alive(&self) -> bool {
+        self.receiver_count() > 0
+    }
+
+    fn notified(&self, payload: Option<&str>) {
+        let run = match payload {
+            None => None,
+            Some(payload) => match payload.split(' ').next().map(str::parse::<RunId>) {
+                Some(Ok(run)) => Some(run),
+                _ => {
+                    tracing::debug!(payload, "notifications: not a run's change");
+                    return;
+                }
+            },
+        };
+        // No receiver left: the task ends at its next look.
+        let _ = self.send(run);
     }
 }

@@ -394,6 +394,34 @@ fn a_queued_run_wakes_the_listeners_of_its_database() {
     });
 }
 
+/// `run_changes` names each run whose status changed, in any process:
+/// `None` once listening (anything before was missed), then the run when
+/// it is queued and when it is claimed.
+#[test]
+fn run_changes_name_the_runs_whose_status_changed() {
+    let Some(url) = url() else { return };
+    runtime().block_on(async {
+        let url = fresh_database(&url).await;
+        let store = PostgresStore::connect(&url).await.unwrap();
+        let mut changes = store.run_changes();
+        let mut next = async || {
+            tokio::time::timeout(Duration::from_secs(10), changes.recv())
+                .await
+                .expect("a change within 10 s")
+                .expect("the listener is alive")
+        };
+        assert_eq!(next().await, None, "listening: anything before was missed");
+        let other = PostgresStore::connect(&url).await.unwrap();
+        let run = RunId::new();
+        let (created, _) = paused_run(run);
+        other.create_run(NewRun { claim: None, ..created }).await.unwrap();
+        assert_eq!(next().await, Some(run), "queued");
+        let epoch = other.run(run).await.unwrap().epoch;
+        other.claim(run, epoch, Owner::current(), i64::MAX).await.unwrap();
+        assert_eq!(next().await, Some(run), "claimed");
+    });
+}
+
 /// Commits of a watched run wake `event_notifications` at once; commits of
 /// runs nobody watches do not.
 #[test]

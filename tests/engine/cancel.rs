@@ -1,14 +1,16 @@
 //! Cancelling a run whose step is in flight: a leg whose run was taken
 //! over drops its tasks at its next lease renewal, at once when its handle
-//! is cancelled too, and a plain cancel still lets the step finish.
+//! is cancelled too or its worker is told the run changed, and a plain
+//! cancel (or a change that took nothing over) still lets the step finish.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::broadcast;
 use tollgate::{
-    CompiledGraph, Event, EventSink, Executor, RunConfig, RunError, RunHandle, RunStatus,
-    SqliteStore, END, START,
+    CompiledGraph, Event, EventSink, Executor, RunConfig, RunError, RunHandle, RunId, RunStatus,
+    SqliteStore, Worker, WorkerReport, END, START,
 };
 
 use crate::support::{self, Gate, Graph, Trace, TraceUpdate};
@@ -180,5 +182,106 @@ fn a_plain_cancel_still_lets_the_step_in_flight_finish() {
             (RunStatus::Interrupted, 1, 1)
         );
         assert!(!probe.dropped.load(Ordering::SeqCst));
+    });
+}
+
+/// A worker driving [`held`] runs with a 600 s lease (it renews every
+/// 200 s), told of changed runs through the returned sender; stopped by
+/// dropping the other sender.
+fn worker(
+    setup: &Setup,
+) -> (
+    broadcast::Sender<Option<RunId>>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<WorkerReport>,
+) {
+    let (changes, told) = broadcast::channel(16);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = Worker::new(setup.executor.clone())
+        .graph(setup.graph.clone())
+        .config(RunConfig::new().lease(Duration::from_secs(600)))
+        .poll_interval(Duration::from_millis(20))
+        .wake_legs_on(told);
+    let running = tokio::spawn(worker.run(async {
+        let _ = stopped.await;
+    }));
+    (changes, stop, running)
+}
+
+/// Waits until `held`'s first attempt is in flight (the worker claimed
+/// the run and started its step).
+async fn in_flight(probe: &Probe) {
+    let waited = tokio::time::timeout(HANG, async {
+        while probe.attempts.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    waited.await.expect("the worker started the run");
+}
+
+/// A worker told that a run it drives changed has its leg renew at once:
+/// cancelled from another process, the leg drops its task then, not 200 s
+/// later at its next renewal.
+#[test]
+fn a_worker_told_its_run_changed_stops_the_leg_of_a_run_cancelled_elsewhere() {
+    let setup = Setup::new();
+    let (other, probe) = (setup.other(), &setup.probe);
+    setup.runtime.block_on(async {
+        let run = setup.executor.enqueue(&setup.graph, Trace::default(), RunConfig::new());
+        let run = run.await.unwrap();
+        let (changes, stop, running) = worker(&setup);
+        in_flight(probe).await;
+        other.cancel_run(run).await.unwrap();
+        // Not told yet: nothing stops the task before its renewal.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!probe.dropped.load(Ordering::SeqCst), "the leg has not looked yet");
+        changes.send(Some(run)).unwrap();
+        let dropped = tokio::time::timeout(HANG, async {
+            while !probe.dropped.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        dropped.await.expect("the task in flight was dropped");
+        let record = other.store().run(run).await.unwrap();
+        assert_eq!((record.status, record.step), (RunStatus::Interrupted, 0));
+        stop.send(()).unwrap();
+        let report = tokio::time::timeout(HANG, running).await.expect("stops").unwrap();
+        assert_eq!((report.completed, report.released), (0, 0), "{report:?}");
+    });
+}
+
+/// Changes that took nothing from the leg (another run's, or "any run may
+/// have changed") cost it a renewal: its task goes on and the run
+/// completes.
+#[test]
+fn a_worker_told_of_changes_that_took_nothing_from_its_leg_drives_it_on() {
+    let setup = Setup::new();
+    let probe = &setup.probe;
+    setup.runtime.block_on(async {
+        let run = setup.executor.enqueue(&setup.graph, Trace::default(), RunConfig::new());
+        let run = run.await.unwrap();
+        let (changes, stop, running) = worker(&setup);
+        in_flight(probe).await;
+        changes.send(Some(RunId::new())).unwrap();
+        changes.send(None).unwrap();
+        changes.send(Some(run)).unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!probe.dropped.load(Ordering::SeqCst), "the task goes on");
+        probe.gate.open();
+        let done = tokio::time::timeout(HANG, async {
+            loop {
+                let record = setup.executor.store().run(run).await.unwrap();
+                if record.status != RunStatus::Running && record.status != RunStatus::Queued {
+                    return record;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        let record = done.await.expect("the run ends");
+        assert_eq!((record.status, record.step), (RunStatus::Completed, 2));
+        assert!(!probe.dropped.load(Ordering::SeqCst));
+        stop.send(()).unwrap();
+        let report = tokio::time::timeout(HANG, running).await.expect("stops").unwrap();
+        assert_eq!(report.completed, 1, "{report:?}");
     });
 }

@@ -1,6 +1,8 @@
 //! Waiting for a leg this process drives: Ctrl-C stops it, and its end
 //! becomes a command's result.
 
+use tokio::sync::broadcast;
+use tollgate_checkpoint::RunId;
 use tollgate_engine::{Executor, RunError, RunHandle};
 
 use crate::error::CliError;
@@ -10,12 +12,27 @@ use crate::error::CliError;
 /// stops it at once: the run is cancelled as `runs cancel` does, and the
 /// leg drops the step in flight (a command tool's process is killed).
 /// Either way the run is `interrupted` and can be continued. A failed run
-/// is reported by its summary, not as an error.
+/// is reported by its summary, not as an error. With `changes` (a store's
+/// changed runs: Postgres), a change of the run has the leg renew its
+/// lease at once, so that a cancel from another process stops it at once.
 pub(super) async fn wait<S: tollgate_engine::State>(
     executor: &Executor,
     handle: RunHandle<S>,
+    changes: Option<broadcast::Receiver<Option<RunId>>>,
 ) -> Result<(), CliError> {
     let (cancel, run, executor) = (handle.cancel_token(), handle.run_id(), executor.clone());
+    let renewer = changes.map(|mut changes| {
+        let token = cancel.clone();
+        tokio::spawn(async move {
+            loop {
+                match changes.recv().await {
+                    Ok(Some(changed)) if changed != run => {}
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => token.renew_now(),
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        })
+    });
     let watcher = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_err() {
             return;
@@ -34,6 +51,9 @@ pub(super) async fn wait<S: tollgate_engine::State>(
     });
     let result = handle.wait().await;
     watcher.abort();
+    if let Some(renewer) = renewer {
+        renewer.abort();
+    }
     leg_result(result)
 }
 

@@ -442,13 +442,17 @@ impl Runs {
         }
     }
 
-    /// Waits for a leg this process drives, stopping it on Ctrl-C (see
-    /// [`leg::wait`]).
+    /// Waits for a leg this process drives, stopping it on Ctrl-C, and at
+    /// once when it is cancelled elsewhere on Postgres (see [`leg::wait`]).
     pub(crate) async fn wait<S: tollgate_engine::State>(
         &self,
         handle: RunHandle<S>,
     ) -> Result<(), CliError> {
-        leg::wait(&self.executor, handle).await
+        let changes = match &self.backend {
+            Backend::Postgres(store) => Some(store.run_changes()),
+            Backend::Sqlite(_) => None,
+        };
+        leg::wait(&self.executor, handle, changes).await
     }
 
     /// Cancels a running or queued run, wherever it is driven
@@ -550,6 +554,10 @@ impl Runs {
         if let Some(wake) = self.wake.clone() {
             worker = worker.wake_on(wake);
         }
+        // A run cancelled elsewhere stops its leg here at once.
+        if let Backend::Postgres(store) = &self.backend {
+            worker = worker.wake_legs_on(store.run_changes());
+        }
         let report = worker.run(shutdown).await;
         json!({
             "legs": report.legs,
@@ -607,7 +615,7 @@ impl Workload for BlueprintRuns {
         &self,
         executor: &Executor,
         run: &RunRecord,
-        _config: RunConfig,
+        given: RunConfig,
         shutdown: watch::Receiver<bool>,
     ) -> Option<Result<RunStatus, RunError>> {
         let rebuilt = match self.runs.rebuild(run.id).await {
@@ -618,8 +626,12 @@ impl Workload for BlueprintRuns {
                 return None;
             }
         };
-        // Each leg runs with its blueprint's settings and the worker's lease.
-        let config = rebuilt.config.lease(self.lease);
+        // Each leg runs with its blueprint's settings, and the worker's
+        // lease and token.
+        let mut config = rebuilt.config.lease(self.lease);
+        if let Some(token) = given.given_cancel_token() {
+            config = config.cancel_token(token);
+        }
         let driven = match executor.continue_run(rebuilt.agent.graph(), run.id, config).await {
             Ok(handle) => drive_leg(handle, shutdown).await.map(|outcome| outcome.status),
             Err(error) => Err(error),

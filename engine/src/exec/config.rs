@@ -7,6 +7,8 @@ use tollgate_checkpoint::{Codec, RunId};
 
 use crate::event::{Clock, EventSink, SystemClock};
 
+use super::executor::CancelToken;
+
 /// Default super-step budget of a run: generous for agents, small enough
 /// that a runaway cycle fails in well under a second of engine time.
 pub const DEFAULT_MAX_STEPS: u64 = 1_000;
@@ -67,6 +69,9 @@ pub struct RunConfig {
     pub(crate) turn: Option<tollgate_checkpoint::ThreadTurn>,
     /// Which stored settings this config sets itself (over the run's).
     pub(crate) explicit: Explicit,
+    /// The leg's stop flag, when made beforehand
+    /// ([`RunConfig::cancel_token`]).
+    pub(crate) stop: Option<CancelToken>,
 }
 
 /// Which of the run's stored settings a config overrides.
@@ -94,6 +99,7 @@ impl Default for RunConfig {
             announce: Vec::new(),
             turn: None,
             explicit: Explicit::default(),
+            stop: None,
         }
     }
 }
@@ -102,6 +108,24 @@ impl RunConfig {
     /// Default settings.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The leg obeys `token` as it does its handle
+    /// ([`RunHandle::cancel_token`](crate::RunHandle::cancel_token) returns
+    /// it): it can be cancelled, released or told to renew its lease
+    /// ([`CancelToken::renew_now`]) before the leg has a handle. Not stored
+    /// with the run; every leg started with this config (or a clone) obeys
+    /// the same token, so give each leg its own.
+    pub fn cancel_token(mut self, token: CancelToken) -> Self {
+        self.stop = Some(token);
+        self
+    }
+
+    /// The token given with [`RunConfig::cancel_token`], if any: a
+    /// [`Workload`](crate::Workload) that drives a leg with settings of its
+    /// own passes on the one its worker gave it.
+    pub fn given_cancel_token(&self) -> Option<CancelToken> {
+        self.stop.clone()
     }
 
     /// Super-steps the run may take ([`DEFAULT_MAX_STEPS`] by default). A

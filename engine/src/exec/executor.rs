@@ -121,6 +121,12 @@ impl Stop {
         self.asked.store(stop::CANCEL, Ordering::SeqCst);
         // Every step waiting now (a run's and its subgraphs'), and the next
         // one to wait if none is.
+        self.renew_now();
+    }
+
+    /// Has a step waiting on its tasks renew the lease at once (and the
+    /// next one to wait, if none is).
+    fn renew_now(&self) {
         self.wake.notify_waiters();
         self.wake.notify_one();
     }
@@ -136,10 +142,29 @@ impl Stop {
 }
 
 /// Cancels a run at its next step boundary; see [`RunHandle::cancel_token`].
-#[derive(Debug, Clone)]
-pub struct CancelToken(Arc<Stop>);
+/// One made beforehand ([`CancelToken::new`]) is given to a leg with
+/// [`RunConfig::cancel_token`].
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(pub(crate) Arc<Stop>);
 
 impl CancelToken {
+    /// A token for a leg not started yet ([`RunConfig::cancel_token`]).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Has the leg renew its lease at once if a step is waiting on its
+    /// tasks (otherwise when the next one waits): when the run is no longer
+    /// the leg's (cancelled with [`Executor::cancel_run`] or claimed by
+    /// another process) the leg stops at once, its tasks dropped, instead
+    /// of at its next renewal (a third of the lease). Otherwise nothing
+    /// changes. For a process told that a run it drives changed elsewhere
+    /// (a store's notification; what [`Worker::wake_legs_on`](crate::Worker::wake_legs_on)
+    /// does).
+    pub fn renew_now(&self) {
+        self.0.renew_now();
+    }
+
     /// Asks the run to stop at the next step boundary; it ends
     /// `interrupted` (see [`RunHandle::cancel`]).
     pub fn cancel(&self) {
@@ -484,6 +509,7 @@ impl Executor {
         breakpoints: Breakpoints,
     ) -> Leg<S> {
         let Loaded { state, step, frontier, reused, progress, snapshots } = loaded;
+        let cancel = config.stop.as_ref().map_or_else(Arc::default, |token| Arc::clone(&token.0));
         Leg {
             graph: graph.clone(),
             store: Arc::clone(&self.store),
@@ -496,7 +522,7 @@ impl Executor {
             frontier_blob: None,
             reused,
             emitter: Arc::new(emitter),
-            cancel: Arc::new(Stop::default()),
+            cancel,
             snapshots,
             decisions,
             no_decisions: Arc::default(),
