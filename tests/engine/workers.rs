@@ -257,3 +257,43 @@ fn a_run_that_keeps_losing_its_owner_is_dead_lettered_not_retried_forever() {
         assert_eq!(outcome.status, RunStatus::Completed);
     });
 }
+
+/// A worker told of changed runs without pause still looks for runs every
+/// poll interval: a change does not make it look (the store's own wake-up
+/// does), but a stream of them must not keep it from looking at all.
+#[test]
+fn a_stream_of_changed_runs_does_not_keep_a_worker_from_its_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("queue.db");
+    let graph = counter("flood", 3, Duration::from_millis(1));
+    runtime().block_on(async {
+        let executor = Executor::new(SqliteStore::open(&path).unwrap());
+        let (changes, told) = tokio::sync::broadcast::channel(64);
+        let flood = tokio::spawn(async move {
+            loop {
+                let _ = changes.send(Some(RunId::new()));
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let worker = Worker::new(executor.clone())
+            .graph(graph.clone())
+            .poll_interval(Duration::from_millis(50))
+            .wake_legs_on(told);
+        let running = tokio::spawn(worker.run(async {
+            let _ = stopped.await;
+        }));
+        // Queued once the worker has looked and found nothing.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let run = executor.enqueue(&graph, Trace::default(), RunConfig::new()).await.unwrap();
+        let done = tokio::time::timeout(Duration::from_secs(10), async {
+            while executor.store().run(run).await.unwrap().status != RunStatus::Completed {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        done.await.expect("the worker took the run within 10 s");
+        flood.abort();
+        stop.send(()).unwrap();
+        assert_eq!(running.await.unwrap().completed, 1);
+    });
+}

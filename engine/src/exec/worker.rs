@@ -229,7 +229,9 @@ impl Worker {
     /// at once, its tasks dropped (a command tool's process killed),
     /// instead of at its next renewal, a third of the lease later. A run
     /// that did not change costs one renewal. The store's stream of
-    /// changed runs (`PostgresStore::run_changes`).
+    /// changed runs (`PostgresStore::run_changes`). A change does not make
+    /// the worker look for runs ([`Worker::wake_on`] does); however many
+    /// come, it still looks every poll interval.
     pub fn wake_legs_on(mut self, changes: broadcast::Receiver<Option<RunId>>) -> Self {
         self.changes = Some(changes);
         self
@@ -257,11 +259,15 @@ impl Worker {
         let offset = std::process::id() as usize;
         let mut last_scan: Option<std::time::Instant> = None;
         tokio::pin!(shutdown);
-        // Whether to look for runs (not after a change of a run: the store's
-        // wake-up for it comes apart).
+        // Whether to look for runs: not after a change of a run (the store's
+        // wake-up for it comes apart), unless the last look is a poll
+        // interval old (changes coming without pause would reset the timer).
         let mut look = true;
+        let mut looked = std::time::Instant::now();
         loop {
-            if look && !stopping && legs.len() < self.concurrency {
+            let due = look || looked.elapsed() >= self.poll;
+            if due && !stopping && legs.len() < self.concurrency {
+                looked = std::time::Instant::now();
                 let scan = last_scan.is_none_or(|at| at.elapsed() >= DEAD_OWNER_SCAN);
                 if scan {
                     last_scan = Some(std::time::Instant::now());
