@@ -19,10 +19,11 @@ use crate::state::{State, Write};
 use crate::telemetry;
 
 use super::cancel::cancelled_elsewhere;
+use super::cancel::{stop, Stop};
 use super::config::RunConfig;
 use super::emit::{node_id, Emitter, Live};
 use super::error::RunError;
-use super::executor::{json_error, stop, RunOutcome, Stop};
+use super::executor::{json_error, RunOutcome};
 use super::plan::Frontier;
 use super::record::{TaskOutputRecord, FRONTIER_VERSION};
 use super::subgraph::Nest;

@@ -18,10 +18,11 @@ mod thread;
 mod worker;
 
 pub(crate) use cache::{cached, CacheAccess};
+pub use cancel::CancelToken;
 pub use config::{RunConfig, SnapshotPolicy, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
 pub(crate) use emit::{node_id, Emitter, Live};
 pub use error::RunError;
-pub use executor::{CancelToken, Executor, RunHandle, RunOutcome};
+pub use executor::{Executor, RunHandle, RunOutcome};
 pub use history::{StatePage, StateSnapshot};
 pub use resume::{DecisionOutcome, Resumed};
 pub(crate) use subgraph::{subgraph_node, SubgraphAccess};
