@@ -255,12 +255,12 @@ fn the_background_checkpointer_keeps_the_wal_small() {
     let store = SqliteStore::open(&path).unwrap();
     let executor = Executor::new(store);
     let runtime = support::runtime();
-    // A few pages a step: 6000 steps write about 15,000 frames, all of
+    // A few pages a step: 12,000 steps write about 30,000 frames, all of
     // which the WAL would hold were the background thread not
     // checkpointing (the inline safety net is at forty times
     // `wal_autocheckpoint`, 40,000 pages; the thread's own restart at
     // sixteen times, 16,000, is not what keeps it small here).
-    for _ in 0..6 {
+    for _ in 0..12 {
         let config = RunConfig::new().max_steps(2_000);
         let outcome =
             runtime.block_on(executor.run(&looping(1_000, None), Trace::default(), config));
@@ -271,11 +271,13 @@ fn the_background_checkpointer_keeps_the_wal_small() {
     let frames = wal / (u64::from(SqliteOptions::default().page_size) + 24);
     // A run writes about 2,900 frames; the WAL starts over once the thread
     // has copied all of it, normally in the pause after each run (its
-    // high-water mark is then one run's frames). On a loaded machine the
-    // thread may not get there in a pause or two (CI saw 5,735 frames
-    // once). Without the thread the WAL grows to all the frames written.
+    // high-water mark is then one run's frames). On a loaded machine, or
+    // while a sync waits on a busy disk, the thread may not get there in a
+    // pause or several (CI saw 5,735 frames once with 6 runs, and 10,074
+    // once). Without the thread the WAL grows to all the frames written:
+    // the bound sits halfway.
     assert!(
-        frames < 9_000,
+        frames < 15_000,
         "the WAL grew to {frames} pages ({wal} bytes): the background checkpointer is not keeping up"
     );
     drop(executor);
