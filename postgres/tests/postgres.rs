@@ -365,56 +365,43 @@ async fn fresh_database(url: &str) -> String {
     format!("{server}/{name}{query}")
 }
 
+/// A queued run wakes `run_notifications`; `run_changes` names each run
+/// whose status changed, in any process: `None` once listening (anything
+/// before was missed), then the run when it is queued and when it is
+/// claimed.
 #[test]
-fn a_queued_run_wakes_the_listeners_of_its_database() {
+fn a_queued_run_wakes_the_listeners_of_its_database_and_is_named() {
     let Some(url) = url() else { return };
     runtime().block_on(async {
         // A database of its own: notifications are per database.
         let url = fresh_database(&url).await;
         let store = PostgresStore::connect(&url).await.unwrap();
         let wake = store.run_notifications();
+        let mut changes = store.run_changes();
         let within = |what: &'static str| {
             let wake = Arc::clone(&wake);
             async move {
-                tokio::time::timeout(std::time::Duration::from_secs(10), wake.notified())
+                tokio::time::timeout(Duration::from_secs(10), wake.notified())
                     .await
                     .unwrap_or_else(|_| panic!("no wake-up: {what}"));
             }
         };
-        within("once listening").await;
-        // Nothing happens: no wake-up.
-        let quiet =
-            tokio::time::timeout(std::time::Duration::from_millis(300), wake.notified()).await;
-        assert!(quiet.is_err(), "woken with nothing queued");
-        let other = PostgresStore::connect(&url).await.unwrap();
-        let run = RunId::new();
-        let (created, _) = paused_run(run);
-        other.create_run(NewRun { claim: None, ..created }).await.unwrap();
-        within("a run was queued").await;
-    });
-}
-
-/// `run_changes` names each run whose status changed, in any process:
-/// `None` once listening (anything before was missed), then the run when
-/// it is queued and when it is claimed.
-#[test]
-fn run_changes_name_the_runs_whose_status_changed() {
-    let Some(url) = url() else { return };
-    runtime().block_on(async {
-        let url = fresh_database(&url).await;
-        let store = PostgresStore::connect(&url).await.unwrap();
-        let mut changes = store.run_changes();
         let mut next = async || {
             tokio::time::timeout(Duration::from_secs(10), changes.recv())
                 .await
                 .expect("a change within 10 s")
                 .expect("the listener is alive")
         };
+        within("once listening").await;
         assert_eq!(next().await, None, "listening: anything before was missed");
+        // Nothing happens: no wake-up.
+        let quiet = tokio::time::timeout(Duration::from_millis(300), wake.notified()).await;
+        assert!(quiet.is_err(), "woken with nothing queued");
         let other = PostgresStore::connect(&url).await.unwrap();
         let run = RunId::new();
         let (created, _) = paused_run(run);
         other.create_run(NewRun { claim: None, ..created }).await.unwrap();
+        within("a run was queued").await;
         assert_eq!(next().await, Some(run), "queued");
         let epoch = other.run(run).await.unwrap().epoch;
         other.claim(run, epoch, Owner::current(), i64::MAX).await.unwrap();

@@ -18,8 +18,7 @@ use crate::node::Namespace;
 use crate::state::{State, Write};
 use crate::telemetry;
 
-use super::cancel::cancelled_elsewhere;
-use super::cancel::{stop, Stop};
+use super::cancel::{cancelled_elsewhere, stop, Stop};
 use super::config::RunConfig;
 use super::emit::{node_id, Emitter, Live};
 use super::error::RunError;
@@ -54,7 +53,8 @@ pub(crate) struct Leg<S: State> {
     /// Outputs already stored for tasks of the next step, by task index.
     pub(crate) reused: HashMap<u32, (TaskOutputRecord<S::Update>, Blob)>,
     pub(crate) emitter: Arc<Emitter>,
-    /// Whether the leg was asked to stop (`executor::stop`).
+    /// Whether the leg was asked to stop (`cancel::stop`), and the wake-up
+    /// of a step waiting on its tasks.
     pub(crate) cancel: Arc<Stop>,
     pub(crate) snapshots: SnapshotTracker,
     /// Decisions for tasks of the next step, by task index then ordinal.
