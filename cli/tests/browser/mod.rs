@@ -5,7 +5,7 @@
 //! `TOLLGATE_CHROMIUM` or `/usr/bin/chromium`. Without them a test is
 //! skipped with a note, except under `CI=true`, where that fails it.
 
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -58,18 +58,30 @@ impl Browser {
             eprintln!("skipped: no chromium/chromedriver (bash scripts/browser installs them)");
             return None;
         };
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let driver = Command::new(driver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
+        // Port 0: chromedriver binds a free port itself and says which. (A
+        // port found free beforehand could be taken by another test's
+        // server before chromedriver binds it: chromedriver then exits, and
+        // the other server answered in its place until it stopped.)
+        let mut driver = Command::new(driver)
+            .arg("--port=0")
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("chromedriver starts");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(20), "chromedriver did not listen");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let stdout = driver.stdout.take().expect("chromedriver's stdout");
+        let (told, port) = std::sync::mpsc::channel();
+        // Reads its output until it exits, so that the pipe never fills.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let said = line.strip_prefix("ChromeDriver was started successfully on port ");
+                if let Some(port) =
+                    said.and_then(|rest| rest.trim_end_matches('.').parse::<u16>().ok())
+                {
+                    let _ = told.send(port);
+                }
+            }
+        });
+        let port = port.recv_timeout(Duration::from_secs(20)).expect("chromedriver listens");
         Some(Self {
             driver,
             url: format!("http://127.0.0.1:{port}"),
