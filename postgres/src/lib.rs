@@ -19,6 +19,7 @@
 //! ```
 
 mod cache;
+mod commit;
 mod frontiers;
 mod listen;
 mod migrations;

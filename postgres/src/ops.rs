@@ -12,9 +12,8 @@ use tollgate_checkpoint::{
 
 use crate::cache::check_turn;
 use crate::rows::{
-    blob_at, column, damaged, event_span, frontier_from_row, interrupt_from_row, interrupts_json,
-    json_text, run_from_row, sql_int, Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, RUN_BY_ID,
-    SELECT_RUN,
+    blob_at, column, damaged, event_span, frontier_from_row, interrupt_from_row, json_text,
+    run_from_row, sql_int, Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, RUN_BY_ID, SELECT_RUN,
 };
 use crate::store::{client_error, PostgresStore, Refusal};
 
@@ -97,72 +96,7 @@ impl Store for PostgresStore {
     }
 
     async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
-        let run = transition.run;
-        let (first_seq, count) = event_span(run, &transition.events)?;
-        let failure = transition.failure.as_ref().map(json_text).transpose()?;
-        let interrupts = interrupts_json(&transition.interrupts)?;
-        let step = transition.step.as_ref();
-        let number = step.map(|step| sql_int(step.step));
-        let full = step.map(|step| step.frontier.to_bytes());
-        // A frontier the run stored lately is referred to (`frontiers.rs`).
-        let reference = full.as_deref().and_then(|full| self.frontiers.reference(run, full));
-        let frontier: Option<&[u8]> =
-            reference.as_ref().map(|stored| &stored[..]).or(full.as_deref());
-        let tasks: Vec<i32> = step
-            .map(|step| step.updates.iter().map(|u| u.task.index as i32).collect())
-            .unwrap_or_default();
-        let nodes: Vec<&str> = step
-            .map(|step| step.updates.iter().map(|u| u.task.node.as_str()).collect())
-            .unwrap_or_default();
-        let updates: Vec<Vec<u8>> = step
-            .map(|step| step.updates.iter().map(|u| u.update.to_bytes()).collect())
-            .unwrap_or_default();
-        let snapshot = step.and_then(|step| step.snapshot.as_ref()).map(Blob::to_bytes);
-        let (client, statement) = self
-            .prepared(
-                "SELECT tollgate_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-                 $14, $15, $16)",
-            )
-            .await?;
-        let id = run.to_string();
-        let result = client
-            .execute(
-                &statement,
-                &[
-                    &id,
-                    &sql_int(transition.epoch),
-                    &number,
-                    &transition.at_ms,
-                    &frontier,
-                    &tasks,
-                    &nodes,
-                    &updates,
-                    &snapshot,
-                    &transition.status.as_str(),
-                    &failure,
-                    &first_seq,
-                    &count,
-                    &EventRecord::join_compact(transition.run, &transition.events),
-                    &transition.lease_until_ms,
-                    &interrupts,
-                ],
-            )
-            .await;
-        let running = transition.status == RunStatus::Running;
-        match (&result, step.zip(full.as_deref())) {
-            (Ok(_), Some((step, full))) => self.frontiers.committed(run, step.step, full, running),
-            (Ok(_), None) if running => {}
-            _ => self.frontiers.forget(run),
-        }
-        result.map(drop).map_err(|error| {
-            Refusal {
-                epoch: transition.epoch,
-                step: step.map_or(0, |step| step.step),
-                first_seq: first_seq as u64,
-                ..Refusal::new(run)
-            }
-            .map(error)
-        })
+        self.commits.commit(transition).await
     }
 
     async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {

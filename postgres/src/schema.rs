@@ -117,13 +117,7 @@ mod tests {
     /// current version at open, each later migration applied once.
     #[tokio::test]
     async fn an_older_schema_is_migrated_forward() {
-        let url = match std::env::var("TOLLGATE_PG_URL") {
-            Ok(url) if !url.is_empty() => url,
-            _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-                panic!("TOLLGATE_PG_URL is not set: CI must run the Postgres tests")
-            }
-            _ => return eprintln!("skipped: TOLLGATE_PG_URL is not set"),
-        };
+        let Some(url) = tollgate_testkit::postgres_url() else { return };
         let (client, connection) =
             tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("connect");
         tokio::spawn(connection);

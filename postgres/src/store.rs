@@ -8,6 +8,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres_rustls::MakeRustlsConnect;
 use tollgate_checkpoint::{RunId, RunStatus, StoreError};
 
+use crate::commit::Commits;
 use crate::frontiers::Frontiers;
 use crate::schema;
 
@@ -62,7 +63,8 @@ impl PostgresOptions {
 /// Every write is one call of a SQL function of the schema: one round trip
 /// and one transaction that locks the run's row, checks the writer (epoch,
 /// status, step, event sequence) and then writes, or refuses and writes
-/// nothing. Reads of a checkpoint run in one repeatable-read snapshot.
+/// nothing. Steps of running runs committing at the same moment share one
+/// call (group commit), each still atomic on its own. Reads of a checkpoint run in one repeatable-read snapshot.
 /// Connections come from a pool; a connection that broke is replaced on
 /// its next use.
 #[derive(Clone)]
@@ -73,6 +75,8 @@ pub struct PostgresStore {
     pub(crate) tls: MakeRustlsConnect,
     /// Runs' recent full frontiers (`frontiers.rs`), shared by clones.
     pub(crate) frontiers: Arc<Frontiers>,
+    /// Commits, and the committer task that groups steps (`commit.rs`).
+    pub(crate) commits: Arc<Commits>,
 }
 
 /// `name` when it is a plain identifier (it is put into SQL text).
@@ -159,7 +163,10 @@ impl PostgresStore {
             .create_timeout(Some(options.connect_timeout))
             .build()
             .map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?;
-        let store = PostgresStore { pool, config, tls, frontiers: Arc::default() };
+        let frontiers = Arc::<Frontiers>::default();
+        let flights = Commits::flights(options.pool_size.max(1));
+        let commits = Arc::new(Commits::start(pool.clone(), Arc::clone(&frontiers), flights));
+        let store = PostgresStore { pool, config, tls, frontiers, commits };
         let mut client = store.client().await?;
         schema::migrate(&mut client, schema).await?;
         Ok(store)
@@ -184,7 +191,7 @@ fn tls() -> Result<MakeRustlsConnect, StoreError> {
     Ok(MakeRustlsConnect::new(config))
 }
 
-fn pool_error(error: PoolError) -> StoreError {
+pub(crate) fn pool_error(error: PoolError) -> StoreError {
     match error {
         PoolError::Backend(error) => client_error(error),
         PoolError::Timeout(kind) => {

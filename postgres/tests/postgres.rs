@@ -20,20 +20,7 @@ use tollgate_checkpoint::{
 };
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 use tollgate_testkit::conformance::check_engine;
-
-/// The server's URL, or `None` (with a note) where none is configured.
-fn url() -> Option<String> {
-    match std::env::var("TOLLGATE_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-            panic!("TOLLGATE_PG_URL is not set: CI must run the Postgres tests (bash scripts/postgres)")
-        }
-        _ => {
-            eprintln!("skipped: TOLLGATE_PG_URL is not set (bash scripts/postgres prints one)");
-            None
-        }
-    }
-}
+use tollgate_testkit::postgres_url;
 
 /// A schema no other test uses.
 fn fresh_schema() -> String {
@@ -81,13 +68,13 @@ fn runtime() -> tokio::runtime::Runtime {
 
 #[test]
 fn passes_the_store_conformance_suite() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(check_store(|| fresh_store(&url)));
 }
 
 #[test]
 fn passes_the_engine_conformance_suite() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     let cases = AtomicUsize::new(0);
     runtime().block_on(check_engine(|| {
         cases.fetch_add(1, Ordering::SeqCst);
@@ -98,7 +85,7 @@ fn passes_the_engine_conformance_suite() {
 
 #[test]
 fn ten_processes_opening_at_once_migrate_once() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         let schema = fresh_schema();
         let opens = (0..10).map(|_| {
@@ -114,7 +101,7 @@ fn ten_processes_opening_at_once_migrate_once() {
             .query_one(&format!("SELECT version, application FROM {schema}.tollgate_schema"), &[])
             .await
             .unwrap();
-        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (11, "tollgate".to_owned()));
+        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (12, "tollgate".to_owned()));
         let names: Vec<String> =
             tables(&client, &schema).await.into_iter().map(|(name, _)| name).collect();
         let expected = [
@@ -135,7 +122,7 @@ fn ten_processes_opening_at_once_migrate_once() {
 
 #[test]
 fn a_newer_or_foreign_schema_is_refused_and_left_untouched() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         let client = raw(&url).await;
         // A schema of a newer tollgate.
@@ -149,7 +136,7 @@ fn a_newer_or_foreign_schema_is_refused_and_left_untouched() {
         let options = PostgresOptions::default().with_schema(newer.clone());
         let error = PostgresStore::connect_with(&url, options).await.unwrap_err();
         assert!(
-            matches!(error, StoreError::SchemaTooNew { found: 99, supported: 11 }),
+            matches!(error, StoreError::SchemaTooNew { found: 99, supported: 12 }),
             "{error:?}"
         );
         assert!(error.to_string().contains("upgrade tollgate"), "{error}");
@@ -179,7 +166,7 @@ async fn fresh_store_in(url: &str, schema: &str) -> PostgresStore {
 
 #[test]
 fn bad_settings_and_unreachable_servers_are_typed_errors() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         let closed_port = "postgres://tollgate:tollgate@127.0.0.1:1/tollgate_test?sslmode=disable";
         let error = PostgresStore::connect(closed_port).await.unwrap_err();
@@ -261,7 +248,7 @@ fn step_of(run: RunId, record: StepRecord, events: Vec<EventRecord>) -> Transiti
 
 #[test]
 fn of_many_concurrent_decisions_on_separate_connections_exactly_one_wins() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         let schema = fresh_schema();
         let store = Arc::new(fresh_store_in(&url, &schema).await);
@@ -317,7 +304,7 @@ fn of_many_concurrent_decisions_on_separate_connections_exactly_one_wins() {
 
 #[test]
 fn connections_the_server_dropped_are_replaced() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         // A name of its own, so that only this test's connections are cut.
         let separator = if url.contains('?') { '&' } else { '?' };
@@ -371,7 +358,7 @@ async fn fresh_database(url: &str) -> String {
 /// claimed.
 #[test]
 fn a_queued_run_wakes_the_listeners_of_its_database_and_is_named() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         // A database of its own: notifications are per database.
         let url = fresh_database(&url).await;
@@ -413,7 +400,7 @@ fn a_queued_run_wakes_the_listeners_of_its_database_and_is_named() {
 /// runs nobody watches do not.
 #[test]
 fn watched_runs_announce_their_commits() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         let store = fresh_store(&url).await;
         let notify = store.event_notifications();
@@ -446,7 +433,7 @@ fn watched_runs_announce_their_commits() {
 /// in its listing page; the other runs are listed.
 #[test]
 fn a_damaged_row_does_not_hide_the_others() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         let schema = fresh_schema();
         let store = fresh_store_in(&url, &schema).await;
@@ -479,7 +466,7 @@ fn a_damaged_row_does_not_hide_the_others() {
 /// (its statements share one transaction's snapshot).
 #[test]
 fn a_checkpoint_read_sees_one_moment_while_steps_commit() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         let store = Arc::new(fresh_store(&url).await);
         let run = RunId::new();
@@ -538,7 +525,7 @@ fn a_checkpoint_read_sees_one_moment_while_steps_commit() {
 /// whole.
 #[test]
 fn event_lines_are_stored_compact_and_read_back_byte_for_byte() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         let schema = fresh_schema();
         let store = fresh_store_in(&url, &schema).await;
@@ -594,7 +581,7 @@ fn event_lines_are_stored_compact_and_read_back_byte_for_byte() {
 /// that names no full frontier is reported as damaged.
 #[test]
 fn frontiers_a_run_repeats_are_stored_as_references() {
-    let Some(url) = url() else { return };
+    let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         let schema = fresh_schema();
         let store = fresh_store_in(&url, &schema).await;

@@ -42,6 +42,7 @@ mod models;
 mod recorder;
 mod replay;
 mod retrieval;
+mod services;
 mod tools;
 mod trajectory;
 
@@ -56,6 +57,7 @@ pub use replay::{from_ndjson, to_ndjson, ReplayFixture, Step};
 pub use retrieval::{
     DeterministicFakeEmbedding, Document, Embedder, InMemoryVectorStore, IndexReport, RecordManager,
 };
+pub use services::postgres_url;
 pub use tollgate_nodes::{InMemoryKeyValueStore, InMemoryShortTermMemory};
 pub use tools::{FakeTool, FlakyTool, SlowTool};
 pub use trajectory::{assert_trajectory, render, Trajectory};

@@ -11,20 +11,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio_postgres::NoTls;
 
-/// The Postgres server of `TOLLGATE_PG_URL`; `None` (the test skipped, with
-/// a note) without one, except under `CI=true`, where that fails the test.
-pub(crate) fn postgres_url() -> Option<String> {
-    match std::env::var("TOLLGATE_PG_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|ci| ci == "true") => {
-            panic!("TOLLGATE_PG_URL is not set: CI must run the Postgres tests")
-        }
-        _ => {
-            eprintln!("skipped: TOLLGATE_PG_URL is not set (bash scripts/postgres prints one)");
-            None
-        }
-    }
-}
+pub(crate) use tollgate_testkit::postgres_url;
 
 pub(crate) struct Fixture {
     pub(crate) dir: tempfile::TempDir,

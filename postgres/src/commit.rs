@@ -1,0 +1,400 @@
+//! Commits of transitions, and group commit.
+//!
+//! A transition is one call of `tollgate_commit` (one round trip, one
+//! transaction). Steps of running runs that stay running, the bulk of
+//! any workload, go instead through the store's committer task: it sends
+//! every such step waiting at that moment in one call of
+//! `tollgate_commit_steps`, whose set-based statements check and write
+//! them all, so that runs committing at the same time share the server's
+//! per-statement and per-transaction work. A step that finds nothing
+//! waiting and no call in flight is sent alone, as `tollgate_commit`. At
+//! most [`Commits::flights`] calls are in flight at once; steps arriving
+//! meanwhile wait for the next.
+//!
+//! Each step is still atomic on its own and answered only once the call
+//! holding it has committed: a step whose writer the function refuses
+//! (fenced, out of order, an event gap) wrote nothing, and is committed
+//! again alone, which names the refusal. A call the server refused as a
+//! whole (its transaction rolled back) has each of its steps committed
+//! alone; a call whose connection broke (or whose server process was
+//! shut down) may or may not have committed, and each of its steps is
+//! answered [`StoreError::Unavailable`], as a lone commit would be.
+
+use std::sync::Arc;
+
+use deadpool_postgres::Pool;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio_postgres::error::Severity;
+use tollgate_checkpoint::{Blob, EventRecord, RunStatus, StepRecord, StoreError, Transition};
+
+use crate::frontiers::Frontiers;
+use crate::rows::{event_span, interrupts_json, json_text, sql_int};
+use crate::store::{client_error, pool_error, Refusal};
+
+/// Steps in one call at most.
+const MAX_BATCH: usize = 256;
+
+/// Bytes of updates, snapshots, frontiers and event lines in one call at
+/// most (besides the first step): both ends hold a call's parameters in
+/// memory at once.
+const MAX_BATCH_BYTES: usize = 8 << 20;
+
+/// The committer task and the way to it.
+#[derive(Debug)]
+pub(crate) struct Commits {
+    jobs: mpsc::UnboundedSender<Queued>,
+    writer: Writer,
+}
+
+/// What commits need: the pool, and the frontiers committed lately.
+#[derive(Debug, Clone)]
+pub(crate) struct Writer {
+    pool: Pool,
+    frontiers: Arc<Frontiers>,
+}
+
+/// A step waiting for the committer, and where its answer goes.
+struct Queued {
+    /// The transition, without its step.
+    transition: Transition,
+    step: StepRecord,
+    /// Its event span (checked before it was queued).
+    first_seq: i64,
+    count: i32,
+    /// What it adds to a call (see [`MAX_BATCH_BYTES`]).
+    bytes: usize,
+    reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// A call that may have committed, and whose answer was lost.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("a commit of {steps} steps lost its answer (its connection broke or its server process was shut down): it may or may not have committed")]
+struct CallLost {
+    steps: usize,
+    #[source]
+    source: Arc<tokio_postgres::Error>,
+}
+
+/// A step handed to the committer that it dropped without an answer (its
+/// task ended, or the runtime is shutting down).
+#[derive(Debug, thiserror::Error)]
+#[error("the store's committer stopped before it answered: the step may or may not have committed")]
+struct CommitterGone;
+
+impl Commits {
+    /// Calls in flight at once for a pool of `pool_size` connections: a
+    /// quarter of the pool, so that reads and other writes keep
+    /// connections.
+    pub(crate) fn flights(pool_size: usize) -> usize {
+        (pool_size / 4).max(1)
+    }
+
+    /// Starts the committer task (on the current runtime).
+    pub(crate) fn start(pool: Pool, frontiers: Arc<Frontiers>, flights: usize) -> Self {
+        let writer = Writer { pool, frontiers };
+        let (jobs, queue) = mpsc::unbounded_channel();
+        tokio::spawn(dispatch(writer.clone(), queue, flights.max(1)));
+        Self { jobs, writer }
+    }
+
+    /// [`Store::commit`](tollgate_checkpoint::Store::commit).
+    pub(crate) async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
+        let grouped = transition.status == RunStatus::Running
+            && transition.interrupts.is_empty()
+            && transition.failure.is_none();
+        let mut transition = transition;
+        let step = match transition.step.take() {
+            Some(step) if grouped => step,
+            step => return self.writer.one(Transition { step, ..transition }).await,
+        };
+        let (first_seq, count) = event_span(transition.run, &transition.events)?;
+        let bytes = step.updates.iter().map(|u| u.update.stored_len()).sum::<usize>()
+            + step.snapshot.as_ref().map_or(0, Blob::stored_len)
+            + step.frontier.stored_len()
+            + transition.events.iter().map(|e| e.json.len()).sum::<usize>();
+        let (reply, answer) = oneshot::channel();
+        let queued = Queued { transition, step, first_seq, count, bytes, reply };
+        match self.jobs.send(queued) {
+            Ok(()) => answer.await.unwrap_or_else(|_| {
+                Err(StoreError::Unavailable { source: Box::new(CommitterGone) })
+            }),
+            // The committer is gone: commit here.
+            Err(mpsc::error::SendError(queued)) => {
+                self.writer.one(Transition { step: Some(queued.step), ..queued.transition }).await
+            }
+        }
+    }
+}
+
+impl Queued {
+    /// Commits it alone and answers.
+    async fn alone(self, writer: &Writer) {
+        let reply = self.reply;
+        let transition = Transition { step: Some(self.step), ..self.transition };
+        let _ = reply.send(writer.one(transition).await);
+    }
+}
+
+/// The committer: takes the steps waiting, up to [`MAX_BATCH`], and sends
+/// them in one call, with at most `flights` calls in flight; ends once
+/// every handle to it is dropped and the calls in flight are answered.
+async fn dispatch(writer: Writer, mut queue: mpsc::UnboundedReceiver<Queued>, flights: usize) {
+    let mut flying = JoinSet::new();
+    // A step that would have made the last call too large.
+    let mut held: Option<Queued> = None;
+    loop {
+        while flying.try_join_next().is_some() {}
+        if flying.len() >= flights {
+            flying.join_next().await;
+            continue;
+        }
+        let first = match held.take() {
+            Some(queued) => queued,
+            None => match queue.recv().await {
+                Some(queued) => queued,
+                None => break,
+            },
+        };
+        let mut bytes = first.bytes;
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            let Ok(queued) = queue.try_recv() else { break };
+            if bytes + queued.bytes > MAX_BATCH_BYTES {
+                held = Some(queued);
+                break;
+            }
+            bytes += queued.bytes;
+            batch.push(queued);
+        }
+        let writer = writer.clone();
+        flying.spawn(async move { writer.many(batch).await });
+    }
+    while flying.join_next().await.is_some() {}
+}
+
+/// One call's parameters, in the order `tollgate_commit_steps` takes them.
+#[derive(Default)]
+struct Columns {
+    runs: Vec<String>,
+    epochs: Vec<i64>,
+    steps: Vec<i64>,
+    at: Vec<i64>,
+    frontiers: Vec<Vec<u8>>,
+    first_seqs: Vec<i64>,
+    counts: Vec<i32>,
+    lines: Vec<String>,
+    leases: Vec<Option<i64>>,
+    snapshots: Vec<Option<Vec<u8>>>,
+    update_of: Vec<i32>,
+    tasks: Vec<i32>,
+    nodes: Vec<String>,
+    updates: Vec<Vec<u8>>,
+}
+
+impl Writer {
+    /// Commits the transition in a call of its own.
+    pub(crate) async fn one(&self, transition: Transition) -> Result<(), StoreError> {
+        let run = transition.run;
+        let (first_seq, count) = event_span(run, &transition.events)?;
+        let failure = transition.failure.as_ref().map(json_text).transpose()?;
+        let interrupts = interrupts_json(&transition.interrupts)?;
+        let step = transition.step.as_ref();
+        let number = step.map(|step| sql_int(step.step));
+        let full = step.map(|step| step.frontier.to_bytes());
+        // A frontier the run stored lately is referred to (`frontiers.rs`).
+        let reference = full.as_deref().and_then(|full| self.frontiers.reference(run, full));
+        let frontier: Option<&[u8]> =
+            reference.as_ref().map(|stored| &stored[..]).or(full.as_deref());
+        let tasks: Vec<i32> = step
+            .map(|step| step.updates.iter().map(|u| u.task.index as i32).collect())
+            .unwrap_or_default();
+        let nodes: Vec<&str> = step
+            .map(|step| step.updates.iter().map(|u| u.task.node.as_str()).collect())
+            .unwrap_or_default();
+        let updates: Vec<Vec<u8>> = step
+            .map(|step| step.updates.iter().map(|u| u.update.to_bytes()).collect())
+            .unwrap_or_default();
+        let snapshot = step.and_then(|step| step.snapshot.as_ref()).map(Blob::to_bytes);
+        const COMMIT: &str = "SELECT tollgate_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
+                              $11, $12, $13, $14, $15, $16)";
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let statement = client.prepare_cached(COMMIT).await.map_err(client_error)?;
+        let id = run.to_string();
+        let result = client
+            .execute(
+                &statement,
+                &[
+                    &id,
+                    &sql_int(transition.epoch),
+                    &number,
+                    &transition.at_ms,
+                    &frontier,
+                    &tasks,
+                    &nodes,
+                    &updates,
+                    &snapshot,
+                    &transition.status.as_str(),
+                    &failure,
+                    &first_seq,
+                    &count,
+                    &EventRecord::join_compact(run, &transition.events),
+                    &transition.lease_until_ms,
+                    &interrupts,
+                ],
+            )
+            .await;
+        let running = transition.status == RunStatus::Running;
+        match (&result, step.zip(full.as_deref())) {
+            (Ok(_), Some((step, full))) => self.frontiers.committed(run, step.step, full, running),
+            (Ok(_), None) if running => {}
+            _ => self.frontiers.forget(run),
+        }
+        result.map(drop).map_err(|error| {
+            Refusal {
+                epoch: transition.epoch,
+                step: step.map_or(0, |step| step.step),
+                first_seq: first_seq as u64,
+                ..Refusal::new(run)
+            }
+            .map(error)
+        })
+    }
+
+    /// Commits `batch` (steps of running runs) in one call, and answers
+    /// each step.
+    async fn many(&self, mut batch: Vec<Queued>) {
+        if batch.len() == 1 {
+            if let Some(queued) = batch.pop() {
+                queued.alone(self).await;
+            }
+            return;
+        }
+        // Runs rows are locked in the order of their ids, as far as the
+        // plan follows the arrays: calls in flight together rarely share a
+        // run, and a deadlock between two would be refused and retried.
+        batch.sort_by_key(|queued| queued.transition.run);
+        let mut columns = Columns::default();
+        // Each step's full frontier, to remember once it committed.
+        let mut fulls = Vec::with_capacity(batch.len());
+        for (position, queued) in batch.iter().enumerate() {
+            let (transition, step) = (&queued.transition, &queued.step);
+            let full = step.frontier.to_bytes();
+            let stored = match self.frontiers.reference(transition.run, &full) {
+                Some(reference) => reference.to_vec(),
+                None => full.clone(),
+            };
+            fulls.push(full);
+            columns.runs.push(transition.run.to_string());
+            columns.epochs.push(sql_int(transition.epoch));
+            columns.steps.push(sql_int(step.step));
+            columns.at.push(transition.at_ms);
+            columns.frontiers.push(stored);
+            columns.first_seqs.push(queued.first_seq);
+            columns.counts.push(queued.count);
+            columns.lines.push(EventRecord::join_compact(transition.run, &transition.events));
+            columns.leases.push(transition.lease_until_ms);
+            columns.snapshots.push(step.snapshot.as_ref().map(Blob::to_bytes));
+            for update in &step.updates {
+                columns.update_of.push(position as i32 + 1);
+                columns.tasks.push(update.task.index as i32);
+                columns.nodes.push(update.task.node.clone());
+                columns.updates.push(update.update.to_bytes());
+            }
+        }
+        let steps = batch.len();
+        match self.call(&columns).await {
+            Ok(accepted) => {
+                tracing::debug!(steps, committed = accepted.len(), "group commit");
+                let mut refused = Vec::new();
+                let mut accepted = accepted.into_iter().peekable();
+                for (position, (queued, full)) in batch.into_iter().zip(fulls).enumerate() {
+                    if accepted.next_if_eq(&(position as i32 + 1)).is_some() {
+                        let run = queued.transition.run;
+                        self.frontiers.committed(run, queued.step.step, &full, true);
+                        let _ = queued.reply.send(Ok(()));
+                    } else {
+                        refused.push(queued);
+                    }
+                }
+                // Refused steps wrote nothing: alone, they say why.
+                for queued in refused {
+                    queued.alone(self).await;
+                }
+            }
+            Err(Failed::NotCommitted) => {
+                tracing::debug!(steps, "group commit refused whole: each step alone");
+                for queued in batch {
+                    queued.alone(self).await;
+                }
+            }
+            Err(Failed::Lost(error)) => {
+                let lost = CallLost { steps, source: Arc::new(error) };
+                for queued in batch {
+                    self.frontiers.forget(queued.transition.run);
+                    let source = Box::new(lost.clone());
+                    let _ = queued.reply.send(Err(StoreError::Unavailable { source }));
+                }
+            }
+        }
+    }
+
+    /// One call of `tollgate_commit_steps`: the positions (from 1, in
+    /// order) of the steps it committed.
+    async fn call(&self, columns: &Columns) -> Result<Vec<i32>, Failed> {
+        const COMMIT_STEPS: &str = "SELECT tollgate_commit_steps($1, $2, $3, $4, $5, $6, $7, \
+                                    $8, $9, $10, $11, $12, $13, $14)";
+        // Nothing was sent until the call is: errors before it committed
+        // nothing.
+        let client = self.pool.get().await.map_err(|_| Failed::NotCommitted)?;
+        let statement =
+            client.prepare_cached(COMMIT_STEPS).await.map_err(|_| Failed::NotCommitted)?;
+        let row = client
+            .query_one(
+                &statement,
+                &[
+                    &columns.runs,
+                    &columns.epochs,
+                    &columns.steps,
+                    &columns.at,
+                    &columns.frontiers,
+                    &columns.first_seqs,
+                    &columns.counts,
+                    &columns.lines,
+                    &columns.leases,
+                    &columns.snapshots,
+                    &columns.update_of,
+                    &columns.tasks,
+                    &columns.nodes,
+                    &columns.updates,
+                ],
+            )
+            .await
+            .map_err(|error| {
+                // An ERROR from the server: the call's transaction rolled
+                // back (a failed commit included). A FATAL one (the
+                // backend shut down) may come after the commit; so may a
+                // break of the connection.
+                let severity = error.as_db_error().and_then(|db| db.parsed_severity());
+                match severity {
+                    Some(Severity::Error) => Failed::NotCommitted,
+                    _ => Failed::Lost(error),
+                }
+            })?;
+        // It committed: an answer that does not read is an answer lost.
+        row.try_get::<_, Vec<i32>>(0).map_err(Failed::Lost)
+    }
+}
+
+/// Why a call did not answer.
+enum Failed {
+    /// Nothing of it committed.
+    NotCommitted,
+    /// Its connection broke, or its server process was shut down: it may
+    /// or may not have committed.
+    Lost(tokio_postgres::Error),
+}
+
+#[cfg(test)]
+#[path = "commit_tests.rs"]
+mod tests;

@@ -1,0 +1,315 @@
+//! Group commit on a real server (`TOLLGATE_PG_URL`, as in
+//! `tests/postgres.rs`): calls built by hand, to put refused and accepted
+//! steps in one call, and runs committing at once through the store.
+
+#![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+use tokio_postgres::NoTls;
+use tollgate_checkpoint::{
+    Codec, EventRecord, GraphRef, NewRun, Owner, RunId, RunStatus, StepRecord, Store, StoreError,
+    TaskKey, TaskUpdate, TaskWrite, Transition,
+};
+
+use tollgate_testkit::postgres_url;
+
+use super::Queued;
+use crate::{PostgresOptions, PostgresStore};
+
+/// A store in a schema of its own, and that schema's name.
+async fn fresh_store(url: &str, pool_size: usize) -> (PostgresStore, String) {
+    let schema = format!("t{}", ulid::Ulid::new().to_string().to_lowercase());
+    let options = PostgresOptions::default().with_schema(schema.clone()).with_pool_size(pool_size);
+    (PostgresStore::connect_with(url, options).await.unwrap(), schema)
+}
+
+async fn raw(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+fn number(n: u64) -> tollgate_checkpoint::Blob {
+    Codec::Json.encode(&n, 1).unwrap()
+}
+
+/// A frontier long enough to be worth a reference, one of two.
+fn parity(n: u64) -> tollgate_checkpoint::Blob {
+    Codec::Json.encode(&format!("{:>40}", n % 2), 1).unwrap()
+}
+
+/// A running run (epoch 1, step 0, one event) of this process.
+async fn running_run(store: &PostgresStore) -> RunId {
+    let run = RunId::new();
+    store
+        .create_run(NewRun {
+            id: run,
+            graph: GraphRef { name: "g".into(), version: 1 },
+            thread: None,
+            created_at_ms: 1,
+            snapshot: number(0),
+            frontier: number(0),
+            events: vec![EventRecord { seq: 1, json: "{}".into() }],
+            claim: Some((Owner::current(), i64::MAX)),
+            attachment: None,
+            thread_turn: None,
+            trace: None,
+        })
+        .await
+        .unwrap();
+    run
+}
+
+/// Step `step` of `run` written by `epoch`, its update the step's number
+/// and its events numbered from `first_seq`.
+fn step(run: RunId, epoch: u64, step: u64, first_seq: u64) -> Transition {
+    let update =
+        TaskUpdate { task: TaskKey { step, index: 0, node: "n".into() }, update: number(step) };
+    Transition {
+        run,
+        epoch,
+        step: Some(StepRecord {
+            step,
+            updates: vec![update],
+            snapshot: None,
+            frontier: number(step),
+        }),
+        status: RunStatus::Running,
+        failure: None,
+        events: vec![EventRecord { seq: first_seq, json: "{}".into() }],
+        at_ms: 2,
+        lease_until_ms: Some(i64::MAX),
+        interrupts: Vec::new(),
+    }
+}
+
+/// `transition` queued, and where its answer comes.
+fn queued(transition: Transition) -> (Queued, oneshot::Receiver<Result<(), StoreError>>) {
+    let mut transition = transition;
+    let step = transition.step.take().unwrap();
+    let (reply, answer) = oneshot::channel();
+    let first_seq = transition.events[0].seq as i64;
+    let count = transition.events.len() as i32;
+    (Queued { transition, step, first_seq, count, bytes: 0, reply }, answer)
+}
+
+/// The transaction ids that wrote the steps rows of `runs` at `step`.
+async fn writers_of(
+    client: &tokio_postgres::Client,
+    schema: &str,
+    runs: &[RunId],
+    step: i64,
+) -> Vec<String> {
+    let ids: Vec<String> = runs.iter().map(RunId::to_string).collect();
+    let sql = format!(
+        "SELECT xmin::text FROM {schema}.steps WHERE run = ANY($1) AND step = $2 ORDER BY run"
+    );
+    client.query(&sql, &[&ids, &step]).await.unwrap().iter().map(|row| row.get(0)).collect()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+/// One call holding steps that pass and steps whose writers are refused:
+/// the passing ones commit together, in one transaction, with their
+/// snapshot, updates and cleared pending writes; each refused one wrote
+/// nothing and gets the error a lone commit gets.
+#[test]
+fn a_call_commits_the_steps_that_pass_and_each_refused_one_says_why() {
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let (store, schema) = fresh_store(&url, 4).await;
+        let mut runs = Vec::new();
+        for _ in 0..5 {
+            runs.push(running_run(&store).await);
+        }
+        let [ok, fenced, ahead, gap, snapshotted] = runs[..] else { unreachable!() };
+        // A pending write of the step about to commit, which the commit
+        // clears.
+        let pending =
+            TaskUpdate { task: TaskKey { step: 1, index: 1, node: "m".into() }, update: number(7) };
+        let write = TaskWrite { run: snapshotted, epoch: 1, updates: vec![pending] };
+        store.put_task_writes(write).await.unwrap();
+        assert_eq!(store.checkpoint(snapshotted, None).await.unwrap().pending.len(), 1);
+        let mut with_snapshot = step(snapshotted, 1, 1, 2);
+        if let Some(record) = with_snapshot.step.as_mut() {
+            record.snapshot = Some(number(100));
+        }
+        let transitions = [
+            step(ok, 1, 1, 2),
+            step(fenced, 2, 1, 2),
+            step(ahead, 1, 2, 2),
+            step(gap, 1, 1, 3),
+            with_snapshot,
+        ];
+        let (batch, answers): (Vec<_>, Vec<_>) = transitions.into_iter().map(queued).unzip();
+        store.commits.writer.many(batch).await;
+        let mut results = Vec::new();
+        for answer in answers {
+            results.push(answer.await.unwrap());
+        }
+        assert!(results[0].is_ok(), "{results:?}");
+        assert!(
+            matches!(results[1], Err(StoreError::Fenced { writer: 2, current: 1, .. })),
+            "{results:?}"
+        );
+        assert!(
+            matches!(results[2], Err(StoreError::StepOutOfOrder { current: 0, found: 2, .. })),
+            "{results:?}"
+        );
+        assert!(
+            matches!(results[3], Err(StoreError::EventGap { expected: 2, found: 3, .. })),
+            "{results:?}"
+        );
+        assert!(results[4].is_ok(), "{results:?}");
+        for run in [fenced, ahead, gap] {
+            let read = store.checkpoint(run, None).await.unwrap();
+            assert_eq!((read.run.step, read.run.last_seq), (0, 1), "nothing written");
+        }
+        for run in [ok, snapshotted] {
+            let read = store.checkpoint(run, None).await.unwrap();
+            assert_eq!((read.run.step, read.run.last_seq), (1, 2));
+            assert_eq!(read.run.status, RunStatus::Running);
+            assert_eq!(read.frontier.decode::<u64>().unwrap(), 1);
+            let events = store.events(run, 0, u64::MAX).await.unwrap();
+            assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2]);
+            assert!(read.pending.is_empty(), "the step's pending writes are cleared");
+        }
+        let read = store.checkpoint(ok, None).await.unwrap();
+        assert_eq!(read.snapshot_step, 0);
+        assert_eq!(read.deltas.len(), 1);
+        assert_eq!(read.deltas[0].1[0].update.decode::<u64>().unwrap(), 1);
+        let read = store.checkpoint(snapshotted, None).await.unwrap();
+        assert_eq!((read.snapshot_step, read.snapshot.decode::<u64>().unwrap()), (1, 100));
+        let client = raw(&url).await;
+        let sql = format!("SELECT count(*) FROM {schema}.pending_writes");
+        let left: i64 = client.query_one(&sql, &[]).await.unwrap().get(0);
+        assert_eq!(left, 0, "the committed step's pending writes are deleted");
+        let writers = writers_of(&client, &schema, &[ok, snapshotted], 1).await;
+        assert_eq!(writers.len(), 2);
+        assert_eq!(writers[0], writers[1], "one transaction wrote both");
+    });
+}
+
+/// A call the server refuses as a whole (here a steps row that should not
+/// be there) rolls back: each of its steps is then committed alone, and
+/// only the one in the way fails.
+#[test]
+fn a_call_refused_whole_commits_each_step_alone() {
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let (store, schema) = fresh_store(&url, 4).await;
+        let (first, blocked, last) =
+            (running_run(&store).await, running_run(&store).await, running_run(&store).await);
+        let client = raw(&url).await;
+        // (The steps trigger names its tables without their schema.)
+        client.batch_execute(&format!("SET search_path = {schema}")).await.unwrap();
+        client
+            .execute(
+                &format!(
+                    "INSERT INTO {schema}.steps (run, step, at_ms, frontier, tasks, nodes, \
+                     updates, first_seq, event_count, events) \
+                     VALUES ($1, 1, 0, '\\x00', '{{}}', '{{}}', '{{}}', 2, 0, '')"
+                ),
+                &[&blocked.to_string()],
+            )
+            .await
+            .unwrap();
+        let (batch, answers): (Vec<_>, Vec<_>) =
+            [step(first, 1, 1, 2), step(blocked, 1, 1, 2), step(last, 1, 1, 2)]
+                .into_iter()
+                .map(queued)
+                .unzip();
+        store.commits.writer.many(batch).await;
+        let mut results = Vec::new();
+        for answer in answers {
+            results.push(answer.await.unwrap());
+        }
+        assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+        assert!(matches!(results[1], Err(StoreError::Backend { .. })), "{results:?}");
+        let writers = writers_of(&client, &schema, &[first, last], 1).await;
+        assert_eq!(writers.len(), 2);
+        assert_ne!(writers[0], writers[1], "committed alone, one after the other");
+        let read = store.checkpoint(blocked, None).await.unwrap();
+        assert_eq!((read.run.step, read.run.last_seq), (0, 1), "nothing of it written");
+    });
+}
+
+/// Runs committing at the same time through the store share calls (steps
+/// rows of one transaction), and every step reads back as written,
+/// frontiers stored as references included.
+#[test]
+fn runs_committing_at_once_share_calls_and_read_back_whole() {
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let (store, schema) = fresh_store(&url, 8).await;
+        let store = Arc::new(store);
+        let (runs, steps) = (48usize, 12u64);
+        let mut ids = Vec::new();
+        for _ in 0..runs {
+            ids.push(running_run(&store).await);
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for run in ids.clone() {
+            let store = Arc::clone(&store);
+            tasks.spawn(async move {
+                for n in 1..=steps {
+                    let mut transition = step(run, 1, n, n + 1);
+                    if let Some(record) = transition.step.as_mut() {
+                        // Two frontiers taking turns: stored as references
+                        // from the third step on.
+                        record.frontier = parity(n);
+                        record.snapshot = (n % 5 == 0).then(|| number(1000 + n));
+                    }
+                    store.commit(transition).await.unwrap();
+                }
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+        for run in &ids {
+            for n in 1..=steps {
+                let read = store.checkpoint(*run, Some(n)).await.unwrap();
+                assert_eq!(read.frontier, parity(n), "{run} step {n}");
+                let last = read.deltas.last().map(|(step, updates)| (*step, updates.len()));
+                let snapshot = read.snapshot.decode::<u64>().unwrap();
+                if n % 5 == 0 {
+                    assert_eq!((read.snapshot_step, snapshot), (n, 1000 + n));
+                } else {
+                    assert_eq!(last, Some((n, 1)), "{run} step {n}");
+                    assert_eq!(read.deltas.last().unwrap().1[0].update.decode::<u64>().unwrap(), n);
+                }
+            }
+            let events = store.events(*run, 0, u64::MAX).await.unwrap();
+            assert_eq!(events.len() as u64, steps + 1);
+        }
+        let client = raw(&url).await;
+        let row = client
+            .query_one(
+                &format!(
+                    "SELECT count(*), count(DISTINCT xmin::text) FROM {schema}.steps WHERE step > 0"
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+        let (rows, transactions): (i64, i64) = (row.get(0), row.get(1));
+        assert_eq!(rows, (runs as i64) * steps as i64);
+        assert!(transactions < rows / 2, "{rows} steps in {transactions} transactions");
+        let references: i64 = client
+            .query_one(
+                &format!("SELECT count(*) FROM {schema}.steps WHERE length(frontier) = 9"),
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        // Steps 1 and 2 store the two frontiers; every later step refers to
+        // one (what a step committed in a call is remembered as well).
+        assert_eq!(references, runs as i64 * (steps as i64 - 2));
+    });
+}
