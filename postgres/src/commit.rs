@@ -6,10 +6,11 @@
 //! every such step waiting at that moment in one call of
 //! `tollgate_commit_steps`, whose set-based statements check and write
 //! them all, so that runs committing at the same time share the server's
-//! per-statement and per-transaction work. A step that finds nothing
-//! waiting and no call in flight is sent alone, as `tollgate_commit`. At
-//! most [`Commits::flights`] calls are in flight at once; steps arriving
-//! meanwhile wait for the next.
+//! per-statement and per-transaction work. A step that finds no commit in
+//! flight is sent alone, as `tollgate_commit`, from its caller's task (a
+//! lone run never waits on the committer). At most [`Commits::flights`]
+//! calls of the committer are in flight at once; steps arriving meanwhile
+//! wait for the next.
 //!
 //! Each step is still atomic on its own and answered only once the call
 //! holding it has committed: a step whose writer the function refuses
@@ -20,6 +21,7 @@
 //! shut down) may or may not have committed, and each of its steps is
 //! answered [`StoreError::Unavailable`], as a lone commit would be.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use deadpool_postgres::Pool;
@@ -45,6 +47,19 @@ const MAX_BATCH_BYTES: usize = 8 << 20;
 pub(crate) struct Commits {
     jobs: mpsc::UnboundedSender<Queued>,
     writer: Writer,
+    /// Commits of steps in flight: the committer's calls, and a step sent
+    /// from its caller's task.
+    busy: Arc<AtomicUsize>,
+}
+
+/// One commit of steps in flight, counted in [`Commits::busy`] until it
+/// is dropped.
+struct Busy(Arc<AtomicUsize>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// What commits need: the pool, and the frontiers committed lately.
@@ -94,8 +109,9 @@ impl Commits {
     pub(crate) fn start(pool: Pool, frontiers: Arc<Frontiers>, flights: usize) -> Self {
         let writer = Writer { pool, frontiers };
         let (jobs, queue) = mpsc::unbounded_channel();
-        tokio::spawn(dispatch(writer.clone(), queue, flights.max(1)));
-        Self { jobs, writer }
+        let busy = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(dispatch(writer.clone(), queue, flights.max(1), Arc::clone(&busy)));
+        Self { jobs, writer, busy }
     }
 
     /// [`Store::commit`](tollgate_checkpoint::Store::commit).
@@ -108,6 +124,11 @@ impl Commits {
             Some(step) if grouped => step,
             step => return self.writer.one(Transition { step, ..transition }).await,
         };
+        // Nothing in flight: sent from here, without a hand-over.
+        if self.busy.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            let _busy = Busy(Arc::clone(&self.busy));
+            return self.writer.one(Transition { step: Some(step), ..transition }).await;
+        }
         let (first_seq, count) = event_span(transition.run, &transition.events)?;
         let bytes = step.updates.iter().map(|u| u.update.stored_len()).sum::<usize>()
             + step.snapshot.as_ref().map_or(0, Blob::stored_len)
@@ -137,9 +158,15 @@ impl Queued {
 }
 
 /// The committer: takes the steps waiting, up to [`MAX_BATCH`], and sends
-/// them in one call, with at most `flights` calls in flight; ends once
-/// every handle to it is dropped and the calls in flight are answered.
-async fn dispatch(writer: Writer, mut queue: mpsc::UnboundedReceiver<Queued>, flights: usize) {
+/// them in one call, with at most `flights` calls in flight (each counted
+/// in `busy`); ends once every handle to it is dropped and the calls in
+/// flight are answered.
+async fn dispatch(
+    writer: Writer,
+    mut queue: mpsc::UnboundedReceiver<Queued>,
+    flights: usize,
+    busy: Arc<AtomicUsize>,
+) {
     let mut flying = JoinSet::new();
     // A step that would have made the last call too large.
     let mut held: Option<Queued> = None;
@@ -168,7 +195,12 @@ async fn dispatch(writer: Writer, mut queue: mpsc::UnboundedReceiver<Queued>, fl
             batch.push(queued);
         }
         let writer = writer.clone();
-        flying.spawn(async move { writer.many(batch).await });
+        busy.fetch_add(1, Ordering::AcqRel);
+        let flight = Busy(Arc::clone(&busy));
+        flying.spawn(async move {
+            writer.many(batch).await;
+            drop(flight);
+        });
     }
     while flying.join_next().await.is_some() {}
 }

@@ -271,6 +271,14 @@ fn runs_committing_at_once_share_calls_and_read_back_whole() {
         while let Some(done) = tasks.join_next().await {
             done.unwrap();
         }
+        // Every commit in flight was counted out again (a flight's count
+        // ends just after its answers): a lone step sends itself again.
+        let counted_out = async {
+            while store.commits.busy.load(std::sync::atomic::Ordering::Acquire) != 0 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), counted_out).await.unwrap();
         for run in &ids {
             for n in 1..=steps {
                 let read = store.checkpoint(*run, Some(n)).await.unwrap();
