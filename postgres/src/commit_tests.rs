@@ -321,3 +321,66 @@ fn runs_committing_at_once_share_calls_and_read_back_whole() {
         assert_eq!(references, runs as i64 * (steps as i64 - 2));
     });
 }
+
+/// A call whose server process is shut down under it (a `FATAL` error,
+/// which could as well have come after its commit) answers each of its
+/// steps `Unavailable`, not a refusal; the runs then commit again on a
+/// new connection.
+#[test]
+fn a_call_whose_server_process_is_shut_down_answers_unavailable() {
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let (store, schema) = fresh_store(&url, 4).await;
+        let (held, other) = (running_run(&store).await, running_run(&store).await);
+        // Another connection holds the row of `held`: the call waits on it.
+        let mut locker = raw(&url).await;
+        let lock = locker.transaction().await.unwrap();
+        let sql = format!("SELECT 1 FROM {schema}.runs WHERE id = $1 FOR UPDATE");
+        lock.execute(&sql, &[&held.to_string()]).await.unwrap();
+        let (batch, answers): (Vec<_>, Vec<_>) =
+            [step(held, 1, 1, 2), step(other, 1, 1, 2)].into_iter().map(queued).unzip();
+        let writer = store.commits.writer.clone();
+        let call = tokio::spawn(async move { writer.many(batch).await });
+        let admin = raw(&url).await;
+        let waiting = "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                       AND query LIKE '%tollgate_commit_steps%'";
+        let pid: i32 = loop {
+            if let Some(row) = admin.query_opt(waiting, &[]).await.unwrap() {
+                break row.get(0);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
+        admin.execute("SELECT pg_terminate_backend($1)", &[&pid]).await.unwrap();
+        // (Committed again alone, `held` would wait for the lock: the call
+        // would not end.)
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(10), call).await;
+        ended.expect("the call answered without committing its steps again").unwrap();
+        for answer in answers {
+            let answer = answer.await.unwrap();
+            assert!(matches!(answer, Err(StoreError::Unavailable { .. })), "{answer:?}");
+        }
+        lock.rollback().await.unwrap();
+        // Nothing of the call was written (it was shut down while it
+        // waited); the pool hands its broken connection out once more at
+        // most (docs/postgres.md, connections).
+        for run in [held, other] {
+            assert_eq!(step_read(&store, run).await, 0);
+            let mut broken = 0;
+            while let Err(error) = store.commit(step(run, 1, 1, 2)).await {
+                assert!(matches!(error, StoreError::Unavailable { .. }), "{error:?}");
+                broken += 1;
+                assert!(broken <= 1, "a second broken connection");
+            }
+            assert_eq!(step_read(&store, run).await, 1);
+        }
+    });
+}
+
+/// The run's step as read, trying once more when the pool handed out the
+/// connection whose server process was shut down.
+async fn step_read(store: &PostgresStore, run: RunId) -> u64 {
+    match store.checkpoint(run, None).await {
+        Err(StoreError::Unavailable { .. }) => store.checkpoint(run, None).await.unwrap().run.step,
+        read => read.unwrap().run.step,
+    }
+}
