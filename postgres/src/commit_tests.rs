@@ -384,3 +384,46 @@ async fn step_read(store: &PostgresStore, run: RunId) -> u64 {
         read => read.unwrap().run.step,
     }
 }
+
+/// A call wakes the streams of the watched runs among its steps (it
+/// announces them itself, the steps trigger standing aside); the steps of
+/// runs nobody watches make no noise, and a lone commit still announces
+/// through the trigger.
+#[test]
+fn a_call_wakes_the_streams_of_its_watched_runs() {
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let (store, _) = fresh_store(&url, 4).await;
+        let notify = store.event_notifications();
+        // The listener wakes everyone once it listens.
+        let listening = notify.notified();
+        tokio::pin!(listening);
+        listening.as_mut().enable();
+        tokio::time::timeout(std::time::Duration::from_secs(10), listening).await.unwrap();
+        let (watched, quiet, other) =
+            (running_run(&store).await, running_run(&store).await, running_run(&store).await);
+        store.watch(watched, std::time::Duration::from_secs(60)).await.unwrap();
+        let woken = |transitions: Vec<Transition>| {
+            let (store, notify) = (&store, Arc::clone(&notify));
+            async move {
+                let notified = notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                let (batch, answers): (Vec<_>, Vec<_>) =
+                    transitions.into_iter().map(queued).unzip();
+                store.commits.writer.many(batch).await;
+                for answer in answers {
+                    answer.await.unwrap().unwrap();
+                }
+                let wait = std::time::Duration::from_millis(1_500);
+                tokio::time::timeout(wait, notified).await.is_ok()
+            }
+        };
+        let unwatched = vec![step(quiet, 1, 1, 2), step(other, 1, 1, 2)];
+        assert!(!woken(unwatched).await, "steps of runs nobody watches make no noise");
+        let one_watched = vec![step(quiet, 1, 2, 3), step(watched, 1, 1, 2)];
+        assert!(woken(one_watched).await, "a watched run's step in a call wakes its streams");
+        let alone = vec![step(watched, 1, 2, 3)];
+        assert!(woken(alone).await, "a lone commit of a watched run still wakes them");
+    });
+}
