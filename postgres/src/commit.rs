@@ -277,8 +277,10 @@ impl Writer {
             )
             .await;
         let running = transition.status == RunStatus::Running;
-        match (&result, step.zip(full.as_deref())) {
-            (Ok(_), Some((step, full))) => self.frontiers.committed(run, step.step, full, running),
+        match (&result, step.zip(frontier)) {
+            (Ok(_), Some((step, stored))) => {
+                self.frontiers.committed(run, step.step, stored, running)
+            }
             (Ok(_), None) if running => {}
             _ => self.frontiers.forget(run),
         }
@@ -307,16 +309,13 @@ impl Writer {
         // run, and a deadlock between two would be refused and retried.
         batch.sort_by_key(|queued| queued.transition.run);
         let mut columns = Columns::default();
-        // Each step's full frontier, to remember once it committed.
-        let mut fulls = Vec::with_capacity(batch.len());
         for (position, queued) in batch.iter().enumerate() {
             let (transition, step) = (&queued.transition, &queued.step);
             let full = step.frontier.to_bytes();
             let stored = match self.frontiers.reference(transition.run, &full) {
                 Some(reference) => reference.to_vec(),
-                None => full.clone(),
+                None => full,
             };
-            fulls.push(full);
             columns.runs.push(transition.run.to_string());
             columns.epochs.push(sql_int(transition.epoch));
             columns.steps.push(sql_int(step.step));
@@ -340,10 +339,10 @@ impl Writer {
                 tracing::debug!(steps, committed = accepted.len(), "group commit");
                 let mut refused = Vec::new();
                 let mut accepted = accepted.into_iter().peekable();
-                for (position, (queued, full)) in batch.into_iter().zip(fulls).enumerate() {
+                for (position, queued) in batch.into_iter().enumerate() {
                     if accepted.next_if_eq(&(position as i32 + 1)).is_some() {
-                        let run = queued.transition.run;
-                        self.frontiers.committed(run, queued.step.step, &full, true);
+                        let (run, step) = (queued.transition.run, queued.step.step);
+                        self.frontiers.committed(run, step, &columns.frontiers[position], true);
                         let _ = queued.reply.send(Ok(()));
                     } else {
                         refused.push(queued);

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tollgate_checkpoint::{RecentFrontiers, RunId};
+use tollgate_checkpoint::{frontier_reference, RecentFrontiers, RunId};
 
 /// Runs remembered at most (under 1 KB each); beyond, all are forgotten.
 const MAX_RUNS: usize = 16_384;
@@ -33,19 +33,25 @@ impl Frontiers {
         self.lock().get(&run)?.reference(frontier)
     }
 
-    /// `run` committed a step `step` whose frontier is `frontier`: its
-    /// bytes are remembered while the run goes on running (unless the step
-    /// stored a reference to them), and the run forgotten once it stops.
-    pub(crate) fn committed(&self, run: RunId, step: u64, frontier: &[u8], running: bool) {
+    /// `run` committed a step `step` that stored `stored` (its frontier,
+    /// or a reference to an earlier step's): a frontier stored in full is
+    /// remembered while the run goes on running, and the run forgotten
+    /// once it stops. A reference is never remembered, even when the run
+    /// was forgotten meanwhile (all runs are, past [`MAX_RUNS`]): a later
+    /// step would refer to a step that holds no frontier.
+    pub(crate) fn committed(&self, run: RunId, step: u64, stored: &[u8], running: bool) {
         let mut runs = self.lock();
         if !running {
             runs.remove(&run);
             return;
         }
+        if frontier_reference(stored).is_some() {
+            return;
+        }
         if runs.len() >= MAX_RUNS && !runs.contains_key(&run) {
             runs.clear();
         }
-        runs.entry(run).or_default().remember(step, &Arc::from(frontier));
+        runs.entry(run).or_default().remember(step, &Arc::from(stored));
     }
 
     /// Nothing is known of `run` any more.
@@ -78,5 +84,11 @@ mod tests {
         }
         frontiers.committed(run, 5, &a, true);
         assert_eq!(frontiers.lock().len(), 1, "full: all forgotten before one more");
+        // A step that stored a reference, of a run forgotten meanwhile, is
+        // not remembered as holding the frontier.
+        let reference = frontiers.reference(run, &a).unwrap();
+        frontiers.forget(run);
+        frontiers.committed(run, 6, &reference, true);
+        assert!(!frontiers.lock().contains_key(&run), "a reference is not remembered");
     }
 }
