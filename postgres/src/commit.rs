@@ -22,7 +22,7 @@
 //! answered [`StoreError::Unavailable`], as a lone commit would be.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
@@ -45,7 +45,12 @@ const MAX_BATCH_BYTES: usize = 8 << 20;
 /// The committer task and the way to it.
 #[derive(Debug)]
 pub(crate) struct Commits {
-    jobs: mpsc::UnboundedSender<Queued>,
+    /// The way to the committer. It is a task of the runtime it was
+    /// started on; should that runtime end (a store connected in one
+    /// runtime and used from another), a step that finds it gone starts
+    /// another on its own runtime ([`Commits::restart`]).
+    jobs: Mutex<mpsc::UnboundedSender<Queued>>,
+    flights: usize,
     writer: Writer,
     /// Commits of steps in flight: the committer's calls, and a step sent
     /// from its caller's task.
@@ -108,10 +113,29 @@ impl Commits {
     /// Starts the committer task (on the current runtime).
     pub(crate) fn start(pool: Pool, frontiers: Arc<Frontiers>, flights: usize) -> Self {
         let writer = Writer { pool, frontiers };
-        let (jobs, queue) = mpsc::unbounded_channel();
         let busy = Arc::new(AtomicUsize::new(0));
-        tokio::spawn(dispatch(writer.clone(), queue, flights.max(1), Arc::clone(&busy)));
-        Self { jobs, writer, busy }
+        let flights = flights.max(1);
+        let jobs = Mutex::new(spawn_dispatch(&writer, flights, &busy));
+        Self { jobs, flights, writer, busy }
+    }
+
+    /// The way to the committer.
+    fn jobs(&self) -> mpsc::UnboundedSender<Queued> {
+        self.jobs.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The way to a committer that runs: a new one, on the current
+    /// runtime, when the last one is gone (its runtime ended). `None`
+    /// outside a runtime.
+    fn restart(&self) -> Option<mpsc::UnboundedSender<Queued>> {
+        tokio::runtime::Handle::try_current().ok()?;
+        let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        // Another step may have started one meanwhile.
+        if jobs.is_closed() {
+            tracing::debug!("the store's committer is gone: starting another");
+            *jobs = spawn_dispatch(&self.writer, self.flights, &self.busy);
+        }
+        Some(jobs.clone())
     }
 
     /// [`Store::commit`](tollgate_checkpoint::Store::commit).
@@ -136,16 +160,35 @@ impl Commits {
             + transition.events.iter().map(|e| e.json.len()).sum::<usize>();
         let (reply, answer) = oneshot::channel();
         let queued = Queued { transition, step, first_seq, count, bytes, reply };
-        match self.jobs.send(queued) {
+        let sent = match self.jobs().send(queued) {
+            Ok(()) => Ok(()),
+            // The committer is gone: another, on this runtime.
+            Err(mpsc::error::SendError(queued)) => match self.restart() {
+                Some(jobs) => jobs.send(queued).map_err(|error| error.0),
+                None => Err(queued),
+            },
+        };
+        match sent {
             Ok(()) => answer.await.unwrap_or_else(|_| {
                 Err(StoreError::Unavailable { source: Box::new(CommitterGone) })
             }),
-            // The committer is gone: commit here.
-            Err(mpsc::error::SendError(queued)) => {
+            // No committer to be had: commit here.
+            Err(queued) => {
                 self.writer.one(Transition { step: Some(queued.step), ..queued.transition }).await
             }
         }
     }
+}
+
+/// Starts a committer task on the current runtime; the way to it.
+fn spawn_dispatch(
+    writer: &Writer,
+    flights: usize,
+    busy: &Arc<AtomicUsize>,
+) -> mpsc::UnboundedSender<Queued> {
+    let (jobs, queue) = mpsc::unbounded_channel();
+    tokio::spawn(dispatch(writer.clone(), queue, flights, Arc::clone(busy)));
+    jobs
 }
 
 impl Queued {

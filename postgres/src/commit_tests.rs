@@ -246,80 +246,96 @@ fn runs_committing_at_once_share_calls_and_read_back_whole() {
     let Some(url) = postgres_url() else { return };
     runtime().block_on(async {
         let (store, schema) = fresh_store(&url, 8).await;
-        let store = Arc::new(store);
-        let (runs, steps) = (48usize, 12u64);
-        let mut ids = Vec::new();
-        for _ in 0..runs {
-            ids.push(running_run(&store).await);
-        }
-        let mut tasks = tokio::task::JoinSet::new();
-        for run in ids.clone() {
-            let store = Arc::clone(&store);
-            tasks.spawn(async move {
-                for n in 1..=steps {
-                    let mut transition = step(run, 1, n, n + 1);
-                    if let Some(record) = transition.step.as_mut() {
-                        // Two frontiers taking turns: stored as references
-                        // from the third step on.
-                        record.frontier = parity(n);
-                        record.snapshot = (n % 5 == 0).then(|| number(1000 + n));
-                    }
-                    store.commit(transition).await.unwrap();
-                }
-            });
-        }
-        while let Some(done) = tasks.join_next().await {
-            done.unwrap();
-        }
-        // Every commit in flight was counted out again (a flight's count
-        // ends just after its answers): a lone step sends itself again.
-        let counted_out = async {
-            while store.commits.busy.load(std::sync::atomic::Ordering::Acquire) != 0 {
-                tokio::task::yield_now().await;
-            }
-        };
-        tokio::time::timeout(std::time::Duration::from_secs(10), counted_out).await.unwrap();
-        for run in &ids {
-            for n in 1..=steps {
-                let read = store.checkpoint(*run, Some(n)).await.unwrap();
-                assert_eq!(read.frontier, parity(n), "{run} step {n}");
-                let last = read.deltas.last().map(|(step, updates)| (*step, updates.len()));
-                let snapshot = read.snapshot.decode::<u64>().unwrap();
-                if n % 5 == 0 {
-                    assert_eq!((read.snapshot_step, snapshot), (n, 1000 + n));
-                } else {
-                    assert_eq!(last, Some((n, 1)), "{run} step {n}");
-                    assert_eq!(read.deltas.last().unwrap().1[0].update.decode::<u64>().unwrap(), n);
-                }
-            }
-            let events = store.events(*run, 0, u64::MAX).await.unwrap();
-            assert_eq!(events.len() as u64, steps + 1);
-        }
-        let client = raw(&url).await;
-        let row = client
-            .query_one(
-                &format!(
-                    "SELECT count(*), count(DISTINCT xmin::text) FROM {schema}.steps WHERE step > 0"
-                ),
-                &[],
-            )
-            .await
-            .unwrap();
-        let (rows, transactions): (i64, i64) = (row.get(0), row.get(1));
-        assert_eq!(rows, (runs as i64) * steps as i64);
-        assert!(transactions < rows / 2, "{rows} steps in {transactions} transactions");
-        let references: i64 = client
-            .query_one(
-                &format!("SELECT count(*) FROM {schema}.steps WHERE length(frontier) = 9"),
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        // Steps 1 and 2 store the two frontiers; every later step refers to
-        // one (what a step committed in a call is remembered as well).
-        assert_eq!(references, runs as i64 * (steps as i64 - 2));
+        commit_at_once(Arc::new(store), &url, &schema).await;
     });
+}
+
+/// A store connected on a runtime that has ended since (its committer
+/// task and its connections' tasks ended with it) still shares calls on
+/// the runtime it is used from: the first step to find the committer gone
+/// starts another there.
+#[test]
+fn a_store_outliving_its_runtime_starts_its_committer_again() {
+    let Some(url) = postgres_url() else { return };
+    let first = runtime();
+    let (store, schema) = first.block_on(fresh_store(&url, 8));
+    drop(first);
+    runtime().block_on(commit_at_once(Arc::new(store), &url, &schema));
+}
+
+/// 48 runs x 12 steps committed at once through `store` (in `schema`):
+/// every step reads back as written, and the steps rows come from fewer
+/// than half as many transactions.
+async fn commit_at_once(store: Arc<PostgresStore>, url: &str, schema: &str) {
+    let (runs, steps) = (48usize, 12u64);
+    let mut ids = Vec::new();
+    for _ in 0..runs {
+        ids.push(running_run(&store).await);
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for run in ids.clone() {
+        let store = Arc::clone(&store);
+        tasks.spawn(async move {
+            for n in 1..=steps {
+                let mut transition = step(run, 1, n, n + 1);
+                if let Some(record) = transition.step.as_mut() {
+                    // Two frontiers taking turns: stored as references
+                    // from the third step on.
+                    record.frontier = parity(n);
+                    record.snapshot = (n % 5 == 0).then(|| number(1000 + n));
+                }
+                store.commit(transition).await.unwrap();
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    // Every commit in flight was counted out again (a flight's count
+    // ends just after its answers): a lone step sends itself again.
+    let counted_out = async {
+        while store.commits.busy.load(std::sync::atomic::Ordering::Acquire) != 0 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), counted_out).await.unwrap();
+    for run in &ids {
+        for n in 1..=steps {
+            let read = store.checkpoint(*run, Some(n)).await.unwrap();
+            assert_eq!(read.frontier, parity(n), "{run} step {n}");
+            let last = read.deltas.last().map(|(step, updates)| (*step, updates.len()));
+            let snapshot = read.snapshot.decode::<u64>().unwrap();
+            if n % 5 == 0 {
+                assert_eq!((read.snapshot_step, snapshot), (n, 1000 + n));
+            } else {
+                assert_eq!(last, Some((n, 1)), "{run} step {n}");
+                assert_eq!(read.deltas.last().unwrap().1[0].update.decode::<u64>().unwrap(), n);
+            }
+        }
+        let events = store.events(*run, 0, u64::MAX).await.unwrap();
+        assert_eq!(events.len() as u64, steps + 1);
+    }
+    let client = raw(url).await;
+    let row = client
+        .query_one(
+            &format!(
+                "SELECT count(*), count(DISTINCT xmin::text) FROM {schema}.steps WHERE step > 0"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let (rows, transactions): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(rows, (runs as i64) * steps as i64);
+    assert!(transactions < rows / 2, "{rows} steps in {transactions} transactions");
+    let references: i64 = client
+        .query_one(&format!("SELECT count(*) FROM {schema}.steps WHERE length(frontier) = 9"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    // Steps 1 and 2 store the two frontiers; every later step refers to
+    // one (what a step committed in a call is remembered as well).
+    assert_eq!(references, runs as i64 * (steps as i64 - 2));
 }
 
 /// A call whose server process is shut down under it (a `FATAL` error,
