@@ -16,9 +16,12 @@ const RUNS: &str = "LISTEN tollgate_runs";
 const EVENTS: &str = "LISTEN tollgate_events";
 
 impl PostgresStore {
-    /// A [`Notify`] woken whenever any process queues a run or changes a
-    /// run's status to anything but `running` (a pause, a decision, an
-    /// end), for workers that would otherwise poll (`Worker::wake_on`).
+    /// A [`Notify`] woken whenever any process queues a run (creates it
+    /// queued, leaves it queued with a decision, releases it at shutdown):
+    /// for workers that would otherwise poll (`Worker::wake_on`). Other
+    /// changes of status (claims, pauses, ends) make no work for a worker
+    /// and do not wake it: a fleet of workers each woken by every claim and
+    /// every end would each look for runs two more times per run.
     ///
     /// A task of its own holds one connection outside the pool with
     /// `LISTEN tollgate_runs`, and reconnects with back-off (100 ms
@@ -26,14 +29,14 @@ impl PostgresStore {
     /// since notifications sent meanwhile are lost. It stops when the last
     /// clone of the returned `Arc` is dropped.
     pub fn run_notifications(&self) -> Arc<Notify> {
-        self.wake(RUNS, false)
+        self.wake(RUNS, false, true)
     }
 
     /// Like [`PostgresStore::run_notifications`], but every waiter wakes
     /// (not one): for readers that each refresh a listing of runs, such as
     /// a page showing the runs waiting for a decision.
     pub fn status_notifications(&self) -> Arc<Notify> {
-        self.wake(RUNS, true)
+        self.wake(RUNS, true, false)
     }
 
     /// A [`Notify`] whose waiters all wake whenever a watched run
@@ -42,14 +45,14 @@ impl PostgresStore {
     /// meanwhile are lost). A stream reader registers the run, then waits
     /// on this instead of polling.
     pub fn event_notifications(&self) -> Arc<Notify> {
-        self.wake(EVENTS, true)
+        self.wake(EVENTS, true, false)
     }
 
     /// A [`Notify`] that `statement`'s notifications wake (one waiter, or
-    /// all).
-    fn wake(&self, statement: &'static str, all: bool) -> Arc<Notify> {
+    /// all), or only those that say a run was queued (`queued`).
+    fn wake(&self, statement: &'static str, all: bool, queued: bool) -> Arc<Notify> {
         let notify = Arc::new(Notify::new());
-        self.listen(statement, Wake { notify: Arc::downgrade(&notify), all });
+        self.listen(statement, Wake { notify: Arc::downgrade(&notify), all, queued });
         notify
     }
 
@@ -164,10 +167,12 @@ trait Listener: Send + Sync + 'static {
     fn notified(&self, payload: Option<&str>);
 }
 
-/// Wakes one waiter of a [`Notify`], or all (`all`).
+/// Wakes one waiter of a [`Notify`], or all (`all`); with `queued`, only
+/// for a `RUN queued` payload (and on listening, again).
 struct Wake {
     notify: Weak<Notify>,
     all: bool,
+    queued: bool,
 }
 
 impl Listener for Wake {
@@ -175,7 +180,11 @@ impl Listener for Wake {
         self.notify.strong_count() > 0
     }
 
-    fn notified(&self, _payload: Option<&str>) {
+    fn notified(&self, payload: Option<&str>) {
+        let status = payload.and_then(|payload| payload.split_once(' ')).map(|(_, status)| status);
+        if self.queued && payload.is_some() && status != Some("queued") {
+            return;
+        }
         if let Some(notify) = self.notify.upgrade() {
             if self.all {
                 notify.notify_waiters();

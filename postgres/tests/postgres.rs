@@ -352,10 +352,10 @@ async fn fresh_database(url: &str) -> String {
     format!("{server}/{name}{query}")
 }
 
-/// A queued run wakes `run_notifications`; `run_changes` names each run
-/// whose status changed, in any process: `None` once listening (anything
-/// before was missed), then the run when it is queued and when it is
-/// claimed.
+/// A queued run wakes `run_notifications`, a claim does not, a release
+/// back to the queue does; `run_changes` names each run whose status
+/// changed, in any process: `None` once listening (anything before was
+/// missed), then the run when it is queued, claimed and released.
 #[test]
 fn a_queued_run_wakes_the_listeners_of_its_database_and_is_named() {
     let Some(url) = postgres_url() else { return };
@@ -391,8 +391,26 @@ fn a_queued_run_wakes_the_listeners_of_its_database_and_is_named() {
         within("a run was queued").await;
         assert_eq!(next().await, Some(run), "queued");
         let epoch = other.run(run).await.unwrap().epoch;
-        other.claim(run, epoch, Owner::current(), i64::MAX).await.unwrap();
+        let epoch = other.claim(run, epoch, Owner::current(), i64::MAX).await.unwrap();
         assert_eq!(next().await, Some(run), "claimed");
+        // A claim makes no work for a worker: it does not wake one.
+        let quiet = tokio::time::timeout(Duration::from_millis(300), wake.notified()).await;
+        assert!(quiet.is_err(), "woken by a claim");
+        // Released back to the queue (a worker shutting down): it does.
+        let release = Transition {
+            run,
+            epoch,
+            step: None,
+            status: RunStatus::Queued,
+            failure: None,
+            events: Vec::new(),
+            at_ms: 3,
+            lease_until_ms: None,
+            interrupts: Vec::new(),
+        };
+        other.commit(release).await.unwrap();
+        assert_eq!(next().await, Some(run), "released");
+        within("a run was released").await;
     });
 }
 

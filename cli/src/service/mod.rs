@@ -96,7 +96,7 @@ enum Opening<'t> {
 pub(crate) struct Runs {
     executor: Arc<Executor>,
     models: ModelRegistry,
-    /// Notified when a run is queued or changes status (Postgres only).
+    /// Notified when a run is queued (Postgres only).
     wake: Option<Arc<Notify>>,
     /// The store behind the executor, by kind.
     backend: Backend,
