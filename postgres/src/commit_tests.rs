@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
@@ -336,6 +337,88 @@ async fn commit_at_once(store: Arc<PostgresStore>, url: &str, schema: &str) {
     // Steps 1 and 2 store the two frontiers; every later step refers to
     // one (what a step committed in a call is remembered as well).
     assert_eq!(references, runs as i64 * (steps as i64 - 2));
+}
+
+/// Runs taken over while their owners keep committing, 32 at once (calls
+/// then hold steps of old owners and of new ones together): each old
+/// owner's steps answered `Ok` are exactly those the new owner read after
+/// its claim, its next is refused `Fenced`, the new owner's continue from
+/// there, and every run reads back as one gapless history (frontiers
+/// stored as references included).
+#[test]
+fn owners_fenced_while_their_successors_commit_keep_one_history() {
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let (store, _) = fresh_store(&url, 8).await;
+        let store = Arc::new(store);
+        let mut ids = Vec::new();
+        for _ in 0..32 {
+            ids.push(running_run(&store).await);
+        }
+        // Step `n` of `run` by `epoch`, its event `seq`, frontiers taking
+        // turns (stored as references).
+        let turn = |run, epoch, n, seq| {
+            let mut transition = step(run, epoch, n, seq);
+            if let Some(record) = transition.step.as_mut() {
+                record.frontier = parity(n);
+            }
+            transition
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        for (index, run) in ids.iter().copied().enumerate() {
+            let old = Arc::clone(&store);
+            let seen = Arc::new(AtomicU64::new(0));
+            let told = Arc::clone(&seen);
+            // The old owner steps on until refused: (steps answered `Ok`,
+            // whether it was refused).
+            let predecessor = tokio::spawn(async move {
+                for n in 1..=200 {
+                    if let Err(error) = old.commit(turn(run, 1, n, n + 1)).await {
+                        assert!(matches!(error, StoreError::Fenced { .. }), "{error:?}");
+                        return (n - 1, true);
+                    }
+                    told.store(n, Ordering::Release);
+                }
+                (200, false)
+            });
+            let new = Arc::clone(&store);
+            tasks.spawn(async move {
+                // Takes over once the old owner has 2 to 9 steps answered,
+                // while it goes on committing.
+                while seen.load(Ordering::Acquire) < 2 + index as u64 % 8 {
+                    tokio::task::yield_now().await;
+                }
+                let epoch = new.claim(run, 1, Owner::current(), i64::MAX).await.unwrap();
+                let read = new.checkpoint(run, None).await.unwrap();
+                let (from, mut seq) = (read.run.step, read.run.last_seq);
+                for n in from + 1..=from + 10 {
+                    seq += 1;
+                    new.commit(turn(run, epoch, n, seq)).await.unwrap();
+                }
+                let (answered, refused) = predecessor.await.unwrap();
+                (run, from, answered, refused)
+            });
+        }
+        let mut refused_runs = 0;
+        while let Some(done) = tasks.join_next().await {
+            let (run, from, answered, refused) = done.unwrap();
+            assert_eq!(
+                answered, from,
+                "{run}: the old owner's steps are those read after the claim"
+            );
+            refused_runs += usize::from(refused);
+            for n in 1..=from + 10 {
+                let read = store.checkpoint(run, Some(n)).await.unwrap();
+                assert_eq!(read.frontier, parity(n), "{run} step {n}");
+            }
+            assert_eq!(store.checkpoint(run, None).await.unwrap().run.step, from + 10);
+            let seqs: Vec<u64> =
+                store.events(run, 0, u64::MAX).await.unwrap().iter().map(|e| e.seq).collect();
+            assert_eq!(seqs, (1..=from + 11).collect::<Vec<_>>(), "{run}: one gapless history");
+        }
+        // Every old owner was still committing when its run was taken.
+        assert_eq!(refused_runs, 32, "old owners fenced");
+    });
 }
 
 /// A call whose server process is shut down under it (a `FATAL` error,
