@@ -32,7 +32,7 @@ use tollgate_checkpoint::{Blob, EventRecord, RunStatus, StepRecord, StoreError, 
 
 use crate::frontiers::Frontiers;
 use crate::rows::{event_span, interrupts_json, json_text, sql_int};
-use crate::store::{client_error, pool_error, Refusal};
+use crate::store::{prepared, Refusal};
 
 /// Steps in one call at most.
 const MAX_BATCH: usize = 256;
@@ -293,8 +293,7 @@ impl Writer {
         let snapshot = step.and_then(|step| step.snapshot.as_ref()).map(Blob::to_bytes);
         const COMMIT: &str = "SELECT tollgate_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
                               $11, $12, $13, $14, $15, $16)";
-        let client = self.pool.get().await.map_err(pool_error)?;
-        let statement = client.prepare_cached(COMMIT).await.map_err(client_error)?;
+        let (client, statement) = prepared(&self.pool, COMMIT).await?;
         let id = run.to_string();
         let result = client
             .execute(

@@ -39,9 +39,7 @@ impl PostgresStore {
         &self,
         sql: &str,
     ) -> Result<(deadpool_postgres::Client, Statement), StoreError> {
-        let client = self.client().await?;
-        let statement = client.prepare_cached(sql).await.map_err(client_error)?;
-        Ok((client, statement))
+        crate::store::prepared(&self.pool, sql).await
     }
 }
 

@@ -64,8 +64,8 @@ impl PostgresOptions {
 /// and one transaction that locks the run's row, checks the writer (epoch,
 /// status, step, event sequence) and then writes, or refuses and writes
 /// nothing. Steps of running runs committing at the same moment share one
-/// call (group commit), each still atomic on its own. Reads of a checkpoint run in one repeatable-read snapshot.
-/// Connections come from a pool; a connection that broke is replaced on
+/// call (group commit), each still atomic on its own. Reads of a
+/// checkpoint run in one repeatable-read snapshot. Connections come from a pool; a connection that broke is replaced on
 /// its next use.
 #[derive(Clone)]
 pub struct PostgresStore {
@@ -178,6 +178,16 @@ impl PostgresStore {
     }
 }
 
+/// A connection of `pool` and `sql` prepared on it (cached per connection).
+pub(crate) async fn prepared(
+    pool: &Pool,
+    sql: &str,
+) -> Result<(deadpool_postgres::Client, tokio_postgres::Statement), StoreError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    let statement = client.prepare_cached(sql).await.map_err(client_error)?;
+    Ok((client, statement))
+}
+
 /// TLS as `sslmode` asks, verified against the Mozilla roots, with ring as
 /// the crypto provider (no process-wide default needed).
 fn tls() -> Result<MakeRustlsConnect, StoreError> {
@@ -191,7 +201,7 @@ fn tls() -> Result<MakeRustlsConnect, StoreError> {
     Ok(MakeRustlsConnect::new(config))
 }
 
-pub(crate) fn pool_error(error: PoolError) -> StoreError {
+fn pool_error(error: PoolError) -> StoreError {
     match error {
         PoolError::Backend(error) => client_error(error),
         PoolError::Timeout(kind) => {
