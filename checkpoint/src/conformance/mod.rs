@@ -26,11 +26,13 @@ use crate::store::{Store, StoreError};
 mod decisions;
 mod progress;
 mod sizes;
+mod takeovers;
 mod threads;
 
 use decisions::decisions_are_compare_and_set;
 use progress::task_progress_is_replaced_and_dropped_with_its_step;
 use sizes::updates_of_every_size_read_back_whole;
+use takeovers::takeovers_mid_flight_keep_one_history;
 use threads::{a_thread_runs_one_leg_at_a_time, cached_outputs_expire_and_stay_in_their_scope};
 
 /// Runs every case, each on a fresh store from `make`.
@@ -42,6 +44,7 @@ where
 {
     transitions_apply_in_order_or_not_at_all(&make().await).await;
     claims_are_compare_and_set_and_fence_old_owners(&make().await).await;
+    takeovers_mid_flight_keep_one_history(&make().await).await;
     terminal_runs_never_change(&make().await).await;
     checkpoint_is_snapshot_plus_deltas_plus_pending(&make().await).await;
     pending_writes_keep_the_first_and_clear_on_commit(&make().await).await;
