@@ -17,8 +17,9 @@
 //! (fenced, out of order, an event gap) wrote nothing, and is committed
 //! again alone, which names the refusal. A call the server refused as a
 //! whole (its transaction rolled back) has each of its steps committed
-//! alone; a call whose connection broke (or whose server process was
-//! shut down) may or may not have committed, and each of its steps is
+//! alone. The lone commits of one call go at once, each on a connection
+//! of the pool. A call whose connection broke (or whose server process
+//! was shut down) may or may not have committed, and each of its steps is
 //! answered [`StoreError::Unavailable`], as a lone commit would be.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -391,15 +392,11 @@ impl Writer {
                     }
                 }
                 // Refused steps wrote nothing: alone, they say why.
-                for queued in refused {
-                    queued.alone(self).await;
-                }
+                self.each_alone(refused).await;
             }
             Err(Failed::NotCommitted) => {
                 tracing::debug!(steps, "group commit refused whole: each step alone");
-                for queued in batch {
-                    queued.alone(self).await;
-                }
+                self.each_alone(batch).await;
             }
             Err(Failed::Lost(error)) => {
                 let lost = CallLost { steps, source: Arc::new(error) };
@@ -410,6 +407,17 @@ impl Writer {
                 }
             }
         }
+    }
+
+    /// Commits each of `steps` alone, all at once (one waiting on a row
+    /// lock holds up none of the others), and answers each.
+    async fn each_alone(&self, steps: Vec<Queued>) {
+        let mut alone = JoinSet::new();
+        for queued in steps {
+            let writer = self.clone();
+            alone.spawn(async move { queued.alone(&writer).await });
+        }
+        while alone.join_next().await.is_some() {}
     }
 
     /// One call of `tollgate_commit_steps`: the positions (from 1, in

@@ -239,6 +239,58 @@ fn a_call_refused_whole_commits_each_step_alone() {
     });
 }
 
+/// The steps a call refused are committed again alone all at once: one
+/// waiting on its run's row lock holds up none of the others.
+#[test]
+fn steps_a_call_refused_commit_again_at_once() {
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let (store, schema) = fresh_store(&url, 4).await;
+        let mut fenced = [running_run(&store).await, running_run(&store).await];
+        // The call goes in the order of run ids: `held` would be first.
+        fenced.sort();
+        let [held, free] = fenced;
+        for run in fenced {
+            store.claim(run, 1, Owner::current(), i64::MAX).await.unwrap();
+        }
+        let ok = running_run(&store).await;
+        // Another connection holds the row of `held`. The call skips the
+        // row (its epoch is not the step's); the lone commit waits on it.
+        let mut locker = raw(&url).await;
+        let lock = locker.transaction().await.unwrap();
+        let sql = format!("SELECT 1 FROM {schema}.runs WHERE id = $1 FOR UPDATE");
+        lock.execute(&sql, &[&held.to_string()]).await.unwrap();
+        let (batch, answers): (Vec<_>, Vec<_>) =
+            [step(held, 1, 1, 2), step(free, 1, 1, 2), step(ok, 1, 1, 2)]
+                .into_iter()
+                .map(queued)
+                .unzip();
+        let [mut held_answer, free_answer, ok_answer] = <[_; 3]>::try_from(answers).unwrap();
+        let writer = store.commits.writer.clone();
+        let call = tokio::spawn(async move { writer.many(batch).await });
+        let wait = std::time::Duration::from_secs(10);
+        let answer = tokio::time::timeout(wait, free_answer).await;
+        let answer = answer.expect("answered while the other refused step waits").unwrap();
+        assert!(
+            matches!(answer, Err(StoreError::Fenced { writer: 1, current: 2, .. })),
+            "{answer:?}"
+        );
+        assert!(ok_answer.await.unwrap().is_ok());
+        assert!(held_answer.try_recv().is_err(), "the held run's commit waits on its row");
+        lock.rollback().await.unwrap();
+        let answer = held_answer.await.unwrap();
+        assert!(
+            matches!(answer, Err(StoreError::Fenced { writer: 1, current: 2, .. })),
+            "{answer:?}"
+        );
+        call.await.unwrap();
+        assert_eq!(step_read(&store, ok).await, 1);
+        for run in fenced {
+            assert_eq!(step_read(&store, run).await, 0, "nothing of a refused step written");
+        }
+    });
+}
+
 /// Runs committing at the same time through the store share calls (steps
 /// rows of one transaction), and every step reads back as written,
 /// frontiers stored as references included.
