@@ -12,6 +12,10 @@ use tollgate_checkpoint::{
 /// default that does nothing; `after_*` hooks run only when the operation
 /// succeeded (the database acknowledged it).
 pub trait StoreHooks: Send + Sync + std::fmt::Debug + 'static {
+    /// Any operation is about to be passed on: the `Store` method's name
+    /// (`"create_run"`, `"commit"`, `"checkpoint"`, …), whether it then
+    /// succeeds or not. Called before the operation's other hooks.
+    fn called(&self, _operation: &'static str) {}
     /// A run was created.
     fn after_create(&self, _run: RunId) {}
     /// A transition is about to be committed.
@@ -57,6 +61,7 @@ impl<S: Store, H: StoreHooks> HookedStore<S, H> {
 #[async_trait]
 impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
     async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
+        self.hooks.called("create_run");
         let id = run.id;
         let epoch = self.inner.create_run(run).await?;
         self.hooks.after_create(id);
@@ -64,6 +69,7 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
     }
 
     async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
+        self.hooks.called("commit");
         self.hooks.before_commit(&transition);
         let (run, step, status) =
             (transition.run, transition.step.as_ref().map(|s| s.step), transition.status);
@@ -73,6 +79,7 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
     }
 
     async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
+        self.hooks.called("put_task_writes");
         let tasks: Vec<(u64, u32)> =
             write.updates.iter().map(|u| (u.task.step, u.task.index)).collect();
         self.inner.put_task_writes(write).await?;
@@ -81,6 +88,7 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
     }
 
     async fn put_task_progress(&self, progress: TaskProgress) -> Result<(), StoreError> {
+        self.hooks.called("put_task_progress");
         let task = (progress.progress.task.step, progress.progress.task.index);
         let record = progress.progress.update.clone();
         self.inner.put_task_progress(progress).await?;
@@ -95,14 +103,17 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         owner: Owner,
         until: i64,
     ) -> Result<u64, StoreError> {
+        self.hooks.called("claim");
         self.inner.claim(run, epoch, owner, until).await
     }
 
     async fn renew(&self, run: RunId, epoch: u64, until: i64) -> Result<(), StoreError> {
+        self.hooks.called("renew");
         self.inner.renew(run, epoch, until).await
     }
 
     async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
+        self.hooks.called("run");
         self.inner.run(run).await
     }
 
@@ -111,14 +122,17 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         run: RunId,
         at: Option<u64>,
     ) -> Result<StoredCheckpoint, StoreError> {
+        self.hooks.called("checkpoint");
         Ok(self.hooks.on_checkpoint(self.inner.checkpoint(run, at).await?))
     }
 
     async fn interrupts(&self, run: RunId) -> Result<Vec<InterruptRecord>, StoreError> {
+        self.hooks.called("interrupts");
         self.inner.interrupts(run).await
     }
 
     async fn decide(&self, write: DecisionWrite) -> Result<u64, StoreError> {
+        self.hooks.called("decide");
         self.inner.decide(write).await
     }
 
@@ -127,6 +141,7 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         filter: &RunFilter,
         page: &PageRequest,
     ) -> Result<RunPage, StoreError> {
+        self.hooks.called("list_runs");
         self.inner.list_runs(filter, page).await
     }
 
@@ -136,18 +151,22 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         before: Option<u64>,
         limit: u64,
     ) -> Result<HistoryPage, StoreError> {
+        self.hooks.called("history");
         self.inner.history(run, before, limit).await
     }
 
     async fn attachment(&self, run: RunId) -> Result<Option<String>, StoreError> {
+        self.hooks.called("attachment");
         self.inner.attachment(run).await
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
+        self.hooks.called("delete_run");
         self.inner.delete_run(run).await
     }
 
     async fn waiting(&self) -> Result<Waiting, StoreError> {
+        self.hooks.called("waiting");
         self.inner.waiting().await
     }
 
@@ -157,6 +176,7 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         key: &str,
         now_ms: i64,
     ) -> Result<Option<Blob>, StoreError> {
+        self.hooks.called("cache_get");
         self.inner.cache_get(scope, key, now_ms).await
     }
 
@@ -168,6 +188,7 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         expires_at_ms: i64,
         now_ms: i64,
     ) -> Result<(), StoreError> {
+        self.hooks.called("cache_put");
         self.inner.cache_put(scope, key, value, expires_at_ms, now_ms).await
     }
 
@@ -177,10 +198,12 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         after: u64,
         limit: u64,
     ) -> Result<Vec<EventRecord>, StoreError> {
+        self.hooks.called("events");
         self.inner.events(run, after, limit).await
     }
 
     async fn claimable(&self, now_ms: i64, limit: u64) -> Result<Vec<RunRecord>, StoreError> {
+        self.hooks.called("claimable");
         self.inner.claimable(now_ms, limit).await
     }
 }

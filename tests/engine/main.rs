@@ -21,6 +21,8 @@
 //! - `send_sync`: compile-time `Send`/`Sync` assertions.
 //! - `sqlite`: the engine on the SQLite store: reopening, recovery, fencing,
 //!   lease renewal.
+//! - `store_calls`: what the engine asks of its store: one commit per step,
+//!   five writes and one read per pause and resume.
 //! - `store_model`: the SQLite store against the reference store on random
 //!   sequences of calls, some through a second connection.
 //! - `subgraph`: subgraphs: own state, namespaced events, pauses, crashes
@@ -46,6 +48,7 @@ mod retry;
 mod send_sync;
 mod sqlite;
 mod step_guard;
+mod store_calls;
 mod store_model;
 mod subgraph;
 mod support;
