@@ -31,6 +31,7 @@ use tokio::task::JoinSet;
 use tokio_postgres::error::Severity;
 use tollgate_checkpoint::{Blob, EventRecord, RunStatus, StepRecord, StoreError, Transition};
 
+use crate::announce::announce;
 use crate::frontiers::Frontiers;
 use crate::rows::{event_span, interrupts_json, json_text, sql_int};
 use crate::store::{prepared, Refusal};
@@ -320,6 +321,9 @@ impl Writer {
             )
             .await;
         let running = transition.status == RunStatus::Running;
+        if result.is_ok() && !running {
+            announce(&client, run, transition.status).await;
+        }
         match (&result, step.zip(frontier)) {
             (Ok(_), Some((step, stored))) => {
                 self.frontiers.committed(run, step.step, stored, running)
@@ -478,4 +482,4 @@ enum Failed {
 
 #[cfg(test)]
 #[path = "commit_tests.rs"]
-mod tests;
+pub(crate) mod tests;

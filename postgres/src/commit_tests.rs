@@ -20,13 +20,13 @@ use super::Queued;
 use crate::{PostgresOptions, PostgresStore};
 
 /// A store in a schema of its own, and that schema's name.
-async fn fresh_store(url: &str, pool_size: usize) -> (PostgresStore, String) {
+pub(crate) async fn fresh_store(url: &str, pool_size: usize) -> (PostgresStore, String) {
     let schema = format!("t{}", ulid::Ulid::new().to_string().to_lowercase());
     let options = PostgresOptions::default().with_schema(schema.clone()).with_pool_size(pool_size);
     (PostgresStore::connect_with(url, options).await.unwrap(), schema)
 }
 
-async fn raw(url: &str) -> tokio_postgres::Client {
+pub(crate) async fn raw(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
     tokio::spawn(connection);
     client
@@ -42,7 +42,7 @@ fn parity(n: u64) -> tollgate_checkpoint::Blob {
 }
 
 /// A running run (epoch 1, step 0, one event) of this process.
-async fn running_run(store: &PostgresStore) -> RunId {
+pub(crate) async fn running_run(store: &PostgresStore) -> RunId {
     let run = RunId::new();
     store
         .create_run(NewRun {
@@ -110,7 +110,7 @@ async fn writers_of(
     client.query(&sql, &[&ids, &step]).await.unwrap().iter().map(|row| row.get(0)).collect()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 

@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod announce;
 mod cache;
 mod commit;
 mod frontiers;

@@ -10,6 +10,7 @@ use tollgate_checkpoint::{
     Transition, Waiting,
 };
 
+use crate::announce::announce;
 use crate::cache::check_turn;
 use crate::rows::{
     blob_at, column, damaged, event_span, frontier_from_row, interrupt_from_row, json_text,
@@ -78,6 +79,9 @@ impl Store for PostgresStore {
             let (client, statement) = self.prepared(CREATE).await?;
             client.execute(&statement, &values).await.map_err(refused)?;
             self.frontiers.committed(run.id, 0, &frontier, run.claim.is_some());
+            if run.claim.is_none() {
+                announce(&client, run.id, RunStatus::Queued).await;
+            }
             return Ok(1);
         };
         // A run that continues its thread checks the thread's latest run
@@ -90,6 +94,9 @@ impl Store for PostgresStore {
         tx.execute(&statement, &values).await.map_err(refused)?;
         tx.commit().await.map_err(client_error)?;
         self.frontiers.committed(run.id, 0, &frontier, run.claim.is_some());
+        if run.claim.is_none() {
+            announce(&client, run.id, RunStatus::Queued).await;
+        }
         Ok(1)
     }
 
@@ -160,6 +167,9 @@ impl Store for PostgresStore {
             )
             .await
             .map_err(|error| Refusal { epoch: expected_epoch, ..Refusal::new(run) }.map(error))?;
+        // Also a takeover of a running run: its old leg, listening, renews
+        // at once and learns that it lost the run.
+        announce(&client, run, RunStatus::Running).await;
         Ok(column::<i64>(&row, 0)? as u64)
     }
 
@@ -388,6 +398,9 @@ impl Store for PostgresStore {
                 }
                 .map(error)
             })?;
+        if status != RunStatus::AwaitingHitl {
+            announce(&client, run, status).await;
+        }
         Ok(column::<i64>(&row, 0)? as u64)
     }
 
