@@ -6,8 +6,8 @@
 //! schema's functions did up to version 12), every creation of a queued
 //! run, claim, pause, decision and end of every process waited its turn
 //! for that lock and kept it through its WAL flush: in the `workers`
-//! benchmark 57% of the sampled wait of the store's server processes was on
-//! it, and 4 worker processes drained runs more slowly than 1.
+//! benchmark 57% of the samples of the store's active server processes
+//! were waiting on it.
 //!
 //! So the transitions no longer notify. Once one that changed its run's
 //! status has committed, its store sends the notification on the same
