@@ -38,6 +38,9 @@ fn status_changes_are_announced_after_their_commits() {
     runtime().block_on(async {
         let (store, schema) = fresh_store(&url, 4).await;
         let mut changes = store.run_changes();
+        // `None` once listening: what is announced from then on is heard.
+        let listening = tokio::time::timeout(Duration::from_secs(10), changes.recv()).await;
+        assert_eq!(listening.expect("listening within 10 s").unwrap(), None);
         let run = running_run(&store).await;
         // Waits for `run` to be named (other tests' runs share the
         // database's channel), and reads its status then.
