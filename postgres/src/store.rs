@@ -63,10 +63,12 @@ impl PostgresOptions {
 /// Every write is one call of a SQL function of the schema: one round trip
 /// and one transaction that locks the run's row, checks the writer (epoch,
 /// status, step, event sequence) and then writes, or refuses and writes
-/// nothing. Steps of running runs committing at the same moment share one
-/// call (group commit), each still atomic on its own. Reads of a
-/// checkpoint run in one repeatable-read snapshot. Connections come from a pool; a connection that broke is replaced on
-/// its next use.
+/// nothing. A write that changed a run's status is then announced on
+/// `tollgate_runs`, in a transaction of its own on the same connection.
+/// Steps of running runs committing at the same moment share one call
+/// (group commit), each still atomic on its own. Reads of a checkpoint run
+/// in one repeatable-read snapshot. Connections come from a pool; a
+/// connection that broke is replaced on its next use.
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(crate) pool: Pool,
