@@ -67,6 +67,15 @@ impl Backend {
     }
 }
 
+/// The Postgres store of the workload `name` as it stands (not emptied).
+pub(crate) async fn reopen(
+    url: &str,
+    name: &str,
+) -> Result<PostgresStore, Box<dyn std::error::Error>> {
+    let options = PostgresOptions::default().with_schema(format!("bench_{name}"));
+    Ok(PostgresStore::connect_with(url, options).await?)
+}
+
 pub(crate) async fn pg_client(
     url: &str,
 ) -> Result<tokio_postgres::Client, Box<dyn std::error::Error>> {

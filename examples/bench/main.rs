@@ -48,6 +48,14 @@ struct Args {
     /// Legs each worker process of the `workers` workload drives at once.
     #[arg(long, default_value_t = 1)]
     worker_concurrency: usize,
+    /// Runs the `workers` workload queues for each count of processes.
+    #[arg(long, default_value_t = 200)]
+    worker_runs: u64,
+    /// Postgres only: every run of the `workers` workload is watched, as
+    /// by a server streaming each of them (`PostgresStore::watch`), so
+    /// that each of its commits is announced on `tollgate_events`.
+    #[arg(long)]
+    watch_runs: bool,
     /// Internal: run as one worker process of the `workers` workload on
     /// this store (a SQLite path, or a schema on `TOLLGATE_PG_URL`) until
     /// stdin closes.
@@ -372,21 +380,38 @@ async fn list(backend: &Backend, n: u64) -> Outcome {
     ))
 }
 
-/// Runs per count of worker processes in `workers`, and steps per run.
-const WORKER_RUNS: u64 = 200;
+/// Steps per run in `workers`.
 const WORKER_STEPS: u64 = 10;
 
-/// `WORKER_RUNS` queued runs of `WORKER_STEPS` steps drained by 1, 2 and 4
+/// How the `workers` workload runs.
+struct Workers {
+    /// Legs per worker process.
+    concurrency: usize,
+    /// Runs queued for each count of processes.
+    runs: u64,
+    /// Every run watched (Postgres).
+    watched: bool,
+}
+
+/// `runs` queued runs of `WORKER_STEPS` steps drained by 1, 2 and 4
 /// worker processes (this program again, `--worker-child`), each driving
 /// `concurrency` legs at once: `runs_per_s` and `steps_per_s` per count.
-async fn workers(backend: &Backend, concurrency: usize) -> Outcome {
+async fn workers(backend: &Backend, how: &Workers) -> Outcome {
+    let Workers { concurrency, runs, watched } = *how;
     let graph = cycle(WORKER_STEPS);
     let mut counts = serde_json::Map::new();
     for processes in [1usize, 2, 4] {
         let name = format!("workers_w{processes}");
         let executor = Executor::with_store(backend.open(&name).await?);
-        for _ in 0..WORKER_RUNS {
-            executor.enqueue(&graph, Counter::default(), RunConfig::new()).await?;
+        let watcher = match backend {
+            Backend::Postgres(url) if watched => Some(backend::reopen(url, &name).await?),
+            _ => None,
+        };
+        for _ in 0..runs {
+            let run = executor.enqueue(&graph, Counter::default(), RunConfig::new()).await?;
+            if let Some(watcher) = &watcher {
+                watcher.watch(run, std::time::Duration::from_secs(3_600)).await?;
+            }
         }
         let mut children = Vec::new();
         for _ in 0..processes {
@@ -426,9 +451,9 @@ async fn workers(backend: &Backend, concurrency: usize) -> Outcome {
         }
         let seconds = started.elapsed().as_secs_f64();
         let done = RunFilter { status: Some(RunStatus::Completed), ..RunFilter::default() };
-        let all = PageRequest { limit: WORKER_RUNS + 1, cursor: None };
+        let all = PageRequest { limit: runs + 1, cursor: None };
         let completed = executor.store().list_runs(&done, &all).await?.runs.len() as u64;
-        assert_eq!(completed, WORKER_RUNS, "every run completed");
+        assert_eq!(completed, runs, "every run completed");
         for mut child in children {
             drop(child.stdin.take()); // EOF: the child stops
             child.wait()?;
@@ -437,19 +462,24 @@ async fn workers(backend: &Backend, concurrency: usize) -> Outcome {
             format!("w{processes}"),
             json!({
                 "seconds": seconds,
-                "runs_per_s": WORKER_RUNS as f64 / seconds,
-                "steps_per_s": (WORKER_RUNS * WORKER_STEPS) as f64 / seconds,
+                "runs_per_s": runs as f64 / seconds,
+                "steps_per_s": (runs * WORKER_STEPS) as f64 / seconds,
             }),
         );
     }
     let rate = |key: &str| counts[key]["steps_per_s"].as_f64().unwrap_or(f64::NAN);
     let (w1, w2, w4) = (rate("w1"), rate("w2"), rate("w4"));
-    let mut line = line("workers", WORKER_RUNS, 0.0, WORKER_RUNS * WORKER_STEPS, 0, 0);
+    let mut line = line("workers", runs, 0.0, runs * WORKER_STEPS, 0, 0);
     line["seconds"] = counts["w1"]["seconds"].clone();
     line["per_step_us"] = json!(1e6 / w1);
     Ok(extend(
         extend(line, Value::Object(counts)),
-        json!({"concurrency": concurrency, "w2_over_w1": w2 / w1, "w4_over_w1": w4 / w1}),
+        json!({
+            "concurrency": concurrency,
+            "watched": watched,
+            "w2_over_w1": w2 / w1,
+            "w4_over_w1": w4 / w1,
+        }),
     ))
 }
 
@@ -544,6 +574,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let url = std::env::var("TOLLGATE_PG_URL")
             .map_err(|_| "--store postgres reads the server's URL from TOLLGATE_PG_URL")?;
         Backend::Postgres(url)
+    } else if args.watch_runs {
+        return Err(
+            "--watch-runs is for Postgres: SQLite streams learn of commits otherwise".into()
+        );
     } else if let Some(keep) = &args.keep_in {
         std::fs::create_dir_all(keep)?;
         Backend::Sqlite(keep.clone(), sqlite_options(&args)?)
@@ -576,7 +610,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         results.push(list(&backend, args.list_runs).await?);
     }
     if wanted("workers") {
-        results.push(workers(&backend, args.worker_concurrency).await?);
+        let how = Workers {
+            concurrency: args.worker_concurrency,
+            runs: args.worker_runs,
+            watched: args.watch_runs,
+        };
+        results.push(workers(&backend, &how).await?);
     }
     if wanted("noop") {
         results.push(noop().await?);

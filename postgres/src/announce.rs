@@ -1,4 +1,5 @@
-//! Status changes announced on `tollgate_runs` after their commits.
+//! Changes announced after their commits: a run's new status on
+//! `tollgate_runs`, and the commits of watched runs on `tollgate_events`.
 //!
 //! PostgreSQL serialises every transaction that sends a notification: from
 //! the moment it starts to commit until its commit is flushed, it holds one
@@ -7,38 +8,84 @@
 //! run, claim, pause, decision and end of every process waited its turn
 //! for that lock and kept it through its WAL flush: in the `workers`
 //! benchmark 57% of the samples of the store's active server processes
-//! were waiting on it.
+//! were waiting on it. Up to version 13, so did every commit of a run
+//! someone streams (triggers on `steps` and `events` notified
+//! `tollgate_events`): with every run of the `workers` benchmark watched,
+//! as by a server streaming them all, 69% of the samples waited on it and
+//! workers drained 131-156 runs/s (medians of 1, 2 and 4 workers) against
+//! 222-250 with nobody watching.
 //!
-//! So the transitions no longer notify. Once one that changed its run's
-//! status has committed, its store sends the notification on the same
-//! connection, in a transaction of its own that does nothing else. Such a
+//! So no transition notifies. Once one has committed, its store sends what
+//! it changed on the same connection, in a transaction of its own that
+//! does nothing else: the run's new status when it changed, and the run
+//! when someone watches it (the write's own statement reads that from
+//! `watchers`, [`watched_sql`], at no extra round trip). Such a
 //! transaction writes no WAL before its commit, so its commit is not
 //! flushed (measured: 100 of them made one WAL sync, against 100 for 100
 //! one-row inserts) and it holds the lock for microseconds. The write
-//! returns once the notification is sent (one more round trip), so that a
-//! process that exits right after it (a CLI queueing a run) has announced
-//! it. Listeners see it after the change is visible, as before; one lost
-//! with its process (a crash between the commit and the send) or its
-//! connection is a wake-up missed, which every listener makes up for by
-//! polling, as it does for a connection lost.
+//! returns once the notification is sent (one more round trip, only for a
+//! write that has something to announce), so that a process that exits
+//! right after it (a CLI queueing a run) has announced it. Listeners see
+//! it after the change is visible, as before; one lost with its process (a
+//! crash between the commit and the send) or its connection is a wake-up
+//! missed, which every listener makes up for by polling, as it does for a
+//! connection lost.
 
 use deadpool_postgres::Client;
+use tokio_postgres::Row;
 use tollgate_checkpoint::{RunId, RunStatus};
 
-/// Announces that `run` is now `status`, on `client`, the connection that
-/// committed the transition that made it so: one round trip, a
-/// transaction of its own that only notifies. A failure is logged, not
-/// returned: the transition stands, and listeners poll.
-pub(crate) async fn announce(client: &Client, run: RunId, status: RunStatus) {
-    const ANNOUNCE: &str = "SELECT pg_notify('tollgate_runs', $1)";
-    let payload = format!("{run} {}", status.as_str());
+/// Announces, on `client` (the connection that committed the write), that
+/// `changed`'s run is now of its status, and that each run of `watched`
+/// committed: one round trip, a transaction of its own that only
+/// notifies; nothing when there is nothing to announce. A failure is
+/// logged, not returned: the write stands, and listeners poll.
+pub(crate) async fn announce(
+    client: &Client,
+    changed: Option<(RunId, RunStatus)>,
+    watched: &[String],
+) {
+    const ANNOUNCE: &str = "SELECT pg_notify(n.channel, n.payload) FROM ( \
+         SELECT 'tollgate_runs' AS channel, $1::text AS payload WHERE $1::text IS NOT NULL \
+         UNION ALL SELECT 'tollgate_events', run FROM unnest($2::text[]) AS run) AS n";
+    if changed.is_none() && watched.is_empty() {
+        return;
+    }
+    let status = changed.map(|(run, status)| format!("{run} {}", status.as_str()));
     let sent = match client.prepare_cached(ANNOUNCE).await {
-        Ok(statement) => client.execute(&statement, &[&payload]).await.map(drop),
+        Ok(statement) => client.execute(&statement, &[&status, &watched]).await.map(drop),
         Err(error) => Err(error),
     };
     if let Err(error) = sent {
-        tracing::warn!(%run, %error, "a status change was not announced");
+        tracing::warn!(status, ?watched, %error, "a change was not announced");
     }
+}
+
+/// The column a write's statement ends with: the watched ones among its
+/// runs (`$runs` completes `run …`: `= $1`, `= ANY ($1)`), read in the
+/// write's round trip. Written into the statement rather than called as a
+/// function: a call of a SQL or PL/pgSQL function costs about 100 us of
+/// server time a statement (measured with `pgbench`), this subquery of the
+/// prepared statement's plan 0-20 us.
+macro_rules! watched_sql {
+    ($runs:literal) => {
+        concat!(
+            ", ARRAY(SELECT run FROM watchers WHERE run ",
+            $runs,
+            " AND until_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint)"
+        )
+    };
+}
+pub(crate) use watched_sql;
+
+/// The watched runs a write's row names in its column `index` (its
+/// statement ends with [`watched_sql`]); none, logged, when it does not
+/// read.
+pub(crate) fn watched(row: &Row, index: usize) -> Vec<String> {
+    row.try_get(index).unwrap_or_else(|error| {
+        tracing::warn!(%error, "the watched runs of a write did not read: not announced");
+        Vec::new()
+    })
 }
 
 /// Schema version 13: the functions of the transitions that announced a
@@ -182,6 +229,69 @@ pub(crate) const MIGRATION: &str = r#"
                         failure = p_failure
         WHERE id = p_run;
         RETURN r.epoch + 1;
+    END $$;
+"#;
+
+/// Schema version 14: commits of watched runs no longer notify
+/// `tollgate_events` inside their transactions. The triggers on `steps`
+/// and `events` and their function go, `tollgate_commit_steps` is as it
+/// was without its notification (nor the setting that kept the steps
+/// trigger aside). Each write's statement reads which of its runs are
+/// watched ([`watched_sql`]), for the store to announce once the write
+/// committed.
+pub(crate) const STREAMS_MIGRATION: &str = r#"
+    DROP TRIGGER steps_announce ON steps;
+    DROP TRIGGER events_announce ON events;
+    DROP FUNCTION tollgate_announce();
+
+    CREATE OR REPLACE FUNCTION tollgate_commit_steps(
+        p_runs text[], p_epochs bigint[], p_steps bigint[], p_at bigint[], p_frontiers bytea[],
+        p_first_seqs bigint[], p_counts integer[], p_lines text[], p_leases bigint[],
+        p_snapshots bytea[], p_update_of integer[], p_tasks integer[], p_nodes text[],
+        p_updates bytea[]
+    ) RETURNS integer[] LANGUAGE plpgsql AS $$
+    DECLARE accepted integer[];
+    BEGIN
+        WITH passed AS (
+            UPDATE runs r SET
+                status = 'running',
+                step = i.step,
+                failure = NULL,
+                updated_at_ms = i.at_ms,
+                last_seq = r.last_seq + i.count,
+                lease_until_ms = coalesce(i.lease, r.lease_until_ms)
+            FROM unnest(p_runs, p_epochs, p_steps, p_at, p_first_seqs, p_counts, p_leases)
+                 WITH ORDINALITY AS i(run, epoch, step, at_ms, first_seq, count, lease, n)
+            WHERE r.id = i.run AND r.epoch = i.epoch AND r.status NOT IN ('completed', 'rejected')
+              AND r.step = i.step - 1 AND (i.count = 0 OR r.last_seq = i.first_seq - 1)
+            RETURNING i.n::integer AS n
+        )
+        SELECT coalesce(array_agg(n ORDER BY n), '{}') INTO accepted FROM passed;
+        INSERT INTO steps (run, step, at_ms, frontier, tasks, nodes, updates, first_seq,
+                           event_count, events)
+        SELECT i.run, i.step, i.at_ms, i.frontier, coalesce(u.tasks, '{}'),
+               coalesce(u.nodes, '{}'), coalesce(u.updates, '{}'), i.first_seq, i.count, i.lines
+        FROM unnest(p_runs, p_steps, p_at, p_frontiers, p_first_seqs, p_counts, p_lines)
+             WITH ORDINALITY AS i(run, step, at_ms, frontier, first_seq, count, lines, n)
+        JOIN unnest(accepted) AS a(n) ON a.n = i.n
+        LEFT JOIN (
+            SELECT x.of, array_agg(x.task ORDER BY x.k) AS tasks,
+                   array_agg(x.node ORDER BY x.k) AS nodes,
+                   array_agg(x.upd ORDER BY x.k) AS updates
+            FROM unnest(p_update_of, p_tasks, p_nodes, p_updates)
+                 WITH ORDINALITY AS x(of, task, node, upd, k)
+            GROUP BY x.of
+        ) u ON u.of = i.n;
+        INSERT INTO snapshots (run, step, payload)
+        SELECT i.run, i.step, i.snapshot
+        FROM unnest(p_runs, p_steps, p_snapshots) WITH ORDINALITY AS i(run, step, snapshot, n)
+        JOIN unnest(accepted) AS a(n) ON a.n = i.n
+        WHERE i.snapshot IS NOT NULL;
+        DELETE FROM pending_writes p
+        USING unnest(p_runs, p_steps) WITH ORDINALITY AS i(run, step, n)
+        JOIN unnest(accepted) AS a(n) ON a.n = i.n
+        WHERE p.run = i.run AND p.step = i.step;
+        RETURN accepted;
     END $$;
 "#;
 

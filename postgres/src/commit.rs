@@ -31,7 +31,7 @@ use tokio::task::JoinSet;
 use tokio_postgres::error::Severity;
 use tollgate_checkpoint::{Blob, EventRecord, RunStatus, StepRecord, StoreError, Transition};
 
-use crate::announce::announce;
+use crate::announce::{announce, watched, watched_sql};
 use crate::frontiers::Frontiers;
 use crate::rows::{event_span, interrupts_json, json_text, sql_int};
 use crate::store::{prepared, Refusal};
@@ -293,12 +293,15 @@ impl Writer {
             .map(|step| step.updates.iter().map(|u| u.update.to_bytes()).collect())
             .unwrap_or_default();
         let snapshot = step.and_then(|step| step.snapshot.as_ref()).map(Blob::to_bytes);
-        const COMMIT: &str = "SELECT tollgate_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
-                              $11, $12, $13, $14, $15, $16)";
+        const COMMIT: &str = concat!(
+            "SELECT tollgate_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
+             $14, $15, $16)",
+            watched_sql!("= $1")
+        );
         let (client, statement) = prepared(&self.pool, COMMIT).await?;
         let id = run.to_string();
         let result = client
-            .execute(
+            .query_one(
                 &statement,
                 &[
                     &id,
@@ -321,8 +324,9 @@ impl Writer {
             )
             .await;
         let running = transition.status == RunStatus::Running;
-        if result.is_ok() && !running {
-            announce(&client, run, transition.status).await;
+        if let Ok(row) = &result {
+            let changed = (!running).then_some((run, transition.status));
+            announce(&client, changed, &watched(row, 1)).await;
         }
         match (&result, step.zip(frontier)) {
             (Ok(_), Some((step, stored))) => {
@@ -382,19 +386,28 @@ impl Writer {
         }
         let steps = batch.len();
         match self.call(&columns).await {
-            Ok(accepted) => {
+            Ok(Called { accepted, watched, client }) => {
                 tracing::debug!(steps, committed = accepted.len(), "group commit");
                 let mut refused = Vec::new();
+                let mut announced = Vec::new();
                 let mut accepted = accepted.into_iter().peekable();
                 for (position, queued) in batch.into_iter().enumerate() {
                     if accepted.next_if_eq(&(position as i32 + 1)).is_some() {
                         let (run, step) = (queued.transition.run, queued.step.step);
                         self.frontiers.committed(run, step, &columns.frontiers[position], true);
                         let _ = queued.reply.send(Ok(()));
+                        let id = &columns.runs[position];
+                        if watched.contains(id) {
+                            announced.push(id.clone());
+                        }
                     } else {
                         refused.push(queued);
                     }
                 }
+                // Streams of watched runs wake once their steps are
+                // answered (a refused one announces its lone commit).
+                announce(&client, None, &announced).await;
+                drop(client);
                 // Refused steps wrote nothing: alone, they say why.
                 self.each_alone(refused).await;
             }
@@ -424,11 +437,14 @@ impl Writer {
         while alone.join_next().await.is_some() {}
     }
 
-    /// One call of `tollgate_commit_steps`: the positions (from 1, in
-    /// order) of the steps it committed.
-    async fn call(&self, columns: &Columns) -> Result<Vec<i32>, Failed> {
-        const COMMIT_STEPS: &str = "SELECT tollgate_commit_steps($1, $2, $3, $4, $5, $6, $7, \
-                                    $8, $9, $10, $11, $12, $13, $14)";
+    /// One call of `tollgate_commit_steps`: the positions of the steps it
+    /// committed, and which of its runs are watched.
+    async fn call(&self, columns: &Columns) -> Result<Called, Failed> {
+        const COMMIT_STEPS: &str = concat!(
+            "SELECT tollgate_commit_steps($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+             $13, $14)",
+            watched_sql!("= ANY ($1)")
+        );
         // Nothing was sent until the call is: errors before it committed
         // nothing.
         let client = self.pool.get().await.map_err(|_| Failed::NotCommitted)?;
@@ -467,8 +483,19 @@ impl Writer {
                 }
             })?;
         // It committed: an answer that does not read is an answer lost.
-        row.try_get::<_, Vec<i32>>(0).map_err(Failed::Lost)
+        let accepted = row.try_get::<_, Vec<i32>>(0).map_err(Failed::Lost)?;
+        Ok(Called { accepted, watched: watched(&row, 1), client })
     }
+}
+
+/// What a call that committed answered.
+struct Called {
+    /// The positions (from 1, in order) of the steps it committed.
+    accepted: Vec<i32>,
+    /// Which of its runs (accepted or not) someone watches.
+    watched: Vec<String>,
+    /// The connection it committed on, to announce them.
+    client: deadpool_postgres::Client,
 }
 
 /// Why a call did not answer.

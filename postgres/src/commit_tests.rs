@@ -32,7 +32,7 @@ pub(crate) async fn raw(url: &str) -> tokio_postgres::Client {
     client
 }
 
-fn number(n: u64) -> tollgate_checkpoint::Blob {
+pub(crate) fn number(n: u64) -> tollgate_checkpoint::Blob {
     Codec::Json.encode(&n, 1).unwrap()
 }
 
@@ -44,6 +44,12 @@ fn parity(n: u64) -> tollgate_checkpoint::Blob {
 /// A running run (epoch 1, step 0, one event) of this process.
 pub(crate) async fn running_run(store: &PostgresStore) -> RunId {
     let run = RunId::new();
+    create_running(store, run).await;
+    run
+}
+
+/// Creates `run` running (epoch 1, step 0, event 1).
+pub(crate) async fn create_running(store: &PostgresStore, run: RunId) {
     store
         .create_run(NewRun {
             id: run,
@@ -60,12 +66,11 @@ pub(crate) async fn running_run(store: &PostgresStore) -> RunId {
         })
         .await
         .unwrap();
-    run
 }
 
 /// Step `step` of `run` written by `epoch`, its update the step's number
 /// and its events numbered from `first_seq`.
-fn step(run: RunId, epoch: u64, step: u64, first_seq: u64) -> Transition {
+pub(crate) fn step(run: RunId, epoch: u64, step: u64, first_seq: u64) -> Transition {
     let update =
         TaskUpdate { task: TaskKey { step, index: 0, node: "n".into() }, update: number(step) };
     Transition {
@@ -94,6 +99,16 @@ fn queued(transition: Transition) -> (Queued, oneshot::Receiver<Result<(), Store
     let first_seq = transition.events[0].seq as i64;
     let count = transition.events.len() as i32;
     (Queued { transition, step, first_seq, count, bytes: 0, reply }, answer)
+}
+
+/// Commits `transitions` (steps of running runs) in one call of `store`'s
+/// committer; each must commit.
+pub(crate) async fn commit_in_one_call(store: &PostgresStore, transitions: Vec<Transition>) {
+    let (batch, answers): (Vec<_>, Vec<_>) = transitions.into_iter().map(queued).unzip();
+    store.commits.writer.many(batch).await;
+    for answer in answers {
+        answer.await.unwrap().unwrap();
+    }
 }
 
 /// The transaction ids that wrote the steps rows of `runs` at `step`.
@@ -536,10 +551,9 @@ async fn step_read(store: &PostgresStore, run: RunId) -> u64 {
     }
 }
 
-/// A call wakes the streams of the watched runs among its steps (it
-/// announces them itself, the steps trigger standing aside); the steps of
-/// runs nobody watches make no noise, and a lone commit still announces
-/// through the trigger.
+/// A call wakes the streams of the watched runs among its steps once it
+/// committed; the steps of runs nobody watches make no noise, and a lone
+/// commit of a watched run wakes them too.
 #[test]
 fn a_call_wakes_the_streams_of_its_watched_runs() {
     let Some(url) = postgres_url() else { return };

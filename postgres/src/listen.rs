@@ -10,9 +10,9 @@ use tollgate_checkpoint::{RunId, StoreError};
 
 use crate::store::{client_error, PostgresStore};
 
-/// The channel the schema's functions `NOTIFY` on (payload `RUN STATUS`).
+/// The channel status changes are announced on (payload `RUN STATUS`).
 const RUNS: &str = "LISTEN tollgate_runs";
-/// The channel transitions of watched runs `NOTIFY` on (payload `RUN`).
+/// The channel commits of watched runs are announced on (payload `RUN`).
 const EVENTS: &str = "LISTEN tollgate_events";
 
 impl PostgresStore {
@@ -57,8 +57,11 @@ impl PostgresStore {
     }
 
     /// Registers `run` as streamed for `lasting` from now (pushed forward,
-    /// never back): its transitions then announce themselves to
-    /// [`PostgresStore::event_notifications`]. Call again before it lapses
+    /// never back): each of its writes that commits from then on (a step,
+    /// a task's progress, a pause, a decision, an end; its creation, if it
+    /// is watched before it exists) is then announced to
+    /// [`PostgresStore::event_notifications`], by the process that wrote
+    /// it, once committed. Call again before it lapses
     /// to keep watching. Registrations that lapsed are removed.
     pub async fn watch(&self, run: RunId, lasting: Duration) -> Result<(), StoreError> {
         let now = std::time::SystemTime::now()
@@ -97,6 +100,15 @@ impl PostgresStore {
     pub fn run_changes(&self) -> broadcast::Receiver<Option<RunId>> {
         let (changes, receiver) = broadcast::channel(1_024);
         self.listen(RUNS, changes);
+        receiver
+    }
+
+    /// The watched runs that commit, as [`PostgresStore::run_changes`]
+    /// gives the runs that change status.
+    #[cfg(test)]
+    pub(crate) fn event_changes(&self) -> broadcast::Receiver<Option<RunId>> {
+        let (changes, receiver) = broadcast::channel(1_024);
+        self.listen(EVENTS, changes);
         receiver
     }
 
@@ -195,7 +207,7 @@ impl Listener for Wake {
     }
 }
 
-/// Sends the run a `RUN STATUS` payload names.
+/// Sends the run a payload names (`RUN STATUS`, or `RUN`).
 impl Listener for broadcast::Sender<Option<RunId>> {
     fn alive(&self) -> bool {
         self.receiver_count() > 0

@@ -653,4 +653,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // the store announces a status change after its commit (see
     // `announce.rs`, which holds the functions as they now are).
     crate::announce::MIGRATION,
+    // 14: commits of watched runs no longer notify `tollgate_events`
+    // themselves either (the triggers go); the store announces them after
+    // the commit (`announce.rs`).
+    crate::announce::STREAMS_MIGRATION,
 ];

@@ -10,7 +10,7 @@ use tollgate_checkpoint::{
     Transition, Waiting,
 };
 
-use crate::announce::announce;
+use crate::announce::{announce, watched, watched_sql};
 use crate::cache::check_turn;
 use crate::rows::{
     blob_at, column, damaged, event_span, frontier_from_row, interrupt_from_row, json_text,
@@ -51,8 +51,12 @@ impl Store for PostgresStore {
         if count > 0 && first != 1 {
             return Err(StoreError::EventGap { run: run.id, expected: 1, found: first as u64 });
         }
-        const CREATE: &str =
-            "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+        // Its id may be watched already (a server that streams a run it
+        // starts registers the id first).
+        const CREATE: &str = concat!(
+            "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            watched_sql!("= $1")
+        );
         let id = run.id.to_string();
         let events = EventRecord::join_compact(run.id, &run.events);
         let owner = run.claim.as_ref().map(|(owner, _)| owner.to_text());
@@ -77,11 +81,10 @@ impl Store for PostgresStore {
         let refused = |error| Refusal::new(run.id).map(error);
         let (Some(turn), Some(thread)) = (run.thread_turn, &run.thread) else {
             let (client, statement) = self.prepared(CREATE).await?;
-            client.execute(&statement, &values).await.map_err(refused)?;
+            let row = client.query_one(&statement, &values).await.map_err(refused)?;
             self.frontiers.committed(run.id, 0, &frontier, run.claim.is_some());
-            if run.claim.is_none() {
-                announce(&client, run.id, RunStatus::Queued).await;
-            }
+            let changed = run.claim.is_none().then_some((run.id, RunStatus::Queued));
+            announce(&client, changed, &watched(&row, 1)).await;
             return Ok(1);
         };
         // A run that continues its thread checks the thread's latest run
@@ -91,12 +94,11 @@ impl Store for PostgresStore {
         let tx = client.transaction().await.map_err(client_error)?;
         check_turn(&tx, thread, turn).await?;
         let statement = tx.prepare_cached(CREATE).await.map_err(client_error)?;
-        tx.execute(&statement, &values).await.map_err(refused)?;
+        let row = tx.query_one(&statement, &values).await.map_err(refused)?;
         tx.commit().await.map_err(client_error)?;
         self.frontiers.committed(run.id, 0, &frontier, run.claim.is_some());
-        if run.claim.is_none() {
-            announce(&client, run.id, RunStatus::Queued).await;
-        }
+        let changed = run.claim.is_none().then_some((run.id, RunStatus::Queued));
+        announce(&client, changed, &watched(&row, 1)).await;
         Ok(1)
     }
 
@@ -125,11 +127,14 @@ impl Store for PostgresStore {
         let (first_seq, count) = event_span(run, &write.events)?;
         let task = &write.progress.task;
         let (client, statement) = self
-            .prepared("SELECT tollgate_put_task_progress($1, $2, $3, $4, $5, $6, $7, $8, $9)")
+            .prepared(concat!(
+                "SELECT tollgate_put_task_progress($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                watched_sql!("= $1")
+            ))
             .await?;
         let id = run.to_string();
-        client
-            .execute(
+        let row = client
+            .query_one(
                 &statement,
                 &[
                     &id,
@@ -144,11 +149,12 @@ impl Store for PostgresStore {
                 ],
             )
             .await
-            .map(drop)
             .map_err(|error| {
                 let refusal = Refusal { epoch: write.epoch, step: task.step, ..Refusal::new(run) };
                 Refusal { first_seq: first_seq as u64, ..refusal }.map(error)
-            })
+            })?;
+        announce(&client, None, &watched(&row, 1)).await;
+        Ok(())
     }
 
     async fn claim(
@@ -169,7 +175,7 @@ impl Store for PostgresStore {
             .map_err(|error| Refusal { epoch: expected_epoch, ..Refusal::new(run) }.map(error))?;
         // Also a takeover of a running run: its old leg, listening, renews
         // at once and learns that it lost the run.
-        announce(&client, run, RunStatus::Running).await;
+        announce(&client, Some((run, RunStatus::Running)), &[]).await;
         Ok(column::<i64>(&row, 0)? as u64)
     }
 
@@ -360,7 +366,10 @@ impl Store for PostgresStore {
             (status, _) => (*status, None, None),
         };
         let (client, statement) = self
-            .prepared("SELECT tollgate_decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)")
+            .prepared(concat!(
+                "SELECT tollgate_decide($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                watched_sql!("= $1")
+            ))
             .await?;
         let failure = write.failure.as_ref().map(json_text).transpose()?;
         let id = run.to_string();
@@ -398,9 +407,8 @@ impl Store for PostgresStore {
                 }
                 .map(error)
             })?;
-        if status != RunStatus::AwaitingHitl {
-            announce(&client, run, status).await;
-        }
+        let changed = (status != RunStatus::AwaitingHitl).then_some((run, status));
+        announce(&client, changed, &watched(&row, 1)).await;
         Ok(column::<i64>(&row, 0)? as u64)
     }
 
