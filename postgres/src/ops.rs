@@ -51,8 +51,8 @@ impl Store for PostgresStore {
         if count > 0 && first != 1 {
             return Err(StoreError::EventGap { run: run.id, expected: 1, found: first as u64 });
         }
-        // Its id may be watched already (a server that streams a run it
-        // starts registers the id first).
+        // Its id may be watched already (`watch` takes any id): its
+        // creation is then announced too, as the steps trigger did.
         const CREATE: &str = concat!(
             "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
             watched_sql!("= $1")
