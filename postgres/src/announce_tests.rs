@@ -115,10 +115,10 @@ fn status_changes_are_announced_after_their_commits() {
 
 /// Each write of a watched run names it on `tollgate_events` once it has
 /// committed, with what it wrote readable then: its creation (watched
-/// before it existed: `watch` takes any id),
-/// a task's progress, a step alone and one in a group call, a pause and a
-/// decision. No write of a run nobody watches names it. Nothing of the
-/// schema (no function, no trigger) notifies inside a write's transaction.
+/// before it existed: `watch` takes any id), a task's progress, a step
+/// alone and one in a group call, a pause and a decision. No write of a
+/// run nobody watches names it. Nothing of the schema (no function, no
+/// trigger) notifies inside a write's transaction.
 #[test]
 fn commits_of_watched_runs_are_announced_after_them() {
     let Some(url) = postgres_url() else { return };
