@@ -94,7 +94,7 @@ pub(crate) fn watched(row: &Row, index: usize) -> Vec<String> {
 /// as they were, without the notification, which the store now sends
 /// after the commit ([`announce`]) on the same channel with the same
 /// payload.
-pub(crate) const MIGRATION: &str = r#"
+pub(crate) const STATUS_MIGRATION: &str = r#"
     CREATE OR REPLACE FUNCTION tollgate_create_run(
         p_run text, p_graph text, p_version bigint, p_thread text, p_owner text,
         p_lease bigint, p_at bigint, p_snapshot bytea, p_frontier bytea, p_count integer,

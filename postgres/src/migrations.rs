@@ -652,7 +652,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 13: the transitions no longer notify `tollgate_runs` themselves;
     // the store announces a status change after its commit (see
     // `announce.rs`, which holds the functions as they now are).
-    crate::announce::MIGRATION,
+    crate::announce::STATUS_MIGRATION,
     // 14: commits of watched runs no longer notify `tollgate_events`
     // themselves either (the triggers go); the store announces them after
     // the commit (`announce.rs`).

@@ -79,23 +79,26 @@ impl Store for PostgresStore {
             &run.trace,
         ];
         let refused = |error| Refusal::new(run.id).map(error);
-        let (Some(turn), Some(thread)) = (run.thread_turn, &run.thread) else {
-            let (client, statement) = self.prepared(CREATE).await?;
-            let row = client.query_one(&statement, &values).await.map_err(refused)?;
-            self.frontiers.committed(run.id, 0, &frontier, run.claim.is_some());
-            let changed = run.claim.is_none().then_some((run.id, RunStatus::Queued));
-            announce(&client, changed, &watched(&row, 1)).await;
-            return Ok(1);
+        let (client, row) = match (run.thread_turn, &run.thread) {
+            // A run that continues its thread checks the thread's latest
+            // run and is created in one transaction, serialised per thread
+            // by an advisory lock: of two starts on one thread, one sees
+            // the other.
+            (Some(turn), Some(thread)) => {
+                let mut client = self.client().await?;
+                let tx = client.transaction().await.map_err(client_error)?;
+                check_turn(&tx, thread, turn).await?;
+                let statement = tx.prepare_cached(CREATE).await.map_err(client_error)?;
+                let row = tx.query_one(&statement, &values).await.map_err(refused)?;
+                tx.commit().await.map_err(client_error)?;
+                (client, row)
+            }
+            _ => {
+                let (client, statement) = self.prepared(CREATE).await?;
+                let row = client.query_one(&statement, &values).await.map_err(refused)?;
+                (client, row)
+            }
         };
-        // A run that continues its thread checks the thread's latest run
-        // and is created in one transaction, serialised per thread by an
-        // advisory lock: of two starts on one thread, one sees the other.
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(client_error)?;
-        check_turn(&tx, thread, turn).await?;
-        let statement = tx.prepare_cached(CREATE).await.map_err(client_error)?;
-        let row = tx.query_one(&statement, &values).await.map_err(refused)?;
-        tx.commit().await.map_err(client_error)?;
         self.frontiers.committed(run.id, 0, &frontier, run.claim.is_some());
         let changed = run.claim.is_none().then_some((run.id, RunStatus::Queued));
         announce(&client, changed, &watched(&row, 1)).await;

@@ -13,7 +13,7 @@ use tollgate::{
 use tollgate_testkit::{HookedStore, StoreHooks};
 
 use crate::hitl::approval;
-use crate::support::{Graph, Trace, TraceUpdate};
+use crate::support::{visit, Graph, Trace, TraceUpdate};
 
 /// Counts the store's calls by operation.
 #[derive(Debug, Default)]
@@ -43,12 +43,14 @@ fn calls(pairs: &[(&'static str, u32)]) -> BTreeMap<&'static str, u32> {
 
 /// `ask` pauses once; once approved, `after` runs and the run ends.
 fn asking() -> tollgate::CompiledGraph<Trace> {
-    Graph::new("hitl", 1)
-        .node("ask", |_s: Arc<Trace>, ctx: tollgate::NodeContext| async move {
+    let graph = Graph::new("hitl", 1).node(
+        "ask",
+        |_s: Arc<Trace>, ctx: tollgate::NodeContext| async move {
             ctx.interrupt(approval())?;
             Ok(TraceUpdate::default().count(1))
-        })
-        .node("after", |_s: Arc<Trace>, _ctx| async move { Ok(TraceUpdate::default().count(1)) })
+        },
+    );
+    visit(graph, "after")
         .edge(START, "ask")
         .edge("ask", "after")
         .edge("after", END)
@@ -58,8 +60,7 @@ fn asking() -> tollgate::CompiledGraph<Trace> {
 
 #[tokio::test]
 async fn each_step_is_one_commit_and_nothing_else() {
-    let graph = Graph::new("cycle", 1)
-        .node("inc", |_s: Arc<Trace>, _ctx| async move { Ok(TraceUpdate::default().count(1)) })
+    let graph = visit(Graph::new("cycle", 1), "inc")
         .edge(START, "inc")
         .route(
             "inc",
