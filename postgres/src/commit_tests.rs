@@ -574,12 +574,7 @@ fn a_call_wakes_the_streams_of_its_watched_runs() {
                 let notified = notify.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                let (batch, answers): (Vec<_>, Vec<_>) =
-                    transitions.into_iter().map(queued).unzip();
-                store.commits.writer.many(batch).await;
-                for answer in answers {
-                    answer.await.unwrap().unwrap();
-                }
+                commit_in_one_call(store, transitions).await;
                 let wait = std::time::Duration::from_millis(1_500);
                 tokio::time::timeout(wait, notified).await.is_ok()
             }
