@@ -65,11 +65,11 @@ impl PostgresOptions {
 /// status, step, event sequence) and then writes, or refuses and writes
 /// nothing. A write that changed a run's status is then announced on
 /// `tollgate_runs`, and one of a watched run on `tollgate_events`, in a
-/// transaction of its own on the same connection.
-/// Steps of running runs committing at the same moment share one call
-/// (group commit), each still atomic on its own. Reads of a checkpoint run
-/// in one repeatable-read snapshot. Connections come from a pool; a
-/// connection that broke is replaced on its next use.
+/// transaction of its own on the same connection. Steps of running runs
+/// committing at the same moment share one call (group commit), each
+/// still atomic on its own. Reads of a checkpoint run in one
+/// repeatable-read snapshot. Connections come from a pool; a connection
+/// that broke is replaced on its next use.
 #[derive(Clone)]
 pub struct PostgresStore {
     pub(crate) pool: Pool,
