@@ -23,6 +23,16 @@ pub enum Codec {
     Bincode,
 }
 
+impl std::fmt::Display for Codec {
+    /// `json` or `bincode`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Codec::Json => "json",
+            Codec::Bincode => "bincode",
+        })
+    }
+}
+
 impl Codec {
     /// The one-byte tag written in front of every blob of this codec.
     pub fn tag(self) -> u8 {
@@ -160,7 +170,7 @@ impl std::fmt::Debug for Blob {
 #[non_exhaustive]
 pub enum CodecError {
     /// Serialising the value failed.
-    #[error("could not encode a value with {codec:?}: {source}")]
+    #[error("could not encode a value with {codec}: {source}")]
     Encode {
         /// Codec in use.
         codec: Codec,
@@ -170,7 +180,7 @@ pub enum CodecError {
     },
     /// The payload is intact but does not decode into the requested type
     /// (the state type changed, or the blob holds another record).
-    #[error("could not decode a {codec:?} blob into the expected type: {source}")]
+    #[error("could not decode a {codec} blob into the expected type: {source}")]
     Decode {
         /// Codec of the blob.
         codec: Codec,

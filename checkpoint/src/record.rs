@@ -102,6 +102,13 @@ pub struct GraphRef {
     pub version: u32,
 }
 
+impl std::fmt::Display for GraphRef {
+    /// `` `chat` version 2 ``, as messages name a graph.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` version {}", self.name, self.version)
+    }
+}
+
 /// Why a run failed, as stored: rendered once so any process can show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunFailure {

@@ -168,7 +168,11 @@ pub enum StoreError {
         status: RunStatus,
     },
     /// Another run of the thread was started since the caller read it.
-    #[error("thread `{thread}` moved on: its latest run is {found:?}, not {expected:?}; read its state again")]
+    #[error(
+        "thread `{thread}` moved on: its latest run is {}, not {}; read its state again",
+        run_or_none(found),
+        run_or_none(expected)
+    )]
     ThreadMoved {
         /// The thread.
         thread: String,
@@ -367,4 +371,9 @@ impl StoreError {
             StoreError::CorruptCheckpoint { .. } => "corrupt_checkpoint",
         }
     }
+}
+
+/// A run id, or `none` (a thread with no run yet), for messages.
+fn run_or_none(run: &Option<RunId>) -> String {
+    run.map_or_else(|| "none".to_owned(), |run| run.to_string())
 }

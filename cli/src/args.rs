@@ -20,6 +20,19 @@ pub(crate) struct Cli {
         default_value = "tollgate.db"
     )]
     pub(crate) db: PathBuf,
+    /// A variable of this process's environment that programs blueprints
+    /// start (command tools, MCP servers) may see (repeatable;
+    /// `TOLLGATE_PASS_ENV` takes a `,`-separated list). They see only
+    /// PATH, HOME, LANG, LC_ALL, LC_CTYPE, TZ and TMPDIR otherwise, plus
+    /// what the blueprint's `env` entries set.
+    #[arg(
+        long,
+        global = true,
+        value_name = "NAME",
+        env = "TOLLGATE_PASS_ENV",
+        value_delimiter = ','
+    )]
+    pub(crate) pass_env: Vec<String>,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -129,10 +142,16 @@ pub(crate) enum Command {
         /// `NAME/NAME.json`); inline blueprints resolve paths from here.
         #[arg(long, value_name = "DIR")]
         blueprints: Option<PathBuf>,
-        /// Accept inline blueprints whose tools run programs (refused by
-        /// default: a client could run programs on the server).
+        /// Accept inline blueprints that start programs: command tools and
+        /// MCP servers started from a command, nested blueprints' included
+        /// (refused by default: a client could run programs on the server).
         #[arg(long)]
         allow_inline_commands: bool,
+        /// A host (`HOST` or `HOST:PORT`) that inline blueprints' MCP
+        /// servers may be reached on over HTTP (repeatable; none by
+        /// default: a client could make the server send requests anywhere).
+        #[arg(long, value_name = "HOST")]
+        allow_mcp_host: Vec<String>,
         /// Connections served at once; more wait to be accepted.
         #[arg(long, default_value_t = 1024)]
         max_connections: usize,
@@ -273,15 +292,21 @@ pub(crate) enum RunsCommand {
         /// The run.
         run: String,
     },
-    /// Deletes runs last updated longer ago than a duration (running runs
-    /// are kept).
+    /// Deletes runs that ended (completed, failed, dead-lettered,
+    /// rejected, interrupted) and were last updated longer ago than a
+    /// duration. Paused and queued runs are kept unless --status names
+    /// them; running runs always are.
     Prune {
         /// How old: a number and a unit, `s`, `m`, `h` or `d` (`30d`).
         #[arg(long, value_name = "DURATION")]
         older_than: String,
-        /// Only runs with this status.
+        /// Only runs with these statuses (repeatable, or `,`-separated);
+        /// the only way to prune `awaiting_hitl` or `queued` runs.
+        #[arg(long, value_delimiter = ',')]
+        status: Vec<String>,
+        /// Say what would be deleted, and delete nothing.
         #[arg(long)]
-        status: Option<String>,
+        dry_run: bool,
         /// Print the deleted ids as JSON.
         #[arg(long)]
         json: bool,

@@ -29,6 +29,12 @@ pub(crate) enum CliError {
     /// a run owned by a live process).
     #[error("{message}")]
     Conflict { message: String },
+    /// What the request names could not be used here: a blueprint's MCP
+    /// server that does not start. The command fails (exit 1) as a run
+    /// that failed would; over HTTP the request is refused (422), since
+    /// the server itself is fine.
+    #[error("{message}")]
+    Unusable { message: String },
     /// The store or the run failed.
     #[error("{message}")]
     Failed { message: String },
@@ -40,7 +46,7 @@ impl CliError {
             CliError::Invalid { .. } => code::USAGE,
             CliError::NotFound { .. } => code::NOT_FOUND,
             CliError::Conflict { .. } => code::CONFLICT,
-            CliError::Failed { .. } => code::FAILED,
+            CliError::Unusable { .. } | CliError::Failed { .. } => code::FAILED,
         }
     }
 
@@ -50,6 +56,7 @@ impl CliError {
             CliError::Invalid { .. } => 400,
             CliError::NotFound { .. } => 404,
             CliError::Conflict { .. } => 409,
+            CliError::Unusable { .. } => 422,
             CliError::Failed { .. } => 500,
         }
     }
@@ -60,6 +67,7 @@ impl CliError {
             CliError::Invalid { .. } => "invalid",
             CliError::NotFound { .. } => "not_found",
             CliError::Conflict { .. } => "conflict",
+            CliError::Unusable { .. } => "unusable",
             CliError::Failed { .. } => "failed",
         }
     }
@@ -125,6 +133,12 @@ impl From<RunError> for CliError {
                 message: format!("{error} (wait for its lease to expire, or let its owner finish)"),
             },
             RunError::NotCancellable { .. } => CliError::Conflict { message: error.to_string() },
+            // A thread (or run) of another graph or version: the request
+            // conflicts with what is stored.
+            RunError::GraphMismatch { .. } => CliError::Conflict { message: error.to_string() },
+            RunError::UnknownNode { .. } | RunError::AmbiguousWriter { .. } => {
+                CliError::invalid(error.to_string())
+            }
             RunError::AwaitingDecision { run, .. } => CliError::Conflict {
                 message: format!(
                     "{error}: decide it first (approve, edit, respond or reject; `tollgate runs show {run}` lists what it waits for)"
@@ -139,7 +153,13 @@ impl From<HarnessError> for CliError {
     fn from(error: HarnessError) -> Self {
         match error {
             HarnessError::Run(run) => run.into(),
-            HarnessError::MissingModel { .. } => CliError::invalid(error.to_string()),
+            HarnessError::MissingModel { .. }
+            | HarnessError::MissingTool { .. }
+            | HarnessError::InvalidToolSchema { .. }
+            | HarnessError::Graph(_) => CliError::invalid(error.to_string()),
+            HarnessError::Mcp(source) if source.is_start_failure() => {
+                CliError::Unusable { message: source.to_string() }
+            }
             other => CliError::Failed { message: other.to_string() },
         }
     }
@@ -154,15 +174,15 @@ impl From<BlueprintError> for CliError {
                 }
                 other => other.into(),
             },
-            // A server that does not start is the machine's trouble, not
-            // the blueprint's: failed, like a run that failed.
+            // A server that does not start: the command fails as a run
+            // would (exit 1); a request that named it is refused (422).
             BlueprintError::Mcp { source }
                 if !matches!(
                     source,
                     McpError::UnknownTool { .. } | McpError::DuplicateTool { .. }
                 ) =>
             {
-                CliError::Failed { message: format!("blueprint's MCP servers: {source}") }
+                CliError::Unusable { message: format!("blueprint's MCP servers: {source}") }
             }
             other => CliError::invalid(other.to_string()),
         }

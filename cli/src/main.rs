@@ -119,9 +119,12 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                                 report["signature_verified"].as_bool(),
                                 report["key_id"].as_str()
                             ) {
-                                (Some(true), Some(key)) => format!("signed by trusted key {key}"),
-                                (_, Some(key)) =>
-                                    format!("signed by untrusted key {key} (allowed)"),
+                                (Some(true), Some(key)) =>
+                                    format!("signed by trusted key {}", output::printable(key)),
+                                (_, Some(key)) => format!(
+                                    "signed by untrusted key {} (allowed)",
+                                    output::printable(key)
+                                ),
                                 _ => "unsigned (allowed)".to_owned(),
                             }
                         );
@@ -138,17 +141,65 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         }
         _ => None,
     };
+    // `serve`'s options are checked before the database is opened (or
+    // created): a refused start leaves nothing behind.
+    let serve_options = match &cli.command {
+        Command::Serve {
+            addr,
+            token_file,
+            insecure_no_auth,
+            allow_origin,
+            blueprints,
+            allow_inline_commands,
+            allow_mcp_host,
+            max_connections,
+            header_timeout,
+            body_timeout,
+            max_body,
+            ..
+        } => {
+            let seconds = |name: &str, value: f64| {
+                Duration::try_from_secs_f64(value)
+                    .ok()
+                    .filter(|duration| !duration.is_zero())
+                    .ok_or_else(|| {
+                        CliError::invalid(format!("--{name} takes seconds, more than 0"))
+                    })
+            };
+            let options = server::ServeOptions {
+                addr: *addr,
+                token: server_token(token_file.as_deref())?,
+                insecure_no_auth: *insecure_no_auth,
+                allow_origins: allow_origin.clone(),
+                blueprints: blueprints.clone(),
+                allow_inline_commands: *allow_inline_commands,
+                allow_mcp_hosts: allow_mcp_host.clone(),
+                pass_env: cli.pass_env.clone(),
+                limits: server::Limits {
+                    max_connections: *max_connections,
+                    header_timeout: seconds("header-timeout", *header_timeout)?,
+                    body_timeout: seconds("body-timeout", *body_timeout)?,
+                    max_body: *max_body,
+                    max_uri: 8_192,
+                },
+            };
+            server::check_exposure(&options)?;
+            Some(options)
+        }
+        _ => None,
+    };
     // Long-running commands stop gracefully on SIGTERM/SIGINT, watched from
     // the start (before the database is even opened).
     let long_running = matches!(cli.command, Command::Serve { .. } | Command::Worker { .. });
     let mut shutdown = long_running.then(|| Box::pin(shutdown_signal()));
-    let runs = Runs::open(&cli.db, creates).await?;
+    let runs = Runs::open(&cli.db, creates).await?.with_pass_env(cli.pass_env.clone());
     match cli.command {
         Command::Run { blueprint: path, input, model, stream, queue, thread, json, .. } => {
             let mut blueprint = match loaded {
                 Some(blueprint) => blueprint,
                 None => Blueprint::load(&path)?,
             };
+            blueprint = blueprint.with_inherited_env(&cli.pass_env);
             if let Some(spec) = model {
                 blueprint = blueprint.with_model(spec);
             }
@@ -201,43 +252,10 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             }
             Ok(code::OK)
         }
-        Command::Serve {
-            create: _,
-            addr,
-            token_file,
-            token: _,
-            insecure_no_auth,
-            allow_origin,
-            blueprints,
-            allow_inline_commands,
-            max_connections,
-            header_timeout,
-            body_timeout,
-            max_body,
-        } => {
-            let seconds = |name: &str, value: f64| {
-                Duration::try_from_secs_f64(value)
-                    .ok()
-                    .filter(|duration| !duration.is_zero())
-                    .ok_or_else(|| {
-                        CliError::invalid(format!("--{name} takes seconds, more than 0"))
-                    })
-            };
-            let options = server::ServeOptions {
-                addr,
-                token: server_token(token_file.as_deref())?,
-                insecure_no_auth,
-                allow_origins: allow_origin,
-                blueprints,
-                allow_inline_commands,
-                limits: server::Limits {
-                    max_connections,
-                    header_timeout: seconds("header-timeout", header_timeout)?,
-                    body_timeout: seconds("body-timeout", body_timeout)?,
-                    max_body,
-                    max_uri: 8_192,
-                },
-            };
+        Command::Serve { .. } => {
+            let options = serve_options.ok_or_else(|| CliError::Failed {
+                message: "the server's options are missing".into(),
+            })?;
             let shutdown = shutdown.take().ok_or_else(|| CliError::Failed {
                 message: "the server's signal watch is missing".into(),
             })?;
@@ -335,20 +353,38 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
             say!("deleted run {run}");
             Ok(code::OK)
         }
-        RunsCommand::Prune { older_than, status, json } => {
+        RunsCommand::Prune { older_than, status, dry_run, json } => {
             let age = parse_age(&older_than)?;
-            let status = status
+            let statuses = status
+                .iter()
                 .map(|text| {
                     text.parse::<RunStatus>().map_err(|error| CliError::invalid(error.to_string()))
                 })
-                .transpose()?;
+                .collect::<Result<Vec<_>, _>>()?;
+            if statuses.contains(&RunStatus::Running) {
+                return Err(CliError::invalid(
+                    "running runs are never pruned: cancel them first (`tollgate runs cancel`)",
+                ));
+            }
             let now = tollgate_engine::SystemClock.now_ms();
-            let deleted = runs.prune(now.saturating_sub(age), status).await?;
-            if json {
-                let ids: Vec<String> = deleted.iter().map(ToString::to_string).collect();
-                print_json(&json!({"deleted": ids}));
-            } else {
-                say!("deleted {} run(s)", deleted.len());
+            let found = runs.prune(now.saturating_sub(age), &statuses, dry_run).await?;
+            let ids: Vec<String> = found.iter().map(|(run, _)| run.to_string()).collect();
+            match (json, dry_run) {
+                (true, false) => print_json(&json!({"deleted": ids})),
+                (true, true) => print_json(&json!({
+                    "dry_run": true,
+                    "would_delete": found
+                        .iter()
+                        .map(|(run, status)| json!({"id": run.to_string(), "status": status}))
+                        .collect::<Vec<_>>(),
+                })),
+                (false, false) => say!("deleted {} run(s)", found.len()),
+                (false, true) => {
+                    for (run, status) in &found {
+                        say!("would delete {run} ({status})");
+                    }
+                    say!("would delete {} run(s); nothing deleted (--dry-run)", found.len());
+                }
             }
             Ok(code::OK)
         }

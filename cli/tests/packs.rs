@@ -275,6 +275,16 @@ fn a_pack_runs_verified_from_its_cache_and_says_so_in_its_events() {
     assert_eq!(events[1]["cache_hit"], true);
     assert_eq!(std::fs::metadata(&script).unwrap().modified().unwrap(), extracted_at);
 
+    // What a run's program wrote into the pack's folder is not the pack's:
+    // the pack still verifies, and extracting it again keeps the file.
+    let saved = entry.join("saved-by-a-tool.json");
+    std::fs::write(&saved, "{\"notes\": 1}").unwrap();
+    let kept = packs.json(
+        &["run", "refunds.tgpack", "--trusted-keys", "trusted", "--input", "Refund 7", "--json"],
+        10,
+    );
+    assert_eq!(packs.events(kept["id"].as_str().unwrap())[1]["cache_hit"], true);
+
     // A cache entry changed on disk is noticed and extracted again.
     std::fs::write(&script, "echo '{\"refunded\": \"twice\"}'\n").unwrap();
     let third = packs.json(
@@ -284,6 +294,7 @@ fn a_pack_runs_verified_from_its_cache_and_says_so_in_its_events() {
     let events = packs.events(third["id"].as_str().unwrap());
     assert_eq!(events[1]["cache_hit"], false);
     assert!(std::fs::read_to_string(&script).unwrap().starts_with("read args"));
+    assert_eq!(std::fs::read_to_string(&saved).unwrap(), "{\"notes\": 1}", "the run's file stays");
 
     // Approving runs the verified program; the next leg says which bundle.
     let done = packs.json(&["runs", "resume", run, "--approve", "--json"], 0);

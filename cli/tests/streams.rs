@@ -64,10 +64,11 @@ fn sse_replays_follows_resumes_from_last_event_id_and_ends_with_the_run() {
                 last["values"]["messages"].as_array().unwrap().last().unwrap()["content"],
                 "ticked"
             );
-            assert_eq!(
-                client.get(format!("{url}?mode=colour")).send().await.unwrap().status(),
-                400
-            );
+            let refused = client.get(format!("{url}?mode=colour")).send().await.unwrap();
+            assert_eq!(refused.status(), 400);
+            let refused: Value = refused.json().await.unwrap();
+            let message = refused["error"]["message"].as_str().unwrap();
+            assert!(message.contains("values") && message.contains("final"), "{message}");
         });
         assert!(run.wait().unwrap().success());
     }
@@ -140,7 +141,10 @@ fn websocket_follows_a_run_through_pause_decision_and_completion() {
         {
             match message.unwrap() {
                 WsMessage::Text(text) => seen.push(serde_json::from_str::<Value>(&text).unwrap()),
-                WsMessage::Close(_) => {
+                WsMessage::Close(frame) => {
+                    // A normal closure (1000), not "no status" (1005).
+                    let code = frame.map(|frame| u16::from(frame.code));
+                    assert_eq!(code, Some(1000), "the close frame's code");
                     closed = true;
                     break;
                 }

@@ -355,7 +355,7 @@ pub enum DecisionError {
         status: tollgate_checkpoint::RunStatus,
     },
     /// No open interrupt has this id.
-    #[error("run {run} has no interrupt `{interrupt}` waiting; pending: {pending:?}")]
+    #[error("run {run} has no interrupt `{interrupt}` waiting; pending: {}", if pending.is_empty() { "none".to_owned() } else { pending.join(", ") })]
     InterruptNotFound {
         /// The run.
         run: RunId,
@@ -373,7 +373,7 @@ pub enum DecisionError {
         interrupt: String,
     },
     /// No id was given and several interrupts are waiting.
-    #[error("run {run} has {} interrupts waiting; name one of {pending:?}", pending.len())]
+    #[error("run {run} has {} interrupts waiting; name one of {}", pending.len(), pending.join(", "))]
     Ambiguous {
         /// The run.
         run: RunId,

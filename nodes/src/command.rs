@@ -24,8 +24,10 @@ const STDERR_TAIL: usize = 2_000;
 /// last non-empty line, so a program may print progress before it). The
 /// program is started directly, never through a shell, so nothing in the
 /// arguments is interpreted. Every stdout and stderr line is reported as a
-/// `tool_delta` event. The environment gains `TOLLGATE_CALL_ID` and
-/// `TOLLGATE_IDEMPOTENCY_KEY`. A call that outlives its timeout is killed,
+/// `tool_delta` event. The program's environment is cleared down to
+/// [`BASE_CHILD_ENV`](crate::BASE_CHILD_ENV), the variables named with
+/// [`CommandTool::inherit_env`] and those set with [`CommandTool::envs`];
+/// it gains `TOLLGATE_CALL_ID` and `TOLLGATE_IDEMPOTENCY_KEY`. A call that outlives its timeout is killed,
 /// and so is one whose future is dropped.
 #[derive(Debug, Clone)]
 pub struct CommandTool {
@@ -34,12 +36,35 @@ pub struct CommandTool {
     args: Vec<String>,
     dir: Option<PathBuf>,
     timeout: Duration,
+    inherit: Vec<String>,
+    env: std::collections::BTreeMap<String, String>,
 }
 
 impl CommandTool {
     /// Runs `command[0]` with `command[1..]` as its arguments.
     pub fn new(spec: ToolSpec, program: impl Into<PathBuf>, args: Vec<String>) -> Self {
-        Self { spec, program: program.into(), args, dir: None, timeout: DEFAULT_COMMAND_TIMEOUT }
+        Self {
+            spec,
+            program: program.into(),
+            args,
+            dir: None,
+            timeout: DEFAULT_COMMAND_TIMEOUT,
+            inherit: Vec::new(),
+            env: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Lets the program see these variables of this process's environment
+    /// (besides [`BASE_CHILD_ENV`](crate::BASE_CHILD_ENV)).
+    pub fn inherit_env(mut self, names: &[String]) -> Self {
+        self.inherit = names.to_vec();
+        self
+    }
+
+    /// Sets these variables for the program.
+    pub fn envs(mut self, vars: std::collections::BTreeMap<String, String>) -> Self {
+        self.env.extend(vars);
+        self
     }
 
     /// Runs it in `dir` (a relative program path is resolved there too).
@@ -69,6 +94,7 @@ impl CommandTool {
             _ => self.program.clone(),
         };
         let mut command = Command::new(path);
+        crate::child_env::clean_env(&mut command, &self.inherit, &self.env);
         command
             .args(&self.args)
             .env("TOLLGATE_CALL_ID", ctx.call_id())

@@ -38,6 +38,7 @@
 
 mod agent;
 mod blueprint;
+mod child_env;
 mod command;
 mod context;
 mod error;
@@ -60,7 +61,8 @@ pub use agent::{
     Agent, AgentProgress, AgentRun, AgentState, AgentStateUpdate, CompiledAgent,
     DEFAULT_MAX_REASKS, DEFAULT_MAX_TURNS, TOOL_APPROVAL,
 };
-pub use blueprint::{Blueprint, BlueprintError, BlueprintProblem, PackProvenance};
+pub use blueprint::{Blueprint, BlueprintError, BlueprintProblem, PackProvenance, MAX_FILE_BYTES};
+pub use child_env::BASE_CHILD_ENV;
 pub use command::{CommandTool, DEFAULT_COMMAND_TIMEOUT};
 pub use context::RunContext;
 pub use error::{ErrorClass, HarnessError};

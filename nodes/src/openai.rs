@@ -154,35 +154,53 @@ impl OpenAiModel {
     }
 }
 
-/// How much of the key's start, echoed by a provider, is scrubbed as if it
-/// were the key.
-const ECHOED_PREFIX: usize = 12;
+/// How long a piece of the key, echoed anywhere in a provider's answer
+/// (its start, its end, its middle), is scrubbed as if it were the key.
+const ECHOED_FRAGMENT: usize = 12;
 
-/// `text` with every occurrence of `key`, or of a prefix of it at least
-/// [`ECHOED_PREFIX`] characters long, replaced by `[redacted]`.
+/// `text` with every occurrence of `key`, and of any piece of it at least
+/// [`ECHOED_FRAGMENT`] bytes long (a key shorter than that only whole),
+/// replaced by `[redacted]`. Matches are maximal: a run of the text that
+/// follows the key from any point of it is scrubbed as far as it goes.
 fn redact_key(text: &str, key: &str) -> String {
-    let start_len = key.char_indices().nth(ECHOED_PREFIX).map_or(key.len(), |(at, _)| at);
-    let start = &key[..start_len];
-    if start.is_empty() {
+    let (text_bytes, key_bytes) = (text.as_bytes(), key.as_bytes());
+    if key_bytes.is_empty() {
         return text.to_owned();
     }
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(found) = rest.find(start) {
-        out.push_str(&rest[..found]);
-        // The match goes on as far as the text keeps following the key.
-        let tail = &rest[found..];
-        let matched = tail
-            .char_indices()
-            .zip(key.chars())
-            .take_while(|((_, a), b)| a == b)
-            .last()
-            .map_or(0, |((at, c), _)| at + c.len_utf8());
-        out.push_str("[redacted]");
-        rest = &tail[matched.max(start.len())..];
+    let least = ECHOED_FRAGMENT.min(key_bytes.len());
+    // For each position of the text, the longest run from there that
+    // equals a piece of the key (longest common substring, row by row).
+    let mut hidden = vec![false; text_bytes.len()];
+    let mut previous = vec![0usize; key_bytes.len() + 1];
+    let mut current = vec![0usize; key_bytes.len() + 1];
+    for (i, byte) in text_bytes.iter().enumerate() {
+        for (j, key_byte) in key_bytes.iter().enumerate() {
+            current[j + 1] = if byte == key_byte { previous[j] + 1 } else { 0 };
+            if current[j + 1] >= least {
+                let run = current[j + 1];
+                hidden[i + 1 - run..=i].iter_mut().for_each(|flag| *flag = true);
+            }
+        }
+        std::mem::swap(&mut previous, &mut current);
     }
-    out.push_str(rest);
-    out
+    if !hidden.contains(&true) {
+        return text.to_owned();
+    }
+    let mut out = Vec::with_capacity(text_bytes.len());
+    let mut at = 0;
+    while at < text_bytes.len() {
+        if hidden[at] {
+            out.extend_from_slice(b"[redacted]");
+            while at < text_bytes.len() && hidden[at] {
+                at += 1;
+            }
+        } else {
+            out.push(text_bytes[at]);
+            at += 1;
+        }
+    }
+    // A run cut inside a character leaves broken UTF-8 at its edges.
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {
@@ -492,8 +510,11 @@ impl ChatModel for OpenAiModel {
             content,
             tool_calls,
             usage: parse_usage(&value["usage"]),
-            model: value["model"].as_str().map(str::to_owned),
-            finish_reason: value["choices"][0]["finish_reason"].as_str().map(str::to_owned),
+            // What the provider echoes goes to events and spans: scrubbed.
+            model: value["model"].as_str().map(|model| self.scrub(model)),
+            finish_reason: value["choices"][0]["finish_reason"]
+                .as_str()
+                .map(|reason| self.scrub(reason)),
         })
     }
 
@@ -530,10 +551,10 @@ impl ChatModel for OpenAiModel {
                 usage = Some(found);
             }
             if let Some(name) = chunk["model"].as_str() {
-                model = Some(name.to_owned());
+                model = Some(self.scrub(name));
             }
             if let Some(reason) = chunk["choices"][0]["finish_reason"].as_str() {
-                finish_reason = Some(reason.to_owned());
+                finish_reason = Some(self.scrub(reason));
             }
             let delta = &chunk["choices"][0]["delta"];
             if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
@@ -584,15 +605,21 @@ mod tests {
     }
 
     #[test]
-    fn keys_are_scrubbed_whole_and_by_echoed_prefixes() {
+    fn keys_are_scrubbed_whole_and_by_echoed_fragments() {
         let key = "sk-proj-0123456789abcdefXYZ";
         let cases = [
             (format!("bad key {key}!"), "bad key [redacted]!".to_owned()),
             (format!("key: {}...", &key[..14]), "key: [redacted]...".to_owned()),
             (key[..11].to_owned(), key[..11].to_owned()),
+            // Without its first characters, or its last, or both.
+            (format!("key ...{}", &key[3..]), "key ...[redacted]".to_owned()),
+            (format!("<{}>", &key[5..19]), "<[redacted]>".to_owned()),
+            (format!("({})", &key[8..20]), "([redacted])".to_owned()),
+            (format!("({})", &key[8..19]), format!("({})", &key[8..19])),
             (
                 format!("{key}{key} and {}", &key[..12]),
-                "[redacted][redacted] and [redacted]".to_owned(),
+                // Two keys side by side are one run of key text.
+                "[redacted] and [redacted]".to_owned(),
             ),
             ("nothing here".to_owned(), "nothing here".to_owned()),
         ];

@@ -19,7 +19,10 @@ const TOOL_CALLS: &str = "tollgate_tool_calls_total";
 /// recorder.
 pub fn describe_harness_metrics() {
     use metrics::describe_counter;
-    describe_counter!(MODEL_CALLS, "Model calls (retries included), by model and outcome.");
+    describe_counter!(
+        MODEL_CALLS,
+        "Model calls, by model and outcome: a call counts once, however often it was retried."
+    );
     describe_counter!(INPUT_TOKENS, "Prompt tokens the models reported, by model.");
     describe_counter!(OUTPUT_TOKENS, "Completion tokens the models reported, by model.");
     describe_counter!(TOOL_CALLS, "Tool calls, by tool and outcome (ok, error, timeout).");

@@ -262,7 +262,62 @@ pub(crate) fn inspect(conn: &Connection) -> Result<(), StoreError> {
         let found = u32::try_from(version).unwrap_or(u32::MAX);
         return Err(StoreError::SchemaTooNew { found, supported: SCHEMA_VERSION });
     }
+    if application == 0 && version > 0 {
+        // No mark: tollgate has written one since version 5 (`MARKED_SINCE`),
+        // so only a file of an older tollgate may lack it, and that file has
+        // exactly the tables, columns and indexes of its version.
+        let ours = version < i64::from(MARKED_SINCE)
+            && fingerprint(&conn).map_err(backend)?
+                == fingerprint_of(u32::try_from(version).unwrap_or(0)).map_err(backend)?;
+        if !ours {
+            let shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+            return Err(StoreError::ForeignDatabase {
+                tables: format!(
+                    "{}: no tollgate mark, and not the schema of a tollgate file of version {version}",
+                    shown.join(", ")
+                ),
+            });
+        }
+    }
     Ok(())
+}
+
+/// The first schema version whose files carry [`APPLICATION_ID`].
+const MARKED_SINCE: u32 = 5;
+
+/// What a database's schema is: each table's columns (name, type, not
+/// null, primary key) and each index's name and table, sorted.
+fn fingerprint(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut found: Vec<String> = conn
+        .prepare(
+            "SELECT m.type || ' ' || m.name || ' ' || m.tbl_name || ' ' || \
+                    coalesce(group_concat(p.name || ':' || p.type || ':' || p.\"notnull\" || ':' || p.pk, ','), '') \
+             FROM sqlite_schema m LEFT JOIN pragma_table_info(m.name) p ON m.type = 'table' \
+             WHERE m.name NOT LIKE 'sqlite_%' GROUP BY m.type, m.name, m.tbl_name",
+        )?
+        .query_map([], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    found.sort();
+    Ok(found)
+}
+
+/// Writes the schema of `version` into `conn`, as that tollgate did
+/// (tests of old files).
+#[cfg(test)]
+pub(crate) fn write_version(conn: &Connection, version: u32) -> rusqlite::Result<()> {
+    for migration in &MIGRATIONS[..version as usize] {
+        conn.execute_batch(migration)?;
+    }
+    conn.pragma_update(None, "user_version", version)
+}
+
+/// The [`fingerprint`] of a file tollgate wrote at schema `version`.
+fn fingerprint_of(version: u32) -> rusqlite::Result<Vec<String>> {
+    let conn = Connection::open_in_memory()?;
+    for migration in &MIGRATIONS[..version as usize] {
+        conn.execute_batch(migration)?;
+    }
+    fingerprint(&conn)
 }
 
 /// The schema version this build writes.

@@ -152,21 +152,52 @@ fn files_that_are_not_ours_are_refused_untouched() {
             && message.to_string().contains("not a tollgate database")
     );
 
-    // A file of a tollgate before the mark (version 4, no application id)
-    // is ours, by its tables: migrated and marked.
-    let legacy = dir.path().join("legacy.db");
-    drop(SqliteStore::open(&legacy).expect("create"));
-    let conn = Connection::open(&legacy).expect("open raw");
-    conn.execute_batch(STEPS_OF_VERSION_7).expect("downgrade");
-    conn.execute_batch(
-        "PRAGMA application_id = 0; PRAGMA user_version = 4; ALTER TABLE runs DROP COLUMN trace;",
-    )
-    .expect("unmark");
+    // Files of a tollgate before the mark (versions 1-4, no application
+    // id) are ours by their exact schema: migrated and marked.
+    for version in 1..5 {
+        let legacy = dir.path().join(format!("legacy{version}.db"));
+        let conn = Connection::open(&legacy).expect("create");
+        schema::write_version(&conn, version).expect("old schema");
+        drop(conn);
+        drop(SqliteStore::open(&legacy).expect("a legacy file opens"));
+        let conn = Connection::open(&legacy).expect("open raw");
+        let id: i64 = conn.query_row("PRAGMA application_id", [], |row| row.get(0)).expect("id");
+        assert_eq!(id, schema::APPLICATION_ID, "version {version}");
+    }
+}
+
+/// A file without tollgate's mark whose tables merely share names with
+/// ours (a `runs` table), at every version tollgate has written, is refused
+/// before anything is written: not a byte changes, no WAL appears, no
+/// migration runs. So is a file of an old version with a table changed.
+#[test]
+fn unmarked_files_that_only_look_like_ours_are_refused_at_every_version() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for version in 1..=schema::SCHEMA_VERSION {
+        let path = dir.path().join(format!("lookalike{version}.db"));
+        let conn = Connection::open(&path).expect("create");
+        conn.execute_batch(&format!(
+            "CREATE TABLE runs (id TEXT, customer TEXT); INSERT INTO runs VALUES ('1', 'x'); \
+             PRAGMA user_version = {version};"
+        ))
+        .expect("setup");
+        drop(conn);
+        let before = std::fs::read(&path).expect("bytes");
+        let error = SqliteStore::open(&path).expect_err("a look-alike");
+        assert!(matches!(error, StoreError::ForeignDatabase { .. }), "{version}: {error:?}");
+        assert_eq!(std::fs::read(&path).expect("bytes"), before, "{version}: the file changed");
+        assert!(!dir.path().join(format!("lookalike{version}.db-wal")).exists(), "{version}");
+    }
+    // A genuine old schema with one column more is not ours either.
+    let path = dir.path().join("changed.db");
+    let conn = Connection::open(&path).expect("create");
+    schema::write_version(&conn, 3).expect("old schema");
+    conn.execute_batch("ALTER TABLE runs ADD COLUMN customer TEXT;").expect("change");
     drop(conn);
-    drop(SqliteStore::open(&legacy).expect("a legacy file opens"));
-    let conn = Connection::open(&legacy).expect("open raw");
-    let id: i64 = conn.query_row("PRAGMA application_id", [], |row| row.get(0)).expect("id");
-    assert_eq!(id, schema::APPLICATION_ID);
+    let before = std::fs::read(&path).expect("bytes");
+    let error = SqliteStore::open(&path).expect_err("changed");
+    assert!(matches!(error, StoreError::ForeignDatabase { .. }), "{error:?}");
+    assert_eq!(std::fs::read(&path).expect("bytes"), before);
 }
 
 #[test]

@@ -2,7 +2,6 @@
 //! `CACHE/BUNDLE_HASH/` holds the manifest and the files, checked against
 //! the manifest each time before use.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{sha256, Manifest, Pack, PackError, MANIFEST};
@@ -33,52 +32,59 @@ pub(crate) struct Unpacked {
     pub(crate) cache_hit: bool,
 }
 
-/// The files under `dir` (relative paths) with their executable bit;
-/// `None` when something other than a file or folder is there.
-fn listing(root: &Path, dir: &Path, out: &mut BTreeMap<String, PathBuf>) -> Option<()> {
-    for entry in std::fs::read_dir(dir).ok()? {
-        let entry = entry.ok()?;
-        let kind = entry.file_type().ok()?;
-        let path = entry.path();
-        if kind.is_dir() {
-            listing(root, &path, out)?;
-        } else if kind.is_file() {
-            let relative = path.strip_prefix(root).ok()?.to_str()?.to_owned();
-            out.insert(relative, path);
-        } else {
-            return None;
-        }
-    }
-    Some(())
-}
-
-/// Whether `entry` holds exactly the manifest and its files, unchanged.
+/// Whether `entry` holds the manifest and each of its files, unchanged
+/// (regular files, not links, with their size, hash and executable bit).
+/// Other files there are what the pack's programs wrote while they ran:
+/// they are not the pack's, and are left alone.
 fn intact(entry: &Path, manifest_bytes: &[u8], manifest: &Manifest) -> bool {
     use std::os::unix::fs::PermissionsExt;
     if std::fs::read(entry.join(MANIFEST)).ok().as_deref() != Some(manifest_bytes) {
         return false;
     }
-    let mut found = BTreeMap::new();
-    if listing(entry, entry, &mut found).is_none() {
-        return false;
-    }
-    found.remove(MANIFEST);
-    if found.len() != manifest.files.len() {
-        return false;
-    }
     manifest.files.iter().all(|file| {
-        let Some(path) = found.get(&file.path) else { return false };
-        let Ok(metadata) = std::fs::metadata(path) else { return false };
+        let path = entry.join(&file.path);
+        let Ok(metadata) = std::fs::symlink_metadata(&path) else { return false };
         let executable = metadata.permissions().mode() & 0o111 != 0;
-        executable == file.executable
+        metadata.is_file()
+            && executable == file.executable
             && metadata.len() == file.size
-            && std::fs::read(path).is_ok_and(|data| hex(&sha256(&data)) == file.sha256)
+            && std::fs::read(&path).is_ok_and(|data| hex(&sha256(&data)) == file.sha256)
     })
 }
 
+/// Writes the pack's files (manifest last) into `dir`, each through a
+/// temporary file renamed over it, so that files a run wrote there stay.
+fn write_files(pack: &Pack, dir: &Path) -> Result<(), PackError> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| PackError::Io { path, source }
+    };
+    let put = |path: &Path, data: &[u8], mode: u32| -> Result<(), PackError> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        let name = path.file_name().and_then(|name| name.to_str()).unwrap_or("file");
+        let temporary = path.with_file_name(format!(".{name}.{}", ulid::Ulid::new()));
+        std::fs::write(&temporary, data).map_err(io(&temporary))?;
+        std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(mode))
+            .map_err(io(&temporary))?;
+        // A link or a folder planted where a file goes is replaced.
+        if std::fs::symlink_metadata(path).is_ok_and(|found| found.is_dir()) {
+            std::fs::remove_dir_all(path).map_err(io(path))?;
+        }
+        std::fs::rename(&temporary, path).map_err(io(path))
+    };
+    for (file, data) in &pack.files {
+        // Paths were checked when the pack was read: relative, no `..`.
+        put(&dir.join(&file.path), data, if file.executable { 0o755 } else { 0o644 })?;
+    }
+    put(&dir.join(MANIFEST), &pack.manifest_bytes, 0o644)
+}
+
 /// Extracts `pack` into `cache` (nothing else is written), or finds it
-/// there intact: a cache hit. A changed entry is removed and extracted
-/// again.
+/// there intact: a cache hit. An entry whose pack files changed has them
+/// written again; files the pack's programs wrote beside them stay.
 pub(crate) fn unpack(pack: &Pack, cache: &Path) -> Result<Unpacked, PackError> {
     let io = |path: &Path| {
         let path = path.display().to_string();
@@ -89,31 +95,22 @@ pub(crate) fn unpack(pack: &Pack, cache: &Path) -> Result<Unpacked, PackError> {
         return Ok(Unpacked { dir: entry, cache_hit: true });
     }
     std::fs::create_dir_all(cache).map_err(io(cache))?;
-    if entry.exists() {
-        std::fs::remove_dir_all(&entry).map_err(io(&entry))?;
+    if std::fs::symlink_metadata(&entry).is_ok_and(|found| found.is_dir()) {
+        write_files(pack, &entry)?;
+        return Ok(Unpacked { dir: entry, cache_hit: false });
     }
     // Extracted beside, then renamed: a reader never sees half an entry.
     let staging = cache.join(format!(".{}.{}", pack.bundle_hash(), ulid::Ulid::new()));
-    let written = (|| -> Result<(), PackError> {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::create_dir_all(&staging).map_err(io(&staging))?;
-        std::fs::write(staging.join(MANIFEST), &pack.manifest_bytes).map_err(io(&staging))?;
-        for (file, data) in &pack.files {
-            // Paths were checked when the pack was read: relative, no `..`.
-            let path = staging.join(&file.path);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(io(parent))?;
-            }
-            std::fs::write(&path, data).map_err(io(&path))?;
-            let mode = if file.executable { 0o755 } else { 0o644 };
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
-                .map_err(io(&path))?;
-        }
-        Ok(())
-    })();
+    let written = std::fs::create_dir_all(&staging)
+        .map_err(io(&staging))
+        .and_then(|()| write_files(pack, &staging));
     if let Err(error) = written {
         let _ = std::fs::remove_dir_all(&staging);
         return Err(error);
+    }
+    if std::fs::symlink_metadata(&entry).is_ok() {
+        // Something that is not a folder (a planted link or file).
+        let _ = std::fs::remove_file(&entry);
     }
     if let Err(error) = std::fs::rename(&staging, &entry) {
         let _ = std::fs::remove_dir_all(&staging);

@@ -12,6 +12,7 @@ use super::{
     build, cache_dir, check_cached, generate, read_file, unpack, PackError, SigningKeyFile,
     TrustedKeys, Verified,
 };
+use crate::output::printable;
 
 impl From<PackError> for CliError {
     fn from(error: PackError) -> Self {
@@ -93,9 +94,9 @@ pub(crate) fn pack_command(command: PackCommand) -> Result<u8, CliError> {
                     "pack {}\nbundle   {}\nsigned   {}\nblueprint {} (name {}, version {})\nentries:",
                     path.display(),
                     pack.bundle_hash(),
-                    key_id.as_deref().map_or("no".to_owned(), |id| format!("yes, by key {id} (whether it is trusted: `pack verify`)")),
-                    pack.manifest.blueprint,
-                    pack.manifest.name,
+                    key_id.as_deref().map_or("no".to_owned(), |id| format!("yes, by key {} (whether it is trusted: `pack verify`)", printable(id))),
+                    printable(&pack.manifest.blueprint),
+                    printable(&pack.manifest.name),
                     pack.manifest.blueprint_version,
                 );
                 for file in &pack.manifest.files {
@@ -103,8 +104,8 @@ pub(crate) fn pack_command(command: PackCommand) -> Result<u8, CliError> {
                         "\n  {} {:>8} B  {}  {}",
                         if file.executable { "x" } else { "-" },
                         file.size,
-                        &file.sha256[..16],
-                        file.path
+                        printable(file.sha256.get(..16).unwrap_or(&file.sha256)),
+                        printable(&file.path)
                     ));
                 }
                 text
@@ -197,6 +198,7 @@ pub(crate) fn load_pack(
     };
     let provenance =
         PackProvenance { bundle_hash, signature_verified, key_id, cache_hit: unpacked.cache_hit };
+    let blueprint = with_work_dir(blueprint, &cache, &provenance.bundle_hash)?;
     Ok(Loaded::Blueprint(Box::new(blueprint.with_pack(provenance))))
 }
 
@@ -212,5 +214,22 @@ pub(crate) fn recheck(blueprint: Blueprint) -> Result<Blueprint, CliError> {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| cache_dir().join(&pack.bundle_hash));
     check_cached(&entry, &pack.bundle_hash)?;
+    let cache = entry.parent().map_or_else(cache_dir, Path::to_path_buf);
+    let blueprint = with_work_dir(blueprint, &cache, &pack.bundle_hash)?;
     Ok(blueprint.with_pack(PackProvenance { cache_hit: true, ..pack }))
+}
+
+/// Where the programs of a pack should write what they keep:
+/// `CACHE/work/BUNDLE_HASH`, apart from the verified files, handed to them
+/// as `TOLLGATE_PACK_WORK_DIR` (created if missing).
+fn with_work_dir(
+    blueprint: Blueprint,
+    cache: &Path,
+    bundle_hash: &str,
+) -> Result<Blueprint, CliError> {
+    let work = cache.join("work").join(bundle_hash);
+    std::fs::create_dir_all(&work).map_err(|error| CliError::Failed {
+        message: format!("cannot create the pack's work folder {}: {error}", work.display()),
+    })?;
+    Ok(blueprint.with_program_env("TOLLGATE_PACK_WORK_DIR", work.display().to_string()))
 }

@@ -36,6 +36,15 @@ pub(crate) fn generate(out: &Path) -> Result<String, PackError> {
             )));
         }
     }
+    // `--out keys/release`: the folder is made when missing.
+    if let Some(parent) = out.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|source| {
+            PackError::Key(format!(
+                "cannot create the folder {} for the key: {source}",
+                parent.display()
+            ))
+        })?;
+    }
     let write = |path: &Path, text: String, mode: u32| -> Result<(), PackError> {
         use std::os::unix::fs::OpenOptionsExt;
         let mut file = std::fs::OpenOptions::new()

@@ -47,39 +47,48 @@ pub(crate) const LIMITS: Limits =
 /// Bytes of a path inside a pack (the ustar name field).
 const MAX_PATH: usize = 100;
 
+use crate::output::printable;
+
 /// Why a pack was refused. Nothing was run or written when one is returned.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub(crate) enum PackError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {}: {source}", printable(path))]
     Io { path: String, source: std::io::Error },
-    #[error("{path} is not a tollgate pack ({reason})")]
+    #[error("{} is not a tollgate pack ({})", printable(path), printable(reason))]
     NotAPack { path: String, reason: String },
-    #[error("{path} is cut short: it ends inside an entry")]
+    #[error("{} is cut short: it ends inside an entry", printable(path))]
     Truncated { path: String },
-    #[error("{what} is {size} bytes, over the limit of {limit}")]
+    #[error("{} is {size} bytes, over the limit of {limit}", printable(what))]
     TooLarge { what: String, size: u64, limit: u64 },
     #[error("more than {limit} files")]
     TooManyEntries { limit: usize },
-    #[error("entry `{path}` is not a plain relative path inside the pack (no `..`, no absolute paths, at most {MAX_PATH} bytes)")]
+    #[error("entry `{}` is not a plain relative path inside the pack (no `..`, no absolute paths, at most {MAX_PATH} bytes)", printable(path))]
     UnsafePath { path: String },
-    #[error("entry `{path}` is a {kind}; a pack holds regular files only")]
+    #[error("entry `{}` is a {kind}; a pack holds regular files only", printable(path))]
     NotAFile { path: String, kind: String },
-    #[error("entry `{path}` appears twice")]
+    #[error("entry `{}` appears twice", printable(path))]
     Duplicate { path: String },
     #[error("the manifest `{MANIFEST}` is missing, or not the first entry")]
     NoManifest,
-    #[error("the manifest is unreadable: {reason}")]
+    #[error("the manifest is unreadable: {}", printable(reason))]
     BadManifest { reason: String },
-    #[error("entry `{path}` does not match the manifest ({reason}): the pack was changed")]
+    #[error(
+        "entry `{}` does not match the manifest ({}): the pack was changed",
+        printable(path),
+        printable(reason)
+    )]
     Mismatch { path: String, reason: String },
     #[error("the pack's bytes are not what `tollgate pack build` writes (a header, padding or order was changed)")]
     NotCanonical,
-    #[error("the signature entry is unreadable: {reason}")]
+    #[error("the signature entry is unreadable: {}", printable(reason))]
     BadSignature { reason: String },
-    #[error("the pack is signed by key {key_id}, which is not among the trusted keys{where_}")]
+    #[error(
+        "the pack is signed by key {}, which is not among the trusted keys{where_}",
+        printable(key_id)
+    )]
     UnknownKey { key_id: String, where_: String },
-    #[error("the signature does not verify against trusted key {key_id}: the pack was changed or signed by another key")]
+    #[error("the signature does not verify against trusted key {}: the pack was changed or signed by another key", printable(key_id))]
     SignatureInvalid { key_id: String },
     #[error("the pack is not signed (build it with --sign KEY, or pass --allow-unsigned)")]
     Unsigned,

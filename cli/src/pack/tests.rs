@@ -193,6 +193,15 @@ fn unsafe_entries_are_refused_by_name() {
         let error = read(&bytes, "p").unwrap_err();
         assert!(format!("{error:?}").starts_with(expected), "{name}: {error:?}");
     }
+    // A name with control characters cannot forge a line on the terminal.
+    let forged = "x\r\x1b[2Kpack verified: OK\n";
+    let bytes = archive(&with_manifest(&[("bp.json", bp), (forged, b"x")]), regular);
+    let printed = match read(&bytes, "p") {
+        Err(error) => error.to_string(),
+        Ok(_) => panic!("a name with control characters was accepted"),
+    };
+    assert!(!printed.chars().any(char::is_control), "{printed:?}");
+    assert!(printed.contains("\\u{1b}"), "{printed}");
     for (kind, expected) in [
         (tar::EntryType::Symlink, "symbolic link"),
         (tar::EntryType::Link, "hard link"),

@@ -19,6 +19,7 @@ mod metrics;
 mod page;
 mod routes;
 mod streams;
+mod wire;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -54,8 +55,13 @@ pub(crate) struct ServeOptions {
     pub(crate) allow_origins: Vec<String>,
     /// Where `POST /runs` finds blueprints named by name.
     pub(crate) blueprints: Option<PathBuf>,
-    /// Accept inline blueprints with command tools.
+    /// Accept inline blueprints that start programs.
     pub(crate) allow_inline_commands: bool,
+    /// Hosts (`HOST` or `HOST:PORT`) inline blueprints' MCP servers may
+    /// be reached on over HTTP.
+    pub(crate) allow_mcp_hosts: Vec<String>,
+    /// Variables of this process's environment programs of blueprints see.
+    pub(crate) pass_env: Vec<String>,
     pub(crate) limits: Limits,
 }
 
@@ -94,9 +100,25 @@ pub(crate) struct Settings {
     pub(crate) token: Option<String>,
     pub(crate) blueprints: Option<PathBuf>,
     pub(crate) allow_inline_commands: bool,
+    pub(crate) allow_mcp_hosts: Vec<String>,
+    pub(crate) pass_env: Vec<String>,
     pub(crate) limits: Limits,
     /// The process's Prometheus recorder.
     pub(crate) metrics: tollgate_telemetry::Metrics,
+}
+
+/// Refuses options that would expose runs: a non-loopback address without
+/// a token (unless `--insecure-no-auth`). Checked before anything is
+/// opened or created.
+pub(crate) fn check_exposure(options: &ServeOptions) -> Result<(), CliError> {
+    if !options.addr.ip().is_loopback() && options.token.is_none() && !options.insecure_no_auth {
+        return Err(CliError::invalid(format!(
+            "refusing to serve {} without a token: anyone who can reach it could read and decide runs. Set TOLLGATE_TOKEN or --token-file, or pass --insecure-no-auth",
+            options.addr
+        )));
+    }
+    cors(&options.allow_origins)?;
+    Ok(())
 }
 
 /// Serves until SIGINT or SIGTERM. Prints `listening on http://ADDR`
@@ -106,12 +128,6 @@ pub(crate) async fn serve(
     options: ServeOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), CliError> {
-    if !options.addr.ip().is_loopback() && options.token.is_none() && !options.insecure_no_auth {
-        return Err(CliError::invalid(format!(
-            "refusing to serve {} without a token: anyone who can reach it could read and decide runs. Set TOLLGATE_TOKEN or --token-file, or pass --insecure-no-auth",
-            options.addr
-        )));
-    }
     let cors = cors(&options.allow_origins)?;
     let listener = TcpListener::bind(options.addr).await.map_err(|error| CliError::Failed {
         message: format!("cannot listen on {}: {error}", options.addr),
@@ -127,6 +143,8 @@ pub(crate) async fn serve(
         token: options.token,
         blueprints: options.blueprints,
         allow_inline_commands: options.allow_inline_commands,
+        allow_mcp_hosts: options.allow_mcp_hosts,
+        pass_env: options.pass_env,
         limits: options.limits,
         metrics: metrics::recorder()?,
     };
@@ -240,8 +258,10 @@ async fn accept(
             let _permit = permit;
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
-            if let Err(error) =
-                http.serve_connection(TokioIo::new(stream), service).with_upgrades().await
+            if let Err(error) = http
+                .serve_connection(TokioIo::new(wire::JsonParseErrors::new(stream)), service)
+                .with_upgrades()
+                .await
             {
                 tracing::debug!(%error, "connection ended");
             }

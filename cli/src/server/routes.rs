@@ -1,7 +1,5 @@
 //! The REST endpoints (docs/openapi.yaml).
 
-use std::path::Path as FilePath;
-
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -17,7 +15,7 @@ use crate::error::CliError;
 use crate::service::{self, Decided, Launch};
 
 use super::errors::{ApiError, ApiResult};
-use super::App;
+use super::{App, Settings};
 
 pub(crate) async fn health() -> Json<Value> {
     Json(json!({"ok": true}))
@@ -299,7 +297,7 @@ pub(crate) async fn create(
     body: Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let body: CreateBody = read_json(&app, body, true).await?;
-    let blueprint = blueprint(&app, &body.blueprint)?;
+    let blueprint = blueprint(&app, body.blueprint).await?;
     if body.max_steps == Some(0) {
         return Err(CliError::invalid("`max_steps` must be at least 1").into());
     }
@@ -319,12 +317,40 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, summary_json(&app.runs.summary(run).await?)))
 }
 
-/// The blueprint a request names: inline JSON (relative paths from the
-/// `--blueprints` folder, else the server's working directory; command
-/// tools only with `--allow-inline-commands`), or the name of one in the
-/// `--blueprints` folder (`NAME.json` or `NAME/NAME.json`).
-fn blueprint(app: &App, given: &Value) -> ApiResult<Blueprint> {
-    let settings = &app.settings;
+/// How long reading a request's blueprint (its files included) may take.
+const BLUEPRINT_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The blueprint a request names, read off the runtime's workers within
+/// [`BLUEPRINT_READ_TIMEOUT`] (see [`blueprint_now`]).
+async fn blueprint(app: &App, given: Value) -> ApiResult<Blueprint> {
+    let settings = std::sync::Arc::clone(&app.settings);
+    let read = tokio::task::spawn_blocking(move || blueprint_now(&settings, &given));
+    match tokio::time::timeout(BLUEPRINT_READ_TIMEOUT, read).await {
+        Ok(Ok(blueprint)) => {
+            let blueprint = blueprint?;
+            Ok(blueprint.with_inherited_env(&app.settings.pass_env))
+        }
+        Ok(Err(_)) => {
+            Err(CliError::Failed { message: "reading the blueprint failed".into() }.into())
+        }
+        Err(_) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "timeout",
+            format!(
+                "the blueprint's files were not read within {} s",
+                BLUEPRINT_READ_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
+/// The blueprint a request names: the name of one in the `--blueprints`
+/// folder (`NAME.json` or `NAME/NAME.json`), or inline JSON, which may
+/// name files only inside that folder (none without one), start programs
+/// (command tools, MCP servers from a command) only with
+/// `--allow-inline-commands`, and reach MCP servers over HTTP only on the
+/// hosts `--allow-mcp-host` lists.
+fn blueprint_now(settings: &Settings, given: &Value) -> ApiResult<Blueprint> {
     match given {
         Value::String(name) => {
             let Some(dir) = &settings.blueprints else {
@@ -346,25 +372,30 @@ fn blueprint(app: &App, given: &Value) -> ApiResult<Blueprint> {
                 [dir.join(format!("{name}.json")), dir.join(name).join(format!("{name}.json"))];
             let Some(path) = candidates.iter().find(|path| path.is_file()) else {
                 return Err(CliError::NotFound {
-                    message: format!("no blueprint `{name}` in {}", dir.display()),
+                    message: format!("no blueprint `{name}` in the server's blueprint folder"),
                 }
                 .into());
             };
             Ok(Blueprint::load(path).map_err(CliError::from)?)
         }
         Value::Object(_) => {
-            let base = match &settings.blueprints {
-                Some(dir) => dir.clone(),
-                None => std::env::current_dir().unwrap_or_else(|_| FilePath::new(".").to_owned()),
-            };
-            let blueprint = Blueprint::from_value(given.clone(), base).map_err(CliError::from)?;
-            let commands = blueprint.command_tools();
-            if !commands.is_empty() && !settings.allow_inline_commands {
+            let blueprint = Blueprint::from_client(given.clone(), settings.blueprints.as_deref())
+                .map_err(CliError::from)?;
+            let programs = blueprint.programs();
+            if !programs.is_empty() && !settings.allow_inline_commands {
                 return Err(CliError::invalid(format!(
-                    "an inline blueprint may not run programs on this server (command tools: {}); name one of the server's own blueprints instead (its operator can allow inline command tools)",
-                    commands.join(", ")
+                    "an inline blueprint may not run programs on this server (command tools and MCP servers started from a command: {}); name one of the server's own blueprints instead (its operator can allow inline programs)",
+                    programs.join(", ")
                 ))
                 .into());
+            }
+            for (server, url) in blueprint.mcp_urls() {
+                if !mcp_host_allowed(&url, &settings.allow_mcp_hosts) {
+                    return Err(CliError::invalid(format!(
+                        "an inline blueprint may reach MCP servers over HTTP only on hosts the server's operator allows; `{server}` names another"
+                    ))
+                    .into());
+                }
             }
             Ok(blueprint)
         }
@@ -372,5 +403,42 @@ fn blueprint(app: &App, given: &Value) -> ApiResult<Blueprint> {
             "`blueprint` is a blueprint's JSON object or the name of one the server has",
         )
         .into()),
+    }
+}
+
+/// Whether `url`'s host (and port, when the entry gives one) is one of
+/// `allowed` (`HOST` or `HOST:PORT`).
+fn mcp_host_allowed(url: &str, allowed: &[String]) -> bool {
+    let Ok(url) = url::Url::parse(url) else { return false };
+    let Some(host) = url.host_str() else { return false };
+    let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+    let port = url.port_or_known_default();
+    allowed.iter().any(|entry| {
+        let entry = entry.to_ascii_lowercase();
+        let (entry_host, entry_port) = match entry.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(':') && port.parse::<u16>().is_ok() => {
+                (host.trim_start_matches('[').trim_end_matches(']').to_owned(), port.parse().ok())
+            }
+            _ => (entry.trim_start_matches('[').trim_end_matches(']').to_owned(), None),
+        };
+        entry_host == host && entry_port.is_none_or(|entry_port| Some(entry_port) == port)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mcp_host_allowed;
+
+    #[test]
+    fn mcp_hosts_match_by_host_and_optional_port() {
+        let allowed = ["tools.internal".to_owned(), "127.0.0.1:9000".to_owned()];
+        assert!(mcp_host_allowed("https://tools.internal/mcp", &allowed));
+        assert!(mcp_host_allowed("http://TOOLS.internal:8080/mcp", &allowed));
+        assert!(mcp_host_allowed("http://127.0.0.1:9000/mcp", &allowed));
+        assert!(!mcp_host_allowed("http://127.0.0.1:8080/healthz", &allowed));
+        assert!(!mcp_host_allowed("http://tools.internal.evil.example/mcp", &allowed));
+        assert!(!mcp_host_allowed("http://user@evil.example/#@tools.internal", &allowed));
+        assert!(!mcp_host_allowed("not a url", &allowed));
+        assert!(!mcp_host_allowed("http://localhost/mcp", &[]));
     }
 }

@@ -5,7 +5,9 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{
+    close_code, CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade,
+};
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -60,7 +62,11 @@ pub(crate) async fn sse(
     app.runs.summary(run).await?;
     let carry = match query.mode.as_deref() {
         Some("values") => Carry::Values,
-        Some(text) => Carry::Events(text.parse::<StreamMode>().map_err(CliError::invalid)?),
+        Some(text) => Carry::Events(text.parse::<StreamMode>().map_err(|_| {
+            CliError::invalid(format!(
+                "unknown stream mode `{text}` (values, messages, tools, updates, events, final)"
+            ))
+        })?),
         None => Carry::Events(StreamMode::Events),
     };
     let agent = match carry {
@@ -263,7 +269,9 @@ async fn stream_ws(app: App, run: RunId, shape: Shape, mut socket: WebSocket) {
             return;
         }
     }
-    let _ = socket.send(WsMessage::Close(None)).await;
+    // A normal closure (1000), so clients see the stream ended as meant.
+    let close = CloseFrame { code: close_code::NORMAL, reason: "the run's stream ended".into() };
+    let _ = socket.send(WsMessage::Close(Some(close))).await;
 }
 
 /// The shortest gap between two `runs_changed` messages: a burst of

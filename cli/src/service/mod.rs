@@ -105,6 +105,9 @@ pub(crate) struct Runs {
     /// Started on first use: woken when runs change status (Postgres; on
     /// SQLite the commit signal serves).
     statuses: Arc<std::sync::OnceLock<Option<Arc<Notify>>>>,
+    /// Variables of this process's environment that programs of the
+    /// blueprints it drives may see (`--pass-env`).
+    pass_env: Arc<Vec<String>>,
 }
 
 /// Which store the runs live in (the same one the executor holds).
@@ -124,6 +127,12 @@ const SQLITE_CHANGE_CHECK: Duration = Duration::from_millis(5);
 /// at a third of it.
 pub(crate) const WATCH_LEASE: Duration = Duration::from_secs(60);
 
+/// The statuses `runs prune` deletes unless told others: runs that ended.
+/// Paused and queued runs wait for a person or a worker; they go only
+/// when `--status` names them.
+pub(crate) const PRUNED_BY_DEFAULT: [RunStatus; 4] =
+    [RunStatus::Completed, RunStatus::Failed, RunStatus::Rejected, RunStatus::Interrupted];
+
 /// What a run started over the API is started with, besides its blueprint
 /// and input.
 #[derive(Debug, Default)]
@@ -140,7 +149,7 @@ impl Runs {
         if !create && !PostgresStore::is_url(&text) && !db.exists() {
             return Err(CliError::NotFound {
                 message: format!(
-                    "no database at {text} (check --db or TOLLGATE_DB; `tollgate run` creates one)"
+                    "no database at {text} (check --db or TOLLGATE_DB; `tollgate run` and `tollgate serve --create` create one)"
                 ),
             });
         }
@@ -173,7 +182,15 @@ impl Runs {
             backend,
             changes: Arc::default(),
             statuses: Arc::default(),
+            pass_env: Arc::default(),
         })
+    }
+
+    /// Lets programs of the blueprints this process drives see `names`
+    /// of its environment (`--pass-env`).
+    pub(crate) fn with_pass_env(mut self, names: Vec<String>) -> Self {
+        self.pass_env = Arc::new(names);
+        self
     }
 
     /// Whether runs are shared with worker processes (Postgres): runs
@@ -308,7 +325,7 @@ impl Runs {
             return Ok(None);
         };
         let blueprint = match Blueprint::from_attachment(&attachment) {
-            Ok(blueprint) => crate::pack::recheck(blueprint)?,
+            Ok(blueprint) => crate::pack::recheck(blueprint)?.with_inherited_env(&self.pass_env),
             Err(tollgate_nodes::BlueprintError::NotABlueprintRun) => return Ok(None),
             Err(error) => return Err(error.into()),
         };
@@ -467,36 +484,46 @@ impl Runs {
         Ok(self.store().delete_run(run).await?)
     }
 
-    /// Deletes the runs last updated before `before_ms` (of `status`, when
-    /// given), skipping running ones; returns the ids deleted.
+    /// Deletes the runs last updated before `before_ms` whose status is
+    /// one of `statuses` ([`PRUNED_BY_DEFAULT`], the ended ones, when
+    /// empty), never a running one; returns the runs deleted, or with
+    /// `dry_run` those that would be, deleting nothing.
     pub(crate) async fn prune(
         &self,
         before_ms: i64,
-        status: Option<RunStatus>,
-    ) -> Result<Vec<RunId>, CliError> {
-        let filter = RunFilter { status, ..RunFilter::default() };
-        let mut cursor = None;
+        statuses: &[RunStatus],
+        dry_run: bool,
+    ) -> Result<Vec<(RunId, RunStatus)>, CliError> {
+        let statuses = if statuses.is_empty() { &PRUNED_BY_DEFAULT[..] } else { statuses };
         let mut doomed = Vec::new();
-        loop {
-            let page = PageRequest { limit: 500, cursor };
-            let found = self.store().list_runs(&filter, &page).await?;
-            doomed.extend(
-                found
-                    .runs
-                    .iter()
-                    .filter(|run| run.updated_at_ms < before_ms)
-                    .filter(|run| run.status != RunStatus::Running)
-                    .map(|run| run.id),
-            );
-            match found.next {
-                Some(next) => cursor = Some(next),
-                None => break,
+        for status in statuses.iter().filter(|status| **status != RunStatus::Running) {
+            let filter = RunFilter { status: Some(*status), ..RunFilter::default() };
+            let mut cursor = None;
+            loop {
+                let page = PageRequest { limit: 500, cursor };
+                let found = self.store().list_runs(&filter, &page).await?;
+                doomed.extend(
+                    found
+                        .runs
+                        .iter()
+                        .filter(|run| run.updated_at_ms < before_ms && run.status == *status)
+                        .map(|run| (run.id, run.status)),
+                );
+                match found.next {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
             }
         }
+        doomed.sort_by_key(|(run, _)| std::cmp::Reverse(*run));
+        doomed.dedup_by_key(|(run, _)| *run);
+        if dry_run {
+            return Ok(doomed);
+        }
         let mut deleted = Vec::new();
-        for run in doomed {
+        for (run, status) in doomed {
             match self.store().delete_run(run).await {
-                Ok(()) => deleted.push(run),
+                Ok(()) => deleted.push((run, status)),
                 // Started or removed meanwhile: not ours to delete now.
                 Err(StoreError::RunInFlight { .. } | StoreError::RunNotFound { .. }) => {}
                 Err(error) => return Err(error.into()),

@@ -79,7 +79,7 @@ pub enum RunError {
         target: String,
     },
     /// The run belongs to another graph or version.
-    #[error("run {run} belongs to graph {stored:?}, not {graph:?}")]
+    #[error("run {run} belongs to graph {stored}, not {graph}")]
     GraphMismatch {
         /// The run.
         run: RunId,
@@ -135,7 +135,7 @@ pub enum RunError {
     /// The run's codec wrote a blob it cannot read back (bincode and a type
     /// it cannot decode, such as `serde_json::Value`). Raised at the first
     /// write, never at resume.
-    #[error("run {run}: the {codec:?} codec cannot read back the {what} it wrote at step {step} ({source}); use the JSON codec for this state")]
+    #[error("run {run}: the {codec} codec cannot read back the {what} it wrote at step {step} ({source}); use the JSON codec for this state")]
     CodecRoundTrip {
         /// The run.
         run: RunId,
@@ -150,7 +150,7 @@ pub enum RunError {
         source: CodecError,
     },
     /// The run waits for decisions on these interrupts; decide first.
-    #[error("run {run} is waiting for decisions on {pending:?}")]
+    #[error("run {run} is waiting for decisions on {}", pending.join(", "))]
     AwaitingDecision {
         /// The run.
         run: RunId,

@@ -420,11 +420,13 @@ impl Worker {
         let failure = RunFailure::new(
             "dead_letter",
             None,
+            // The owner found gone now is one more than the losses counted
+            // at the takeovers before it.
             format!(
                 "its owner disappeared {} times in a row without ending a leg (lease expired \
                  or process gone); given up so that it is not retried forever \
                  (`runs continue` tries again)",
-                record.lease_losses
+                record.lease_losses.saturating_add(1)
             ),
         );
         let emitter = Emitter::new(record.id, record.last_seq, Arc::clone(&clock), None);

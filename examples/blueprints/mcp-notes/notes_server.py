@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """A notes MCP server over stdio (newline-delimited JSON-RPC 2.0): the
 example server of examples/blueprints/mcp-notes. Tools: `add_note` and
-`list_notes`; notes are kept in the file NOTES_FILE (default notes.json).
-What it logs on stderr becomes the calls' `tool_delta` events."""
+`list_notes`; notes are kept in the file NOTES_FILE (default notes.json),
+under TOLLGATE_PACK_WORK_DIR when it runs from a pack (the folder tollgate
+gives a pack's programs to write in, apart from the verified files). What
+it logs on stderr becomes the calls' `tool_delta` events."""
 
 import json
 import os
 import sys
 
-NOTES = os.environ.get("NOTES_FILE", "notes.json")
+NOTES = os.path.join(os.environ.get("TOLLGATE_PACK_WORK_DIR", "."),
+                     os.environ.get("NOTES_FILE", "notes.json"))
 TOOLS = [
     {"name": "add_note", "description": "Saves a note",
      "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use super::{AgentDoc, Blueprint, BlueprintError, BlueprintProblem, EntryDoc, GraphDoc};
+use super::{AgentDoc, Blueprint, BlueprintError, BlueprintProblem, EntryDoc, GraphDoc, Reach};
 use crate::scripted::ScriptReply;
 use crate::tool::ArgsValidator;
 
@@ -29,11 +29,12 @@ const SCHEMA: &str = r##"{
         "approval": {"type": "boolean"},
         "on_reject": {"enum": ["tell_model", "end_run"]},
         "on_error": {"enum": ["tell_model", "fail_run"]},
-        "timeout_ms": {"type": "integer", "minimum": 1}
+        "timeout_ms": {"type": "integer", "minimum": 1},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}}
       },
       "if": {"required": ["mcp"]},
       "then": {
-        "properties": {"description": false, "parameters": false, "fixture": false, "command": false}
+        "properties": {"description": false, "parameters": false, "fixture": false, "command": false, "env": false}
       },
       "else": {"required": ["description", "parameters"]}
     },
@@ -109,22 +110,22 @@ const SCHEMA: &str = r##"{
 pub(super) fn nested_blueprint(
     value: &Value,
     base_dir: &Path,
+    reach: &Reach,
     at: &str,
     within: &mut Vec<PathBuf>,
     problems: &mut Vec<BlueprintProblem>,
 ) -> Option<Blueprint> {
     let (source, dir, file) = match value {
         Value::String(path) => {
-            let file = base_dir.join(path);
+            let (file, text) = reach.read(base_dir, path);
             let file = std::fs::canonicalize(&file).unwrap_or(file);
             if within.contains(&file) {
                 let message = format!("blueprint {} includes itself", file.display());
                 problem(problems, at.to_owned(), message);
                 return None;
             }
-            let source = std::fs::read_to_string(&file)
-                .map_err(|error| format!("cannot read blueprint {}: {error}", file.display()))
-                .and_then(|text| {
+            let source =
+                text.map_err(|error| error.describe("blueprint", path, &file)).and_then(|text| {
                     serde_json::from_str::<Value>(&text).map_err(|error| {
                         format!("blueprint {} is not valid JSON: {error}", file.display())
                     })
@@ -144,7 +145,7 @@ pub(super) fn nested_blueprint(
     if let Some(file) = &file {
         within.push(file.clone());
     }
-    let nested = Blueprint::nested_in(source, dir, within);
+    let nested = Blueprint::nested_in(source, dir, reach, within);
     if file.is_some() {
         within.pop();
     }
@@ -200,6 +201,7 @@ pub(super) fn check_agent(
     agent: &AgentDoc,
     at: &str,
     base_dir: &Path,
+    reach: &Reach,
     problems: &mut Vec<BlueprintProblem>,
 ) {
     if RESERVED_NAMES.contains(&agent.name.as_str()) {
@@ -214,13 +216,11 @@ pub(super) fn check_agent(
     }
     match agent.model.split_once(':') {
         Some(("scripted", path)) => {
-            let file = base_dir.join(path);
-            match std::fs::read_to_string(&file) {
-                Err(error) => problem(
-                    problems,
-                    format!("{at}/model"),
-                    format!("cannot read script {}: {error}", file.display()),
-                ),
+            let (file, text) = reach.read(base_dir, path);
+            match text {
+                Err(error) => {
+                    problem(problems, format!("{at}/model"), error.describe("script", path, &file))
+                }
                 Ok(text) => match serde_json::from_str::<Value>(&text) {
                     Err(error) => problem(
                         problems,
@@ -330,7 +330,12 @@ pub(super) fn check_agent(
     }
 }
 
-pub(super) fn check_graph(graph: &GraphDoc, base_dir: &Path, problems: &mut Vec<BlueprintProblem>) {
+pub(super) fn check_graph(
+    graph: &GraphDoc,
+    base_dir: &Path,
+    reach: &Reach,
+    problems: &mut Vec<BlueprintProblem>,
+) {
     let mut names = BTreeSet::new();
     for (index, entry) in graph.agents.iter().enumerate() {
         if !names.insert(entry.name()) {
@@ -342,7 +347,7 @@ pub(super) fn check_graph(graph: &GraphDoc, base_dir: &Path, problems: &mut Vec<
         }
         match entry {
             EntryDoc::Agent(agent) => {
-                check_agent(agent, &format!("/agents/{index}"), base_dir, problems)
+                check_agent(agent, &format!("/agents/{index}"), base_dir, reach, problems)
             }
             EntryDoc::Subgraph { name, .. } if RESERVED_NAMES.contains(&name.as_str()) => problem(
                 problems,

@@ -74,7 +74,13 @@ impl Blueprint {
             name: doc.name.clone(),
             command: doc.command.clone(),
             url: doc.url.clone(),
-            env: doc.env.clone(),
+            env: doc
+                .env
+                .iter()
+                .chain(&self.program_env)
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect(),
+            inherit_env: self.inherit_env.clone(),
             dir: self.base_dir.clone(),
             start_timeout: millis(doc.start_timeout_ms, DEFAULT_MCP_START_TIMEOUT),
             call_timeout: millis(doc.timeout_ms, DEFAULT_MCP_CALL_TIMEOUT),

@@ -20,7 +20,10 @@ use crate::scripted::{ScriptReply, ScriptedModel};
 use crate::tool::{FixtureTool, ToolSpec};
 
 mod check;
+mod files;
 mod mcp;
+
+pub use files::MAX_FILE_BYTES;
 
 use check::{check_agent, check_graph, nested_blueprint, structure_problems};
 use mcp::Started;
@@ -164,6 +167,9 @@ struct ToolDoc {
     on_reject: Option<String>,
     #[serde(default)]
     timeout_ms: Option<u64>,
+    /// Variables set for a command tool's program.
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -229,6 +235,38 @@ pub struct Blueprint {
     model_override: Option<String>,
     stream_all: bool,
     pack: Option<PackProvenance>,
+    /// Which files it may name.
+    reach: Reach,
+    /// Variables of this process's environment its programs see besides
+    /// [`BASE_CHILD_ENV`](crate::BASE_CHILD_ENV) (not stored with runs: each
+    /// process's operator says).
+    inherit_env: Vec<String>,
+    /// Variables set for every program it starts (not stored with runs).
+    program_env: std::collections::BTreeMap<String, String>,
+}
+
+/// Which files a blueprint may name (scripts, nested blueprints).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Any the process can read (a blueprint of the operator's).
+    Any,
+    /// Only files that resolve, symlinks followed, inside this canonical
+    /// folder (a client's inline blueprint).
+    Within(PathBuf),
+    /// None (a client's inline blueprint on a server without a folder).
+    Nothing,
+}
+
+impl Reach {
+    /// Reads the file `named` (relative to `base_dir`) if this reach
+    /// allows it: the file as resolved, and its text.
+    fn read(&self, base_dir: &Path, named: &str) -> (PathBuf, Result<String, files::FileError>) {
+        match self {
+            Reach::Any => files::read_named(base_dir, named, None),
+            Reach::Within(root) => files::read_named(base_dir, named, Some(root)),
+            Reach::Nothing => (base_dir.join(named), Err(files::FileError::Outside)),
+        }
+    }
 }
 
 /// Where a blueprint came from when it was run from a signed pack: kept in
@@ -250,8 +288,13 @@ impl Blueprint {
     /// Reads and validates the blueprint at `path`.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, BlueprintError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| BlueprintError::Io { path: path.to_owned(), source })?;
+        let text = files::read_regular(path).map_err(|error| {
+            let source = match error {
+                files::FileError::Io(source) => source,
+                other => std::io::Error::other(other.describe("file", "", path)),
+            };
+            BlueprintError::Io { path: path.to_owned(), source }
+        })?;
         let source = serde_json::from_str(&text)
             .map_err(|source| BlueprintError::Json { path: path.to_owned(), source })?;
         let dir = match path.parent() {
@@ -264,7 +307,26 @@ impl Blueprint {
 
     /// Validates a blueprint whose relative paths start at `base_dir`.
     pub fn from_value(source: Value, base_dir: impl Into<PathBuf>) -> Result<Self, BlueprintError> {
-        Self::nested_in(source, base_dir.into(), &mut Vec::new())
+        Self::nested_in(source, base_dir.into(), &Reach::Any, &mut Vec::new())
+    }
+
+    /// Validates a blueprint a client sent (inline, over an API): its
+    /// relative paths start at `folder`, and every file it names (scripted
+    /// replies, nested blueprints) must resolve, symlinks followed, inside
+    /// `folder`; with no folder it may name none. A file outside, or one
+    /// that does not exist, is refused with the same problem, which says
+    /// nothing about the file. Runs of it keep the restriction on every
+    /// leg.
+    pub fn from_client(source: Value, folder: Option<&Path>) -> Result<Self, BlueprintError> {
+        let (base_dir, reach) = match folder {
+            Some(folder) => {
+                let root = std::fs::canonicalize(folder)
+                    .map_err(|source| BlueprintError::Io { path: folder.to_owned(), source })?;
+                (root.clone(), Reach::Within(root))
+            }
+            None => (PathBuf::from("."), Reach::Nothing),
+        };
+        Self::nested_in(source, base_dir, &reach, &mut Vec::new())
     }
 
     /// Validates a blueprint; `within` lists the files of the blueprints
@@ -272,6 +334,7 @@ impl Blueprint {
     fn nested_in(
         source: Value,
         base_dir: PathBuf,
+        reach: &Reach,
         within: &mut Vec<PathBuf>,
     ) -> Result<Self, BlueprintError> {
         let mut problems = structure_problems(&source);
@@ -288,14 +351,14 @@ impl Blueprint {
         })?;
         let mut subgraphs = std::collections::BTreeMap::new();
         match &doc {
-            Doc::Agent(agent) => check_agent(agent, "", &base_dir, &mut problems),
+            Doc::Agent(agent) => check_agent(agent, "", &base_dir, reach, &mut problems),
             Doc::Graph(graph) => {
-                check_graph(graph, &base_dir, &mut problems);
+                check_graph(graph, &base_dir, reach, &mut problems);
                 for (index, entry) in graph.agents.iter().enumerate() {
                     let EntryDoc::Subgraph { name, blueprint } = entry else { continue };
                     let at = format!("/agents/{index}/blueprint");
                     if let Some(nested) =
-                        nested_blueprint(blueprint, &base_dir, &at, within, &mut problems)
+                        nested_blueprint(blueprint, &base_dir, reach, &at, within, &mut problems)
                     {
                         subgraphs.insert(name.clone(), nested);
                     }
@@ -311,6 +374,9 @@ impl Blueprint {
                 model_override: None,
                 stream_all: false,
                 pack: None,
+                reach: reach.clone(),
+                inherit_env: Vec::new(),
+                program_env: std::collections::BTreeMap::new(),
             })
         } else {
             Err(BlueprintError::Invalid { problems })
@@ -339,6 +405,90 @@ impl Blueprint {
             .collect();
         self.stream_all = true;
         self
+    }
+
+    /// Lets the programs it starts (command tools, MCP servers, nested
+    /// blueprints' included) see these variables of this process's
+    /// environment, besides [`BASE_CHILD_ENV`](crate::BASE_CHILD_ENV) and
+    /// what the blueprint's own `env` entries set. Not stored with its
+    /// runs: the process that drives a leg decides.
+    pub fn with_inherited_env(mut self, names: &[String]) -> Self {
+        self.subgraphs = std::mem::take(&mut self.subgraphs)
+            .into_iter()
+            .map(|(name, nested)| (name, nested.with_inherited_env(names)))
+            .collect();
+        self.inherit_env = names.to_vec();
+        self
+    }
+
+    /// Sets `name` to `value` for every program it starts (command tools,
+    /// MCP servers, nested blueprints' included), over what the blueprint
+    /// sets. Not stored with its runs.
+    pub fn with_program_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let (name, value) = (name.into(), value.into());
+        self.subgraphs = std::mem::take(&mut self.subgraphs)
+            .into_iter()
+            .map(|(entry, nested)| (entry, nested.with_program_env(name.clone(), value.clone())))
+            .collect();
+        self.program_env.insert(name, value);
+        self
+    }
+
+    /// Everything it would start as a program: command tools as
+    /// `agent.tool` and MCP servers started from a command as
+    /// `agent/server`, nested blueprints' included under their entry's
+    /// name (`review/checker.run_tests`). A server that accepts blueprints
+    /// from clients refuses these unless its operator allows them.
+    pub fn programs(&self) -> Vec<String> {
+        let mut programs = self.command_tools();
+        programs.extend(self.mcp_servers_where(|server| !server.command.is_empty()));
+        programs
+    }
+
+    /// The MCP servers it reaches over HTTP, as `(agent/server, url)`,
+    /// nested blueprints' included.
+    pub fn mcp_urls(&self) -> Vec<(String, String)> {
+        let mut urls: Vec<(String, String)> = self
+            .own_agents()
+            .into_iter()
+            .flat_map(|agent| {
+                agent.mcp_servers.iter().filter_map(move |server| {
+                    let url = server.url.clone()?;
+                    Some((format!("{}/{}", agent.name, server.name), url))
+                })
+            })
+            .collect();
+        for (name, nested) in &self.subgraphs {
+            urls.extend(
+                nested
+                    .mcp_urls()
+                    .into_iter()
+                    .map(|(server, url)| (format!("{name}/{server}"), url)),
+            );
+        }
+        urls
+    }
+
+    /// The MCP servers (nested ones included) that `keep` selects, as
+    /// `agent/server`.
+    fn mcp_servers_where(&self, keep: fn(&McpServerDoc) -> bool) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .own_agents()
+            .into_iter()
+            .flat_map(|agent| {
+                agent
+                    .mcp_servers
+                    .iter()
+                    .filter(move |server| keep(server))
+                    .map(move |server| format!("{}/{}", agent.name, server.name))
+            })
+            .collect();
+        for (name, nested) in &self.subgraphs {
+            names.extend(
+                nested.mcp_servers_where(keep).into_iter().map(|inner| format!("{name}/{inner}")),
+            );
+        }
+        names
     }
 
     /// The agents of this blueprint itself (not those of nested ones).
@@ -398,6 +548,11 @@ impl Blueprint {
             "model": self.model_override,
             "stream": self.stream_all,
             "pack": self.pack,
+            "confined": self.reach != Reach::Any,
+            "confined_to": match &self.reach {
+                Reach::Within(root) => Some(root),
+                _ => None,
+            },
         })
     }
 
@@ -408,7 +563,14 @@ impl Blueprint {
             return Err(BlueprintError::NotABlueprintRun);
         }
         let base_dir = attachment["base_dir"].as_str().ok_or(BlueprintError::NotABlueprintRun)?;
-        let blueprint = Self::from_value(attachment["blueprint"].clone(), base_dir)?;
+        // A client's blueprint keeps its confinement on every leg.
+        let reach = match (attachment["confined"].as_bool(), attachment["confined_to"].as_str()) {
+            (Some(true), Some(root)) => Reach::Within(PathBuf::from(root)),
+            (Some(true), None) => Reach::Nothing,
+            _ => Reach::Any,
+        };
+        let source = attachment["blueprint"].clone();
+        let blueprint = Self::nested_in(source, base_dir.into(), &reach, &mut Vec::new())?;
         let blueprint = match attachment["model"].as_str() {
             Some(spec) => blueprint.with_model(spec),
             None => blueprint,
@@ -582,7 +744,10 @@ impl Blueprint {
                 (Some(result), _) => agent.tool(FixtureTool::new(spec, result.clone())),
                 (None, Some(command)) => {
                     let mut tool_impl = CommandTool::new(spec, &command[0], command[1..].to_vec())
-                        .dir(&self.base_dir);
+                        .dir(&self.base_dir)
+                        .inherit_env(&self.inherit_env)
+                        .envs(tool.env.clone())
+                        .envs(self.program_env.clone());
                     if let Some(ms) = tool.timeout_ms {
                         tool_impl = tool_impl.timeout(Duration::from_millis(ms));
                     }
@@ -615,9 +780,9 @@ impl Blueprint {
     ) -> Result<Arc<dyn ChatModel>, HarnessError> {
         match spec.strip_prefix("scripted:") {
             Some(path) => {
-                let path = self.base_dir.join(path);
                 let missing = || HarnessError::MissingModel { spec: spec.to_owned() };
-                let text = std::fs::read_to_string(&path).map_err(|_| missing())?;
+                let (_, text) = self.reach.read(&self.base_dir, path);
+                let text = text.map_err(|_| missing())?;
                 let value: Value = serde_json::from_str(&text).map_err(|_| missing())?;
                 let replies = ScriptReply::parse_script(&value).map_err(|_| missing())?;
                 Ok(Arc::new(ScriptedModel::new(spec, replies)))

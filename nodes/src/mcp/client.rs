@@ -114,7 +114,8 @@ impl McpServer {
         let server = config.name.clone();
         let program = config.command.first().cloned().unwrap_or_default();
         let mut command = tokio::process::Command::new(&program);
-        command.args(config.command.iter().skip(1)).envs(&config.env).current_dir(&config.dir);
+        crate::child_env::clean_env(&mut command, &config.inherit_env, &config.env);
+        command.args(config.command.iter().skip(1)).current_dir(&config.dir);
         // Killed when its handle is dropped, wherever that happens (a
         // runtime shutting down never runs the SDK's own kill task), so a
         // server stuck in a call never outlives its session.
@@ -150,15 +151,18 @@ impl McpServer {
         E: std::error::Error + Send + Sync + 'static,
     {
         let server = config.name.clone();
+        let remote = config.url.is_some();
         let started = async {
             let session = ().serve(transport).await.map_err(|error| McpError::Initialize {
                 server: server.clone(),
-                message: error.to_string(),
+                message: initialize_words(&error, remote),
                 stderr: Vec::new(),
             })?;
-            let tools = session.peer().list_all_tools().await.map_err(|error| {
-                McpError::ListTools { server: server.clone(), message: error.to_string() }
-            })?;
+            let tools =
+                session.peer().list_all_tools().await.map_err(|error| McpError::ListTools {
+                    server: server.clone(),
+                    message: service_words(&error, remote).to_owned(),
+                })?;
             Ok::<_, McpError>((session, tools))
         };
         let (session, tools) = match tokio::time::timeout(config.start_timeout, started).await {
@@ -249,10 +253,55 @@ impl McpServer {
             Err(error) => Err(McpError::Connection {
                 server,
                 tool,
-                message: error.to_string(),
+                message: service_words(&error, self.config.url.is_some()).to_owned(),
                 stderr: self.stderr.last(),
             }),
         }
+    }
+}
+
+/// Why the `initialize` handshake failed, in words of our own: the SDK's
+/// messages carry Rust type names and, for a server over HTTP, what the
+/// remote answered, which is never repeated (a blueprint could point the
+/// server at any address and read the answer back from the error).
+fn initialize_words(error: &rmcp::service::ClientInitializeError, remote: bool) -> String {
+    use rmcp::service::ClientInitializeError as Init;
+    let words = match error {
+        Init::ConnectionClosed(_) if remote => "the connection closed before it answered",
+        Init::ConnectionClosed(_) => "it exited or closed its output before it answered",
+        Init::TransportError { .. } if remote => {
+            "the request failed: no MCP server answered there (refused, unreachable, an HTTP error, or not MCP)"
+        }
+        Init::TransportError { .. } => "writing to it or reading from it failed",
+        Init::JsonRpcError(_) if remote => "it refused the handshake with a JSON-RPC error",
+        // A program the operator allowed: its own words are no leak.
+        Init::JsonRpcError(error) => return format!("it refused the handshake: {}", error.message),
+        Init::NoCompatibleProtocolVersion { .. } => "it speaks no protocol version this client does",
+        Init::ExpectedInitResponse(_)
+        | Init::ExpectedInitResult(_)
+        | Init::ConflictInitResponseId(..)
+        | Init::UncorrelatedErrorResponse { .. } => {
+            "it answered the handshake with something other than an MCP initialize result"
+        }
+        _ => "the handshake failed",
+    };
+    words.to_owned()
+}
+
+/// Why a request to a started server failed, likewise in words of our own.
+fn service_words(error: &ServiceError, remote: bool) -> &'static str {
+    match error {
+        ServiceError::McpError(_) => "it answered with a JSON-RPC error",
+        ServiceError::TransportSend(_) if remote => {
+            "the request failed (an HTTP error or no answer)"
+        }
+        ServiceError::TransportSend(_) => "writing to it failed",
+        ServiceError::TransportClosed if remote => "the connection closed",
+        ServiceError::TransportClosed => "it exited or closed its output",
+        ServiceError::UnexpectedResponse => "it answered with something unexpected",
+        ServiceError::Timeout { .. } => "it did not answer in time",
+        ServiceError::Cancelled { .. } => "the request was cancelled",
+        _ => "the request failed",
     }
 }
 

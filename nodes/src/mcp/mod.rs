@@ -34,8 +34,12 @@ pub struct McpServerConfig {
     /// The server's endpoint, for a server reached over streamable HTTP
     /// instead of started: `command`, `env` and `dir` are then unused.
     pub url: Option<String>,
-    /// Variables added to the server's environment.
+    /// Variables set in the server's environment, which is otherwise
+    /// cleared down to [`BASE_CHILD_ENV`](crate::BASE_CHILD_ENV) and
+    /// `inherit_env`.
     pub env: BTreeMap<String, String>,
+    /// Variables of this process's environment the server also sees.
+    pub inherit_env: Vec<String>,
     /// Its working directory.
     pub dir: PathBuf,
     /// Time to start, initialize and list its tools.
@@ -59,6 +63,7 @@ impl McpServerConfig {
             command,
             url: None,
             env: BTreeMap::new(),
+            inherit_env: Vec::new(),
             dir: PathBuf::from("."),
             start_timeout: DEFAULT_MCP_START_TIMEOUT,
             call_timeout: DEFAULT_MCP_CALL_TIMEOUT,
