@@ -199,7 +199,7 @@ impl Middleware for ModelFallback {
                 let payload = serde_json::json!({
                     "model": self.fallback.name(),
                     "error": error.to_string(),
-                    "class": format!("{:?}", error.class()),
+                    "class": error.class().as_str(),
                 });
                 cx.emit_custom("fallback_selected", payload)?;
                 self.fallback.invoke(&request).await

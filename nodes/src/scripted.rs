@@ -71,7 +71,8 @@ fn parse_reply(item: &Value) -> Result<ScriptReply, String> {
     let known = ["text", "stream", "tool_calls", "structured", "error"];
     let kinds: Vec<&str> = known.iter().copied().filter(|key| object.contains_key(*key)).collect();
     let [kind] = kinds.as_slice() else {
-        return Err(format!("a reply has exactly one of {known:?}, found {kinds:?}"));
+        let found = if kinds.is_empty() { "none".to_owned() } else { kinds.join(", ") };
+        return Err(format!("a reply has exactly one of {}; found {found}", known.join(", ")));
     };
     let allowed: &[&str] = match *kind {
         "error" => &["error", "message", "retry_after_ms"],
@@ -107,7 +108,8 @@ fn parse_reply(item: &Value) -> Result<ScriptReply, String> {
         }
         _ => {
             let kind = value.as_str().filter(|k| ERROR_KINDS.contains(k));
-            let kind = kind.ok_or_else(|| format!("`error` is one of {ERROR_KINDS:?}"))?;
+            let kind =
+                kind.ok_or_else(|| format!("`error` is one of {}", ERROR_KINDS.join(", ")))?;
             let message =
                 object.get("message").and_then(Value::as_str).unwrap_or("scripted failure");
             let retry_after = match object.get("retry_after_ms") {

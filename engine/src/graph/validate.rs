@@ -113,7 +113,7 @@ pub enum GraphProblem {
         source_node: String,
     },
     /// A join lists no sources, or one source twice.
-    #[error("join into `{join}` must list distinct sources (found {sources:?})")]
+    #[error("join into `{join}` must list distinct sources (found {})", sources.join(", "))]
     BadJoinSources {
         /// The join's target.
         join: String,
