@@ -47,7 +47,8 @@ pub(crate) enum Command {
         /// else the whole object, is sent).
         #[arg(long, default_value = "")]
         input: String,
-        /// Use this model for every agent (`scripted:PATH`, `openai:MODEL`).
+        /// Use this model for every agent (`scripted:PATH`, `openai:MODEL`,
+        /// `anthropic:MODEL`).
         #[arg(long)]
         model: Option<String>,
         /// Stream every agent's model calls: the reply's text is recorded

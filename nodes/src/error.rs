@@ -188,6 +188,20 @@ pub enum HarnessError {
         /// What the provider said.
         message: String,
     },
+    /// The provider is overloaded (Anthropic's 529 `overloaded_error`):
+    /// retried like a server error, after the wait it asks for.
+    #[error("{provider}: overloaded (HTTP {status}){}: {message}", retry_after.map(|d| format!(", retry after {} ms", d.as_millis())).unwrap_or_default())]
+    Overloaded {
+        /// The provider.
+        provider: String,
+        /// HTTP status (529, or the status an error inside a stream
+        /// stands for).
+        status: u16,
+        /// How long the provider asked to wait.
+        retry_after: Option<Duration>,
+        /// What the provider said.
+        message: String,
+    },
     /// A call took longer than allowed.
     #[error("{what} timed out after {} ms", after.as_millis())]
     Timeout {
@@ -313,7 +327,7 @@ impl HarnessError {
             HarnessError::InvalidRequest { .. } => ErrorClass::InvalidRequest,
             HarnessError::Auth { .. } => ErrorClass::Auth,
             HarnessError::RateLimited { .. } => ErrorClass::RateLimit,
-            HarnessError::Server { .. } => ErrorClass::Server,
+            HarnessError::Server { .. } | HarnessError::Overloaded { .. } => ErrorClass::Server,
             HarnessError::Timeout { .. } | HarnessError::ProviderTimeout { .. } => {
                 ErrorClass::Timeout
             }
@@ -347,7 +361,8 @@ impl HarnessError {
     /// How long the provider asked to wait before trying again.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            HarnessError::RateLimited { retry_after, .. } => *retry_after,
+            HarnessError::RateLimited { retry_after, .. }
+            | HarnessError::Overloaded { retry_after, .. } => *retry_after,
             _ => None,
         }
     }
@@ -367,6 +382,7 @@ impl HarnessError {
             HarnessError::Auth { .. } => "auth",
             HarnessError::RateLimited { .. } => "rate_limited",
             HarnessError::Server { .. } => "server",
+            HarnessError::Overloaded { .. } => "overloaded",
             HarnessError::Timeout { .. } => "timeout",
             HarnessError::ProviderTimeout { .. } => "provider_timeout",
             HarnessError::Network { .. } => "network",

@@ -37,11 +37,15 @@
 //! ```
 
 mod agent;
+#[cfg(feature = "anthropic")]
+mod anthropic;
 mod blueprint;
 mod child_env;
 mod command;
 mod context;
 mod error;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod http;
 mod mcp;
 mod memory;
 mod message;
@@ -53,13 +57,18 @@ mod retry;
 mod scripted;
 mod structured;
 mod telemetry;
-#[cfg(any(feature = "openai", feature = "mcp"))]
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "mcp"))]
 mod tls;
 mod tool;
 
 pub use agent::{
     Agent, AgentProgress, AgentRun, AgentState, AgentStateUpdate, CompiledAgent,
     DEFAULT_MAX_REASKS, DEFAULT_MAX_TURNS, TOOL_APPROVAL,
+};
+#[cfg(feature = "anthropic")]
+pub use anthropic::{
+    anthropic_request_body, AnthropicModel, ANTHROPIC_VERSION, DEFAULT_ANTHROPIC_BASE_URL,
+    DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_ANTHROPIC_TIMEOUT,
 };
 pub use blueprint::{Blueprint, BlueprintError, BlueprintProblem, PackProvenance, MAX_FILE_BYTES};
 pub use child_env::BASE_CHILD_ENV;

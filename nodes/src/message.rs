@@ -41,6 +41,12 @@ pub enum Message {
         /// Tokens the call used, when the provider reports them.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
+        /// The model's reasoning as the provider returned it (Anthropic's
+        /// `thinking` and `redacted_thinking` blocks, signatures included),
+        /// kept so that it can be sent back on the next turn, as the
+        /// provider requires; never shown as the answer.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reasoning: Vec<Value>,
     },
     /// A tool's result, answering one tool call.
     Tool {
@@ -80,6 +86,7 @@ impl Message {
             content: content.into(),
             tool_calls: Vec::new(),
             usage: None,
+            reasoning: Vec::new(),
         }
     }
 
@@ -166,12 +173,29 @@ pub struct Usage {
     pub output_tokens: u64,
     /// Both.
     pub total_tokens: u64,
+    /// Prompt tokens read from the provider's prompt cache (Anthropic's
+    /// `cache_read_input_tokens`), besides `input_tokens`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Prompt tokens written to the provider's prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`), besides `input_tokens`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_creation_tokens: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 impl Usage {
     /// Usage of `input` prompt and `output` completion tokens.
     pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
-        Self { input_tokens, output_tokens, total_tokens: input_tokens + output_tokens }
+        Self {
+            input_tokens,
+            output_tokens,
+            total_tokens: input_tokens + output_tokens,
+            ..Self::default()
+        }
     }
 }
 
@@ -190,6 +214,7 @@ mod tests {
                 content: String::new(),
                 tool_calls: vec![ToolCall::new("call_1", "lookup", serde_json::json!({"id": 7}))],
                 usage: Some(Usage::new(3, 4)),
+                reasoning: Vec::new(),
             },
             Message::Tool {
                 id: "t".into(),
@@ -217,6 +242,7 @@ mod tests {
             content: String::new(),
             tool_calls: vec![call.clone()],
             usage: None,
+            reasoning: Vec::new(),
         };
         let theirs_calling = Message::Assistant {
             id: "2".into(),
@@ -224,6 +250,7 @@ mod tests {
             content: String::new(),
             tool_calls: vec![call],
             usage: None,
+            reasoning: Vec::new(),
         };
         let theirs_answer = Message::Assistant {
             id: "3".into(),
@@ -231,6 +258,7 @@ mod tests {
             content: "done".into(),
             tool_calls: Vec::new(),
             usage: None,
+            reasoning: Vec::new(),
         };
         assert!(Message::user("0", "hi").visible_to("a"));
         assert!(mine.visible_to("a"));

@@ -189,6 +189,10 @@ pub struct ModelResponse {
     /// `content_filter`), as the provider says; `None` when it does not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// The model's reasoning as the provider returned it, to be kept in
+    /// the assistant message and sent back (see `Message::Assistant`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<Value>,
 }
 
 impl ModelResponse {

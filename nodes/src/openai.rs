@@ -17,6 +17,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Map, Value};
 
 use crate::error::HarnessError;
+use crate::http::{client_parts, error_chain, parse_args, redact_key, retry_after};
 use crate::message::{Message, ToolCall, Usage};
 use crate::model::{
     ChatModel, DeltaSink, ModelRegistry, ModelRequest, ModelResponse, ResponseFormat, ToolChoice,
@@ -78,24 +79,15 @@ impl OpenAiModel {
         api_key: Option<String>,
         timeout: Duration,
     ) -> Result<Self, HarnessError> {
-        crate::tls::install_crypto();
         let model = model.into();
-        let client = reqwest::Client::builder().timeout(timeout).build().map_err(|error| {
-            HarnessError::InvalidRequest {
-                provider: PROVIDER.into(),
-                status: None,
-                message: error.to_string(),
-            }
-        })?;
-        let base_url = base_url.into().trim_end_matches('/').to_owned();
-        // A key pasted with a newline or spaces around it is the same key.
-        let api_key = api_key.map(|key| key.trim().to_owned()).filter(|key| !key.is_empty());
+        let (client, base_url, api_key) =
+            client_parts(PROVIDER, timeout, base_url.into(), api_key)?;
         Ok(Self { client, base_url, api_key, name: format!("openai:{model}"), model, timeout })
     }
 
     /// Removes the key from text that is about to leave the adapter: the
-    /// whole key, and any run of its first [`ECHOED_PREFIX`] or more
-    /// characters (a provider echoing it cut short).
+    /// whole key, and any piece of it long enough to matter (see
+    /// [`redact_key`]).
     fn scrub(&self, text: &str) -> String {
         match &self.api_key {
             Some(key) => redact_key(text, key),
@@ -154,66 +146,6 @@ impl OpenAiModel {
     }
 }
 
-/// How long a piece of the key, echoed anywhere in a provider's answer
-/// (its start, its end, its middle), is scrubbed as if it were the key.
-const ECHOED_FRAGMENT: usize = 12;
-
-/// `text` with every occurrence of `key`, and of any piece of it at least
-/// [`ECHOED_FRAGMENT`] bytes long (a key shorter than that only whole),
-/// replaced by `[redacted]`. Matches are maximal: a run of the text that
-/// follows the key from any point of it is scrubbed as far as it goes.
-fn redact_key(text: &str, key: &str) -> String {
-    let (text_bytes, key_bytes) = (text.as_bytes(), key.as_bytes());
-    if key_bytes.is_empty() {
-        return text.to_owned();
-    }
-    let least = ECHOED_FRAGMENT.min(key_bytes.len());
-    // For each position of the text, the longest run from there that
-    // equals a piece of the key (longest common substring, row by row).
-    let mut hidden = vec![false; text_bytes.len()];
-    let mut previous = vec![0usize; key_bytes.len() + 1];
-    let mut current = vec![0usize; key_bytes.len() + 1];
-    for (i, byte) in text_bytes.iter().enumerate() {
-        for (j, key_byte) in key_bytes.iter().enumerate() {
-            current[j + 1] = if byte == key_byte { previous[j] + 1 } else { 0 };
-            if current[j + 1] >= least {
-                let run = current[j + 1];
-                hidden[i + 1 - run..=i].iter_mut().for_each(|flag| *flag = true);
-            }
-        }
-        std::mem::swap(&mut previous, &mut current);
-    }
-    if !hidden.contains(&true) {
-        return text.to_owned();
-    }
-    let mut out = Vec::with_capacity(text_bytes.len());
-    let mut at = 0;
-    while at < text_bytes.len() {
-        if hidden[at] {
-            out.extend_from_slice(b"[redacted]");
-            while at < text_bytes.len() && hidden[at] {
-                at += 1;
-            }
-        } else {
-            out.push(text_bytes[at]);
-            at += 1;
-        }
-    }
-    // A run cut inside a character leaves broken UTF-8 at its edges.
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 /// The HTTP status an error sent inside a stream stands for (the stream's
 /// own status was 200): its `code` as a number or a numeric string
 /// (`"429"`), else a known `code` word (`rate_limit_exceeded`), else its
@@ -258,19 +190,6 @@ fn status_of_word(word: &str) -> Option<u16> {
         "overloaded_error" | "service_unavailable" | "engine_overloaded" => 503,
         _ => return None,
     })
-}
-
-/// `retry-after-ms` (milliseconds) or `retry-after` (seconds; an HTTP date
-/// is not read and falls back to the policy's backoff).
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let read = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = read("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        return (ms >= 0.0).then(|| Duration::from_secs_f64(ms / 1000.0));
-    }
-    read("retry-after")
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|s| *s >= 0.0)
-        .map(Duration::from_secs_f64)
 }
 
 /// The request body for `request` (`stream` adds `stream_options` so the
@@ -406,14 +325,6 @@ fn nullable(mut property: Value) -> Value {
     }
 }
 
-fn parse_args(raw: &str) -> Result<Value, String> {
-    if raw.trim().is_empty() {
-        return Ok(json!({}));
-    }
-    serde_json::from_str(raw)
-        .map_err(|error| format!("tool-call arguments are not JSON ({error}): {raw}"))
-}
-
 fn parse_usage(value: &Value) -> Option<Usage> {
     let input = value["prompt_tokens"].as_u64()?;
     let output = value["completion_tokens"].as_u64().unwrap_or(0);
@@ -421,6 +332,7 @@ fn parse_usage(value: &Value) -> Option<Usage> {
         input_tokens: input,
         output_tokens: output,
         total_tokens: value["total_tokens"].as_u64().unwrap_or(input + output),
+        ..Usage::default()
     })
 }
 
@@ -515,6 +427,7 @@ impl ChatModel for OpenAiModel {
             finish_reason: value["choices"][0]["finish_reason"]
                 .as_str()
                 .map(|reason| self.scrub(reason)),
+            reasoning: Vec::new(),
         })
     }
 
@@ -569,7 +482,14 @@ impl ChatModel for OpenAiModel {
             return Err(self.protocol("the stream ended before [DONE]"));
         }
         let tool_calls = calls.finish().map_err(|m| self.protocol(m))?;
-        Ok(ModelResponse { content, tool_calls, usage, model, finish_reason })
+        Ok(ModelResponse {
+            content,
+            tool_calls,
+            usage,
+            model,
+            finish_reason,
+            reasoning: Vec::new(),
+        })
     }
 }
 
@@ -602,31 +522,6 @@ mod tests {
                       "properties": {"d": {"type": ["boolean", "null"]}}}
             }})
         );
-    }
-
-    #[test]
-    fn keys_are_scrubbed_whole_and_by_echoed_fragments() {
-        let key = "sk-proj-0123456789abcdefXYZ";
-        let cases = [
-            (format!("bad key {key}!"), "bad key [redacted]!".to_owned()),
-            (format!("key: {}...", &key[..14]), "key: [redacted]...".to_owned()),
-            (key[..11].to_owned(), key[..11].to_owned()),
-            // Without its first characters, or its last, or both.
-            (format!("key ...{}", &key[3..]), "key ...[redacted]".to_owned()),
-            (format!("<{}>", &key[5..19]), "<[redacted]>".to_owned()),
-            (format!("({})", &key[8..20]), "([redacted])".to_owned()),
-            (format!("({})", &key[8..19]), format!("({})", &key[8..19])),
-            (
-                format!("{key}{key} and {}", &key[..12]),
-                // Two keys side by side are one run of key text.
-                "[redacted] and [redacted]".to_owned(),
-            ),
-            ("nothing here".to_owned(), "nothing here".to_owned()),
-        ];
-        for (text, expected) in cases {
-            assert_eq!(redact_key(&text, key), expected, "{text}");
-        }
-        assert_eq!(redact_key("short k", "k"), "short [redacted]", "short keys whole");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! TLS for this crate's HTTPS clients: the OpenAI provider and MCP servers
+//! TLS for this crate's HTTPS clients: the OpenAI and Anthropic providers and MCP servers
 //! reached by URL.
 
 use std::sync::Once;

@@ -2,18 +2,12 @@
 //! `POST /v1/chat/completions` with scripted replies in the real wire format
 //! (JSON or SSE) and records every request.
 
-use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, Response, StatusCode};
-use axum::routing::post;
-use axum::Router;
 use serde_json::{json, Value};
+
+pub use crate::fake_http::Recorded;
+use crate::fake_http::{Answer, FakeHttp};
 
 /// One scripted answer.
 #[derive(Debug, Clone)]
@@ -123,161 +117,51 @@ pub fn usage_chunk() -> String {
     .to_string()
 }
 
-/// A request the server received.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Recorded {
-    /// The `Authorization` header, if any.
-    pub authorization: Option<String>,
-    /// The JSON body.
-    pub body: Value,
-}
-
-#[derive(Default)]
-struct Shared {
-    replies: Mutex<VecDeque<Reply>>,
-    requests: Mutex<Vec<Recorded>>,
-    /// Streams whose client went away before they finished.
-    dropped: AtomicU32,
-}
-
 /// A running fake server; stops when dropped.
+#[derive(Debug)]
 pub struct FakeOpenAi {
-    base_url: String,
-    shared: Arc<Shared>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl std::fmt::Debug for FakeOpenAi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FakeOpenAi").field("base_url", &self.base_url).finish_non_exhaustive()
-    }
-}
-
-impl Drop for FakeOpenAi {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    http: FakeHttp,
 }
 
 impl FakeOpenAi {
     /// Starts a server on a free loopback port (inside a tokio runtime).
     pub async fn start() -> Self {
-        let shared = Arc::new(Shared::default());
-        let app = Router::new()
-            .route("/v1/chat/completions", post(handle))
-            .with_state(Arc::clone(&shared));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
-        let address = listener.local_addr().expect("a bound address");
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Self { base_url: format!("http://{address}/v1"), shared, task }
+        Self { http: FakeHttp::start("/v1/chat/completions", "/v1").await }
     }
 
     /// The base URL to give the adapter (`http://127.0.0.1:PORT/v1`).
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        self.http.base_url()
     }
 
     /// Queues the answer to the next request.
     pub fn push(&self, reply: Reply) {
-        self.shared.replies.lock().unwrap_or_else(PoisonError::into_inner).push_back(reply);
+        self.http.push(match reply {
+            Reply::Json { status, headers, body } => Answer::Json { status, headers, body },
+            Reply::Sse { data, done, delay } => {
+                let mut frames: Vec<String> =
+                    data.into_iter().map(|data| format!("data: {data}\n\n")).collect();
+                if done {
+                    frames.push("data: [DONE]\n\n".to_owned());
+                }
+                Answer::Frames { frames, delay, abort: false }
+            }
+            Reply::Hang => Answer::Hang,
+        });
     }
 
     /// Every request so far.
     pub fn requests(&self) -> Vec<Recorded> {
-        self.shared.requests.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.http.requests()
     }
 
     /// The last request's body.
     pub fn last_body(&self) -> Value {
-        self.requests().last().map(|r| r.body.clone()).unwrap_or(Value::Null)
+        self.http.last_body()
     }
 
     /// Streams abandoned by their client before the end.
     pub fn dropped_streams(&self) -> u32 {
-        self.shared.dropped.load(Ordering::SeqCst)
-    }
-}
-
-/// Counts a stream dropped before its end.
-struct DropGuard(Option<Arc<Shared>>);
-
-impl Drop for DropGuard {
-    fn drop(&mut self) {
-        if let Some(shared) = self.0.take() {
-            shared.dropped.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-}
-
-async fn handle(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response<Body> {
-    let authorization =
-        headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    shared
-        .requests
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(Recorded { authorization, body });
-    let reply = shared.replies.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
-    let reply =
-        reply.unwrap_or_else(|| Reply::error(500, "the fake server has no scripted reply left"));
-    match reply {
-        Reply::Json { status, headers, body } => {
-            let mut response = Response::builder()
-                .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
-                .header("content-type", "application/json");
-            for (name, value) in headers {
-                response = response.header(name, value);
-            }
-            response.body(Body::from(body.to_string())).unwrap_or_default()
-        }
-        Reply::Sse { data, done, delay } => {
-            let guard = DropGuard(Some(Arc::clone(&shared)));
-            let mut items: VecDeque<String> =
-                data.into_iter().map(|d| format!("data: {d}\n\n")).collect();
-            if done {
-                items.push_back("data: [DONE]\n\n".to_owned());
-            }
-            let stream = futures_util::stream::unfold(
-                (items, guard),
-                move |(mut items, mut guard)| async move {
-                    match items.pop_front() {
-                        Some(item) => {
-                            if !delay.is_zero() {
-                                tokio::time::sleep(delay).await;
-                            }
-                            Some((Ok::<_, Infallible>(Bytes::from(item)), (items, guard)))
-                        }
-                        None => {
-                            guard.0.take();
-                            None
-                        }
-                    }
-                },
-            );
-            Response::builder()
-                .status(200)
-                .header("content-type", "text/event-stream")
-                .body(Body::from_stream(stream))
-                .unwrap_or_default()
-        }
-        Reply::Hang => {
-            let guard = DropGuard(Some(Arc::clone(&shared)));
-            let stream = futures_util::stream::unfold(guard, |guard| async move {
-                std::future::pending::<()>().await;
-                Some((Ok::<_, Infallible>(Bytes::new()), guard))
-            });
-            Response::builder()
-                .status(200)
-                .header("content-type", "text/event-stream")
-                .body(Body::from_stream(stream))
-                .unwrap_or_default()
-        }
+        self.http.dropped_streams()
     }
 }

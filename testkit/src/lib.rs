@@ -36,6 +36,10 @@
 mod clock;
 pub mod conformance;
 #[cfg(feature = "provider-suite")]
+pub mod fake_anthropic;
+#[cfg(feature = "provider-suite")]
+mod fake_http;
+#[cfg(feature = "provider-suite")]
 pub mod fake_openai;
 mod hooked;
 mod models;

@@ -688,7 +688,8 @@ pub(crate) fn parse(record: &EventRecord) -> Result<EventEnvelope, CliError> {
 }
 
 /// Providers a blueprint may name besides `scripted:`: `openai:MODEL`
-/// (`OPENAI_BASE_URL`, `OPENAI_API_KEY`).
+/// (`OPENAI_BASE_URL`, `OPENAI_API_KEY`) and `anthropic:MODEL`
+/// (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`).
 pub(crate) fn models() -> ModelRegistry {
-    ModelRegistry::new().with_openai()
+    ModelRegistry::new().with_openai().with_anthropic()
 }

@@ -110,6 +110,7 @@ pub(crate) async fn model_turn(
                 content: response.content,
                 tool_calls: response.tool_calls,
                 usage: response.usage,
+                reasoning: response.reasoning,
             };
             added.push(message);
             let last = added.last().expect("just pushed");

@@ -245,7 +245,10 @@ pub(super) fn check_agent(
         _ => problem(
             problems,
             format!("{at}/model"),
-            format!("`{}` is not a model spec (`scripted:PATH`, `openai:MODEL`)", agent.model),
+            format!(
+                "`{}` is not a model spec (`scripted:PATH`, `openai:MODEL`, `anthropic:MODEL`)",
+                agent.model
+            ),
         ),
     }
     let mut servers = BTreeSet::new();

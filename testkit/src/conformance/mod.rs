@@ -5,11 +5,18 @@
 //!   spec, run by the executor on a store you supply.
 //! - `check_openai_compatible` (feature `provider-suite`): a chat adapter
 //!   against a fake OpenAI-compatible server, streaming included.
+//! - `check_anthropic_compatible` (feature `provider-suite`): the same
+//!   cases in Anthropic's Messages format against a fake Anthropic server,
+//!   with thinking blocks, cache usage and Anthropic's error types.
 
+#[cfg(feature = "provider-suite")]
+mod anthropic;
 mod graph;
 #[cfg(feature = "provider-suite")]
 mod provider;
 
+#[cfg(feature = "provider-suite")]
+pub use anthropic::check_anthropic_compatible;
 pub use graph::check_engine;
 #[cfg(feature = "provider-suite")]
 pub use provider::{check_openai_compatible, ProviderSetup, SUITE_KEY};

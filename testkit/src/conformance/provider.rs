@@ -27,7 +27,7 @@ pub struct ProviderSetup<'a> {
 /// `Authorization` header.
 pub const SUITE_KEY: &str = "sk-suite-0123456789abcdef";
 
-fn request(messages: Vec<Message>) -> ModelRequest {
+pub(super) fn request(messages: Vec<Message>) -> ModelRequest {
     ModelRequest {
         agent: "suite".into(),
         system: None,
@@ -40,7 +40,7 @@ fn request(messages: Vec<Message>) -> ModelRequest {
     }
 }
 
-fn lookup_tool() -> ToolSpec {
+pub(super) fn lookup_tool() -> ToolSpec {
     ToolSpec::new(
         "lookup_order",
         "Find an order",
@@ -48,7 +48,9 @@ fn lookup_tool() -> ToolSpec {
     )
 }
 
-fn class(result: &Result<tollgate_nodes::ModelResponse, HarnessError>) -> Option<ErrorClass> {
+pub(super) fn class(
+    result: &Result<tollgate_nodes::ModelResponse, HarnessError>,
+) -> Option<ErrorClass> {
     result.as_ref().err().map(HarnessError::class)
 }
 
@@ -192,6 +194,7 @@ where
             content: String::new(),
             tool_calls: vec![ToolCall::new("call_abc", "lookup_order", json!({"id": 7}))],
             usage: None,
+            reasoning: Vec::new(),
         },
         Message::Tool {
             id: "t".into(),
@@ -435,16 +438,36 @@ where
         "stream_cut_before_done"
     );
 
+    let dropped = || server.dropped_streams();
+    transport_cases(&make, setup, || server.push(Reply::Hang), dropped, "/v1").await;
+    bodies
+}
+
+/// The cases every HTTP adapter shares: a dropped call closes its
+/// connection (`hang` scripts a reply that never comes; `dropped` counts
+/// streams the server saw abandoned), a timeout, a refused connection (at
+/// a closed port, base URL path `base_path`).
+pub(super) async fn transport_cases<F>(
+    make: &F,
+    setup: ProviderSetup<'_>,
+    hang: impl Fn(),
+    dropped: impl Fn() -> u32,
+    base_path: &str,
+) where
+    F: Fn(ProviderSetup<'_>) -> Arc<dyn ChatModel>,
+{
+    let model = make(setup);
+    let user = || request(vec![Message::user("u", "x")]);
     // Cancellation: dropping the call closes the connection.
-    server.push(Reply::Hang);
-    let dropped_before = server.dropped_streams();
+    hang();
+    let dropped_before = dropped();
     let mut sink = String::new();
     let cancelled =
         tokio::time::timeout(Duration::from_millis(200), model.stream(&user(), &mut sink)).await;
     assert!(cancelled.is_err(), "cancel: the call was still waiting");
     let mut closed = false;
     for _ in 0..100 {
-        if server.dropped_streams() > dropped_before {
+        if dropped() > dropped_before {
             closed = true;
             break;
         }
@@ -454,7 +477,7 @@ where
 
     // Timeout.
     let quick = make(ProviderSetup { timeout: Duration::from_millis(200), ..setup });
-    server.push(Reply::Hang);
+    hang();
     assert_eq!(class(&quick.invoke(&user()).await), Some(ErrorClass::Timeout), "timeout");
 
     // Connection refused.
@@ -462,9 +485,8 @@ where
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
         listener.local_addr().expect("an address").port()
     };
-    let url = format!("http://127.0.0.1:{closed_port}/v1");
+    let url = format!("http://127.0.0.1:{closed_port}{base_path}");
     let refused = make(ProviderSetup { base_url: &url, ..setup });
     let result = refused.invoke(&user()).await;
     assert_eq!(class(&result), Some(ErrorClass::Network), "connection_refused");
-    bodies
 }
