@@ -22,6 +22,10 @@ pub use tollgate_postgres::{PostgresOptions, PostgresStore};
 #[cfg(any(feature = "otel", feature = "prometheus"))]
 pub use tollgate_telemetry as telemetry;
 
+/// The run service, HTTP API, live streams, review page and signed packs
+/// (feature `server`).
+#[cfg(feature = "server")]
+pub use tollgate_server as server;
 /// Test doubles and conformance suites (feature `testkit`).
 #[cfg(feature = "testkit")]
 pub use tollgate_testkit as testkit;

@@ -15,12 +15,8 @@ macro_rules! say_raw {
 }
 
 mod args;
-mod error;
-mod hex;
 mod output;
 mod pack;
-mod server;
-mod service;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -32,8 +28,7 @@ use tollgate_engine::{Clock, Decision, DecisionRequest, EventSink};
 use tollgate_nodes::Blueprint;
 
 use args::{Cli, Command, RunsCommand, ThreadsCommand};
-use error::{code, CliError};
-use service::{Decided, RunSummary, Runs};
+use tollgate_server::{code, Decided, RunSummary, Runs, ServiceError};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -68,9 +63,9 @@ fn main() -> ExitCode {
     }
 }
 
-async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+async fn dispatch(cli: Cli) -> Result<u8, ServiceError> {
     if let Command::Serve { token: Some(_), .. } = &cli.command {
-        return Err(CliError::invalid(
+        return Err(ServiceError::invalid(
             "--token is not taken: a token on the command line shows in `ps`; set TOLLGATE_TOKEN or use --token-file PATH",
         ));
     }
@@ -99,15 +94,20 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             queue,
             json,
             ..
-        } if pack::is_pack(blueprint) => {
+        } if tollgate_server::is_pack(blueprint) => {
             if *queue {
-                return Err(CliError::invalid(
+                return Err(ServiceError::invalid(
                     "a pack cannot be queued: workers elsewhere may not hold the verified pack; run it here",
                 ));
             }
-            match pack::load_pack(blueprint, trusted_keys, *allow_unsigned, *dry_run_verify)? {
-                pack::Loaded::Blueprint(blueprint) => Some(*blueprint),
-                pack::Loaded::DryRun(report) => {
+            match tollgate_server::load_pack(
+                blueprint,
+                trusted_keys,
+                *allow_unsigned,
+                *dry_run_verify,
+            )? {
+                tollgate_server::Loaded::Blueprint(blueprint) => Some(*blueprint),
+                tollgate_server::Loaded::DryRun(report) => {
                     if *json {
                         print_json(&report);
                     } else {
@@ -119,11 +119,13 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                                 report["signature_verified"].as_bool(),
                                 report["key_id"].as_str()
                             ) {
-                                (Some(true), Some(key)) =>
-                                    format!("signed by trusted key {}", output::printable(key)),
+                                (Some(true), Some(key)) => format!(
+                                    "signed by trusted key {}",
+                                    tollgate_server::printable(key)
+                                ),
                                 (_, Some(key)) => format!(
                                     "signed by untrusted key {} (allowed)",
-                                    output::printable(key)
+                                    tollgate_server::printable(key)
                                 ),
                                 _ => "unsigned (allowed)".to_owned(),
                             }
@@ -135,7 +137,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Run { blueprint, dry_run_verify, .. } => {
             if *dry_run_verify {
-                return Err(CliError::invalid("--dry-run-verify is for packs (.tgpack)"));
+                return Err(ServiceError::invalid("--dry-run-verify is for packs (.tgpack)"));
             }
             Some(Blueprint::load(blueprint)?)
         }
@@ -163,27 +165,24 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                     .ok()
                     .filter(|duration| !duration.is_zero())
                     .ok_or_else(|| {
-                        CliError::invalid(format!("--{name} takes seconds, more than 0"))
+                        ServiceError::invalid(format!("--{name} takes seconds, more than 0"))
                     })
             };
-            let options = server::ServeOptions {
-                addr: *addr,
-                token: server_token(token_file.as_deref())?,
-                insecure_no_auth: *insecure_no_auth,
-                allow_origins: allow_origin.clone(),
-                blueprints: blueprints.clone(),
-                allow_inline_commands: *allow_inline_commands,
-                allow_mcp_hosts: allow_mcp_host.clone(),
-                pass_env: cli.pass_env.clone(),
-                limits: server::Limits {
-                    max_connections: *max_connections,
-                    header_timeout: seconds("header-timeout", *header_timeout)?,
-                    body_timeout: seconds("body-timeout", *body_timeout)?,
-                    max_body: *max_body,
-                    max_uri: 8_192,
-                },
-            };
-            server::check_exposure(&options)?;
+            let mut limits = tollgate_server::Limits::default();
+            limits.max_connections = *max_connections;
+            limits.header_timeout = seconds("header-timeout", *header_timeout)?;
+            limits.body_timeout = seconds("body-timeout", *body_timeout)?;
+            limits.max_body = *max_body;
+            let mut options = tollgate_server::ServeOptions::new(*addr);
+            options.token = server_token(token_file.as_deref())?;
+            options.insecure_no_auth = *insecure_no_auth;
+            options.allow_origins = allow_origin.clone();
+            options.blueprints = blueprints.clone();
+            options.allow_inline_commands = *allow_inline_commands;
+            options.allow_mcp_hosts = allow_mcp_host.clone();
+            options.pass_env = cli.pass_env.clone();
+            options.limits = limits;
+            tollgate_server::check_exposure(&options)?;
             Some(options)
         }
         _ => None,
@@ -208,7 +207,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             }
             let input = user_message(&input)?;
             if thread.as_deref().is_some_and(|thread| thread.trim().is_empty()) {
-                return Err(CliError::invalid("--thread must not be empty"));
+                return Err(ServiceError::invalid("--thread must not be empty"));
             }
             let thread = thread.as_deref();
             let summary = if queue {
@@ -222,12 +221,12 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             let lease = std::time::Duration::try_from_secs_f64(lease)
                 .ok()
                 .filter(|lease| *lease >= std::time::Duration::from_millis(100))
-                .ok_or_else(|| CliError::invalid("--lease takes seconds, at least 0.1"))?;
-            let shutdown = shutdown.take().ok_or_else(|| CliError::Failed {
+                .ok_or_else(|| ServiceError::invalid("--lease takes seconds, at least 0.1"))?;
+            let shutdown = shutdown.take().ok_or_else(|| ServiceError::Failed {
                 message: "the worker's signal watch is missing".into(),
             })?;
             if let Some(addr) = metrics_addr {
-                server::serve_metrics(runs.store().clone(), addr).await?;
+                tollgate_server::serve_metrics(runs.store().clone(), addr).await?;
             }
             let report = runs.work(concurrency, lease, max_lease_losses, shutdown).await;
             if json {
@@ -253,24 +252,25 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             Ok(code::OK)
         }
         Command::Serve { .. } => {
-            let options = serve_options.ok_or_else(|| CliError::Failed {
+            let options = serve_options.ok_or_else(|| ServiceError::Failed {
                 message: "the server's options are missing".into(),
             })?;
-            let shutdown = shutdown.take().ok_or_else(|| CliError::Failed {
+            let shutdown = shutdown.take().ok_or_else(|| ServiceError::Failed {
                 message: "the server's signal watch is missing".into(),
             })?;
-            server::serve(runs, options, shutdown).await?;
+            tollgate_server::serve(runs, options, shutdown).await?;
             Ok(code::OK)
         }
     }
 }
 
-async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError> {
+async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, ServiceError> {
     match command {
         RunsCommand::List { status, graph, thread, limit, cursor, json } => {
             let status = status
                 .map(|text| {
-                    text.parse::<RunStatus>().map_err(|error| CliError::invalid(error.to_string()))
+                    text.parse::<RunStatus>()
+                        .map_err(|error| ServiceError::invalid(error.to_string()))
                 })
                 .transpose()?;
             let filter = RunFilter { status, graph, thread };
@@ -296,18 +296,19 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
                 (_, Some(value), _) => Decision::Edit { value: json_arg("--edit", &value)? },
                 (_, _, Some(value)) => Decision::Respond { value: json_arg("--respond", &value)? },
                 _ => {
-                    return Err(CliError::invalid(
+                    return Err(ServiceError::invalid(
                         "give one of --approve, --edit JSON, --respond JSON",
                     ))
                 }
             };
-            decide(runs, &run, service::decision_request(interrupt, decision, by), json).await
+            decide(runs, &run, tollgate_server::decision_request(interrupt, decision, by), json)
+                .await
         }
         RunsCommand::Reject { run, interrupt, reason, by, json } => {
             decide(
                 runs,
                 &run,
-                service::decision_request(interrupt, Decision::Reject { reason }, by),
+                tollgate_server::decision_request(interrupt, Decision::Reject { reason }, by),
                 json,
             )
             .await
@@ -358,11 +359,12 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, CliError>
             let statuses = status
                 .iter()
                 .map(|text| {
-                    text.parse::<RunStatus>().map_err(|error| CliError::invalid(error.to_string()))
+                    text.parse::<RunStatus>()
+                        .map_err(|error| ServiceError::invalid(error.to_string()))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             if statuses.contains(&RunStatus::Running) {
-                return Err(CliError::invalid(
+                return Err(ServiceError::invalid(
                     "running runs are never pruned: cancel them first (`tollgate runs cancel`)",
                 ));
             }
@@ -396,7 +398,7 @@ async fn decide(
     run: &str,
     request: DecisionRequest,
     json: bool,
-) -> Result<u8, CliError> {
+) -> Result<u8, ServiceError> {
     let run = run_id(run)?;
     match runs.decide(run, request, progress(json)).await? {
         Decided::Continuing(handle) => {
@@ -424,13 +426,13 @@ async fn decide(
     }
 }
 
-async fn events(runs: &Runs, run: RunId, follow: bool, json: bool) -> Result<u8, CliError> {
+async fn events(runs: &Runs, run: RunId, follow: bool, json: bool) -> Result<u8, ServiceError> {
     let mut after = 0;
     loop {
         let batch = runs.events(run, after, 1000).await?;
         for record in &batch {
             // A damaged line stops the listing, named, in both modes.
-            let envelope = service::parse(record)?;
+            let envelope = tollgate_server::parse_event(record)?;
             if json {
                 say!("{}", record.json);
             } else {
@@ -535,32 +537,32 @@ fn print_json(value: &impl serde::Serialize) {
     }
 }
 
-fn run_id(text: &str) -> Result<RunId, CliError> {
+fn run_id(text: &str) -> Result<RunId, ServiceError> {
     text.parse().map_err(|_| {
-        CliError::invalid(format!(
+        ServiceError::invalid(format!(
             "`{text}` is not a run id (26 characters, as `runs list` prints)"
         ))
     })
 }
 
-fn json_arg(flag: &str, text: &str) -> Result<Value, CliError> {
+fn json_arg(flag: &str, text: &str) -> Result<Value, ServiceError> {
     serde_json::from_str(text)
-        .map_err(|error| CliError::invalid(format!("{flag} takes JSON: {error}")))
+        .map_err(|error| ServiceError::invalid(format!("{flag} takes JSON: {error}")))
 }
 
 /// The user's message from `--input`: text, a JSON string, or a JSON object
 /// (its `message` field, else the object itself as JSON text).
-fn user_message(input: &str) -> Result<String, CliError> {
+fn user_message(input: &str) -> Result<String, ServiceError> {
     Ok(match serde_json::from_str::<Value>(input) {
-        Ok(value @ (Value::String(_) | Value::Object(_))) => service::user_message(&value),
+        Ok(value @ (Value::String(_) | Value::Object(_))) => tollgate_server::user_message(&value),
         _ => input.to_owned(),
     })
 }
 
 /// `30d`, `12h`, `15m`, `90s` as milliseconds.
-fn parse_age(text: &str) -> Result<i64, CliError> {
+fn parse_age(text: &str) -> Result<i64, ServiceError> {
     let invalid = || {
-        CliError::invalid(format!(
+        ServiceError::invalid(format!(
             "--older-than `{text}`: give a number and a unit, s, m, h or d (such as 30d)"
         ))
     };
@@ -580,15 +582,18 @@ fn parse_age(text: &str) -> Result<i64, CliError> {
 /// The server's token: `--token-file`'s first line, else `TOLLGATE_TOKEN`
 /// (read here rather than by the argument parser, so that `--help` never
 /// shows it). Blank means none.
-fn server_token(file: Option<&std::path::Path>) -> Result<Option<String>, CliError> {
+fn server_token(file: Option<&std::path::Path>) -> Result<Option<String>, ServiceError> {
     let token = match file {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|error| {
-                CliError::invalid(format!("cannot read --token-file {}: {error}", path.display()))
+                ServiceError::invalid(format!(
+                    "cannot read --token-file {}: {error}",
+                    path.display()
+                ))
             })?;
             let token = text.lines().next().unwrap_or_default().trim().to_owned();
             if token.is_empty() {
-                return Err(CliError::invalid(format!(
+                return Err(ServiceError::invalid(format!(
                     "--token-file {} holds no token on its first line",
                     path.display()
                 )));

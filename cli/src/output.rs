@@ -6,7 +6,7 @@ use serde_json::Value;
 use tollgate_checkpoint::RunStatus;
 use tollgate_engine::{Event, EventEnvelope};
 
-use crate::service::RunSummary;
+use tollgate_server::RunSummary;
 
 /// A summary as text, with what to do next.
 pub(crate) fn summary(run: &RunSummary) -> String {
@@ -289,16 +289,4 @@ pub(crate) fn thread(shown: &Value) -> String {
         None => out.push_str(&format!("  {}\n", shown["values"])),
     }
     out
-}
-
-/// `text` with control characters (newlines, escapes, carriage returns)
-/// written as escapes (`\u{1b}`), so that a name from a file cannot forge
-/// lines or colours on a terminal.
-pub(crate) fn printable(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
-        return text.to_owned();
-    }
-    text.chars()
-        .map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() })
-        .collect()
 }

@@ -14,7 +14,7 @@ use tokio::sync::{broadcast, Notify};
 use tollgate_checkpoint::{RunId, RunStatus};
 use tollgate_engine::{Clock, EventEnvelope, EventSink, SystemClock};
 
-use crate::error::CliError;
+use crate::error::ServiceError;
 use crate::service::{self, Runs, WATCH_LEASE};
 
 use super::App;
@@ -189,7 +189,7 @@ impl Follow {
         run: RunId,
         after: u64,
         until: Until,
-    ) -> Result<Self, CliError> {
+    ) -> Result<Self, ServiceError> {
         // Subscribe before reading the store, so nothing falls between.
         let (recent, live) = app.hub.subscribe(run);
         app.runs.watch(run).await?;
@@ -211,7 +211,7 @@ impl Follow {
     }
 
     /// The next item, or `None` once the run got where the follow ends.
-    pub(super) async fn next(&mut self) -> Result<Option<Item>, CliError> {
+    pub(super) async fn next(&mut self) -> Result<Option<Item>, ServiceError> {
         loop {
             if let Some(item) = self.pending.pop_front() {
                 if let Item::Event(event) = &item {
@@ -305,7 +305,7 @@ impl Follow {
     /// The stored log so far (its first 500 events), delivered at once:
     /// what a WebSocket sends as its first message. Later events come from
     /// [`Follow::next`].
-    pub(super) async fn backlog(&mut self) -> Result<Vec<Arc<Logged>>, CliError> {
+    pub(super) async fn backlog(&mut self) -> Result<Vec<Arc<Logged>>, ServiceError> {
         self.read_store().await?;
         let mut events = Vec::new();
         while let Some(Item::Event(logged)) = self.pending.front() {
@@ -321,7 +321,7 @@ impl Follow {
     /// delivered live are confirmed (or, when the store holds another
     /// event under that number, taken back with a rewind), later ones are
     /// queued. Whether it read any.
-    async fn read_store(&mut self) -> Result<bool, CliError> {
+    async fn read_store(&mut self) -> Result<bool, ServiceError> {
         let batch = self.runs.events(self.run, self.stored, 500).await?;
         let found = !batch.is_empty();
         for record in batch {
@@ -334,7 +334,7 @@ impl Follow {
                     _ => self.rewind(),
                 }
             }
-            let envelope = service::parse(&record)?;
+            let envelope = service::parse_event(&record)?;
             self.stored = record.seq;
             self.pending.push_back(Item::Event(Arc::new(Logged { json: record.json, envelope })));
         }

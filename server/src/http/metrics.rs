@@ -15,15 +15,16 @@ use tollgate_engine::{Clock, SystemClock};
 use tollgate_telemetry::Metrics;
 
 use super::App;
-use crate::error::CliError;
+use crate::error::ServiceError;
 
 /// The content type of Prometheus's text format.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The process's recorder (installed on first use).
-pub(crate) fn recorder() -> Result<Metrics, CliError> {
-    Metrics::install()
-        .map_err(|error| CliError::Failed { message: format!("cannot record metrics: {error}") })
+pub(crate) fn recorder() -> Result<Metrics, ServiceError> {
+    Metrics::install().map_err(|error| ServiceError::Failed {
+        message: format!("cannot record metrics: {error}"),
+    })
 }
 
 async fn render(metrics: &Metrics, store: &dyn Store) -> Response {
@@ -38,12 +39,12 @@ pub(crate) async fn scrape(State(app): State<App>) -> Response {
 
 /// Serves `GET /metrics` alone on `addr`, in the background, for a worker.
 /// Prints `metrics on http://ADDR/metrics` to stderr once it listens.
-pub(crate) async fn serve_metrics(store: Arc<dyn Store>, addr: SocketAddr) -> Result<(), CliError> {
+pub async fn serve_metrics(store: Arc<dyn Store>, addr: SocketAddr) -> Result<(), ServiceError> {
     let metrics = recorder()?;
-    let listener = TcpListener::bind(addr).await.map_err(|error| CliError::Failed {
+    let listener = TcpListener::bind(addr).await.map_err(|error| ServiceError::Failed {
         message: format!("cannot listen on {addr} for metrics: {error}"),
     })?;
-    let local = listener.local_addr().map_err(|error| CliError::Failed {
+    let local = listener.local_addr().map_err(|error| ServiceError::Failed {
         message: format!("cannot read the bound metrics address: {error}"),
     })?;
     let router = Router::new().route(

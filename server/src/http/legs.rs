@@ -10,7 +10,7 @@ use tollgate_checkpoint::RunId;
 use tollgate_engine::{CancelToken, RunHandle};
 use tollgate_nodes::AgentState;
 
-use crate::error::CliError;
+use crate::error::ServiceError;
 use crate::service;
 
 /// Legs in flight, by run.
@@ -27,7 +27,7 @@ impl Legs {
 
     /// Waits for the leg to end (registered meanwhile, so a stopping server
     /// releases it and a cancel stops it).
-    pub(crate) async fn wait(&self, handle: RunHandle<AgentState>) -> Result<(), CliError> {
+    pub(crate) async fn wait(&self, handle: RunHandle<AgentState>) -> Result<(), ServiceError> {
         self.register(&handle);
         self.waited(handle).await
     }
@@ -39,7 +39,7 @@ impl Legs {
     }
 
     /// Waits for a registered leg to end, then forgets it.
-    async fn waited(&self, handle: RunHandle<AgentState>) -> Result<(), CliError> {
+    async fn waited(&self, handle: RunHandle<AgentState>) -> Result<(), ServiceError> {
         let run = handle.run_id();
         let result = handle.wait().await;
         self.lock().remove(&run);

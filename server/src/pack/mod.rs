@@ -4,8 +4,8 @@
 //! bundle hash).
 
 mod cache;
-mod command;
 mod keys;
+mod report;
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -17,8 +17,9 @@ use sha2::{Digest, Sha256};
 use crate::hex::{decode as unhex, encode as hex};
 
 pub(crate) use cache::{cache_dir, check_cached, unpack};
-pub(crate) use command::{is_pack, load_pack, pack_command, recheck, Loaded};
 pub(crate) use keys::{generate, key_id, SigningKeyFile, TrustedKeys};
+pub(crate) use report::recheck;
+pub use report::{build_pack, inspect_pack, is_pack, keygen, load_pack, verify_pack, Loaded};
 
 /// The manifest's name in the archive (its first entry).
 pub(crate) const MANIFEST: &str = "tgpack.json";
@@ -47,7 +48,7 @@ pub(crate) const LIMITS: Limits =
 /// Bytes of a path inside a pack (the ustar name field).
 const MAX_PATH: usize = 100;
 
-use crate::output::printable;
+use crate::printable::printable;
 
 /// Why a pack was refused. Nothing was run or written when one is returned.
 #[derive(Debug, thiserror::Error)]

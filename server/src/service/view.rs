@@ -10,47 +10,61 @@ use tollgate_checkpoint::{
 use tollgate_engine::{format_rfc3339, EdgeKind, Event, GraphNode};
 use tollgate_nodes::CompiledAgent;
 
-use crate::error::CliError;
+use crate::error::ServiceError;
 
-use super::{parse, Rebuilt, Runs};
+use super::{parse_event, Rebuilt, Runs};
 
 /// One interrupt in a summary.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct InterruptView {
-    pub(crate) id: String,
-    pub(crate) node: String,
-    pub(crate) kind: String,
-    pub(crate) payload: Value,
-    pub(crate) decisions: Vec<&'static str>,
+#[non_exhaustive]
+pub struct InterruptView {
+    /// Its id (`RUN.STEP.TASK.ORDINAL`).
+    pub id: String,
+    /// The node that raised it.
+    pub node: String,
+    /// What kind of question (`tool_approval`, ...).
+    pub kind: String,
+    /// What it asks about.
+    pub payload: Value,
+    /// The decisions it accepts.
+    pub decisions: Vec<&'static str>,
     /// JSON Schema an `edit` or `respond` value must satisfy.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) schema: Option<Value>,
+    pub schema: Option<Value>,
     /// When it was raised (RFC 3339).
-    pub(crate) raised_at: String,
+    pub raised_at: String,
 }
 
 /// The run summary (docs/cli.md, JSON).
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct RunSummary {
-    pub(crate) id: String,
-    pub(crate) graph: String,
+#[non_exhaustive]
+pub struct RunSummary {
+    /// The run's id.
+    pub id: String,
+    /// Its graph's name.
+    pub graph: String,
     /// The thread the run was started on.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) thread: Option<String>,
-    pub(crate) status: RunStatus,
-    pub(crate) step: u64,
-    pub(crate) created_at: String,
-    pub(crate) updated_at: String,
-    pub(crate) interrupts: Vec<InterruptView>,
+    pub thread: Option<String>,
+    /// Its status.
+    pub status: RunStatus,
+    /// Its last step.
+    pub step: u64,
+    /// When it was created (RFC 3339).
+    pub created_at: String,
+    /// When it last changed (RFC 3339).
+    pub updated_at: String,
+    /// What it waits for.
+    pub interrupts: Vec<InterruptView>,
     /// The final state of a completed run.
-    pub(crate) result: Value,
+    pub result: Value,
     /// Why it failed or was rejected.
-    pub(crate) error: Value,
+    pub error: Value,
 }
 
 impl RunSummary {
     /// The last assistant message of an agent run's result, if any.
-    pub(crate) fn final_text(&self) -> Option<&str> {
+    pub fn final_text(&self) -> Option<&str> {
         self.result["messages"]
             .as_array()?
             .iter()
@@ -63,15 +77,20 @@ impl RunSummary {
 }
 
 /// One page of runs, and the rows of it that could not be read.
-pub(crate) struct Listing {
-    pub(crate) runs: Vec<RunSummary>,
-    pub(crate) damaged: Vec<DamagedRun>,
-    pub(crate) next: Option<String>,
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Listing {
+    /// The runs, newest first.
+    pub runs: Vec<RunSummary>,
+    /// Rows that could not be read, each with why.
+    pub damaged: Vec<DamagedRun>,
+    /// The cursor of the next page, if there is one.
+    pub next: Option<String>,
 }
 
 impl Listing {
     /// `{"runs", "damaged": [{"id", "error"}], "next_cursor"}`.
-    pub(crate) fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         let damaged: Vec<Value> =
             self.damaged.iter().map(|row| json!({"id": row.id, "error": row.reason})).collect();
         json!({"runs": self.runs, "damaged": damaged, "next_cursor": self.next})
@@ -85,10 +104,10 @@ impl Runs {
         &self,
         run: RunId,
         what: &str,
-    ) -> Result<Rebuilt, CliError> {
+    ) -> Result<Rebuilt, ServiceError> {
         self.store().run(run).await?;
         self.rebuild(run).await?.ok_or_else(|| {
-            CliError::invalid(format!(
+            ServiceError::invalid(format!(
                 "run {run} was not started from a blueprint: {what} in the process that has its graph"
             ))
         })
@@ -97,9 +116,11 @@ impl Runs {
     /// A thread: `{"thread", "latest": SUMMARY, "step", "values"}`, the
     /// state its next run starts from (`values` null when the latest run
     /// is not a blueprint run). Not found when it has no run.
-    pub(crate) async fn thread(&self, thread: &str) -> Result<Value, CliError> {
+    pub async fn thread(&self, thread: &str) -> Result<Value, ServiceError> {
         let Some(record) = self.executor.thread_latest(thread).await? else {
-            return Err(CliError::NotFound { message: format!("thread `{thread}` has no runs") });
+            return Err(ServiceError::NotFound {
+                message: format!("thread `{thread}` has no runs"),
+            });
         };
         let run = record.id;
         let latest = self.summarize(record, true).await?;
@@ -119,7 +140,7 @@ impl Runs {
     /// "kind"}], "edges": [{"from", "to", "kind"}]}`, nodes in the order
     /// they were added (`__start__` first), kinds `start`, `end`, `node`
     /// and `static`, `conditional`, `command`, `join`.
-    pub(crate) async fn graph(&self, run: RunId) -> Result<Value, CliError> {
+    pub(crate) async fn graph(&self, run: RunId) -> Result<Value, ServiceError> {
         let rebuilt = self.blueprint_graph(run, "draw it from the process that has it").await?;
         let compiled = rebuilt.agent.graph();
         let graph = compiled.graph();
@@ -163,7 +184,7 @@ impl Runs {
     /// The run's state at checkpoint `at` (the last when `None`), for
     /// blueprint runs: values, next nodes, open interrupts with their
     /// schemas, finished tasks of the step in flight.
-    pub(crate) async fn state(&self, run: RunId, at: Option<u64>) -> Result<Value, CliError> {
+    pub(crate) async fn state(&self, run: RunId, at: Option<u64>) -> Result<Value, ServiceError> {
         let rebuilt = self.blueprint_graph(run, "read its state with Executor::get_state").await?;
         self.state_of(&rebuilt.agent, run, at).await
     }
@@ -174,7 +195,7 @@ impl Runs {
         agent: &CompiledAgent,
         run: RunId,
         at: Option<u64>,
-    ) -> Result<Value, CliError> {
+    ) -> Result<Value, ServiceError> {
         let state = self.executor.get_state(agent.graph(), run, at).await?;
         let interrupts: Vec<Value> = state
             .interrupts
@@ -200,7 +221,9 @@ impl Runs {
         }))
     }
 
-    pub(crate) async fn summary(&self, run: RunId) -> Result<RunSummary, CliError> {
+    /// The summary of `run`: status, step, open interrupts, result or
+    /// error.
+    pub async fn summary(&self, run: RunId) -> Result<RunSummary, ServiceError> {
         let record = self.store().run(run).await?;
         self.summarize(record, true).await
     }
@@ -212,7 +235,7 @@ impl Runs {
         &self,
         record: RunRecord,
         with_result: bool,
-    ) -> Result<RunSummary, CliError> {
+    ) -> Result<RunSummary, ServiceError> {
         let interrupts = if record.pending_interrupts > 0 {
             self.store()
                 .interrupts(record.id)
@@ -243,7 +266,7 @@ impl Runs {
         };
         if wanted && record.last_seq > 0 {
             let last = self.store().events(record.id, record.last_seq - 1, 1).await?;
-            if let Some(envelope) = last.first().and_then(|e| parse(e).ok()) {
+            if let Some(envelope) = last.first().and_then(|e| parse_event(e).ok()) {
                 if let Event::RunEnded { result: value, error: failure, .. } = envelope.event {
                     result = value.unwrap_or(Value::Null);
                     if let (Value::Null, Some(failure)) = (&error, failure) {
@@ -266,14 +289,15 @@ impl Runs {
         })
     }
 
-    pub(crate) async fn list(
+    /// One page of runs matching `filter`, newest first, after `cursor`.
+    pub async fn list(
         &self,
         filter: RunFilter,
         limit: u64,
         cursor: Option<String>,
-    ) -> Result<Listing, CliError> {
+    ) -> Result<Listing, ServiceError> {
         if limit == 0 || limit > 1000 {
-            return Err(CliError::invalid("the page size (limit) must be between 1 and 1000"));
+            return Err(ServiceError::invalid("the page size (limit) must be between 1 and 1000"));
         }
         let page = PageRequest { limit, cursor: cursor.map(Cursor::from_text) };
         let found = self.store().list_runs(&filter, &page).await?;
@@ -291,15 +315,15 @@ impl Runs {
     }
 
     /// A run's checkpoints, newest first, one page.
-    pub(crate) async fn history(
+    pub async fn history(
         &self,
         run: RunId,
         before: Option<u64>,
         limit: u64,
         values: bool,
-    ) -> Result<Value, CliError> {
+    ) -> Result<Value, ServiceError> {
         if limit == 0 || limit > 1000 {
-            return Err(CliError::invalid("limit must be between 1 and 1000"));
+            return Err(ServiceError::invalid("limit must be between 1 and 1000"));
         }
         let info = |c: &CheckpointInfo| json!({"step": c.step, "at": format_rfc3339(c.at_ms), "tasks": c.tasks, "snapshot": c.snapshot});
         if !values {

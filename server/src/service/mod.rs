@@ -7,7 +7,8 @@ mod leg;
 mod view;
 
 pub(crate) use leg::leg_result;
-pub(crate) use view::RunSummary;
+pub use tollgate_checkpoint::DamagedRun;
+pub use view::{InterruptView, Listing, RunSummary};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -30,10 +31,11 @@ use tollgate_nodes::{
 };
 use tollgate_postgres::PostgresStore;
 
-use crate::error::CliError;
+use crate::error::ServiceError;
 
 /// What recording a decision led to.
-pub(crate) enum Decided {
+#[derive(Debug)]
+pub enum Decided {
     /// Recorded; the process that has the run's graph continues it.
     Recorded,
     /// Recorded on a blueprint run, which now waits for other decisions or
@@ -68,7 +70,7 @@ fn redact(url: &str) -> String {
 
 /// A decision on `interrupt` (the only pending one when `None`), recorded
 /// as made by `by`.
-pub(crate) fn decision_request(
+pub fn decision_request(
     interrupt: Option<String>,
     decision: Decision,
     by: Option<String>,
@@ -93,7 +95,7 @@ enum Opening<'t> {
 
 /// The runs of one database.
 #[derive(Clone)]
-pub(crate) struct Runs {
+pub struct Runs {
     executor: Arc<Executor>,
     models: ModelRegistry,
     /// Notified when a run is queued (Postgres only).
@@ -108,6 +110,16 @@ pub(crate) struct Runs {
     /// Variables of this process's environment that programs of the
     /// blueprints it drives may see (`--pass-env`).
     pass_env: Arc<Vec<String>>,
+}
+
+impl std::fmt::Debug for Runs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let store = match &self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        };
+        f.debug_struct("Runs").field("store", &store).finish_non_exhaustive()
+    }
 }
 
 /// Which store the runs live in (the same one the executor holds).
@@ -144,10 +156,10 @@ pub(crate) struct Launch {
 impl Runs {
     /// Opens the database `db` names: a `postgres://` (or `postgresql://`)
     /// URL selects PostgreSQL, anything else is a SQLite file's path.
-    pub(crate) async fn open(db: &Path, create: bool) -> Result<Self, CliError> {
+    pub async fn open(db: &Path, create: bool) -> Result<Self, ServiceError> {
         let text = db.to_string_lossy();
         if !create && !PostgresStore::is_url(&text) && !db.exists() {
-            return Err(CliError::NotFound {
+            return Err(ServiceError::NotFound {
                 message: format!(
                     "no database at {text} (check --db or TOLLGATE_DB; `tollgate run` and `tollgate serve --create` create one)"
                 ),
@@ -171,8 +183,8 @@ impl Runs {
             match error {
                 StoreError::InvalidSettings { .. }
                 | StoreError::ForeignDatabase { .. }
-                | StoreError::UnknownSchemaVersion { .. } => CliError::Invalid { message },
-                _ => CliError::Failed { message },
+                | StoreError::UnknownSchemaVersion { .. } => ServiceError::Invalid { message },
+                _ => ServiceError::Failed { message },
             }
         })?;
         Ok(Self {
@@ -188,7 +200,7 @@ impl Runs {
 
     /// Lets programs of the blueprints this process drives see `names`
     /// of its environment (`--pass-env`).
-    pub(crate) fn with_pass_env(mut self, names: Vec<String>) -> Self {
+    pub fn with_pass_env(mut self, names: Vec<String>) -> Self {
         self.pass_env = Arc::new(names);
         self
     }
@@ -227,7 +239,7 @@ impl Runs {
     /// Registers `run` as streamed, so that its commits wake
     /// [`Runs::changes`] (Postgres; a no-op on SQLite, where every commit
     /// does).
-    pub(crate) async fn watch(&self, run: RunId) -> Result<(), CliError> {
+    pub(crate) async fn watch(&self, run: RunId) -> Result<(), ServiceError> {
         if let Backend::Postgres(store) = &self.backend {
             store.watch(run, WATCH_LEASE).await?;
         }
@@ -245,7 +257,7 @@ impl Runs {
         launch: Launch,
         run: RunId,
         events: Option<EventSink>,
-    ) -> Result<Option<RunHandle<AgentState>>, CliError> {
+    ) -> Result<Option<RunHandle<AgentState>>, ServiceError> {
         // A run queued for a worker needs the graph, not the MCP servers:
         // the worker starts them.
         let agent = if self.shared() {
@@ -273,7 +285,7 @@ impl Runs {
         input: &str,
         thread: Option<&'t str>,
         run: RunId,
-    ) -> Result<Opening<'t>, CliError> {
+    ) -> Result<Opening<'t>, ServiceError> {
         Ok(match thread {
             Some(thread) => Opening::Thread(
                 thread,
@@ -289,7 +301,7 @@ impl Runs {
         agent: &CompiledAgent,
         opening: Opening<'_>,
         config: RunConfig,
-    ) -> Result<RunHandle<AgentState>, CliError> {
+    ) -> Result<RunHandle<AgentState>, ServiceError> {
         let graph = agent.graph();
         Ok(match opening {
             Opening::Thread(thread, update) => {
@@ -305,7 +317,7 @@ impl Runs {
         agent: &CompiledAgent,
         opening: Opening<'_>,
         config: RunConfig,
-    ) -> Result<RunId, CliError> {
+    ) -> Result<RunId, ServiceError> {
         let graph = agent.graph();
         Ok(match opening {
             Opening::Thread(thread, update) => {
@@ -315,12 +327,13 @@ impl Runs {
         })
     }
 
-    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+    /// The store behind the runs.
+    pub fn store(&self) -> &Arc<dyn Store> {
         self.executor.store()
     }
 
     /// The blueprint graph of a run, if it was started from one.
-    pub(crate) async fn rebuild(&self, run: RunId) -> Result<Option<Rebuilt>, CliError> {
+    pub(crate) async fn rebuild(&self, run: RunId) -> Result<Option<Rebuilt>, ServiceError> {
         let Some(attachment) = self.executor.attachment(run).await? else {
             return Ok(None);
         };
@@ -336,12 +349,12 @@ impl Runs {
     /// Records a decision. A blueprint run is then taken over by this
     /// process in the same transaction ([`Decided::Continuing`]); any other
     /// run is left for the process that has its graph.
-    pub(crate) async fn decide(
+    pub async fn decide(
         &self,
         run: RunId,
         request: DecisionRequest,
         events: Option<EventSink>,
-    ) -> Result<Decided, CliError> {
+    ) -> Result<Decided, ServiceError> {
         self.store().run(run).await?;
         let decided = match self.rebuild(run).await? {
             None => self
@@ -371,7 +384,7 @@ impl Runs {
     }
 
     /// Why a decision found nothing to decide, in the run's own terms.
-    async fn not_paused(&self, run: RunId, status: RunStatus) -> CliError {
+    async fn not_paused(&self, run: RunId, status: RunStatus) -> ServiceError {
         let message = match status {
             RunStatus::Queued | RunStatus::Running => {
                 format!("run {run} is {status}: someone decided first (`tollgate runs show {run}`)")
@@ -388,16 +401,16 @@ impl Runs {
             }
             status => format!("run {run} is {status}; there is nothing to decide"),
         };
-        CliError::Conflict { message }
+        ServiceError::Conflict { message }
     }
 
     /// Continues a blueprint run that was interrupted, failed or lost its
     /// owner.
-    pub(crate) async fn continue_run(
+    pub async fn continue_run(
         &self,
         run: RunId,
         events: Option<EventSink>,
-    ) -> Result<RunSummary, CliError> {
+    ) -> Result<RunSummary, ServiceError> {
         self.wait(self.continue_leg(run, events).await?).await?;
         self.summary(run).await
     }
@@ -408,16 +421,16 @@ impl Runs {
         &self,
         run: RunId,
         events: Option<EventSink>,
-    ) -> Result<RunHandle<AgentState>, CliError> {
+    ) -> Result<RunHandle<AgentState>, ServiceError> {
         let record = self.store().run(run).await?;
         if record.status.is_terminal() {
             // As `resume` on a finished run: a conflict with its state.
-            return Err(CliError::Conflict {
+            return Err(ServiceError::Conflict {
                 message: format!("run {run} is {}; there is nothing to continue", record.status),
             });
         }
         let Some(rebuilt) = self.rebuild(run).await? else {
-            return Err(CliError::invalid(format!(
+            return Err(ServiceError::invalid(format!(
                 "run {run} was not started from a blueprint: continue it from the process that has its graph (Executor::continue_run or recover)"
             )));
         };
@@ -427,7 +440,7 @@ impl Runs {
 
     /// Waits until no leg of `run` is in flight or queued (a worker of any
     /// process drives it).
-    pub(crate) async fn settled(&self, run: RunId) -> Result<(), CliError> {
+    pub(crate) async fn settled(&self, run: RunId) -> Result<(), ServiceError> {
         let changes = self.changes();
         let mut watched = std::time::Instant::now();
         self.watch(run).await?;
@@ -460,11 +473,11 @@ impl Runs {
     }
 
     /// Waits for a leg this process drives, stopping it on Ctrl-C, and at
-    /// once when it is cancelled elsewhere on Postgres (see [`leg::wait`]).
-    pub(crate) async fn wait<S: tollgate_engine::State>(
+    /// once when it is cancelled elsewhere on Postgres.
+    pub async fn wait<S: tollgate_engine::State>(
         &self,
         handle: RunHandle<S>,
-    ) -> Result<(), CliError> {
+    ) -> Result<(), ServiceError> {
         let changes = match &self.backend {
             Backend::Postgres(store) => Some(store.run_changes()),
             Backend::Sqlite(_) => None,
@@ -474,26 +487,26 @@ impl Runs {
 
     /// Cancels a running or queued run, wherever it is driven
     /// ([`Executor::cancel_run`]).
-    pub(crate) async fn cancel(&self, run: RunId) -> Result<RunSummary, CliError> {
+    pub async fn cancel(&self, run: RunId) -> Result<RunSummary, ServiceError> {
         self.executor.cancel_run(run).await?;
         self.summary(run).await
     }
 
     /// Deletes a run that is not running, every row of it.
-    pub(crate) async fn delete(&self, run: RunId) -> Result<(), CliError> {
+    pub async fn delete(&self, run: RunId) -> Result<(), ServiceError> {
         Ok(self.store().delete_run(run).await?)
     }
 
     /// Deletes the runs last updated before `before_ms` whose status is
-    /// one of `statuses` ([`PRUNED_BY_DEFAULT`], the ended ones, when
-    /// empty), never a running one; returns the runs deleted, or with
-    /// `dry_run` those that would be, deleting nothing.
-    pub(crate) async fn prune(
+    /// one of `statuses` (when empty, the ended ones: completed, failed,
+    /// rejected, interrupted), never a running one; returns the runs
+    /// deleted, or with `dry_run` those that would be, deleting nothing.
+    pub async fn prune(
         &self,
         before_ms: i64,
         statuses: &[RunStatus],
         dry_run: bool,
-    ) -> Result<Vec<(RunId, RunStatus)>, CliError> {
+    ) -> Result<Vec<(RunId, RunStatus)>, ServiceError> {
         let statuses = if statuses.is_empty() { &PRUNED_BY_DEFAULT[..] } else { statuses };
         let mut doomed = Vec::new();
         for status in statuses.iter().filter(|status| **status != RunStatus::Running) {
@@ -533,13 +546,13 @@ impl Runs {
     }
 
     /// Starts a blueprint run on `input` and waits for its leg to end.
-    pub(crate) async fn start(
+    pub async fn start(
         &self,
         blueprint: &Blueprint,
         input: &str,
         thread: Option<&str>,
         events: Option<EventSink>,
-    ) -> Result<RunSummary, CliError> {
+    ) -> Result<RunSummary, ServiceError> {
         let agent = blueprint.start(&self.models).await?;
         let run = RunId::new();
         let opening = self.opening(&agent, input, thread, run).await?;
@@ -551,12 +564,12 @@ impl Runs {
     }
 
     /// Stores a blueprint run on `input`, `queued` for a worker.
-    pub(crate) async fn enqueue(
+    pub async fn enqueue(
         &self,
         blueprint: &Blueprint,
         input: &str,
         thread: Option<&str>,
-    ) -> Result<RunSummary, CliError> {
+    ) -> Result<RunSummary, ServiceError> {
         // The worker starts the MCP servers; queuing needs only the graph.
         let agent = blueprint.compile_unstarted(&self.models)?;
         let run = RunId::new();
@@ -567,7 +580,7 @@ impl Runs {
 
     /// Drives blueprint runs no process drives, `concurrency` legs at once,
     /// until `shutdown`; returns the worker's report as JSON.
-    pub(crate) async fn work(
+    pub async fn work(
         &self,
         concurrency: usize,
         lease: Duration,
@@ -597,12 +610,12 @@ impl Runs {
     }
 
     /// Stored events after `after`, at most `limit`.
-    pub(crate) async fn events(
+    pub async fn events(
         &self,
         run: RunId,
         after: u64,
         limit: u64,
-    ) -> Result<Vec<EventRecord>, CliError> {
+    ) -> Result<Vec<EventRecord>, ServiceError> {
         Ok(self.store().events(run, after, limit).await?)
     }
 }
@@ -610,7 +623,7 @@ impl Runs {
 /// The user's message from `--input` or an API body's `input`: a JSON
 /// string is its text; a JSON object gives its `message` field, else the
 /// whole object as JSON text; anything else is taken as it is.
-pub(crate) fn user_message(input: &Value) -> String {
+pub fn user_message(input: &Value) -> String {
     match input {
         Value::String(text) => text.clone(),
         Value::Object(object) => match object.get("message").and_then(Value::as_str) {
@@ -681,8 +694,9 @@ fn with_events(config: RunConfig, events: Option<EventSink>) -> RunConfig {
     }
 }
 
-pub(crate) fn parse(record: &EventRecord) -> Result<EventEnvelope, CliError> {
-    serde_json::from_str(&record.json).map_err(|error| CliError::Failed {
+/// A stored event line as its envelope; a damaged line is named.
+pub fn parse_event(record: &EventRecord) -> Result<EventEnvelope, ServiceError> {
+    serde_json::from_str(&record.json).map_err(|error| ServiceError::Failed {
         message: format!("stored event {} is not valid JSON: {error}", record.seq),
     })
 }

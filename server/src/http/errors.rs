@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use crate::error::CliError;
+use crate::error::ServiceError;
 
 use super::App;
 
@@ -28,8 +28,8 @@ impl ApiError {
     }
 }
 
-impl From<CliError> for ApiError {
-    fn from(error: CliError) -> Self {
+impl From<ServiceError> for ApiError {
+    fn from(error: ServiceError) -> Self {
         let status =
             StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         Self { status, kind: error.kind(), message: error.to_string() }

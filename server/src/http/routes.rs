@@ -11,7 +11,7 @@ use tollgate_checkpoint::{RunFilter, RunId, RunStatus};
 use tollgate_engine::{Decision, DecisionRequest};
 use tollgate_nodes::Blueprint;
 
-use crate::error::CliError;
+use crate::error::ServiceError;
 use crate::service::{self, Decided, Launch};
 
 use super::errors::{ApiError, ApiResult};
@@ -22,7 +22,7 @@ pub(crate) async fn health() -> Json<Value> {
 }
 
 pub(crate) fn run_id(text: &str) -> ApiResult<RunId> {
-    text.parse().map_err(|_| CliError::invalid(format!("`{text}` is not a run id")).into())
+    text.parse().map_err(|_| ServiceError::invalid(format!("`{text}` is not a run id")).into())
 }
 
 /// Reads a JSON body within the size and time limits; an empty body is
@@ -49,7 +49,7 @@ async fn read_json<T: DeserializeOwned + Default>(
                 let message = format!("the request body is larger than {} bytes", limits.max_body);
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
             } else {
-                CliError::invalid(format!("cannot read the request body: {error}")).into()
+                ServiceError::invalid(format!("cannot read the request body: {error}")).into()
             });
         }
         Ok(Ok(bytes)) => bytes,
@@ -58,7 +58,7 @@ async fn read_json<T: DeserializeOwned + Default>(
         return Ok(T::default());
     }
     serde_json::from_slice(&bytes)
-        .map_err(|error| CliError::invalid(format!("bad request body: {error}")).into())
+        .map_err(|error| ServiceError::invalid(format!("bad request body: {error}")).into())
 }
 
 fn summary_json(summary: &service::RunSummary) -> Json<Value> {
@@ -81,7 +81,9 @@ pub(crate) async fn list(
 ) -> ApiResult<Json<Value>> {
     let status = query
         .status
-        .map(|text| text.parse::<RunStatus>().map_err(|error| CliError::invalid(error.to_string())))
+        .map(|text| {
+            text.parse::<RunStatus>().map_err(|error| ServiceError::invalid(error.to_string()))
+        })
         .transpose()?;
     let filter = RunFilter { status, graph: query.graph, thread: query.thread };
     let listing = app.runs.list(filter, query.limit.unwrap_or(20), query.cursor).await?;
@@ -180,7 +182,7 @@ pub(crate) async fn resume(
     let body: ResumeBody = read_json(&app, body, true).await?;
     if let Some(answers) = body.answers {
         if body.decision.is_some() || body.interrupt.is_some() || body.value.is_some() {
-            return Err(CliError::invalid(
+            return Err(ServiceError::invalid(
                 "give either `answers` or `decision` (with `interrupt` and `value`), not both",
             )
             .into());
@@ -188,12 +190,12 @@ pub(crate) async fn resume(
         let mut decisions = Vec::with_capacity(answers.len());
         for (id, answer) in answers {
             let decision: Decision = serde_json::from_value(answer).map_err(|error| {
-                CliError::invalid(format!("answer to `{id}` is not a decision: {error}"))
+                ServiceError::invalid(format!("answer to `{id}` is not a decision: {error}"))
             })?;
             decisions.push((id, decision));
         }
         let request = DecisionRequest::all(decisions)
-            .ok_or_else(|| CliError::invalid("`answers` is empty"))?;
+            .ok_or_else(|| ServiceError::invalid("`answers` is empty"))?;
         let request = match body.by.filter(|by| !by.trim().is_empty()) {
             Some(by) => request.by(by.trim()),
             None => request,
@@ -201,18 +203,20 @@ pub(crate) async fn resume(
         return decided(&app, run, request).await;
     }
     let Some(kind) = body.decision else {
-        return Err(CliError::invalid("`decision` (or `answers`) is required").into());
+        return Err(ServiceError::invalid("`decision` (or `answers`) is required").into());
     };
     let decision = match (kind.as_str(), body.value) {
         ("approve", None) => Decision::Approve,
         ("edit", Some(value)) => Decision::Edit { value },
         ("respond", Some(value)) => Decision::Respond { value },
-        ("approve", Some(_)) => return Err(CliError::invalid("`approve` takes no value").into()),
+        ("approve", Some(_)) => {
+            return Err(ServiceError::invalid("`approve` takes no value").into())
+        }
         ("edit" | "respond", None) => {
-            return Err(CliError::invalid("`edit` and `respond` need a `value`").into())
+            return Err(ServiceError::invalid("`edit` and `respond` need a `value`").into())
         }
         (other, _) => {
-            return Err(CliError::invalid(format!(
+            return Err(ServiceError::invalid(format!(
                 "unknown decision `{other}` (approve, edit, respond; reject has its own endpoint)"
             ))
             .into())
@@ -299,10 +303,10 @@ pub(crate) async fn create(
     let body: CreateBody = read_json(&app, body, true).await?;
     let blueprint = blueprint(&app, body.blueprint).await?;
     if body.max_steps == Some(0) {
-        return Err(CliError::invalid("`max_steps` must be at least 1").into());
+        return Err(ServiceError::invalid("`max_steps` must be at least 1").into());
     }
     if body.thread.as_deref().is_some_and(|thread| thread.trim().is_empty()) {
-        return Err(CliError::invalid("`thread` must not be empty").into());
+        return Err(ServiceError::invalid("`thread` must not be empty").into());
     }
     let input = service::user_message(&body.input);
     let run = RunId::new();
@@ -331,7 +335,7 @@ async fn blueprint(app: &App, given: Value) -> ApiResult<Blueprint> {
             Ok(blueprint.with_inherited_env(&app.settings.pass_env))
         }
         Ok(Err(_)) => {
-            Err(CliError::Failed { message: "reading the blueprint failed".into() }.into())
+            Err(ServiceError::Failed { message: "reading the blueprint failed".into() }.into())
         }
         Err(_) => Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -354,7 +358,7 @@ fn blueprint_now(settings: &Settings, given: &Value) -> ApiResult<Blueprint> {
     match given {
         Value::String(name) => {
             let Some(dir) = &settings.blueprints else {
-                return Err(CliError::invalid(
+                return Err(ServiceError::invalid(
                     "this server has no folder of blueprints to run by name; send the blueprint's JSON instead",
                 )
                 .into());
@@ -363,7 +367,7 @@ fn blueprint_now(settings: &Settings, given: &Value) -> ApiResult<Blueprint> {
                 && name.len() <= 64
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
             if !plain {
-                return Err(CliError::invalid(format!(
+                return Err(ServiceError::invalid(format!(
                     "`{name}` is not a blueprint name (letters, digits, `-`, `_`)"
                 ))
                 .into());
@@ -371,19 +375,19 @@ fn blueprint_now(settings: &Settings, given: &Value) -> ApiResult<Blueprint> {
             let candidates =
                 [dir.join(format!("{name}.json")), dir.join(name).join(format!("{name}.json"))];
             let Some(path) = candidates.iter().find(|path| path.is_file()) else {
-                return Err(CliError::NotFound {
+                return Err(ServiceError::NotFound {
                     message: format!("no blueprint `{name}` in the server's blueprint folder"),
                 }
                 .into());
             };
-            Ok(Blueprint::load(path).map_err(CliError::from)?)
+            Ok(Blueprint::load(path).map_err(ServiceError::from)?)
         }
         Value::Object(_) => {
             let blueprint = Blueprint::from_client(given.clone(), settings.blueprints.as_deref())
-                .map_err(CliError::from)?;
+                .map_err(ServiceError::from)?;
             let programs = blueprint.programs();
             if !programs.is_empty() && !settings.allow_inline_commands {
-                return Err(CliError::invalid(format!(
+                return Err(ServiceError::invalid(format!(
                     "an inline blueprint may not run programs on this server (command tools and MCP servers started from a command: {}); name one of the server's own blueprints instead (its operator can allow inline programs)",
                     programs.join(", ")
                 ))
@@ -391,7 +395,7 @@ fn blueprint_now(settings: &Settings, given: &Value) -> ApiResult<Blueprint> {
             }
             for (server, url) in blueprint.mcp_urls() {
                 if !mcp_host_allowed(&url, &settings.allow_mcp_hosts) {
-                    return Err(CliError::invalid(format!(
+                    return Err(ServiceError::invalid(format!(
                         "an inline blueprint may reach MCP servers over HTTP only on hosts the server's operator allows; `{server}` names another"
                     ))
                     .into());
@@ -399,7 +403,7 @@ fn blueprint_now(settings: &Settings, given: &Value) -> ApiResult<Blueprint> {
             }
             Ok(blueprint)
         }
-        _ => Err(CliError::invalid(
+        _ => Err(ServiceError::invalid(
             "`blueprint` is a blueprint's JSON object or the name of one the server has",
         )
         .into()),

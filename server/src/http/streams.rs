@@ -19,7 +19,7 @@ use tollgate_checkpoint::RunId;
 use tollgate_engine::{Event, EventEnvelope, StreamMode};
 use tollgate_nodes::CompiledAgent;
 
-use crate::error::CliError;
+use crate::error::ServiceError;
 
 use super::errors::ApiResult;
 use super::follow::{Follow, Item, Logged, Until};
@@ -63,7 +63,7 @@ pub(crate) async fn sse(
     let carry = match query.mode.as_deref() {
         Some("values") => Carry::Values,
         Some(text) => Carry::Events(text.parse::<StreamMode>().map_err(|_| {
-            CliError::invalid(format!(
+            ServiceError::invalid(format!(
                 "unknown stream mode `{text}` (values, messages, tools, updates, events, final)"
             ))
         })?),
@@ -79,7 +79,7 @@ pub(crate) async fn sse(
     };
     let after = match headers.get("last-event-id").and_then(|value| value.to_str().ok()) {
         Some(text) => text.trim().parse().map_err(|_| {
-            CliError::invalid(format!("Last-Event-ID `{text}` is not a sequence number"))
+            ServiceError::invalid(format!("Last-Event-ID `{text}` is not a sequence number"))
         })?,
         None => 0,
     };
@@ -195,7 +195,9 @@ pub(crate) async fn ws(
         None | Some("ui") => Shape::Ui,
         Some("events") => Shape::Events,
         Some(other) => {
-            return Err(CliError::invalid(format!("unknown format `{other}` (ui, events)")).into())
+            return Err(
+                ServiceError::invalid(format!("unknown format `{other}` (ui, events)")).into()
+            )
         }
     };
     app.runs.summary(run).await?;

@@ -1,6 +1,6 @@
-//! `tollgate serve`: the REST API, SSE and WebSocket event streams over one
-//! database (axum on hyper, with our own accept loop for the connection
-//! limits).
+//! The HTTP server of `tollgate serve`: the REST API, SSE and WebSocket
+//! event streams over one database (axum on hyper, with our own accept
+//! loop for the connection limits).
 //!
 //! - [`routes`]: the REST endpoints.
 //! - [`streams`]: live event streams (SSE, WebSocket, `/changes`).
@@ -36,49 +36,86 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use crate::error::CliError;
+use crate::error::ServiceError;
 use crate::service::Runs;
 
 pub(crate) use follow::Hub;
 pub(crate) use legs::Legs;
-pub(crate) use metrics::serve_metrics;
+pub use metrics::serve_metrics;
 
-/// How `serve` was configured.
+/// How [`serve`] is configured.
 #[derive(Debug)]
-pub(crate) struct ServeOptions {
-    pub(crate) addr: SocketAddr,
+#[non_exhaustive]
+pub struct ServeOptions {
+    /// Where to listen.
+    pub addr: SocketAddr,
     /// The bearer token every endpoint but `/healthz` requires.
-    pub(crate) token: Option<String>,
+    pub token: Option<String>,
     /// Serve a non-loopback address without a token.
-    pub(crate) insecure_no_auth: bool,
+    pub insecure_no_auth: bool,
     /// Origins allowed by CORS (none: CORS off); `*` allows any.
-    pub(crate) allow_origins: Vec<String>,
-    /// Where `POST /runs` finds blueprints named by name.
-    pub(crate) blueprints: Option<PathBuf>,
+    pub allow_origins: Vec<String>,
+    /// Where `POST /runs` finds blueprints named by name, and the only
+    /// folder an inline blueprint may name files in.
+    pub blueprints: Option<PathBuf>,
     /// Accept inline blueprints that start programs.
-    pub(crate) allow_inline_commands: bool,
+    pub allow_inline_commands: bool,
     /// Hosts (`HOST` or `HOST:PORT`) inline blueprints' MCP servers may
     /// be reached on over HTTP.
-    pub(crate) allow_mcp_hosts: Vec<String>,
+    pub allow_mcp_hosts: Vec<String>,
     /// Variables of this process's environment programs of blueprints see.
-    pub(crate) pass_env: Vec<String>,
-    pub(crate) limits: Limits,
+    pub pass_env: Vec<String>,
+    /// What protects the server from slow, idle or greedy clients.
+    pub limits: Limits,
+}
+
+impl ServeOptions {
+    /// Loopback `addr` without a token, the default limits, nothing else
+    /// allowed.
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            token: None,
+            insecure_no_auth: false,
+            allow_origins: Vec::new(),
+            blueprints: None,
+            allow_inline_commands: false,
+            allow_mcp_hosts: Vec::new(),
+            pass_env: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
 }
 
 /// What protects the server from slow, idle or greedy clients.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
+#[non_exhaustive]
+pub struct Limits {
     /// Connections served at once; more wait to be accepted.
-    pub(crate) max_connections: usize,
+    pub max_connections: usize,
     /// Time to send a request's headers, and to start the next request on
     /// a kept-alive connection.
-    pub(crate) header_timeout: Duration,
+    pub header_timeout: Duration,
     /// Time to send a request's body.
-    pub(crate) body_timeout: Duration,
+    pub body_timeout: Duration,
     /// Largest request body.
-    pub(crate) max_body: usize,
+    pub max_body: usize,
     /// Longest request target (path and query).
-    pub(crate) max_uri: usize,
+    pub max_uri: usize,
+}
+
+impl Default for Limits {
+    /// 1,024 connections, 10 s for headers, 30 s for a body, 1 MiB bodies,
+    /// 8 KiB targets (the CLI's defaults).
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_body: 1_048_576,
+            max_uri: 8_192,
+        }
+    }
 }
 
 /// The state every handler shares.
@@ -110,9 +147,9 @@ pub(crate) struct Settings {
 /// Refuses options that would expose runs: a non-loopback address without
 /// a token (unless `--insecure-no-auth`). Checked before anything is
 /// opened or created.
-pub(crate) fn check_exposure(options: &ServeOptions) -> Result<(), CliError> {
+pub fn check_exposure(options: &ServeOptions) -> Result<(), ServiceError> {
     if !options.addr.ip().is_loopback() && options.token.is_none() && !options.insecure_no_auth {
-        return Err(CliError::invalid(format!(
+        return Err(ServiceError::invalid(format!(
             "refusing to serve {} without a token: anyone who can reach it could read and decide runs. Set TOLLGATE_TOKEN or --token-file, or pass --insecure-no-auth",
             options.addr
         )));
@@ -121,18 +158,19 @@ pub(crate) fn check_exposure(options: &ServeOptions) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Serves until SIGINT or SIGTERM. Prints `listening on http://ADDR`
+/// Serves `runs` until `shutdown` resolves, then releases the legs it
+/// drives at their next step boundary. Prints `listening on http://ADDR`
 /// first, so a caller that asked for port 0 learns the port.
-pub(crate) async fn serve(
+pub async fn serve(
     runs: Runs,
     options: ServeOptions,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), CliError> {
+) -> Result<(), ServiceError> {
     let cors = cors(&options.allow_origins)?;
-    let listener = TcpListener::bind(options.addr).await.map_err(|error| CliError::Failed {
+    let listener = TcpListener::bind(options.addr).await.map_err(|error| ServiceError::Failed {
         message: format!("cannot listen on {}: {error}", options.addr),
     })?;
-    let local = listener.local_addr().map_err(|error| CliError::Failed {
+    let local = listener.local_addr().map_err(|error| ServiceError::Failed {
         message: format!("cannot read the bound address: {error}"),
     })?;
     if options.token.is_none() && !local.ip().is_loopback() {
@@ -192,7 +230,7 @@ fn router(app: App) -> Router {
 }
 
 /// CORS for the listed origins, or none.
-fn cors(origins: &[String]) -> Result<Option<CorsLayer>, CliError> {
+fn cors(origins: &[String]) -> Result<Option<CorsLayer>, ServiceError> {
     if origins.is_empty() {
         return Ok(None);
     }
@@ -203,7 +241,9 @@ fn cors(origins: &[String]) -> Result<Option<CorsLayer>, CliError> {
             .iter()
             .map(|origin| {
                 HeaderValue::from_str(origin).map_err(|_| {
-                    CliError::invalid(format!("--allow-origin `{origin}` is not a valid origin"))
+                    ServiceError::invalid(format!(
+                        "--allow-origin `{origin}` is not a valid origin"
+                    ))
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;

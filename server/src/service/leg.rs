@@ -5,7 +5,7 @@ use tokio::sync::broadcast;
 use tollgate_checkpoint::RunId;
 use tollgate_engine::{Executor, RunError, RunHandle};
 
-use crate::error::CliError;
+use crate::error::ServiceError;
 
 /// Waits for a leg of `executor`. A first Ctrl-C stops it at the next
 /// step boundary (the step in flight finishes and is committed); a second
@@ -19,7 +19,7 @@ pub(super) async fn wait<S: tollgate_engine::State>(
     executor: &Executor,
     handle: RunHandle<S>,
     changes: Option<broadcast::Receiver<Option<RunId>>>,
-) -> Result<(), CliError> {
+) -> Result<(), ServiceError> {
     let (cancel, run, executor) = (handle.cancel_token(), handle.run_id(), executor.clone());
     let renewer = changes.map(|mut changes| {
         let token = cancel.clone();
@@ -61,7 +61,7 @@ pub(super) async fn wait<S: tollgate_engine::State>(
 /// summary, not as an error; the store failing, or a conflict, is one.
 pub(crate) fn leg_result<S>(
     result: Result<tollgate_engine::RunOutcome<S>, RunError>,
-) -> Result<(), CliError> {
+) -> Result<(), ServiceError> {
     match result {
         Ok(_) => Ok(()),
         Err(tollgate_engine::RunError::NodeFailed { .. })

@@ -1,0 +1,217 @@
+//! What can go wrong in a command, and the exit code (and HTTP status) of
+//! each.
+
+use tollgate_checkpoint::{RunId, StoreError};
+use tollgate_engine::{DecisionError, RunError};
+use tollgate_nodes::{BlueprintError, HarnessError, McpError};
+
+/// Exit codes, as docs/cli.md lists them.
+pub mod code {
+    /// Completed, or done.
+    pub const OK: u8 = 0;
+    /// The run failed (or was interrupted), or the database failed.
+    pub const FAILED: u8 = 1;
+    /// Bad usage or invalid input.
+    pub const USAGE: u8 = 2;
+    /// Not found (run, interrupt).
+    pub const NOT_FOUND: u8 = 3;
+    /// Another decision came first, or another live process owns the run.
+    pub const CONFLICT: u8 = 4;
+    /// The run waits for a decision.
+    pub const AWAITING: u8 = 10;
+    /// The run was rejected.
+    pub const REJECTED: u8 = 11;
+}
+
+/// A command or a request failed before it could report a run's status.
+/// Each kind has the exit code ([`ServiceError::exit_code`]) and the HTTP
+/// status ([`ServiceError::http_status`]) of the same meaning.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// The input is wrong (a bad blueprint, bad JSON, a refused decision).
+    #[error("{message}")]
+    Invalid {
+        /// What is wrong, and what to do.
+        message: String,
+    },
+    /// No such run or interrupt.
+    #[error("{message}")]
+    NotFound {
+        /// What was not found.
+        message: String,
+    },
+    /// Someone else changed the run first (a concurrent or stale decision,
+    /// a run owned by a live process).
+    #[error("{message}")]
+    Conflict {
+        /// What conflicts.
+        message: String,
+    },
+    /// What the request names could not be used here: a blueprint's MCP
+    /// server that does not start. The command fails (exit 1) as a run
+    /// that failed would; over HTTP the request is refused (422), since
+    /// the server itself is fine.
+    #[error("{message}")]
+    Unusable {
+        /// What could not be used, and why.
+        message: String,
+    },
+    /// The store or the run failed.
+    #[error("{message}")]
+    Failed {
+        /// What failed.
+        message: String,
+    },
+}
+
+impl ServiceError {
+    /// The exit code of the same meaning (docs/cli.md).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ServiceError::Invalid { .. } => code::USAGE,
+            ServiceError::NotFound { .. } => code::NOT_FOUND,
+            ServiceError::Conflict { .. } => code::CONFLICT,
+            ServiceError::Unusable { .. } | ServiceError::Failed { .. } => code::FAILED,
+        }
+    }
+
+    /// The HTTP status with the same meaning.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            ServiceError::Invalid { .. } => 400,
+            ServiceError::NotFound { .. } => 404,
+            ServiceError::Conflict { .. } => 409,
+            ServiceError::Unusable { .. } => 422,
+            ServiceError::Failed { .. } => 500,
+        }
+    }
+
+    /// A stable name for JSON errors.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ServiceError::Invalid { .. } => "invalid",
+            ServiceError::NotFound { .. } => "not_found",
+            ServiceError::Conflict { .. } => "conflict",
+            ServiceError::Unusable { .. } => "unusable",
+            ServiceError::Failed { .. } => "failed",
+        }
+    }
+
+    /// Invalid input, saying `message`.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ServiceError::Invalid { message: message.into() }
+    }
+
+    pub(crate) fn not_found(run: RunId) -> Self {
+        ServiceError::NotFound {
+            message: format!("run {run} not found (check the id, and that this is its database)"),
+        }
+    }
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::RunNotFound { run } => ServiceError::not_found(run),
+            StoreError::CheckpointNotFound { .. } => {
+                ServiceError::NotFound { message: error.to_string() }
+            }
+            StoreError::Fenced { .. } => ServiceError::Conflict {
+                message: format!("{error}; another process took the run over"),
+            },
+            StoreError::InvalidCursor { .. } => ServiceError::invalid(error.to_string()),
+            StoreError::ThreadBusy { .. } | StoreError::ThreadMoved { .. } => {
+                ServiceError::Conflict { message: error.to_string() }
+            }
+            StoreError::RunTerminal { .. } => ServiceError::Conflict {
+                message: format!("{error}: it finished before this request took effect"),
+            },
+            StoreError::RunInFlight { run } => {
+                ServiceError::Conflict { message: format!("{error} (tollgate runs cancel {run})") }
+            }
+            other => ServiceError::Failed { message: other.to_string() },
+        }
+    }
+}
+
+impl From<DecisionError> for ServiceError {
+    fn from(error: DecisionError) -> Self {
+        let message = error.to_string();
+        match error {
+            DecisionError::InterruptNotFound { .. } => ServiceError::NotFound { message },
+            DecisionError::Conflict { .. }
+            | DecisionError::AlreadyAnswered { .. }
+            | DecisionError::NotPaused { .. } => ServiceError::Conflict {
+                message: format!("{message} (someone decided first; `tollgate runs show` it)"),
+            },
+            DecisionError::Store(store) => store.into(),
+            _ => ServiceError::Invalid { message },
+        }
+    }
+}
+
+impl From<RunError> for ServiceError {
+    fn from(error: RunError) -> Self {
+        match error {
+            RunError::Decision(decision) => decision.into(),
+            RunError::Store(store) => store.into(),
+            RunError::RunOwned { .. } => ServiceError::Conflict {
+                message: format!("{error} (wait for its lease to expire, or let its owner finish)"),
+            },
+            RunError::NotCancellable { .. } => ServiceError::Conflict { message: error.to_string() },
+            // A thread (or run) of another graph or version: the request
+            // conflicts with what is stored.
+            RunError::GraphMismatch { .. } => ServiceError::Conflict { message: error.to_string() },
+            RunError::UnknownNode { .. } | RunError::AmbiguousWriter { .. } => {
+                ServiceError::invalid(error.to_string())
+            }
+            RunError::AwaitingDecision { run, .. } => ServiceError::Conflict {
+                message: format!(
+                    "{error}: decide it first (approve, edit, respond or reject; `tollgate runs show {run}` lists what it waits for)"
+                ),
+            },
+            other => ServiceError::Failed { message: other.to_failure().message },
+        }
+    }
+}
+
+impl From<HarnessError> for ServiceError {
+    fn from(error: HarnessError) -> Self {
+        match error {
+            HarnessError::Run(run) => run.into(),
+            HarnessError::MissingModel { .. }
+            | HarnessError::MissingTool { .. }
+            | HarnessError::InvalidToolSchema { .. }
+            | HarnessError::Graph(_) => ServiceError::invalid(error.to_string()),
+            HarnessError::Mcp(source) if source.is_start_failure() => {
+                ServiceError::Unusable { message: source.to_string() }
+            }
+            other => ServiceError::Failed { message: other.to_string() },
+        }
+    }
+}
+
+impl From<BlueprintError> for ServiceError {
+    fn from(error: BlueprintError) -> Self {
+        match error {
+            BlueprintError::Compile { source } => match source {
+                HarnessError::MissingModel { .. } => {
+                    ServiceError::invalid(format!("blueprint does not compile: {source}"))
+                }
+                other => other.into(),
+            },
+            // A server that does not start: the command fails as a run
+            // would (exit 1); a request that named it is refused (422).
+            BlueprintError::Mcp { source }
+                if !matches!(
+                    source,
+                    McpError::UnknownTool { .. } | McpError::DuplicateTool { .. }
+                ) =>
+            {
+                ServiceError::Unusable { message: format!("blueprint's MCP servers: {source}") }
+            }
+            other => ServiceError::invalid(other.to_string()),
+        }
+    }
+}
