@@ -31,7 +31,10 @@ mod printable;
 mod service;
 
 pub use error::{code, ServiceError};
-pub use http::{check_exposure, serve, serve_metrics, Limits, ServeOptions};
+pub use http::{
+    check_exposure, router, serve, serve_metrics, Api, Auth, Authenticate, Limits, Refusal,
+    ServeOptions,
+};
 pub use pack::{build_pack, inspect_pack, is_pack, keygen, load_pack, verify_pack, Loaded};
 pub use printable::printable;
 pub use service::{

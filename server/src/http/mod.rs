@@ -39,6 +39,8 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use crate::error::ServiceError;
 use crate::service::Runs;
 
+pub(crate) use auth::Check;
+pub use auth::{Auth, Authenticate, Refusal};
 pub(crate) use follow::Hub;
 pub(crate) use legs::Legs;
 pub use metrics::serve_metrics;
@@ -49,8 +51,11 @@ pub use metrics::serve_metrics;
 pub struct ServeOptions {
     /// Where to listen.
     pub addr: SocketAddr,
-    /// The bearer token every endpoint but `/healthz` requires.
+    /// The bearer token every endpoint but `/healthz` requires (with
+    /// [`Auth::Token`], the default).
     pub token: Option<String>,
+    /// How requests are authenticated.
+    pub auth: Auth,
     /// Serve a non-loopback address without a token.
     pub insecure_no_auth: bool,
     /// Origins allowed by CORS (none: CORS off); `*` allows any.
@@ -76,6 +81,7 @@ impl ServeOptions {
         Self {
             addr,
             token: None,
+            auth: Auth::Token,
             insecure_no_auth: false,
             allow_origins: Vec::new(),
             blueprints: None,
@@ -134,7 +140,7 @@ const RELEASE_PATIENCE: Duration = Duration::from_secs(30);
 /// The options handlers consult.
 #[derive(Debug)]
 pub(crate) struct Settings {
-    pub(crate) token: Option<String>,
+    pub(crate) auth: Check,
     pub(crate) blueprints: Option<PathBuf>,
     pub(crate) allow_inline_commands: bool,
     pub(crate) allow_mcp_hosts: Vec<String>,
@@ -145,10 +151,11 @@ pub(crate) struct Settings {
 }
 
 /// Refuses options that would expose runs: a non-loopback address without
-/// a token (unless `--insecure-no-auth`). Checked before anything is
-/// opened or created.
+/// a token or another check (unless `--insecure-no-auth`). Checked before
+/// anything is opened or created.
 pub fn check_exposure(options: &ServeOptions) -> Result<(), ServiceError> {
-    if !options.addr.ip().is_loopback() && options.token.is_none() && !options.insecure_no_auth {
+    let open = options.token.is_none() && matches!(options.auth, Auth::Token);
+    if !options.addr.ip().is_loopback() && open && !options.insecure_no_auth {
         return Err(ServiceError::invalid(format!(
             "refusing to serve {} without a token: anyone who can reach it could read and decide runs. Set TOLLGATE_TOKEN or --token-file, or pass --insecure-no-auth",
             options.addr
@@ -156,6 +163,89 @@ pub fn check_exposure(options: &ServeOptions) -> Result<(), ServiceError> {
     }
     cors(&options.allow_origins)?;
     Ok(())
+}
+
+/// The API, its streams and the review page over one database, as an
+/// axum [`Router`] a service can nest under any prefix of its own app,
+/// beside its own routes, behind its own middleware. [`serve`] is this
+/// router behind tollgate's own accept loop.
+///
+/// ```no_run
+/// # async fn demo(runs: tollgate_server::Runs) -> Result<(), tollgate_server::ServiceError> {
+/// use tollgate_server::{Api, Auth, ServeOptions};
+/// let mut options = ServeOptions::new(([127, 0, 0, 1], 8080).into());
+/// // The service's own middleware checks callers (layered on the router).
+/// options.auth = Auth::External;
+/// let api = Api::new(runs, options)?;
+/// let app = axum::Router::new().nest("/tollgate", api.router());
+/// // ... serve `app`; at shutdown:
+/// api.release(std::time::Duration::from_secs(30)).await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Api {
+    app: App,
+    cors: Option<CorsLayer>,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api").field("runs", &self.app.runs).finish_non_exhaustive()
+    }
+}
+
+impl Api {
+    /// The API over `runs`, configured by `options` (its `addr` is not
+    /// used: the service that serves the router decides where).
+    pub fn new(runs: Runs, options: ServeOptions) -> Result<Self, ServiceError> {
+        let cors = cors(&options.allow_origins)?;
+        let settings = Settings {
+            auth: match options.auth {
+                Auth::Token => match options.token {
+                    Some(token) => Check::Token(token),
+                    None => Check::Open,
+                },
+                Auth::External => Check::Open,
+                Auth::Custom(check) => Check::Custom(check),
+            },
+            blueprints: options.blueprints,
+            allow_inline_commands: options.allow_inline_commands,
+            allow_mcp_hosts: options.allow_mcp_hosts,
+            pass_env: options.pass_env,
+            limits: options.limits,
+            metrics: metrics::recorder()?,
+        };
+        let app =
+            App { runs, hub: Hub::default(), legs: Legs::default(), settings: Arc::new(settings) };
+        Ok(Self { app, cors })
+    }
+
+    /// The router: every endpoint of docs/openapi.yaml, the streams, the
+    /// page at `/` (and `/ui/…`), with the JSON error shape, the request
+    /// target limit, CORS as configured and the configured [`Auth`].
+    pub fn router(&self) -> Router {
+        let mut router = routes(self.app.clone());
+        if let Some(cors) = self.cors.clone() {
+            router = router.layer(cors);
+        }
+        router.layer(axum::middleware::map_response(errors::json_errors))
+    }
+
+    /// Releases the legs this API drives (runs it started, decided or
+    /// continued): each goes back to `queued` at its next step boundary,
+    /// waiting up to `patience`, for a worker or `runs continue`, rather
+    /// than staying `running` under an owner that is gone. Call it when
+    /// the service stops. Returns how many were released, and how many
+    /// were still in a step.
+    pub async fn release(&self, patience: Duration) -> (usize, usize) {
+        self.app.legs.release_all(patience).await
+    }
+}
+
+/// [`Api::new`] and [`Api::router`] in one call, for a service that
+/// lets the runs it drives be taken over by lease expiry when it stops.
+pub fn router(runs: Runs, options: ServeOptions) -> Result<Router, ServiceError> {
+    Ok(Api::new(runs, options)?.router())
 }
 
 /// Serves `runs` until `shutdown` resolves, then releases the legs it
@@ -166,45 +256,28 @@ pub async fn serve(
     options: ServeOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServiceError> {
-    let cors = cors(&options.allow_origins)?;
-    let listener = TcpListener::bind(options.addr).await.map_err(|error| ServiceError::Failed {
-        message: format!("cannot listen on {}: {error}", options.addr),
+    let (addr, limits) = (options.addr, options.limits);
+    let open = options.token.is_none() && matches!(options.auth, Auth::Token);
+    let api = Api::new(runs, options)?;
+    let listener = TcpListener::bind(addr).await.map_err(|error| ServiceError::Failed {
+        message: format!("cannot listen on {addr}: {error}"),
     })?;
     let local = listener.local_addr().map_err(|error| ServiceError::Failed {
         message: format!("cannot read the bound address: {error}"),
     })?;
-    if options.token.is_none() && !local.ip().is_loopback() {
+    if open && !local.ip().is_loopback() {
         eprintln!("tollgate: warning: serving {local} without a token (--insecure-no-auth)");
     }
     println!("listening on http://{local}");
-    let settings = Settings {
-        token: options.token,
-        blueprints: options.blueprints,
-        allow_inline_commands: options.allow_inline_commands,
-        allow_mcp_hosts: options.allow_mcp_hosts,
-        pass_env: options.pass_env,
-        limits: options.limits,
-        metrics: metrics::recorder()?,
-    };
-    let app =
-        App { runs, hub: Hub::default(), legs: Legs::default(), settings: Arc::new(settings) };
-    let mut router = router(app.clone());
-    if let Some(cors) = cors {
-        router = router.layer(cors);
-    }
-    router = router.layer(axum::middleware::map_response(errors::json_errors));
-    accept(listener, router, options.limits, shutdown).await;
-    // Legs in flight go back to `queued` at their next step boundary, for
-    // a worker or `runs continue`, rather than staying `running` under an
-    // owner that is gone.
-    let (released, left) = app.legs.release_all(RELEASE_PATIENCE).await;
+    accept(listener, api.router(), limits, shutdown).await;
+    let (released, left) = api.release(RELEASE_PATIENCE).await;
     if released + left > 0 {
         eprintln!("tollgate: stopped; released {released} run(s) at a step boundary, {left} still in a step");
     }
     Ok(())
 }
 
-fn router(app: App) -> Router {
+fn routes(app: App) -> Router {
     Router::new()
         .route("/healthz", get(routes::health))
         .route("/metrics", get(metrics::scrape))
@@ -224,7 +297,7 @@ fn router(app: App) -> Router {
         .route("/", get(page::index))
         .route("/ui/{file}", get(page::asset))
         .fallback(errors::no_route)
-        .layer(axum::middleware::from_fn_with_state(app.clone(), auth::require_token))
+        .layer(axum::middleware::from_fn_with_state(app.clone(), auth::check))
         .layer(axum::middleware::from_fn_with_state(app.clone(), errors::limit_uri))
         .with_state(app)
 }

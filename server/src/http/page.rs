@@ -3,7 +3,7 @@
 //! run the page shows comes through the API with the token the reviewer
 //! signs in with.
 
-use axum::extract::Path;
+use axum::extract::{OriginalUri, Path};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
@@ -35,9 +35,18 @@ const JS: &str = "text/javascript; charset=utf-8";
 /// What the page may load and where it may connect: its own origin only.
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'";
 
-/// `GET /`: the page.
-pub(crate) async fn index() -> Response {
-    served("text/html; charset=utf-8", INDEX)
+/// `GET /`: the page. Nested under a prefix (`/tollgate`), its files are
+/// named under the prefix (`/tollgate/ui/app.js`); the scripts find the
+/// API at the page's own path.
+pub(crate) async fn index(OriginalUri(original): OriginalUri) -> Response {
+    let prefix = original.path().trim_end_matches('/');
+    if prefix.is_empty() {
+        return served("text/html; charset=utf-8", INDEX);
+    }
+    let html = INDEX.replace("=\"/ui/", &format!("=\"{prefix}/ui/"));
+    let mut response = served("text/html; charset=utf-8", "");
+    *response.body_mut() = axum::body::Body::from(html);
+    response
 }
 
 /// `GET /ui/{file}`: the page's scripts and style.

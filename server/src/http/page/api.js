@@ -3,6 +3,12 @@
 
 const KEY = 'tollgate.token';
 
+/**
+ * Where the API is: the path the page was served at, without a final `/`
+ * (empty at the root, `/tollgate` when a service nests the API there).
+ */
+const BASE = location.pathname.replace(/\/+$/, '');
+
 /** The server wants a token (none given, or not its own). */
 export class Unauthorized extends Error {}
 
@@ -28,7 +34,7 @@ export async function api(path, { method = 'GET', body } = {}) {
   const secret = token.get();
   if (secret) headers.Authorization = `Bearer ${secret}`;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const response = await fetch(path, {
+  const response = await fetch(BASE + path, {
     method,
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -52,7 +58,7 @@ export async function api(path, { method = 'GET', body } = {}) {
  * `tollgate.token.HEX`; the server selects `tollgate`.
  */
 export function socket(path, onMessage, onClose) {
-  const url = new URL(path, location.href);
+  const url = new URL(BASE + path, location.href);
   url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
   const protocols = ['tollgate'];
   const secret = token.get();
