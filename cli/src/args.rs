@@ -129,6 +129,11 @@ pub(crate) enum Command {
         /// Read the bearer token from this file (its first line).
         #[arg(long, value_name = "PATH")]
         token_file: Option<PathBuf>,
+        /// Named tokens with roles instead of one token: each line `NAME
+        /// ROLE SHA256` (role `read`, `decide` or `admin`; the token's
+        /// SHA-256 in hex). A decision records the caller's name.
+        #[arg(long, value_name = "PATH", conflicts_with = "token_file")]
+        tokens_file: Option<PathBuf>,
         /// Refused: a token on the command line shows in `ps`.
         #[arg(long, hide = true)]
         token: Option<String>,

@@ -149,6 +149,7 @@ async fn dispatch(cli: Cli) -> Result<u8, ServiceError> {
         Command::Serve {
             addr,
             token_file,
+            tokens_file,
             insecure_no_auth,
             allow_origin,
             blueprints,
@@ -175,6 +176,14 @@ async fn dispatch(cli: Cli) -> Result<u8, ServiceError> {
             limits.max_body = *max_body;
             let mut options = tollgate_server::ServeOptions::new(*addr);
             options.token = server_token(token_file.as_deref())?;
+            if let Some(path) = tokens_file {
+                if options.token.is_some() {
+                    return Err(ServiceError::invalid(
+                        "--tokens-file replaces the one token: unset TOLLGATE_TOKEN",
+                    ));
+                }
+                options.auth = tollgate_server::Auth::Tokens(tollgate_server::Tokens::load(path)?);
+            }
             options.insecure_no_auth = *insecure_no_auth;
             options.allow_origins = allow_origin.clone();
             options.blueprints = blueprints.clone();

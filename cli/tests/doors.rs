@@ -432,3 +432,93 @@ fn inline_runs_keep_their_limits_on_later_legs() {
         assert_eq!(done["status"], "completed", "{done}");
     });
 }
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+#[test]
+fn named_tokens_have_roles_and_decisions_record_who_made_them() {
+    let fx = Fixture::new();
+    let run = fx.paused();
+    let tokens = format!(
+        "# who may do what\nrita read {}\ndan decide {}\nada admin {}\n",
+        sha256_hex("rita-token"),
+        sha256_hex("dan-token"),
+        sha256_hex("ada-token")
+    );
+    std::fs::write(fx.path("tokens"), tokens).unwrap();
+    let library = fx.dir.path().to_str().unwrap().to_owned();
+    let tokens = fx.path("tokens").to_str().unwrap().to_owned();
+    let server =
+        Served::start_with(&fx, &["--tokens-file", &tokens, "--blueprints", &library], None);
+    let client = support::anonymous();
+    let call = |method: reqwest::Method, path: &str, token: &str| {
+        client.request(method, server.url(path)).bearer_auth(token)
+    };
+    runtime().block_on(async {
+        // Who am I.
+        let me: Value = call(reqwest::Method::GET, "/me", "dan-token")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(me, json!({"name": "dan", "role": "decide"}));
+        let stranger = call(reqwest::Method::GET, "/runs", "nobody").send().await.unwrap();
+        assert_eq!(stranger.status(), 401);
+        // A reader reads but does not decide; a decider does not start.
+        let listed = call(reqwest::Method::GET, "/runs", "rita-token").send().await.unwrap();
+        assert_eq!(listed.status(), 200);
+        let resume = format!("/runs/{run}/resume");
+        let refused = call(reqwest::Method::POST, &resume, "rita-token")
+            .json(&json!({"decision": "approve"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 403);
+        let start = json!({"blueprint": "hello_bp", "input": "Hi"});
+        let refused =
+            call(reqwest::Method::POST, "/runs", "dan-token").json(&start).send().await.unwrap();
+        assert_eq!(refused.status(), 403);
+        let started =
+            call(reqwest::Method::POST, "/runs", "ada-token").json(&start).send().await.unwrap();
+        assert_eq!(started.status(), 201);
+        // The decision records the caller; what they typed is a note.
+        let decided = call(reqwest::Method::POST, &resume, "dan-token")
+            .json(&json!({"decision": "approve", "by": "Dan from support"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(decided.status(), 200);
+        // The server continues the run; wait for its leg to end.
+        for _ in 0..200 {
+            let shown: Value = call(reqwest::Method::GET, &format!("/runs/{run}"), "rita-token")
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if shown["status"] == "completed" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    drop(server);
+    let events = String::from_utf8(fx.run(&["runs", "events", &run, "--json"]).stdout).unwrap();
+    let resumed: Value = events
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|event| event["event_type"] == "run_resumed")
+        .expect("a run_resumed event");
+    let decision = &resumed["decisions"][0];
+    assert_eq!(
+        (decision["decided_by"].as_str(), decision["decision_note"].as_str()),
+        (Some("dan"), Some("Dan from support")),
+        "{resumed}"
+    );
+}

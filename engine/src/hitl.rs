@@ -200,10 +200,13 @@ pub struct PendingInterrupt {
     /// The decision, once made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
-    /// Who made it, as the decider named themselves
-    /// ([`DecisionRequest::by`]); not authenticated.
+    /// Who made it ([`DecisionRequest::by`]): the authenticated caller on
+    /// a server with named tokens, else as the decider named themselves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
+    /// The note beside the decision ([`DecisionRequest::note`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision_note: Option<String>,
 }
 
 impl PendingInterrupt {
@@ -223,14 +226,20 @@ impl PendingInterrupt {
             decisions,
             schema: record.schema.clone(),
             decision: record.decision.clone().and_then(|value| serde_json::from_value(value).ok()),
-            decided_by: record
-                .decision
-                .as_ref()
-                .and_then(|value| value.get(DECIDED_BY))
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_owned),
+            decided_by: stored_text(record, DECIDED_BY),
+            decision_note: stored_text(record, DECISION_NOTE),
         }
     }
+}
+
+/// A text stored beside a record's decision under `key`.
+fn stored_text(record: &InterruptRecord, key: &str) -> Option<String> {
+    record
+        .decision
+        .as_ref()
+        .and_then(|value| value.get(key))
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
 }
 
 /// The kind of the executor's breakpoints (`interrupt_before` /
@@ -290,9 +299,14 @@ pub struct DecisionRequest {
     pub expected_version: Option<u64>,
     /// Who decides (a name or an address, as the caller knows them),
     /// recorded with the decision and shown in `run_resumed` events as
-    /// `decided_by`, so a reviewer who lost a race sees who won. Not
-    /// authenticated: the server takes it from the request.
+    /// `decided_by`, so a reviewer who lost a race sees who won. A server
+    /// with named tokens sets it to the authenticated caller; otherwise
+    /// it is what the caller says.
     pub by: Option<String>,
+    /// A free-text note beside the decision (what a reviewer typed as
+    /// their name where the server knows who they are), shown as
+    /// `decision_note`.
+    pub note: Option<String>,
     /// Further interrupts of the same pause answered in the same call:
     /// all are recorded in one write, or none (an unknown, already
     /// answered, refused or invalid one refuses the whole request).
@@ -302,10 +316,20 @@ pub struct DecisionRequest {
 /// The key under which the decider's name is stored beside the decision.
 pub(crate) const DECIDED_BY: &str = "by";
 
+/// The key under which a decision's note is stored beside it.
+pub(crate) const DECISION_NOTE: &str = "note";
+
 impl DecisionRequest {
     /// A decision on the run's only pending interrupt.
     pub fn new(decision: Decision) -> Self {
-        Self { interrupt: None, decision, expected_version: None, by: None, more: Vec::new() }
+        Self {
+            interrupt: None,
+            decision,
+            expected_version: None,
+            by: None,
+            note: None,
+            more: Vec::new(),
+        }
     }
 
     /// A decision on the interrupt `id`.
@@ -315,6 +339,7 @@ impl DecisionRequest {
             decision,
             expected_version: None,
             by: None,
+            note: None,
             more: Vec::new(),
         }
     }
@@ -338,6 +363,13 @@ impl DecisionRequest {
     /// Records who decides (see [`DecisionRequest::by`](Self#structfield.by)).
     pub fn by(mut self, who: impl Into<String>) -> Self {
         self.by = Some(who.into());
+        self
+    }
+
+    /// Records a note beside the decision (see
+    /// [`DecisionRequest::note`](Self#structfield.note)).
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.note = Some(note.into());
         self
     }
 }

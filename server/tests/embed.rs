@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Value};
-use tollgate_server::{Api, Auth, Authenticate, Refusal, Runs, ServeOptions};
+use tollgate_server::{Api, Auth, Authenticate, Principal, Refusal, Role, Runs, ServeOptions};
 
 const KEY: &str = "service-key-1";
 
@@ -32,9 +32,10 @@ async fn api_key(request: Request, next: Next) -> Response {
 struct Users;
 
 impl Authenticate for Users {
-    fn authenticate(&self, headers: &HeaderMap) -> Result<String, Refusal> {
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Refusal> {
         match headers.get("x-user").and_then(|value| value.to_str().ok()) {
-            Some(user) if !user.is_empty() => Ok(user.to_owned()),
+            Some("root") => Ok(Principal::new("root", Role::Admin)),
+            Some(user) if !user.is_empty() => Ok(Principal::new(user, Role::Read)),
             _ => Err(Refusal::new("say who you are with `x-user`")),
         }
     }
@@ -136,6 +137,7 @@ async fn a_check_the_service_supplies_guards_every_endpoint_but_health_and_the_p
     let runs = Runs::open(&folder.path().join("runs.db"), true).await.unwrap();
     let mut options = ServeOptions::new(([127, 0, 0, 1], 0).into());
     options.auth = Auth::Custom(Arc::new(Users));
+    options.blueprints = Some(folder.path().to_owned());
     let router = tollgate_server::router(runs, options).unwrap();
     let base = started(Router::new().nest("/api", router)).await;
     let client = reqwest::Client::new();
@@ -148,6 +150,20 @@ async fn a_check_the_service_supplies_guards_every_endpoint_but_health_and_the_p
     );
     let listed = client.get(format!("{base}/api/runs")).header("x-user", "ana").send().await;
     assert_eq!(listed.unwrap().status(), 200);
+    // A reader may not start runs; an admin may.
+    let start = |user: &'static str| {
+        client
+            .post(format!("{base}/api/runs?wait=true"))
+            .header("x-user", user)
+            .json(&json!({"blueprint": "greeter", "input": "Hi"}))
+            .send()
+    };
+    let forbidden = start("ana").await.unwrap();
+    assert_eq!(forbidden.status(), 403);
+    let body: Value = forbidden.json().await.unwrap();
+    assert_eq!(body["error"]["kind"], "forbidden");
+    assert!(body["error"]["message"].as_str().unwrap().contains("role admin"), "{body}");
+    assert_eq!(start("root").await.unwrap().status(), 201);
     for open in ["/api/healthz", "/api", "/api/ui/app.css"] {
         let response = client.get(format!("{base}{open}")).send().await.unwrap();
         assert_eq!(response.status(), 200, "{open} needs no check");

@@ -10,7 +10,7 @@ use tollgate_checkpoint::{
 use crate::event::{Clock, Event, SystemClock};
 use crate::graph::CompiledGraph;
 use crate::hitl::{
-    validate, Decision, DecisionError, DecisionRequest, PendingInterrupt, DECIDED_BY,
+    validate, Decision, DecisionError, DecisionRequest, PendingInterrupt, DECIDED_BY, DECISION_NOTE,
 };
 use crate::state::State;
 use crate::telemetry;
@@ -178,8 +178,12 @@ impl Executor {
             let mut value = serde_json::to_value(decision).map_err(|error| {
                 DecisionError::Store(StoreError::Backend { source: Box::new(error) })
             })?;
-            if let (Some(by), Some(fields)) = (&request.by, value.as_object_mut()) {
-                fields.insert(DECIDED_BY.to_owned(), serde_json::Value::String(by.clone()));
+            if let Some(fields) = value.as_object_mut() {
+                for (key, text) in [(DECIDED_BY, &request.by), (DECISION_NOTE, &request.note)] {
+                    if let Some(text) = text {
+                        fields.insert(key.to_owned(), serde_json::Value::String(text.clone()));
+                    }
+                }
             }
             Ok::<_, DecisionError>(value)
         };
@@ -202,6 +206,7 @@ impl Executor {
                 .map(|(target, decision)| PendingInterrupt {
                     decision: Some((*decision).clone()),
                     decided_by: request.by.clone(),
+                    decision_note: request.note.clone(),
                     ..PendingInterrupt::from_record(target)
                 })
                 .collect();

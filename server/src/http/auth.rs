@@ -1,7 +1,9 @@
-//! Who may call the API: the built-in bearer token (the default), no
-//! check here when the embedding service's own middleware decides, or a
-//! check the service supplies ([`Authenticate`]). `/healthz`, the review
-//! page's own files and CORS preflights are always let through.
+//! Who may call the API: the built-in bearer token (the default), named
+//! tokens with roles ([`Tokens`]), no check here when the embedding
+//! service's own middleware decides, or a check the service supplies
+//! ([`Authenticate`]). `/healthz`, the review page's own files and CORS
+//! preflights are always let through. A caller known by name and role
+//! ([`Principal`]) may do what its role allows, and decides as itself.
 
 use std::sync::Arc;
 
@@ -25,6 +27,8 @@ pub enum Auth {
     /// subprotocol `tollgate.token.HEX`. No token: no check.
     #[default]
     Token,
+    /// Named tokens, each with a role (`serve --tokens-file`).
+    Tokens(Tokens),
     /// No check here: the service that nests the router checks callers
     /// with its own middleware (a tower layer around the router).
     External,
@@ -36,9 +40,134 @@ pub enum Auth {
 /// A check a service supplies: maps a request's headers to who is calling,
 /// or refuses it.
 pub trait Authenticate: Send + Sync + std::fmt::Debug + 'static {
-    /// Who is calling (a name), or why not (answered 401 with the JSON
-    /// error shape).
-    fn authenticate(&self, headers: &HeaderMap) -> Result<String, Refusal>;
+    /// Who is calling, with their role, or why not (answered 401 with the
+    /// JSON error shape).
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Refusal>;
+}
+
+/// What a caller may do. Each role may do what the ones before it may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// List, show and follow runs and threads (every `GET`).
+    Read,
+    /// Also decide (resume, reject), cancel and continue runs.
+    Decide,
+    /// Also start, delete and prune runs.
+    Admin,
+}
+
+impl Role {
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "read" => Some(Role::Read),
+            "decide" => Some(Role::Decide),
+            "admin" => Some(Role::Admin),
+            _ => None,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::Read => "read",
+            Role::Decide => "decide",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+/// Who is calling, as the check found: recorded as `decided_by` of the
+/// decisions they make.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Principal {
+    /// Their name.
+    pub name: String,
+    /// What they may do.
+    pub role: Role,
+}
+
+impl Principal {
+    /// `name` with `role`.
+    pub fn new(name: impl Into<String>, role: Role) -> Self {
+        Self { name: name.into(), role }
+    }
+}
+
+/// Named tokens with roles: each line of a tokens file is `NAME ROLE
+/// SHA256`, the SHA-256 of the token in hex (`printf %s TOKEN |
+/// sha256sum`), the role `read`, `decide` or `admin`; blank lines and
+/// lines starting with `#` are skipped. Only hashes are kept.
+#[derive(Clone)]
+pub struct Tokens {
+    entries: Vec<(String, Role, [u8; 32])>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.entries.iter().map(|(name, ..)| name.as_str()).collect();
+        f.debug_struct("Tokens").field("names", &names).finish()
+    }
+}
+
+impl Tokens {
+    /// Reads a tokens file.
+    pub fn load(path: &std::path::Path) -> Result<Self, crate::ServiceError> {
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            crate::ServiceError::invalid(format!(
+                "cannot read the tokens file {}: {error}",
+                path.display()
+            ))
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Reads the text of a tokens file; a bad line is refused, named by
+    /// its number (never its hash).
+    pub fn parse(text: &str) -> Result<Self, crate::ServiceError> {
+        let mut entries: Vec<(String, Role, [u8; 32])> = Vec::new();
+        for (number, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let bad = |why: &str| {
+                crate::ServiceError::invalid(format!(
+                    "tokens file, line {}: {why} (each line is `NAME ROLE SHA256`)",
+                    number + 1
+                ))
+            };
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [name, role, hash] = fields.as_slice() else {
+                return Err(bad("three fields expected"));
+            };
+            let role = Role::parse(role).ok_or_else(|| bad("the role is read, decide or admin"))?;
+            let hash: [u8; 32] = crate::hex::decode(&hash.to_ascii_lowercase())
+                .and_then(|bytes| bytes.try_into().ok())
+                .ok_or_else(|| bad("the hash is 64 hex digits (SHA-256 of the token)"))?;
+            if entries.iter().any(|(known, ..)| known == name) {
+                return Err(bad("the name is given twice"));
+            }
+            entries.push(((*name).to_owned(), role, hash));
+        }
+        if entries.is_empty() {
+            return Err(crate::ServiceError::invalid("the tokens file names no token"));
+        }
+        Ok(Self { entries })
+    }
+
+    /// Who holds `token`, if anyone. Every entry is compared, in time that
+    /// does not depend on where the hashes differ.
+    fn holder(&self, token: &[u8]) -> Option<Principal> {
+        use sha2::Digest as _;
+        let hash = sha2::Sha256::digest(token);
+        let mut found = None;
+        for (name, role, known) in &self.entries {
+            if same(hash.as_slice(), known) && found.is_none() {
+                found = Some(Principal::new(name.clone(), *role));
+            }
+        }
+        found
+    }
 }
 
 /// Why [`Authenticate`] refused a request: said in the 401's message.
@@ -62,6 +191,8 @@ pub(crate) enum Check {
     Open,
     /// The bearer token.
     Token(String),
+    /// Named tokens.
+    Tokens(Tokens),
     /// The service's check.
     Custom(Arc<dyn Authenticate>),
 }
@@ -73,21 +204,60 @@ pub(crate) enum Check {
 /// a WebSocket (where browsers cannot set headers), the subprotocol
 /// `tollgate.token.HEX` with the token's bytes in hex; or the service's
 /// own check. Answers 401 otherwise.
-pub(crate) async fn check(State(app): State<App>, request: Request, next: Next) -> Response {
+pub(crate) async fn check(State(app): State<App>, mut request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let exempt = path == "/healthz" || page::is_page(path) || request.method() == Method::OPTIONS;
-    match &app.settings.auth {
-        Check::Open => next.run(request).await,
-        _ if exempt => next.run(request).await,
+    let principal = match &app.settings.auth {
+        Check::Open => return next.run(request).await,
+        _ if exempt => return next.run(request).await,
         Check::Token(token) => match given_token(request.headers()) {
-            Some(given) if same(&given, token.as_bytes()) => next.run(request).await,
-            Some(_) => unauthorized("the bearer token is not the server's"),
-            None => unauthorized("this endpoint needs `Authorization: Bearer TOKEN`"),
+            Some(given) if same(&given, token.as_bytes()) => return next.run(request).await,
+            Some(_) => return unauthorized("the bearer token is not the server's"),
+            None => return unauthorized("this endpoint needs `Authorization: Bearer TOKEN`"),
+        },
+        Check::Tokens(tokens) => match given_token(request.headers()) {
+            Some(given) => match tokens.holder(&given) {
+                Some(principal) => principal,
+                None => return unauthorized("the bearer token is not one of the server's"),
+            },
+            None => return unauthorized("this endpoint needs `Authorization: Bearer TOKEN`"),
         },
         Check::Custom(check) => match check.authenticate(request.headers()) {
-            Ok(_) => next.run(request).await,
-            Err(refusal) => unauthorized(&refusal.message),
+            Ok(principal) => principal,
+            Err(refusal) => return unauthorized(&refusal.message),
         },
+    };
+    let needed = needed_role(request.method(), request.uri().path());
+    if principal.role < needed {
+        let message = format!(
+            "`{}` (role {}) may not do this: it needs role {}",
+            principal.name,
+            principal.role.as_str(),
+            needed.as_str()
+        );
+        return ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).into_response();
+    }
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
+
+/// The role a request needs: reading is `read`; deciding, cancelling and
+/// continuing a run `decide`; starting, deleting and anything else
+/// `admin`.
+fn needed_role(method: &Method, path: &str) -> Role {
+    if method == Method::GET || method == Method::HEAD {
+        return Role::Read;
+    }
+    let decides = method == Method::POST
+        && path.strip_prefix("/runs/").is_some_and(|rest| {
+            rest.split_once('/').is_some_and(|(_, verb)| {
+                matches!(verb, "resume" | "reject" | "cancel" | "continue")
+            })
+        });
+    if decides {
+        Role::Decide
+    } else {
+        Role::Admin
     }
 }
 
@@ -133,7 +303,40 @@ fn same(given: &[u8], token: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::same;
+    use super::{needed_role, same, Role, Tokens};
+    use axum::http::Method;
+
+    #[test]
+    fn roles_cover_what_a_request_does() {
+        assert_eq!(needed_role(&Method::GET, "/runs/x/events"), Role::Read);
+        assert_eq!(needed_role(&Method::POST, "/runs/x/resume"), Role::Decide);
+        assert_eq!(needed_role(&Method::POST, "/runs/x/cancel"), Role::Decide);
+        assert_eq!(needed_role(&Method::POST, "/runs"), Role::Admin);
+        assert_eq!(needed_role(&Method::DELETE, "/runs/x"), Role::Admin);
+        assert_eq!(needed_role(&Method::POST, "/runs/x/other"), Role::Admin);
+    }
+
+    #[test]
+    fn tokens_files_are_read_strictly_and_match_by_hash() {
+        let hash = "5d41402abc4b2a76b9719d911017c592"; // not 64 digits
+        for bad in [
+            format!("ana admin {hash}"),
+            "ana boss 2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824".into(),
+            "ana admin".into(),
+            "# only a comment".into(),
+        ] {
+            let error = Tokens::parse(&bad).expect_err(&bad).to_string();
+            assert!(!error.contains("2cf24dba"), "the hash is not echoed: {error}");
+        }
+        // SHA-256 of "hello".
+        let tokens = Tokens::parse(
+            "# people\nana decide 2CF24DBA5FB0A30E26E83B2AC5B9E29E1B161E5C1FA7425E73043362938B9824\n",
+        )
+        .expect("a good file");
+        let ana = tokens.holder(b"hello").expect("ana");
+        assert_eq!((ana.name.as_str(), ana.role), ("ana", Role::Decide));
+        assert!(tokens.holder(b"hello!").is_none());
+    }
 
     #[test]
     fn tokens_match_only_when_equal() {

@@ -40,7 +40,7 @@ use crate::error::ServiceError;
 use crate::service::Runs;
 
 pub(crate) use auth::Check;
-pub use auth::{Auth, Authenticate, Refusal};
+pub use auth::{Auth, Authenticate, Principal, Refusal, Role, Tokens};
 pub(crate) use follow::Hub;
 pub(crate) use legs::Legs;
 pub use metrics::serve_metrics;
@@ -205,6 +205,7 @@ impl Api {
                     Some(token) => Check::Token(token),
                     None => Check::Open,
                 },
+                Auth::Tokens(tokens) => Check::Tokens(tokens),
                 Auth::External => Check::Open,
                 Auth::Custom(check) => Check::Custom(check),
             },
@@ -280,6 +281,7 @@ pub async fn serve(
 fn routes(app: App) -> Router {
     Router::new()
         .route("/healthz", get(routes::health))
+        .route("/me", get(routes::me))
         .route("/metrics", get(metrics::scrape))
         .route("/runs", get(routes::list).post(routes::create))
         .route("/runs/{id}", get(routes::show).delete(routes::delete))

@@ -3,6 +3,7 @@
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::Extension;
 use axum::Json;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -15,7 +16,7 @@ use crate::error::ServiceError;
 use crate::service::{self, Decided, Launch};
 
 use super::errors::{ApiError, ApiResult};
-use super::{App, Settings};
+use super::{App, Principal, Settings};
 
 pub(crate) async fn health() -> Json<Value> {
     Json(json!({"ok": true}))
@@ -173,9 +174,24 @@ struct RejectBody {
     by: Option<String>,
 }
 
+/// The decision request as the caller makes it: a caller known by name
+/// (named tokens, a service's check) decides as itself, and a free-text
+/// `by` becomes a note beside the decision; otherwise `by` names who
+/// decides, as the caller says.
+fn as_caller(request: DecisionRequest, principal: Option<Extension<Principal>>) -> DecisionRequest {
+    let Some(Extension(principal)) = principal else { return request };
+    let note = request.by.clone().filter(|by| *by != principal.name);
+    let request = DecisionRequest { by: None, ..request }.by(principal.name);
+    match note {
+        Some(note) => request.note(note),
+        None => request,
+    }
+}
+
 pub(crate) async fn resume(
     State(app): State<App>,
     Path(id): Path<String>,
+    principal: Option<Extension<Principal>>,
     body: Body,
 ) -> ApiResult<Json<Value>> {
     let run = run_id(&id)?;
@@ -200,7 +216,7 @@ pub(crate) async fn resume(
             Some(by) => request.by(by.trim()),
             None => request,
         };
-        return decided(&app, run, request).await;
+        return decided(&app, run, as_caller(request, principal)).await;
     }
     let Some(kind) = body.decision else {
         return Err(ServiceError::invalid("`decision` (or `answers`) is required").into());
@@ -222,18 +238,30 @@ pub(crate) async fn resume(
             .into())
         }
     };
-    decided(&app, run, service::decision_request(body.interrupt, decision, body.by)).await
+    let request = service::decision_request(body.interrupt, decision, body.by);
+    decided(&app, run, as_caller(request, principal)).await
 }
 
 pub(crate) async fn reject(
     State(app): State<App>,
     Path(id): Path<String>,
+    principal: Option<Extension<Principal>>,
     body: Body,
 ) -> ApiResult<Json<Value>> {
     let run = run_id(&id)?;
     let body: RejectBody = read_json(&app, body, false).await?;
     let decision = Decision::Reject { reason: body.reason };
-    decided(&app, run, service::decision_request(body.interrupt, decision, body.by)).await
+    let request = service::decision_request(body.interrupt, decision, body.by);
+    decided(&app, run, as_caller(request, principal)).await
+}
+
+/// `GET /me`: who the server takes the caller for: `{"name", "role"}`
+/// (`name` null when the server knows no names: one token, or none).
+pub(crate) async fn me(principal: Option<Extension<Principal>>) -> Json<Value> {
+    Json(match principal {
+        Some(Extension(principal)) => json!({"name": principal.name, "role": principal.role}),
+        None => json!({"name": null, "role": "admin"}),
+    })
 }
 
 /// Records the decision; a blueprint run continues here in the

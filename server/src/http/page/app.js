@@ -22,6 +22,7 @@ async function route() {
   const parts = path.split('/').filter(Boolean);
   const params = new URLSearchParams(query ?? '');
   document.getElementById('sign-out').hidden = !token.get();
+  showWho();
   for (const [id, active] of [['nav-inbox', parts.length === 0], ['nav-runs', parts[0] === 'runs']]) {
     const link = document.getElementById(id);
     if (active) link.setAttribute('aria-current', 'page');
@@ -37,6 +38,25 @@ async function route() {
     fail(error);
   }
   if (moved) main.focus();
+}
+
+/** Says who the server takes the reviewer for, when it knows names. */
+let whoFor = null;
+async function showWho() {
+  const who = document.getElementById('who');
+  const secret = token.get();
+  if (secret === whoFor) return;
+  whoFor = secret;
+  who.hidden = true;
+  try {
+    const me = await api('/me');
+    if (me?.name) {
+      who.textContent = `Signed in as ${me.name} (${me.role})`;
+      who.hidden = false;
+    }
+  } catch {
+    // Not signed in yet: the sign-in form says so.
+  }
 }
 
 /** Shows what went wrong, or the sign-in when the server wants a token. */
