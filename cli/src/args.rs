@@ -39,10 +39,17 @@ pub(crate) struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum Command {
-    /// Runs a blueprint until it completes, pauses for a decision or fails.
+    /// Runs a blueprint (or a graph the binary serves) until it completes,
+    /// pauses for a decision or fails.
+    #[command(group(ArgGroup::new("what").required(true).args(["blueprint", "graph"])))]
     Run {
         /// The blueprint file (JSON), or a pack (`.tgpack`, see `pack`).
-        blueprint: PathBuf,
+        blueprint: Option<PathBuf>,
+        /// A typed graph this binary serves (one built with
+        /// `tollgate_cli::main_with`), instead of a blueprint; `--input`
+        /// is then JSON of its state's update.
+        #[arg(long, value_name = "NAME")]
+        graph: Option<String>,
         /// The user's message: text, or a JSON object (its `message` field,
         /// else the whole object, is sent).
         #[arg(long, default_value = "")]

@@ -243,7 +243,8 @@ fn decisions_on_rust_graphs_are_recorded_for_their_process() {
     assert_eq!(recorded["status"], "queued", "waits for the process that has the graph");
     let continued = fx.run(&["runs", "continue", &id]);
     assert_eq!(code(&continued), Some(2));
-    assert!(String::from_utf8_lossy(&continued.stderr).contains("not started from a blueprint"));
+    assert!(String::from_utf8_lossy(&continued.stderr)
+        .contains("of a graph this process does not have"));
 
     let id = rust_graph_run(&fx.db());
     let rejected = fx.json(&["runs", "reject", &id, "--reason", "too much", "--json"], 11);

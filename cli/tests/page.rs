@@ -512,8 +512,9 @@ fn a_question_from_a_rust_graph_is_answered_with_a_schema_form() {
     runtime().block_on(async {
         let page = browser.session().await;
         open_run(&page, &server, &run).await;
-        // No blueprint: no drawing, said so.
-        text_where(&page, "#graph", |text| text.contains("not started from a blueprint")).await;
+        // A graph the server does not have: no drawing, said so.
+        text_where(&page, "#graph", |text| text.contains("of a graph this process does not have"))
+            .await;
         click(&page, "button[data-kind=respond]").await;
         let name = element(&page, ".schema-form input[type=text]").await;
         // The schema's rules, in the page: too short.

@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tollgate_checkpoint::RunId;
-use tollgate_engine::{CancelToken, RunHandle};
-use tollgate_nodes::AgentState;
+use tollgate_engine::CancelToken;
 
 use crate::error::ServiceError;
-use crate::service;
+use crate::service::{self, Leg};
 
 /// Legs in flight, by run.
 #[derive(Clone, Default)]
@@ -27,19 +26,19 @@ impl Legs {
 
     /// Waits for the leg to end (registered meanwhile, so a stopping server
     /// releases it and a cancel stops it).
-    pub(crate) async fn wait(&self, handle: RunHandle<AgentState>) -> Result<(), ServiceError> {
+    pub(crate) async fn wait(&self, handle: Leg) -> Result<(), ServiceError> {
         self.register(&handle);
         self.waited(handle).await
     }
 
     /// Registers the leg before anything else happens, so that a cancel
     /// that comes before the task waiting for it ran still finds it.
-    fn register(&self, handle: &RunHandle<AgentState>) {
+    fn register(&self, handle: &Leg) {
         self.lock().insert(handle.run_id(), handle.cancel_token());
     }
 
     /// Waits for a registered leg to end, then forgets it.
-    async fn waited(&self, handle: RunHandle<AgentState>) -> Result<(), ServiceError> {
+    async fn waited(&self, handle: Leg) -> Result<(), ServiceError> {
         let run = handle.run_id();
         let result = handle.wait().await;
         self.lock().remove(&run);
@@ -58,7 +57,7 @@ impl Legs {
     }
 
     /// Lets the leg run to its end in the background.
-    pub(crate) fn drive(&self, handle: RunHandle<AgentState>) {
+    pub(crate) fn drive(&self, handle: Leg) {
         self.register(&handle);
         let legs = self.clone();
         let run = handle.run_id();

@@ -296,6 +296,8 @@ fn routes(app: App) -> Router {
         .route("/runs/{id}/graph", get(routes::graph))
         .route("/changes", get(streams::changes))
         .route("/threads/{thread}", get(routes::thread))
+        .route("/graphs", get(routes::graphs))
+        .route("/graphs/{name}", get(routes::graph_named))
         .route("/", get(page::index))
         .route("/ui/{file}", get(page::asset))
         .fallback(errors::no_route)

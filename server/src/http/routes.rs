@@ -312,7 +312,8 @@ pub(crate) async fn resume_leg(
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct CreateBody {
-    blueprint: Value,
+    blueprint: Option<Value>,
+    graph: Option<String>,
     #[serde(default)]
     input: Value,
     thread: Option<String>,
@@ -320,8 +321,9 @@ struct CreateBody {
 }
 
 /// `POST /runs`: starts a run of a blueprint (inline, or by name from
-/// `--blueprints`). Answers 201 once the run is stored (driven here on
-/// SQLite, queued for workers on Postgres), or when its leg ends with
+/// `--blueprints`) or of a registered graph (`graph`, its newest
+/// version). Answers 201 once the run is stored (driven here on SQLite,
+/// queued for workers on Postgres), or when its leg ends with
 /// `?wait=true`.
 pub(crate) async fn create(
     State(app): State<App>,
@@ -329,17 +331,29 @@ pub(crate) async fn create(
     body: Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let body: CreateBody = read_json(&app, body, true).await?;
-    let blueprint = blueprint(&app, body.blueprint).await?;
     if body.max_steps == Some(0) {
         return Err(ServiceError::invalid("`max_steps` must be at least 1").into());
     }
     if body.thread.as_deref().is_some_and(|thread| thread.trim().is_empty()) {
         return Err(ServiceError::invalid("`thread` must not be empty").into());
     }
-    let input = service::user_message(&body.input);
     let run = RunId::new();
     let launch = Launch { thread: body.thread, max_steps: body.max_steps };
-    let handle = app.runs.launch(&blueprint, &input, launch, run, Some(app.hub.sink(run))).await?;
+    let sink = Some(app.hub.sink(run));
+    let handle = match (body.blueprint, body.graph) {
+        (Some(given), None) => {
+            let blueprint = blueprint(&app, given).await?;
+            let input = service::user_message(&body.input);
+            app.runs.launch(&blueprint, &input, launch, run, sink).await?
+        }
+        (None, Some(name)) => app.runs.launch_graph(&name, body.input, launch, run, sink).await?,
+        _ => {
+            return Err(ServiceError::invalid(
+                "give `blueprint` (a blueprint's JSON or the name of one the server has) or `graph` (the name of a graph the server serves), one of them",
+            )
+            .into())
+        }
+    };
     match (handle, query.wait.unwrap_or(false)) {
         (Some(handle), true) => app.legs.wait(handle).await?,
         (Some(handle), false) => app.legs.drive(handle),
@@ -347,6 +361,22 @@ pub(crate) async fn create(
         (None, false) => {}
     }
     Ok((StatusCode::CREATED, summary_json(&app.runs.summary(run).await?)))
+}
+
+/// `GET /graphs`: the graphs this server serves besides blueprints, each
+/// `{"name", "version", "versions", "kind", "outline"}`.
+pub(crate) async fn graphs(State(app): State<App>) -> Json<Value> {
+    Json(json!({"graphs": app.runs.graphs().listing()}))
+}
+
+/// `GET /graphs/{name}`: one of them.
+pub(crate) async fn graph_named(
+    State(app): State<App>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    app.runs.graphs().described(&name).map(Json).ok_or_else(|| {
+        ServiceError::NotFound { message: format!("this server has no graph `{name}`") }.into()
+    })
 }
 
 /// How long reading a request's blueprint (its files included) may take.

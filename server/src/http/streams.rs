@@ -2,7 +2,6 @@
 //! feed, over a [`Follow`] of the run's log (`follow.rs`).
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{
@@ -17,9 +16,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::RunId;
 use tollgate_engine::{Event, EventEnvelope, StreamMode};
-use tollgate_nodes::CompiledAgent;
 
 use crate::error::ServiceError;
+use crate::service::ServedGraph;
 
 use super::errors::ApiResult;
 use super::follow::{Follow, Item, Logged, Until};
@@ -73,7 +72,7 @@ pub(crate) async fn sse(
         Carry::Values => {
             let rebuilt =
                 app.runs.blueprint_graph(run, "follow its states (mode `values`)").await?;
-            Some(Arc::new(rebuilt.agent))
+            Some(rebuilt.graph)
         }
         Carry::Events(_) => None,
     };
@@ -131,7 +130,7 @@ pub(crate) async fn sse(
 async fn sse_event(
     follow: &Follow,
     carry: Carry,
-    agent: Option<&CompiledAgent>,
+    agent: Option<&dyn ServedGraph>,
     logged: &Logged,
 ) -> Option<SseEvent> {
     let (envelope, json) = (&logged.envelope, logged.json.as_str());
@@ -142,7 +141,7 @@ async fn sse_event(
         }
         Carry::Values => match (&envelope.event, agent) {
             (Event::CheckpointSaved { step, .. }, Some(agent)) => {
-                let state = follow.runs.state_of(agent, follow.run, Some(*step)).await;
+                let state = agent.state(follow.runs.executor(), follow.run, Some(*step)).await;
                 let data = match state {
                     Ok(state) => json!({"step": step, "values": state["values"]}),
                     Err(error) => json!({"step": step, "error": error.to_string()}),

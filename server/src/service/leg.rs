@@ -2,8 +2,10 @@
 //! becomes a command's result.
 
 use tokio::sync::broadcast;
-use tollgate_checkpoint::RunId;
-use tollgate_engine::{Executor, RunError, RunHandle};
+use tollgate_checkpoint::{RunId, RunStatus};
+use tollgate_engine::{Executor, RunError};
+
+use super::Leg;
 
 use crate::error::ServiceError;
 
@@ -15,9 +17,9 @@ use crate::error::ServiceError;
 /// is reported by its summary, not as an error. With `changes` (a store's
 /// changed runs: Postgres), a change of the run has the leg renew its
 /// lease at once, so that a cancel from another process stops it at once.
-pub(super) async fn wait<S: tollgate_engine::State>(
+pub(super) async fn wait(
     executor: &Executor,
-    handle: RunHandle<S>,
+    handle: Leg,
     changes: Option<broadcast::Receiver<Option<RunId>>>,
 ) -> Result<(), ServiceError> {
     let (cancel, run, executor) = (handle.cancel_token(), handle.run_id(), executor.clone());
@@ -59,9 +61,7 @@ pub(super) async fn wait<S: tollgate_engine::State>(
 
 /// A leg's end as a command's result: a run that failed is reported by its
 /// summary, not as an error; the store failing, or a conflict, is one.
-pub(crate) fn leg_result<S>(
-    result: Result<tollgate_engine::RunOutcome<S>, RunError>,
-) -> Result<(), ServiceError> {
+pub(crate) fn leg_result(result: Result<RunStatus, RunError>) -> Result<(), ServiceError> {
     match result {
         Ok(_) => Ok(()),
         Err(tollgate_engine::RunError::NodeFailed { .. })

@@ -4,9 +4,13 @@
 //! in [`view`]; how a leg this process drives is waited for, in [`leg`].
 
 mod leg;
+mod served;
 mod view;
 
 pub(crate) use leg::leg_result;
+use served::Continued;
+pub(crate) use served::ServedGraph;
+pub use served::{Graphs, Leg};
 pub use tollgate_checkpoint::DamagedRun;
 pub use view::{InterruptView, Listing, RunSummary};
 
@@ -23,8 +27,8 @@ use tollgate_checkpoint::{
     StoreError,
 };
 use tollgate_engine::{
-    drive_leg, Decision, DecisionError, DecisionRequest, EventEnvelope, EventSink, Executor,
-    Resumed, RunConfig, RunError, RunHandle, Worker, Workload,
+    Decision, DecisionError, DecisionRequest, EventEnvelope, EventSink, Executor, RunConfig,
+    RunError, RunHandle, Worker, Workload,
 };
 use tollgate_nodes::{
     AgentState, AgentStateUpdate, Blueprint, CompiledAgent, Message, ModelRegistry,
@@ -38,17 +42,20 @@ use crate::error::ServiceError;
 pub enum Decided {
     /// Recorded; the process that has the run's graph continues it.
     Recorded,
-    /// Recorded on a blueprint run, which now waits for other decisions or
-    /// ended rejected.
+    /// Recorded on a run whose graph this process has (a blueprint's, or
+    /// one of its registered graphs), which now waits for other decisions
+    /// or ended rejected.
     Settled,
-    /// Recorded on a blueprint run, which this process now continues.
-    Continuing(RunHandle<AgentState>),
+    /// Recorded on a run whose graph this process has, which it now
+    /// continues in this leg.
+    Continuing(Leg),
 }
 
-/// A blueprint run's graph, rebuilt from what the run stored, and the
-/// blueprint's run settings (`max_steps`).
+/// A run's graph as this process has it: rebuilt from a blueprint run's
+/// attachment (with the blueprint's run settings, `max_steps`), or the
+/// registered graph of the run's name and version.
 pub(crate) struct Rebuilt {
-    pub(crate) agent: CompiledAgent,
+    pub(crate) graph: Arc<dyn ServedGraph>,
     pub(crate) config: RunConfig,
 }
 
@@ -110,6 +117,8 @@ pub struct Runs {
     /// Variables of this process's environment that programs of the
     /// blueprints it drives may see (`--pass-env`).
     pass_env: Arc<Vec<String>>,
+    /// The typed graphs this process can run besides blueprints.
+    graphs: Arc<Graphs>,
 }
 
 impl std::fmt::Debug for Runs {
@@ -195,7 +204,75 @@ impl Runs {
             changes: Arc::default(),
             statuses: Arc::default(),
             pass_env: Arc::default(),
+            graphs: Arc::default(),
         })
+    }
+
+    /// Serves the typed graphs of `graphs` besides blueprints: the API
+    /// starts them by name, decisions and `continue` drive their runs
+    /// here, workers drive them too.
+    pub fn with_graphs(mut self, graphs: Graphs) -> Self {
+        self.graphs = Arc::new(graphs);
+        self
+    }
+
+    /// The executor behind the runs.
+    pub(crate) fn executor(&self) -> &Executor {
+        &self.executor
+    }
+
+    /// The typed graphs this process serves.
+    pub(crate) fn graphs(&self) -> &Graphs {
+        &self.graphs
+    }
+
+    /// Starts a run of the registered graph `name` (its newest version) on
+    /// `input` (JSON of its state's update), and waits for its leg; with
+    /// `queue`, stores it `queued` for a worker and returns at once.
+    pub async fn start_graph(
+        &self,
+        name: &str,
+        input: Value,
+        thread: Option<&str>,
+        queue: bool,
+        events: Option<EventSink>,
+    ) -> Result<RunSummary, ServiceError> {
+        let graph = self.graph_named(name)?;
+        let run = RunId::new();
+        let config = RunConfig::new().run_id(run);
+        let config = if queue { config } else { with_events(config, events) };
+        if let Some(leg) = graph.open(&self.executor, input, thread, config, queue).await? {
+            self.wait(leg).await?;
+        }
+        self.summary(run).await
+    }
+
+    /// The newest version of the registered graph `name`.
+    fn graph_named(&self, name: &str) -> Result<&Arc<dyn ServedGraph>, ServiceError> {
+        self.graphs.newest_entry(name).ok_or_else(|| ServiceError::NotFound {
+            message: format!("no graph `{name}` is served here (GET /graphs lists them)"),
+        })
+    }
+
+    /// Starts a run of the registered graph `name` (its newest version) on
+    /// `input` (JSON of its state's update) with the id `run`: queued for a
+    /// worker when runs are shared (Postgres), else driven here.
+    pub(crate) async fn launch_graph(
+        &self,
+        name: &str,
+        input: Value,
+        launch: Launch,
+        run: RunId,
+        events: Option<EventSink>,
+    ) -> Result<Option<Leg>, ServiceError> {
+        let graph = self.graph_named(name)?;
+        let mut config = RunConfig::new().run_id(run);
+        if let Some(steps) = launch.max_steps {
+            config = config.max_steps(steps);
+        }
+        let queue = self.shared();
+        let config = if queue { config } else { with_events(config, events) };
+        graph.open(&self.executor, input, launch.thread.as_deref(), config, queue).await
     }
 
     /// Lets programs of the blueprints this process drives see `names`
@@ -257,7 +334,7 @@ impl Runs {
         launch: Launch,
         run: RunId,
         events: Option<EventSink>,
-    ) -> Result<Option<RunHandle<AgentState>>, ServiceError> {
+    ) -> Result<Option<Leg>, ServiceError> {
         // A run queued for a worker needs the graph, not the MCP servers:
         // the worker starts them.
         let agent = if self.shared() {
@@ -274,7 +351,7 @@ impl Runs {
             self.queue(&agent, opening, config).await?;
             return Ok(None);
         }
-        Ok(Some(self.drive(&agent, opening, with_events(config, events)).await?))
+        Ok(Some(Leg::of(self.drive(&agent, opening, with_events(config, events)).await?)))
     }
 
     /// What new run `run` of `agent` starts from: `input` as a fresh
@@ -332,23 +409,48 @@ impl Runs {
         self.executor.store()
     }
 
-    /// The blueprint graph of a run, if it was started from one.
+    /// The graph of a run, if this process has it: a blueprint run's,
+    /// rebuilt from its attachment, or the registered graph of the run's
+    /// name and version. A run of a registered name whose version is gone
+    /// is a conflict naming the versions there are.
     pub(crate) async fn rebuild(&self, run: RunId) -> Result<Option<Rebuilt>, ServiceError> {
-        let Some(attachment) = self.executor.attachment(run).await? else {
-            return Ok(None);
-        };
-        let blueprint = match Blueprint::from_attachment(&attachment) {
-            Ok(blueprint) => crate::pack::recheck(blueprint)?.with_inherited_env(&self.pass_env),
-            Err(tollgate_nodes::BlueprintError::NotABlueprintRun) => return Ok(None),
-            Err(error) => return Err(error.into()),
-        };
-        let agent = blueprint.start(&self.models).await?;
-        Ok(Some(Rebuilt { agent, config: blueprint.run_config() }))
+        if let Some(attachment) = self.executor.attachment(run).await? {
+            let blueprint = match Blueprint::from_attachment(&attachment) {
+                Ok(blueprint) => {
+                    Some(crate::pack::recheck(blueprint)?.with_inherited_env(&self.pass_env))
+                }
+                Err(tollgate_nodes::BlueprintError::NotABlueprintRun) => None,
+                Err(error) => return Err(error.into()),
+            };
+            if let Some(blueprint) = blueprint {
+                let agent = blueprint.start(&self.models).await?;
+                let graph: Arc<dyn ServedGraph> = Arc::new(agent.graph().clone());
+                return Ok(Some(Rebuilt { graph, config: blueprint.run_config() }));
+            }
+        }
+        let record = self.store().run(run).await?;
+        let (name, version) = (&record.graph.name, record.graph.version);
+        if let Some(graph) = self.graphs.exact(name, version) {
+            return Ok(Some(Rebuilt { graph: Arc::clone(graph), config: RunConfig::new() }));
+        }
+        if let Some(known) = self.graphs.described(name) {
+            let versions: Vec<String> = known["versions"]
+                .as_array()
+                .map(|versions| versions.iter().map(ToString::to_string).collect())
+                .unwrap_or_default();
+            return Err(ServiceError::Conflict {
+                message: format!(
+                    "run {run} started on graph `{name}` version {version}, which this process does not have (it has version {}); a process that has version {version} continues it",
+                    versions.join(", ")
+                ),
+            });
+        }
+        Ok(None)
     }
 
-    /// Records a decision. A blueprint run is then taken over by this
-    /// process in the same transaction ([`Decided::Continuing`]); any other
-    /// run is left for the process that has its graph.
+    /// Records a decision. A run whose graph this process has is then
+    /// taken over by it in the same transaction ([`Decided::Continuing`]);
+    /// any other run is left for the process that has its graph.
     pub async fn decide(
         &self,
         run: RunId,
@@ -366,12 +468,12 @@ impl Runs {
             Some(rebuilt) => {
                 // The blueprint's settings (its step budget) hold for every leg.
                 let config = with_events(rebuilt.config, events);
-                self.executor.resume(rebuilt.agent.graph(), run, request, config).await.map(
-                    |resumed| match resumed {
-                        Resumed::Continuing(handle) => Decided::Continuing(handle),
-                        Resumed::Waiting(_) | Resumed::Rejected(_) => Decided::Settled,
-                    },
-                )
+                rebuilt.graph.resume(&self.executor, run, request, config).await.map(|continued| {
+                    match continued {
+                        Continued::Leg(leg) => Decided::Continuing(leg),
+                        Continued::Settled => Decided::Settled,
+                    }
+                })
             }
         };
         match decided {
@@ -421,7 +523,7 @@ impl Runs {
         &self,
         run: RunId,
         events: Option<EventSink>,
-    ) -> Result<RunHandle<AgentState>, ServiceError> {
+    ) -> Result<Leg, ServiceError> {
         let record = self.store().run(run).await?;
         if record.status.is_terminal() {
             // As `resume` on a finished run: a conflict with its state.
@@ -431,11 +533,11 @@ impl Runs {
         }
         let Some(rebuilt) = self.rebuild(run).await? else {
             return Err(ServiceError::invalid(format!(
-                "run {run} was not started from a blueprint: continue it from the process that has its graph (Executor::continue_run or recover)"
+                "run {run} is of a graph this process does not have: continue it from the process that has its graph (Executor::continue_run or recover)"
             )));
         };
         let config = with_events(rebuilt.config, events);
-        Ok(self.executor.continue_run(rebuilt.agent.graph(), run, config).await?)
+        Ok(rebuilt.graph.continue_run(&self.executor, run, config).await?)
     }
 
     /// Waits until no leg of `run` is in flight or queued (a worker of any
@@ -474,15 +576,12 @@ impl Runs {
 
     /// Waits for a leg this process drives, stopping it on Ctrl-C, and at
     /// once when it is cancelled elsewhere on Postgres.
-    pub async fn wait<S: tollgate_engine::State>(
-        &self,
-        handle: RunHandle<S>,
-    ) -> Result<(), ServiceError> {
+    pub async fn wait(&self, leg: Leg) -> Result<(), ServiceError> {
         let changes = match &self.backend {
             Backend::Postgres(store) => Some(store.run_changes()),
             Backend::Sqlite(_) => None,
         };
-        leg::wait(&self.executor, handle, changes).await
+        leg::wait(&self.executor, leg, changes).await
     }
 
     /// Cancels a running or queued run, wherever it is driven
@@ -557,9 +656,9 @@ impl Runs {
         let run = RunId::new();
         let opening = self.opening(&agent, input, thread, run).await?;
         let config = with_events(blueprint.run_config().run_id(run), events);
-        let handle = self.drive(&agent, opening, config).await?;
-        let run = handle.run_id();
-        self.wait(handle).await?;
+        let leg = Leg::of(self.drive(&agent, opening, config).await?);
+        let run = leg.run_id();
+        self.wait(leg).await?;
         self.summary(run).await
     }
 
@@ -672,10 +771,7 @@ impl Workload for BlueprintRuns {
         if let Some(token) = given.given_cancel_token() {
             config = config.cancel_token(token);
         }
-        let driven = match executor.continue_run(rebuilt.agent.graph(), run.id, config).await {
-            Ok(handle) => drive_leg(handle, shutdown).await.map(|outcome| outcome.status),
-            Err(error) => Err(error),
-        };
+        let driven = rebuilt.graph.drive(executor, run, config, shutdown).await?;
         // One line per leg for whoever watches the worker.
         match &driven {
             Ok(status) => eprintln!("tollgate worker: run {}: {status}", run.id),

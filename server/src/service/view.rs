@@ -7,8 +7,7 @@ use tollgate_checkpoint::{
     CheckpointInfo, Cursor, DamagedRun, PageRequest, RunFailure, RunFilter, RunId, RunRecord,
     RunStatus,
 };
-use tollgate_engine::{format_rfc3339, EdgeKind, Event, GraphNode};
-use tollgate_nodes::CompiledAgent;
+use tollgate_engine::{format_rfc3339, Event};
 
 use crate::error::ServiceError;
 
@@ -98,8 +97,9 @@ impl Listing {
 }
 
 impl Runs {
-    /// The graph of a blueprint run, for what only its graph can decode
-    /// (`what`); any other run is refused, naming the Rust API to use.
+    /// The graph of a run this process has (a blueprint's, or a
+    /// registered one), for what only its graph can decode (`what`); any
+    /// other run is refused, naming the Rust API to use.
     pub(crate) async fn blueprint_graph(
         &self,
         run: RunId,
@@ -108,7 +108,7 @@ impl Runs {
         self.store().run(run).await?;
         self.rebuild(run).await?.ok_or_else(|| {
             ServiceError::invalid(format!(
-                "run {run} was not started from a blueprint: {what} in the process that has its graph"
+                "run {run} is of a graph this process does not have: {what} in the process that has it"
             ))
         })
     }
@@ -125,7 +125,7 @@ impl Runs {
         let run = record.id;
         let latest = self.summarize(record, true).await?;
         let state = match self.rebuild(run).await? {
-            Some(rebuilt) => self.state_of(&rebuilt.agent, run, None).await?,
+            Some(rebuilt) => rebuilt.graph.state(&self.executor, run, None).await?,
             None => json!({"step": latest.step, "values": null}),
         };
         Ok(json!({
@@ -136,89 +136,20 @@ impl Runs {
         }))
     }
 
-    /// The blueprint run's graph: `{"name", "version", "nodes": [{"name",
-    /// "kind"}], "edges": [{"from", "to", "kind"}]}`, nodes in the order
-    /// they were added (`__start__` first), kinds `start`, `end`, `node`
-    /// and `static`, `conditional`, `command`, `join`.
+    /// The run's graph: `{"name", "version", "nodes": [{"name",
+    /// "kind"}], "edges": [{"from", "to", "kind"}]}` (see
+    /// `served::outline`).
     pub(crate) async fn graph(&self, run: RunId) -> Result<Value, ServiceError> {
         let rebuilt = self.blueprint_graph(run, "draw it from the process that has it").await?;
-        let compiled = rebuilt.agent.graph();
-        let graph = compiled.graph();
-        let nodes: Vec<Value> = graph
-            .raw_nodes()
-            .iter()
-            .map(|node| {
-                let kind = match node.weight {
-                    GraphNode::Start => "start",
-                    GraphNode::End => "end",
-                    GraphNode::Node(_) => "node",
-                };
-                json!({"name": node.weight.name(), "kind": kind})
-            })
-            .collect();
-        let edges: Vec<Value> = graph
-            .raw_edges()
-            .iter()
-            .map(|edge| {
-                let kind = match edge.weight {
-                    EdgeKind::Static => "static",
-                    EdgeKind::Conditional => "conditional",
-                    EdgeKind::Command => "command",
-                    EdgeKind::Join => "join",
-                };
-                json!({
-                    "from": graph[edge.source()].name(),
-                    "to": graph[edge.target()].name(),
-                    "kind": kind,
-                })
-            })
-            .collect();
-        Ok(json!({
-            "name": compiled.name(),
-            "version": compiled.version(),
-            "nodes": nodes,
-            "edges": edges,
-        }))
+        Ok(rebuilt.graph.outline())
     }
 
     /// The run's state at checkpoint `at` (the last when `None`), for
-    /// blueprint runs: values, next nodes, open interrupts with their
-    /// schemas, finished tasks of the step in flight.
+    /// runs whose graph this process has: values, next nodes, open
+    /// interrupts with their schemas, finished tasks of the step in flight.
     pub(crate) async fn state(&self, run: RunId, at: Option<u64>) -> Result<Value, ServiceError> {
         let rebuilt = self.blueprint_graph(run, "read its state with Executor::get_state").await?;
-        self.state_of(&rebuilt.agent, run, at).await
-    }
-
-    /// [`Runs::state`] with the graph at hand.
-    pub(crate) async fn state_of(
-        &self,
-        agent: &CompiledAgent,
-        run: RunId,
-        at: Option<u64>,
-    ) -> Result<Value, ServiceError> {
-        let state = self.executor.get_state(agent.graph(), run, at).await?;
-        let interrupts: Vec<Value> = state
-            .interrupts
-            .iter()
-            .map(|i| {
-                json!({"id": i.id, "node": i.node, "kind": i.kind, "payload": i.payload,
-                       "decisions": i.decisions, "schema": i.schema})
-            })
-            .collect();
-        let pending: Vec<Value> = state
-            .pending_writes
-            .iter()
-            .map(|(task, node)| json!({"task": task, "node": node}))
-            .collect();
-        Ok(json!({
-            "id": run.to_string(),
-            "step": state.step,
-            "status": state.status,
-            "values": serde_json::to_value(&state.values).unwrap_or(Value::Null),
-            "next": state.next,
-            "interrupts": interrupts,
-            "pending_writes": pending,
-        }))
+        rebuilt.graph.state(&self.executor, run, at).await
     }
 
     /// The summary of `run`: status, step, open interrupts, result or
@@ -333,18 +264,17 @@ impl Runs {
         }
         let rebuilt =
             self.blueprint_graph(run, "read its states with Executor::state_history").await?;
-        let page = self.executor.state_history(rebuilt.agent.graph(), run, before, limit).await?;
+        let (page, next_before) = rebuilt.graph.history(&self.executor, run, before, limit).await?;
         let checkpoints: Vec<Value> = page
-            .checkpoints
             .iter()
-            .map(|(checkpoint, state)| {
+            .map(|(checkpoint, values, next)| {
                 let mut entry = info(checkpoint);
-                entry["values"] = serde_json::to_value(&state.values).unwrap_or(Value::Null);
-                entry["next"] = json!(state.next);
+                entry["values"] = values.clone();
+                entry["next"] = json!(next);
                 entry
             })
             .collect();
-        Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}))
+        Ok(json!({"checkpoints": checkpoints, "next_before": next_before}))
     }
 }
 

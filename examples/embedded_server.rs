@@ -1,0 +1,113 @@
+//! A small service of its own that embeds tollgate: its own routes, its
+//! own API-key check, a Rust graph with an approval interrupt, and the
+//! tollgate API and review page nested under `/tollgate`.
+//!
+//! ```sh
+//! SERVICE_API_KEY=secret cargo run --example embedded_server -- --addr 127.0.0.1:8080 --db service.db
+//! curl -H 'x-api-key: secret' -H 'content-type: application/json' \
+//!      -d '{"graph": "expenses", "input": {"amount": 500}}' http://127.0.0.1:8080/tollgate/runs
+//! ```
+//!
+//! The graph `expenses` takes `{"amount": N}` and pauses for approval when
+//! N > 100. Every path under `/tollgate` needs the key in `x-api-key` (or,
+//! for the review page in a browser, which cannot set that header, as its
+//! sign-in token: `Authorization: Bearer KEY`); the page's own files hold
+//! no data and are served without it. It prints `listening on
+//! http://ADDR` and serves until SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use clap::Parser;
+use serde_json::json;
+use tollgate_server::{Api, Auth, Graphs, Runs, ServeOptions};
+
+#[path = "shared/expenses.rs"]
+mod expenses;
+
+/// Serves the expenses service.
+#[derive(Parser)]
+struct Args {
+    /// Where to listen.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+    /// The SQLite database (created when missing), or a `postgres://` URL.
+    #[arg(long, default_value = "service.db")]
+    db: PathBuf,
+}
+
+/// The service's own check on every path under `/tollgate`: the key in
+/// `x-api-key`, or as the page's bearer token; the page's own files (no
+/// data) are open.
+async fn api_key(key: Arc<String>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    if path == "/" || path.starts_with("/ui/") {
+        return next.run(request).await;
+    }
+    let headers = request.headers();
+    let given = headers.get("x-api-key").and_then(|value| value.to_str().ok()).or_else(|| {
+        headers
+            .get("authorization")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "))
+    });
+    if given == Some(key.as_str()) {
+        next.run(request).await
+    } else {
+        let body = json!({"error": {"kind": "unauthorized", "message": "this service needs its key in `x-api-key`"}});
+        (StatusCode::UNAUTHORIZED, Json(body)).into_response()
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let key = std::env::var("SERVICE_API_KEY")
+        .ok()
+        .filter(|key| !key.trim().is_empty())
+        .ok_or("set SERVICE_API_KEY: the key every /tollgate path needs")?;
+    let key = Arc::new(key.trim().to_owned());
+    let runs =
+        Runs::open(&args.db, true).await?.with_graphs(Graphs::new().graph(expenses::expenses()));
+    let mut options = ServeOptions::new(args.addr);
+    options.auth = Auth::External;
+    let api = Api::new(runs, options)?;
+    let check = {
+        let key = Arc::clone(&key);
+        middleware::from_fn(move |request, next| api_key(Arc::clone(&key), request, next))
+    };
+    let app = Router::new()
+        .route("/", get(|| async { "expenses service: the API and review page are at /tollgate" }))
+        .nest("/tollgate", api.router().layer(check));
+    let listener = tokio::net::TcpListener::bind(args.addr).await?;
+    println!("listening on http://{}", listener.local_addr()?);
+    axum::serve(listener, app).with_graceful_shutdown(stopped()).await?;
+    // Runs this service was driving go back to `queued` for the next start.
+    api.release(Duration::from_secs(30)).await;
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM (on SIGINT alone when SIGTERM cannot be
+/// watched).
+async fn stopped() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

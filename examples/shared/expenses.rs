@@ -1,0 +1,58 @@
+//! The graphs the `embedded_server` and `expense_tool` examples serve.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tollgate::{CompiledGraph, GraphState, Interrupt, NodeContext, StateGraph, END, START};
+
+/// An expense claim.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Claim {
+    pub(crate) amount: u32,
+    #[reducer(append)]
+    pub(crate) log: Vec<String>,
+}
+
+/// `expenses`: a claim over 100 waits for a person's approval, then is paid.
+pub(crate) fn expenses() -> CompiledGraph<Claim> {
+    StateGraph::<Claim>::new("expenses", 1)
+        .node("check", |state: Arc<Claim>, ctx: NodeContext| async move {
+            if state.amount > 100 {
+                let question = json!({"title": "Approve this expense?", "amount": state.amount});
+                ctx.interrupt(Interrupt::new("approval", question))?;
+            }
+            Ok(ClaimUpdate::default().log(vec![format!("checked {}", state.amount)]))
+        })
+        .node("pay", |state: Arc<Claim>, _ctx| async move {
+            Ok(ClaimUpdate::default().log(vec![format!("paid {}", state.amount)]))
+        })
+        .edge(START, "check")
+        .edge("check", "pay")
+        .edge("pay", END)
+        .compile()
+        .expect("the graph compiles")
+}
+
+/// `slow`: three nodes of 300 ms each in a chain, each appending its
+/// name to `log` (for taking a run over from a process killed mid-run).
+#[allow(dead_code)] // The embedded server serves `expenses` alone.
+pub(crate) fn slow() -> CompiledGraph<Claim> {
+    let step = |name: &'static str| {
+        move |_state: Arc<Claim>, _ctx: NodeContext| async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok(ClaimUpdate::default().log(vec![name.to_owned()]))
+        }
+    };
+    StateGraph::<Claim>::new("slow", 1)
+        .node("a", step("a"))
+        .node("b", step("b"))
+        .node("c", step("c"))
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", "c")
+        .edge("c", END)
+        .compile()
+        .expect("the graph compiles")
+}

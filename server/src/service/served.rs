@@ -1,0 +1,416 @@
+//! Graphs the run service serves, whatever their state type: a blueprint
+//! run's graph rebuilt from its attachment, or a typed Rust graph of the
+//! process's registry ([`Graphs`]). Each is driven through
+//! [`ServedGraph`], which speaks JSON at its edges (input, state) and
+//! hands back legs as [`Leg`]s, whatever `S` is inside.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tollgate_checkpoint::{RunId, RunRecord, RunStatus};
+use tollgate_engine::{
+    drive_leg, CancelToken, CompiledGraph, DecisionRequest, EdgeKind, Executor, GraphNode, Resumed,
+    RunConfig, RunError, RunHandle, State, Write,
+};
+
+use crate::error::ServiceError;
+
+/// A leg of a run this process drives, whatever its graph's state type:
+/// what a caller waits for, cancels or releases.
+pub struct Leg {
+    run: RunId,
+    cancel: CancelToken,
+    outcome: Pin<Box<dyn Future<Output = Result<RunStatus, RunError>> + Send>>,
+}
+
+impl std::fmt::Debug for Leg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leg").field("run", &self.run).finish_non_exhaustive()
+    }
+}
+
+impl Leg {
+    /// The leg of `handle`.
+    pub(crate) fn of<S: State>(handle: RunHandle<S>) -> Self {
+        let (run, cancel) = (handle.run_id(), handle.cancel_token());
+        let outcome = Box::pin(async move { handle.wait().await.map(|outcome| outcome.status) });
+        Self { run, cancel, outcome }
+    }
+
+    /// The run.
+    pub fn run_id(&self) -> RunId {
+        self.run
+    }
+
+    /// Stops and releases the leg (see `RunHandle::cancel_token`).
+    pub(crate) fn cancel_token(&self) -> CancelToken {
+        self.cancel.clone()
+    }
+
+    /// Waits for the leg to end: the run's status then.
+    pub(crate) async fn wait(self) -> Result<RunStatus, RunError> {
+        self.outcome.await
+    }
+}
+
+/// What a decision led to, for a graph that continues here.
+pub(crate) enum Continued {
+    /// The run continues in this leg.
+    Leg(Leg),
+    /// It waits for other decisions, or ended rejected.
+    Settled,
+}
+
+/// A graph the run service can start, continue and show, whatever its
+/// state type.
+#[async_trait]
+pub(crate) trait ServedGraph: Send + Sync {
+    /// Its name.
+    fn name(&self) -> &str;
+    /// Its version.
+    fn version(&self) -> u32;
+    /// Its nodes and edges, for drawing.
+    fn outline(&self) -> Value;
+    /// Starts a run on `input` (JSON of the state's update, merged through
+    /// the reducers into the default state, or into the thread's latest
+    /// state), driven here; or with `queue`, stores it `queued` for a
+    /// worker and returns no leg.
+    async fn open(
+        &self,
+        executor: &Executor,
+        input: Value,
+        thread: Option<&str>,
+        config: RunConfig,
+        queue: bool,
+    ) -> Result<Option<Leg>, ServiceError>;
+    /// Records the decision and takes the run over.
+    async fn resume(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        request: DecisionRequest,
+        config: RunConfig,
+    ) -> Result<Continued, RunError>;
+    /// Continues an interrupted or failed run, or one whose owner died.
+    async fn continue_run(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        config: RunConfig,
+    ) -> Result<Leg, RunError>;
+    /// The run's state at checkpoint `at` (the last when `None`): values,
+    /// next nodes, open interrupts, finished tasks of the step in flight.
+    async fn state(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        at: Option<u64>,
+    ) -> Result<Value, ServiceError>;
+    /// A page of the run's checkpoints with the state and next nodes at
+    /// each, newest first: `(step, values, next)` beside the store's
+    /// checkpoint info.
+    async fn history(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        before: Option<u64>,
+        limit: u64,
+    ) -> Result<
+        (Vec<(tollgate_checkpoint::CheckpointInfo, Value, Vec<String>)>, Option<u64>),
+        ServiceError,
+    >;
+    /// Drives a leg of `run` for a worker (see `Workload::drive`).
+    async fn drive(
+        &self,
+        executor: &Executor,
+        run: &RunRecord,
+        config: RunConfig,
+        shutdown: watch::Receiver<bool>,
+    ) -> Option<Result<RunStatus, RunError>>;
+}
+
+#[async_trait]
+impl<S: State + Default> ServedGraph for CompiledGraph<S> {
+    fn name(&self) -> &str {
+        CompiledGraph::name(self)
+    }
+
+    fn version(&self) -> u32 {
+        CompiledGraph::version(self)
+    }
+
+    fn outline(&self) -> Value {
+        outline(self)
+    }
+
+    async fn open(
+        &self,
+        executor: &Executor,
+        input: Value,
+        thread: Option<&str>,
+        config: RunConfig,
+        queue: bool,
+    ) -> Result<Option<Leg>, ServiceError> {
+        let update: S::Update = serde_json::from_value(input).map_err(|error| {
+            ServiceError::invalid(format!(
+                "`input` is not an update of graph `{}`'s state: {error}",
+                CompiledGraph::name(self)
+            ))
+        })?;
+        Ok(match (thread, queue) {
+            (Some(thread), false) => {
+                Some(Leg::of(executor.start_on_thread(self, thread, update, config).await?))
+            }
+            (Some(thread), true) => {
+                executor.enqueue_on_thread(self, thread, update, config).await?;
+                None
+            }
+            (None, queue) => {
+                let mut state = S::default();
+                let write = Write { node: Arc::from("__input__"), update };
+                state
+                    .apply(self.schema(), vec![write])
+                    .map_err(|source| RunError::InvalidUpdate { step: 0, source })?;
+                if queue {
+                    executor.enqueue(self, state, config).await?;
+                    None
+                } else {
+                    Some(Leg::of(executor.start(self, state, config).await?))
+                }
+            }
+        })
+    }
+
+    async fn resume(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        request: DecisionRequest,
+        config: RunConfig,
+    ) -> Result<Continued, RunError> {
+        Ok(match executor.resume(self, run, request, config).await? {
+            Resumed::Continuing(handle) => Continued::Leg(Leg::of(handle)),
+            Resumed::Waiting(_) | Resumed::Rejected(_) => Continued::Settled,
+        })
+    }
+
+    async fn continue_run(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        config: RunConfig,
+    ) -> Result<Leg, RunError> {
+        Ok(Leg::of(executor.continue_run(self, run, config).await?))
+    }
+
+    async fn state(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        at: Option<u64>,
+    ) -> Result<Value, ServiceError> {
+        let state = executor.get_state(self, run, at).await?;
+        let interrupts: Vec<Value> = state
+            .interrupts
+            .iter()
+            .map(|i| {
+                json!({"id": i.id, "node": i.node, "kind": i.kind, "payload": i.payload,
+                       "decisions": i.decisions, "schema": i.schema})
+            })
+            .collect();
+        let pending: Vec<Value> = state
+            .pending_writes
+            .iter()
+            .map(|(task, node)| json!({"task": task, "node": node}))
+            .collect();
+        Ok(json!({
+            "id": run.to_string(),
+            "step": state.step,
+            "status": state.status,
+            "values": serde_json::to_value(&state.values).unwrap_or(Value::Null),
+            "next": state.next,
+            "interrupts": interrupts,
+            "pending_writes": pending,
+        }))
+    }
+
+    async fn history(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        before: Option<u64>,
+        limit: u64,
+    ) -> Result<
+        (Vec<(tollgate_checkpoint::CheckpointInfo, Value, Vec<String>)>, Option<u64>),
+        ServiceError,
+    > {
+        let page = executor.state_history(self, run, before, limit).await?;
+        let entries = page
+            .checkpoints
+            .into_iter()
+            .map(|(checkpoint, state)| {
+                let values = serde_json::to_value(&state.values).unwrap_or(Value::Null);
+                (checkpoint, values, state.next)
+            })
+            .collect();
+        Ok((entries, page.next_before))
+    }
+
+    async fn drive(
+        &self,
+        executor: &Executor,
+        run: &RunRecord,
+        config: RunConfig,
+        shutdown: watch::Receiver<bool>,
+    ) -> Option<Result<RunStatus, RunError>> {
+        Some(match executor.continue_run(self, run.id, config).await {
+            Ok(handle) => drive_leg(handle, shutdown).await.map(|outcome| outcome.status),
+            Err(error) => Err(error),
+        })
+    }
+}
+
+/// A graph's nodes and edges: `{"name", "version", "nodes": [{"name",
+/// "kind"}], "edges": [{"from", "to", "kind"}]}`, nodes in the order they
+/// were added (`__start__` first), kinds `start`, `end`, `node` and
+/// `static`, `conditional`, `command`, `join`.
+pub(crate) fn outline<S: State>(compiled: &CompiledGraph<S>) -> Value {
+    let graph = compiled.graph();
+    let nodes: Vec<Value> = graph
+        .raw_nodes()
+        .iter()
+        .map(|node| {
+            let kind = match node.weight {
+                GraphNode::Start => "start",
+                GraphNode::End => "end",
+                GraphNode::Node(_) => "node",
+            };
+            json!({"name": node.weight.name(), "kind": kind})
+        })
+        .collect();
+    let edges: Vec<Value> = graph
+        .raw_edges()
+        .iter()
+        .map(|edge| {
+            let kind = match edge.weight {
+                EdgeKind::Static => "static",
+                EdgeKind::Conditional => "conditional",
+                EdgeKind::Command => "command",
+                EdgeKind::Join => "join",
+            };
+            json!({
+                "from": graph[edge.source()].name(),
+                "to": graph[edge.target()].name(),
+                "kind": kind,
+            })
+        })
+        .collect();
+    json!({
+        "name": compiled.name(),
+        "version": compiled.version(),
+        "nodes": nodes,
+        "edges": edges,
+    })
+}
+
+/// The typed Rust graphs a process can run, several versions of a name
+/// allowed: the API starts them by name (`POST /runs {"graph": NAME,
+/// "input": …}`, on the newest version), decides and continues their runs
+/// on the version each run started with, workers drive them, and the page
+/// draws them. Blueprints need no registration: their runs carry their
+/// blueprint.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate_engine::{NodeContext, StateGraph, END, START};
+///
+/// #[derive(tollgate_macros::GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+/// #[graph_state(crate = tollgate_engine)]
+/// struct Claim {
+///     amount: u32,
+/// }
+///
+/// let expenses = StateGraph::<Claim>::new("expenses", 1)
+///     .node("check", |_state: Arc<Claim>, _ctx: NodeContext| async move {
+///         Ok(ClaimUpdate::default())
+///     })
+///     .edge(START, "check")
+///     .edge("check", END)
+///     .compile()
+///     .unwrap();
+/// let graphs = tollgate_server::Graphs::new().graph(expenses);
+/// assert_eq!(graphs.newest("expenses"), Some(("expenses", 1)));
+/// ```
+#[derive(Clone, Default)]
+pub struct Graphs {
+    entries: BTreeMap<(String, u32), Arc<dyn ServedGraph>>,
+}
+
+impl std::fmt::Debug for Graphs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.entries.keys()).finish()
+    }
+}
+
+impl Graphs {
+    /// No graphs.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `graph` (its name and version; the same pair again replaces
+    /// it). Its state is shown as JSON and its input taken as JSON of its
+    /// update, merged through its reducers.
+    pub fn graph<S: State + Default>(mut self, graph: CompiledGraph<S>) -> Self {
+        let key = (graph.name().to_owned(), graph.version());
+        self.entries.insert(key, Arc::new(graph));
+        self
+    }
+
+    /// The newest version of `name`, as `(name, version)`.
+    pub fn newest(&self, name: &str) -> Option<(&str, u32)> {
+        self.newest_entry(name).map(|entry| (entry.name(), entry.version()))
+    }
+
+    pub(crate) fn newest_entry(&self, name: &str) -> Option<&Arc<dyn ServedGraph>> {
+        self.entries
+            .range((name.to_owned(), 0)..=(name.to_owned(), u32::MAX))
+            .next_back()
+            .map(|(_, g)| g)
+    }
+
+    pub(crate) fn exact(&self, name: &str, version: u32) -> Option<&Arc<dyn ServedGraph>> {
+        self.entries.get(&(name.to_owned(), version))
+    }
+
+    /// Every graph: `[{"name", "versions": [..], "outline"}]` (the newest
+    /// version's outline), by name.
+    pub(crate) fn listing(&self) -> Vec<Value> {
+        let mut names: Vec<&str> = self.entries.keys().map(|(name, _)| name.as_str()).collect();
+        names.dedup();
+        names.into_iter().filter_map(|name| self.described(name)).collect()
+    }
+
+    /// One graph by name, as in [`Graphs::listing`].
+    pub(crate) fn described(&self, name: &str) -> Option<Value> {
+        let newest = self.newest_entry(name)?;
+        let versions: Vec<u32> = self
+            .entries
+            .keys()
+            .filter(|(entry, _)| entry == name)
+            .map(|(_, version)| *version)
+            .collect();
+        Some(json!({
+            "name": name,
+            "version": newest.version(),
+            "versions": versions,
+            "kind": "graph",
+            "outline": newest.outline(),
+        }))
+    }
+}

@@ -1,0 +1,168 @@
+//! Typed Rust graphs served beside blueprints (`Graphs`): listed, started
+//! over `POST /runs {"graph", "input"}`, shown and drawn, paused for a
+//! decision and continued here when it is decided, on the version each run
+//! started with; a run whose version is gone is a conflict in words.
+//! Real sockets, a real SQLite database.
+
+#![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tollgate_engine::{CompiledGraph, GraphState, Interrupt, NodeContext, StateGraph, END, START};
+use tollgate_server::{Api, Graphs, Runs, ServeOptions};
+
+/// An expense claim.
+#[derive(GraphState, Clone, Debug, Default, Serialize, Deserialize)]
+#[graph_state(crate = tollgate_engine)]
+struct Claim {
+    amount: u32,
+    #[reducer(append)]
+    log: Vec<String>,
+}
+
+/// `expenses`: pauses for approval above `limit`, then pays.
+fn expenses(version: u32, limit: u32) -> CompiledGraph<Claim> {
+    StateGraph::<Claim>::new("expenses", version)
+        .node("check", move |state: Arc<Claim>, ctx: NodeContext| async move {
+            if state.amount > limit {
+                ctx.interrupt(Interrupt::new("approval", json!({"amount": state.amount})))?;
+            }
+            Ok(ClaimUpdate::default().log(vec![format!("checked {}", state.amount)]))
+        })
+        .node("pay", |state: Arc<Claim>, _ctx| async move {
+            Ok(ClaimUpdate::default().log(vec![format!("paid {}", state.amount)]))
+        })
+        .edge(START, "check")
+        .edge("check", "pay")
+        .edge("pay", END)
+        .compile()
+        .unwrap()
+}
+
+async fn serve(runs: Runs) -> (String, Api) {
+    let api = Api::new(runs, ServeOptions::new(([127, 0, 0, 1], 0).into())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let app = Router::new().merge(api.router());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{address}"), api)
+}
+
+async fn settled(client: &reqwest::Client, url: &str) -> Value {
+    let mut shown = Value::Null;
+    for _ in 0..200 {
+        shown = client.get(url).send().await.unwrap().json().await.unwrap();
+        if !matches!(shown["status"].as_str(), Some("running" | "queued")) {
+            return shown;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    shown
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_graph_is_started_shown_decided_and_continued_over_http() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let graphs = Graphs::new().graph(expenses(1, 100));
+    let runs = Runs::open(&db, true).await.unwrap().with_graphs(graphs);
+    let (base, api) = serve(runs).await;
+    let client = reqwest::Client::new();
+
+    // Listed with its versions and outline.
+    let listed: Value =
+        client.get(format!("{base}/graphs")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(listed["graphs"][0]["name"], "expenses");
+    assert_eq!(listed["graphs"][0]["versions"], json!([1]));
+    let outline = &listed["graphs"][0]["outline"];
+    let nodes: Vec<&str> =
+        outline["nodes"].as_array().unwrap().iter().filter_map(|n| n["name"].as_str()).collect();
+    assert!(nodes.contains(&"check") && nodes.contains(&"pay"), "{outline}");
+    let missing = client.get(format!("{base}/graphs/nope")).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+
+    // A small claim runs through.
+    let start = |input: Value| {
+        client
+            .post(format!("{base}/runs?wait=true"))
+            .json(&json!({"graph": "expenses", "input": input}))
+            .send()
+    };
+    let done: Value = start(json!({"amount": 50})).await.unwrap().json().await.unwrap();
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["graph"], "expenses");
+    assert_eq!(done["result"]["log"], json!(["checked 50", "paid 50"]));
+
+    // Input that is not the state's update: 400, nothing stored.
+    let refused = start(json!({"amount": "lots"})).await.unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("`expenses`"), "{body}");
+
+    // A large claim pauses; its state and drawing are served; approving
+    // continues it here.
+    let paused: Value = start(json!({"amount": 500})).await.unwrap().json().await.unwrap();
+    assert_eq!(paused["status"], "awaiting_hitl", "{paused}");
+    assert_eq!(paused["interrupts"][0]["payload"], json!({"amount": 500}));
+    let id = paused["id"].as_str().unwrap().to_owned();
+    let state: Value =
+        client.get(format!("{base}/runs/{id}/state")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(state["values"]["amount"], 500, "{state}");
+    let drawn: Value =
+        client.get(format!("{base}/runs/{id}/graph")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(drawn["name"], "expenses");
+    let history: Value = client
+        .get(format!("{base}/runs/{id}/history?values=true"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(history["checkpoints"][0]["values"]["amount"], 500, "{history}");
+    let decided = client
+        .post(format!("{base}/runs/{id}/resume"))
+        .json(&json!({"decision": "approve", "by": "ana"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(decided.status(), 200);
+    let done = settled(&client, &format!("{base}/runs/{id}")).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["log"], json!(["checked 500", "paid 500"]));
+    assert_eq!(api.release(Duration::from_secs(1)).await, (0, 0));
+
+    // Another process with version 2 only: the paused version-1 run it
+    // cannot continue is a conflict naming both versions.
+    let paused: Value = start(json!({"amount": 700})).await.unwrap().json().await.unwrap();
+    let id = paused["id"].as_str().unwrap().to_owned();
+    let runs =
+        Runs::open(&db, false).await.unwrap().with_graphs(Graphs::new().graph(expenses(2, 1000)));
+    let (newer, _api) = serve(runs).await;
+    let refused = client
+        .post(format!("{newer}/runs/{id}/resume"))
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 409);
+    let body: Value = refused.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("version 1") && message.contains("has version 2"), "{message}");
+    // New runs there start on version 2.
+    let fresh: Value = client
+        .post(format!("{newer}/runs?wait=true"))
+        .json(&json!({"graph": "expenses", "input": {"amount": 700}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(fresh["status"], "completed", "version 2 pays 700 without asking: {fresh}");
+}

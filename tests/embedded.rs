@@ -1,0 +1,191 @@
+//! The embedding examples as a user runs them (real processes, real
+//! sockets): `embedded_server` serves its own routes and its `expenses`
+//! graph under `/tollgate` behind its own API key; `expense_tool`, a
+//! team's own command line built with `tollgate_cli::main_with`, starts,
+//! decides and continues runs of its Rust graphs from separate processes,
+//! also after the process driving one was killed.
+
+#![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// `target/<profile>/examples/NAME`, built by `cargo test` with the tests.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().and_then(|deps| deps.parent()).unwrap();
+    let path = profile.join("examples").join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(path.exists(), "{} is missing: `cargo test` builds the examples", path.display());
+    path
+}
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server(db: &Path) -> Server {
+    let mut child = Command::new(example("embedded_server"))
+        .args(["--addr", "127.0.0.1:0", "--db"])
+        .arg(db)
+        .env("SERVICE_API_KEY", "key-42")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let base = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("{line}"));
+    Server { base: base.to_owned(), child }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_server_serves_its_graph_behind_its_own_key() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(&dir.path().join("service.db"));
+    let base = server.base.clone();
+    let client = reqwest::Client::new();
+    let keyed = |request: reqwest::RequestBuilder| request.header("x-api-key", "key-42");
+
+    // Its own route; every tollgate path behind its key.
+    let own = client.get(format!("{base}/")).send().await.unwrap().text().await.unwrap();
+    assert!(own.contains("expenses service"), "{own}");
+    for path in ["/tollgate/runs", "/tollgate/graphs", "/tollgate/healthz"] {
+        let refused = client.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(refused.status(), 401, "{path}");
+        let wrong = client.get(format!("{base}{path}")).header("x-api-key", "nope").send().await;
+        assert_eq!(wrong.unwrap().status(), 401, "{path} with a wrong key");
+    }
+    let graphs: Value = keyed(client.get(format!("{base}/tollgate/graphs")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(graphs["graphs"][0]["name"], "expenses");
+
+    // A claim over 100 pauses for approval; its live stream shows it.
+    let paused: Value = keyed(client.post(format!("{base}/tollgate/runs?wait=true")))
+        .json(&json!({"graph": "expenses", "input": {"amount": 500}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(paused["status"], "awaiting_hitl", "{paused}");
+    let id = paused["id"].as_str().unwrap().to_owned();
+    let events = keyed(client.get(format!("{base}/tollgate/runs/{id}/events")))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(events.contains("event: run_ended") && events.contains("awaiting_hitl"), "{events}");
+
+    // Approved over the API (the page's call): the service pays it.
+    let approved = keyed(client.post(format!("{base}/tollgate/runs/{id}/resume")))
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let done = loop {
+        let shown: Value = keyed(client.get(format!("{base}/tollgate/runs/{id}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if shown["status"] == "completed" || Instant::now() > deadline {
+            break shown;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done["result"]["log"], json!(["checked 500", "paid 500"]), "{done}");
+
+    // The page and its files, under the prefix.
+    let page = client.get(format!("{base}/tollgate")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("/tollgate/ui/app.js"));
+}
+
+fn tool(db: &Path, args: &[&str]) -> Output {
+    Command::new(example("expense_tool")).arg("--db").arg(db).args(args).output().unwrap()
+}
+
+fn json_of(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)))
+}
+
+#[test]
+fn a_team_tool_starts_decides_and_continues_its_rust_graphs_across_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("team.db");
+
+    // Started by one process, paused; approved by another, which continues it.
+    let paused =
+        tool(&db, &["run", "--graph", "expenses", "--input", r#"{"amount": 500}"#, "--json"]);
+    assert_eq!(paused.status.code(), Some(10), "{}", String::from_utf8_lossy(&paused.stderr));
+    let id = json_of(&paused)["id"].as_str().unwrap().to_owned();
+    let done = tool(&db, &["runs", "resume", &id, "--approve", "--json"]);
+    assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stderr));
+    assert_eq!(json_of(&done)["result"]["log"], json!(["checked 500", "paid 500"]));
+
+    // Killed in the middle of a run; another process continues it from its
+    // last step: every step runs, the ones committed before the kill once.
+    let mut child = Command::new(example("expense_tool"))
+        .arg("--db")
+        .arg(&db)
+        .args(["run", "--graph", "slow", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        let listed = tool(&db, &["runs", "list", "--graph", "slow", "--json"]);
+        let listed: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
+        if listed["runs"][0]["step"].as_u64().is_some_and(|step| step >= 1) {
+            break listed["runs"][0]["id"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "the slow run never took a step");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let continued = tool(&db, &["runs", "continue", &id, "--json"]);
+    assert_eq!(continued.status.code(), Some(0), "{}", String::from_utf8_lossy(&continued.stderr));
+    let summary = json_of(&continued);
+    assert_eq!(summary["status"], "completed");
+    let log: Vec<String> = serde_json::from_value(summary["result"]["log"].clone()).unwrap();
+    assert_eq!(log.first().map(String::as_str), Some("a"), "{log:?}");
+    assert_eq!(
+        log.iter().filter(|name| *name == "a").count(),
+        1,
+        "a committed step ran once: {log:?}"
+    );
+    assert_eq!(log.last().map(String::as_str), Some("c"), "{log:?}");
+
+    // A graph the tool does not serve: not found.
+    let missing = tool(&db, &["run", "--graph", "nope"]);
+    assert_eq!(missing.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no graph `nope`"));
+}
