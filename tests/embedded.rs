@@ -3,7 +3,8 @@
 //! graph under `/tollgate` behind its own API key; `expense_tool`, a
 //! team's own command line built with `tollgate_cli::main_with`, starts,
 //! decides and continues runs of its Rust graphs from separate processes,
-//! also after the process driving one was killed.
+//! also after the process driving one was killed. The review page, nested
+//! in the service, decides a Rust graph's run in headless Chromium.
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
@@ -13,6 +14,10 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+#[allow(dead_code)] // The review page's helpers; this binary uses a few.
+#[path = "../cli/tests/browser/mod.rs"]
+mod browser;
 
 /// `target/<profile>/examples/NAME`, built by `cargo test` with the tests.
 fn example(name: &str) -> PathBuf {
@@ -188,4 +193,53 @@ fn a_team_tool_starts_decides_and_continues_its_rust_graphs_across_processes() {
     let missing = tool(&db, &["run", "--graph", "nope"]);
     assert_eq!(missing.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no graph `nope`"));
+}
+
+#[test]
+fn the_nested_review_page_approves_a_rust_graph_s_run_by_clicking() {
+    let Some(browser) = browser::Browser::start() else { return };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(&dir.path().join("service.db"));
+    let base = server.base.clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let paused: Value = client
+            .post(format!("{base}/tollgate/runs?wait=true"))
+            .header("x-api-key", "key-42")
+            .json(&json!({"graph": "expenses", "input": {"amount": 250}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(paused["status"], "awaiting_hitl", "{paused}");
+        let run = paused["id"].as_str().unwrap().to_owned();
+        let page = browser.session().await;
+        // The page asks for the service's key, then shows the run's question.
+        browser::open_signed_in(&page, &format!("{base}/tollgate#/run/{run}"), "key-42").await;
+        browser::element(&page, &format!("[data-interrupt^=\"{run}\"]")).await;
+        browser::text_where(&page, "#main", |text| text.contains("250")).await;
+        // The drawing of the Rust graph: its nodes, `check` waiting.
+        browser::element(&page, "g.node[data-node=\"check\"]").await;
+        browser::click(&page, "button[data-kind=approve]").await;
+        browser::click(&page, "button[data-send=approve]").await;
+        browser::text_where(&page, "#run-status", |text| text == "completed").await;
+        let done: Value = client
+            .get(format!("{base}/tollgate/runs/{run}"))
+            .header("x-api-key", "key-42")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(done["result"]["log"], json!(["checked 250", "paid 250"]), "{done}");
+    });
 }
