@@ -202,11 +202,8 @@ fn the_nested_review_page_approves_a_rust_graph_s_run_by_clicking() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_server(&dir.path().join("service.db"));
     let base = server.base.clone();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let client = reqwest::Client::new();
         let paused: Value = client

@@ -51,6 +51,20 @@ fn continues_the_conversation(fx: &Fixture) {
     let missing = fx.run(&["threads", "show", "nobody"]);
     assert_eq!(missing.status.code(), Some(3));
 
+    // A new version of the blueprint moves the thread to it, from the
+    // conversation so far; a blueprint of another name is refused.
+    let v2 = json!({"name": "chat", "version": 2, "model": "scripted:chat_replies.json"});
+    std::fs::write(fx.path("chat_v2.json"), v2.to_string()).unwrap();
+    let moved =
+        fx.json(&["run", "chat_v2.json", "--thread", "ann", "--input", "Still me.", "--json"], 0);
+    assert_eq!(contents(&moved["result"]["messages"]).len(), 6, "{moved}");
+    let other = json!({"name": "helpdesk", "model": "scripted:chat_replies.json"});
+    std::fs::write(fx.path("helpdesk.json"), other.to_string()).unwrap();
+    let refused = fx.run(&["run", "helpdesk.json", "--thread", "ann", "--input", "Hi"]);
+    assert_eq!(refused.status.code(), Some(4), "{}", String::from_utf8_lossy(&refused.stderr));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("`chat` version 2") && !stderr.contains("GraphRef"), "{stderr}");
+
     // A paused run holds its thread: another start is refused, nothing created.
     let paused =
         fx.json(&["run", "refunds.json", "--thread", "r", "--input", "Refund 7", "--json"], 10);

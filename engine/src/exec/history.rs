@@ -48,13 +48,15 @@ pub(crate) async fn load<S: State>(
 }
 
 /// Decodes a checkpoint read from the store against `graph`.
-pub(crate) fn decode<S: State>(
+/// The state of `checkpoint` alone (snapshot and deltas through `graph`'s
+/// reducers), with the bytes of deltas read; no frontier, so it reads the
+/// state of a run of another version of the graph as well.
+pub(crate) fn decode_state<S: State>(
     graph: &CompiledGraph<S>,
-    checkpoint: StoredCheckpoint,
-) -> Result<Loaded<S>, RunError> {
-    let (run, step) = (checkpoint.run.id, checkpoint.run.step);
+    checkpoint: &StoredCheckpoint,
+) -> Result<(S, usize), RunError> {
+    let run = checkpoint.run.id;
     let decode_error = |step| move |source| decode_failure(run, step, source);
-
     let mut state: S =
         checkpoint.snapshot.decode().map_err(decode_error(checkpoint.snapshot_step))?;
     let mut delta_bytes = 0;
@@ -72,6 +74,16 @@ pub(crate) fn decode<S: State>(
             .apply(graph.schema(), writes)
             .map_err(|source| RunError::InvalidUpdate { step: *delta_step, source })?;
     }
+    Ok((state, delta_bytes))
+}
+
+pub(crate) fn decode<S: State>(
+    graph: &CompiledGraph<S>,
+    checkpoint: StoredCheckpoint,
+) -> Result<Loaded<S>, RunError> {
+    let (run, step) = (checkpoint.run.id, checkpoint.run.step);
+    let decode_error = |step| move |source| decode_failure(run, step, source);
+    let (state, delta_bytes) = decode_state(graph, &checkpoint)?;
     let frontier_record: FrontierRecord =
         checkpoint.frontier.decode().map_err(decode_error(step))?;
     let frontier = Frontier::from_record(frontier_record, graph, run, step)?;

@@ -46,6 +46,38 @@ impl Executor {
         }
     }
 
+    /// The state a new run of `thread` starts from before its input: the
+    /// values at its latest run's last checkpoint, or `None` for a thread
+    /// without runs. A latest run of another version of the same graph
+    /// (same name) is read with `graph`'s state type and reducers: a thread
+    /// moves to a new version of its graph. Another graph's run is
+    /// [`RunError::GraphMismatch`].
+    pub async fn thread_values<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        thread: &str,
+    ) -> Result<Option<S>, RunError> {
+        match self.thread_latest(thread).await? {
+            Some(record) => Ok(Some(self.latest_values(graph, &record).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The values at `record`'s last checkpoint, read with `graph` (of the
+    /// same name; another version is read state-only, without its next
+    /// nodes, which a new run does not need).
+    async fn latest_values<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        record: &RunRecord,
+    ) -> Result<S, RunError> {
+        if record.graph.name == graph.name() && record.graph.version != graph.version() {
+            let checkpoint = self.store.checkpoint(record.id, None).await?;
+            return Ok(super::history::decode_state(graph, &checkpoint)?.0);
+        }
+        Ok(self.get_state(graph, record.id, None).await?.values)
+    }
+
     /// Starts a run of `thread` and drives it in the calling task until its
     /// leg ends: from the state the thread's latest run left (its last
     /// checkpoint; `S::default()` for a new thread), with `input` applied
@@ -112,7 +144,7 @@ impl Executor {
                 }
                 .into())
             }
-            Some(record) => self.get_state(graph, record.id, None).await?.values,
+            Some(record) => self.latest_values(graph, record).await?,
         };
         let write = Write { node: Arc::from(INPUT_NODE), update: input };
         state

@@ -130,10 +130,10 @@ impl CompiledAgent {
         run: RunId,
         input: &str,
     ) -> Result<AgentStateUpdate, HarnessError> {
-        let earlier = executor.thread_state(&self.graph, thread).await?;
+        let earlier = executor.thread_values(&self.graph, thread).await?;
         let reset = earlier
-            .map(|snapshot| {
-                snapshot.values.progress.into_keys().map(|agent| (agent, AgentProgress::default()))
+            .map(|values| {
+                values.progress.into_keys().map(|agent| (agent, AgentProgress::default()))
             })
             .into_iter()
             .flatten()
