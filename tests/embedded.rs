@@ -10,6 +10,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -131,7 +132,7 @@ async fn the_embedded_server_serves_its_graph_behind_its_own_key() {
     assert!(page.text().await.unwrap().contains("/tollgate/ui/app.js"));
 }
 
-fn tool(db: &Path, args: &[&str]) -> Output {
+fn tool(db: &std::ffi::OsStr, args: &[&str]) -> Output {
     Command::new(example("expense_tool")).arg("--db").arg(db).args(args).output().unwrap()
 }
 
@@ -140,17 +141,43 @@ fn json_of(output: &Output) -> Value {
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&output.stderr)))
 }
 
+/// A new, empty Postgres database on the server of `TOLLGATE_PG_URL`, as
+/// a URL; `None` (skipped, said) without one, except under `CI=true`.
+fn postgres_database() -> Option<String> {
+    let url = tollgate_testkit::postgres_url()?;
+    let name = format!("tg_{}", tollgate::RunId::new().to_string().to_lowercase());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let (client, connection) =
+            tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    });
+    let (base, query) = url.split_once('?').map_or((url.as_str(), ""), |(b, q)| (b, q));
+    let (server, _) = base.rsplit_once('/').unwrap();
+    let query = if query.is_empty() { String::new() } else { format!("?{query}") };
+    Some(format!("{server}/{name}{query}"))
+}
+
 #[test]
 fn a_team_tool_starts_decides_and_continues_its_rust_graphs_across_processes() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("team.db");
+    team_tool_across_processes(dir.path().join("team.db").as_os_str());
+}
 
+#[test]
+fn a_team_tool_starts_decides_and_continues_its_rust_graphs_across_processes_on_postgres() {
+    let Some(url) = postgres_database() else { return };
+    team_tool_across_processes(std::ffi::OsStr::new(&url));
+}
+
+fn team_tool_across_processes(db: &std::ffi::OsStr) {
     // Started by one process, paused; approved by another, which continues it.
     let paused =
-        tool(&db, &["run", "--graph", "expenses", "--input", r#"{"amount": 500}"#, "--json"]);
+        tool(db, &["run", "--graph", "expenses", "--input", r#"{"amount": 500}"#, "--json"]);
     assert_eq!(paused.status.code(), Some(10), "{}", String::from_utf8_lossy(&paused.stderr));
     let id = json_of(&paused)["id"].as_str().unwrap().to_owned();
-    let done = tool(&db, &["runs", "resume", &id, "--approve", "--json"]);
+    let done = tool(db, &["runs", "resume", &id, "--approve", "--json"]);
     assert_eq!(done.status.code(), Some(0), "{}", String::from_utf8_lossy(&done.stderr));
     assert_eq!(json_of(&done)["result"]["log"], json!(["checked 500", "paid 500"]));
 
@@ -158,7 +185,7 @@ fn a_team_tool_starts_decides_and_continues_its_rust_graphs_across_processes() {
     // last step: every step runs, the ones committed before the kill once.
     let mut child = Command::new(example("expense_tool"))
         .arg("--db")
-        .arg(&db)
+        .arg(db)
         .args(["run", "--graph", "slow", "--json"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -166,7 +193,7 @@ fn a_team_tool_starts_decides_and_continues_its_rust_graphs_across_processes() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let id = loop {
-        let listed = tool(&db, &["runs", "list", "--graph", "slow", "--json"]);
+        let listed = tool(db, &["runs", "list", "--graph", "slow", "--json"]);
         let listed: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
         if listed["runs"][0]["step"].as_u64().is_some_and(|step| step >= 1) {
             break listed["runs"][0]["id"].as_str().unwrap().to_owned();
@@ -176,7 +203,7 @@ fn a_team_tool_starts_decides_and_continues_its_rust_graphs_across_processes() {
     };
     child.kill().unwrap();
     child.wait().unwrap();
-    let continued = tool(&db, &["runs", "continue", &id, "--json"]);
+    let continued = tool(db, &["runs", "continue", &id, "--json"]);
     assert_eq!(continued.status.code(), Some(0), "{}", String::from_utf8_lossy(&continued.stderr));
     let summary = json_of(&continued);
     assert_eq!(summary["status"], "completed");
@@ -190,7 +217,7 @@ fn a_team_tool_starts_decides_and_continues_its_rust_graphs_across_processes() {
     assert_eq!(log.last().map(String::as_str), Some("c"), "{log:?}");
 
     // A graph the tool does not serve: not found.
-    let missing = tool(&db, &["run", "--graph", "nope"]);
+    let missing = tool(db, &["run", "--graph", "nope"]);
     assert_eq!(missing.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no graph `nope`"));
 }

@@ -33,14 +33,22 @@ impl Metrics {
         if let Some(handle) = INSTALLED.get() {
             return Ok(Self { handle: handle.clone() });
         }
+        // One installation at a time: a call racing another (two servers
+        // embedded in one process, say) waits for it and shares its
+        // recorder, rather than finding the global recorder set and no
+        // handle kept yet.
+        static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _installing = INSTALLING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(handle) = INSTALLED.get() {
+            return Ok(Self { handle: handle.clone() });
+        }
         let recorder = |error| TelemetryError::Recorder { source: Box::new(error) };
-        let handle =
-            PrometheusBuilder::new().set_buckets(BUCKETS).map_err(recorder)?.install_recorder();
-        let handle = match handle {
-            Ok(handle) => INSTALLED.get_or_init(|| handle).clone(),
-            // Installed by a call that raced this one.
-            Err(error) => INSTALLED.get().cloned().ok_or_else(|| recorder(error))?,
-        };
+        let handle = PrometheusBuilder::new()
+            .set_buckets(BUCKETS)
+            .map_err(recorder)?
+            .install_recorder()
+            .map_err(recorder)?;
+        let handle = INSTALLED.get_or_init(|| handle).clone();
         tollgate_engine::describe_engine_metrics();
         tollgate_nodes::describe_harness_metrics();
         metrics::describe_gauge!(RUNS_WAITING, "Runs waiting for a decision (the whole store).");

@@ -363,10 +363,25 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, summary_json(&app.runs.summary(run).await?)))
 }
 
-/// `GET /graphs`: the graphs this server serves besides blueprints, each
-/// `{"name", "version", "versions", "kind", "outline"}`.
-pub(crate) async fn graphs(State(app): State<App>) -> Json<Value> {
-    Json(json!({"graphs": app.runs.graphs().listing()}))
+/// `GET /graphs`: what this server can start: its registered graphs and
+/// the blueprints of its `--blueprints` folder, each `{"name", "version",
+/// "versions", "kind", "input_schema", "outline"}` (read off the request
+/// path's workers).
+pub(crate) async fn graphs(State(app): State<App>) -> ApiResult<Json<Value>> {
+    let mut listed = app.runs.graphs().listing();
+    if let Some(folder) = app.settings.blueprints.clone() {
+        let runs = app.runs.clone();
+        let blueprints = tokio::task::spawn_blocking(move || runs.blueprint_listing(&folder));
+        let blueprints = tokio::time::timeout(BLUEPRINT_READ_TIMEOUT, blueprints)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .ok_or_else(|| ServiceError::Failed {
+                message: "the blueprint folder was not read in time".into(),
+            })?;
+        listed.extend(blueprints);
+    }
+    Ok(Json(json!({"graphs": listed})))
 }
 
 /// `GET /graphs/{name}`: one of them.

@@ -226,6 +226,48 @@ impl Runs {
         &self.graphs
     }
 
+    /// The blueprints of `folder` (`NAME.json` and `NAME/NAME.json` that
+    /// read as blueprints; other JSON files, such as scripted replies, are
+    /// not listed), as `GET /graphs` shows them: kind `blueprint`, the
+    /// input a user's message.
+    pub(crate) fn blueprint_listing(&self, folder: &Path) -> Vec<Value> {
+        let mut found = Vec::new();
+        let Ok(entries) = std::fs::read_dir(folder) else { return found };
+        let mut files: Vec<std::path::PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter_map(|path| {
+                if path.is_dir() {
+                    let name = path.file_name()?.to_str()?.to_owned();
+                    Some(path.join(format!("{name}.json")))
+                } else {
+                    (path.extension()? == "json").then_some(path)
+                }
+            })
+            .filter(|path| path.is_file())
+            .collect();
+        files.sort();
+        for file in files {
+            let Some(name) = file.file_stem().and_then(|stem| stem.to_str()) else { continue };
+            let Ok(blueprint) = Blueprint::load(&file) else { continue };
+            let Ok(agent) = blueprint.compile_unstarted(&self.models) else { continue };
+            let outline = served::outline(agent.graph());
+            found.push(json!({
+                "name": name,
+                "version": outline["version"],
+                "versions": [outline["version"]],
+                "kind": "blueprint",
+                "graph": blueprint.name(),
+                "input_schema": {"oneOf": [
+                    {"type": "string", "description": "the user's message"},
+                    {"type": "object", "properties": {"message": {"type": "string"}}}
+                ]},
+                "outline": outline,
+            }));
+        }
+        found
+    }
+
     /// Starts a run of the registered graph `name` (its newest version) on
     /// `input` (JSON of its state's update), and waits for its leg; with
     /// `queue`, stores it `queued` for a worker and returns at once.

@@ -349,6 +349,8 @@ pub(crate) fn outline<S: State>(compiled: &CompiledGraph<S>) -> Value {
 #[derive(Clone, Default)]
 pub struct Graphs {
     entries: BTreeMap<(String, u32), Arc<dyn ServedGraph>>,
+    /// JSON Schemas of inputs, where given.
+    schemas: BTreeMap<(String, u32), Value>,
 }
 
 impl std::fmt::Debug for Graphs {
@@ -368,8 +370,23 @@ impl Graphs {
     /// update, merged through its reducers.
     pub fn graph<S: State + Default>(mut self, graph: CompiledGraph<S>) -> Self {
         let key = (graph.name().to_owned(), graph.version());
+        self.schemas.remove(&key);
         self.entries.insert(key, Arc::new(graph));
         self
+    }
+
+    /// Adds `graph` with the JSON Schema of its input (shown by `GET
+    /// /graphs` for clients and forms; the input is still checked by
+    /// decoding it as the state's update).
+    pub fn graph_with_input_schema<S: State + Default>(
+        self,
+        graph: CompiledGraph<S>,
+        schema: Value,
+    ) -> Self {
+        let key = (graph.name().to_owned(), graph.version());
+        let mut graphs = self.graph(graph);
+        graphs.schemas.insert(key, schema);
+        graphs
     }
 
     /// The newest version of `name`, as `(name, version)`.
@@ -405,11 +422,13 @@ impl Graphs {
             .filter(|(entry, _)| entry == name)
             .map(|(_, version)| *version)
             .collect();
+        let schema = self.schemas.get(&(name.to_owned(), newest.version()));
         Some(json!({
             "name": name,
             "version": newest.version(),
             "versions": versions,
             "kind": "graph",
+            "input_schema": schema,
             "outline": newest.outline(),
         }))
     }
