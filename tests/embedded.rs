@@ -126,8 +126,8 @@ async fn the_embedded_server_serves_its_graph_behind_its_own_key() {
     };
     assert_eq!(done["result"]["log"], json!(["checked 500", "paid 500"]), "{done}");
 
-    // The page and its files, under the prefix.
-    let page = client.get(format!("{base}/tollgate")).send().await.unwrap();
+    // The page and its files, under the prefix (`/tollgate/` leads there).
+    let page = client.get(format!("{base}/tollgate/")).send().await.unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains("/tollgate/ui/app.js"));
 }
