@@ -48,6 +48,20 @@ pub enum ServiceError {
         /// What conflicts.
         message: String,
     },
+    /// The run started on a version of its graph this process does not
+    /// have (it has others of the same name): a process with that version
+    /// continues it. Exit 4, HTTP 409, like any conflict with the run.
+    #[error("run {run} started on graph `{graph}` version {version}, which this process does not have (it has version {}); a process that has version {version} continues it", available.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "))]
+    MissingVersion {
+        /// The run.
+        run: RunId,
+        /// Its graph's name.
+        graph: String,
+        /// The version it started on.
+        version: u32,
+        /// The versions of the graph this process has.
+        available: Vec<u32>,
+    },
     /// What the request names could not be used here: a blueprint's MCP
     /// server that does not start. The command fails (exit 1) as a run
     /// that failed would; over HTTP the request is refused (422), since
@@ -71,7 +85,7 @@ impl ServiceError {
         match self {
             ServiceError::Invalid { .. } => code::USAGE,
             ServiceError::NotFound { .. } => code::NOT_FOUND,
-            ServiceError::Conflict { .. } => code::CONFLICT,
+            ServiceError::Conflict { .. } | ServiceError::MissingVersion { .. } => code::CONFLICT,
             ServiceError::Unusable { .. } | ServiceError::Failed { .. } => code::FAILED,
         }
     }
@@ -81,7 +95,7 @@ impl ServiceError {
         match self {
             ServiceError::Invalid { .. } => 400,
             ServiceError::NotFound { .. } => 404,
-            ServiceError::Conflict { .. } => 409,
+            ServiceError::Conflict { .. } | ServiceError::MissingVersion { .. } => 409,
             ServiceError::Unusable { .. } => 422,
             ServiceError::Failed { .. } => 500,
         }
@@ -93,6 +107,7 @@ impl ServiceError {
             ServiceError::Invalid { .. } => "invalid",
             ServiceError::NotFound { .. } => "not_found",
             ServiceError::Conflict { .. } => "conflict",
+            ServiceError::MissingVersion { .. } => "missing_version",
             ServiceError::Unusable { .. } => "unusable",
             ServiceError::Failed { .. } => "failed",
         }

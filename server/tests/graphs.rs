@@ -155,6 +155,7 @@ async fn a_rust_graph_is_started_shown_decided_and_continued_over_http() {
         .unwrap();
     assert_eq!(refused.status(), 409);
     let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["kind"], "missing_version", "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("version 1") && message.contains("has version 2"), "{message}");
     // New runs there start on version 2.

@@ -475,16 +475,13 @@ impl Runs {
         if let Some(graph) = self.graphs.exact(name, version) {
             return Ok(Some(Rebuilt { graph: Arc::clone(graph), config: RunConfig::new() }));
         }
-        if let Some(known) = self.graphs.described(name) {
-            let versions: Vec<String> = known["versions"]
-                .as_array()
-                .map(|versions| versions.iter().map(ToString::to_string).collect())
-                .unwrap_or_default();
-            return Err(ServiceError::Conflict {
-                message: format!(
-                    "run {run} started on graph `{name}` version {version}, which this process does not have (it has version {}); a process that has version {version} continues it",
-                    versions.join(", ")
-                ),
+        let available = self.graphs.versions(name);
+        if !available.is_empty() {
+            return Err(ServiceError::MissingVersion {
+                run,
+                graph: name.clone(),
+                version,
+                available,
             });
         }
         Ok(None)

@@ -405,6 +405,15 @@ impl Graphs {
         self.entries.get(&(name.to_owned(), version))
     }
 
+    /// The versions of `name` there are, oldest first.
+    pub(crate) fn versions(&self, name: &str) -> Vec<u32> {
+        self.entries
+            .keys()
+            .filter(|(entry, _)| entry == name)
+            .map(|(_, version)| *version)
+            .collect()
+    }
+
     /// Every graph: `[{"name", "versions": [..], "outline"}]` (the newest
     /// version's outline), by name.
     pub(crate) fn listing(&self) -> Vec<Value> {
@@ -416,12 +425,7 @@ impl Graphs {
     /// One graph by name, as in [`Graphs::listing`].
     pub(crate) fn described(&self, name: &str) -> Option<Value> {
         let newest = self.newest_entry(name)?;
-        let versions: Vec<u32> = self
-            .entries
-            .keys()
-            .filter(|(entry, _)| entry == name)
-            .map(|(_, version)| *version)
-            .collect();
+        let versions = self.versions(name);
         let schema = self.schemas.get(&(name.to_owned(), newest.version()));
         Some(json!({
             "name": name,
