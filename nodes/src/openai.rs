@@ -463,11 +463,13 @@ impl ChatModel for OpenAiModel {
             if let Some(found) = parse_usage(&chunk["usage"]) {
                 usage = Some(found);
             }
+            // Kept as sent and scrubbed once, at the end: every chunk
+            // repeats the model's name.
             if let Some(name) = chunk["model"].as_str() {
-                model = Some(self.scrub(name));
+                model = Some(name.to_owned());
             }
             if let Some(reason) = chunk["choices"][0]["finish_reason"].as_str() {
-                finish_reason = Some(self.scrub(reason));
+                finish_reason = Some(reason.to_owned());
             }
             let delta = &chunk["choices"][0]["delta"];
             if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
@@ -486,8 +488,8 @@ impl ChatModel for OpenAiModel {
             content,
             tool_calls,
             usage,
-            model,
-            finish_reason,
+            model: model.map(|name| self.scrub(&name)),
+            finish_reason: finish_reason.map(|reason| self.scrub(&reason)),
             reasoning: Vec::new(),
         })
     }

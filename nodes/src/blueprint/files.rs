@@ -9,6 +9,34 @@ use std::path::{Path, PathBuf};
 /// The largest file a blueprint may name.
 pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
 
+/// Which files a blueprint may name (scripts, nested blueprints).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Any the process can read (a blueprint of the operator's).
+    Any,
+    /// Only files that resolve, symlinks followed, inside this canonical
+    /// folder (a client's inline blueprint).
+    Within(PathBuf),
+    /// None (a client's inline blueprint on a server without a folder).
+    Nothing,
+}
+
+impl Reach {
+    /// Reads the file `named` (relative to `base_dir`) if this reach
+    /// allows it: the file as resolved, and its text.
+    pub(super) fn read(
+        &self,
+        base_dir: &Path,
+        named: &str,
+    ) -> (PathBuf, Result<String, FileError>) {
+        match self {
+            Reach::Any => read_named(base_dir, named, None),
+            Reach::Within(root) => read_named(base_dir, named, Some(root)),
+            Reach::Nothing => (base_dir.join(named), Err(FileError::Outside)),
+        }
+    }
+}
+
 /// Why a file a blueprint names was not read.
 #[derive(Debug)]
 pub(super) enum FileError {

@@ -35,14 +35,64 @@ impl Blueprint {
     /// The names of the MCP servers its agents (nested ones included)
     /// name, as `agent/server`.
     pub(super) fn mcp_server_names(&self) -> Vec<String> {
-        let agents = self.own_agents();
-        let own = agents.into_iter().flat_map(|agent| {
-            agent.mcp_servers.iter().map(move |server| format!("{}/{}", agent.name, server.name))
-        });
-        let nested = self.subgraphs.iter().flat_map(|(name, nested)| {
-            nested.mcp_server_names().into_iter().map(move |inner| format!("{name}/{inner}"))
-        });
-        own.chain(nested).collect()
+        self.mcp_servers_where(|_| true)
+    }
+
+    /// Everything it would start as a program: command tools as
+    /// `agent.tool` and MCP servers started from a command as
+    /// `agent/server`, nested blueprints' included under their entry's
+    /// name (`review/checker.run_tests`). A server that accepts blueprints
+    /// from clients refuses these unless its operator allows them.
+    pub fn programs(&self) -> Vec<String> {
+        let mut programs = self.command_tools();
+        programs.extend(self.mcp_servers_where(|server| !server.command.is_empty()));
+        programs
+    }
+
+    /// The MCP servers it reaches over HTTP, as `(agent/server, url)`,
+    /// nested blueprints' included.
+    pub fn mcp_urls(&self) -> Vec<(String, String)> {
+        let mut urls: Vec<(String, String)> = self
+            .own_agents()
+            .into_iter()
+            .flat_map(|agent| {
+                agent.mcp_servers.iter().filter_map(move |server| {
+                    let url = server.url.clone()?;
+                    Some((format!("{}/{}", agent.name, server.name), url))
+                })
+            })
+            .collect();
+        for (name, nested) in &self.subgraphs {
+            urls.extend(
+                nested
+                    .mcp_urls()
+                    .into_iter()
+                    .map(|(server, url)| (format!("{name}/{server}"), url)),
+            );
+        }
+        urls
+    }
+
+    /// The MCP servers (nested ones included) that `keep` selects, as
+    /// `agent/server`.
+    pub(super) fn mcp_servers_where(&self, keep: fn(&McpServerDoc) -> bool) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .own_agents()
+            .into_iter()
+            .flat_map(|agent| {
+                agent
+                    .mcp_servers
+                    .iter()
+                    .filter(move |server| keep(server))
+                    .map(move |server| format!("{}/{}", agent.name, server.name))
+            })
+            .collect();
+        for (name, nested) in &self.subgraphs {
+            names.extend(
+                nested.mcp_servers_where(keep).into_iter().map(|inner| format!("{name}/{inner}")),
+            );
+        }
+        names
     }
 
     /// Starts every MCP server of the blueprint (nested ones included), one

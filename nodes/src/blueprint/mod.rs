@@ -3,30 +3,23 @@
 //! API, and stored with their runs so any process can continue them.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use tollgate_engine::{Event, MessageOp, NodeError, RunConfig, StateGraph, END, START};
+use tollgate_engine::{Event, RunConfig};
 
-use crate::agent::{Agent, AgentState, AgentStateUpdate, CompiledAgent};
-use crate::command::CommandTool;
 use crate::error::HarnessError;
 use crate::mcp::McpError;
-use crate::message::Message;
-use crate::model::{ChatModel, ModelRegistry, OutputSchema, ResponseFormat};
-use crate::scripted::{ScriptReply, ScriptedModel};
-use crate::tool::{FixtureTool, ToolSpec};
 
+mod build;
 mod check;
 mod files;
 mod mcp;
 
+use files::Reach;
 pub use files::MAX_FILE_BYTES;
 
 use check::{check_agent, check_graph, nested_blueprint, structure_problems};
-use mcp::Started;
 
 /// Version of the attachment a blueprint run stores.
 const ATTACHMENT_VERSION: u64 = 1;
@@ -245,30 +238,6 @@ pub struct Blueprint {
     program_env: std::collections::BTreeMap<String, String>,
 }
 
-/// Which files a blueprint may name (scripts, nested blueprints).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Reach {
-    /// Any the process can read (a blueprint of the operator's).
-    Any,
-    /// Only files that resolve, symlinks followed, inside this canonical
-    /// folder (a client's inline blueprint).
-    Within(PathBuf),
-    /// None (a client's inline blueprint on a server without a folder).
-    Nothing,
-}
-
-impl Reach {
-    /// Reads the file `named` (relative to `base_dir`) if this reach
-    /// allows it: the file as resolved, and its text.
-    fn read(&self, base_dir: &Path, named: &str) -> (PathBuf, Result<String, files::FileError>) {
-        match self {
-            Reach::Any => files::read_named(base_dir, named, None),
-            Reach::Within(root) => files::read_named(base_dir, named, Some(root)),
-            Reach::Nothing => (base_dir.join(named), Err(files::FileError::Outside)),
-        }
-    }
-}
-
 /// Where a blueprint came from when it was run from a signed pack: kept in
 /// the run's attachment, announced as a `pack_run` event at the start of
 /// every leg.
@@ -434,63 +403,6 @@ impl Blueprint {
         self
     }
 
-    /// Everything it would start as a program: command tools as
-    /// `agent.tool` and MCP servers started from a command as
-    /// `agent/server`, nested blueprints' included under their entry's
-    /// name (`review/checker.run_tests`). A server that accepts blueprints
-    /// from clients refuses these unless its operator allows them.
-    pub fn programs(&self) -> Vec<String> {
-        let mut programs = self.command_tools();
-        programs.extend(self.mcp_servers_where(|server| !server.command.is_empty()));
-        programs
-    }
-
-    /// The MCP servers it reaches over HTTP, as `(agent/server, url)`,
-    /// nested blueprints' included.
-    pub fn mcp_urls(&self) -> Vec<(String, String)> {
-        let mut urls: Vec<(String, String)> = self
-            .own_agents()
-            .into_iter()
-            .flat_map(|agent| {
-                agent.mcp_servers.iter().filter_map(move |server| {
-                    let url = server.url.clone()?;
-                    Some((format!("{}/{}", agent.name, server.name), url))
-                })
-            })
-            .collect();
-        for (name, nested) in &self.subgraphs {
-            urls.extend(
-                nested
-                    .mcp_urls()
-                    .into_iter()
-                    .map(|(server, url)| (format!("{name}/{server}"), url)),
-            );
-        }
-        urls
-    }
-
-    /// The MCP servers (nested ones included) that `keep` selects, as
-    /// `agent/server`.
-    fn mcp_servers_where(&self, keep: fn(&McpServerDoc) -> bool) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .own_agents()
-            .into_iter()
-            .flat_map(|agent| {
-                agent
-                    .mcp_servers
-                    .iter()
-                    .filter(move |server| keep(server))
-                    .map(move |server| format!("{}/{}", agent.name, server.name))
-            })
-            .collect();
-        for (name, nested) in &self.subgraphs {
-            names.extend(
-                nested.mcp_servers_where(keep).into_iter().map(|inner| format!("{name}/{inner}")),
-            );
-        }
-        names
-    }
-
     /// The agents of this blueprint itself (not those of nested ones).
     fn own_agents(&self) -> Vec<&AgentDoc> {
         match &self.doc {
@@ -626,203 +538,5 @@ impl Blueprint {
             Some(steps) => config.max_steps(steps),
             None => config,
         }
-    }
-
-    /// Builds the graph. `scripted:PATH` models are served here; other
-    /// specs come from `models` (`openai:` once its factory is registered).
-    /// A blueprint with MCP servers is refused
-    /// ([`BlueprintError::ServersNotStarted`]): use [`Blueprint::start`].
-    pub fn compile(&self, models: &ModelRegistry) -> Result<CompiledAgent, BlueprintError> {
-        let servers = self.mcp_server_names();
-        if !servers.is_empty() {
-            return Err(BlueprintError::ServersNotStarted { servers });
-        }
-        self.compile_with(models, &Started::default())
-    }
-
-    /// Starts the blueprint's MCP servers (if it has any: each is spawned,
-    /// initialised and asked for its tools within its start timeout), then
-    /// builds the graph with their tools. The servers run as long as the
-    /// graph does: dropping its last clone (at the end of a leg) stops
-    /// them.
-    pub async fn start(&self, models: &ModelRegistry) -> Result<CompiledAgent, BlueprintError> {
-        let started =
-            self.start_servers().await.map_err(|source| BlueprintError::Mcp { source })?;
-        self.compile_with(models, &started)
-    }
-
-    /// The graph without its MCP servers' tools (none is started): the
-    /// same graph name, version and nodes, enough to store a run
-    /// (`Executor::enqueue`) that a process with the servers drives. Never
-    /// drive a run with it: its agents would miss those tools.
-    pub fn compile_unstarted(
-        &self,
-        models: &ModelRegistry,
-    ) -> Result<CompiledAgent, BlueprintError> {
-        self.compile_with(models, &Started::default())
-    }
-
-    fn compile_with(
-        &self,
-        models: &ModelRegistry,
-        started: &Started,
-    ) -> Result<CompiledAgent, BlueprintError> {
-        let compile = |source| match source {
-            HarnessError::Mcp(source) => BlueprintError::Mcp { source },
-            source => BlueprintError::Compile { source },
-        };
-        match &self.doc {
-            Doc::Agent(doc) => self
-                .agent(doc, models, started.agent(&doc.name))
-                .and_then(Agent::compile)
-                .map_err(compile),
-            Doc::Graph(doc) => {
-                let mut graph = StateGraph::<AgentState>::new(doc.name.clone(), doc.version);
-                for (from, to) in &doc.edges {
-                    if from == "START" {
-                        graph = graph.edge(START, endpoint(to));
-                    }
-                }
-                for entry in &doc.agents {
-                    let then: Vec<&str> = doc
-                        .edges
-                        .iter()
-                        .filter(|(from, _)| from == entry.name())
-                        .map(|(_, to)| endpoint(to))
-                        .collect();
-                    match entry {
-                        EntryDoc::Agent(agent) => {
-                            let servers = started.agent(&agent.name);
-                            let built = self.agent(agent, models, servers).map_err(compile)?;
-                            graph = built.add_to(graph, &then).map_err(compile)?;
-                        }
-                        EntryDoc::Subgraph { name, .. } => {
-                            let nested = &self.subgraphs[name];
-                            let empty = Started::default();
-                            let inner_started = started.subgraph(name).unwrap_or(&empty);
-                            let inner = nested.compile_with(models, inner_started)?.graph().clone();
-                            graph = graph.subgraph(name.clone(), inner, shared_in, shared_out);
-                            for target in then {
-                                graph = graph.edge(name.clone(), target);
-                            }
-                        }
-                    }
-                }
-                let graph = graph.compile().map_err(|error| compile(HarnessError::Graph(error)))?;
-                Ok(CompiledAgent::new(doc.name.clone(), graph))
-            }
-        }
-    }
-
-    fn agent(
-        &self,
-        doc: &AgentDoc,
-        models: &ModelRegistry,
-        servers: &[mcp::Server],
-    ) -> Result<Agent, HarnessError> {
-        let spec = self.model_override.as_deref().unwrap_or(&doc.model);
-        let model = self.model(spec, models)?;
-        let mut agent = Agent::new(doc.name.clone(), model).version(doc.version);
-        if let Some(system) = &doc.system {
-            agent = agent.system(system.clone());
-        }
-        if let Some(turns) = doc.max_turns {
-            agent = agent.max_turns(turns);
-        }
-        agent = agent.streaming(doc.stream || self.stream_all);
-        if let Doc::Graph(graph) = &self.doc {
-            agent = agent.persona_stages(graph.agents.len() > 1);
-        }
-        let mut approval = Vec::new();
-        for tool in doc.tools.iter().filter(|tool| tool.mcp.is_none()) {
-            if tool.on_error.as_deref() == Some("fail_run") {
-                agent = agent.fail_run_on_error([tool.name.clone()]);
-            }
-            let spec =
-                ToolSpec::new(tool.name.clone(), tool.description.clone(), tool.parameters.clone());
-            agent = match (&tool.fixture, &tool.command) {
-                (Some(result), _) => agent.tool(FixtureTool::new(spec, result.clone())),
-                (None, Some(command)) => {
-                    let mut tool_impl = CommandTool::new(spec, &command[0], command[1..].to_vec())
-                        .dir(&self.base_dir)
-                        .inherit_env(&self.inherit_env)
-                        .envs(tool.env.clone())
-                        .envs(self.program_env.clone());
-                    if let Some(ms) = tool.timeout_ms {
-                        tool_impl = tool_impl.timeout(Duration::from_millis(ms));
-                    }
-                    agent.tool(tool_impl)
-                }
-                (None, None) => unreachable!("validated: a tool has a fixture or a command"),
-            };
-            if tool.approval {
-                approval.push(tool.name.clone());
-                if tool.on_reject.as_deref() == Some("end_run") {
-                    agent = agent.end_run_on_reject([tool.name.clone()]);
-                }
-            }
-        }
-        agent = mcp::add_tools(agent, doc, servers)?;
-        if let Some(schema) = &doc.output_schema {
-            let name = format!("{}_output", doc.name);
-            agent = agent.response_format(ResponseFormat::JsonSchema(OutputSchema::new(
-                name,
-                schema.clone(),
-            )));
-        }
-        Ok(agent.require_approval(approval))
-    }
-
-    fn model(
-        &self,
-        spec: &str,
-        models: &ModelRegistry,
-    ) -> Result<Arc<dyn ChatModel>, HarnessError> {
-        match spec.strip_prefix("scripted:") {
-            Some(path) => {
-                let missing = || HarnessError::MissingModel { spec: spec.to_owned() };
-                let (_, text) = self.reach.read(&self.base_dir, path);
-                let text = text.map_err(|_| missing())?;
-                let value: Value = serde_json::from_str(&text).map_err(|_| missing())?;
-                let replies = ScriptReply::parse_script(&value).map_err(|_| missing())?;
-                Ok(Arc::new(ScriptedModel::new(spec, replies)))
-            }
-            None => models.get(spec),
-        }
-    }
-}
-
-/// A subgraph blueprint starts from the parent's conversation...
-fn shared_in(parent: &AgentState, _send: Option<&Value>) -> Result<AgentState, NodeError> {
-    Ok(parent.clone())
-}
-
-/// ...and hands back what it added or changed: new and changed messages
-/// (by id), structured answers and counters.
-fn shared_out(parent: &AgentState, inner: AgentState) -> Result<AgentStateUpdate, NodeError> {
-    let messages: Vec<MessageOp<Message>> = inner
-        .messages
-        .into_iter()
-        .filter(|message| !parent.messages.contains(message))
-        .map(MessageOp::Upsert)
-        .collect();
-    let structured = inner
-        .structured
-        .into_iter()
-        .filter(|(name, value)| parent.structured.get(name) != Some(value))
-        .collect();
-    let progress = inner
-        .progress
-        .into_iter()
-        .filter(|(name, value)| parent.progress.get(name) != Some(value))
-        .collect();
-    Ok(AgentStateUpdate::default().messages(messages).structured(structured).progress(progress))
-}
-
-fn endpoint(name: &str) -> &str {
-    match name {
-        "END" => END,
-        "START" => START,
-        other => other,
     }
 }

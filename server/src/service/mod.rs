@@ -1,11 +1,15 @@
 //! The operations the CLI and the server share: opening the database,
 //! starting, deciding, continuing, cancelling and deleting runs, workers,
 //! events. What is shown of runs (summaries, listings, state, history) is
-//! in [`view`]; how a leg this process drives is waited for, in [`leg`].
+//! in [`view`]; how a leg this process drives is waited for, in [`leg`];
+//! graphs whatever their state type in [`served`]; finding a run's graph
+//! and starting registered graphs in [`graphs`]; workers in [`worker`].
 
+mod graphs;
 mod leg;
 mod served;
 mod view;
+mod worker;
 
 pub(crate) use leg::leg_result;
 use served::Continued;
@@ -18,17 +22,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tollgate_checkpoint::{
-    EventRecord, PageRequest, RunFilter, RunId, RunRecord, RunStatus, SqliteStore, Store,
-    StoreError,
+    EventRecord, PageRequest, RunFilter, RunId, RunStatus, SqliteStore, Store, StoreError,
 };
 use tollgate_engine::{
     Decision, DecisionError, DecisionRequest, EventEnvelope, EventSink, Executor, RunConfig,
-    RunError, RunHandle, Worker, Workload,
+    RunError, RunHandle,
 };
 use tollgate_nodes::{
     AgentState, AgentStateUpdate, Blueprint, CompiledAgent, Message, ModelRegistry,
@@ -221,102 +223,6 @@ impl Runs {
         &self.executor
     }
 
-    /// The typed graphs this process serves.
-    pub(crate) fn graphs(&self) -> &Graphs {
-        &self.graphs
-    }
-
-    /// The blueprints of `folder` (`NAME.json` and `NAME/NAME.json` that
-    /// read as blueprints; other JSON files, such as scripted replies, are
-    /// not listed), as `GET /graphs` shows them: kind `blueprint`, the
-    /// input a user's message.
-    pub(crate) fn blueprint_listing(&self, folder: &Path) -> Vec<Value> {
-        let mut found = Vec::new();
-        let Ok(entries) = std::fs::read_dir(folder) else { return found };
-        let mut files: Vec<std::path::PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .filter_map(|path| {
-                if path.is_dir() {
-                    let name = path.file_name()?.to_str()?.to_owned();
-                    Some(path.join(format!("{name}.json")))
-                } else {
-                    (path.extension()? == "json").then_some(path)
-                }
-            })
-            .filter(|path| path.is_file())
-            .collect();
-        files.sort();
-        for file in files {
-            let Some(name) = file.file_stem().and_then(|stem| stem.to_str()) else { continue };
-            let Ok(blueprint) = Blueprint::load(&file) else { continue };
-            let Ok(agent) = blueprint.compile_unstarted(&self.models) else { continue };
-            let outline = served::outline(agent.graph());
-            found.push(json!({
-                "name": name,
-                "version": outline["version"],
-                "versions": [outline["version"]],
-                "kind": "blueprint",
-                "graph": blueprint.name(),
-                "input_schema": {"oneOf": [
-                    {"type": "string", "description": "the user's message"},
-                    {"type": "object", "properties": {"message": {"type": "string"}}}
-                ]},
-                "outline": outline,
-            }));
-        }
-        found
-    }
-
-    /// Starts a run of the registered graph `name` (its newest version) on
-    /// `input` (JSON of its state's update), and waits for its leg; with
-    /// `queue`, stores it `queued` for a worker and returns at once.
-    pub async fn start_graph(
-        &self,
-        name: &str,
-        input: Value,
-        thread: Option<&str>,
-        queue: bool,
-        events: Option<EventSink>,
-    ) -> Result<RunSummary, ServiceError> {
-        let graph = self.graph_named(name)?;
-        let run = RunId::new();
-        let config = RunConfig::new().run_id(run);
-        let config = if queue { config } else { with_events(config, events) };
-        if let Some(leg) = graph.open(&self.executor, input, thread, config, queue).await? {
-            self.wait(leg).await?;
-        }
-        self.summary(run).await
-    }
-
-    /// The newest version of the registered graph `name`.
-    fn graph_named(&self, name: &str) -> Result<&Arc<dyn ServedGraph>, ServiceError> {
-        self.graphs.newest_entry(name).ok_or_else(|| ServiceError::NotFound {
-            message: format!("no graph `{name}` is served here (GET /graphs lists them)"),
-        })
-    }
-
-    /// Starts a run of the registered graph `name` (its newest version) on
-    /// `input` (JSON of its state's update) with the id `run`: queued for a
-    /// worker when runs are shared (Postgres), else driven here.
-    pub(crate) async fn launch_graph(
-        &self,
-        name: &str,
-        input: Value,
-        launch: Launch,
-        run: RunId,
-        events: Option<EventSink>,
-    ) -> Result<Option<Leg>, ServiceError> {
-        let graph = self.graph_named(name)?;
-        let mut config = RunConfig::new().run_id(run);
-        if let Some(steps) = launch.max_steps {
-            config = config.max_steps(steps);
-        }
-        let queue = self.shared();
-        let config = if queue { config } else { with_events(config, events) };
-        graph.open(&self.executor, input, launch.thread.as_deref(), config, queue).await
-    }
-
     /// Lets programs of the blueprints this process drives see `names`
     /// of its environment (`--pass-env`).
     pub fn with_pass_env(mut self, names: Vec<String>) -> Self {
@@ -451,42 +357,6 @@ impl Runs {
         self.executor.store()
     }
 
-    /// The graph of a run, if this process has it: a blueprint run's,
-    /// rebuilt from its attachment, or the registered graph of the run's
-    /// name and version. A run of a registered name whose version is gone
-    /// is a conflict naming the versions there are.
-    pub(crate) async fn rebuild(&self, run: RunId) -> Result<Option<Rebuilt>, ServiceError> {
-        if let Some(attachment) = self.executor.attachment(run).await? {
-            let blueprint = match Blueprint::from_attachment(&attachment) {
-                Ok(blueprint) => {
-                    Some(crate::pack::recheck(blueprint)?.with_inherited_env(&self.pass_env))
-                }
-                Err(tollgate_nodes::BlueprintError::NotABlueprintRun) => None,
-                Err(error) => return Err(error.into()),
-            };
-            if let Some(blueprint) = blueprint {
-                let agent = blueprint.start(&self.models).await?;
-                let graph: Arc<dyn ServedGraph> = Arc::new(agent.graph().clone());
-                return Ok(Some(Rebuilt { graph, config: blueprint.run_config() }));
-            }
-        }
-        let record = self.store().run(run).await?;
-        let (name, version) = (&record.graph.name, record.graph.version);
-        if let Some(graph) = self.graphs.exact(name, version) {
-            return Ok(Some(Rebuilt { graph: Arc::clone(graph), config: RunConfig::new() }));
-        }
-        let available = self.graphs.versions(name);
-        if !available.is_empty() {
-            return Err(ServiceError::MissingVersion {
-                run,
-                graph: name.clone(),
-                version,
-                available,
-            });
-        }
-        Ok(None)
-    }
-
     /// Records a decision. A run whose graph this process has is then
     /// taken over by it in the same transaction ([`Decided::Continuing`]);
     /// any other run is left for the process that has its graph.
@@ -496,8 +366,8 @@ impl Runs {
         request: DecisionRequest,
         events: Option<EventSink>,
     ) -> Result<Decided, ServiceError> {
-        self.store().run(run).await?;
-        let decided = match self.rebuild(run).await? {
+        let record = self.store().run(run).await?;
+        let decided = match self.rebuild(&record).await? {
             None => self
                 .executor
                 .decide(run, request)
@@ -570,7 +440,7 @@ impl Runs {
                 message: format!("run {run} is {}; there is nothing to continue", record.status),
             });
         }
-        let Some(rebuilt) = self.rebuild(run).await? else {
+        let Some(rebuilt) = self.rebuild(&record).await? else {
             return Err(ServiceError::invalid(format!(
                 "run {run} is of a graph this process does not have: continue it from the process that has its graph (Executor::continue_run or recover)"
             )));
@@ -716,37 +586,6 @@ impl Runs {
         self.summary(run).await
     }
 
-    /// Drives blueprint runs no process drives, `concurrency` legs at once,
-    /// until `shutdown`; returns the worker's report as JSON.
-    pub async fn work(
-        &self,
-        concurrency: usize,
-        lease: Duration,
-        max_lease_losses: u32,
-        shutdown: impl std::future::Future<Output = ()>,
-    ) -> Value {
-        let mut worker = Worker::new((*self.executor).clone())
-            .workload(Arc::new(BlueprintRuns { runs: self.clone(), lease }))
-            .concurrency(concurrency)
-            .max_lease_losses(max_lease_losses);
-        if let Some(wake) = self.wake.clone() {
-            worker = worker.wake_on(wake);
-        }
-        // A run cancelled elsewhere stops its leg here at once.
-        if let Backend::Postgres(store) = &self.backend {
-            worker = worker.wake_legs_on(store.run_changes());
-        }
-        let report = worker.run(shutdown).await;
-        json!({
-            "legs": report.legs,
-            "completed": report.completed,
-            "failed": report.failed,
-            "released": report.released,
-            "lost_claims": report.lost_claims,
-            "dead_lettered": report.dead_lettered,
-        })
-    }
-
     /// Stored events after `after`, at most `limit`.
     pub async fn events(
         &self,
@@ -776,50 +615,6 @@ pub fn user_message(input: &Value) -> String {
 /// A blueprint run's input: the user's message.
 fn input_state(input: &str) -> AgentState {
     AgentState { messages: vec![Message::user("input.0", input)], ..AgentState::default() }
-}
-
-/// Blueprint runs, each rebuilt from what it stored: what `tollgate worker`
-/// drives. A run that is not a blueprint run, or whose blueprint cannot be
-/// rebuilt here (a model this build lacks), is left for other workers.
-struct BlueprintRuns {
-    runs: Runs,
-    /// The lease of every leg.
-    lease: Duration,
-}
-
-#[async_trait]
-impl Workload for BlueprintRuns {
-    async fn drive(
-        &self,
-        executor: &Executor,
-        run: &RunRecord,
-        given: RunConfig,
-        shutdown: watch::Receiver<bool>,
-    ) -> Option<Result<RunStatus, RunError>> {
-        let rebuilt = match self.runs.rebuild(run.id).await {
-            Ok(Some(rebuilt)) => rebuilt,
-            Ok(None) => return None,
-            Err(error) => {
-                tracing::warn!(run = %run.id, %error, "worker: cannot rebuild the blueprint");
-                return None;
-            }
-        };
-        // Each leg runs with its blueprint's settings, and the worker's
-        // lease and token.
-        let mut config = rebuilt.config.lease(self.lease);
-        if let Some(token) = given.given_cancel_token() {
-            config = config.cancel_token(token);
-        }
-        let driven = rebuilt.graph.drive(executor, run, config, shutdown).await?;
-        // One line per leg for whoever watches the worker.
-        match &driven {
-            Ok(status) => eprintln!("tollgate worker: run {}: {status}", run.id),
-            Err(RunError::Store(StoreError::Fenced { .. } | StoreError::RunTerminal { .. }))
-            | Err(RunError::RunOwned { .. }) => {}
-            Err(error) => eprintln!("tollgate worker: run {}: {error}", run.id),
-        }
-        Some(driven)
-    }
 }
 
 fn with_events(config: RunConfig, events: Option<EventSink>) -> RunConfig {

@@ -12,11 +12,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use tokio::sync::watch;
-use tollgate_checkpoint::{RunId, RunRecord, RunStatus};
+use tollgate_checkpoint::{CheckpointInfo, RunId, RunRecord, RunStatus};
 use tollgate_engine::{
-    drive_leg, CancelToken, CompiledGraph, DecisionRequest, EdgeKind, Executor, GraphNode, Resumed,
-    RunConfig, RunError, RunHandle, State, Write,
+    CancelToken, CompiledGraph, DecisionRequest, EdgeKind, Executor, GraphNode, Resumed, RunConfig,
+    RunError, RunHandle, State, Workload, Write,
 };
+
+/// A page of a run's checkpoints, newest first, each with the values and
+/// the next nodes at it, and the step the next page starts before.
+pub(crate) type ValuesPage = (Vec<(CheckpointInfo, Value, Vec<String>)>, Option<u64>);
 
 use crate::error::ServiceError;
 
@@ -120,10 +124,7 @@ pub(crate) trait ServedGraph: Send + Sync {
         run: RunId,
         before: Option<u64>,
         limit: u64,
-    ) -> Result<
-        (Vec<(tollgate_checkpoint::CheckpointInfo, Value, Vec<String>)>, Option<u64>),
-        ServiceError,
-    >;
+    ) -> Result<ValuesPage, ServiceError>;
     /// Drives a leg of `run` for a worker (see `Workload::drive`).
     async fn drive(
         &self,
@@ -245,10 +246,7 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         run: RunId,
         before: Option<u64>,
         limit: u64,
-    ) -> Result<
-        (Vec<(tollgate_checkpoint::CheckpointInfo, Value, Vec<String>)>, Option<u64>),
-        ServiceError,
-    > {
+    ) -> Result<ValuesPage, ServiceError> {
         let page = executor.state_history(self, run, before, limit).await?;
         let entries = page
             .checkpoints
@@ -268,10 +266,7 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         config: RunConfig,
         shutdown: watch::Receiver<bool>,
     ) -> Option<Result<RunStatus, RunError>> {
-        Some(match executor.continue_run(self, run.id, config).await {
-            Ok(handle) => drive_leg(handle, shutdown).await.map(|outcome| outcome.status),
-            Err(error) => Err(error),
-        })
+        Workload::drive(self, executor, run, config, shutdown).await
     }
 }
 

@@ -105,8 +105,8 @@ impl Runs {
         run: RunId,
         what: &str,
     ) -> Result<Rebuilt, ServiceError> {
-        self.store().run(run).await?;
-        self.rebuild(run).await?.ok_or_else(|| {
+        let record = self.store().run(run).await?;
+        self.rebuild(&record).await?.ok_or_else(|| {
             ServiceError::invalid(format!(
                 "run {run} is of a graph this process does not have: {what} in the process that has it"
             ))
@@ -123,8 +123,9 @@ impl Runs {
             });
         };
         let run = record.id;
+        let rebuilt = self.rebuild(&record).await?;
         let latest = self.summarize(record, true).await?;
-        let state = match self.rebuild(run).await? {
+        let state = match rebuilt {
             Some(rebuilt) => rebuilt.graph.state(&self.executor, run, None).await?,
             None => json!({"step": latest.step, "values": null}),
         };

@@ -8,7 +8,6 @@
 //! header; `Debug` redacts it and any text leaving the adapter (errors,
 //! the model's name) is scrubbed of it.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -17,8 +16,12 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{json, Map, Value};
 
+mod stream;
+
+use stream::Streamed;
+
 use crate::error::HarnessError;
-use crate::http::{client_parts, error_chain, parse_args, redact_key, retry_after};
+use crate::http::{client_parts, error_chain, redact_key, retry_after};
 use crate::message::{Message, ToolCall, Usage};
 use crate::model::{
     ChatModel, DeltaSink, ModelRegistry, ModelRequest, ModelResponse, ResponseFormat, ToolChoice,
@@ -437,117 +440,6 @@ fn request_body(model: &str, request: &ModelRequest, stream: bool, cache: bool) 
         body.insert(key.clone(), value.clone());
     }
     Value::Object(body)
-}
-
-/// A streamed message, put together from its events.
-#[derive(Default)]
-struct Streamed {
-    message: Value,
-    /// Content blocks by index, and the JSON text of tool inputs as it
-    /// arrives.
-    blocks: BTreeMap<u64, Value>,
-    inputs: BTreeMap<u64, String>,
-    stopped: bool,
-}
-
-impl Streamed {
-    /// Takes one event; `Err` for one that breaks the format.
-    fn take(
-        &mut self,
-        kind: &str,
-        data: &Value,
-        deltas: &mut (dyn DeltaSink + Send),
-    ) -> Result<(), String> {
-        match kind {
-            "message_start" => self.message = data["message"].clone(),
-            "content_block_start" => {
-                let index = index_of(data)?;
-                self.blocks.insert(index, data["content_block"].clone());
-            }
-            "content_block_delta" => {
-                let index = index_of(data)?;
-                let block = self
-                    .blocks
-                    .get_mut(&index)
-                    .ok_or_else(|| format!("a delta for block {index}, which never started"))?;
-                let delta = &data["delta"];
-                match delta["type"].as_str() {
-                    Some("text_delta") => {
-                        let text = delta["text"].as_str().unwrap_or_default();
-                        let whole = block["text"].as_str().unwrap_or_default().to_owned() + text;
-                        block["text"] = json!(whole);
-                        if !text.is_empty() {
-                            deltas.text(text);
-                        }
-                    }
-                    Some("input_json_delta") => {
-                        let part = delta["partial_json"].as_str().unwrap_or_default();
-                        self.inputs.entry(index).or_default().push_str(part);
-                    }
-                    Some("thinking_delta") => {
-                        let part = delta["thinking"].as_str().unwrap_or_default();
-                        let whole =
-                            block["thinking"].as_str().unwrap_or_default().to_owned() + part;
-                        block["thinking"] = json!(whole);
-                    }
-                    Some("signature_delta") => {
-                        let part = delta["signature"].as_str().unwrap_or_default();
-                        let whole =
-                            block["signature"].as_str().unwrap_or_default().to_owned() + part;
-                        block["signature"] = json!(whole);
-                    }
-                    // Delta types of later API versions change nothing we keep.
-                    _ => {}
-                }
-            }
-            "content_block_stop" => {
-                let index = index_of(data)?;
-                if let Some(raw) = self.inputs.remove(&index) {
-                    let input = parse_args(&raw)?;
-                    if let Some(block) = self.blocks.get_mut(&index) {
-                        block["input"] = input;
-                    }
-                }
-            }
-            "message_delta" => {
-                if let Some(reason) = data["delta"]["stop_reason"].as_str() {
-                    self.message["stop_reason"] = json!(reason);
-                }
-                // The final output count; the input count came at the start.
-                if let Some(usage) = data["usage"].as_object() {
-                    for (key, value) in usage {
-                        if !value.is_null() {
-                            self.message["usage"][key] = value.clone();
-                        }
-                    }
-                }
-            }
-            "message_stop" => self.stopped = true,
-            // `ping`, and event types of later API versions.
-            _ => {}
-        }
-        Ok(())
-    }
-
-    /// The message with its blocks, once `message_stop` came.
-    fn finish(mut self) -> Result<Value, String> {
-        if !self.stopped {
-            return Err("the stream ended before message_stop".into());
-        }
-        if let Some((index, _)) = self.inputs.iter().next() {
-            return Err(format!("tool input of block {index} never finished"));
-        }
-        let blocks: Vec<Value> = std::mem::take(&mut self.blocks).into_values().collect();
-        if !self.message.is_object() {
-            self.message = json!({});
-        }
-        self.message["content"] = Value::Array(blocks);
-        Ok(self.message)
-    }
-}
-
-fn index_of(data: &Value) -> Result<u64, String> {
-    data["index"].as_u64().ok_or_else(|| "a content block event without an index".to_owned())
 }
 
 #[async_trait]

@@ -1,0 +1,93 @@
+//! `tollgate worker`: driving the runs no process drives whose graph this
+//! process has.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tollgate_checkpoint::{RunRecord, RunStatus, StoreError};
+use tollgate_engine::{Executor, RunConfig, RunError, Worker, Workload};
+
+use super::{Backend, Runs};
+
+impl Runs {
+    /// Drives runs no process drives whose graph this process has (blueprint
+    /// runs, and runs of its registered graphs), `concurrency` legs at
+    /// once, until `shutdown`; returns the worker's report as JSON.
+    pub async fn work(
+        &self,
+        concurrency: usize,
+        lease: Duration,
+        max_lease_losses: u32,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Value {
+        let mut worker = Worker::new((*self.executor).clone())
+            .workload(Arc::new(KnownRuns { runs: self.clone(), lease }))
+            .concurrency(concurrency)
+            .max_lease_losses(max_lease_losses);
+        if let Some(wake) = self.wake.clone() {
+            worker = worker.wake_on(wake);
+        }
+        // A run cancelled elsewhere stops its leg here at once.
+        if let Backend::Postgres(store) = &self.backend {
+            worker = worker.wake_legs_on(store.run_changes());
+        }
+        let report = worker.run(shutdown).await;
+        json!({
+            "legs": report.legs,
+            "completed": report.completed,
+            "failed": report.failed,
+            "released": report.released,
+            "lost_claims": report.lost_claims,
+            "dead_lettered": report.dead_lettered,
+        })
+    }
+}
+
+/// Runs whose graph this process has: blueprint runs, each rebuilt from
+/// what it stored, and runs of its registered graphs (what `tollgate
+/// worker` drives). Any other run, or one whose graph cannot be rebuilt
+/// here (a model this build lacks, a version it does not have), is left
+/// for other workers.
+struct KnownRuns {
+    runs: Runs,
+    /// The lease of every leg.
+    lease: Duration,
+}
+
+#[async_trait]
+impl Workload for KnownRuns {
+    async fn drive(
+        &self,
+        executor: &Executor,
+        run: &RunRecord,
+        given: RunConfig,
+        shutdown: watch::Receiver<bool>,
+    ) -> Option<Result<RunStatus, RunError>> {
+        let rebuilt = match self.runs.rebuild(run).await {
+            Ok(Some(rebuilt)) => rebuilt,
+            Ok(None) => return None,
+            Err(error) => {
+                tracing::warn!(run = %run.id, %error, "worker: cannot rebuild the run's graph");
+                return None;
+            }
+        };
+        // Each leg runs with its blueprint's settings, and the worker's
+        // lease and token.
+        let mut config = rebuilt.config.lease(self.lease);
+        if let Some(token) = given.given_cancel_token() {
+            config = config.cancel_token(token);
+        }
+        let driven = rebuilt.graph.drive(executor, run, config, shutdown).await?;
+        // One line per leg for whoever watches the worker.
+        match &driven {
+            Ok(status) => eprintln!("tollgate worker: run {}: {status}", run.id),
+            Err(RunError::Store(StoreError::Fenced { .. } | StoreError::RunTerminal { .. }))
+            | Err(RunError::RunOwned { .. }) => {}
+            Err(error) => eprintln!("tollgate worker: run {}: {error}", run.id),
+        }
+        Some(driven)
+    }
+}
