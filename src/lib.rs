@@ -9,7 +9,7 @@
 pub use tollgate_checkpoint::{
     Blob, CheckpointInfo, Codec, CodecError, Cursor, EventRecord, GraphRef, HistoryPage,
     MemoryStore, Owner, PageRequest, RunFailure, RunFilter, RunId, RunPage, RunRecord, RunStatus,
-    Store, StoreError, Waiting,
+    Store, StoreError, TaskFailure, Waiting,
 };
 #[cfg(feature = "sqlite")]
 pub use tollgate_checkpoint::{Checkpointing, Durability, SqliteOptions, SqliteStore};

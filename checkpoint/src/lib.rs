@@ -43,8 +43,8 @@ pub use owner::Owner;
 pub use record::{
     Answer, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, GraphRef, HistoryPage,
     InterruptRecord, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage,
-    RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite,
-    ThreadTurn, Transition, Waiting,
+    RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskFailure, TaskProgress, TaskUpdate,
+    TaskWrite, ThreadTurn, Transition, Waiting,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Checkpointing, Durability, SqliteOptions, SqliteStore};

@@ -125,13 +125,45 @@ pub struct RunFailure {
     pub node: Option<String>,
     /// Human-readable message with the cause chain.
     pub message: String,
+    /// Each task of the failed step that failed, in task order (the first
+    /// is the run's failure; siblings may have failed too). Empty when the
+    /// run did not fail in a task, and in records written before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<TaskFailure>,
+}
+
+/// One failed task of a run's failed step ([`RunFailure::tasks`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct TaskFailure {
+    /// The task's position in the step.
+    pub task: u32,
+    /// Its node.
+    pub node: String,
+    /// Its error's class (as [`RunFailure::class`]).
+    pub class: String,
+    /// Its error, with the cause chain.
+    pub message: String,
+}
+
+impl TaskFailure {
+    /// Task `task` of node `node` failed with `class` and `message`.
+    pub fn new(
+        task: u32,
+        node: impl Into<String>,
+        class: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self { task, node: node.into(), class: class.into(), message: message.into() }
+    }
 }
 
 impl RunFailure {
     /// A failure of this kind; its class is the kind.
     pub fn new(kind: impl Into<String>, node: Option<String>, message: impl Into<String>) -> Self {
         let kind = kind.into();
-        Self { class: Some(kind.clone()), kind, node, message: message.into() }
+        Self { class: Some(kind.clone()), kind, node, message: message.into(), tasks: Vec::new() }
     }
 
     /// The class, or the kind for records that have none.

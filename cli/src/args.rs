@@ -273,12 +273,19 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// A run's checkpoints, newest first, one page.
+    /// A run's checkpoints, newest first, one page; or with `--thread`, a
+    /// thread's checkpoints across all its runs, numbered from its first
+    /// run's input.
     History {
         /// The run.
-        run: String,
-        /// Checkpoints before this step (`next_before` of the previous
-        /// page).
+        #[arg(required_unless_present = "thread")]
+        run: Option<String>,
+        /// A thread instead of a run: the checkpoints of all its runs, each
+        /// with its run, step, source and state.
+        #[arg(long, conflicts_with_all = ["run", "values"])]
+        thread: Option<String>,
+        /// Checkpoints before this step (with `--thread`, before this
+        /// number): `next_before` of the previous page.
         #[arg(long)]
         before: Option<u64>,
         /// Checkpoints per page.

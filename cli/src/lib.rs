@@ -368,8 +368,12 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, ServiceEr
                 }
             }
         }
-        RunsCommand::History { run, before, limit, values, json } => {
-            let page = runs.history(run_id(&run)?, before, limit, values).await?;
+        RunsCommand::History { run, thread, before, limit, values, json } => {
+            let page = match (run, thread) {
+                (_, Some(thread)) => runs.thread_history(&thread, before, limit).await?,
+                (Some(run), None) => runs.history(run_id(&run)?, before, limit, values).await?,
+                (None, None) => unreachable!("clap requires a run or --thread"),
+            };
             if json {
                 print_json(&page);
             } else {

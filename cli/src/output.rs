@@ -210,13 +210,24 @@ pub(crate) fn history(page: &serde_json::Value) -> String {
     let mut out = String::new();
     for checkpoint in page["checkpoints"].as_array().into_iter().flatten() {
         let snapshot = if checkpoint["snapshot"] == true { "  snapshot" } else { "" };
-        let _ = writeln!(
+        if let (Some(number), Some(run)) =
+            (checkpoint["number"].as_u64(), checkpoint["run"].as_str())
+        {
+            let _ = write!(out, "#{number:<4} run {run}  ");
+        }
+        let _ = write!(
             out,
             "step {:>4}  {}  {} task(s){snapshot}",
             checkpoint["step"],
             checkpoint["at"].as_str().unwrap_or(""),
             checkpoint["tasks"]
         );
+        match checkpoint["source"].as_str() {
+            Some(source) => {
+                let _ = writeln!(out, "  ({source})");
+            }
+            None => out.push('\n'),
+        }
         if let Some(next) = checkpoint["next"].as_array() {
             let names: Vec<&str> = next.iter().filter_map(|n| n.as_str()).collect();
             let _ = writeln!(

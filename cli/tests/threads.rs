@@ -65,6 +65,64 @@ fn continues_the_conversation(fx: &Fixture) {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("`chat` version 2") && !stderr.contains("GraphRef"), "{stderr}");
 
+    // The thread's history: every checkpoint of its three runs (two of
+    // version 1, read with version 2's state), numbered continuously.
+    let runs = [&first, &second, &moved];
+    let steps: Vec<u64> = runs
+        .iter()
+        .map(|run| {
+            fx.json(&["runs", "show", run["id"].as_str().unwrap(), "--json"], 0)["step"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    let total: u64 = steps.iter().map(|step| step + 1).sum();
+    let mut entries = Vec::new();
+    let mut before: Option<u64> = None;
+    loop {
+        let mut args = vec!["runs", "history", "--thread", "ann", "--limit", "3", "--json"];
+        let before_text = before.map(|b| b.to_string());
+        if let Some(text) = &before_text {
+            args.extend(["--before", text.as_str()]);
+        }
+        let page = fx.json(&args, 0);
+        assert_eq!(page["total"], total, "{page}");
+        entries.extend(page["checkpoints"].as_array().unwrap().clone());
+        match page["next_before"].as_u64() {
+            Some(next) => before = Some(next),
+            None => break,
+        }
+    }
+    let numbers: Vec<u64> = entries.iter().map(|e| e["number"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, (0..total).rev().collect::<Vec<_>>(), "continuous, newest first");
+    let mut expected = Vec::new();
+    for (run, last) in runs.iter().zip(&steps) {
+        for step in 0..=*last {
+            let source = if step == 0 { "input" } else { "loop" };
+            expected.push((run["id"].as_str().unwrap().to_owned(), step, source.to_owned()));
+        }
+    }
+    expected.reverse();
+    let seen: Vec<(String, u64, String)> = entries
+        .iter()
+        .map(|e| {
+            let run = e["run"].as_str().unwrap().to_owned();
+            (run, e["step"].as_u64().unwrap(), e["source"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    assert_eq!(seen, expected, "each entry's run, step and source");
+    assert_eq!(contents(&entries[0]["values"]["messages"]).len(), 6, "the state at the newest");
+    let oldest = entries.last().unwrap();
+    assert_eq!(contents(&oldest["values"]["messages"]), ["user: I am Ann."], "the first input");
+    let text =
+        String::from_utf8(fx.run(&["runs", "history", "--thread", "ann", "--limit", "2"]).stdout)
+            .unwrap();
+    assert!(
+        text.contains(&format!("#{:<4} run {}", total - 1, moved["id"].as_str().unwrap())),
+        "{text}"
+    );
+    assert_eq!(fx.run(&["runs", "history", "--thread", "nobody"]).status.code(), Some(3));
+
     // A paused run holds its thread: another start is refused, nothing created.
     let paused =
         fx.json(&["run", "refunds.json", "--thread", "r", "--input", "Refund 7", "--json"], 10);
@@ -123,6 +181,23 @@ fn threads_over_the_api() {
         let listed = get_json(&client, &server.url("/runs?thread=api"), 200).await;
         assert_eq!(listed["runs"].as_array().unwrap().len(), 2);
         get_json(&client, &server.url("/threads/none"), 404).await;
+        let history = get_json(&client, &server.url("/threads/api/history?limit=2"), 200).await;
+        let page = history["checkpoints"].as_array().unwrap();
+        assert_eq!(page.len(), 2, "{history}");
+        let total = history["total"].as_u64().unwrap();
+        assert_eq!(page[0]["number"], total - 1);
+        assert_eq!(page[1]["number"], total - 2);
+        assert_eq!(history["next_before"], total - 2);
+        assert_eq!(page[0]["values"], thread["values"], "the newest entry is the thread's state");
+        let runs: Vec<&str> =
+            listed["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert_eq!(page[0]["run"], runs[0], "the newest entry is of the latest run");
+        let oldest = get_json(&client, &server.url("/threads/api/history?before=1"), 200).await;
+        let oldest = &oldest["checkpoints"][0];
+        assert_eq!((oldest["number"].as_u64(), oldest["run"].as_str()), (Some(0), Some(runs[1])));
+        assert_eq!(oldest["source"], "input");
+        assert_eq!(contents(&oldest["values"]["messages"]), ["user: One."]);
+        get_json(&client, &server.url("/threads/none/history"), 404).await;
         // Busy: a paused run on the thread.
         let body = json!({"blueprint": "refunds", "input": "Refund 7", "thread": "busy"});
         let paused = client.post(server.url("/runs?wait=true")).json(&body).send().await.unwrap();

@@ -59,8 +59,9 @@ pub use event::{
     EVENT_VERSION,
 };
 pub use exec::{
-    drive_leg, CancelToken, DecisionOutcome, Executor, Resumed, RunConfig, RunError, RunHandle,
-    RunOutcome, SnapshotPolicy, StatePage, StateSnapshot, Worker, WorkerReport, Workload,
+    drive_leg, CancelToken, CheckpointSource, DecisionOutcome, Executor, NestedState, Resumed,
+    RunConfig, RunError, RunHandle, RunOutcome, SnapshotPolicy, StatePage, StateSnapshot,
+    TaskError, TaskState, ThreadCheckpoint, ThreadHistoryPage, Worker, WorkerReport, Workload,
     DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_LEASE_LOSSES, DEFAULT_MAX_STEPS, INPUT_NODE,
 };
 pub use graph::{CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, StateGraph};

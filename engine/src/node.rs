@@ -33,6 +33,8 @@ pub struct NodeContext {
     pub(crate) decisions: Arc<BTreeMap<u32, Decision>>,
     /// The next interrupt's ordinal in this attempt.
     pub(crate) ordinal: AtomicU32,
+    /// The next graph call's number in this attempt ([`NodeContext::call`]).
+    pub(crate) calls: AtomicU32,
     /// The leg's event numbering, shared with the driver.
     pub(crate) emitter: Arc<Emitter>,
     /// For a cached node: the store, and whether the output came from it.
@@ -72,6 +74,7 @@ impl Clone for NodeContext {
             input: self.input.clone(),
             decisions: Arc::clone(&self.decisions),
             ordinal: AtomicU32::new(self.ordinal.load(Ordering::SeqCst)),
+            calls: AtomicU32::new(self.calls.load(Ordering::SeqCst)),
             emitter: Arc::clone(&self.emitter),
             cache: self.cache.clone(),
             ns: self.ns.clone(),
@@ -158,6 +161,44 @@ impl NodeContext {
             Some(decision) => Ok(decision.clone()),
             None => Err(NodeError::paused(Raised { ordinal, request, origin: None })),
         }
+    }
+
+    /// Runs `graph` from `input` inside this node, durably, and returns its
+    /// final state: its steps are checkpointed with this task (as a
+    /// subgraph's are), so that
+    ///
+    /// - an interrupt inside `graph` pauses the run (return the error with
+    ///   `?`, as with [`NodeContext::interrupt`]); once decided, this node
+    ///   runs again from its start, and the same call continues the child
+    ///   where it paused: its finished steps do not run again;
+    /// - after a crash, a cancel or a retry of this node, a call whose
+    ///   child already finished returns its stored final state at once.
+    ///
+    /// Calls are matched by order within the node, like interrupts: a node
+    /// that runs again must make the same calls in the same order (a
+    /// different graph at a position is refused as a fatal error). At most
+    /// 4,094 calls per attempt. The child's events carry the namespace
+    /// `NODE_ID~CALL` (`plan:2.0~0/search:1.0`), its state shows under
+    /// this task in [`Executor::get_state`](crate::Executor::get_state).
+    ///
+    /// ```
+    /// # use tollgate_engine::{CompiledGraph, DynState, NodeContext, NodeError};
+    /// async fn plan(
+    ///     research: CompiledGraph<DynState>,
+    ///     ctx: NodeContext,
+    /// ) -> Result<serde_json::Map<String, serde_json::Value>, NodeError> {
+    ///     let found = ctx.call(&research, DynState::default()).await?;
+    ///     let notes = found.get("notes").cloned().unwrap_or_default();
+    ///     Ok(serde_json::Map::from_iter([("notes".to_owned(), notes)]))
+    /// }
+    /// ```
+    pub async fn call<T: State>(
+        &self,
+        graph: &crate::CompiledGraph<T>,
+        input: T,
+    ) -> Result<T, NodeError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        crate::exec::call_graph(self, graph, input, call).await
     }
 
     /// Milliseconds since the Unix epoch, from the run's clock (see

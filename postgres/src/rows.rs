@@ -167,7 +167,11 @@ pub(crate) fn interrupt_from_row(run: RunId, row: &Row) -> Result<InterruptRecor
         id: column(row, 0)?,
         step: column::<i64>(row, 1)? as u64,
         task: column::<i32>(row, 2)? as u32,
-        ordinal: column::<i32>(row, 3)? as u32,
+        ordinal: {
+            let ordinal = column::<i64>(row, 3)?;
+            u32::try_from(ordinal)
+                .map_err(|_| damaged(format!("interrupt ordinal {ordinal} out of range")))?
+        },
         node: column(row, 4)?,
         kind: column(row, 5)?,
         payload: json(column(row, 6)?)?,

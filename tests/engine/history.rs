@@ -211,11 +211,18 @@ fn update_state_infers_the_writer_and_forks_past_checkpoints() {
         .block_on(executor.update_state(
             &fan,
             paused.run_id,
-            TraceUpdate::default(),
+            TraceUpdate::default().visited(vec!["c-by-hand".into()]),
             Some("c"),
             RunConfig::new(),
         ))
         .unwrap();
+    // Written as `c`, a source of the join that fired: `d` runs next, as
+    // LangGraph's barrier still holds both arrivals until `d` runs.
+    let state = runtime.block_on(executor.get_state(&fan, paused.run_id, None)).unwrap();
+    assert_eq!(state.next, ["d"], "an update as a join source schedules the join's target");
+    let continued = runtime.block_on(executor.continue_run(&fan, paused.run_id, RunConfig::new()));
+    let done = runtime.block_on(continued.unwrap().wait()).unwrap();
+    assert_eq!(done.state.visited, ["a", "b", "c", "c-by-hand", "d"]);
 }
 
 /// A run of version 1 moves onto version 2 explicitly; continuing it on

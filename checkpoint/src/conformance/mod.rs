@@ -383,6 +383,7 @@ async fn claims_are_compare_and_set_and_fence_old_owners(store: &dyn Store) {
             class: Some("rate_limited".into()),
             node: Some("n".into()),
             message: "boom".into(),
+            tasks: vec![crate::TaskFailure::new(0, "n", "rate_limited", "boom")],
         }),
         events: vec![event(2)],
         lease_until_ms: None,

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use tollgate_checkpoint::{
-    Blob, Codec, InterruptRecord, RunId, RunStatus, StepRecord, Store, StoreError, TaskKey,
-    TaskUpdate, Transition,
+    Blob, Codec, InterruptRecord, RunId, RunStatus, StepRecord, Store, StoreError, TaskFailure,
+    TaskKey, TaskUpdate, Transition,
 };
 use tracing::Instrument;
 
@@ -71,6 +71,8 @@ pub(crate) struct Leg<S: State> {
     pub(crate) paused: Vec<PendingInterrupt>,
     /// Progress records of subgraph tasks of the next step, by task index.
     pub(crate) progress: HashMap<u32, Blob>,
+    /// What its tasks need to run graphs nested in them, once one asked.
+    pub(crate) access: Option<Arc<super::subgraph::LegAccess>>,
     /// Inside a subgraph: where (node ids and paths are qualified by it).
     pub(crate) ns: Option<Arc<Namespace>>,
     /// Inside a subgraph: where its progress goes instead of commits.
@@ -210,6 +212,7 @@ impl<S: State> Leg<S> {
         self.emitter.tick();
 
         let mut failure = None;
+        let mut failed_tasks = Vec::new();
         let mut stopped = false;
         let mut pauses = Vec::new();
         let mut updates = Vec::with_capacity(done.len());
@@ -311,13 +314,15 @@ impl<S: State> Leg<S> {
                         error: error.to_string(),
                     };
                     self.emit(label(), event, Live::Now)?;
+                    let message = error.to_failure().message;
+                    failed_tasks.push(TaskFailure::new(task.index, &*name, error.class(), message));
                     failure.get_or_insert(error);
                     gotos.push((Vec::new(), false));
                 }
             }
         }
         if let Some(error) = failure {
-            return Err(self.fail(error).await);
+            return Err(self.fail_tasks(error, failed_tasks).await);
         }
         if stopped {
             // A subgraph stopped with the run: so does the run, its step
@@ -535,10 +540,17 @@ impl<S: State> Leg<S> {
     /// Records the failure (status, error, closing event) and hands the
     /// error back. A writer that lost the run (fenced) records nothing.
     async fn fail(&mut self, error: RunError) -> RunError {
+        self.fail_tasks(error, Vec::new()).await
+    }
+
+    /// [`Leg::fail`] for a step whose `tasks` failed (stored with the
+    /// failure, for the state view).
+    async fn fail_tasks(&mut self, error: RunError, tasks: Vec<TaskFailure>) -> RunError {
         if matches!(error, RunError::Store(_)) || self.nest.is_some() {
             return error;
         }
-        let failure = error.to_failure();
+        let mut failure = error.to_failure();
+        failure.tasks = tasks;
         if self.emit_run_ended(RunStatus::Failed, Some(failure.clone())).is_ok() {
             if let Err(store_error) = self.commit(None, RunStatus::Failed, Some(failure)).await {
                 tracing::warn!(run = %self.run, %store_error, "could not record the run's failure");

@@ -285,6 +285,7 @@ impl RunError {
             class: Some(self.class().to_owned()),
             node: self.node().map(str::to_owned),
             message,
+            tasks: Vec::new(),
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::telemetry;
 use super::driver::Leg;
 use super::emit::{node_id, Live};
 use super::error::RunError;
-use super::subgraph::SubgraphAccess;
+use super::subgraph::{LegAccess, SubgraphAccess};
 use super::task::{is_rejected, rejected, Outcome, TaskDone, TaskRunner};
 
 impl<S: State> Leg<S> {
@@ -83,19 +83,24 @@ impl<S: State> Leg<S> {
                 Event::NodeStarted { step, task: index },
                 Live::Now,
             )?;
-            let subgraph = self.graph.node(task.node).subgraph.is_some().then(|| {
-                Arc::new(SubgraphAccess {
-                    store: Arc::clone(&self.store),
-                    epoch: self.epoch,
-                    config: self.config.clone(),
-                    cancel: Arc::clone(&self.cancel),
-                    progress: self.progress.remove(&index),
-                    within: self
-                        .nest
-                        .as_ref()
-                        .map(|nest| (Arc::clone(&nest.root), nest.path.clone())),
-                })
-            });
+            let leg = match &self.access {
+                Some(access) => Arc::clone(access),
+                None => {
+                    let access = Arc::new(LegAccess {
+                        store: Arc::clone(&self.store),
+                        epoch: self.epoch,
+                        config: self.config.clone(),
+                        cancel: Arc::clone(&self.cancel),
+                    });
+                    Arc::clone(self.access.insert(access))
+                }
+            };
+            let subgraph = Some(Arc::new(SubgraphAccess {
+                leg,
+                progress: self.progress.remove(&index),
+                within: self.nest.as_ref().map(|nest| (Arc::clone(&nest.root), nest.path.clone())),
+                root: std::sync::OnceLock::new(),
+            }));
             let span = tracing::info_span!(
                 "node",
                 otel.name = %format_args!("node {name}"),
@@ -116,6 +121,7 @@ impl<S: State> Leg<S> {
                 input: task.input,
                 decisions,
                 ordinal: AtomicU32::new(0),
+                calls: AtomicU32::new(0),
                 emitter: Arc::clone(&self.emitter),
                 cache: self.graph.node(task.node).cached.then(|| {
                     Arc::new(super::CacheAccess {

@@ -435,6 +435,7 @@ impl Executor {
             origins: Vec::new(),
             paused: Vec::new(),
             progress,
+            access: None,
             ns: None,
             nest: None,
             span: tracing::Span::none(),

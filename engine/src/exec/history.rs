@@ -1,17 +1,18 @@
 //! Loading checkpoints, and time travel: the state at any checkpoint,
 //! forking a run from one, and writing a state update as if a node ran.
+//! (What a checkpoint shows, `get_state` and the histories, is
+//! `state_view.rs`.)
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use tollgate_checkpoint::{
-    Blob, CheckpointInfo, Codec, CodecError, Owner, RunId, RunStatus, StepRecord, Store,
-    StoreError, StoredCheckpoint, TaskKey, TaskUpdate, Transition,
+    Blob, Codec, CodecError, Owner, RunId, RunStatus, StepRecord, Store, StoreError,
+    StoredCheckpoint, TaskKey, TaskUpdate, Transition,
 };
 
 use crate::event::Event;
 use crate::graph::CompiledGraph;
-use crate::hitl::PendingInterrupt;
 use crate::state::{State, Write};
 use crate::START;
 
@@ -21,7 +22,7 @@ use super::emit::{node_id, Emitter, Live};
 use super::error::RunError;
 use super::executor::{check_graph, emit_run_started, json_error, Executor, RunHandle};
 use super::plan::Frontier;
-use super::record::{FrontierRecord, TaskOutputRecord, FRONTIER_VERSION};
+use super::record::{CheckpointSource, FrontierRecord, TaskOutputRecord, FRONTIER_VERSION};
 use super::task::{encode_checked, encode_output};
 
 /// A run's checkpoint, decoded against a graph.
@@ -131,101 +132,7 @@ fn decode_failure(run: RunId, step: u64, source: CodecError) -> RunError {
     }
 }
 
-/// A run's state at one checkpoint, with what comes next
-/// ([`Executor::get_state`]).
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct StateSnapshot<S> {
-    /// The run.
-    pub run: RunId,
-    /// The checkpoint: the step it committed (0 is the input).
-    pub step: u64,
-    /// The run's status now.
-    pub status: RunStatus,
-    /// The state at that checkpoint.
-    pub values: S,
-    /// The nodes of the next step, in task order (empty when the run ends
-    /// there).
-    pub next: Vec<String>,
-    /// The interrupts the run waits on (the last checkpoint of a paused
-    /// run only), with their answer schemas.
-    pub interrupts: Vec<PendingInterrupt>,
-    /// Tasks of the next step that already finished and whose outputs are
-    /// stored (the last checkpoint of an unfinished step only): (task
-    /// position, node).
-    pub pending_writes: Vec<(u32, String)>,
-}
-
-/// One page of a run's history with the state at each checkpoint
-/// ([`Executor::state_history`]).
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct StatePage<S> {
-    /// Newest first: each checkpoint (when, tasks, snapshot) and its state.
-    pub checkpoints: Vec<(CheckpointInfo, StateSnapshot<S>)>,
-    /// Pass as `before` for the next page; `None` on the last page.
-    pub next_before: Option<u64>,
-}
-
 impl Executor {
-    /// The run's checkpoints before step `before` (all when `None`),
-    /// newest first, at most `limit`, each with its values and next nodes
-    /// (a [`StateSnapshot`] as [`Executor::get_state`] gives it).
-    pub async fn state_history<S: State>(
-        &self,
-        graph: &CompiledGraph<S>,
-        run: RunId,
-        before: Option<u64>,
-        limit: u64,
-    ) -> Result<StatePage<S>, RunError> {
-        check_graph(&*self.store, graph, run).await?;
-        let page = self.store.history(run, before, limit).await?;
-        let mut checkpoints = Vec::with_capacity(page.checkpoints.len());
-        for info in page.checkpoints {
-            let state = self.get_state(graph, run, Some(info.step)).await?;
-            checkpoints.push((info, state));
-        }
-        Ok(StatePage { checkpoints, next_before: page.next_before })
-    }
-
-    /// The run's state at checkpoint `at` (the last when `None`): values,
-    /// next nodes, open interrupts and the finished tasks of the step in
-    /// flight.
-    pub async fn get_state<S: State>(
-        &self,
-        graph: &CompiledGraph<S>,
-        run: RunId,
-        at: Option<u64>,
-    ) -> Result<StateSnapshot<S>, RunError> {
-        check_graph(&*self.store, graph, run).await?;
-        let checkpoint = self.store.checkpoint(run, at).await?;
-        let status = checkpoint.run.status;
-        let interrupts = checkpoint
-            .interrupts
-            .iter()
-            .filter(|interrupt| interrupt.decision.is_none())
-            .map(PendingInterrupt::from_record)
-            .collect();
-        let loaded = decode(graph, checkpoint)?;
-        let name = |task: &super::plan::Task| graph.node(task.node).name.to_string();
-        let next = loaded.frontier.tasks.iter().map(name).collect();
-        let mut pending_writes: Vec<(u32, String)> = loaded
-            .reused
-            .keys()
-            .map(|index| (*index, name(&loaded.frontier.tasks[*index as usize])))
-            .collect();
-        pending_writes.sort();
-        Ok(StateSnapshot {
-            run,
-            step: loaded.step,
-            status,
-            values: loaded.state,
-            next,
-            interrupts,
-            pending_writes,
-        })
-    }
-
     /// The run's state at checkpoint `step` (0 is the input).
     pub async fn state_at<S: State>(
         &self,
@@ -249,7 +156,9 @@ impl Executor {
         config: RunConfig,
     ) -> Result<RunHandle<S>, RunError> {
         check_graph(&*self.store, graph, run).await?;
-        let Loaded { mut state, frontier, .. } = load(&*self.store, graph, run, Some(step)).await?;
+        let Loaded { mut state, mut frontier, .. } =
+            load(&*self.store, graph, run, Some(step)).await?;
+        frontier.source = Some(CheckpointSource::Fork);
         if let Some(update) = edit {
             let write = Write { node: Arc::from("__fork__"), update };
             state
@@ -290,8 +199,9 @@ impl Executor {
     }
 
     /// The frontier after `update` is written as `as_node` into `state`
-    /// (already applied): `as_node`'s successors, or the graph's entry for
-    /// `__start__`.
+    /// (already applied): `as_node`'s successors (joins it is a source of
+    /// included: see `Frontier::after_update`), or the graph's entry for
+    /// `__start__`. Its checkpoint's source is `update`.
     fn after_writer<S: State>(
         graph: &CompiledGraph<S>,
         state: &S,
@@ -299,13 +209,15 @@ impl Executor {
         as_node: &str,
     ) -> Result<Frontier, RunError> {
         if as_node == START {
-            return Frontier::start(graph, state);
+            let mut next = Frontier::start(graph, state)?;
+            next.settings = frontier.settings;
+            next.source = Some(CheckpointSource::Update);
+            return Ok(next);
         }
         let node = graph
             .index_of(as_node)
             .ok_or_else(|| RunError::UnknownNode { node: as_node.to_owned() })?;
-        let ran = Frontier { tasks: vec![super::plan::Task { node, input: None }], ..frontier };
-        ran.next(graph, state, vec![(Vec::new(), false)])
+        frontier.after_update(graph, state, node)
     }
 
     /// Writes `update` on the run's latest checkpoint as a new checkpoint,
@@ -452,7 +364,8 @@ impl Executor {
             status => return Err(StoreError::RunTerminal { run, status }.into()),
         }
         let Loaded { state, frontier, step, .. } = load(&*self.store, from, run, None).await?;
-        let frontier = Frontier::from_record(frontier.to_record(from), to, run, step)?;
+        let mut frontier = Frontier::from_record(frontier.to_record(from), to, run, step)?;
+        frontier.source = Some(CheckpointSource::Fork);
         let config = match (&record.thread, config.thread.is_none()) {
             (Some(thread), true) => config.thread(thread.clone()),
             _ => config,

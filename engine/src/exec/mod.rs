@@ -12,6 +12,7 @@ mod history;
 mod plan;
 mod record;
 mod resume;
+mod state_view;
 mod subgraph;
 mod task;
 mod thread;
@@ -23,8 +24,12 @@ pub use config::{RunConfig, SnapshotPolicy, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DE
 pub(crate) use emit::{node_id, Emitter, Live};
 pub use error::RunError;
 pub use executor::{Executor, RunHandle, RunOutcome};
-pub use history::{StatePage, StateSnapshot};
+pub use record::CheckpointSource;
 pub use resume::{DecisionOutcome, Resumed};
-pub(crate) use subgraph::{subgraph_node, SubgraphAccess};
+pub use state_view::{
+    NestedState, StatePage, StateSnapshot, TaskError, TaskState, ThreadCheckpoint,
+    ThreadHistoryPage,
+};
+pub(crate) use subgraph::{call_graph, subgraph_node, SubgraphAccess};
 pub use thread::INPUT_NODE;
 pub use worker::{drive_leg, Worker, WorkerReport, Workload, DEFAULT_MAX_LEASE_LOSSES};

@@ -12,7 +12,7 @@ use crate::route::{Goto, START};
 use crate::state::State;
 
 use super::error::RunError;
-use super::record::{FrontierRecord, RunSettings, TaskRecord};
+use super::record::{CheckpointSource, FrontierRecord, RunSettings, TaskRecord};
 
 /// One task of a frontier.
 #[derive(Debug, Clone)]
@@ -29,11 +29,18 @@ pub(crate) struct Frontier {
     pub(crate) tasks: Vec<Task>,
     /// Per join, per source: has it arrived since the join last fired?
     pub(crate) arrivals: Vec<Vec<bool>>,
+    /// Per join: it fired and its target has not run since. A state
+    /// update written as one of its sources then fires it again (the
+    /// arrivals it fired on still stand until the target runs).
+    pub(crate) fired: Vec<bool>,
     /// Per node: tasks run so far (excluding `tasks`); empty unless some
     /// node has a visit limit.
     pub(crate) visits: Vec<u32>,
     /// The run's settings, carried from step to step.
     pub(crate) settings: Option<RunSettings>,
+    /// What wrote the checkpoint this frontier is stored with, when not the
+    /// run's own loop (or, at step 0, its input).
+    pub(crate) source: Option<CheckpointSource>,
 }
 
 /// Collects a step's targets in order: a node named several times runs
@@ -105,8 +112,10 @@ impl Frontier {
         let frontier = Self {
             tasks: Vec::new(),
             arrivals: inner.joins.iter().map(|join| vec![false; join.sources.len()]).collect(),
+            fired: vec![false; inner.joins.len()],
             visits: if inner.limited { vec![0; inner.nodes.len()] } else { Vec::new() },
             settings: None,
+            source: None,
         };
         frontier.with_tasks(graph, schedule.tasks)
     }
@@ -124,9 +133,17 @@ impl Frontier {
         let inner = &graph.inner;
         let mut schedule = Schedule::new(inner.nodes.len());
         let mut arrivals = self.arrivals.clone();
+        let mut fired = self.fired.clone();
         let mut visits = self.visits.clone();
         for (task, (gotos, only)) in self.tasks.iter().zip(gotos) {
             let node = graph.node(task.node);
+            if !fired.is_empty() {
+                for (join, fired) in inner.joins.iter().zip(fired.iter_mut()) {
+                    if join.target == task.node {
+                        *fired = false;
+                    }
+                }
+            }
             if let Some(count) = visits.get_mut(task.node) {
                 *count += 1;
             }
@@ -161,14 +178,44 @@ impl Frontier {
                 arrivals[join][position] = true;
             }
         }
-        for (join, arrived) in inner.joins.iter().zip(arrivals.iter_mut()) {
+        for ((join, arrived), fired) in
+            inner.joins.iter().zip(arrivals.iter_mut()).zip(fired.iter_mut())
+        {
             if arrived.iter().all(|&a| a) {
                 arrived.iter_mut().for_each(|a| *a = false);
+                *fired = true;
                 schedule.target(Target::Node(join.target));
             }
         }
-        Self { tasks: Vec::new(), arrivals, visits, settings: self.settings }
+        Self { tasks: Vec::new(), arrivals, fired, visits, settings: self.settings, source: None }
             .with_tasks(graph, schedule.tasks)
+    }
+
+    /// The frontier after `node` (alone) wrote a state update that is not
+    /// one of the run's steps ([`Executor::update_state`]): `node`'s
+    /// successors. A join `node` is a source of, which fired and whose
+    /// target has not run since, fires again: the arrivals it fired on
+    /// still stand, as LangGraph's barrier channels keep them until the
+    /// target consumes them.
+    ///
+    /// [`Executor::update_state`]: crate::Executor::update_state
+    pub(crate) fn after_update<S: State>(
+        mut self,
+        graph: &CompiledGraph<S>,
+        state: &S,
+        node: usize,
+    ) -> Result<Self, RunError> {
+        for (join, (arrived, fired)) in
+            graph.inner.joins.iter().zip(self.arrivals.iter_mut().zip(&self.fired))
+        {
+            if *fired && join.sources.contains(&node) {
+                arrived.iter_mut().for_each(|a| *a = true);
+            }
+        }
+        self.tasks = vec![Task { node, input: None }];
+        let mut next = self.next(graph, state, vec![(Vec::new(), false)])?;
+        next.source = Some(CheckpointSource::Update);
+        Ok(next)
     }
 
     /// Sets the tasks, enforcing per-node visit limits.
@@ -200,6 +247,8 @@ impl Frontier {
     /// so its stored form is this one's.
     pub(crate) fn same_as(&self, other: &Frontier) -> bool {
         self.arrivals == other.arrivals
+            && self.fired == other.fired
+            && self.source == other.source
             && self.visits == other.visits
             && self.tasks.len() == other.tasks.len()
             && self.tasks.iter().zip(&other.tasks).all(|(a, b)| {
@@ -242,6 +291,13 @@ impl Frontier {
             } else {
                 Vec::new()
             },
+            fired: self
+                .fired
+                .iter()
+                .enumerate()
+                .filter(|(_, &fired)| fired)
+                .map(|(join, _)| join as u32)
+                .collect(),
             visits: self
                 .visits
                 .iter()
@@ -250,6 +306,7 @@ impl Frontier {
                 .map(|(node, &count)| (name(node), count))
                 .collect(),
             settings: self.settings,
+            source: self.source,
         }
     }
 
@@ -288,6 +345,14 @@ impl Frontier {
                 }
             }
         }
+        let mut fired = vec![false; inner.joins.len()];
+        for &join in &record.fired {
+            // A join the graph no longer has (another version) is dropped:
+            // it can fire nothing.
+            if let Some(flag) = fired.get_mut(join as usize) {
+                *flag = true;
+            }
+        }
         let mut visits = if inner.limited { vec![0; inner.nodes.len()] } else { Vec::new() };
         for (node, count) in &record.visits {
             if !inner.limited {
@@ -295,6 +360,13 @@ impl Frontier {
             }
             visits[lookup(node)?] = *count;
         }
-        Ok(Self { tasks, arrivals, visits, settings: record.settings })
+        Ok(Self {
+            tasks,
+            arrivals,
+            fired,
+            visits,
+            settings: record.settings,
+            source: record.source,
+        })
     }
 }

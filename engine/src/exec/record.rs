@@ -11,8 +11,10 @@ use crate::route::Goto;
 
 /// Schema version of [`TaskOutputRecord`].
 pub(crate) const TASK_OUTPUT_VERSION: u16 = 1;
-/// Schema version of [`FrontierRecord`].
-pub(crate) const FRONTIER_VERSION: u16 = 1;
+/// Schema version of [`FrontierRecord`]: 2 added `fired` and `source`
+/// (version 1 records read as neither: no join pending, the loop's own
+/// checkpoint).
+pub(crate) const FRONTIER_VERSION: u16 = 2;
 /// Schema version of state snapshots (the user's state; its shape is pinned
 /// by the graph version).
 pub(crate) const STATE_VERSION: u16 = 1;
@@ -82,6 +84,55 @@ pub(crate) struct FrontierRecord {
     /// stored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) settings: Option<RunSettings>,
+    /// Joins (declaration order) that fired and whose target has not run
+    /// since.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) fired: Vec<u32>,
+    /// What wrote this checkpoint, when not the run's loop (absent: `loop`,
+    /// or `input` at step 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) source: Option<CheckpointSource>,
+}
+
+/// What wrote a checkpoint, as LangGraph's checkpoint metadata names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CheckpointSource {
+    /// The run's input (step 0 of a run started from an input, on a
+    /// thread or not).
+    Input,
+    /// A step the run's loop committed.
+    Loop,
+    /// A state update written as if a node ran (`Executor::update_state`,
+    /// and step 0 of the run `Executor::update_state_at` creates).
+    Update,
+    /// A copy of another run's checkpoint (step 0 of `Executor::fork` and
+    /// of `Executor::migrate`).
+    Fork,
+}
+
+impl CheckpointSource {
+    /// The source of checkpoint `step` stored with `source`.
+    pub(crate) fn of(step: u64, source: Option<CheckpointSource>) -> Self {
+        source.unwrap_or(if step == 0 { CheckpointSource::Input } else { CheckpointSource::Loop })
+    }
+
+    /// Its name: `input`, `loop`, `update` or `fork`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckpointSource::Input => "input",
+            CheckpointSource::Loop => "loop",
+            CheckpointSource::Update => "update",
+            CheckpointSource::Fork => "fork",
+        }
+    }
+}
+
+impl std::fmt::Display for CheckpointSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A run's settings, stored with it (in every frontier record), so that a

@@ -15,6 +15,16 @@
 //! each level's record with the records of its own subgraph tasks below
 //! it (by task position), so that a subgraph two levels down is stored,
 //! and continued, like one level down.
+//!
+//! A node may also call a compiled graph from its own code
+//! ([`NodeContext::call`]): each call of a task attempt is numbered in
+//! call order, and its nested leg's record sits in the same tree under
+//! that number. A node that runs again (after a pause inside the child, a
+//! crash, a retry) calls again in the same order: a call whose child
+//! finished returns the stored final state at once (its record's frontier
+//! is empty), an unfinished one continues its child where it stopped.
+//! The child's interrupts are the calling task's, numbered from
+//! `(call + 1) << 20` so that they never meet the node's own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -40,22 +50,46 @@ use super::plan::Frontier;
 use super::record::{FrontierRecord, TaskOutputRecord, TaskOutputRef};
 use super::task::encode_output;
 
-/// Schema version of the progress record.
-const PROGRESS_VERSION: u16 = 1;
+/// Schema version of the progress record (2: calls beside children).
+const PROGRESS_VERSION: u16 = 2;
 
-/// What a subgraph node's context carries: how to write its progress, and
-/// the progress stored by an earlier attempt.
+/// Calls one task attempt may make ([`NodeContext::call`]); call `i`'s
+/// interrupts are numbered from `(i + 1) << CALL_ORDINAL_SHIFT`.
+const MAX_CALLS: u32 = 4094;
+const CALL_ORDINAL_SHIFT: u32 = 20;
+
+/// What every task of a leg may need to run a graph nested in it: the
+/// leg's store, epoch, settings and stop flag. One per leg, shared.
 #[derive(Debug)]
-pub(crate) struct SubgraphAccess {
+pub(crate) struct LegAccess {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) epoch: u64,
     pub(crate) config: RunConfig,
     pub(crate) cancel: Arc<Stop>,
+}
+
+/// What a task's context carries to run a graph nested in it (a subgraph
+/// node, or [`NodeContext::call`]): its leg's access, the progress stored
+/// by an earlier attempt, and where its tree is.
+#[derive(Debug)]
+pub(crate) struct SubgraphAccess {
+    pub(crate) leg: Arc<LegAccess>,
     /// A task of the run itself: its stored progress tree, if any.
     pub(crate) progress: Option<Blob>,
     /// A task of a subgraph: the tree it belongs to and the path of the
     /// subgraph it is a task of.
-    pub(crate) within: Option<(Arc<ProgressRoot>, Vec<u32>)>,
+    pub(crate) within: Option<(Arc<ProgressRoot>, Vec<Part>)>,
+    /// A task of the run itself: its tree, once a nested leg opened it
+    /// (shared by the task's calls).
+    pub(crate) root: std::sync::OnceLock<Arc<ProgressRoot>>,
+}
+
+/// One step down a progress tree: a subgraph task's position, or a call's
+/// number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    Task(u32),
+    Call(u32),
 }
 
 /// The progress tree of one task of the run, shared by every subgraph
@@ -73,19 +107,28 @@ pub(crate) struct ProgressRoot {
 
 /// One level's progress record (JSON of [`ProgressRef`], kept as its text
 /// so that writing the tree copies the other levels' records rather than
-/// serialising them again) and those of its subgraph tasks, by task
-/// position.
+/// serialising them again), those of its subgraph tasks, by task
+/// position, and those of the graphs its task called, by call number.
 #[derive(Debug, Default, Serialize, Deserialize)]
-struct ProgressTree {
+pub(crate) struct ProgressTree {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    record: Option<Box<RawValue>>,
+    pub(crate) record: Option<Box<RawValue>>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    children: BTreeMap<u32, ProgressTree>,
+    pub(crate) children: BTreeMap<u32, ProgressTree>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) calls: BTreeMap<u32, ProgressTree>,
+    /// A call's graph (its name), so that a node calling another graph at
+    /// that position when it runs again is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) graph: Option<String>,
 }
 
 impl ProgressTree {
-    fn at(&mut self, path: &[u32]) -> &mut ProgressTree {
-        path.iter().fold(self, |tree, task| tree.children.entry(*task).or_default())
+    fn at(&mut self, path: &[Part]) -> &mut ProgressTree {
+        path.iter().fold(self, |tree, part| match part {
+            Part::Task(task) => tree.children.entry(*task).or_default(),
+            Part::Call(call) => tree.calls.entry(*call).or_default(),
+        })
     }
 }
 
@@ -95,8 +138,8 @@ impl ProgressTree {
 pub(crate) struct Nest {
     /// The tree its progress is part of.
     pub(crate) root: Arc<ProgressRoot>,
-    /// Its place in the tree (task positions below the root).
-    pub(crate) path: Vec<u32>,
+    /// Its place in the tree (task positions and calls below the root).
+    pub(crate) path: Vec<Part>,
     /// Outputs of finished inner tasks of the inner step in flight.
     kept: Vec<KeptOutput>,
     /// The parent task's interrupt ordinals of the inner step's interrupts.
@@ -110,18 +153,18 @@ pub(crate) struct Nest {
 
 /// A finished inner task's output (the task output record, as JSON text).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct KeptOutput {
-    task: u32,
-    node: String,
-    output: Box<RawValue>,
+pub(crate) struct KeptOutput {
+    pub(crate) task: u32,
+    pub(crate) node: String,
+    pub(crate) output: Box<RawValue>,
 }
 
 /// Inner interrupt (task, ordinal) as the parent task's ordinal.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-struct MappedInterrupt {
-    ordinal: u32,
-    task: u32,
-    inner: u32,
+pub(crate) struct MappedInterrupt {
+    pub(crate) ordinal: u32,
+    pub(crate) task: u32,
+    pub(crate) inner: u32,
 }
 
 /// A level's progress record, written (JSON, whatever the run's codec: it
@@ -138,13 +181,13 @@ struct ProgressRef<'a, S> {
 
 /// The progress record, read back.
 #[derive(Deserialize)]
-struct ProgressRecord<S> {
-    step: u64,
-    state: S,
-    frontier: FrontierRecord,
-    kept: Vec<KeptOutput>,
-    interrupts: Vec<MappedInterrupt>,
-    next_ordinal: u32,
+pub(crate) struct ProgressRecord<S> {
+    pub(crate) step: u64,
+    pub(crate) state: S,
+    pub(crate) frontier: FrontierRecord,
+    pub(crate) kept: Vec<KeptOutput>,
+    pub(crate) interrupts: Vec<MappedInterrupt>,
+    pub(crate) next_ordinal: u32,
 }
 
 /// How a nested leg ended.
@@ -152,7 +195,8 @@ enum NestedEnd<S> {
     Done(S),
     Paused(Vec<Raised>),
     Stopped,
-    Failed(RunError),
+    /// Its failure, with its node path.
+    Failed((String, RunError)),
 }
 
 /// Maps the parent's state (and a `Send`'s input) to the subgraph's input.
@@ -175,22 +219,68 @@ pub(crate) fn subgraph_node<P: State, T: State>(
     Arc::new(move |state: Arc<P>, ctx: NodeContext| {
         let (graph, input, output) = (graph.clone(), Arc::clone(&input), Arc::clone(&output));
         Box::pin(async move {
-            let leg = nested_leg(&graph, &input, &state, &ctx).await?;
-            let path = leg.ns.as_ref().map_or_else(String::new, |ns| ns.path.clone());
-            match leg.drive_nested().await {
-                NestedEnd::Done(last) => output(&state, last).map(NodeOutput::Update),
-                NestedEnd::Paused(raised) => Err(NodeError::signal(Signal::Paused(raised))),
-                NestedEnd::Stopped => Err(NodeError::signal(Signal::Stopped)),
-                NestedEnd::Failed(error @ RunError::Store(_)) => {
-                    Err(NodeError::signal(Signal::Halted(error)))
-                }
-                NestedEnd::Failed(source) => Err(NodeError::fatal(SubgraphFailed {
-                    subgraph: path,
-                    source: Box::new(source),
-                })),
-            }
+            let first = |parent: &P| input(parent, ctx.send_input());
+            let leg = nested_leg(&graph, first, &state, &ctx, None).await?;
+            let last = leg.drive_nested().await.into_result()?;
+            output(&state, last).map(NodeOutput::Update)
         })
     })
+}
+
+impl<S> NestedEnd<S> {
+    /// The final state, or the node error that carries how the nested leg
+    /// stopped to the driver. A failure keeps the class of the nested
+    /// run's error (a node's own class, `step_limit_exceeded`, ...).
+    fn into_result(self) -> Result<S, NodeError> {
+        match self {
+            NestedEnd::Done(last) => Ok(last),
+            NestedEnd::Paused(raised) => Err(NodeError::signal(Signal::Paused(raised))),
+            NestedEnd::Stopped => Err(NodeError::signal(Signal::Stopped)),
+            NestedEnd::Failed((_, error @ RunError::Store(_))) => {
+                Err(NodeError::signal(Signal::Halted(error)))
+            }
+            NestedEnd::Failed((path, source)) => {
+                let class = source.class().to_owned();
+                Err(NodeError::fatal(SubgraphFailed { subgraph: path, source: Box::new(source) })
+                    .with_class(class))
+            }
+        }
+    }
+}
+
+/// Runs `graph` from `input` as call number `call` of the task `ctx`
+/// belongs to ([`NodeContext::call`]).
+pub(crate) async fn call_graph<T: State>(
+    ctx: &NodeContext,
+    graph: &CompiledGraph<T>,
+    input: T,
+    call: u32,
+) -> Result<T, NodeError> {
+    if call >= MAX_CALLS {
+        return Err(NodeError::fatal(format!(
+            "node `{}` called graphs more than {MAX_CALLS} times in one attempt",
+            ctx.node
+        )));
+    }
+    let mut input = Some(input);
+    let first = move |_: &()| {
+        input.take().ok_or_else(|| NodeError::fatal("a graph call's input was taken twice"))
+    };
+    let leg = nested_leg(graph, first, &(), ctx, Some(call)).await?;
+    leg.drive_nested().await.into_result()
+}
+
+/// A node that ran again called another graph than the one its earlier
+/// attempt called at that position.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "node `{node}` called graph `{called}` as call {call}, where its earlier attempt called `{stored}`: a node that runs again must make the same calls in the same order"
+)]
+struct CallMismatch {
+    node: String,
+    call: u32,
+    stored: String,
+    called: String,
 }
 
 /// A subgraph's run failed; the parent task fails with it.
@@ -202,19 +292,24 @@ struct SubgraphFailed {
     source: Box<RunError>,
 }
 
-/// The nested leg of a subgraph task: from its stored progress when an
-/// earlier attempt left some, else from the input mapping.
-async fn nested_leg<P: State, T: State>(
+/// The nested leg of a subgraph task, or of call number `call` of a
+/// task: from its stored progress when an earlier attempt left some, else
+/// from `first` (the input mapping of the parent's state).
+async fn nested_leg<P, T: State>(
     graph: &CompiledGraph<T>,
-    input: &InputMap<P, T>,
+    first: impl FnOnce(&P) -> Result<T, NodeError>,
     parent: &P,
     ctx: &NodeContext,
+    call: Option<u32>,
 ) -> Result<Leg<T>, NodeError> {
     let access = ctx.subgraph.clone().ok_or_else(|| {
-        NodeError::fatal(format!("node `{}` runs a subgraph outside a run's driver", ctx.node))
+        NodeError::fatal(format!("node `{}` runs a graph outside a run's driver", ctx.node))
     })?;
     let (run, step) = (ctx.run_id, ctx.step);
-    let id = node_id(&ctx.node, ctx.step, ctx.task);
+    let mut id = node_id(&ctx.node, ctx.step, ctx.task);
+    if let Some(call) = call {
+        id = format!("{id}~{call}");
+    }
     let (path, id) = match &ctx.ns {
         Some(ns) => ns.qualify(&ctx.node, &id),
         None => (ctx.node.to_string(), id),
@@ -222,40 +317,64 @@ async fn nested_leg<P: State, T: State>(
     let ns = Arc::new(Namespace { id, path });
     let fatal = |error: RunError| NodeError::fatal(error);
     let decode_error = |source| fatal(RunError::StateDecode { run, step, source });
-    let (root, path) = match &access.within {
+    let (root, mut path) = match &access.within {
         Some((root, path)) => {
             let mut path = path.clone();
-            path.push(ctx.task);
+            path.push(Part::Task(ctx.task));
             (Arc::clone(root), path)
         }
         None => {
-            let tree = match &access.progress {
-                Some(blob) => blob.decode::<ProgressTree>().map_err(decode_error)?,
-                None => ProgressTree::default(),
+            let root = match access.root.get() {
+                Some(root) => Arc::clone(root),
+                None => {
+                    let tree = match &access.progress {
+                        Some(blob) => blob.decode::<ProgressTree>().map_err(decode_error)?,
+                        None => ProgressTree::default(),
+                    };
+                    let root = Arc::new(ProgressRoot {
+                        store: Arc::clone(&access.leg.store),
+                        run,
+                        epoch: access.leg.epoch,
+                        key: TaskKey { step, index: ctx.task, node: ctx.node.to_string() },
+                        emitter: Arc::clone(&ctx.emitter),
+                        tree: tokio::sync::Mutex::new(tree),
+                    });
+                    Arc::clone(access.root.get_or_init(|| root))
+                }
             };
-            let root = ProgressRoot {
-                store: Arc::clone(&access.store),
-                run,
-                epoch: access.epoch,
-                key: TaskKey { step, index: ctx.task, node: ctx.node.to_string() },
-                emitter: Arc::clone(&ctx.emitter),
-                tree: tokio::sync::Mutex::new(tree),
-            };
-            (Arc::new(root), Vec::new())
+            (root, Vec::new())
         }
     };
-    let stored = root.tree.lock().await.at(&path).record.clone();
+    if let Some(call) = call {
+        path.push(Part::Call(call));
+    }
+    let first_ordinal = call.map_or(0, |call| (call + 1) << CALL_ORDINAL_SHIFT);
+    let stored = {
+        let mut tree = root.tree.lock().await;
+        let level = tree.at(&path);
+        if let (Some(call), Some(stored)) = (call, &level.graph) {
+            if stored != graph.name() {
+                return Err(NodeError::fatal(CallMismatch {
+                    node: ctx.node.to_string(),
+                    call,
+                    stored: stored.clone(),
+                    called: graph.name().to_owned(),
+                }));
+            }
+        }
+        level.record.clone()
+    };
     let mut nest = Nest {
         root,
         path,
         kept: Vec::new(),
         interrupts: Vec::new(),
-        next_ordinal: 0,
+        next_ordinal: first_ordinal,
         raised: Vec::new(),
     };
     let (state, inner_step, frontier, reused, decisions) = match stored {
         None => {
-            let state = input(parent, ctx.send_input())?;
+            let state = first(parent)?;
             let frontier = Frontier::start(graph, &state).map_err(fatal)?;
             (state, 0, frontier, HashMap::new(), HashMap::new())
         }
@@ -279,7 +398,7 @@ async fn nested_leg<P: State, T: State>(
                     })
                 })?;
                 let encoded =
-                    encode_output(access.config.codec, output, run, step).map_err(fatal)?;
+                    encode_output(access.leg.config.codec, output, run, step).map_err(fatal)?;
                 reused.insert(kept.task, encoded);
             }
             // The parent's decisions, by the inner task and ordinal they
@@ -302,17 +421,17 @@ async fn nested_leg<P: State, T: State>(
     let points = breakpoints(graph, &RunConfig::new()).map_err(fatal)?;
     Ok(Leg {
         graph: graph.clone(),
-        store: Arc::clone(&access.store),
+        store: Arc::clone(&access.leg.store),
         run,
-        epoch: access.epoch,
-        config: access.config.clone(),
+        epoch: access.leg.epoch,
+        config: access.leg.config.clone(),
         state: Arc::new(state),
         step: inner_step,
         frontier,
         frontier_blob: None,
         reused,
         emitter: Arc::clone(&ctx.emitter),
-        cancel: Arc::clone(&access.cancel),
+        cancel: Arc::clone(&access.leg.cancel),
         snapshots: SnapshotTracker::default(),
         decisions: decisions.into_iter().map(|(task, map)| (task, Arc::new(map))).collect(),
         no_decisions: Arc::default(),
@@ -321,6 +440,7 @@ async fn nested_leg<P: State, T: State>(
         origins: Vec::new(),
         paused: Vec::new(),
         progress: HashMap::new(),
+        access: None,
         ns: Some(ns),
         nest: Some(Box::new(nest)),
         span: tracing::Span::none(),
@@ -350,7 +470,10 @@ impl<S: State> Leg<S> {
                         return NestedEnd::Paused(std::mem::take(&mut nest.raised));
                     }
                     Ok(Some(_)) => return NestedEnd::Stopped,
-                    Err(error) => return NestedEnd::Failed(error),
+                    Err(error) => {
+                        let path = self.ns.as_ref().map_or_else(String::new, |ns| ns.path.clone());
+                        return NestedEnd::Failed((path, error));
+                    }
                 }
             }
         }
@@ -429,6 +552,9 @@ impl<S: State> Leg<S> {
         let mut tree = root.tree.lock().await;
         let level = tree.at(&nest.path);
         level.record = Some(record);
+        if matches!(nest.path.last(), Some(Part::Call(_))) && level.graph.is_none() {
+            level.graph = Some(self.graph.name().to_owned());
+        }
         if advanced {
             level.children.clear();
         }

@@ -92,6 +92,7 @@ impl<S: State> TaskRunner<S> {
         let mut retries = Vec::new();
         let result = loop {
             ctx.ordinal = AtomicU32::new(0);
+            ctx.calls = AtomicU32::new(0);
             __failpoint("node:before");
             let future = (node.run)(Arc::clone(&self.state), ctx.clone());
             let result = CatchUnwind(future).await;

@@ -20,14 +20,7 @@ impl Executor {
         let filter = RunFilter { thread: Some(thread.to_owned()), ..RunFilter::default() };
         let page = self.store.list_runs(&filter, &PageRequest { limit: 1, cursor: None }).await?;
         if let Some(damaged) = page.damaged.first() {
-            return Err(StoreError::Backend {
-                source: format!(
-                    "thread `{thread}`: run {} does not read: {}",
-                    damaged.id, damaged.reason
-                )
-                .into(),
-            }
-            .into());
+            return Err(damaged_run(thread, damaged));
         }
         Ok(page.runs.into_iter().next())
     }
@@ -154,4 +147,14 @@ impl Executor {
         config.turn = Some(ThreadTurn { after: latest.map(|record| record.id) });
         Ok((state, config))
     }
+}
+
+/// A run of `thread` whose stored rows do not read: the thread cannot be
+/// read either.
+pub(crate) fn damaged_run(thread: &str, damaged: &tollgate_checkpoint::DamagedRun) -> RunError {
+    StoreError::Backend {
+        source: format!("thread `{thread}`: run {} does not read: {}", damaged.id, damaged.reason)
+            .into(),
+    }
+    .into()
 }

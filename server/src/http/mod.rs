@@ -296,6 +296,7 @@ fn routes(app: App) -> Router {
         .route("/runs/{id}/graph", get(routes::graph))
         .route("/changes", get(streams::changes))
         .route("/threads/{thread}", get(routes::thread))
+        .route("/threads/{thread}/history", get(routes::thread_history))
         .route("/graphs", get(routes::graphs))
         .route("/graphs/{name}", get(routes::graph_named))
         .route("/", get(page::index))

@@ -138,6 +138,24 @@ pub(crate) async fn graph(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+pub(crate) struct ThreadHistoryQuery {
+    before: Option<u64>,
+    limit: Option<u64>,
+}
+
+/// `GET /threads/{thread}/history`: the thread's checkpoints across all
+/// its runs, newest first, numbered from its first run's input.
+pub(crate) async fn thread_history(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    Query(query): Query<ThreadHistoryQuery>,
+) -> ApiResult<Json<Value>> {
+    let limit = query.limit.unwrap_or(20);
+    Ok(Json(app.runs.thread_history(&thread, query.before, limit).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct HistoryQuery {
     before: Option<u64>,
     limit: Option<u64>,

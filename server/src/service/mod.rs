@@ -8,6 +8,7 @@
 mod graphs;
 mod leg;
 mod served;
+mod state_json;
 mod view;
 mod worker;
 

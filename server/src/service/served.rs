@@ -12,16 +12,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use tokio::sync::watch;
-use tollgate_checkpoint::{CheckpointInfo, RunId, RunRecord, RunStatus};
+use tollgate_checkpoint::{RunId, RunRecord, RunStatus};
 use tollgate_engine::{
     CancelToken, CompiledGraph, DecisionRequest, EdgeKind, Executor, GraphNode, Resumed, RunConfig,
     RunError, RunHandle, State, Workload, Write,
 };
 
-/// A page of a run's checkpoints, newest first, each with the values and
-/// the next nodes at it, and the step the next page starts before.
-pub(crate) type ValuesPage = (Vec<(CheckpointInfo, Value, Vec<String>)>, Option<u64>);
-
+use super::state_json;
 use crate::error::ServiceError;
 
 /// A leg of a run this process drives, whatever its graph's state type:
@@ -115,16 +112,25 @@ pub(crate) trait ServedGraph: Send + Sync {
         run: RunId,
         at: Option<u64>,
     ) -> Result<Value, ServiceError>;
-    /// A page of the run's checkpoints with the state and next nodes at
-    /// each, newest first: `(step, values, next)` beside the store's
-    /// checkpoint info.
+    /// A page of the run's checkpoints with the state at each, newest
+    /// first: `{"checkpoints": [{"step", "at", "tasks", "snapshot",
+    /// "source", "values", "next"}], "next_before"}`.
     async fn history(
         &self,
         executor: &Executor,
         run: RunId,
         before: Option<u64>,
         limit: u64,
-    ) -> Result<ValuesPage, ServiceError>;
+    ) -> Result<Value, ServiceError>;
+    /// A page of the thread's history across its runs (see
+    /// `Executor::thread_history`).
+    async fn thread_history(
+        &self,
+        executor: &Executor,
+        thread: &str,
+        before: Option<u64>,
+        limit: u64,
+    ) -> Result<Value, ServiceError>;
     /// Drives a leg of `run` for a worker (see `Workload::drive`).
     async fn drive(
         &self,
@@ -216,28 +222,7 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         at: Option<u64>,
     ) -> Result<Value, ServiceError> {
         let state = executor.get_state(self, run, at).await?;
-        let interrupts: Vec<Value> = state
-            .interrupts
-            .iter()
-            .map(|i| {
-                json!({"id": i.id, "node": i.node, "kind": i.kind, "payload": i.payload,
-                       "decisions": i.decisions, "schema": i.schema})
-            })
-            .collect();
-        let pending: Vec<Value> = state
-            .pending_writes
-            .iter()
-            .map(|(task, node)| json!({"task": task, "node": node}))
-            .collect();
-        Ok(json!({
-            "id": run.to_string(),
-            "step": state.step,
-            "status": state.status,
-            "values": serde_json::to_value(&state.values).unwrap_or(Value::Null),
-            "next": state.next,
-            "interrupts": interrupts,
-            "pending_writes": pending,
-        }))
+        Ok(state_json::state(&state))
     }
 
     async fn history(
@@ -246,17 +231,25 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         run: RunId,
         before: Option<u64>,
         limit: u64,
-    ) -> Result<ValuesPage, ServiceError> {
+    ) -> Result<Value, ServiceError> {
         let page = executor.state_history(self, run, before, limit).await?;
-        let entries = page
+        let checkpoints: Vec<Value> = page
             .checkpoints
-            .into_iter()
-            .map(|(checkpoint, state)| {
-                let values = serde_json::to_value(&state.values).unwrap_or(Value::Null);
-                (checkpoint, values, state.next)
-            })
+            .iter()
+            .map(|(info, state)| state_json::history_entry(info, state))
             .collect();
-        Ok((entries, page.next_before))
+        Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}))
+    }
+
+    async fn thread_history(
+        &self,
+        executor: &Executor,
+        thread: &str,
+        before: Option<u64>,
+        limit: u64,
+    ) -> Result<Value, ServiceError> {
+        let page = executor.thread_history(self, thread, before, limit).await?;
+        Ok(state_json::thread_history(thread, &page))
     }
 
     async fn drive(

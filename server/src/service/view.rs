@@ -4,8 +4,7 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{
-    CheckpointInfo, Cursor, DamagedRun, PageRequest, RunFailure, RunFilter, RunId, RunRecord,
-    RunStatus,
+    Cursor, DamagedRun, PageRequest, RunFailure, RunFilter, RunId, RunRecord, RunStatus,
 };
 use tollgate_engine::{format_rfc3339, Event};
 
@@ -257,25 +256,42 @@ impl Runs {
         if limit == 0 || limit > 1000 {
             return Err(ServiceError::invalid("limit must be between 1 and 1000"));
         }
-        let info = |c: &CheckpointInfo| json!({"step": c.step, "at": format_rfc3339(c.at_ms), "tasks": c.tasks, "snapshot": c.snapshot});
         if !values {
             let page = self.store().history(run, before, limit).await?;
-            let checkpoints: Vec<Value> = page.checkpoints.iter().map(info).collect();
+            let checkpoints: Vec<Value> =
+                page.checkpoints.iter().map(super::state_json::info).collect();
             return Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}));
         }
         let rebuilt =
             self.blueprint_graph(run, "read its states with Executor::state_history").await?;
-        let (page, next_before) = rebuilt.graph.history(&self.executor, run, before, limit).await?;
-        let checkpoints: Vec<Value> = page
-            .iter()
-            .map(|(checkpoint, values, next)| {
-                let mut entry = info(checkpoint);
-                entry["values"] = values.clone();
-                entry["next"] = json!(next);
-                entry
-            })
-            .collect();
-        Ok(json!({"checkpoints": checkpoints, "next_before": next_before}))
+        rebuilt.graph.history(&self.executor, run, before, limit).await
+    }
+
+    /// A thread's checkpoints across all its runs, newest first, numbered
+    /// from its first run's input: one page, each with its run, step,
+    /// source, values and next nodes. Read with the graph of the thread's
+    /// latest run. Not found when the thread has no runs.
+    pub async fn thread_history(
+        &self,
+        thread: &str,
+        before: Option<u64>,
+        limit: u64,
+    ) -> Result<Value, ServiceError> {
+        if limit == 0 || limit > 1000 {
+            return Err(ServiceError::invalid("limit must be between 1 and 1000"));
+        }
+        let Some(record) = self.executor.thread_latest(thread).await? else {
+            return Err(ServiceError::NotFound {
+                message: format!("thread `{thread}` has no runs"),
+            });
+        };
+        let run = record.id;
+        let rebuilt = self.rebuild(&record).await?.ok_or_else(|| {
+            ServiceError::invalid(format!(
+                "thread `{thread}`'s latest run {run} is of a graph this process does not have: read its history with Executor::thread_history in the process that has it"
+            ))
+        })?;
+        rebuilt.graph.thread_history(&self.executor, thread, before, limit).await
     }
 }
 

@@ -24,17 +24,17 @@ use crate::trajectory::assert_trajectory;
 /// The state the graph cases run on.
 #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[graph_state(crate = tollgate_engine)]
-struct Track {
+pub(super) struct Track {
     /// Nodes in merge order.
     #[reducer(append)]
-    visited: Vec<String>,
+    pub(super) visited: Vec<String>,
     #[reducer(sum)]
-    count: i64,
+    pub(super) count: i64,
 }
 
-type Graph = StateGraph<Track>;
+pub(super) type Graph = StateGraph<Track>;
 
-fn visit(graph: Graph, name: &'static str) -> Graph {
+pub(super) fn visit(graph: Graph, name: &'static str) -> Graph {
     graph.node(name, move |_state: Arc<Track>, _ctx| async move {
         Ok(TrackUpdate::default().visited(vec![name.to_owned()]).count(1))
     })
@@ -78,6 +78,7 @@ where
     blueprint_validation();
     tools(Executor::new(make().await)).await;
     options_passthrough(Executor::new(make().await)).await;
+    super::state::check_state_api(&make).await;
 }
 
 async fn linear(executor: Executor) {

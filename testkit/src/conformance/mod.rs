@@ -14,6 +14,7 @@ mod anthropic;
 mod graph;
 #[cfg(feature = "provider-suite")]
 mod provider;
+mod state;
 
 #[cfg(feature = "provider-suite")]
 pub use anthropic::check_anthropic_compatible;
