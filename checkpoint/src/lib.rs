@@ -44,7 +44,7 @@ pub use record::{
     Answer, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, GraphRef, HistoryPage,
     InterruptRecord, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage,
     RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskFailure, TaskProgress, TaskUpdate,
-    TaskWrite, ThreadTurn, Transition, Waiting,
+    TaskWrite, ThreadRecord, ThreadTurn, Transition, Waiting,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Checkpointing, Durability, SqliteOptions, SqliteStore};

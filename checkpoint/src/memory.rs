@@ -12,7 +12,7 @@ use crate::owner::Owner;
 use crate::record::{
     CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun,
     PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord, StoredCheckpoint,
-    TaskProgress, TaskUpdate, TaskWrite, Transition, Waiting,
+    TaskProgress, TaskUpdate, TaskWrite, ThreadRecord, Transition, Waiting,
 };
 use crate::store::{Store, StoreError};
 
@@ -29,6 +29,8 @@ struct Inner {
     runs: BTreeMap<RunId, StoredRun>,
     /// Node outputs by (scope, key): (expiry, value).
     cache: BTreeMap<(String, String), (i64, Blob)>,
+    /// Thread records by id.
+    threads: BTreeMap<String, ThreadRecord>,
 }
 
 #[derive(Debug)]
@@ -506,6 +508,51 @@ impl Store for MemoryStore {
         }
         inner.runs.remove(&run);
         Ok(())
+    }
+
+    async fn create_thread(
+        &self,
+        record: ThreadRecord,
+    ) -> Result<(ThreadRecord, bool), StoreError> {
+        let mut inner = self.lock();
+        if let Some(found) = inner.threads.get(&record.id) {
+            return Ok((found.clone(), false));
+        }
+        inner.threads.insert(record.id.clone(), record.clone());
+        Ok((record, true))
+    }
+
+    async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        Ok(self.lock().threads.get(thread).cloned())
+    }
+
+    async fn update_thread(
+        &self,
+        thread: &str,
+        metadata: serde_json::Value,
+        at_ms: i64,
+    ) -> Result<ThreadRecord, StoreError> {
+        let mut inner = self.lock();
+        let record = inner
+            .threads
+            .get_mut(thread)
+            .ok_or_else(|| StoreError::ThreadNotFound { thread: thread.to_owned() })?;
+        record.metadata = metadata;
+        record.updated_at_ms = at_ms;
+        Ok(record.clone())
+    }
+
+    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError> {
+        let inner = self.lock();
+        let mut threads: Vec<&ThreadRecord> = inner.threads.values().collect();
+        threads.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        let take = usize::try_from(limit).unwrap_or(usize::MAX);
+        Ok(threads.into_iter().skip(skip).take(take).cloned().collect())
+    }
+
+    async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().threads.remove(thread).is_some())
     }
 
     async fn waiting(&self) -> Result<Waiting, StoreError> {

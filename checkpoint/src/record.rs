@@ -649,3 +649,26 @@ impl RunPage {
         Self { runs, damaged, next }
     }
 }
+
+/// A thread's own record: a thread exists once created (before any run on
+/// it) with its metadata, as LangGraph's threads do. Runs name their
+/// thread by id whether it has a record or not.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ThreadRecord {
+    /// The thread's id (the `thread` of its runs).
+    pub id: String,
+    /// When it was created, milliseconds since the Unix epoch.
+    pub created_at_ms: i64,
+    /// When its metadata last changed.
+    pub updated_at_ms: i64,
+    /// Its metadata: a JSON object.
+    pub metadata: serde_json::Value,
+}
+
+impl ThreadRecord {
+    /// Thread `id` created at `at_ms` with `metadata`.
+    pub fn new(id: impl Into<String>, at_ms: i64, metadata: serde_json::Value) -> Self {
+        Self { id: id.into(), created_at_ms: at_ms, updated_at_ms: at_ms, metadata }
+    }
+}

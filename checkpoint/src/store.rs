@@ -7,7 +7,8 @@ use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{
     DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter,
-    RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress, TaskWrite, Transition, Waiting,
+    RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress, TaskWrite, ThreadRecord,
+    Transition, Waiting,
 };
 
 /// Durable home of runs, checkpoints, pending task writes and events.
@@ -126,6 +127,32 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         now_ms: i64,
     ) -> Result<(), StoreError>;
 
+    /// Stores a thread's record unless one with its id exists. Returns
+    /// the stored record: `record` (true) or the one that was there
+    /// (false).
+    async fn create_thread(&self, record: ThreadRecord)
+        -> Result<(ThreadRecord, bool), StoreError>;
+
+    /// A thread's record, if it was created ([`Store::create_thread`]).
+    async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError>;
+
+    /// Replaces a thread's metadata at `at_ms`; the updated record.
+    /// [`StoreError::ThreadNotFound`] when it has no record.
+    async fn update_thread(
+        &self,
+        thread: &str,
+        metadata: serde_json::Value,
+        at_ms: i64,
+    ) -> Result<ThreadRecord, StoreError>;
+
+    /// Thread records, newest first (by creation, then id, descending),
+    /// `offset` of them skipped, at most `limit`.
+    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError>;
+
+    /// Removes a thread's record (its runs are the caller's to delete);
+    /// whether there was one.
+    async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError>;
+
     /// How many runs wait for a decision (`awaiting_hitl`), and since when
     /// the one that waited longest has waited: what a metrics scrape reads.
     async fn waiting(&self) -> Result<Waiting, StoreError>;
@@ -210,6 +237,12 @@ pub enum StoreError {
         expected: u64,
         /// The number offered.
         found: u64,
+    },
+    /// No thread record with this id.
+    #[error("thread `{thread}` not found")]
+    ThreadNotFound {
+        /// The id asked for.
+        thread: String,
     },
     /// The run is running: it cannot be deleted.
     #[error("run {run} is running; cancel it before deleting it")]
@@ -352,6 +385,7 @@ impl StoreError {
             StoreError::Fenced { .. } => "fenced",
             StoreError::StepOutOfOrder { .. } => "step_out_of_order",
             StoreError::EventGap { .. } => "event_gap",
+            StoreError::ThreadNotFound { .. } => "thread_not_found",
             StoreError::RunInFlight { .. } => "run_in_flight",
             StoreError::RunTerminal { .. } => "run_terminal",
             StoreError::InvalidCursor { .. } => "invalid_cursor",

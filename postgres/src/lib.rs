@@ -28,5 +28,6 @@ mod ops;
 mod rows;
 mod schema;
 mod store;
+mod threads;
 
 pub use store::{PostgresOptions, PostgresStore};

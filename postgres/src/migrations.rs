@@ -676,4 +676,15 @@ pub(crate) const MIGRATIONS: &[&str] = &[
             decision text, raised_at_ms bigint);
     END $$;
     "#,
+    // 16: thread records (`Store::create_thread`): a thread created before
+    // any run on it, with its metadata, listed newest first.
+    r#"
+    CREATE TABLE threads (
+        id            text PRIMARY KEY,
+        created_at_ms bigint NOT NULL,
+        updated_at_ms bigint NOT NULL,
+        metadata      text NOT NULL           -- JSON object
+    );
+    CREATE INDEX threads_by_creation ON threads (created_at_ms DESC, id DESC);
+    "#,
 ];

@@ -7,7 +7,7 @@ use tollgate_checkpoint::{
     restore_updates, Blob, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord,
     HistoryPage, InterruptRecord, NewRun, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord,
     RunStatus, Store, StoreError, StoredCheckpoint, TaskKey, TaskProgress, TaskUpdate, TaskWrite,
-    Transition, Waiting,
+    ThreadRecord, Transition, Waiting,
 };
 
 use crate::announce::{announce, watched, watched_sql};
@@ -532,6 +532,34 @@ impl Store for PostgresStore {
         now_ms: i64,
     ) -> Result<(), StoreError> {
         self.cache(scope, key, value, expires_at_ms, now_ms).await
+    }
+
+    async fn create_thread(
+        &self,
+        record: ThreadRecord,
+    ) -> Result<(ThreadRecord, bool), StoreError> {
+        self.insert_thread(record).await
+    }
+
+    async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        self.read_thread(thread).await
+    }
+
+    async fn update_thread(
+        &self,
+        thread: &str,
+        metadata: serde_json::Value,
+        at_ms: i64,
+    ) -> Result<ThreadRecord, StoreError> {
+        self.set_thread_metadata(thread, metadata, at_ms).await
+    }
+
+    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError> {
+        self.threads_page(offset, limit).await
+    }
+
+    async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
+        self.remove_thread(thread).await
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {

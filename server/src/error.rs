@@ -129,7 +129,7 @@ impl From<StoreError> for ServiceError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::RunNotFound { run } => ServiceError::not_found(run),
-            StoreError::CheckpointNotFound { .. } => {
+            StoreError::CheckpointNotFound { .. } | StoreError::ThreadNotFound { .. } => {
                 ServiceError::NotFound { message: error.to_string() }
             }
             StoreError::Fenced { .. } => ServiceError::Conflict {

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use tollgate_checkpoint::{
     Blob, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, Owner, PageRequest,
     RunFilter, RunId, RunPage, RunRecord, RunStatus, Store, StoreError, StoredCheckpoint,
-    TaskProgress, TaskWrite, Transition, Waiting,
+    TaskProgress, TaskWrite, ThreadRecord, Transition, Waiting,
 };
 
 /// What a [`HookedStore`] calls around the wrapped store. Every hook has a
@@ -163,6 +163,39 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
         self.hooks.called("delete_run");
         self.inner.delete_run(run).await
+    }
+
+    async fn create_thread(
+        &self,
+        record: ThreadRecord,
+    ) -> Result<(ThreadRecord, bool), StoreError> {
+        self.hooks.called("create_thread");
+        self.inner.create_thread(record).await
+    }
+
+    async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        self.hooks.called("thread_record");
+        self.inner.thread_record(thread).await
+    }
+
+    async fn update_thread(
+        &self,
+        thread: &str,
+        metadata: serde_json::Value,
+        at_ms: i64,
+    ) -> Result<ThreadRecord, StoreError> {
+        self.hooks.called("update_thread");
+        self.inner.update_thread(thread, metadata, at_ms).await
+    }
+
+    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError> {
+        self.hooks.called("list_threads");
+        self.inner.list_threads(offset, limit).await
+    }
+
+    async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
+        self.hooks.called("delete_thread");
+        self.inner.delete_thread(thread).await
     }
 
     async fn waiting(&self) -> Result<Waiting, StoreError> {

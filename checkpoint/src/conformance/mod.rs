@@ -33,7 +33,10 @@ use decisions::decisions_are_compare_and_set;
 use progress::task_progress_is_replaced_and_dropped_with_its_step;
 use sizes::updates_of_every_size_read_back_whole;
 use takeovers::takeovers_mid_flight_keep_one_history;
-use threads::{a_thread_runs_one_leg_at_a_time, cached_outputs_expire_and_stay_in_their_scope};
+use threads::{
+    a_thread_runs_one_leg_at_a_time, cached_outputs_expire_and_stay_in_their_scope,
+    thread_records_are_created_once_and_listed_newest_first,
+};
 
 /// Runs every case, each on a fresh store from `make`.
 pub async fn check_store<S, F, Fut>(make: F)
@@ -67,6 +70,7 @@ where
     cached_outputs_expire_and_stay_in_their_scope(&make().await).await;
     task_progress_is_replaced_and_dropped_with_its_step(&make().await).await;
     updates_of_every_size_read_back_whole(&make().await).await;
+    thread_records_are_created_once_and_listed_newest_first(&make().await).await;
 }
 
 /// What a checkpoint holds, comparably.

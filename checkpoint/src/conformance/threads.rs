@@ -94,3 +94,43 @@ pub(super) async fn a_thread_runs_one_leg_at_a_time(store: &dyn Store) {
     let ids: Vec<RunId> = listed.runs.iter().map(|r| r.id).collect();
     assert_eq!(ids, [second, first], "the thread's runs, newest first");
 }
+
+/// Thread records: created once (a second create returns the first),
+/// read, their metadata replaced, listed newest first with offsets,
+/// deleted; a missing one is `None`, `ThreadNotFound` or `false`.
+pub(super) async fn thread_records_are_created_once_and_listed_newest_first(store: &dyn Store) {
+    use crate::record::ThreadRecord;
+    use serde_json::json;
+    assert_eq!(store.thread_record("t-1").await.expect("read"), None, "none yet");
+    let first = ThreadRecord::new("t-1", 100, json!({"user": "ann"}));
+    let (stored, created) = store.create_thread(first.clone()).await.expect("create");
+    assert_eq!((stored, created), (first.clone(), true), "created");
+    let again = ThreadRecord::new("t-1", 200, json!({"user": "bob"}));
+    let (stored, created) = store.create_thread(again).await.expect("create again");
+    assert_eq!((stored, created), (first.clone(), false), "the first record stands");
+    assert_eq!(store.thread_record("t-1").await.expect("read"), Some(first));
+    for (id, at) in [("t-2", 300), ("t-3", 300), ("t-4", 50)] {
+        store.create_thread(ThreadRecord::new(id, at, json!({}))).await.expect("create");
+    }
+    let ids = |page: Vec<ThreadRecord>| page.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    let all = store.list_threads(0, 10).await.expect("list");
+    assert_eq!(ids(all), ["t-3", "t-2", "t-1", "t-4"], "newest first, then by id descending");
+    let page = store.list_threads(1, 2).await.expect("page");
+    assert_eq!(ids(page), ["t-2", "t-1"], "offset and limit");
+    assert!(store.list_threads(4, 10).await.expect("past the end").is_empty());
+
+    let updated = store.update_thread("t-1", json!({"user": "cy", "n": 2}), 400).await;
+    let updated = updated.expect("update");
+    assert_eq!((updated.created_at_ms, updated.updated_at_ms), (100, 400), "times");
+    assert_eq!(updated.metadata, json!({"user": "cy", "n": 2}), "metadata replaced");
+    assert_eq!(store.thread_record("t-1").await.expect("read"), Some(updated));
+    let missing = store.update_thread("nope", json!({}), 1).await;
+    assert!(
+        matches!(&missing, Err(StoreError::ThreadNotFound { thread }) if thread == "nope"),
+        "{missing:?}"
+    );
+    assert!(store.delete_thread("t-1").await.expect("delete"), "deleted");
+    assert!(!store.delete_thread("t-1").await.expect("delete again"), "already gone");
+    assert_eq!(store.thread_record("t-1").await.expect("read"), None);
+    assert_eq!(ids(store.list_threads(0, 10).await.expect("list")), ["t-3", "t-2", "t-4"]);
+}

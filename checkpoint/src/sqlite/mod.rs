@@ -19,6 +19,7 @@ mod rows;
 mod schema;
 #[cfg(test)]
 mod tests;
+mod threads;
 #[cfg(test)]
 mod writer_tests;
 mod writers;

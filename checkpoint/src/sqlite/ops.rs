@@ -20,7 +20,7 @@ use crate::owner::Owner;
 use crate::record::{
     CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage, InterruptRecord,
     NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress,
-    TaskUpdate, TaskWrite, Transition, Waiting,
+    TaskUpdate, TaskWrite, ThreadRecord, Transition, Waiting,
 };
 use crate::store::{Store, StoreError};
 
@@ -543,6 +543,34 @@ impl Store for SqliteStore {
         now_ms: i64,
     ) -> Result<(), StoreError> {
         self.cache(scope, key, value, expires_at_ms, now_ms).await
+    }
+
+    async fn create_thread(
+        &self,
+        record: ThreadRecord,
+    ) -> Result<(ThreadRecord, bool), StoreError> {
+        self.insert_thread(record).await
+    }
+
+    async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        self.read_thread(thread).await
+    }
+
+    async fn update_thread(
+        &self,
+        thread: &str,
+        metadata: serde_json::Value,
+        at_ms: i64,
+    ) -> Result<ThreadRecord, StoreError> {
+        self.set_thread_metadata(thread, metadata, at_ms).await
+    }
+
+    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError> {
+        self.threads_page(offset, limit).await
+    }
+
+    async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
+        self.remove_thread(thread).await
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {

@@ -207,6 +207,17 @@ const MIGRATIONS: &[&str] = &[
         part BLOB NOT NULL
     );
 ",
+    // 13: thread records (`Store::create_thread`): a thread created before
+    // any run on it, with its metadata, listed newest first.
+    "
+    CREATE TABLE threads (
+        id            TEXT PRIMARY KEY,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL,
+        metadata      TEXT NOT NULL          -- JSON object
+    ) WITHOUT ROWID;
+    CREATE INDEX threads_by_creation ON threads (created_at_ms, id);
+",
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".
@@ -223,6 +234,7 @@ const OUR_TABLES: &[&str] = &[
     "snapshots",
     "step_parts",
     "steps",
+    "threads",
 ];
 
 /// Decides, reading only, whether the file may be opened: an empty

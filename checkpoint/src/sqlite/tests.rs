@@ -366,8 +366,9 @@ fn version_2_files_are_migrated_status_events_kept() {
 
 /// Puts the `steps` table back as it was up to version 7: keyed `run
 /// number << 32 | step`, without the parts of version 12 (the tests'
-/// updates are small: none has parts).
+/// updates are small: none has parts) and the thread records of 13.
 const STEPS_OF_VERSION_7: &str = "
+    DROP TABLE threads;
     DROP TABLE step_parts;
     CREATE TABLE old_steps (id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL,
         tasks INTEGER NOT NULL, frontier BLOB NOT NULL, updates BLOB NOT NULL,

@@ -1,0 +1,99 @@
+//! Thread records (`Store::create_thread` and the rest): the `threads`
+//! table.
+
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+use tollgate_checkpoint::{StoreError, ThreadRecord};
+
+use crate::rows::{column, damaged};
+use crate::store::{client_error, PostgresStore};
+
+const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata";
+
+fn thread_from_row(row: &Row) -> Result<ThreadRecord, StoreError> {
+    let id: String = column(row, 0)?;
+    let text: String = column(row, 3)?;
+    let metadata = serde_json::from_str(&text)
+        .map_err(|error| damaged(format!("thread `{id}`: its metadata is not JSON: {error}")))?;
+    let mut record = ThreadRecord::new(id, column(row, 1)?, metadata);
+    record.updated_at_ms = column(row, 2)?;
+    Ok(record)
+}
+
+fn metadata_text(metadata: &serde_json::Value) -> Result<String, StoreError> {
+    serde_json::to_string(metadata).map_err(|error| StoreError::Backend { source: Box::new(error) })
+}
+
+impl PostgresStore {
+    pub(crate) async fn insert_thread(
+        &self,
+        record: ThreadRecord,
+    ) -> Result<(ThreadRecord, bool), StoreError> {
+        let metadata = metadata_text(&record.metadata)?;
+        // One statement: the new row, or the row that was there.
+        let sql = format!(
+            "WITH inserted AS (INSERT INTO threads ({COLUMNS}) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (id) DO NOTHING RETURNING {COLUMNS}) \
+             SELECT {COLUMNS}, true FROM inserted \
+             UNION ALL SELECT {COLUMNS}, false FROM threads WHERE id = $1 \
+             AND NOT EXISTS (SELECT 1 FROM inserted)"
+        );
+        let (client, statement) = self.prepared(&sql).await?;
+        let params: [&(dyn ToSql + Sync); 4] =
+            [&record.id, &record.created_at_ms, &record.updated_at_ms, &metadata];
+        let row = client.query_one(&statement, &params).await.map_err(client_error)?;
+        Ok((thread_from_row(&row)?, column(&row, 4)?))
+    }
+
+    pub(crate) async fn read_thread(
+        &self,
+        thread: &str,
+    ) -> Result<Option<ThreadRecord>, StoreError> {
+        let (client, statement) =
+            self.prepared(&format!("SELECT {COLUMNS} FROM threads WHERE id = $1")).await?;
+        let row = client.query_opt(&statement, &[&thread]).await.map_err(client_error)?;
+        row.as_ref().map(thread_from_row).transpose()
+    }
+
+    pub(crate) async fn set_thread_metadata(
+        &self,
+        thread: &str,
+        metadata: serde_json::Value,
+        at_ms: i64,
+    ) -> Result<ThreadRecord, StoreError> {
+        let text = metadata_text(&metadata)?;
+        let (client, statement) = self
+            .prepared(&format!(
+                "UPDATE threads SET metadata = $2, updated_at_ms = $3 WHERE id = $1 \
+                 RETURNING {COLUMNS}"
+            ))
+            .await?;
+        let params: [&(dyn ToSql + Sync); 3] = [&thread, &text, &at_ms];
+        match client.query_opt(&statement, &params).await.map_err(client_error)? {
+            Some(row) => thread_from_row(&row),
+            None => Err(StoreError::ThreadNotFound { thread: thread.to_owned() }),
+        }
+    }
+
+    pub(crate) async fn threads_page(
+        &self,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<ThreadRecord>, StoreError> {
+        let (offset, limit) =
+            (i64::try_from(offset).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX));
+        let (client, statement) = self
+            .prepared(&format!(
+                "SELECT {COLUMNS} FROM threads ORDER BY created_at_ms DESC, id DESC \
+                 LIMIT $1 OFFSET $2"
+            ))
+            .await?;
+        let rows = client.query(&statement, &[&limit, &offset]).await.map_err(client_error)?;
+        rows.iter().map(thread_from_row).collect()
+    }
+
+    pub(crate) async fn remove_thread(&self, thread: &str) -> Result<bool, StoreError> {
+        let (client, statement) = self.prepared("DELETE FROM threads WHERE id = $1").await?;
+        Ok(client.execute(&statement, &[&thread]).await.map_err(client_error)? == 1)
+    }
+}
