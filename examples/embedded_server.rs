@@ -33,6 +33,10 @@ use tollgate_server::{Api, Auth, Graphs, Runs, ServeOptions};
 #[path = "shared/expenses.rs"]
 mod expenses;
 
+#[path = "shared/stop.rs"]
+mod stop;
+use stop::stopped;
+
 /// Serves the expenses service.
 #[derive(Parser)]
 struct Args {
@@ -95,21 +99,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Runs this service was driving go back to `queued` for the next start.
     api.release(Duration::from_secs(30)).await;
     Ok(())
-}
-
-/// Resolves on SIGINT or SIGTERM (on SIGINT alone when SIGTERM cannot be
-/// watched).
-async fn stopped() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut terminate) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

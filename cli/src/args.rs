@@ -165,6 +165,13 @@ pub(crate) enum Command {
         /// default: a client could make the server send requests anywhere).
         #[arg(long, value_name = "HOST")]
         allow_mcp_host: Vec<String>,
+        /// Where LangGraph's server API is served, for clients written for
+        /// LangGraph's server (docs/langgraph-api.md).
+        #[arg(long, value_name = "PATH", default_value = tollgate_server::DEFAULT_LANGGRAPH_PREFIX)]
+        langgraph_prefix: String,
+        /// Do not serve LangGraph's server API.
+        #[arg(long)]
+        no_langgraph: bool,
         /// Connections served at once; more wait to be accepted.
         #[arg(long, default_value_t = 1024)]
         max_connections: usize,

@@ -168,6 +168,8 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
             blueprints,
             allow_inline_commands,
             allow_mcp_host,
+            langgraph_prefix,
+            no_langgraph,
             max_connections,
             header_timeout,
             body_timeout,
@@ -204,6 +206,7 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
             options.allow_mcp_hosts = allow_mcp_host.clone();
             options.pass_env = cli.pass_env.clone();
             options.limits = limits;
+            options.langgraph_prefix = (!*no_langgraph).then(|| langgraph_prefix.clone());
             tollgate_server::check_exposure(&options)?;
             Some(options)
         }

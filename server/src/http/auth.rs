@@ -227,7 +227,12 @@ pub(crate) async fn check(State(app): State<App>, mut request: Request, next: Ne
             Err(refusal) => return unauthorized(&refusal.message),
         },
     };
-    let needed = needed_role(request.method(), request.uri().path());
+    let needed = match app.settings.langgraph.as_deref().and_then(|prefix| {
+        request.uri().path().strip_prefix(prefix).filter(|rest| rest.starts_with('/'))
+    }) {
+        Some(rest) => langgraph_role(request.method(), rest),
+        None => needed_role(request.method(), request.uri().path()),
+    };
     if principal.role < needed {
         let message = format!(
             "`{}` (role {}) may not do this: it needs role {}",
@@ -261,8 +266,30 @@ fn needed_role(method: &Method, path: &str) -> Role {
     }
 }
 
-/// The token a request offers: the bearer header, else the WebSocket
-/// subprotocol.
+/// The role a LangGraph API request needs (`path` below the prefix):
+/// reading, and the searches and histories it asks with `POST`, is
+/// `read`; cancelling a run `decide`; anything else (creating threads,
+/// starting runs, resuming one with `Command(resume=…)`, which starts a
+/// run in LangGraph's terms) `admin`, as starting runs is in the native
+/// API.
+fn langgraph_role(method: &Method, path: &str) -> Role {
+    let reads = method == Method::GET
+        || method == Method::HEAD
+        || (method == Method::POST
+            && (path.ends_with("/search")
+                || path.ends_with("/count")
+                || path.ends_with("/history")));
+    if reads {
+        Role::Read
+    } else if method == Method::POST && path.ends_with("/cancel") {
+        Role::Decide
+    } else {
+        Role::Admin
+    }
+}
+
+/// The token a request offers: the bearer header, LangGraph's clients'
+/// `x-api-key`, else the WebSocket subprotocol.
 fn given_token(headers: &HeaderMap) -> Option<Vec<u8>> {
     headers
         .get(header::AUTHORIZATION)
@@ -270,6 +297,12 @@ fn given_token(headers: &HeaderMap) -> Option<Vec<u8>> {
         .and_then(|value| value.trim().split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, credentials)| credentials.trim().as_bytes().to_vec())
+        .or_else(|| {
+            headers
+                .get("x-api-key")
+                .and_then(|value| value.to_str().ok())
+                .map(|key| key.trim().as_bytes().to_vec())
+        })
         .or_else(|| {
             headers
                 .get_all(header::SEC_WEBSOCKET_PROTOCOL)

@@ -14,6 +14,7 @@
 mod auth;
 mod errors;
 mod follow;
+mod langgraph;
 mod legs;
 mod metrics;
 mod page;
@@ -72,6 +73,9 @@ pub struct ServeOptions {
     pub pass_env: Vec<String>,
     /// What protects the server from slow, idle or greedy clients.
     pub limits: Limits,
+    /// Where LangGraph's server API is served (`/lg` by default; `None`:
+    /// not at all): see docs/langgraph-api.md.
+    pub langgraph_prefix: Option<String>,
 }
 
 impl ServeOptions {
@@ -89,8 +93,34 @@ impl ServeOptions {
             allow_mcp_hosts: Vec::new(),
             pass_env: Vec::new(),
             limits: Limits::default(),
+            langgraph_prefix: Some(DEFAULT_LANGGRAPH_PREFIX.to_owned()),
         }
     }
+}
+
+/// Where LangGraph's server API is served unless told otherwise.
+pub const DEFAULT_LANGGRAPH_PREFIX: &str = "/lg";
+
+/// A LangGraph API prefix: `/` and a path of plain segments, not one of
+/// the native API's.
+fn checked_prefix(prefix: &str) -> Result<String, ServiceError> {
+    let trimmed = prefix.trim_end_matches('/');
+    let plain = trimmed.starts_with('/')
+        && trimmed.len() > 1
+        && trimmed[1..].split('/').all(|segment| {
+            !segment.is_empty()
+                && segment
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        });
+    let first = trimmed[1.min(trimmed.len())..].split('/').next().unwrap_or("");
+    let native = ["runs", "threads", "graphs", "ui", "me", "metrics", "healthz", "changes"];
+    if !plain || native.contains(&first) {
+        return Err(ServiceError::invalid(format!(
+            "`{prefix}` cannot be the LangGraph API's prefix: give a path such as /lg, not one of the native API's"
+        )));
+    }
+    Ok(trimmed.to_owned())
 }
 
 /// What protects the server from slow, idle or greedy clients.
@@ -148,6 +178,8 @@ pub(crate) struct Settings {
     pub(crate) limits: Limits,
     /// The process's Prometheus recorder.
     pub(crate) metrics: tollgate_telemetry::Metrics,
+    /// Where the LangGraph API is served, if it is.
+    pub(crate) langgraph: Option<String>,
 }
 
 /// Refuses options that would expose runs: a non-loopback address without
@@ -215,6 +247,7 @@ impl Api {
             pass_env: options.pass_env,
             limits: options.limits,
             metrics: metrics::recorder()?,
+            langgraph: options.langgraph_prefix.as_deref().map(checked_prefix).transpose()?,
         };
         let app =
             App { runs, hub: Hub::default(), legs: Legs::default(), settings: Arc::new(settings) };
@@ -279,7 +312,11 @@ pub async fn serve(
 }
 
 fn routes(app: App) -> Router {
-    Router::new()
+    let mut router = Router::new();
+    if let Some(prefix) = &app.settings.langgraph {
+        router = router.nest(prefix, langgraph::routes());
+    }
+    router
         .route("/healthz", get(routes::health))
         .route("/me", get(routes::me))
         .route("/metrics", get(metrics::scrape))
@@ -330,12 +367,15 @@ fn cors(origins: &[String]) -> Result<Option<CorsLayer>, ServiceError> {
     Ok(Some(
         CorsLayer::new()
             .allow_origin(allow)
-            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
             .allow_headers([
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
                 header::HeaderName::from_static("last-event-id"),
-            ]),
+                // LangGraph's browser clients.
+                header::HeaderName::from_static("x-api-key"),
+            ])
+            .expose_headers([header::CONTENT_LOCATION]),
     ))
 }
 

@@ -28,7 +28,7 @@ pub(crate) fn run_id(text: &str) -> ApiResult<RunId> {
 
 /// Reads a JSON body within the size and time limits; an empty body is
 /// the default value unless `required`.
-async fn read_json<T: DeserializeOwned + Default>(
+pub(crate) async fn read_json<T: DeserializeOwned + Default>(
     app: &App,
     body: Body,
     required: bool,
@@ -386,6 +386,13 @@ pub(crate) async fn create(
 /// "versions", "kind", "input_schema", "outline"}` (read off the request
 /// path's workers).
 pub(crate) async fn graphs(State(app): State<App>) -> ApiResult<Json<Value>> {
+    Ok(Json(json!({"graphs": listing(&app).await?})))
+}
+
+/// The registered graphs, then the blueprints of the `--blueprints`
+/// folder (read off the runtime's workers within
+/// [`BLUEPRINT_READ_TIMEOUT`]), as `GET /graphs` lists them.
+pub(crate) async fn listing(app: &App) -> ApiResult<Vec<Value>> {
     let mut listed = app.runs.graphs().listing();
     if let Some(folder) = app.settings.blueprints.clone() {
         let runs = app.runs.clone();
@@ -399,7 +406,7 @@ pub(crate) async fn graphs(State(app): State<App>) -> ApiResult<Json<Value>> {
             })?;
         listed.extend(blueprints);
     }
-    Ok(Json(json!({"graphs": listed})))
+    Ok(listed)
 }
 
 /// `GET /graphs/{name}`: one of them.
@@ -417,7 +424,7 @@ const BLUEPRINT_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_se
 
 /// The blueprint a request names, read off the runtime's workers within
 /// [`BLUEPRINT_READ_TIMEOUT`] (see [`blueprint_now`]).
-async fn blueprint(app: &App, given: Value) -> ApiResult<Blueprint> {
+pub(crate) async fn blueprint(app: &App, given: Value) -> ApiResult<Blueprint> {
     let settings = std::sync::Arc::clone(&app.settings);
     let read = tokio::task::spawn_blocking(move || blueprint_now(&settings, &given));
     match tokio::time::timeout(BLUEPRINT_READ_TIMEOUT, read).await {

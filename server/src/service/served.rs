@@ -122,6 +122,16 @@ pub(crate) trait ServedGraph: Send + Sync {
         before: Option<u64>,
         limit: u64,
     ) -> Result<Value, ServiceError>;
+    /// Writes `update` (JSON of the state's update) on the run's latest
+    /// checkpoint as if `as_node` ran (`Executor::update_state`); the new
+    /// step.
+    async fn update_state(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        update: Value,
+        as_node: Option<&str>,
+    ) -> Result<u64, ServiceError>;
     /// A page of the thread's history across its runs (see
     /// `Executor::thread_history`).
     async fn thread_history(
@@ -239,6 +249,22 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
             .map(|(info, state)| state_json::history_entry(info, state))
             .collect();
         Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}))
+    }
+
+    async fn update_state(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        update: Value,
+        as_node: Option<&str>,
+    ) -> Result<u64, ServiceError> {
+        let update: S::Update = serde_json::from_value(update).map_err(|error| {
+            ServiceError::invalid(format!(
+                "the update does not fit graph `{}`'s state: {error}",
+                self.name()
+            ))
+        })?;
+        Ok(executor.update_state(self, run, update, as_node, RunConfig::new()).await?)
     }
 
     async fn thread_history(

@@ -267,6 +267,20 @@ impl Runs {
         rebuilt.graph.history(&self.executor, run, before, limit).await
     }
 
+    /// Writes `update` on the run's latest checkpoint as if `as_node` ran
+    /// (see `Executor::update_state`), for runs whose graph this process
+    /// has; the new step.
+    pub async fn update_state(
+        &self,
+        run: RunId,
+        update: Value,
+        as_node: Option<&str>,
+    ) -> Result<u64, ServiceError> {
+        let rebuilt =
+            self.blueprint_graph(run, "update its state with Executor::update_state").await?;
+        rebuilt.graph.update_state(&self.executor, run, update, as_node).await
+    }
+
     /// A thread's checkpoints across all its runs, newest first, numbered
     /// from its first run's input: one page, each with its run, step,
     /// source, values and next nodes. Read with the graph of the thread's

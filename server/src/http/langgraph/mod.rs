@@ -1,0 +1,111 @@
+//! LangGraph's server API, spoken by `tollgate serve` under a prefix
+//! (`/lg` by default), so that clients written for LangGraph's server (the
+//! `langgraph-sdk` Python client, `@langchain/langgraph-sdk`, front-ends
+//! built on them) drive tollgate's graphs, blueprints and stores
+//! unchanged.
+//!
+//! What maps to what (docs/langgraph-api.md): an *assistant* is a
+//! registered graph or a blueprint of the server's folder (its id is its
+//! name, or a UUID derived from it); a *thread* is a tollgate thread,
+//! with a record of its own once created (`Store::create_thread`); a
+//! *run* is a tollgate run on it; `Command(resume=…)` is a decision on the
+//! thread's paused run.
+//!
+//! - [`assistants`]: search, get, graph, schemas.
+//! - [`threads`]: create, get, update, delete, search, state, history.
+//! - [`runs`]: create, wait, stream, join, get, list, cancel, delete.
+//! - [`wire`]: the shapes the SDKs read (threads, runs, states, messages).
+
+mod assistants;
+mod runs;
+mod threads;
+mod wire;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::App;
+
+/// The LangGraph API's routes (mounted under a prefix by the server).
+pub(crate) fn routes() -> Router<App> {
+    Router::new()
+        .route("/ok", get(ok))
+        .route("/info", get(info))
+        .route("/assistants", post(assistants::refused))
+        .route("/assistants/search", post(assistants::search))
+        .route("/assistants/count", post(assistants::count))
+        .route(
+            "/assistants/{id}",
+            get(assistants::get).patch(assistants::refused_id).delete(assistants::refused_id),
+        )
+        .route("/assistants/{id}/graph", get(assistants::graph))
+        .route("/assistants/{id}/schemas", get(assistants::schemas))
+        .route("/assistants/{id}/versions", post(assistants::refused_id))
+        .route("/assistants/{id}/latest", post(assistants::refused_id))
+        .route("/threads", post(threads::create))
+        .route("/threads/search", post(threads::search))
+        .route("/threads/count", post(threads::count))
+        .route(
+            "/threads/{thread}",
+            get(threads::get).patch(threads::update).delete(threads::delete),
+        )
+        .route("/threads/{thread}/copy", post(threads::copy))
+        .route("/threads/{thread}/state", get(threads::state).post(threads::update_state))
+        .route("/threads/{thread}/state/{checkpoint}", get(threads::state_at))
+        .route("/threads/{thread}/history", post(threads::history).get(threads::history_get))
+        .route("/threads/{thread}/runs", post(runs::create).get(runs::list))
+        .route("/threads/{thread}/runs/wait", post(runs::wait))
+        .route("/threads/{thread}/runs/stream", post(runs::stream))
+        .route("/threads/{thread}/runs/{run}", get(runs::get).delete(runs::delete))
+        .route("/threads/{thread}/runs/{run}/join", get(runs::join))
+        .route("/threads/{thread}/runs/{run}/stream", get(runs::join_stream))
+        .route("/threads/{thread}/runs/{run}/cancel", post(runs::cancel))
+        .route("/runs", post(runs::create_stateless))
+        .route("/runs/wait", post(runs::wait_stateless))
+        .route("/runs/stream", post(runs::stream_stateless))
+        .layer(axum::middleware::map_response(invalid_is_unprocessable))
+}
+
+/// `GET /ok`: the server is up.
+async fn ok() -> Json<Value> {
+    Json(json!({"ok": true}))
+}
+
+/// `GET /info`: what this server is, as the SDKs and front-ends probe it.
+async fn info(State(_app): State<App>) -> Json<Value> {
+    Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "server": "tollgate",
+        "langgraph_py_version": null,
+        "flags": {"assistants": true, "crons": false, "langsmith": false, "store": false},
+        "host": {"kind": "self-hosted", "project_id": null, "revision_id": null,
+                 "tenant_id": null},
+    }))
+}
+
+/// LangGraph's clients branch on 422 for input they sent wrong, where
+/// tollgate's native API answers 400.
+async fn invalid_is_unprocessable(mut response: Response) -> Response {
+    if response.status() == StatusCode::BAD_REQUEST {
+        *response.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
+    }
+    response
+}
+
+/// A 422 naming what this server does not do (yet): the docs list each.
+pub(crate) fn unsupported(what: &str) -> Response {
+    unsupported_error(what).into_response()
+}
+
+/// [`unsupported`] as an error.
+pub(crate) fn unsupported_error(what: &str) -> super::errors::ApiError {
+    super::errors::ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unsupported",
+        format!("{what} is not supported by tollgate's LangGraph API (see docs/langgraph-api.md)"),
+    )
+}

@@ -1,0 +1,747 @@
+//! Runs: a run with input is a new tollgate run of the assistant's graph
+//! (on the thread, or without one); a run with `command.resume` is a
+//! decision on the thread's paused run, which continues it. Background,
+//! `wait` and `stream` answer the same start; `join`, `get`, `list`,
+//! `cancel` and `delete` read and change runs.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tollgate_checkpoint::{RunId, RunStatus};
+use tollgate_engine::{Decision, DecisionRequest, Event};
+
+use super::super::errors::{ApiError, ApiResult};
+use super::super::follow::{Follow, Item, Until};
+use super::super::routes::{blueprint, read_json, run_id};
+use super::super::App;
+use super::assistants::{self, Assistant};
+use super::threads::{self, latest};
+use super::wire;
+use crate::error::ServiceError;
+use crate::service::{self, Decided, InterruptView, Launch, Leg, RunSummary};
+
+/// What a run is created with (the fields of LangGraph's `RunCreate` that
+/// tollgate reads; the others are accepted and ignored, or refused when
+/// they would change what runs: see [`RunBody::refusal`]).
+#[derive(Deserialize, Default)]
+pub(super) struct RunBody {
+    assistant_id: Option<String>,
+    input: Option<Value>,
+    command: Option<CommandBody>,
+    stream_mode: Option<Value>,
+    interrupt_before: Option<Value>,
+    interrupt_after: Option<Value>,
+    webhook: Option<String>,
+    multitask_strategy: Option<String>,
+    if_not_exists: Option<String>,
+    after_seconds: Option<f64>,
+    checkpoint_id: Option<String>,
+    checkpoint: Option<Value>,
+}
+
+/// LangGraph's `Command` as run input.
+#[derive(Deserialize, Default)]
+struct CommandBody {
+    resume: Option<Value>,
+    update: Option<Value>,
+    goto: Option<Value>,
+}
+
+impl RunBody {
+    /// What of the body this server does not do (yet), as a 422.
+    fn refusal(&self) -> Option<ApiError> {
+        let listed = |value: &Option<Value>| match value {
+            None | Some(Value::Null) => false,
+            Some(Value::Array(items)) => !items.is_empty(),
+            Some(_) => true,
+        };
+        let what = if listed(&self.interrupt_before) || listed(&self.interrupt_after) {
+            "`interrupt_before`/`interrupt_after` on a run (declare breakpoints on the graph)"
+        } else if self.webhook.is_some() {
+            "`webhook`"
+        } else if self.multitask_strategy.as_deref() == Some("enqueue") {
+            "`multitask_strategy=\"enqueue\"`"
+        } else if !matches!(
+            self.multitask_strategy.as_deref(),
+            None | Some("reject" | "interrupt" | "rollback")
+        ) {
+            "a `multitask_strategy` other than `reject`, `interrupt` or `rollback`"
+        } else if self.after_seconds.is_some_and(|seconds| seconds > 0.0) {
+            "`after_seconds`"
+        } else if self.checkpoint_id.is_some()
+            || self.checkpoint.as_ref().is_some_and(|c| !c.is_null())
+        {
+            "starting a run from a given checkpoint"
+        } else if self.command.as_ref().is_some_and(|command| {
+            command.update.as_ref().is_some_and(|u| !u.is_null())
+                || command.goto.as_ref().is_some_and(|g| !g.is_null())
+        }) {
+            "`Command(update=…)` and `Command(goto=…)` as run input (use `update_state`)"
+        } else {
+            return None;
+        };
+        Some(super::unsupported_error(what))
+    }
+
+    /// The stream modes asked for (`values` when none).
+    fn modes(&self) -> ApiResult<Vec<String>> {
+        let modes: Vec<String> = match &self.stream_mode {
+            None | Some(Value::Null) => vec!["values".into()],
+            Some(Value::String(mode)) => vec![mode.clone()],
+            Some(Value::Array(modes)) => {
+                modes.iter().filter_map(Value::as_str).map(str::to_owned).collect()
+            }
+            Some(_) => {
+                return Err(
+                    ServiceError::invalid("`stream_mode` must be a mode or a list of them").into()
+                )
+            }
+        };
+        for mode in &modes {
+            if !STREAM_MODES.contains(&mode.as_str()) {
+                return Err(ServiceError::invalid(format!(
+                    "unknown stream mode `{mode}` (values, updates, messages-tuple, messages, custom, events, debug)"
+                ))
+                .into());
+            }
+        }
+        Ok(modes)
+    }
+}
+
+const STREAM_MODES: [&str; 7] =
+    ["values", "updates", "messages-tuple", "messages", "custom", "events", "debug"];
+
+/// A run started (or continued) for a request.
+struct Started {
+    run: RunId,
+    assistant: String,
+    /// The events before this start: a stream of it begins after them.
+    after_seq: u64,
+    /// Its leg, when this process drives it.
+    leg: Option<Leg>,
+}
+
+/// Starts what `body` asks on `thread` (none: a stateless run): a new run
+/// from `input`, the thread's paused run continued by `command.resume`,
+/// or its interrupted run continued by no input.
+async fn start(app: &App, thread: Option<&str>, body: &RunBody, live: bool) -> ApiResult<Started> {
+    if let Some(refusal) = body.refusal() {
+        return Err(refusal);
+    }
+    let Some(assistant_id) = &body.assistant_id else {
+        return Err(ServiceError::invalid("`assistant_id` is required").into());
+    };
+    let assistant = assistants::to_run(app, assistant_id).await?;
+    let latest = match thread {
+        Some(thread) => {
+            let record =
+                app.runs.store().thread_record(thread).await.map_err(ServiceError::from)?;
+            let latest = latest(app, thread).await?;
+            if record.is_none() && latest.is_none() {
+                if body.if_not_exists.as_deref() != Some("create") {
+                    return Err(threads::not_found(thread));
+                }
+                let record =
+                    tollgate_checkpoint::ThreadRecord::new(thread, threads::now_ms(), json!({}));
+                app.runs.store().create_thread(record).await.map_err(ServiceError::from)?;
+            }
+            latest
+        }
+        None => None,
+    };
+    if let Some(resume) = body.command.as_ref().and_then(|command| command.resume.clone()) {
+        let Some(latest) = latest else {
+            return Err(ServiceError::Conflict {
+                message: "`Command(resume=…)` needs a thread whose run waits for a decision".into(),
+            }
+            .into());
+        };
+        return resume_run(app, &assistant, latest, &resume, live).await;
+    }
+    let latest = match (&latest, body.multitask_strategy.as_deref()) {
+        (Some(busy), Some(strategy @ ("interrupt" | "rollback")))
+            if matches!(busy.status, RunStatus::Running | RunStatus::Queued) =>
+        {
+            // The thread's run in flight stops (at its next step
+            // boundary, its tasks dropped) before the new one starts;
+            // with `rollback` it is deleted too.
+            let id = run_id(&busy.id)?;
+            app.runs.cancel(id).await?;
+            app.legs.cancelled(id);
+            app.runs.settled(id).await?;
+            if strategy == "rollback" {
+                app.runs.delete(id).await?;
+                None
+            } else {
+                Some(app.runs.summary(id).await?)
+            }
+        }
+        _ => latest,
+    };
+    if let Some(latest) = &latest {
+        match latest.status {
+            RunStatus::Running | RunStatus::Queued => {
+                return Err(ServiceError::Conflict {
+                    message: format!(
+                        "thread `{}` is busy: run {} is {} (multitask strategy `reject`)",
+                        thread.unwrap_or(""),
+                        latest.id,
+                        latest.status
+                    ),
+                }
+                .into())
+            }
+            RunStatus::Interrupted | RunStatus::Failed
+                if body.input.as_ref().is_none_or(Value::is_null) =>
+            {
+                // No input: the thread's stopped run goes on.
+                let run = run_id(&latest.id)?;
+                let after_seq =
+                    app.runs.store().run(run).await.map_err(ServiceError::from)?.last_seq;
+                let sink = live.then(|| app.hub.sink(run));
+                let leg = app.runs.continue_leg(run, sink).await?;
+                return Ok(Started { run, assistant: assistant.name, after_seq, leg: Some(leg) });
+            }
+            _ => {}
+        }
+    }
+    let run = RunId::new();
+    let launch = Launch { thread: thread.map(str::to_owned), max_steps: None };
+    let sink = Some(app.hub.sink(run));
+    let input = body.input.clone().unwrap_or(Value::Null);
+    let leg = match assistant.kind.as_str() {
+        "blueprint" => {
+            let found = blueprint(app, Value::String(assistant.name.clone())).await?;
+            let text = wire::user_text(&input).unwrap_or_else(|| service::user_message(&input));
+            app.runs.launch(&found, &text, launch, run, sink).await?
+        }
+        _ => {
+            let input = if input.is_null() { json!({}) } else { input };
+            app.runs.launch_graph(&assistant.name, input, launch, run, sink).await?
+        }
+    };
+    Ok(Started { run, assistant: assistant.name, after_seq: 0, leg })
+}
+
+/// `Command(resume=…)`: the thread's paused run decided and continued.
+async fn resume_run(
+    app: &App,
+    assistant: &Assistant,
+    latest: RunSummary,
+    resume: &Value,
+    live: bool,
+) -> ApiResult<Started> {
+    if latest.status != RunStatus::AwaitingHitl {
+        return Err(ServiceError::Conflict {
+            message: format!(
+                "run {} is {}: there is no interrupt to resume",
+                latest.id, latest.status
+            ),
+        }
+        .into());
+    }
+    let run = run_id(&latest.id)?;
+    let answers = answers(&latest.interrupts, resume)?;
+    let request = DecisionRequest::all(answers)
+        .ok_or_else(|| ApiError::from(ServiceError::invalid("`resume` answers no interrupt")))?;
+    let after_seq = app.runs.store().run(run).await.map_err(ServiceError::from)?.last_seq;
+    let sink = live.then(|| app.hub.sink(run));
+    let leg = match app.runs.decide(run, request, sink).await? {
+        Decided::Continuing(leg) => Some(leg),
+        Decided::Settled | Decided::Recorded => None,
+    };
+    Ok(Started { run, assistant: assistant.name.clone(), after_seq, leg })
+}
+
+/// The decisions a `resume` value makes: a map from interrupt id to value
+/// answers each; one value answers the only pending interrupt, or, in the
+/// shape of LangChain's human-in-the-loop middleware (`{"decisions":
+/// [...]}`), the pending tool approvals in order.
+fn answers(pending: &[InterruptView], resume: &Value) -> ApiResult<Vec<(String, Decision)>> {
+    if let Value::Object(map) = resume {
+        if !map.is_empty() && map.keys().all(|key| pending.iter().any(|i| i.id == *key)) {
+            return map
+                .iter()
+                .map(|(id, value)| {
+                    let interrupt = pending.iter().find(|i| i.id == *id).expect("checked above");
+                    Ok((id.clone(), decision(interrupt, value, 0)?))
+                })
+                .collect();
+        }
+        if let Some(Value::Array(decisions)) = map.get("decisions") {
+            if decisions.len() > 1 {
+                if decisions.len() != pending.len() {
+                    return Err(ServiceError::invalid(format!(
+                        "{} decisions for {} pending interrupts",
+                        decisions.len(),
+                        pending.len()
+                    ))
+                    .into());
+                }
+                return pending
+                    .iter()
+                    .enumerate()
+                    .map(|(i, interrupt)| {
+                        Ok((interrupt.id.clone(), decision(interrupt, resume, i)?))
+                    })
+                    .collect();
+            }
+        }
+    }
+    match pending {
+        [only] => Ok(vec![(only.id.clone(), decision(only, resume, 0)?)]),
+        [] => Err(ServiceError::invalid("nothing waits for a decision").into()),
+        several => Err(ServiceError::invalid(format!(
+            "{} interrupts wait: resume with a map from interrupt id to value ({})",
+            several.len(),
+            several.iter().map(|i| i.id.as_str()).collect::<Vec<_>>().join(", ")
+        ))
+        .into()),
+    }
+}
+
+/// One decision on `interrupt` from a resume value: LangChain's
+/// middleware shape (`{"decisions": [{"type": "approve"} | {"type":
+/// "edit", "edited_action": {"args"}} | {"type": "reject", "message"}]}`,
+/// its `index`th entry), a bare `{"type": …}`, else the value as the
+/// answer (`respond`; an interrupt that takes no answer but approval is
+/// approved by `true`).
+fn decision(interrupt: &InterruptView, value: &Value, index: usize) -> ApiResult<Decision> {
+    let allows = |kind: &str| interrupt.decisions.contains(&kind);
+    let typed = match value.get("decisions").and_then(Value::as_array) {
+        Some(decisions) => decisions.get(index).cloned(),
+        None if value.get("type").is_some() => Some(value.clone()),
+        None => None,
+    };
+    if let Some(typed) = typed {
+        return Ok(match typed["type"].as_str() {
+            Some("approve" | "accept") => Decision::Approve,
+            Some("edit") => {
+                let args = typed["edited_action"]["args"].clone();
+                let value = if args.is_null() { typed["args"].clone() } else { args };
+                Decision::Edit { value }
+            }
+            Some("reject") => Decision::Reject {
+                reason: typed["message"].as_str().or(typed["reason"].as_str()).map(str::to_owned),
+            },
+            Some("respond" | "response") => Decision::Respond {
+                value: typed.get("value").or(typed.get("message")).cloned().unwrap_or(Value::Null),
+            },
+            other => {
+                return Err(ServiceError::invalid(format!(
+                    "decision type {} is not approve, edit, reject or respond",
+                    other.unwrap_or("(none)")
+                ))
+                .into())
+            }
+        });
+    }
+    Ok(if allows("respond") {
+        Decision::Respond { value: value.clone() }
+    } else if value == &Value::Bool(true) && allows("approve") {
+        Decision::Approve
+    } else if allows("edit") {
+        Decision::Edit { value: value.clone() }
+    } else {
+        return Err(ServiceError::invalid(format!(
+            "interrupt {} takes {}: resume with {{\"type\": …}}",
+            interrupt.id,
+            interrupt.decisions.join(", ")
+        ))
+        .into());
+    })
+}
+
+/// The run's outcome as `runs.wait` returns it: the values at its last
+/// checkpoint, with `__interrupt__` when it waits and `__error__` when it
+/// failed.
+async fn outcome(app: &App, run: RunId) -> ApiResult<Value> {
+    let summary = app.runs.summary(run).await?;
+    let mut values = match app.runs.state(run, None).await {
+        Ok(state) => wire::values(&state["values"]),
+        Err(_) => summary.result.clone(),
+    };
+    if !summary.interrupts.is_empty() {
+        let interrupts: Vec<Value> =
+            summary.interrupts.iter().map(|i| wire::interrupt(&json!(i))).collect();
+        values["__interrupt__"] = json!(interrupts);
+    }
+    if matches!(summary.status, RunStatus::Failed | RunStatus::Rejected) {
+        let error = &summary.error;
+        values["__error__"] = json!({"error": error["class"], "message": error["message"]});
+    }
+    Ok(values)
+}
+
+/// Waits until `started`'s run settles.
+async fn settle(app: &App, started: Started) -> ApiResult<RunId> {
+    match started.leg {
+        Some(leg) => app.legs.wait(leg).await?,
+        None => app.runs.settled(started.run).await?,
+    }
+    Ok(started.run)
+}
+
+fn location(thread: Option<&str>, run: RunId) -> HeaderValue {
+    let path = match thread {
+        Some(thread) => format!("/threads/{thread}/runs/{run}"),
+        None => format!("/runs/{run}"),
+    };
+    HeaderValue::from_str(&path).unwrap_or_else(|_| HeaderValue::from_static("/runs"))
+}
+
+async fn run_json(app: &App, run: RunId, assistant: &str) -> ApiResult<Value> {
+    Ok(wire::run(&app.runs.summary(run).await?, assistant))
+}
+
+/// `POST /threads/{thread}/runs`: started in the background.
+pub(super) async fn create(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
+    let body: RunBody = read_json(&app, body, true).await?;
+    background(app, Some(thread), body).await
+}
+
+/// `POST /runs`: a stateless run, in the background.
+pub(super) async fn create_stateless(State(app): State<App>, body: Body) -> ApiResult<Response> {
+    let body: RunBody = read_json(&app, body, true).await?;
+    background(app, None, body).await
+}
+
+async fn background(app: App, thread: Option<String>, body: RunBody) -> ApiResult<Response> {
+    let started = start(&app, thread.as_deref(), &body, true).await?;
+    let (run, assistant) = (started.run, started.assistant.clone());
+    if let Some(leg) = started.leg {
+        app.legs.drive(leg);
+    }
+    let mut response = Json(run_json(&app, run, &assistant).await?).into_response();
+    response.headers_mut().insert(header::CONTENT_LOCATION, location(thread.as_deref(), run));
+    Ok(response)
+}
+
+/// `POST /threads/{thread}/runs/wait`: started and waited for; the
+/// values at its end.
+pub(super) async fn wait(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
+    let body: RunBody = read_json(&app, body, true).await?;
+    waited(app, Some(thread), body).await
+}
+
+/// `POST /runs/wait`.
+pub(super) async fn wait_stateless(State(app): State<App>, body: Body) -> ApiResult<Response> {
+    let body: RunBody = read_json(&app, body, true).await?;
+    waited(app, None, body).await
+}
+
+async fn waited(app: App, thread: Option<String>, body: RunBody) -> ApiResult<Response> {
+    let started = start(&app, thread.as_deref(), &body, true).await?;
+    let run = settle(&app, started).await?;
+    let mut response = Json(outcome(&app, run).await?).into_response();
+    response.headers_mut().insert(header::CONTENT_LOCATION, location(thread.as_deref(), run));
+    Ok(response)
+}
+
+/// `POST /threads/{thread}/runs/stream`: started, its events streamed in
+/// the modes asked for.
+pub(super) async fn stream(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
+    let body: RunBody = read_json(&app, body, true).await?;
+    streamed(app, Some(thread), body).await
+}
+
+/// `POST /runs/stream`.
+pub(super) async fn stream_stateless(State(app): State<App>, body: Body) -> ApiResult<Response> {
+    let body: RunBody = read_json(&app, body, true).await?;
+    streamed(app, None, body).await
+}
+
+async fn streamed(app: App, thread: Option<String>, body: RunBody) -> ApiResult<Response> {
+    let modes = body.modes()?;
+    let started = start(&app, thread.as_deref(), &body, true).await?;
+    let (run, after) = (started.run, started.after_seq);
+    let follow = Follow::new(&app, run, after, Until::LegEnds).await?;
+    if let Some(leg) = started.leg {
+        app.legs.drive(leg);
+    }
+    let mut response = sse(app, follow, modes, true).into_response();
+    response.headers_mut().insert(header::CONTENT_LOCATION, location(thread.as_deref(), run));
+    Ok(response)
+}
+
+/// What a LangGraph stream is at.
+struct Streaming {
+    app: App,
+    follow: Option<Follow>,
+    modes: Vec<String>,
+    /// Frames made and not yet sent.
+    frames: VecDeque<SseEvent>,
+    /// `end` was queued: the stream ends once the frames are sent.
+    ended: bool,
+}
+
+impl Streaming {
+    fn wants(&self, mode: &str) -> bool {
+        self.modes.iter().any(|m| m == mode)
+    }
+
+    /// The frames one logged event makes.
+    async fn frames_of(
+        &mut self,
+        run: RunId,
+        seq: u64,
+        event: &Event,
+        node: Option<&str>,
+        json: &str,
+    ) {
+        let id = seq.to_string();
+        let frame = |event: &str, data: Value| {
+            SseEvent::default().id(id.clone()).event(event).data(data.to_string())
+        };
+        if self.wants("events") || self.wants("debug") {
+            let kind = if self.wants("events") { "events" } else { "debug" };
+            let raw: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+            self.frames.push_back(frame(kind, raw));
+        }
+        match event {
+            Event::RunStarted { from_step, .. }
+            | Event::CheckpointSaved { step: from_step, .. }
+                if self.wants("values") =>
+            {
+                if let Ok(state) = self.app.runs.state(run, Some(*from_step)).await {
+                    self.frames.push_back(frame("values", wire::values(&state["values"])));
+                }
+            }
+            Event::NodeCompleted { update, .. } if self.wants("updates") => {
+                let name = node.unwrap_or("").to_owned();
+                self.frames.push_back(frame("updates", json!({name: wire::values(update)})));
+            }
+            Event::InterruptRaised { interrupt, .. } if self.wants("updates") => {
+                let shown = wire::interrupt(&json!(interrupt));
+                self.frames.push_back(frame("updates", json!({"__interrupt__": [shown]})));
+            }
+            Event::ModelDelta { agent, call_id, text, .. }
+                if self.wants("messages-tuple") || self.wants("messages") =>
+            {
+                let chunk = json!({"type": "AIMessageChunk", "content": text, "id": call_id,
+                                   "name": agent, "tool_calls": [], "additional_kwargs": {},
+                                   "response_metadata": {}});
+                let metadata = json!({"langgraph_node": node, "run_id": run.to_string()});
+                self.frames.push_back(frame("messages", json!([chunk, metadata])));
+            }
+            Event::Custom { name, payload } if self.wants("custom") => {
+                let _ = name;
+                self.frames.push_back(frame("custom", payload.clone()));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The SSE response of a follow: `metadata` first (when `announce`), the
+/// events in the modes asked for (each with its event's sequence number
+/// as id, so that `Last-Event-ID` resumes after it), `end` last.
+fn sse(
+    app: App,
+    follow: Follow,
+    modes: Vec<String>,
+    announce: bool,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let run = follow.run;
+    let mut frames = VecDeque::new();
+    if announce {
+        let data = json!({"run_id": run.to_string(), "attempt": 1});
+        frames.push_back(SseEvent::default().event("metadata").data(data.to_string()));
+    }
+    let state = Streaming { app, follow: Some(follow), modes, frames, ended: false };
+    let stream = futures_util::stream::unfold(state, move |mut state| async move {
+        loop {
+            if let Some(frame) = state.frames.pop_front() {
+                return Some((Ok(frame), state));
+            }
+            if state.ended {
+                return None;
+            }
+            let Some(follow) = state.follow.as_mut() else {
+                state.ended = true;
+                let status = state.app.runs.summary(run).await.map(|s| s.status).ok();
+                let data = json!({"run_id": run.to_string(),
+                                  "status": status.map(wire::run_status)});
+                state.frames.push_back(SseEvent::default().event("end").data(data.to_string()));
+                continue;
+            };
+            match follow.next().await {
+                Ok(Some(Item::Event(logged))) => {
+                    let (seq, node) = (logged.envelope.seq, logged.envelope.node.clone());
+                    let event = logged.envelope.event.clone();
+                    state.frames_of(run, seq, &event, node.as_deref(), &logged.json).await;
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => state.follow = None,
+                Err(error) => {
+                    let data = json!({"error": "error", "message": error.to_string()});
+                    state
+                        .frames
+                        .push_back(SseEvent::default().event("error").data(data.to_string()));
+                    state.follow = None;
+                }
+            }
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// The run `run` of `thread`, or 404 (a run of another thread included).
+async fn thread_run(app: &App, thread: &str, run: &str) -> ApiResult<RunSummary> {
+    let id = run_id(run).map_err(|_| run_not_found(thread, run))?;
+    let summary = app.runs.summary(id).await.map_err(|_| run_not_found(thread, run))?;
+    if summary.thread.as_deref() != Some(thread) {
+        return Err(run_not_found(thread, run));
+    }
+    Ok(summary)
+}
+
+fn run_not_found(thread: &str, run: &str) -> ApiError {
+    ServiceError::NotFound { message: format!("no run `{run}` on thread `{thread}`") }.into()
+}
+
+/// `GET /threads/{thread}/runs/{run}`.
+pub(super) async fn get(
+    State(app): State<App>,
+    Path((thread, run)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let summary = thread_run(&app, &thread, &run).await?;
+    Ok(Json(wire::run(&summary, &summary.graph)))
+}
+
+#[derive(Deserialize)]
+pub(super) struct ListQuery {
+    limit: Option<usize>,
+    offset: Option<usize>,
+    status: Option<String>,
+}
+
+/// `GET /threads/{thread}/runs`: newest first.
+pub(super) async fn list(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let runs = threads::thread_runs(&app, &thread).await?;
+    let shown: Vec<Value> = runs
+        .iter()
+        .map(|summary| wire::run(summary, &summary.graph))
+        .filter(|run| query.status.as_ref().is_none_or(|status| run["status"] == status.as_str()))
+        .skip(query.offset.unwrap_or(0))
+        .take(query.limit.unwrap_or(10))
+        .collect();
+    Ok(Json(Value::Array(shown)))
+}
+
+/// `GET /threads/{thread}/runs/{run}/join`: waits for the run to settle;
+/// its values then.
+pub(super) async fn join(
+    State(app): State<App>,
+    Path((thread, run)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let summary = thread_run(&app, &thread, &run).await?;
+    let id = run_id(&summary.id)?;
+    app.runs.settled(id).await?;
+    Ok(Json(outcome(&app, id).await?))
+}
+
+#[derive(Deserialize)]
+pub(super) struct JoinStreamQuery {
+    stream_mode: Option<String>,
+    #[allow(dead_code)] // Accepted: a disconnect never cancels a run here.
+    cancel_on_disconnect: Option<bool>,
+}
+
+/// `GET /threads/{thread}/runs/{run}/stream`: the run's events from
+/// `Last-Event-ID` (from its next event without one) until it settles.
+pub(super) async fn join_stream(
+    State(app): State<App>,
+    Path((thread, run)): Path<(String, String)>,
+    Query(query): Query<JoinStreamQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let summary = thread_run(&app, &thread, &run).await?;
+    let id = run_id(&summary.id)?;
+    let after = match headers.get("last-event-id").and_then(|value| value.to_str().ok()) {
+        Some(text) => text.trim().parse().map_err(|_| {
+            ServiceError::invalid(format!(
+                "Last-Event-ID `{text}` is not an event id of this stream"
+            ))
+        })?,
+        None => app.runs.store().run(id).await.map_err(ServiceError::from)?.last_seq,
+    };
+    let modes = match query.stream_mode {
+        Some(mode) => vec![mode],
+        None => vec![
+            "values".to_owned(),
+            "updates".to_owned(),
+            "custom".to_owned(),
+            "messages-tuple".to_owned(),
+        ],
+    };
+    let follow = Follow::new(&app, id, after, Until::LegEnds).await?;
+    Ok(sse(app, follow, modes, false).into_response())
+}
+
+#[derive(Deserialize)]
+pub(super) struct CancelQuery {
+    wait: Option<String>,
+    action: Option<String>,
+}
+
+/// `POST /threads/{thread}/runs/{run}/cancel`: cancelled wherever it is
+/// driven (`interrupted`); `action=rollback` also deletes it; `wait=1`
+/// waits until it stopped.
+pub(super) async fn cancel(
+    State(app): State<App>,
+    Path((thread, run)): Path<(String, String)>,
+    Query(query): Query<CancelQuery>,
+) -> ApiResult<Response> {
+    let summary = thread_run(&app, &thread, &run).await?;
+    let id = run_id(&summary.id)?;
+    if matches!(summary.status, RunStatus::Running | RunStatus::Queued) {
+        app.runs.cancel(id).await?;
+        app.legs.cancelled(id);
+    }
+    let rollback = query.action.as_deref() == Some("rollback");
+    if rollback || matches!(query.wait.as_deref(), Some("1" | "true")) {
+        app.runs.settled(id).await?;
+    }
+    if rollback {
+        app.runs.delete(id).await?;
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    Ok(Json(wire::run(&app.runs.summary(id).await?, &summary.graph)).into_response())
+}
+
+/// `DELETE /threads/{thread}/runs/{run}`: a run that is not running.
+pub(super) async fn delete(
+    State(app): State<App>,
+    Path((thread, run)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let summary = thread_run(&app, &thread, &run).await?;
+    app.runs.delete(run_id(&summary.id)?).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

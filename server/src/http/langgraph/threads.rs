@@ -1,0 +1,517 @@
+//! Threads: tollgate's durable threads, with a record of their own once
+//! created (`Store::create_thread`: id, times, metadata). A thread that
+//! only runs name (started through the native API) is shown too.
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use tollgate_checkpoint::{RunFilter, RunStatus, ThreadRecord};
+
+use super::super::errors::{ApiError, ApiResult};
+use super::super::routes::{read_json, run_id};
+use super::super::App;
+use super::wire;
+use crate::error::ServiceError;
+use crate::service::RunSummary;
+
+/// Whether `metadata` holds every key of `filter` with the same value
+/// (no filter: yes).
+pub(super) fn metadata_matches(filter: Option<&Value>, metadata: &Value) -> bool {
+    match filter {
+        Some(Value::Object(wanted)) => {
+            wanted.iter().all(|(key, value)| metadata.get(key) == Some(value))
+        }
+        _ => true,
+    }
+}
+
+/// The latest run of `thread`, summarised.
+pub(super) async fn latest(app: &App, thread: &str) -> ApiResult<Option<RunSummary>> {
+    let record = app.runs.executor().thread_latest(thread).await.map_err(ServiceError::from)?;
+    match record {
+        Some(record) => Ok(Some(app.runs.summary(record.id).await?)),
+        None => Ok(None),
+    }
+}
+
+/// The thread as LangGraph's `Thread`, or 404 when it has neither a
+/// record nor a run.
+pub(super) async fn view(app: &App, thread: &str) -> ApiResult<Value> {
+    let record = app.runs.store().thread_record(thread).await.map_err(ServiceError::from)?;
+    let latest = latest(app, thread).await?;
+    if record.is_none() && latest.is_none() {
+        return Err(not_found(thread));
+    }
+    let values = match &latest {
+        Some(latest) => match app.runs.state(run_id(&latest.id)?, None).await {
+            Ok(state) => wire::values(&state["values"]),
+            Err(_) => Value::Null,
+        },
+        None => json!({}),
+    };
+    let interrupts: Vec<Value> = latest
+        .iter()
+        .flat_map(|latest| latest.interrupts.iter())
+        .map(|interrupt| wire::interrupt(&json!(interrupt)))
+        .collect();
+    Ok(wire::thread(thread, record.as_ref(), latest.as_ref(), &values, &interrupts))
+}
+
+pub(super) fn not_found(thread: &str) -> ApiError {
+    ServiceError::NotFound { message: format!("thread `{thread}` not found") }.into()
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct CreateBody {
+    thread_id: Option<String>,
+    metadata: Option<Value>,
+    if_exists: Option<String>,
+}
+
+/// `POST /threads`: a thread with the given id (a new UUID-like id
+/// otherwise) and metadata; `if_exists`: `raise` (409, the default) or
+/// `do_nothing` (the existing thread).
+pub(super) async fn create(State(app): State<App>, body: Body) -> ApiResult<Response> {
+    let body: CreateBody = read_json(&app, body, false).await?;
+    let id = match body.thread_id {
+        Some(id) if id.trim().is_empty() => {
+            return Err(ServiceError::invalid("`thread_id` must not be empty").into())
+        }
+        Some(id) => id,
+        None => new_id(),
+    };
+    let metadata = object(body.metadata, "metadata")?;
+    let raise = match body.if_exists.as_deref() {
+        None | Some("raise") => true,
+        Some("do_nothing") => false,
+        Some(other) => {
+            return Err(ServiceError::invalid(format!(
+                "`if_exists` must be `raise` or `do_nothing`, not `{other}`"
+            ))
+            .into())
+        }
+    };
+    let store = app.runs.store();
+    let recorded = store.thread_record(&id).await.map_err(ServiceError::from)?.is_some();
+    let runs = app.runs.executor().thread_latest(&id).await.map_err(ServiceError::from)?;
+    if (recorded || runs.is_some()) && raise {
+        return Err(ServiceError::Conflict { message: format!("thread `{id}` exists") }.into());
+    }
+    let record = ThreadRecord::new(id.clone(), now_ms(), metadata);
+    let (_, created) = store.create_thread(record).await.map_err(ServiceError::from)?;
+    if !created && raise {
+        // Created by another request since the check.
+        return Err(ServiceError::Conflict { message: format!("thread `{id}` exists") }.into());
+    }
+    Ok(Json(view(&app, &id).await?).into_response())
+}
+
+/// Milliseconds since the Unix epoch.
+pub(super) fn now_ms() -> i64 {
+    use tollgate_engine::Clock as _;
+    tollgate_engine::SystemClock.now_ms()
+}
+
+/// A fresh thread id, formatted as a UUID (from a ULID's 128 bits), as
+/// LangGraph's clients expect.
+pub(super) fn new_id() -> String {
+    let ulid = ulid::Ulid::new().0.to_be_bytes();
+    let hex: String = ulid.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+}
+
+/// A JSON object (none: `{}`), or 422 naming `what`.
+fn object(value: Option<Value>, what: &str) -> ApiResult<Value> {
+    match value {
+        None | Some(Value::Null) => Ok(json!({})),
+        Some(value @ Value::Object(_)) => Ok(value),
+        Some(_) => Err(ServiceError::invalid(format!("`{what}` must be an object")).into()),
+    }
+}
+
+/// `GET /threads/{thread}`.
+pub(super) async fn get(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(view(&app, &thread).await?))
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct UpdateBody {
+    metadata: Option<Value>,
+}
+
+/// `PATCH /threads/{thread}`: its metadata merged with the given keys (a
+/// thread only runs named gets a record).
+pub(super) async fn update(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let body: UpdateBody = read_json(&app, body, false).await?;
+    let given = object(body.metadata, "metadata")?;
+    let store = app.runs.store();
+    let now = now_ms();
+    let record = match store.thread_record(&thread).await.map_err(ServiceError::from)? {
+        Some(record) => record,
+        None if latest(&app, &thread).await?.is_some() => {
+            store
+                .create_thread(ThreadRecord::new(thread.clone(), now, json!({})))
+                .await
+                .map_err(ServiceError::from)?
+                .0
+        }
+        None => return Err(not_found(&thread)),
+    };
+    let mut merged: Map<String, Value> = record.metadata.as_object().cloned().unwrap_or_default();
+    if let Value::Object(given) = given {
+        merged.extend(given);
+    }
+    store.update_thread(&thread, Value::Object(merged), now).await.map_err(ServiceError::from)?;
+    Ok(Json(view(&app, &thread).await?))
+}
+
+/// `DELETE /threads/{thread}`: its runs (a running or queued one
+/// cancelled first) and its record.
+pub(super) async fn delete(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+) -> ApiResult<Response> {
+    let runs = thread_runs(&app, &thread).await?;
+    let had_record = app.runs.store().thread_record(&thread).await.map_err(ServiceError::from)?;
+    if runs.is_empty() && had_record.is_none() {
+        return Err(not_found(&thread));
+    }
+    for run in &runs {
+        let id = run_id(&run.id)?;
+        if matches!(run.status, RunStatus::Running | RunStatus::Queued) {
+            app.runs.cancel(id).await?;
+            app.legs.cancelled(id);
+            app.runs.settled(id).await?;
+        }
+        app.runs.delete(id).await?;
+    }
+    app.runs.store().delete_thread(&thread).await.map_err(ServiceError::from)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Every run of `thread`, newest first.
+pub(super) async fn thread_runs(app: &App, thread: &str) -> ApiResult<Vec<RunSummary>> {
+    let filter = RunFilter { thread: Some(thread.to_owned()), ..RunFilter::default() };
+    let mut runs = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = app.runs.list(filter.clone(), 1000, cursor).await?;
+        runs.extend(page.runs);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(runs),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct SearchBody {
+    metadata: Option<Value>,
+    status: Option<String>,
+    ids: Option<Vec<String>>,
+    limit: Option<u64>,
+    offset: Option<u64>,
+}
+
+/// The threads matching `body`, newest first, all of them (offset and
+/// limit are the caller's): the thread records read a page at a time.
+async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<Value>> {
+    let mut found = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = app.runs.store().list_threads(offset, 200).await.map_err(ServiceError::from)?;
+        let last = page.len() < 200;
+        offset += page.len() as u64;
+        for record in page {
+            if body.ids.as_ref().is_some_and(|ids| !ids.contains(&record.id)) {
+                continue;
+            }
+            if !metadata_matches(body.metadata.as_ref(), &record.metadata) {
+                continue;
+            }
+            let thread = view(app, &record.id).await?;
+            if body.status.as_ref().is_some_and(|status| thread["status"] != status.as_str()) {
+                continue;
+            }
+            found.push(thread);
+            if found.len() >= enough {
+                return Ok(found);
+            }
+        }
+        if last {
+            return Ok(found);
+        }
+    }
+}
+
+/// `POST /threads/search`: threads with a record, newest first, matching
+/// `metadata` (every key equal), `status` and `ids`; `offset` skipped, at
+/// most `limit` (10).
+pub(super) async fn search(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
+    let body: SearchBody = read_json(&app, body, false).await?;
+    let (offset, limit) = (body.offset.unwrap_or(0) as usize, body.limit.unwrap_or(10) as usize);
+    let found = matching(&app, &body, offset.saturating_add(limit)).await?;
+    Ok(Json(Value::Array(found.into_iter().skip(offset).take(limit).collect())))
+}
+
+/// `POST /threads/count`.
+pub(super) async fn count(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
+    let body: SearchBody = read_json(&app, body, false).await?;
+    Ok(Json(json!(matching(&app, &body, usize::MAX).await?.len())))
+}
+
+/// `POST /threads/{thread}/copy`: refused.
+pub(super) async fn copy(Path(_thread): Path<String>) -> Response {
+    super::unsupported("copying a thread")
+}
+
+/// The thread's state at checkpoint `step` of `run` (its latest when
+/// `None`) as LangGraph's `ThreadState`.
+pub(super) async fn thread_state(
+    app: &App,
+    thread: &str,
+    at: Option<(String, u64)>,
+) -> ApiResult<Value> {
+    let (run, step) = match at {
+        Some((run, step)) => (run, Some(step)),
+        None => match latest(app, thread).await? {
+            Some(latest) => (latest.id, None),
+            None => {
+                if app
+                    .runs
+                    .store()
+                    .thread_record(thread)
+                    .await
+                    .map_err(ServiceError::from)?
+                    .is_none()
+                {
+                    return Err(not_found(thread));
+                }
+                return Ok(json!({
+                    "values": {}, "next": [], "tasks": [], "interrupts": [],
+                    "checkpoint": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": null},
+                    "metadata": {}, "created_at": null, "parent_checkpoint": null,
+                }));
+            }
+        },
+    };
+    let id = run_id(&run)?;
+    let state = app.runs.state(id, step).await?;
+    Ok(state_json(thread, &state, None))
+}
+
+/// Our state JSON (`state_json::state`) as LangGraph's `ThreadState`.
+pub(super) fn state_json(thread: &str, state: &Value, created_at: Option<&str>) -> Value {
+    let run = state["id"].as_str().unwrap_or("");
+    let step = state["step"].as_u64().unwrap_or(0);
+    let tasks: Vec<Value> = state["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|task| {
+            let interrupts: Vec<Value> =
+                task["interrupts"].as_array().into_iter().flatten().map(wire::interrupt).collect();
+            json!({
+                "id": task["id"],
+                "name": task["node"],
+                "error": task["error"]["message"],
+                "interrupts": interrupts,
+                "checkpoint": null,
+                "state": null,
+                "result": task["writes"],
+            })
+        })
+        .collect();
+    let interrupts: Vec<Value> =
+        state["interrupts"].as_array().into_iter().flatten().map(wire::interrupt).collect();
+    json!({
+        "values": wire::values(&state["values"]),
+        "next": state["next"],
+        "tasks": tasks,
+        "interrupts": interrupts,
+        "checkpoint": wire::checkpoint(thread, run, step),
+        "metadata": {"source": state["source"], "step": step, "run_id": run, "thread_id": thread},
+        "created_at": created_at,
+        "parent_checkpoint": if step > 0 { wire::checkpoint(thread, run, step - 1) } else { Value::Null },
+    })
+}
+
+#[derive(Deserialize)]
+pub(super) struct StateQuery {
+    #[allow(dead_code)] // Accepted: nested states are always shown in `tasks`.
+    subgraphs: Option<bool>,
+}
+
+/// `GET /threads/{thread}/state`.
+pub(super) async fn state(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    Query(_query): Query<StateQuery>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(thread_state(&app, &thread, None).await?))
+}
+
+/// `GET /threads/{thread}/state/{checkpoint_id}`.
+pub(super) async fn state_at(
+    State(app): State<App>,
+    Path((thread, checkpoint)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let at = wire::parse_checkpoint_id(&checkpoint).ok_or_else(|| {
+        ApiError::from(ServiceError::NotFound {
+            message: format!("no checkpoint `{checkpoint}` on thread `{thread}`"),
+        })
+    })?;
+    Ok(Json(thread_state(&app, &thread, Some(at)).await?))
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct UpdateStateBody {
+    values: Option<Value>,
+    as_node: Option<String>,
+    checkpoint_id: Option<String>,
+}
+
+/// `POST /threads/{thread}/state`: `values` written on the latest
+/// checkpoint of the thread's latest run as if `as_node` ran (see
+/// `Executor::update_state`): the run must be paused, interrupted or
+/// failed (a finished run is refused with 409); a past checkpoint is
+/// refused.
+pub(super) async fn update_state(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let body: UpdateStateBody = read_json(&app, body, true).await?;
+    let Some(latest) = latest(&app, &thread).await? else {
+        return Err(not_found(&thread));
+    };
+    if let Some(checkpoint) = &body.checkpoint_id {
+        let current = wire::checkpoint_id(&latest.id, latest.step);
+        if *checkpoint != current {
+            return Err(super::unsupported_error("updating the state at a past checkpoint"));
+        }
+    }
+    if latest.status.is_terminal() {
+        return Err(ServiceError::Conflict {
+            message: format!(
+                "thread `{thread}`'s latest run {} is {}: its state can no longer be updated; start a run with input",
+                latest.id, latest.status
+            ),
+        }
+        .into());
+    }
+    let run = run_id(&latest.id)?;
+    let step = app
+        .runs
+        .update_state(run, body.values.unwrap_or_else(|| json!({})), body.as_node.as_deref())
+        .await?;
+    Ok(Json(json!({"checkpoint": wire::checkpoint(&thread, &latest.id, step)})))
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct HistoryBody {
+    limit: Option<u64>,
+    before: Option<Value>,
+}
+
+/// The checkpoint id a `before` names: a checkpoint id, or a config
+/// `{"configurable": {"checkpoint_id"}}`.
+fn before_id(before: Option<&Value>) -> Option<String> {
+    let before = before?;
+    before
+        .as_str()
+        .or_else(|| before["configurable"]["checkpoint_id"].as_str())
+        .or_else(|| before["checkpoint_id"].as_str())
+        .map(str::to_owned)
+}
+
+/// `POST /threads/{thread}/history`: the thread's checkpoints across all
+/// its runs, newest first, each as a `ThreadState`; those before
+/// `before` (a checkpoint id or config), at most `limit` (10).
+pub(super) async fn history(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let body: HistoryBody = read_json(&app, body, false).await?;
+    history_page(&app, &thread, body).await
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct HistoryQuery {
+    limit: Option<u64>,
+    before: Option<String>,
+}
+
+/// `GET /threads/{thread}/history`.
+pub(super) async fn history_get(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    Query(query): Query<HistoryQuery>,
+) -> ApiResult<Json<Value>> {
+    let body = HistoryBody { limit: query.limit, before: query.before.map(Value::String) };
+    history_page(&app, &thread, body).await
+}
+
+async fn history_page(app: &App, thread: &str, body: HistoryBody) -> ApiResult<Json<Value>> {
+    let limit = body.limit.unwrap_or(10).clamp(1, 1000);
+    if latest(app, thread).await?.is_none() {
+        return match app.runs.store().thread_record(thread).await.map_err(ServiceError::from)? {
+            Some(_) => Ok(Json(json!([]))),
+            None => Err(not_found(thread)),
+        };
+    }
+    // The checkpoint `before` names, as a thread-wide number: found in
+    // the pages before it.
+    let mut before_number = None;
+    if let Some(id) = before_id(body.before.as_ref()) {
+        let mut page_before = None;
+        'search: loop {
+            let page = app.runs.thread_history(thread, page_before, 1000).await?;
+            for entry in page["checkpoints"].as_array().into_iter().flatten() {
+                let here = wire::checkpoint_id(
+                    entry["run"].as_str().unwrap_or(""),
+                    entry["step"].as_u64().unwrap_or(0),
+                );
+                if here == id {
+                    before_number = entry["number"].as_u64();
+                    break 'search;
+                }
+            }
+            match page["next_before"].as_u64() {
+                Some(next) => page_before = Some(next),
+                None => {
+                    return Err(ServiceError::NotFound {
+                        message: format!("no checkpoint `{id}` on thread `{thread}`"),
+                    }
+                    .into())
+                }
+            }
+        }
+    }
+    let page = app.runs.thread_history(thread, before_number, limit).await?;
+    let states: Vec<Value> = page["checkpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|entry| {
+            let state = json!({
+                "id": entry["run"], "step": entry["step"], "source": entry["source"],
+                "values": entry["values"], "next": entry["next"], "tasks": [], "interrupts": [],
+            });
+            state_json(thread, &state, entry["at"].as_str())
+        })
+        .collect();
+    Ok(Json(Value::Array(states)))
+}

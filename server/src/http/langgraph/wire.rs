@@ -1,0 +1,286 @@
+//! The shapes LangGraph's clients read: assistant ids, threads, runs,
+//! thread states, checkpoints and messages, made from tollgate's.
+
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use tollgate_checkpoint::{RunStatus, ThreadRecord};
+use tollgate_engine::format_rfc3339;
+
+use crate::service::RunSummary;
+
+/// A stable UUID for assistant `name` (SHA-256 of it, version 8 and the
+/// RFC 4122 variant set), so that clients that keep assistant ids as
+/// UUIDs get the same one from every server.
+pub(super) fn assistant_uuid(name: &str) -> String {
+    let digest = Sha256::digest(format!("tollgate-assistant:{name}").as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    bytes[6] = (bytes[6] & 0x0f) | 0x80;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+}
+
+/// A run's status as LangGraph names it.
+pub(super) fn run_status(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Queued => "pending",
+        RunStatus::Running => "running",
+        RunStatus::Completed => "success",
+        RunStatus::AwaitingHitl | RunStatus::Interrupted => "interrupted",
+        RunStatus::Failed | RunStatus::Rejected => "error",
+        _ => "error",
+    }
+}
+
+/// A thread's status from its latest run's: `idle` (none, or it ended),
+/// `busy`, `interrupted` (it waits for a decision) or `error`.
+pub(super) fn thread_status(latest: Option<RunStatus>) -> &'static str {
+    match latest {
+        Some(RunStatus::Queued | RunStatus::Running) => "busy",
+        Some(RunStatus::AwaitingHitl) => "interrupted",
+        Some(RunStatus::Failed) => "error",
+        _ => "idle",
+    }
+}
+
+/// A run as LangGraph's `Run`.
+pub(super) fn run(summary: &RunSummary, assistant: &str) -> Value {
+    json!({
+        "run_id": summary.id,
+        "thread_id": summary.thread,
+        "assistant_id": assistant_uuid(assistant),
+        "created_at": summary.created_at,
+        "updated_at": summary.updated_at,
+        "status": run_status(summary.status),
+        "metadata": {"graph_id": summary.graph, "tollgate_status": summary.status},
+        "multitask_strategy": "reject",
+        "kwargs": {},
+    })
+}
+
+/// A thread as LangGraph's `Thread`: its record (or, for a thread only
+/// runs name, times taken from them), the status of its latest run, its
+/// values and open interrupts.
+pub(super) fn thread(
+    id: &str,
+    record: Option<&ThreadRecord>,
+    latest: Option<&RunSummary>,
+    values: &Value,
+    interrupts: &[Value],
+) -> Value {
+    let (created, updated, metadata) = match (record, latest) {
+        (Some(record), _) => (
+            format_rfc3339(record.created_at_ms),
+            latest.map_or_else(|| format_rfc3339(record.updated_at_ms), |l| l.updated_at.clone()),
+            record.metadata.clone(),
+        ),
+        (None, Some(latest)) => (latest.created_at.clone(), latest.updated_at.clone(), json!({})),
+        (None, None) => (String::new(), String::new(), json!({})),
+    };
+    let by_task: Map<String, Value> = match interrupts.is_empty() {
+        true => Map::new(),
+        false => Map::from_iter([(String::from("__interrupt__"), json!(interrupts))]),
+    };
+    json!({
+        "thread_id": id,
+        "created_at": created,
+        "updated_at": updated,
+        "metadata": metadata,
+        "status": thread_status(latest.map(|l| l.status)),
+        "config": {},
+        "values": values,
+        "interrupts": by_task,
+    })
+}
+
+/// A checkpoint's id: its run and step (`RUN-STEP`), opaque to clients.
+pub(super) fn checkpoint_id(run: &str, step: u64) -> String {
+    format!("{run}-{step}")
+}
+
+/// The run and step a checkpoint id names.
+pub(super) fn parse_checkpoint_id(id: &str) -> Option<(String, u64)> {
+    let (run, step) = id.rsplit_once('-')?;
+    Some((run.to_owned(), step.parse().ok()?))
+}
+
+/// A checkpoint reference: `{"thread_id", "checkpoint_ns": "",
+/// "checkpoint_id"}`.
+pub(super) fn checkpoint(thread: &str, run: &str, step: u64) -> Value {
+    json!({"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": checkpoint_id(run, step),
+           "checkpoint_map": null})
+}
+
+/// An interrupt as LangGraph's `Interrupt` (`{"value", "id"}`): a tool
+/// approval in the shape of LangChain's human-in-the-loop middleware
+/// (`action_requests`, `review_configs`), any other with its payload.
+pub(super) fn interrupt(view: &Value) -> Value {
+    let payload = &view["payload"];
+    let value = if view["kind"] == tollgate_nodes::TOOL_APPROVAL {
+        let tool = payload["tool"].clone();
+        json!({
+            "action_requests": [{
+                "name": tool,
+                "args": payload["args"],
+                "description": format!("Agent `{}` wants to call `{}`", payload["agent"].as_str().unwrap_or(""), tool.as_str().unwrap_or("")),
+            }],
+            "review_configs": [{
+                "action_name": tool,
+                "allowed_decisions": view["decisions"],
+            }],
+        })
+    } else {
+        payload.clone()
+    };
+    json!({"value": value, "id": view["id"]})
+}
+
+/// State values with an agent's messages in LangGraph's shape.
+pub(super) fn values(values: &Value) -> Value {
+    match values {
+        Value::Object(map) => {
+            let mut out = map.clone();
+            if let Some(Value::Array(messages)) = map.get("messages") {
+                out.insert("messages".into(), Value::Array(messages.iter().map(message).collect()));
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
+}
+
+/// One tollgate message (`role`: system, user, assistant, tool) as
+/// LangChain's (`type`: system, human, ai, tool), `role` kept beside.
+pub(super) fn message(message: &Value) -> Value {
+    let role = message["role"].as_str().unwrap_or("");
+    let kind = match role {
+        "user" => "human",
+        "assistant" => "ai",
+        "tool" => "tool",
+        "system" => "system",
+        _ => return message.clone(),
+    };
+    let mut out = json!({
+        "type": kind,
+        "role": role,
+        "id": message["id"],
+        "content": message["content"],
+        "name": null,
+        "additional_kwargs": {},
+        "response_metadata": {},
+    });
+    match kind {
+        "ai" => {
+            let calls: Vec<Value> = message["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|call| {
+                    json!({"name": call["name"], "args": call["args"], "id": call["id"],
+                           "type": "tool_call"})
+                })
+                .collect();
+            out["tool_calls"] = json!(calls);
+            out["invalid_tool_calls"] = json!([]);
+            out["name"] = message["agent"].clone();
+            if let Some(usage) = message.get("usage") {
+                out["usage_metadata"] = usage.clone();
+            }
+        }
+        "tool" => {
+            out["tool_call_id"] = message["call_id"].clone();
+            out["name"] = message["name"].clone();
+            let failed = message["is_error"] == true;
+            out["status"] = json!(if failed { "error" } else { "success" });
+        }
+        _ => {}
+    }
+    out
+}
+
+/// The user's text of a LangGraph message input (`{"messages": [...]}`,
+/// each `{"role"|"type", "content"}` or a `[role, content]` pair; the
+/// last human message is the turn's), or `None` when it has none.
+pub(super) fn user_text(input: &Value) -> Option<String> {
+    let messages = input.get("messages")?.as_array()?;
+    messages.iter().rev().find_map(|message| {
+        let (role, content) = match message {
+            Value::Array(pair) if pair.len() == 2 => (pair[0].as_str()?, &pair[1]),
+            Value::Object(_) => (
+                message.get("role").or_else(|| message.get("type")).and_then(Value::as_str)?,
+                message.get("content")?,
+            ),
+            _ => return None,
+        };
+        if !matches!(role, "user" | "human") {
+            return None;
+        }
+        match content {
+            Value::String(text) => Some(text.clone()),
+            // Content blocks: the text ones joined.
+            Value::Array(blocks) => Some(
+                blocks
+                    .iter()
+                    .filter_map(|block| block.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            _ => None,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assistant_ids_are_stable_uuids() {
+        let id = assistant_uuid("refunds");
+        assert_eq!(id, assistant_uuid("refunds"));
+        assert_ne!(id, assistant_uuid("chat"));
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "8", "version 8");
+        assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "RFC 4122 variant: {id}");
+    }
+
+    #[test]
+    fn user_text_takes_the_last_human_message() {
+        let input = json!({"messages": [
+            {"role": "user", "content": "first"},
+            {"type": "ai", "content": "answer"},
+            {"type": "human", "content": [{"type": "text", "text": "second"}]},
+        ]});
+        assert_eq!(user_text(&input).as_deref(), Some("second"));
+        assert_eq!(user_text(&json!({"messages": [["user", "pair"]]})).as_deref(), Some("pair"));
+        assert_eq!(user_text(&json!({"text": "x"})), None);
+    }
+
+    #[test]
+    fn checkpoint_ids_round_trip() {
+        let id = checkpoint_id("01JABC", 7);
+        assert_eq!(parse_checkpoint_id(&id), Some(("01JABC".to_owned(), 7)));
+        assert_eq!(parse_checkpoint_id("nope"), None);
+    }
+
+    #[test]
+    fn messages_take_langchains_shape() {
+        let ai = json!({"role": "assistant", "id": "m1", "agent": "a", "content": "",
+                        "tool_calls": [{"id": "c1", "name": "refund", "args": {"id": 7}}]});
+        let shown = message(&ai);
+        assert_eq!(shown["type"], "ai");
+        assert_eq!(
+            shown["tool_calls"][0],
+            json!({"name": "refund", "args": {"id": 7}, "id": "c1", "type": "tool_call"})
+        );
+        let tool =
+            json!({"role": "tool", "id": "m2", "call_id": "c1", "name": "refund", "content": "ok"});
+        let shown = message(&tool);
+        assert_eq!(
+            (shown["type"].as_str(), shown["tool_call_id"].as_str()),
+            (Some("tool"), Some("c1"))
+        );
+        assert_eq!(message(&json!({"role": "user", "id": "u", "content": "hi"}))["type"], "human");
+    }
+}

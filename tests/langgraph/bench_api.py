@@ -1,0 +1,117 @@
+"""The LangGraph API workload, measured through LangGraph's Python client
+(`langgraph-sdk`), the client's own cost included, as a user sees it.
+
+Against a server that serves the `bench_server` graphs at URL (argv[1]):
+a one-node run with `runs.wait` on a new thread (created before the clock
+starts), sequentially and with 16 concurrent clients; a three-node run; a pause with an interrupt and a
+resume with `Command(resume=…)`; the time to the first `updates` event of
+a streamed three-node run; `threads.search` of 25. Prints one JSON
+object (milliseconds, runs per second). Run by scripts/bench-langgraph-api.
+"""
+
+import asyncio
+import json
+import statistics
+import sys
+import time
+
+from langgraph_sdk import get_client
+from langgraph_sdk.schema import Command
+
+URL = sys.argv[1]
+N = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+
+
+def summary(samples):
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return {"p50_ms": round(statistics.median(ordered) * 1000, 3), "p99_ms": round(p99 * 1000, 3)}
+
+
+async def timed(coroutine):
+    started = time.perf_counter()
+    result = await coroutine
+    return time.perf_counter() - started, result
+
+
+async def one_node(client, thread):
+    return await client.runs.wait(thread, "echo", input={"text": "x"})
+
+
+async def threads(client, count):
+    return [(await client.threads.create())["thread_id"] for _ in range(count)]
+
+
+async def main():
+    client = get_client(url=URL)
+    for thread in await threads(client, 20):  # warm-up
+        await one_node(client, thread)
+    out = {}
+
+    samples = []
+    for thread in await threads(client, N):
+        started = time.perf_counter()
+        await one_node(client, thread)
+        samples.append(time.perf_counter() - started)
+    out["one_node_wait"] = summary(samples)
+
+    clients = [get_client(url=URL) for _ in range(16)]
+    per_client = max(N // 16, 10)
+    concurrent = []
+
+    async def worker(c, mine):
+        for thread in mine:
+            started = time.perf_counter()
+            await one_node(c, thread)
+            concurrent.append(time.perf_counter() - started)
+
+    prepared = [await threads(client, per_client) for _ in clients]
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(c, mine) for c, mine in zip(clients, prepared)))
+    elapsed = time.perf_counter() - started
+    out["one_node_wait_16_clients"] = {
+        **summary(concurrent),
+        "runs_per_s": round(len(concurrent) / elapsed, 1),
+    }
+
+    samples = []
+    for _ in range(N):
+        thread = (await client.threads.create())["thread_id"]
+        took, _ = await timed(client.runs.wait(thread, "steps", input={"text": "x"}))
+        samples.append(took)
+    out["three_node_wait"] = summary(samples)
+
+    pauses, resumes = [], []
+    for _ in range(N):
+        thread = (await client.threads.create())["thread_id"]
+        took, _ = await timed(client.runs.wait(thread, "gate", input={"text": "x"}))
+        pauses.append(took)
+        took, _ = await timed(client.runs.wait(thread, "gate", command=Command(resume="yes")))
+        resumes.append(took)
+    out["pause"] = summary(pauses)
+    out["resume"] = summary(resumes)
+
+    firsts = []
+    for _ in range(N):
+        thread = (await client.threads.create())["thread_id"]
+        started = time.perf_counter()
+        first = None
+        async for part in client.runs.stream(thread, "steps", input={"text": "x"}, stream_mode="updates"):
+            if part.event == "updates" and first is None:
+                first = time.perf_counter() - started
+        firsts.append(first)
+    out["first_update"] = summary(firsts)
+
+    tag = str(time.time())
+    for _ in range(25):
+        await client.threads.create(metadata={"bench": tag})
+    samples = []
+    for _ in range(N):
+        took, found = await timed(client.threads.search(metadata={"bench": tag}, limit=25))
+        assert len(found) == 25
+        samples.append(took)
+    out["threads_search_25"] = summary(samples)
+    print(json.dumps(out))
+
+
+asyncio.run(main())

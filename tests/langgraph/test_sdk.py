@@ -1,0 +1,340 @@
+"""LangGraph's own Python client (`langgraph-sdk`) against `tollgate serve`.
+
+Run by `scripts/langgraph-sdk`, which installs the client in a venv, starts
+the `bench_server` example (its Rust graphs and a folder of blueprints) on
+real sockets and sets:
+
+- TOLLGATE_LG_URL: the LangGraph API of a server without a token;
+- TOLLGATE_LG_TOKEN_URL, TOLLGATE_LG_TOKEN: one that needs a token.
+
+Every call here is listed in docs/langgraph-api.md with its status.
+"""
+
+import asyncio
+import os
+import unittest
+
+import httpx
+from langgraph_sdk import get_client
+from langgraph_sdk.schema import Command
+
+URL = os.environ["TOLLGATE_LG_URL"]
+TOKEN_URL = os.environ["TOLLGATE_LG_TOKEN_URL"]
+TOKEN = os.environ["TOLLGATE_LG_TOKEN"]
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+async def parts(stream):
+    return [(part.event, part.data, getattr(part, "id", None)) async for part in stream]
+
+
+class Assistants(unittest.TestCase):
+    def test_search_get_graph_schemas(self):
+        async def go():
+            client = get_client(url=URL)
+            found = await client.assistants.search(limit=100)
+            names = {assistant["graph_id"] for assistant in found}
+            self.assertTrue({"echo", "steps", "gate", "chat", "refunds"} <= names, names)
+            only = await client.assistants.search(graph_id="steps")
+            self.assertEqual([a["graph_id"] for a in only], ["steps"])
+            echo = await client.assistants.get("echo")
+            self.assertEqual(echo["graph_id"], "echo")
+            same = await client.assistants.get(echo["assistant_id"])
+            self.assertEqual(same, echo, "by name or by its UUID")
+            graph = await client.assistants.get_graph("steps")
+            ids = {node["id"] for node in graph["nodes"]}
+            self.assertEqual(ids, {"__start__", "a", "b", "c", "__end__"})
+            edges = {(edge["source"], edge["target"]) for edge in graph["edges"]}
+            self.assertEqual(edges, {("__start__", "a"), ("a", "b"), ("b", "c"), ("c", "__end__")})
+            schemas = await client.assistants.get_schemas("echo")
+            self.assertEqual(schemas["input_schema"]["properties"]["text"], {"type": "string"})
+            with self.assertRaises(httpx.HTTPStatusError) as missing:
+                await client.assistants.get("nope")
+            self.assertEqual(missing.exception.response.status_code, 404)
+            with self.assertRaises(httpx.HTTPStatusError) as refused:
+                await client.assistants.create(graph_id="echo", config={})
+            self.assertEqual(refused.exception.response.status_code, 422)
+
+        run(go())
+
+
+class Threads(unittest.TestCase):
+    def test_create_get_update_search_delete(self):
+        async def go():
+            client = get_client(url=URL)
+            tag = os.urandom(4).hex()
+            made = await client.threads.create(metadata={"suite": tag, "n": 1})
+            thread = made["thread_id"]
+            self.assertEqual(made["status"], "idle")
+            self.assertEqual((await client.threads.get(thread))["metadata"], {"suite": tag, "n": 1})
+            named = await client.threads.create(thread_id=f"named-{tag}", metadata={"suite": tag})
+            self.assertEqual(named["thread_id"], f"named-{tag}")
+            with self.assertRaises(httpx.HTTPStatusError) as exists:
+                await client.threads.create(thread_id=f"named-{tag}")
+            self.assertEqual(exists.exception.response.status_code, 409)
+            again = await client.threads.create(thread_id=f"named-{tag}", if_exists="do_nothing")
+            self.assertEqual(again["thread_id"], f"named-{tag}")
+            updated = await client.threads.update(thread, metadata={"n": 2})
+            self.assertEqual(updated["metadata"], {"suite": tag, "n": 2}, "merged")
+            found = await client.threads.search(metadata={"suite": tag})
+            self.assertEqual([t["thread_id"] for t in found], [f"named-{tag}", thread], "newest first")
+            page = await client.threads.search(metadata={"suite": tag}, limit=1, offset=1)
+            self.assertEqual([t["thread_id"] for t in page], [thread])
+            await client.runs.wait(thread, "gate", input={"text": "t"})
+            waiting = await client.threads.search(metadata={"suite": tag}, status="interrupted")
+            self.assertEqual([t["thread_id"] for t in waiting], [thread])
+            await client.threads.delete(f"named-{tag}")
+            with self.assertRaises(httpx.HTTPStatusError) as gone:
+                await client.threads.get(f"named-{tag}")
+            self.assertEqual(gone.exception.response.status_code, 404)
+
+        run(go())
+
+    def test_state_history_and_update_state(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            empty = await client.threads.get_state(thread)
+            self.assertEqual((empty["values"], empty["next"]), ({}, []))
+            out = await client.runs.wait(thread, "steps", input={"text": "s"})
+            self.assertEqual(out["log"], ["a", "b", "c"])
+            state = await client.threads.get_state(thread)
+            self.assertEqual(state["values"]["log"], ["a", "b", "c"])
+            self.assertEqual(state["next"], [])
+            self.assertEqual(state["metadata"]["source"], "loop")
+            history = await client.threads.get_history(thread, limit=10)
+            self.assertEqual([h["values"]["log"] for h in history],
+                             [["a", "b", "c"], ["a", "b"], ["a"], []], "newest first")
+            self.assertEqual([h["metadata"]["source"] for h in history],
+                             ["loop", "loop", "loop", "input"])
+            self.assertEqual([h["next"] for h in history], [[], ["c"], ["b"], ["a"]])
+            older = await client.threads.get_history(thread, limit=2, before=history[1]["checkpoint"]["checkpoint_id"])
+            self.assertEqual([h["values"]["log"] for h in older], [["a"], []])
+            past = await client.threads.get_state(thread, checkpoint_id=history[2]["checkpoint"]["checkpoint_id"])
+            self.assertEqual((past["values"]["log"], past["next"]), (["a"], ["b"]))
+            # A second run on the thread continues its history (a thread
+            # keeps to one graph: another is refused with 409).
+            await client.runs.wait(thread, "steps", input={"text": "again"})
+            history = await client.threads.get_history(thread, limit=20)
+            self.assertEqual(len(history), 8)
+            self.assertEqual(history[0]["values"]["log"], ["a", "b", "c", "a", "b", "c"])
+            self.assertEqual(history[3]["values"]["text"], "again", "the second run's input")
+            with self.assertRaises(httpx.HTTPStatusError) as other:
+                await client.runs.wait(thread, "echo", input={"text": "other graph"})
+            self.assertEqual(other.exception.response.status_code, 409)
+
+            # update_state on a paused thread, then a run without input goes on.
+            gated = (await client.threads.create())["thread_id"]
+            await client.runs.wait(gated, "gate", input={"text": "x"})
+            written = await client.threads.update_state(gated, {"answer": "by hand", "log": ["edited"]}, as_node="gate")
+            self.assertIn("checkpoint_id", written["checkpoint"])
+            state = await client.threads.get_state(gated)
+            self.assertEqual((state["values"]["answer"], state["next"]), ("by hand", []))
+            self.assertEqual(state["metadata"]["source"], "update")
+            done = await client.runs.wait(gated, "gate", input=None)
+            self.assertEqual(done["log"], ["edited"])
+
+        run(go())
+
+
+class Runs(unittest.TestCase):
+    def test_wait_on_a_new_thread_and_stateless(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            out = await client.runs.wait(thread, "echo", input={"text": "hi"})
+            self.assertEqual(out["log"], ["echo:hi"])
+            stateless = await client.runs.wait(None, "steps", input={"text": "x"})
+            self.assertEqual(stateless["log"], ["a", "b", "c"])
+            listed = await client.runs.list(thread)
+            self.assertEqual(len(listed), 1)
+            self.assertEqual(listed[0]["status"], "success")
+            got = await client.runs.get(thread, listed[0]["run_id"])
+            self.assertEqual(got["run_id"], listed[0]["run_id"])
+            with self.assertRaises(httpx.HTTPStatusError) as missing:
+                await client.runs.wait(thread, "nope", input={})
+            self.assertEqual(missing.exception.response.status_code, 404)
+            with self.assertRaises(httpx.HTTPStatusError) as bad:
+                await client.runs.wait(thread, "echo", input={"text": 5})
+            self.assertEqual(bad.exception.response.status_code, 422)
+
+        run(go())
+
+    def test_stream_modes(self):
+        async def go():
+            client = get_client(url=URL)
+            got = await parts(client.runs.stream(None, "steps", input={"text": "x"},
+                                                 stream_mode=["values", "updates"]))
+            events = [event for event, _, _ in got]
+            self.assertEqual(events[0], "metadata")
+            self.assertEqual(events[-1], "end")
+            updates = [data for event, data, _ in got if event == "updates"]
+            self.assertEqual(updates, [{"a": {"log": ["a"]}}, {"b": {"log": ["b"]}}, {"c": {"log": ["c"]}}])
+            values = [data["log"] for event, data, _ in got if event == "values"]
+            self.assertEqual(values, [[], ["a"], ["a", "b"], ["a", "b", "c"]])
+            custom = await parts(client.runs.stream(None, "progress", input={}, stream_mode="custom"))
+            self.assertEqual([data for event, data, _ in custom if event == "custom"],
+                             [{"done": 1, "of": 3}, {"done": 2, "of": 3}, {"done": 3, "of": 3}])
+            debug = await parts(client.runs.stream(None, "echo", input={"text": "d"}, stream_mode="debug"))
+            kinds = [data["event_type"] for event, data, _ in debug if event == "debug"]
+            self.assertIn("node_completed", kinds)
+
+        run(go())
+
+    def test_agent_messages_and_tokens(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            got = await parts(client.runs.stream(
+                thread, "chat", input={"messages": [{"role": "user", "content": "Hi there"}]},
+                stream_mode=["messages-tuple", "updates", "values"]))
+            events = [event for event, _, _ in got]
+            chunks = [data[0]["content"] for event, data, _ in got if event == "messages"]
+            self.assertEqual("".join(chunks), "Hello, Ann!")
+            self.assertGreater(len(chunks), 1, "streamed in pieces")
+            first_token = events.index("messages")
+            agent_update = next(i for i, (event, data, _) in enumerate(got)
+                                if event == "updates" and "chat" in data)
+            self.assertLess(first_token, agent_update, "tokens arrive before the step commits")
+            state = await client.threads.get_state(thread)
+            messages = state["values"]["messages"]
+            self.assertEqual([m["type"] for m in messages], ["human", "ai"])
+            self.assertEqual(messages[0]["content"], "Hi there")
+            self.assertEqual(messages[1]["content"], "Hello, Ann!")
+
+        run(go())
+
+    def test_interrupts_resume_and_resume_maps(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            paused = await client.runs.wait(thread, "gate", input={"text": "refund"})
+            interrupt = paused["__interrupt__"][0]
+            self.assertEqual(interrupt["value"], {"question": "approve refund?"})
+            thread_view = await client.threads.get(thread)
+            self.assertEqual(thread_view["status"], "interrupted")
+            state = await client.threads.get_state(thread)
+            self.assertEqual(state["next"], ["gate"])
+            self.assertEqual(state["tasks"][0]["interrupts"][0]["id"], interrupt["id"])
+            done = await client.runs.wait(thread, "gate", command=Command(resume="yes"))
+            self.assertEqual((done["answer"], done["log"]), ("yes", ["gate"]))
+            with self.assertRaises(httpx.HTTPStatusError) as nothing:
+                await client.runs.wait(thread, "gate", command=Command(resume="again"))
+            self.assertEqual(nothing.exception.response.status_code, 409)
+
+            # Two interrupts at once, answered by one map.
+            pair = (await client.threads.create())["thread_id"]
+            paused = await client.runs.wait(pair, "pair", input={})
+            ids = {i["value"]["question"]: i["id"] for i in paused["__interrupt__"]}
+            self.assertEqual(set(ids), {"left?", "right?"})
+            with self.assertRaises(httpx.HTTPStatusError) as ambiguous:
+                await client.runs.wait(pair, "pair", command=Command(resume="one for both"))
+            self.assertEqual(ambiguous.exception.response.status_code, 422)
+            done = await client.runs.wait(pair, "pair", command=Command(
+                resume={ids["left?"]: "L", ids["right?"]: "R"}))
+            self.assertEqual(sorted(done["log"]), ["left=L", "right=R"])
+
+            # A tool approval in the shape of LangChain's middleware.
+            agent = (await client.threads.create())["thread_id"]
+            paused = await client.runs.wait(agent, "refunds", input={"messages": [{"role": "user", "content": "Refund order 7"}]})
+            request = paused["__interrupt__"][0]["value"]
+            self.assertEqual(request["action_requests"][0]["name"], "issue_refund")
+            self.assertEqual(request["action_requests"][0]["args"], {"id": 7})
+            self.assertEqual(request["review_configs"][0]["allowed_decisions"], ["approve", "edit", "reject"])
+            done = await client.runs.wait(agent, "refunds", command=Command(resume={"decisions": [{"type": "approve"}]}))
+            self.assertEqual(done["messages"][-1]["content"], "Refunded 20 EUR for order 7.")
+            tool = [m for m in done["messages"] if m["type"] == "tool"]
+            self.assertEqual(tool[-1]["name"], "issue_refund")
+
+        run(go())
+
+    def test_join_cancel_and_a_busy_thread(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            started = await client.runs.create(thread, "slow", input={"text": "300"})
+            self.assertIn(started["status"], ["pending", "running"])
+            with self.assertRaises(httpx.HTTPStatusError) as busy:
+                await client.runs.create(thread, "echo", input={"text": "no"})
+            self.assertEqual(busy.exception.response.status_code, 409)
+            joined = await client.runs.join(thread, started["run_id"])
+            self.assertEqual(joined["log"], ["waited"])
+            self.assertEqual((await client.runs.get(thread, started["run_id"]))["status"], "success")
+
+            long = await client.runs.create(thread, "slow", input={"text": "20000"})
+            await asyncio.sleep(0.2)
+            await client.runs.cancel(thread, long["run_id"], wait=True)
+            self.assertEqual((await client.runs.get(thread, long["run_id"]))["status"], "interrupted")
+            self.assertEqual((await client.threads.get(thread))["status"], "idle")
+            await client.runs.delete(thread, long["run_id"])
+            with self.assertRaises(httpx.HTTPStatusError) as gone:
+                await client.runs.get(thread, long["run_id"])
+            self.assertEqual(gone.exception.response.status_code, 404)
+
+        run(go())
+
+    def test_multitask_interrupt_and_rollback(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            first = await client.runs.create(thread, "slow", input={"text": "20000"})
+            await asyncio.sleep(0.2)
+            second = await client.runs.wait(thread, "slow", input={"text": "1"},
+                                            multitask_strategy="interrupt")
+            self.assertEqual(second["log"], ["waited"])
+            self.assertEqual((await client.runs.get(thread, first["run_id"]))["status"], "interrupted")
+            runs = await client.runs.list(thread)
+            self.assertEqual(len(runs), 2, "the interrupted run is kept")
+
+            third = await client.runs.create(thread, "slow", input={"text": "20000"})
+            await asyncio.sleep(0.2)
+            await client.runs.wait(thread, "slow", input={"text": "1"}, multitask_strategy="rollback")
+            with self.assertRaises(httpx.HTTPStatusError) as gone:
+                await client.runs.get(thread, third["run_id"])
+            self.assertEqual(gone.exception.response.status_code, 404, "rolled back: deleted")
+            self.assertEqual(len(await client.runs.list(thread)), 3)
+            with self.assertRaises(httpx.HTTPStatusError) as enqueue:
+                await client.runs.create(thread, "slow", input={"text": "1"}, multitask_strategy="enqueue")
+            self.assertEqual(enqueue.exception.response.status_code, 422, "not supported yet")
+
+        run(go())
+
+    def test_reconnecting_with_last_event_id_loses_nothing(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            whole = await parts(client.runs.stream(thread, "steps", input={"text": "r"},
+                                                   stream_mode="updates", stream_resumable=True))
+            updates = [(data, part_id) for event, data, part_id in whole if event == "updates"]
+            self.assertEqual(len(updates), 3)
+            run_id = (await client.runs.list(thread))[0]["run_id"]
+            # Cut after the first update: the rest comes back from its id on.
+            rest = await parts(client.runs.join_stream(thread, run_id, stream_mode="updates",
+                                                       last_event_id=updates[0][1]))
+            self.assertEqual([data for event, data, _ in rest if event == "updates"],
+                             [data for data, _ in updates[1:]])
+
+        run(go())
+
+
+class Auth(unittest.TestCase):
+    def test_the_token_as_x_api_key(self):
+        async def go():
+            with self.assertRaises(httpx.HTTPStatusError) as refused:
+                await get_client(url=TOKEN_URL, api_key=None).assistants.search()
+            self.assertEqual(refused.exception.response.status_code, 401)
+            with self.assertRaises(httpx.HTTPStatusError) as wrong:
+                await get_client(url=TOKEN_URL, api_key="wrong").assistants.search()
+            self.assertEqual(wrong.exception.response.status_code, 401)
+            client = get_client(url=TOKEN_URL, api_key=TOKEN)
+            out = await client.runs.wait(None, "echo", input={"text": "k"})
+            self.assertEqual(out["log"], ["echo:k"])
+
+        run(go())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
