@@ -251,6 +251,29 @@ class Runs(unittest.TestCase):
 
         run(go())
 
+    def test_interrupt_before_and_after_per_run(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            paused = await client.runs.wait(thread, "steps", input={"text": "b"}, interrupt_before=["b"])
+            self.assertEqual(paused["log"], ["a"])
+            state = await client.threads.get_state(thread)
+            self.assertEqual(state["next"], ["b"])
+            self.assertEqual((await client.threads.get(thread))["status"], "interrupted")
+            done = await client.runs.wait(thread, "steps", input=None)
+            self.assertEqual(done["log"], ["a", "b", "c"], "a run without input goes on")
+            self.assertEqual((await client.threads.get(thread))["status"], "idle")
+            after = (await client.threads.create())["thread_id"]
+            paused = await client.runs.wait(after, "steps", input={"text": "a"}, interrupt_after=["a"])
+            self.assertEqual((await client.threads.get(after))["status"], "interrupted")
+            done = await client.runs.wait(after, "steps", input=None)
+            self.assertEqual(done["log"], ["a", "b", "c"], "a ran once")
+            with self.assertRaises(httpx.HTTPStatusError) as unknown:
+                await client.runs.wait(thread, "steps", input={"text": "x"}, interrupt_before=["zz"])
+            self.assertEqual(unknown.exception.response.status_code, 422)
+
+        run(go())
+
     def test_join_cancel_and_a_busy_thread(self):
         async def go():
             client = get_client(url=URL)

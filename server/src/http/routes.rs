@@ -356,7 +356,7 @@ pub(crate) async fn create(
         return Err(ServiceError::invalid("`thread` must not be empty").into());
     }
     let run = RunId::new();
-    let launch = Launch { thread: body.thread, max_steps: body.max_steps };
+    let launch = Launch { thread: body.thread, max_steps: body.max_steps, ..Launch::default() };
     let sink = Some(app.hub.sink(run));
     let handle = match (body.blueprint, body.graph) {
         (Some(given), None) => {

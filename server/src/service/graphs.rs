@@ -75,7 +75,7 @@ impl Runs {
         events: Option<EventSink>,
     ) -> Result<RunSummary, ServiceError> {
         let run = RunId::new();
-        let launch = Launch { thread: thread.map(str::to_owned), max_steps: None };
+        let launch = Launch { thread: thread.map(str::to_owned), ..Launch::default() };
         if let Some(leg) = self.open_graph(name, input, launch, run, queue, events).await? {
             self.wait(leg).await?;
         }
@@ -115,10 +115,7 @@ impl Runs {
         events: Option<EventSink>,
     ) -> Result<Option<Leg>, ServiceError> {
         let graph = self.graph_named(name)?;
-        let mut config = RunConfig::new().run_id(run);
-        if let Some(steps) = launch.max_steps {
-            config = config.max_steps(steps);
-        }
+        let config = launch.configure(RunConfig::new().run_id(run), queue)?;
         let config = if queue { config } else { with_events(config, events) };
         graph.open(&self.executor, input, launch.thread.as_deref(), config, queue).await
     }

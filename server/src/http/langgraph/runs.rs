@@ -59,13 +59,10 @@ struct CommandBody {
 impl RunBody {
     /// What of the body this server does not do (yet), as a 422.
     fn refusal(&self) -> Option<ApiError> {
-        let listed = |value: &Option<Value>| match value {
-            None | Some(Value::Null) => false,
-            Some(Value::Array(items)) => !items.is_empty(),
-            Some(_) => true,
-        };
-        let what = if listed(&self.interrupt_before) || listed(&self.interrupt_after) {
-            "`interrupt_before`/`interrupt_after` on a run (declare breakpoints on the graph)"
+        let what = if self.interrupt_before.as_ref().is_some_and(|v| v.is_string())
+            || self.interrupt_after.as_ref().is_some_and(|v| v.is_string())
+        {
+            "`interrupt_before`/`interrupt_after` as `\"*\"` (name the nodes)"
         } else if self.webhook.is_some() {
             "`webhook`"
         } else if self.multitask_strategy.as_deref() == Some("enqueue") {
@@ -188,6 +185,26 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody, live: bool) -> A
         }
         _ => latest,
     };
+    let no_input = body.input.as_ref().is_none_or(Value::is_null);
+    if let Some(paused) = &latest {
+        let at_breakpoints = paused.status == RunStatus::AwaitingHitl
+            && paused.interrupts.iter().all(|i| i.kind == tollgate_engine::BREAKPOINT);
+        if no_input && at_breakpoints {
+            // LangGraph goes on from `interrupt_before`/`interrupt_after`
+            // with a run without input: every breakpoint approved.
+            let run = run_id(&paused.id)?;
+            let answers = paused.interrupts.iter().map(|i| (i.id.clone(), Decision::Approve));
+            let request = DecisionRequest::all(answers.collect::<Vec<_>>())
+                .ok_or_else(|| ApiError::from(ServiceError::invalid("nothing to go on from")))?;
+            let after_seq = app.runs.store().run(run).await.map_err(ServiceError::from)?.last_seq;
+            let sink = live.then(|| app.hub.sink(run));
+            let leg = match app.runs.decide(run, request, sink).await? {
+                Decided::Continuing(leg) => Some(leg),
+                Decided::Settled | Decided::Recorded => None,
+            };
+            return Ok(Started { run, assistant: assistant.name, after_seq, leg });
+        }
+    }
     if let Some(latest) = &latest {
         match latest.status {
             RunStatus::Running | RunStatus::Queued => {
@@ -201,9 +218,7 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody, live: bool) -> A
                 }
                 .into())
             }
-            RunStatus::Interrupted | RunStatus::Failed
-                if body.input.as_ref().is_none_or(Value::is_null) =>
-            {
+            RunStatus::Interrupted | RunStatus::Failed if no_input => {
                 // No input: the thread's stopped run goes on.
                 let run = run_id(&latest.id)?;
                 let after_seq =
@@ -216,7 +231,18 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody, live: bool) -> A
         }
     }
     let run = RunId::new();
-    let launch = Launch { thread: thread.map(str::to_owned), max_steps: None };
+    let names = |value: &Option<Value>| -> Vec<String> {
+        value
+            .as_ref()
+            .and_then(Value::as_array)
+            .map(|names| names.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default()
+    };
+    let launch = Launch {
+        thread: thread.map(str::to_owned),
+        max_steps: None,
+        breakpoints: (names(&body.interrupt_before), names(&body.interrupt_after)),
+    };
     let sink = Some(app.hub.sink(run));
     let input = body.input.clone().unwrap_or(Value::Null);
     let leg = match assistant.kind.as_str() {
