@@ -11,7 +11,10 @@ Every call here is listed in docs/langgraph-api.md with its status.
 """
 
 import asyncio
+import http.server
+import json
 import os
+import threading
 import unittest
 
 import httpx
@@ -341,6 +344,48 @@ class Runs(unittest.TestCase):
                              [data for data, _ in updates[1:]])
 
         run(go())
+
+
+class Webhooks(unittest.TestCase):
+    def test_the_outcome_is_posted_and_retried(self):
+        received = []
+
+        class Receiver(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                received.append(body)
+                # The first delivery fails: it is retried.
+                self.send_response(500 if len(received) == 1 else 200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        hook = f"http://127.0.0.1:{server.server_port}/hook"
+
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            run = await client.runs.create(thread, "echo", input={"text": "w"}, webhook=hook)
+            for _ in range(100):
+                if len(received) >= 2:
+                    break
+                await asyncio.sleep(0.1)
+            self.assertEqual(len(received), 2, "delivered once more after a 500")
+            self.assertEqual(received[1]["run_id"], run["run_id"])
+            self.assertEqual(received[1]["status"], "success")
+            self.assertEqual(received[1]["values"]["log"], ["echo:w"])
+            own = URL.rsplit("/lg", 1)[0] + "/hook"
+            with self.assertRaises(httpx.HTTPStatusError) as itself:
+                await client.runs.create(thread, "echo", input={"text": "x"}, webhook=own)
+            self.assertEqual(itself.exception.response.status_code, 422, "never to the server itself")
+
+        try:
+            run(go())
+        finally:
+            server.shutdown()
 
 
 class Auth(unittest.TestCase):

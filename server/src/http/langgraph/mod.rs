@@ -19,6 +19,7 @@
 mod assistants;
 mod runs;
 mod threads;
+mod webhook;
 mod wire;
 
 use axum::extract::State;

@@ -25,7 +25,7 @@ use super::super::routes::{blueprint, read_json, run_id};
 use super::super::App;
 use super::assistants::{self, Assistant};
 use super::threads::{self, latest};
-use super::wire;
+use super::{webhook, wire};
 use crate::error::ServiceError;
 use crate::service::{self, Decided, InterruptView, Launch, Leg, RunSummary};
 
@@ -63,8 +63,6 @@ impl RunBody {
             || self.interrupt_after.as_ref().is_some_and(|v| v.is_string())
         {
             "`interrupt_before`/`interrupt_after` as `\"*\"` (name the nodes)"
-        } else if self.webhook.is_some() {
-            "`webhook`"
         } else if self.multitask_strategy.as_deref() == Some("enqueue") {
             "`multitask_strategy=\"enqueue\"`"
         } else if !matches!(
@@ -434,20 +432,50 @@ async fn run_json(app: &App, run: RunId, assistant: &str) -> ApiResult<Value> {
 pub(super) async fn create(
     State(app): State<App>,
     Path(thread): Path<String>,
+    headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
     let body: RunBody = read_json(&app, body, true).await?;
-    background(app, Some(thread), body).await
+    background(app, Some(thread), body, &headers).await
 }
 
 /// `POST /runs`: a stateless run, in the background.
-pub(super) async fn create_stateless(State(app): State<App>, body: Body) -> ApiResult<Response> {
+pub(super) async fn create_stateless(
+    State(app): State<App>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
     let body: RunBody = read_json(&app, body, true).await?;
-    background(app, None, body).await
+    background(app, None, body, &headers).await
 }
 
-async fn background(app: App, thread: Option<String>, body: RunBody) -> ApiResult<Response> {
-    let started = start(&app, thread.as_deref(), &body, true).await?;
+/// Starts what `body` asks, and its webhook once it settles.
+async fn begin(
+    app: &App,
+    thread: Option<&str>,
+    body: &RunBody,
+    headers: &HeaderMap,
+) -> ApiResult<Started> {
+    let hook = body.webhook.as_deref().map(|url| webhook::checked(url, headers)).transpose()?;
+    let started = start(app, thread, body, true).await?;
+    if let Some(url) = hook {
+        let assistant = started.assistant.clone();
+        webhook::send_when_settled(app.clone(), started.run, url, move |app, run| async move {
+            let mut body = run_json(&app, run, &assistant).await?;
+            body["values"] = outcome(&app, run).await?;
+            Ok(body)
+        });
+    }
+    Ok(started)
+}
+
+async fn background(
+    app: App,
+    thread: Option<String>,
+    body: RunBody,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    let started = begin(&app, thread.as_deref(), &body, headers).await?;
     let (run, assistant) = (started.run, started.assistant.clone());
     if let Some(leg) = started.leg {
         app.legs.drive(leg);
@@ -462,20 +490,30 @@ async fn background(app: App, thread: Option<String>, body: RunBody) -> ApiResul
 pub(super) async fn wait(
     State(app): State<App>,
     Path(thread): Path<String>,
+    headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
     let body: RunBody = read_json(&app, body, true).await?;
-    waited(app, Some(thread), body).await
+    waited(app, Some(thread), body, &headers).await
 }
 
 /// `POST /runs/wait`.
-pub(super) async fn wait_stateless(State(app): State<App>, body: Body) -> ApiResult<Response> {
+pub(super) async fn wait_stateless(
+    State(app): State<App>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
     let body: RunBody = read_json(&app, body, true).await?;
-    waited(app, None, body).await
+    waited(app, None, body, &headers).await
 }
 
-async fn waited(app: App, thread: Option<String>, body: RunBody) -> ApiResult<Response> {
-    let started = start(&app, thread.as_deref(), &body, true).await?;
+async fn waited(
+    app: App,
+    thread: Option<String>,
+    body: RunBody,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    let started = begin(&app, thread.as_deref(), &body, headers).await?;
     let run = settle(&app, started).await?;
     let mut response = Json(outcome(&app, run).await?).into_response();
     response.headers_mut().insert(header::CONTENT_LOCATION, location(thread.as_deref(), run));
@@ -487,21 +525,31 @@ async fn waited(app: App, thread: Option<String>, body: RunBody) -> ApiResult<Re
 pub(super) async fn stream(
     State(app): State<App>,
     Path(thread): Path<String>,
+    headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
     let body: RunBody = read_json(&app, body, true).await?;
-    streamed(app, Some(thread), body).await
+    streamed(app, Some(thread), body, &headers).await
 }
 
 /// `POST /runs/stream`.
-pub(super) async fn stream_stateless(State(app): State<App>, body: Body) -> ApiResult<Response> {
+pub(super) async fn stream_stateless(
+    State(app): State<App>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
     let body: RunBody = read_json(&app, body, true).await?;
-    streamed(app, None, body).await
+    streamed(app, None, body, &headers).await
 }
 
-async fn streamed(app: App, thread: Option<String>, body: RunBody) -> ApiResult<Response> {
+async fn streamed(
+    app: App,
+    thread: Option<String>,
+    body: RunBody,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
     let modes = body.modes()?;
-    let started = start(&app, thread.as_deref(), &body, true).await?;
+    let started = begin(&app, thread.as_deref(), &body, headers).await?;
     let (run, after) = (started.run, started.after_seq);
     let follow = Follow::new(&app, run, after, Until::LegEnds).await?;
     if let Some(leg) = started.leg {
