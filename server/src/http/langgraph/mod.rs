@@ -14,10 +14,15 @@
 //! - [`assistants`]: search, get, graph, schemas.
 //! - [`threads`]: create, get, update, delete, search, state, history.
 //! - [`runs`]: create, wait, stream, join, get, list, cancel, delete.
+//! - [`resume`]: `Command(resume=…)` as decisions.
+//! - [`stream`]: a run's events as LangGraph's stream modes, over SSE.
+//! - [`webhook`]: a run's outcome POSTed once it settles.
 //! - [`wire`]: the shapes the SDKs read (threads, runs, states, messages).
 
 mod assistants;
+mod resume;
 mod runs;
+mod stream;
 mod threads;
 mod webhook;
 mod wire;

@@ -4,30 +4,27 @@
 //! `wait` and `stream` answer the same start; `join`, `get`, `list`,
 //! `cancel` and `delete` read and change runs.
 
-use std::collections::VecDeque;
-use std::convert::Infallible;
-
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{RunId, RunStatus};
-use tollgate_engine::{Decision, DecisionRequest, Event};
+use tollgate_engine::{Decision, DecisionRequest};
 
 use super::super::errors::{ApiError, ApiResult};
-use super::super::follow::{Follow, Item, Until};
+use super::super::follow::{Follow, Until};
 use super::super::routes::{blueprint, read_json, run_id};
 use super::super::App;
 use super::assistants::{self, Assistant};
+use super::resume::answers;
+use super::stream::sse;
 use super::threads::{self, latest};
 use super::{webhook, wire};
 use crate::error::ServiceError;
-use crate::service::{self, Decided, InterruptView, Launch, Leg, RunSummary};
+use crate::service::{self, Decided, Launch, Leg, RunSummary};
 
 /// What a run is created with (the fields of LangGraph's `RunCreate` that
 /// tollgate reads; the others are accepted and ignored, or refused when
@@ -287,105 +284,6 @@ async fn resume_run(
     Ok(Started { run, assistant: assistant.name.clone(), after_seq, leg })
 }
 
-/// The decisions a `resume` value makes: a map from interrupt id to value
-/// answers each; one value answers the only pending interrupt, or, in the
-/// shape of LangChain's human-in-the-loop middleware (`{"decisions":
-/// [...]}`), the pending tool approvals in order.
-fn answers(pending: &[InterruptView], resume: &Value) -> ApiResult<Vec<(String, Decision)>> {
-    if let Value::Object(map) = resume {
-        if !map.is_empty() && map.keys().all(|key| pending.iter().any(|i| i.id == *key)) {
-            return map
-                .iter()
-                .map(|(id, value)| {
-                    let interrupt = pending.iter().find(|i| i.id == *id).expect("checked above");
-                    Ok((id.clone(), decision(interrupt, value, 0)?))
-                })
-                .collect();
-        }
-        if let Some(Value::Array(decisions)) = map.get("decisions") {
-            if decisions.len() > 1 {
-                if decisions.len() != pending.len() {
-                    return Err(ServiceError::invalid(format!(
-                        "{} decisions for {} pending interrupts",
-                        decisions.len(),
-                        pending.len()
-                    ))
-                    .into());
-                }
-                return pending
-                    .iter()
-                    .enumerate()
-                    .map(|(i, interrupt)| {
-                        Ok((interrupt.id.clone(), decision(interrupt, resume, i)?))
-                    })
-                    .collect();
-            }
-        }
-    }
-    match pending {
-        [only] => Ok(vec![(only.id.clone(), decision(only, resume, 0)?)]),
-        [] => Err(ServiceError::invalid("nothing waits for a decision").into()),
-        several => Err(ServiceError::invalid(format!(
-            "{} interrupts wait: resume with a map from interrupt id to value ({})",
-            several.len(),
-            several.iter().map(|i| i.id.as_str()).collect::<Vec<_>>().join(", ")
-        ))
-        .into()),
-    }
-}
-
-/// One decision on `interrupt` from a resume value: LangChain's
-/// middleware shape (`{"decisions": [{"type": "approve"} | {"type":
-/// "edit", "edited_action": {"args"}} | {"type": "reject", "message"}]}`,
-/// its `index`th entry), a bare `{"type": …}`, else the value as the
-/// answer (`respond`; an interrupt that takes no answer but approval is
-/// approved by `true`).
-fn decision(interrupt: &InterruptView, value: &Value, index: usize) -> ApiResult<Decision> {
-    let allows = |kind: &str| interrupt.decisions.contains(&kind);
-    let typed = match value.get("decisions").and_then(Value::as_array) {
-        Some(decisions) => decisions.get(index).cloned(),
-        None if value.get("type").is_some() => Some(value.clone()),
-        None => None,
-    };
-    if let Some(typed) = typed {
-        return Ok(match typed["type"].as_str() {
-            Some("approve" | "accept") => Decision::Approve,
-            Some("edit") => {
-                let args = typed["edited_action"]["args"].clone();
-                let value = if args.is_null() { typed["args"].clone() } else { args };
-                Decision::Edit { value }
-            }
-            Some("reject") => Decision::Reject {
-                reason: typed["message"].as_str().or(typed["reason"].as_str()).map(str::to_owned),
-            },
-            Some("respond" | "response") => Decision::Respond {
-                value: typed.get("value").or(typed.get("message")).cloned().unwrap_or(Value::Null),
-            },
-            other => {
-                return Err(ServiceError::invalid(format!(
-                    "decision type {} is not approve, edit, reject or respond",
-                    other.unwrap_or("(none)")
-                ))
-                .into())
-            }
-        });
-    }
-    Ok(if allows("respond") {
-        Decision::Respond { value: value.clone() }
-    } else if value == &Value::Bool(true) && allows("approve") {
-        Decision::Approve
-    } else if allows("edit") {
-        Decision::Edit { value: value.clone() }
-    } else {
-        return Err(ServiceError::invalid(format!(
-            "interrupt {} takes {}: resume with {{\"type\": …}}",
-            interrupt.id,
-            interrupt.decisions.join(", ")
-        ))
-        .into());
-    })
-}
-
 /// The run's outcome as `runs.wait` returns it: the values at its last
 /// checkpoint, with `__interrupt__` when it waits and `__error__` when it
 /// failed.
@@ -558,128 +456,6 @@ async fn streamed(
     let mut response = sse(app, follow, modes, true).into_response();
     response.headers_mut().insert(header::CONTENT_LOCATION, location(thread.as_deref(), run));
     Ok(response)
-}
-
-/// What a LangGraph stream is at.
-struct Streaming {
-    app: App,
-    follow: Option<Follow>,
-    modes: Vec<String>,
-    /// Frames made and not yet sent.
-    frames: VecDeque<SseEvent>,
-    /// `end` was queued: the stream ends once the frames are sent.
-    ended: bool,
-}
-
-impl Streaming {
-    fn wants(&self, mode: &str) -> bool {
-        self.modes.iter().any(|m| m == mode)
-    }
-
-    /// The frames one logged event makes.
-    async fn frames_of(
-        &mut self,
-        run: RunId,
-        seq: u64,
-        event: &Event,
-        node: Option<&str>,
-        json: &str,
-    ) {
-        let id = seq.to_string();
-        let frame = |event: &str, data: Value| {
-            SseEvent::default().id(id.clone()).event(event).data(data.to_string())
-        };
-        if self.wants("events") || self.wants("debug") {
-            let kind = if self.wants("events") { "events" } else { "debug" };
-            let raw: Value = serde_json::from_str(json).unwrap_or(Value::Null);
-            self.frames.push_back(frame(kind, raw));
-        }
-        match event {
-            Event::RunStarted { from_step, .. }
-            | Event::CheckpointSaved { step: from_step, .. }
-                if self.wants("values") =>
-            {
-                if let Ok(state) = self.app.runs.state(run, Some(*from_step)).await {
-                    self.frames.push_back(frame("values", wire::values(&state["values"])));
-                }
-            }
-            Event::NodeCompleted { update, .. } if self.wants("updates") => {
-                let name = node.unwrap_or("").to_owned();
-                self.frames.push_back(frame("updates", json!({name: wire::values(update)})));
-            }
-            Event::InterruptRaised { interrupt, .. } if self.wants("updates") => {
-                let shown = wire::interrupt(&json!(interrupt));
-                self.frames.push_back(frame("updates", json!({"__interrupt__": [shown]})));
-            }
-            Event::ModelDelta { agent, call_id, text, .. }
-                if self.wants("messages-tuple") || self.wants("messages") =>
-            {
-                let chunk = json!({"type": "AIMessageChunk", "content": text, "id": call_id,
-                                   "name": agent, "tool_calls": [], "additional_kwargs": {},
-                                   "response_metadata": {}});
-                let metadata = json!({"langgraph_node": node, "run_id": run.to_string()});
-                self.frames.push_back(frame("messages", json!([chunk, metadata])));
-            }
-            Event::Custom { name, payload } if self.wants("custom") => {
-                let _ = name;
-                self.frames.push_back(frame("custom", payload.clone()));
-            }
-            _ => {}
-        }
-    }
-}
-
-/// The SSE response of a follow: `metadata` first (when `announce`), the
-/// events in the modes asked for (each with its event's sequence number
-/// as id, so that `Last-Event-ID` resumes after it), `end` last.
-fn sse(
-    app: App,
-    follow: Follow,
-    modes: Vec<String>,
-    announce: bool,
-) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
-    let run = follow.run;
-    let mut frames = VecDeque::new();
-    if announce {
-        let data = json!({"run_id": run.to_string(), "attempt": 1});
-        frames.push_back(SseEvent::default().event("metadata").data(data.to_string()));
-    }
-    let state = Streaming { app, follow: Some(follow), modes, frames, ended: false };
-    let stream = futures_util::stream::unfold(state, move |mut state| async move {
-        loop {
-            if let Some(frame) = state.frames.pop_front() {
-                return Some((Ok(frame), state));
-            }
-            if state.ended {
-                return None;
-            }
-            let Some(follow) = state.follow.as_mut() else {
-                state.ended = true;
-                let status = state.app.runs.summary(run).await.map(|s| s.status).ok();
-                let data = json!({"run_id": run.to_string(),
-                                  "status": status.map(wire::run_status)});
-                state.frames.push_back(SseEvent::default().event("end").data(data.to_string()));
-                continue;
-            };
-            match follow.next().await {
-                Ok(Some(Item::Event(logged))) => {
-                    let (seq, node) = (logged.envelope.seq, logged.envelope.node.clone());
-                    let event = logged.envelope.event.clone();
-                    state.frames_of(run, seq, &event, node.as_deref(), &logged.json).await;
-                }
-                Ok(Some(_)) => {}
-                Ok(None) => state.follow = None,
-                Err(error) => {
-                    let data = json!({"error": "error", "message": error.to_string()});
-                    state
-                        .frames
-                        .push_back(SseEvent::default().event("error").data(data.to_string()));
-                    state.follow = None;
-                }
-            }
-        }
-    });
-    Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
 /// The run `run` of `thread`, or 404 (a run of another thread included).
