@@ -51,6 +51,9 @@ struct Args {
     /// A folder of blueprints to serve as assistants too.
     #[arg(long)]
     blueprints: Option<PathBuf>,
+    /// A host (`HOST` or `HOST:PORT`) run webhooks may be sent to.
+    #[arg(long, value_name = "HOST")]
+    allow_webhook_host: Vec<String>,
 }
 
 /// The state of the three graphs.
@@ -180,6 +183,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut options = ServeOptions::new(args.addr);
     options.token = args.token;
     options.blueprints = args.blueprints;
+    options.allow_webhook_hosts = args.allow_webhook_host;
     tollgate_server::check_exposure(&options)?;
     tollgate_server::serve(runs, options, stopped()).await?;
     Ok(())

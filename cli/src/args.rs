@@ -165,6 +165,11 @@ pub(crate) enum Command {
         /// default: a client could make the server send requests anywhere).
         #[arg(long, value_name = "HOST")]
         allow_mcp_host: Vec<String>,
+        /// A host (`HOST` or `HOST:PORT`) the LangGraph API's run webhooks
+        /// may be sent to (repeatable; none by default: a client could make
+        /// the server send requests anywhere).
+        #[arg(long, value_name = "HOST")]
+        allow_webhook_host: Vec<String>,
         /// Where LangGraph's server API is served, for clients written for
         /// LangGraph's server (docs/langgraph-api.md).
         #[arg(long, value_name = "PATH", default_value = tollgate_server::DEFAULT_LANGGRAPH_PREFIX)]

@@ -168,6 +168,7 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
             blueprints,
             allow_inline_commands,
             allow_mcp_host,
+            allow_webhook_host,
             langgraph_prefix,
             no_langgraph,
             max_connections,
@@ -204,6 +205,7 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
             options.blueprints = blueprints.clone();
             options.allow_inline_commands = *allow_inline_commands;
             options.allow_mcp_hosts = allow_mcp_host.clone();
+            options.allow_webhook_hosts = allow_webhook_host.clone();
             options.pass_env = cli.pass_env.clone();
             options.limits = limits;
             options.langgraph_prefix = (!*no_langgraph).then(|| langgraph_prefix.clone());

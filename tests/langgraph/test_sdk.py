@@ -381,6 +381,13 @@ class Webhooks(unittest.TestCase):
             with self.assertRaises(httpx.HTTPStatusError) as itself:
                 await client.runs.create(thread, "echo", input={"text": "x"}, webhook=own)
             self.assertEqual(itself.exception.response.status_code, 422, "never to the server itself")
+            with self.assertRaises(httpx.HTTPStatusError) as elsewhere:
+                await client.runs.create(thread, "echo", input={"text": "x"}, webhook="http://10.1.2.3/hook")
+            self.assertEqual(elsewhere.exception.response.status_code, 422, "only to allowed hosts")
+            guarded = get_client(url=TOKEN_URL, api_key=TOKEN)
+            with self.assertRaises(httpx.HTTPStatusError) as none_allowed:
+                await guarded.runs.create(None, "echo", input={"text": "x"}, webhook=hook)
+            self.assertEqual(none_allowed.exception.response.status_code, 422, "none by default")
 
         try:
             run(go())

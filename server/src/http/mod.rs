@@ -69,6 +69,10 @@ pub struct ServeOptions {
     /// Hosts (`HOST` or `HOST:PORT`) inline blueprints' MCP servers may
     /// be reached on over HTTP.
     pub allow_mcp_hosts: Vec<String>,
+    /// Hosts (`HOST` or `HOST:PORT`) the LangGraph API's run webhooks may
+    /// be sent to (none by default: a client could make the server send
+    /// requests anywhere).
+    pub allow_webhook_hosts: Vec<String>,
     /// Variables of this process's environment programs of blueprints see.
     pub pass_env: Vec<String>,
     /// What protects the server from slow, idle or greedy clients.
@@ -91,6 +95,7 @@ impl ServeOptions {
             blueprints: None,
             allow_inline_commands: false,
             allow_mcp_hosts: Vec::new(),
+            allow_webhook_hosts: Vec::new(),
             pass_env: Vec::new(),
             limits: Limits::default(),
             langgraph_prefix: Some(DEFAULT_LANGGRAPH_PREFIX.to_owned()),
@@ -174,6 +179,7 @@ pub(crate) struct Settings {
     pub(crate) blueprints: Option<PathBuf>,
     pub(crate) allow_inline_commands: bool,
     pub(crate) allow_mcp_hosts: Vec<String>,
+    pub(crate) allow_webhook_hosts: Vec<String>,
     pub(crate) pass_env: Vec<String>,
     pub(crate) limits: Limits,
     /// The process's Prometheus recorder.
@@ -244,6 +250,7 @@ impl Api {
             blueprints: options.blueprints,
             allow_inline_commands: options.allow_inline_commands,
             allow_mcp_hosts: options.allow_mcp_hosts,
+            allow_webhook_hosts: options.allow_webhook_hosts,
             pass_env: options.pass_env,
             limits: options.limits,
             metrics: metrics::recorder()?,

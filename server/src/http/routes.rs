@@ -492,7 +492,7 @@ fn blueprint_now(settings: &Settings, given: &Value) -> ApiResult<Blueprint> {
                 .into());
             }
             for (server, url) in blueprint.mcp_urls() {
-                if !mcp_host_allowed(&url, &settings.allow_mcp_hosts) {
+                if !host_allowed(&url, &settings.allow_mcp_hosts) {
                     return Err(ServiceError::invalid(format!(
                         "an inline blueprint may reach MCP servers over HTTP only on hosts the server's operator allows; `{server}` names another"
                     ))
@@ -510,7 +510,10 @@ fn blueprint_now(settings: &Settings, given: &Value) -> ApiResult<Blueprint> {
 
 /// Whether `url`'s host (and port, when the entry gives one) is one of
 /// `allowed` (`HOST` or `HOST:PORT`).
-fn mcp_host_allowed(url: &str, allowed: &[String]) -> bool {
+/// Whether `url`'s host (and port, when the entry names one) is one of
+/// `allowed` (`HOST` or `HOST:PORT`): MCP servers of inline blueprints,
+/// webhooks.
+pub(crate) fn host_allowed(url: &str, allowed: &[String]) -> bool {
     let Ok(url) = url::Url::parse(url) else { return false };
     let Some(host) = url.host_str() else { return false };
     let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
@@ -529,18 +532,18 @@ fn mcp_host_allowed(url: &str, allowed: &[String]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::mcp_host_allowed;
+    use super::host_allowed;
 
     #[test]
     fn mcp_hosts_match_by_host_and_optional_port() {
         let allowed = ["tools.internal".to_owned(), "127.0.0.1:9000".to_owned()];
-        assert!(mcp_host_allowed("https://tools.internal/mcp", &allowed));
-        assert!(mcp_host_allowed("http://TOOLS.internal:8080/mcp", &allowed));
-        assert!(mcp_host_allowed("http://127.0.0.1:9000/mcp", &allowed));
-        assert!(!mcp_host_allowed("http://127.0.0.1:8080/healthz", &allowed));
-        assert!(!mcp_host_allowed("http://tools.internal.evil.example/mcp", &allowed));
-        assert!(!mcp_host_allowed("http://user@evil.example/#@tools.internal", &allowed));
-        assert!(!mcp_host_allowed("not a url", &allowed));
-        assert!(!mcp_host_allowed("http://localhost/mcp", &[]));
+        assert!(host_allowed("https://tools.internal/mcp", &allowed));
+        assert!(host_allowed("http://TOOLS.internal:8080/mcp", &allowed));
+        assert!(host_allowed("http://127.0.0.1:9000/mcp", &allowed));
+        assert!(!host_allowed("http://127.0.0.1:8080/healthz", &allowed));
+        assert!(!host_allowed("http://tools.internal.evil.example/mcp", &allowed));
+        assert!(!host_allowed("http://user@evil.example/#@tools.internal", &allowed));
+        assert!(!host_allowed("not a url", &allowed));
+        assert!(!host_allowed("http://localhost/mcp", &[]));
     }
 }

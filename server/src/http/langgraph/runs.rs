@@ -354,7 +354,9 @@ async fn begin(
     body: &RunBody,
     headers: &HeaderMap,
 ) -> ApiResult<Started> {
-    let hook = body.webhook.as_deref().map(|url| webhook::checked(url, headers)).transpose()?;
+    let allowed = &app.settings.allow_webhook_hosts;
+    let hook =
+        body.webhook.as_deref().map(|url| webhook::checked(url, headers, allowed)).transpose()?;
     let started = start(app, thread, body, true).await?;
     if let Some(url) = hook {
         let assistant = started.assistant.clone();

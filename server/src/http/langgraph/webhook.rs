@@ -20,14 +20,25 @@ const LAST_WAIT: Duration = Duration::from_secs(8);
 /// Time one attempt may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The webhook URL `given`, checked: `http` or `https`, with a host, and
-/// not the address the request reached this server at (`Host`), which
-/// would have the server post to itself.
-pub(super) fn checked(given: &str, headers: &HeaderMap) -> ApiResult<reqwest::Url> {
+/// The webhook URL `given`, checked: `http` or `https`, on a host the
+/// server allows (`--allow-webhook-host`), and not the address the
+/// request reached this server at (`Host`), which would have the server
+/// post to itself.
+pub(super) fn checked(
+    given: &str,
+    headers: &HeaderMap,
+    allowed: &[String],
+) -> ApiResult<reqwest::Url> {
     let invalid = |why: &str| ServiceError::invalid(format!("webhook `{given}` {why}"));
     let url = reqwest::Url::parse(given).map_err(|_| invalid("is not a URL"))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(invalid("must be an http or https URL with a host").into());
+    }
+    if !super::super::routes::host_allowed(given, allowed) {
+        return Err(invalid(
+            "is on a host this server does not send webhooks to (serve --allow-webhook-host HOST)",
+        )
+        .into());
     }
     let host = url.host_str().unwrap_or("");
     let port = url.port_or_known_default();
