@@ -89,6 +89,11 @@ class Threads(unittest.TestCase):
             await client.runs.wait(thread, "gate", input={"text": "t"})
             waiting = await client.threads.search(metadata={"suite": tag}, status="interrupted")
             self.assertEqual([t["thread_id"] for t in waiting], [thread])
+            copied = await client.threads.copy(thread)
+            self.assertNotEqual(copied["thread_id"], thread)
+            self.assertEqual(copied["metadata"], {"suite": tag, "n": 2})
+            self.assertEqual(copied["status"], "interrupted", "the paused gate asks again")
+            self.assertEqual((await client.threads.get_state(copied["thread_id"]))["next"], ["gate"])
             await client.threads.delete(f"named-{tag}")
             with self.assertRaises(httpx.HTTPStatusError) as gone:
                 await client.threads.get(f"named-{tag}")

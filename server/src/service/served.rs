@@ -122,6 +122,15 @@ pub(crate) trait ServedGraph: Send + Sync {
         before: Option<u64>,
         limit: u64,
     ) -> Result<Value, ServiceError>;
+    /// A new run from checkpoint `step` of `run` (`Executor::fork`),
+    /// driven here.
+    async fn fork(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        step: u64,
+        config: RunConfig,
+    ) -> Result<Leg, RunError>;
     /// Writes `update` (JSON of the state's update) on the run's latest
     /// checkpoint as if `as_node` ran (`Executor::update_state`); the new
     /// step.
@@ -249,6 +258,16 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
             .map(|(info, state)| state_json::history_entry(info, state))
             .collect();
         Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}))
+    }
+
+    async fn fork(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        step: u64,
+        config: RunConfig,
+    ) -> Result<Leg, RunError> {
+        Ok(Leg::of(executor.fork(self, run, step, None, config).await?))
     }
 
     async fn update_state(

@@ -281,6 +281,20 @@ impl Runs {
         rebuilt.graph.update_state(&self.executor, run, update, as_node).await
     }
 
+    /// A new run on `thread` from `run`'s latest checkpoint (its state and
+    /// what was to run next; `Executor::fork`), driven here, for runs
+    /// whose graph this process has.
+    pub(crate) async fn fork_onto(
+        &self,
+        run: RunId,
+        thread: &str,
+    ) -> Result<super::Leg, ServiceError> {
+        let record = self.store().run(run).await?;
+        let rebuilt = self.blueprint_graph(run, "fork it with Executor::fork").await?;
+        let config = rebuilt.config.thread(thread);
+        Ok(rebuilt.graph.fork(&self.executor, run, record.step, config).await?)
+    }
+
     /// A thread's checkpoints across all its runs, newest first, numbered
     /// from its first run's input: one page, each with its run, step,
     /// source, values and next nodes. Read with the graph of the thread's

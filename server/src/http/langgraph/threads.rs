@@ -271,9 +271,40 @@ pub(super) async fn count(State(app): State<App>, body: Body) -> ApiResult<Json<
     Ok(Json(json!(matching(&app, &body, usize::MAX).await?.len())))
 }
 
-/// `POST /threads/{thread}/copy`: refused.
-pub(super) async fn copy(Path(_thread): Path<String>) -> Response {
-    super::unsupported("copying a thread")
+/// `POST /threads/{thread}/copy`: a new thread with the same metadata
+/// whose state is the source's: its latest run forked onto it (one run
+/// whose first checkpoint, source `fork`, holds the source's latest state
+/// and next nodes; a paused node runs again and asks again). The source's
+/// earlier checkpoints are not copied.
+pub(super) async fn copy(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let record = app.runs.store().thread_record(&thread).await.map_err(ServiceError::from)?;
+    let latest = latest(&app, &thread).await?;
+    if record.is_none() && latest.is_none() {
+        return Err(not_found(&thread));
+    }
+    if let Some(busy) =
+        latest.as_ref().filter(|l| matches!(l.status, RunStatus::Running | RunStatus::Queued))
+    {
+        return Err(ServiceError::Conflict {
+            message: format!(
+                "thread `{thread}` is busy (run {} is {}): copy it once it settles",
+                busy.id, busy.status
+            ),
+        }
+        .into());
+    }
+    let id = new_id();
+    let metadata = record.map_or_else(|| json!({}), |record| record.metadata);
+    let copy = ThreadRecord::new(id.clone(), now_ms(), metadata);
+    app.runs.store().create_thread(copy).await.map_err(ServiceError::from)?;
+    if let Some(latest) = latest {
+        let leg = app.runs.fork_onto(run_id(&latest.id)?, &id).await?;
+        app.legs.wait(leg).await?;
+    }
+    Ok(Json(view(&app, &id).await?))
 }
 
 /// The thread's state at checkpoint `step` of `run` (its latest when
