@@ -33,6 +33,7 @@
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
 mod cache;
+mod calls;
 mod cancel;
 mod codec;
 mod compile;

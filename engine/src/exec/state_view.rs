@@ -192,11 +192,6 @@ impl Executor {
         let record = checkpoint.run.clone();
         let last = at.is_none_or(|at| at == record.step);
         let interrupts = std::mem::take(&mut checkpoint.interrupts);
-        let progress: HashMap<u32, Blob> = checkpoint
-            .progress
-            .iter()
-            .map(|record| (record.task.index, record.update.clone()))
-            .collect();
         let source = source_of(&checkpoint.frontier, run, record.step)?;
         let loaded = decode(graph, checkpoint)?;
         let step = loaded.step;
@@ -232,7 +227,7 @@ impl Executor {
                 });
             let raised: Vec<&InterruptRecord> =
                 interrupts.iter().filter(|record| record.task == index).collect();
-            let nested = match progress.get(&index) {
+            let nested = match loaded.progress.get(&index) {
                 Some(blob) => {
                     let tree: ProgressTree = blob
                         .decode()

@@ -70,9 +70,9 @@ pub(crate) fn routes() -> Router<App> {
         .route("/threads/{thread}/runs/{run}/join", get(runs::join))
         .route("/threads/{thread}/runs/{run}/stream", get(runs::join_stream))
         .route("/threads/{thread}/runs/{run}/cancel", post(runs::cancel))
-        .route("/runs", post(runs::create_stateless))
-        .route("/runs/wait", post(runs::wait_stateless))
-        .route("/runs/stream", post(runs::stream_stateless))
+        .route("/runs", post(runs::create))
+        .route("/runs/wait", post(runs::wait))
+        .route("/runs/stream", post(runs::stream))
         .layer(axum::middleware::map_response(invalid_is_unprocessable))
 }
 

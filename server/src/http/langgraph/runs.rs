@@ -126,7 +126,7 @@ struct Started {
 /// Starts what `body` asks on `thread` (none: a stateless run): a new run
 /// from `input`, the thread's paused run continued by `command.resume`,
 /// or its interrupted run continued by no input.
-async fn start(app: &App, thread: Option<&str>, body: &RunBody, live: bool) -> ApiResult<Started> {
+async fn start(app: &App, thread: Option<&str>, body: &RunBody) -> ApiResult<Started> {
     if let Some(refusal) = body.refusal() {
         return Err(refusal);
     }
@@ -158,7 +158,7 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody, live: bool) -> A
             }
             .into());
         };
-        return resume_run(app, &assistant, latest, &resume, live).await;
+        return resume_run(app, assistant, latest, &resume).await;
     }
     let latest = match (&latest, body.multitask_strategy.as_deref()) {
         (Some(busy), Some(strategy @ ("interrupt" | "rollback")))
@@ -187,17 +187,8 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody, live: bool) -> A
         if no_input && at_breakpoints {
             // LangGraph goes on from `interrupt_before`/`interrupt_after`
             // with a run without input: every breakpoint approved.
-            let run = run_id(&paused.id)?;
             let answers = paused.interrupts.iter().map(|i| (i.id.clone(), Decision::Approve));
-            let request = DecisionRequest::all(answers.collect::<Vec<_>>())
-                .ok_or_else(|| ApiError::from(ServiceError::invalid("nothing to go on from")))?;
-            let after_seq = app.runs.store().run(run).await.map_err(ServiceError::from)?.last_seq;
-            let sink = live.then(|| app.hub.sink(run));
-            let leg = match app.runs.decide(run, request, sink).await? {
-                Decided::Continuing(leg) => Some(leg),
-                Decided::Settled | Decided::Recorded => None,
-            };
-            return Ok(Started { run, assistant: assistant.name, after_seq, leg });
+            return decided(app, assistant, &paused.id, answers.collect()).await;
         }
     }
     if let Some(latest) = &latest {
@@ -216,10 +207,8 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody, live: bool) -> A
             RunStatus::Interrupted | RunStatus::Failed if no_input => {
                 // No input: the thread's stopped run goes on.
                 let run = run_id(&latest.id)?;
-                let after_seq =
-                    app.runs.store().run(run).await.map_err(ServiceError::from)?.last_seq;
-                let sink = live.then(|| app.hub.sink(run));
-                let leg = app.runs.continue_leg(run, sink).await?;
+                let after_seq = last_seq(app, run).await?;
+                let leg = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
                 return Ok(Started { run, assistant: assistant.name, after_seq, leg: Some(leg) });
             }
             _ => {}
@@ -257,10 +246,9 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody, live: bool) -> A
 /// `Command(resume=…)`: the thread's paused run decided and continued.
 async fn resume_run(
     app: &App,
-    assistant: &Assistant,
+    assistant: Assistant,
     latest: RunSummary,
     resume: &Value,
-    live: bool,
 ) -> ApiResult<Started> {
     if latest.status != RunStatus::AwaitingHitl {
         return Err(ServiceError::Conflict {
@@ -271,17 +259,32 @@ async fn resume_run(
         }
         .into());
     }
-    let run = run_id(&latest.id)?;
-    let answers = answers(&latest.interrupts, resume)?;
+    decided(app, assistant, &latest.id, answers(&latest.interrupts, resume)?).await
+}
+
+/// Records `answers` on paused run `run` and continues it when they were
+/// the last it waited for (its leg, driven here when this process has
+/// its graph).
+async fn decided(
+    app: &App,
+    assistant: Assistant,
+    run: &str,
+    answers: Vec<(String, Decision)>,
+) -> ApiResult<Started> {
+    let run = run_id(run)?;
     let request = DecisionRequest::all(answers)
         .ok_or_else(|| ApiError::from(ServiceError::invalid("`resume` answers no interrupt")))?;
-    let after_seq = app.runs.store().run(run).await.map_err(ServiceError::from)?.last_seq;
-    let sink = live.then(|| app.hub.sink(run));
-    let leg = match app.runs.decide(run, request, sink).await? {
+    let after_seq = last_seq(app, run).await?;
+    let leg = match app.runs.decide(run, request, Some(app.hub.sink(run))).await? {
         Decided::Continuing(leg) => Some(leg),
         Decided::Settled | Decided::Recorded => None,
     };
-    Ok(Started { run, assistant: assistant.name.clone(), after_seq, leg })
+    Ok(Started { run, assistant: assistant.name, after_seq, leg })
+}
+
+/// The run's last event: a stream of what it does next starts after it.
+async fn last_seq(app: &App, run: RunId) -> ApiResult<u64> {
+    Ok(app.runs.store().run(run).await.map_err(ServiceError::from)?.last_seq)
 }
 
 /// The run's outcome as `runs.wait` returns it: the values at its last
@@ -326,25 +329,16 @@ async fn run_json(app: &App, run: RunId, assistant: &str) -> ApiResult<Value> {
     Ok(wire::run(&app.runs.summary(run).await?, assistant))
 }
 
-/// `POST /threads/{thread}/runs`: started in the background.
+/// `POST /threads/{thread}/runs` (and `POST /runs`, a stateless run):
+/// started in the background.
 pub(super) async fn create(
     State(app): State<App>,
-    Path(thread): Path<String>,
+    thread: Option<Path<String>>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
     let body: RunBody = read_json(&app, body, true).await?;
-    background(app, Some(thread), body, &headers).await
-}
-
-/// `POST /runs`: a stateless run, in the background.
-pub(super) async fn create_stateless(
-    State(app): State<App>,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult<Response> {
-    let body: RunBody = read_json(&app, body, true).await?;
-    background(app, None, body, &headers).await
+    background(app, thread.map(|Path(thread)| thread), body, &headers).await
 }
 
 /// Starts what `body` asks, and its webhook once it settles.
@@ -357,7 +351,7 @@ async fn begin(
     let allowed = &app.settings.allow_webhook_hosts;
     let hook =
         body.webhook.as_deref().map(|url| webhook::checked(url, headers, allowed)).transpose()?;
-    let started = start(app, thread, body, true).await?;
+    let started = start(app, thread, body).await?;
     if let Some(url) = hook {
         let assistant = started.assistant.clone();
         webhook::send_when_settled(app.clone(), started.run, url, move |app, run| async move {
@@ -385,26 +379,16 @@ async fn background(
     Ok(response)
 }
 
-/// `POST /threads/{thread}/runs/wait`: started and waited for; the
-/// values at its end.
+/// `POST /threads/{thread}/runs/wait` (and `POST /runs/wait`): started
+/// and waited for; the values at its end.
 pub(super) async fn wait(
     State(app): State<App>,
-    Path(thread): Path<String>,
+    thread: Option<Path<String>>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
     let body: RunBody = read_json(&app, body, true).await?;
-    waited(app, Some(thread), body, &headers).await
-}
-
-/// `POST /runs/wait`.
-pub(super) async fn wait_stateless(
-    State(app): State<App>,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult<Response> {
-    let body: RunBody = read_json(&app, body, true).await?;
-    waited(app, None, body, &headers).await
+    waited(app, thread.map(|Path(thread)| thread), body, &headers).await
 }
 
 async fn waited(
@@ -420,26 +404,16 @@ async fn waited(
     Ok(response)
 }
 
-/// `POST /threads/{thread}/runs/stream`: started, its events streamed in
-/// the modes asked for.
+/// `POST /threads/{thread}/runs/stream` (and `POST /runs/stream`):
+/// started, its events streamed in the modes asked for.
 pub(super) async fn stream(
     State(app): State<App>,
-    Path(thread): Path<String>,
+    thread: Option<Path<String>>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
     let body: RunBody = read_json(&app, body, true).await?;
-    streamed(app, Some(thread), body, &headers).await
-}
-
-/// `POST /runs/stream`.
-pub(super) async fn stream_stateless(
-    State(app): State<App>,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult<Response> {
-    let body: RunBody = read_json(&app, body, true).await?;
-    streamed(app, None, body, &headers).await
+    streamed(app, thread.map(|Path(thread)| thread), body, &headers).await
 }
 
 async fn streamed(
@@ -542,7 +516,7 @@ pub(super) async fn join_stream(
                 "Last-Event-ID `{text}` is not an event id of this stream"
             ))
         })?,
-        None => app.runs.store().run(id).await.map_err(ServiceError::from)?.last_seq,
+        None => last_seq(&app, id).await?,
     };
     let modes = match query.stream_mode {
         Some(mode) => vec![mode],
