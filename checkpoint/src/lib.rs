@@ -26,6 +26,7 @@ mod event;
 mod failpoint;
 mod frontier;
 mod ids;
+mod items;
 mod memory;
 mod owner;
 mod record;
@@ -38,6 +39,12 @@ pub use event::{restore_updates, EventRecord};
 pub use failpoint::__failpoint;
 pub use frontier::{frontier_reference, RecentFrontiers};
 pub use ids::{InvalidRunId, RunId, TaskKey};
+pub use items::{
+    decode_vector, encode_vector, Condition, EmbedError, Embedder, Filter, FilterOp, GetOp,
+    InMemoryItemStore, IndexConfig, Item, ItemError, ItemOp, ItemResult, ItemStore, Memory,
+    Namespace, NamespaceQuery, PutOp, SearchOp, VectorCache, VectorChange, MAX_KEY_BYTES,
+    MAX_PARTS, MAX_PART_BYTES, MAX_SEARCH_LIMIT, MAX_VALUE_BYTES,
+};
 pub use memory::MemoryStore;
 pub use owner::Owner;
 pub use record::{

@@ -43,6 +43,8 @@ pub struct NodeContext {
     pub(crate) ns: Option<Arc<Namespace>>,
     /// For a subgraph node: what it needs to run its graph.
     pub(crate) subgraph: Option<Arc<crate::exec::SubgraphAccess>>,
+    /// Long-term memory, when the executor (or the run) has one.
+    pub(crate) memory: Option<tollgate_checkpoint::Memory>,
 }
 
 /// Where a subgraph's nodes run, as their events name them: node ids
@@ -79,11 +81,19 @@ impl Clone for NodeContext {
             cache: self.cache.clone(),
             ns: self.ns.clone(),
             subgraph: self.subgraph.clone(),
+            memory: self.memory.clone(),
         }
     }
 }
 
 impl NodeContext {
+    /// Long-term memory shared across threads and runs, when the executor
+    /// ([`Executor::with_memory`](crate::Executor::with_memory)) or the run
+    /// ([`RunConfig::memory`](crate::RunConfig::memory)) has one.
+    pub fn memory(&self) -> Option<&tollgate_checkpoint::Memory> {
+        self.memory.as_ref()
+    }
+
     /// The run.
     pub fn run_id(&self) -> RunId {
         self.run_id

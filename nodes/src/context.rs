@@ -24,6 +24,12 @@ impl RunContext {
         self.node.run_id()
     }
 
+    /// Long-term memory, when the run has one
+    /// ([`NodeContext::memory`]).
+    pub fn memory(&self) -> Option<&tollgate_checkpoint::Memory> {
+        self.node.memory()
+    }
+
     /// The agent.
     pub fn agent(&self) -> &str {
         &self.agent

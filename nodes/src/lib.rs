@@ -43,6 +43,8 @@ mod blueprint;
 mod child_env;
 mod command;
 mod context;
+#[cfg(feature = "openai")]
+mod embeddings;
 mod error;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod http;
@@ -74,13 +76,13 @@ pub use blueprint::{Blueprint, BlueprintError, BlueprintProblem, PackProvenance,
 pub use child_env::BASE_CHILD_ENV;
 pub use command::{CommandTool, DEFAULT_COMMAND_TIMEOUT};
 pub use context::RunContext;
+#[cfg(feature = "openai")]
+pub use embeddings::OpenAiEmbedder;
 pub use error::{ErrorClass, HarnessError};
 pub use mcp::{McpError, McpServerConfig, DEFAULT_MCP_CALL_TIMEOUT, DEFAULT_MCP_START_TIMEOUT};
 #[cfg(feature = "mcp")]
 pub use mcp::{McpServer, McpTool};
-pub use memory::{
-    InMemoryKeyValueStore, InMemoryShortTermMemory, KeyValueStore, ShortTermMemory, StoreItem,
-};
+pub use memory::{InMemoryShortTermMemory, ShortTermMemory};
 pub use message::{Message, ToolCall, Usage};
 pub use middleware::{Middleware, ModelFallback, ModelNext, ToolNext};
 pub use model::{

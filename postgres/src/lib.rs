@@ -22,6 +22,7 @@ mod announce;
 mod cache;
 mod commit;
 mod frontiers;
+mod items;
 mod listen;
 mod migrations;
 mod ops;

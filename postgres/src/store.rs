@@ -80,6 +80,8 @@ pub struct PostgresStore {
     pub(crate) frontiers: Arc<Frontiers>,
     /// Commits, and the committer task that groups steps (`commit.rs`).
     pub(crate) commits: Arc<Commits>,
+    /// Long-term memory's vectors, for searches with a query (`items.rs`).
+    pub(crate) vectors: Arc<tollgate_checkpoint::VectorCache>,
 }
 
 /// `name` when it is a plain identifier (it is put into SQL text).
@@ -169,7 +171,8 @@ impl PostgresStore {
         let frontiers = Arc::<Frontiers>::default();
         let flights = Commits::flights(options.pool_size.max(1));
         let commits = Arc::new(Commits::start(pool.clone(), Arc::clone(&frontiers), flights));
-        let store = PostgresStore { pool, config, tls, frontiers, commits };
+        let vectors = Arc::default();
+        let store = PostgresStore { pool, config, tls, frontiers, commits, vectors };
         let mut client = store.client().await?;
         schema::migrate(&mut client, schema).await?;
         Ok(store)

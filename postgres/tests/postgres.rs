@@ -73,6 +73,12 @@ fn passes_the_store_conformance_suite() {
 }
 
 #[test]
+fn passes_the_long_term_memory_conformance_suite() {
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(tollgate_checkpoint::conformance::check_item_store(|| fresh_store(&url)));
+}
+
+#[test]
 fn passes_the_engine_conformance_suite() {
     let Some(url) = postgres_url() else { return };
     let cases = AtomicUsize::new(0);

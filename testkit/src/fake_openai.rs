@@ -129,6 +129,12 @@ impl FakeOpenAi {
         Self { http: FakeHttp::start("/v1/chat/completions", "/v1").await }
     }
 
+    /// Starts a server answering `POST /v1/embeddings` instead (for
+    /// `OpenAiEmbedder`).
+    pub async fn start_embeddings() -> Self {
+        Self { http: FakeHttp::start("/v1/embeddings", "/v1").await }
+    }
+
     /// The base URL to give the adapter (`http://127.0.0.1:PORT/v1`).
     pub fn base_url(&self) -> &str {
         self.http.base_url()

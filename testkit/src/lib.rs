@@ -42,6 +42,7 @@ mod fake_http;
 #[cfg(feature = "provider-suite")]
 pub mod fake_openai;
 mod hooked;
+mod keywords;
 mod models;
 mod recorder;
 mod replay;
@@ -52,6 +53,7 @@ mod trajectory;
 
 pub use clock::{deterministic_config, DeterministicIds, StepClock, EPOCH_2026_MS};
 pub use hooked::{HookedStore, StoreHooks};
+pub use keywords::KeywordEmbedder;
 pub use models::{
     args_from_schema, FailingModel, Failure, FakeChatModel, FakeStreamingModel, FlakyModel,
     SchemaDrivenModel, ScriptBuilder, ScriptedModel,
@@ -62,7 +64,8 @@ pub use retrieval::{
     DeterministicFakeEmbedding, Document, Embedder, InMemoryVectorStore, IndexReport, RecordManager,
 };
 pub use services::postgres_url;
-pub use tollgate_nodes::{InMemoryKeyValueStore, InMemoryShortTermMemory};
+pub use tollgate_checkpoint::InMemoryItemStore;
+pub use tollgate_nodes::InMemoryShortTermMemory;
 pub use tools::{FakeTool, FlakyTool, SlowTool};
 pub use trajectory::{assert_trajectory, render, Trajectory};
 

@@ -24,12 +24,14 @@ use crate::record::{
 use crate::store::{Store, StoreError};
 
 mod decisions;
+mod items;
 mod progress;
 mod sizes;
 mod takeovers;
 mod threads;
 
 use decisions::decisions_are_compare_and_set;
+pub use items::check_item_store;
 use progress::task_progress_is_replaced_and_dropped_with_its_step;
 use sizes::updates_of_every_size_read_back_whole;
 use takeovers::takeovers_mid_flight_keep_one_history;

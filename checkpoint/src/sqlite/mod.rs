@@ -8,6 +8,7 @@ mod frontier;
 mod group;
 #[cfg(test)]
 mod group_tests;
+mod items;
 mod ops;
 mod parts;
 #[cfg(test)]
@@ -152,6 +153,8 @@ pub struct SqliteStore {
     /// The background checkpoint thread, with its own connection; it also
     /// holds the store's while it starts the WAL over.
     checkpointer: Option<Checkpointer>,
+    /// Long-term memory's vectors, for searches with a query (`items.rs`).
+    vectors: crate::items::VectorCache,
 }
 
 /// A transaction begun and ended with cached statements (rusqlite's own
@@ -315,7 +318,17 @@ impl SqliteStore {
         // Another connection to an in-memory database would open another
         // database: reads there wait for the one connection.
         let readers = wal.then(|| readers::Readers::new(path.clone()));
-        Ok(Self { conn, path, options, part_len, readers, group, writers, checkpointer })
+        Ok(Self {
+            conn,
+            path,
+            options,
+            part_len,
+            readers,
+            group,
+            writers,
+            checkpointer,
+            vectors: crate::items::VectorCache::new(),
+        })
     }
 
     /// Sets the connection up and migrates the schema; whether the

@@ -190,8 +190,11 @@ fn version_11_files_read_the_same_and_new_updates_take_parts() {
     let before = read(&store, run);
     drop(store);
     let conn = Connection::open(&path).expect("open raw");
-    conn.execute_batch("DROP TABLE step_parts; DROP TABLE threads; PRAGMA user_version = 11;")
-        .expect("downgrade");
+    conn.execute_batch(
+        "DROP TABLE step_parts; DROP TABLE threads; DROP TABLE items; DROP TABLE item_epoch; \
+         PRAGMA user_version = 11;",
+    )
+    .expect("downgrade");
     drop(conn);
 
     let store = SqliteStore::open(&path).expect("migrate 11 -> 12");

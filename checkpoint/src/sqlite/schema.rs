@@ -218,6 +218,31 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX threads_by_creation ON threads (created_at_ms, id);
 ",
+    // 14: long-term memory (`ItemStore`): items by namespace (stored as
+    // `part/part/`, so a prefix is one range of the unique index) and key;
+    // values as JSON text, embeddings as unit vectors of little-endian
+    // f32s. `item_epoch` is raised by every transaction that writes items:
+    // processes keep their copy of the vectors in step with it.
+    "
+    CREATE TABLE items (
+        id            INTEGER PRIMARY KEY,
+        namespace     TEXT NOT NULL,
+        key           TEXT NOT NULL,
+        value         TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL,
+        ttl_ms        INTEGER,
+        expires_at_ms INTEGER,
+        vector        BLOB
+    );
+    CREATE UNIQUE INDEX items_by_key ON items (namespace, key);
+    CREATE INDEX items_expiring ON items (expires_at_ms) WHERE expires_at_ms IS NOT NULL;
+    CREATE TABLE item_epoch (
+        id    INTEGER PRIMARY KEY CHECK (id = 1),
+        epoch INTEGER NOT NULL
+    );
+    INSERT INTO item_epoch (id, epoch) VALUES (1, 0);
+",
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".
@@ -228,6 +253,8 @@ const OUR_TABLES: &[&str] = &[
     "attachments",
     "events",
     "interrupts",
+    "item_epoch",
+    "items",
     "node_cache",
     "pending_writes",
     "runs",

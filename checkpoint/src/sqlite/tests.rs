@@ -368,6 +368,8 @@ fn version_2_files_are_migrated_status_events_kept() {
 /// number << 32 | step`, without the parts of version 12 (the tests'
 /// updates are small: none has parts) and the thread records of 13.
 const STEPS_OF_VERSION_7: &str = "
+    DROP TABLE items;
+    DROP TABLE item_epoch;
     DROP TABLE threads;
     DROP TABLE step_parts;
     CREATE TABLE old_steps (id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL,
@@ -529,4 +531,20 @@ fn waiting_for_a_locked_database_leaves_the_runtime_free() {
     let ticks = ticks.load(std::sync::atomic::Ordering::SeqCst);
     assert!(waited >= std::time::Duration::from_millis(250), "the write waited: {waited:?}");
     assert!(ticks >= 10, "other tasks ran {ticks} times in {waited:?} while the write waited");
+}
+
+#[test]
+fn passes_the_long_term_memory_conformance_suite() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let counter = std::sync::atomic::AtomicUsize::new(0);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(crate::conformance::check_item_store(|| {
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let path = dir.path().join(format!("items-{n}.db"));
+        async move { SqliteStore::open(path).expect("open") }
+    }));
 }

@@ -72,6 +72,8 @@ pub struct RunConfig {
     /// The leg's stop flag, when made beforehand
     /// ([`RunConfig::cancel_token`]).
     pub(crate) stop: Option<CancelToken>,
+    /// Long-term memory for the leg's nodes (the executor's when unset).
+    pub(crate) memory: Option<tollgate_checkpoint::Memory>,
 }
 
 /// Which of the run's stored settings a config overrides.
@@ -100,6 +102,7 @@ impl Default for RunConfig {
             turn: None,
             explicit: Explicit::default(),
             stop: None,
+            memory: None,
         }
     }
 }
@@ -190,6 +193,15 @@ impl RunConfig {
     /// these nodes run.
     pub fn interrupt_before<T: Into<String>>(mut self, nodes: impl IntoIterator<Item = T>) -> Self {
         self.break_before.extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Long-term memory the leg's nodes and tools reach through their
+    /// context ([`NodeContext::memory`](crate::NodeContext::memory)),
+    /// instead of the executor's ([`Executor::with_memory`](crate::Executor::with_memory)).
+    /// Not stored with the run.
+    pub fn memory(mut self, memory: tollgate_checkpoint::Memory) -> Self {
+        self.memory = Some(memory);
         self
     }
 

@@ -132,6 +132,7 @@ impl<S: State> Leg<S> {
                 }),
                 ns: self.ns.clone(),
                 subgraph,
+                memory: self.config.memory.clone(),
             };
             let runner = TaskRunner {
                 graph: self.graph.clone(),

@@ -65,6 +65,8 @@ pub(crate) struct Claimed {
 #[derive(Debug, Clone)]
 pub struct Executor {
     pub(crate) store: Arc<dyn Store>,
+    /// Long-term memory handed to nodes ([`Executor::with_memory`]).
+    pub(crate) memory: Option<tollgate_checkpoint::Memory>,
 }
 
 /// How a run (or leg) that did not fail ended.
@@ -131,12 +133,25 @@ impl<S> RunHandle<S> {
 impl Executor {
     /// An executor persisting through `store`.
     pub fn new(store: impl Store) -> Self {
-        Self { store: Arc::new(store) }
+        Self { store: Arc::new(store), memory: None }
     }
 
     /// An executor sharing an existing store.
     pub fn with_store(store: Arc<dyn Store>) -> Self {
-        Self { store }
+        Self { store, memory: None }
+    }
+
+    /// Nodes and tools of every run reach `memory` through their context
+    /// ([`NodeContext::memory`](crate::NodeContext::memory)); a run's
+    /// [`RunConfig::memory`] takes its place.
+    pub fn with_memory(mut self, memory: tollgate_checkpoint::Memory) -> Self {
+        self.memory = Some(memory);
+        self
+    }
+
+    /// The long-term memory given to runs, if any.
+    pub fn memory(&self) -> Option<&tollgate_checkpoint::Memory> {
+        self.memory.as_ref()
     }
 
     /// The store.
@@ -413,6 +428,10 @@ impl Executor {
         breakpoints: Breakpoints,
     ) -> Leg<S> {
         let Loaded { state, step, frontier, reused, progress, snapshots } = loaded;
+        let mut config = config;
+        if config.memory.is_none() {
+            config.memory = self.memory.clone();
+        }
         let cancel = config.stop.as_ref().map_or_else(Arc::default, |token| Arc::clone(&token.0));
         Leg {
             graph: graph.clone(),

@@ -1,6 +1,8 @@
 //! Conformance suites: run them against your implementation.
 //!
 //! - [`check_store`]: the `Store` contract (every store).
+//! - [`check_item_store`]: the long-term memory contract (every
+//!   `ItemStore`: in memory, SQLite, PostgreSQL).
 //! - [`check_engine`]: the state-graph and agent cases of the testkit
 //!   spec, run by the executor on a store you supply.
 //! - `check_openai_compatible` (feature `provider-suite`): a chat adapter
@@ -21,4 +23,4 @@ pub use anthropic::check_anthropic_compatible;
 pub use graph::check_engine;
 #[cfg(feature = "provider-suite")]
 pub use provider::{check_openai_compatible, ProviderSetup, SUITE_KEY};
-pub use tollgate_checkpoint::conformance::check_store;
+pub use tollgate_checkpoint::conformance::{check_item_store, check_store};
