@@ -7,9 +7,11 @@
 //! See the README's quick start and `examples/quickstart.rs`.
 
 pub use tollgate_checkpoint::{
-    Blob, CheckpointInfo, Codec, CodecError, Cursor, EventRecord, GraphRef, HistoryPage,
-    MemoryStore, Owner, PageRequest, RunFailure, RunFilter, RunId, RunPage, RunRecord, RunStatus,
-    Store, StoreError, TaskFailure, Waiting,
+    Blob, CheckpointInfo, Codec, CodecError, Condition, Cursor, EmbedError, Embedder, EventRecord,
+    Filter, FilterOp, GetOp, GraphRef, HistoryPage, InMemoryItemStore, IndexConfig, Item,
+    ItemError, ItemOp, ItemResult, ItemStore, Memory, MemoryStore, Namespace, NamespaceQuery,
+    Owner, PageRequest, PutOp, RunFailure, RunFilter, RunId, RunPage, RunRecord, RunStatus,
+    SearchOp, Store, StoreError, TaskFailure, Waiting,
 };
 #[cfg(feature = "sqlite")]
 pub use tollgate_checkpoint::{Checkpointing, Durability, SqliteOptions, SqliteStore};

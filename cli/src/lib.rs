@@ -39,7 +39,7 @@ use tollgate_engine::{Clock, Decision, DecisionRequest, EventSink};
 use tollgate_nodes::Blueprint;
 
 use args::{Cli, Command, RunsCommand, ThreadsCommand};
-use tollgate_server::{code, Decided, Graphs, RunSummary, Runs, ServiceError};
+use tollgate_server::{code, Decided, Graphs, RunSummary, Runs, ServiceError, UserInput};
 
 /// Parses the process's arguments and runs the command, with `graphs`
 /// served besides blueprints; the exit code of docs/cli.md.
@@ -250,9 +250,9 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
             }
             let thread = thread.as_deref();
             let summary = if queue {
-                runs.enqueue(&blueprint, &input, thread).await?
+                runs.enqueue(&blueprint, input, thread).await?
             } else {
-                runs.start(&blueprint, &input, thread, progress(json)).await?
+                runs.start(&blueprint, input, thread, progress(json)).await?
             };
             Ok(report(&summary, json))
         }
@@ -594,11 +594,12 @@ fn json_arg(flag: &str, text: &str) -> Result<Value, ServiceError> {
 }
 
 /// The user's message from `--input`: text, a JSON string, or a JSON object
-/// (its `message` field, else the object itself as JSON text).
-fn user_message(input: &str) -> Result<String, ServiceError> {
+/// (its `message` field, else the object itself as JSON text; its
+/// `context`, an object, the run's values).
+fn user_message(input: &str) -> Result<UserInput, ServiceError> {
     Ok(match serde_json::from_str::<Value>(input) {
-        Ok(value @ (Value::String(_) | Value::Object(_))) => tollgate_server::user_message(&value),
-        _ => input.to_owned(),
+        Ok(value @ (Value::String(_) | Value::Object(_))) => UserInput::from_json(&value),
+        _ => UserInput::from(input),
     })
 }
 

@@ -1,5 +1,8 @@
 //! What middleware and tools know about the run they serve.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use serde_json::Value;
 use tollgate_checkpoint::RunId;
 use tollgate_engine::{EmitError, Event, NodeContext};
@@ -12,11 +15,18 @@ use tollgate_engine::{EmitError, Event, NodeContext};
 pub struct RunContext {
     node: NodeContext,
     agent: String,
+    values: Arc<BTreeMap<String, Value>>,
 }
 
 impl RunContext {
-    pub(crate) fn new(node: &NodeContext, agent: &str) -> Self {
-        Self { node: node.clone(), agent: agent.to_owned() }
+    pub(crate) fn new(node: &NodeContext, agent: &str, values: &BTreeMap<String, Value>) -> Self {
+        let values = Arc::new(values.clone());
+        Self { node: node.clone(), agent: agent.to_owned(), values }
+    }
+
+    /// A value the run was started with ([`AgentState::context`](crate::AgentState::context)).
+    pub fn value(&self, name: &str) -> Option<&Value> {
+        self.values.get(name)
     }
 
     /// The run.

@@ -266,12 +266,27 @@ pub enum HarnessError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// Short-term memory or the key-value store failed.
+    /// Short-term or long-term memory failed.
     #[error("memory failed: {source}")]
     Memory {
         /// The backend's error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// An agent's memory namespace names a value the run was not started
+    /// with.
+    #[error("memory namespace part `{template}` needs `{name}` in the run's context (start it with {{\"context\": {{\"{name}\": ...}}}})")]
+    MemoryTemplate {
+        /// The part as written (`{user_id}`).
+        template: String,
+        /// The value it names.
+        name: String,
+    },
+    /// An agent with long-term memory ran where there is none.
+    #[error("agent `{agent}` uses long-term memory, but its run has none (Executor::with_memory)")]
+    NoMemory {
+        /// The agent.
+        agent: String,
     },
     /// A scripted model was called more often than its script has replies.
     #[error("scripted model `{model}` has {len} replies; call {call} asked for one more")]
@@ -348,6 +363,9 @@ impl HarnessError {
             HarnessError::StructuredOutputInvalid { .. } => ErrorClass::StructuredOutput,
             HarnessError::Middleware { .. } => ErrorClass::Middleware,
             HarnessError::Memory { .. } => ErrorClass::Memory,
+            HarnessError::MemoryTemplate { .. } | HarnessError::NoMemory { .. } => {
+                ErrorClass::Config
+            }
             HarnessError::ScriptExhausted { .. } | HarnessError::TurnLimitExceeded { .. } => {
                 ErrorClass::Limit
             }
@@ -391,6 +409,8 @@ impl HarnessError {
             HarnessError::StructuredOutputInvalid { .. } => "structured_output_invalid",
             HarnessError::Middleware { .. } => "middleware",
             HarnessError::Memory { .. } => "memory",
+            HarnessError::MemoryTemplate { .. } => "memory_template",
+            HarnessError::NoMemory { .. } => "no_memory",
             HarnessError::ScriptExhausted { .. } => "script_exhausted",
             HarnessError::TurnLimitExceeded { .. } => "turn_limit_exceeded",
             HarnessError::Graph(_) => "invalid_graph",

@@ -64,8 +64,8 @@ mod tls;
 mod tool;
 
 pub use agent::{
-    Agent, AgentProgress, AgentRun, AgentState, AgentStateUpdate, CompiledAgent,
-    DEFAULT_MAX_REASKS, DEFAULT_MAX_TURNS, TOOL_APPROVAL,
+    Agent, AgentMemory, AgentProgress, AgentRun, AgentState, AgentStateUpdate, CompiledAgent,
+    DEFAULT_MAX_REASKS, DEFAULT_MAX_TURNS, MEMORY_TOOLS, TOOL_APPROVAL,
 };
 #[cfg(feature = "anthropic")]
 pub use anthropic::{

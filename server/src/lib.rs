@@ -39,5 +39,5 @@ pub use pack::{build_pack, inspect_pack, is_pack, keygen, load_pack, verify_pack
 pub use printable::printable;
 pub use service::{
     decision_request, parse_event, user_message, DamagedRun, Decided, Graphs, InterruptView, Leg,
-    Listing, RunSummary, Runs,
+    Listing, RunSummary, Runs, UserInput,
 };

@@ -1,5 +1,6 @@
 //! Agents: a model node and a tools node in a graph, with their settings.
 
+mod memory;
 mod run;
 mod tools;
 mod turn;
@@ -20,6 +21,7 @@ use crate::model::{ChatModel, ModelOptions, ResponseFormat};
 use crate::retry::ModelRetry;
 use crate::tool::{ArgsValidator, Tool, ToolRegistry, ToolSpec};
 
+pub use memory::{AgentMemory, MEMORY_TOOLS};
 pub use run::{AgentRun, CompiledAgent};
 pub use tools::TOOL_APPROVAL;
 pub(crate) use turn::Ids;
@@ -46,6 +48,12 @@ pub struct AgentState {
     /// Each agent's counters, by agent.
     #[reducer(merge)]
     pub progress: BTreeMap<String, AgentProgress>,
+    /// Values the run was started with (a blueprint input's `context`:
+    /// `{"user_id": "42"}`): memory namespace templates are filled from
+    /// them, and tools read them ([`RunContext::value`](crate::RunContext::value)).
+    #[reducer(merge)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub context: BTreeMap<String, Value>,
 }
 
 /// An agent's counters, part of the run's state (so a scripted model's
@@ -189,6 +197,20 @@ impl Agent {
     /// Adds a middleware; the first added is the outermost.
     pub fn middleware(mut self, middleware: impl Middleware + 'static) -> Self {
         self.middleware.push(Arc::new(middleware));
+        self
+    }
+
+    /// Long-term memory: the `remember` and `recall` tools it names, and
+    /// memories recalled into the system prompt, under its namespace. The
+    /// memory itself is the run's ([`NodeContext::memory`]).
+    pub fn memory(mut self, memory: AgentMemory) -> Self {
+        let (tools, prompt) = memory.parts();
+        for tool in tools {
+            self.tools = self.tools.register(tool);
+        }
+        if let Some(prompt) = prompt {
+            self.middleware.push(Arc::new(prompt));
+        }
         self
     }
 

@@ -1,5 +1,6 @@
 //! The tools node: runs the tool calls of the agent's last model turn.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -78,7 +79,7 @@ pub(crate) async fn tools_turn(
             }
             Plan::Run(args) => {
                 let call = ToolCall::new(call.id.clone(), call.name.clone(), args);
-                let (content, failed) = run_call(core, ctx, call).await;
+                let (content, failed) = run_call(core, ctx, &state.context, call).await;
                 (content, failed, failed)
             }
         }
@@ -143,7 +144,12 @@ fn approve(core: &AgentCore, ctx: &NodeContext, call: &ToolCall) -> Result<Plan,
 
 /// Runs one call through the middleware, reporting `tool_started` and
 /// `tool_completed`; returns the result text and whether it is an error.
-async fn run_call(core: &AgentCore, ctx: &NodeContext, call: ToolCall) -> (String, bool) {
+async fn run_call(
+    core: &AgentCore,
+    ctx: &NodeContext,
+    values: &BTreeMap<String, Value>,
+    call: ToolCall,
+) -> (String, bool) {
     let (tool, _) = &core.tools[&call.name];
     let span = telemetry::tool_span(&core.name, &call.name, &call.id, ctx);
     async {
@@ -160,7 +166,7 @@ async fn run_call(core: &AgentCore, ctx: &NodeContext, call: ToolCall) -> (Strin
         // The run's clock, so a fixed clock gives reproducible logs.
         let started = ctx.now_ms();
         let hooks = NodeHooks { agent: &core.name, ctx };
-        let cx = RunContext::new(ctx, &core.name);
+        let cx = RunContext::new(ctx, &core.name, values);
         let inner = Call { core, ctx, tool: Arc::clone(tool), cx: cx.clone() };
         let next = ToolNext { rest: &core.middleware, inner: &inner, events: &hooks, cx: &cx };
         let (id, name, args) = (call.id.clone(), call.name.clone(), call.args.clone());

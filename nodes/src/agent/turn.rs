@@ -1,6 +1,7 @@
 //! The model node: one turn of an agent (a model call, with retries,
 //! middleware and structured-output re-asks).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -103,7 +104,7 @@ pub(crate) async fn model_turn(
         let structured = loop {
             let mut messages = seen.clone();
             messages.extend(added.iter().cloned());
-            let response = call_model(core, ctx, &ids, &calls, messages).await?;
+            let response = call_model(core, ctx, &state.context, &ids, &calls, messages).await?;
             let message = Message::Assistant {
                 id: ids.next(),
                 agent: Some(core.name.clone()),
@@ -196,6 +197,7 @@ fn announce_takeover(core: &AgentCore, state: &AgentState, ctx: &NodeContext) {
 async fn call_model(
     core: &AgentCore,
     ctx: &NodeContext,
+    values: &BTreeMap<String, Value>,
     ids: &Ids,
     calls: &AtomicU64,
     messages: Vec<Message>,
@@ -218,7 +220,7 @@ async fn call_model(
     };
     // The run's clock, so a fixed clock gives reproducible logs.
     let started = ctx.now_ms();
-    let cx = RunContext::new(ctx, &core.name);
+    let cx = RunContext::new(ctx, &core.name, values);
     for middleware in &core.middleware {
         hooks.started(middleware.name(), "before_model");
         let result = middleware.before_model(&mut request, &cx).await;

@@ -10,7 +10,7 @@ use tollgate_engine::{MessageOp, NodeError, StateGraph, END, START};
 
 use super::mcp::{self, Started};
 use super::{AgentDoc, Blueprint, BlueprintError, Doc, EntryDoc};
-use crate::agent::{Agent, AgentState, AgentStateUpdate, CompiledAgent};
+use crate::agent::{Agent, AgentMemory, AgentState, AgentStateUpdate, CompiledAgent};
 use crate::command::CommandTool;
 use crate::error::HarnessError;
 use crate::message::Message;
@@ -154,6 +154,14 @@ impl Blueprint {
             }
         }
         agent = mcp::add_tools(agent, doc, servers)?;
+        if let Some(memory) = &doc.memory {
+            let mut config =
+                AgentMemory::new(memory.namespace.clone()).recall_into_prompt(memory.prompt);
+            if let Some(tools) = &memory.tools {
+                config = config.tools(tools.clone());
+            }
+            agent = agent.memory(config);
+        }
         if let Some(schema) = &doc.output_schema {
             let name = format!("{}_output", doc.name);
             agent = agent.response_format(ResponseFormat::JsonSchema(OutputSchema::new(

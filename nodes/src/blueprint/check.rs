@@ -66,7 +66,18 @@ const SCHEMA: &str = r##"{
         "stream": {"type": "boolean"},
         "tools": {"type": "array", "items": {"$ref": "#/$defs/tool"}},
         "mcp_servers": {"type": "array", "items": {"$ref": "#/$defs/mcp_server"}},
-        "output_schema": {"type": ["object", "null"]}
+        "output_schema": {"type": ["object", "null"]},
+        "memory": {"$ref": "#/$defs/memory"}
+      }
+    },
+    "memory": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["namespace"],
+      "properties": {
+        "namespace": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
+        "tools": {"type": "array", "items": {"enum": ["remember", "recall"]}, "uniqueItems": true},
+        "prompt": {"type": "integer", "minimum": 0, "maximum": 50}
       }
     },
     "entry": {
@@ -329,6 +340,25 @@ pub(super) fn check_agent(
     if let Some(schema) = &agent.output_schema {
         if let Err(error) = ArgsValidator::new("output_schema", schema) {
             problem(problems, format!("{at}/output_schema"), error.to_string());
+        }
+    }
+    if let Some(memory) = &agent.memory {
+        for (index, part) in memory.namespace.iter().enumerate() {
+            let template = part.strip_prefix('{').and_then(|rest| rest.strip_suffix('}'));
+            let checked = match template {
+                Some(name) if !name.is_empty() && !name.contains(['{', '}']) => Ok(()),
+                _ => tollgate_checkpoint::Namespace::new([part.as_str()]).map(drop),
+            };
+            if let Err(error) = checked {
+                problem(problems, format!("{at}/memory/namespace/{index}"), error.to_string());
+            }
+        }
+        for tool in memory.tools.iter().flatten() {
+            if agent.tools.iter().any(|own| &own.name == tool) {
+                let message =
+                    format!("memory tool `{tool}` has the name of one of the agent's tools");
+                problem(problems, format!("{at}/memory/tools"), message);
+            }
         }
     }
 }

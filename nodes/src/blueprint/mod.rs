@@ -117,6 +117,19 @@ struct AgentDoc {
     mcp_servers: Vec<McpServerDoc>,
     #[serde(default)]
     output_schema: Option<Value>,
+    #[serde(default)]
+    memory: Option<MemoryDoc>,
+}
+
+/// An agent's `memory`: its namespace (parts `{name}` filled from the run's
+/// context), the built-in tools it gets, memories recalled into its prompt.
+#[derive(Debug, Clone, Deserialize)]
+struct MemoryDoc {
+    namespace: Vec<String>,
+    #[serde(default)]
+    tools: Option<Vec<String>>,
+    #[serde(default)]
+    prompt: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -361,7 +361,7 @@ pub(crate) async fn create(
     let handle = match (body.blueprint, body.graph) {
         (Some(given), None) => {
             let blueprint = blueprint(&app, given).await?;
-            let input = service::user_message(&body.input);
+            let input = service::UserInput::from_json(&body.input);
             app.runs.launch(&blueprint, &input, launch, run, sink).await?
         }
         (None, Some(name)) => app.runs.launch_graph(&name, body.input, launch, run, sink).await?,

@@ -19,6 +19,7 @@ pub use served::{Graphs, Leg};
 pub use tollgate_checkpoint::DamagedRun;
 pub use view::{InterruptView, Listing, RunSummary};
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,8 +28,10 @@ use tokio::sync::Notify;
 
 use serde_json::Value;
 use tollgate_checkpoint::{
-    EventRecord, PageRequest, RunFilter, RunId, RunStatus, SqliteStore, Store, StoreError,
+    Embedder, EventRecord, IndexConfig, ItemStore, Memory, PageRequest, RunFilter, RunId,
+    RunStatus, SqliteStore, Store, StoreError,
 };
+
 use tollgate_engine::{
     Decision, DecisionError, DecisionRequest, EventEnvelope, EventSink, Executor, RunConfig,
     RunError, RunHandle,
@@ -208,13 +211,17 @@ impl Runs {
         let opened = if PostgresStore::is_url(&text) {
             PostgresStore::connect(&text).await.map(|store| {
                 let store = Arc::new(store);
-                let executor = Executor::with_store(Arc::clone(&store) as Arc<dyn Store>);
+                let memory = Memory::new(Arc::clone(&store) as Arc<dyn ItemStore>);
+                let executor =
+                    Executor::with_store(Arc::clone(&store) as Arc<dyn Store>).with_memory(memory);
                 (Some(store.run_notifications()), Backend::Postgres(store), executor)
             })
         } else {
             SqliteStore::open(db).map(|store| {
                 let store = Arc::new(store);
-                let executor = Executor::with_store(Arc::clone(&store) as Arc<dyn Store>);
+                let memory = Memory::new(Arc::clone(&store) as Arc<dyn ItemStore>);
+                let executor =
+                    Executor::with_store(Arc::clone(&store) as Arc<dyn Store>).with_memory(memory);
                 (None, Backend::Sqlite(store), executor)
             })
         };
@@ -245,6 +252,39 @@ impl Runs {
     pub fn with_graphs(mut self, graphs: Graphs) -> Self {
         self.graphs = Arc::new(graphs);
         self
+    }
+
+    /// Long-term memory semantic searches embed with `embedder`, as
+    /// `config` says (without one, searches have no query).
+    pub fn with_embedder(mut self, config: IndexConfig, embedder: Arc<dyn Embedder>) -> Self {
+        let memory = self.memory().clone().with_index(config, embedder);
+        let executor = Executor::with_store(Arc::clone(self.executor.store())).with_memory(memory);
+        self.executor = Arc::new(executor);
+        self
+    }
+
+    /// Long-term memory, in the runs' database: what agents' `remember`
+    /// and `recall` tools use, and the API's `/store` endpoints.
+    pub fn memory(&self) -> &Memory {
+        self.executor.memory().expect("Runs::open gives the executor its memory")
+    }
+
+    /// Removes expired memory items every `every`, until the runtime
+    /// ends (they are invisible from the moment they expire; this
+    /// reclaims their space).
+    pub fn sweep_memory_every(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let memory = self.memory().clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            loop {
+                ticks.tick().await;
+                match memory.sweep().await {
+                    Ok(0) => {}
+                    Ok(removed) => tracing::debug!(removed, "expired memory items removed"),
+                    Err(error) => tracing::warn!(%error, "sweeping expired memory items failed"),
+                }
+            }
+        })
     }
 
     /// The executor behind the runs.
@@ -307,7 +347,7 @@ impl Runs {
     pub(crate) async fn launch(
         &self,
         blueprint: &Blueprint,
-        input: &str,
+        input: &UserInput,
         launch: Launch,
         run: RunId,
         events: Option<EventSink>,
@@ -333,15 +373,19 @@ impl Runs {
     async fn opening<'t>(
         &self,
         agent: &CompiledAgent,
-        input: &str,
+        input: &UserInput,
         thread: Option<&'t str>,
         run: RunId,
     ) -> Result<Opening<'t>, ServiceError> {
         Ok(match thread {
-            Some(thread) => Opening::Thread(
-                thread,
-                agent.thread_input(&self.executor, thread, run, input).await?,
-            ),
+            Some(thread) => {
+                let mut update =
+                    agent.thread_input(&self.executor, thread, run, &input.message).await?;
+                if !input.context.is_empty() {
+                    update = update.context(input.context.clone());
+                }
+                Opening::Thread(thread, update)
+            }
             None => Opening::Fresh(input_state(input)),
         })
     }
@@ -579,17 +623,18 @@ impl Runs {
         Ok(deleted)
     }
 
-    /// Starts a blueprint run on `input` and waits for its leg to end.
+    /// Starts a blueprint run on `input` (a message, or a [`UserInput`]
+    /// with the run's values) and waits for its leg to end.
     pub async fn start(
         &self,
         blueprint: &Blueprint,
-        input: &str,
+        input: impl Into<UserInput>,
         thread: Option<&str>,
         events: Option<EventSink>,
     ) -> Result<RunSummary, ServiceError> {
         let agent = blueprint.start(&self.models).await?;
         let run = RunId::new();
-        let opening = self.opening(&agent, input, thread, run).await?;
+        let opening = self.opening(&agent, &input.into(), thread, run).await?;
         let config = with_events(blueprint.run_config().run_id(run), events);
         let leg = Leg::of(self.drive(&agent, opening, config).await?);
         let run = leg.run_id();
@@ -601,13 +646,13 @@ impl Runs {
     pub async fn enqueue(
         &self,
         blueprint: &Blueprint,
-        input: &str,
+        input: impl Into<UserInput>,
         thread: Option<&str>,
     ) -> Result<RunSummary, ServiceError> {
         // The worker starts the MCP servers; queuing needs only the graph.
         let agent = blueprint.compile_unstarted(&self.models)?;
         let run = RunId::new();
-        let opening = self.opening(&agent, input, thread, run).await?;
+        let opening = self.opening(&agent, &input.into(), thread, run).await?;
         self.queue(&agent, opening, blueprint.run_config().run_id(run)).await?;
         self.summary(run).await
     }
@@ -638,9 +683,54 @@ pub fn user_message(input: &Value) -> String {
     }
 }
 
-/// A blueprint run's input: the user's message.
-fn input_state(input: &str) -> AgentState {
-    AgentState { messages: vec![Message::user("input.0", input)], ..AgentState::default() }
+/// What a blueprint run starts with: the user's message, and values its
+/// agents' memory namespaces and tools read ([`AgentState::context`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UserInput {
+    /// The user's message.
+    pub message: String,
+    /// Values for the run (`{"user_id": "42"}`).
+    pub context: BTreeMap<String, Value>,
+}
+
+impl UserInput {
+    /// An input of `input` as an API body or `--input` gives it: its text
+    /// as [`user_message`] reads it, and the object's `context` (an
+    /// object) as the run's values.
+    pub fn from_json(input: &Value) -> Self {
+        let context = match &input["context"] {
+            Value::Object(values) => values.clone().into_iter().collect(),
+            _ => BTreeMap::new(),
+        };
+        Self { message: user_message(input), context }
+    }
+
+    /// With these values too (taking precedence over those it has).
+    pub fn with_context(mut self, values: impl IntoIterator<Item = (String, Value)>) -> Self {
+        self.context.extend(values);
+        self
+    }
+}
+
+impl From<&str> for UserInput {
+    fn from(message: &str) -> Self {
+        Self { message: message.to_owned(), context: BTreeMap::new() }
+    }
+}
+
+impl From<String> for UserInput {
+    fn from(message: String) -> Self {
+        Self { message, context: BTreeMap::new() }
+    }
+}
+
+/// A blueprint run's input: the user's message and the run's values.
+fn input_state(input: &UserInput) -> AgentState {
+    AgentState {
+        messages: vec![Message::user("input.0", &input.message)],
+        context: input.context.clone(),
+        ..AgentState::default()
+    }
 }
 
 fn with_events(config: RunConfig, events: Option<EventSink>) -> RunConfig {

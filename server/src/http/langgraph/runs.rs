@@ -43,6 +43,8 @@ pub(super) struct RunBody {
     after_seconds: Option<f64>,
     checkpoint_id: Option<String>,
     checkpoint: Option<Value>,
+    config: Option<Value>,
+    context: Option<Value>,
 }
 
 /// LangGraph's `Command` as run input.
@@ -232,8 +234,18 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody) -> ApiResult<Sta
     let leg = match assistant.kind.as_str() {
         "blueprint" => {
             let found = blueprint(app, Value::String(assistant.name.clone())).await?;
-            let text = wire::user_text(&input).unwrap_or_else(|| service::user_message(&input));
-            app.runs.launch(&found, &text, launch, run, sink).await?
+            let mut given = service::UserInput::from_json(&input);
+            if let Some(text) = wire::user_text(&input) {
+                given.message = text;
+            }
+            // LangGraph's run context: `context`, and `config.configurable`.
+            let configurable = body.config.as_ref().map(|config| &config["configurable"]);
+            for values in [configurable, body.context.as_ref()].into_iter().flatten() {
+                if let Value::Object(values) = values {
+                    given = given.with_context(values.clone());
+                }
+            }
+            app.runs.launch(&found, &given, launch, run, sink).await?
         }
         _ => {
             let input = if input.is_null() { json!({}) } else { input };
