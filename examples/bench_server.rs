@@ -15,7 +15,10 @@
 //! answer: last value}`. Three more serve the SDK test suites
 //! (`scripts/langgraph-sdk`): `pair` (two nodes asking at once, each
 //! appending `NAME=ANSWER`), `slow` (one node of `text` milliseconds, 2 s
-//! by default) and `progress` (one node emitting three custom events). No token on a loopback address (`--token` sets
+//! by default) and `progress` (one node emitting three custom events).
+//! Its long-term memory (`/lg/store/...`) embeds values' `text` field with
+//! the testkit's deterministic `KeywordEmbedder` (64 dimensions, offline),
+//! so the store's semantic search can be tested. No token on a loopback address (`--token` sets
 //! one); `--blueprints DIR` also serves the blueprints of a folder. It
 //! prints `listening on http://ADDR` and serves until SIGINT or SIGTERM.
 
@@ -179,7 +182,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .graph(pair())
         .graph(slow())
         .graph(progress());
-    let runs = Runs::open(&args.db, true).await?.with_graphs(graphs);
+    let embedder = Arc::new(tollgate_testkit::KeywordEmbedder::new(64));
+    let runs = Runs::open(&args.db, true)
+        .await?
+        .with_graphs(graphs)
+        .with_embedder(tollgate::IndexConfig::new(64).fields(["text"]), embedder);
     let mut options = ServeOptions::new(args.addr);
     options.token = args.token;
     options.blueprints = args.blueprints;

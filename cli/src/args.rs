@@ -33,6 +33,31 @@ pub(crate) struct Cli {
         value_delimiter = ','
     )]
     pub(crate) pass_env: Vec<String>,
+    /// The embedder long-term memory's semantic search uses
+    /// (`openai:MODEL`, with OPENAI_BASE_URL and OPENAI_API_KEY); none by
+    /// default: searches then take no query.
+    #[arg(long, global = true, value_name = "SPEC", env = "TOLLGATE_EMBEDDER")]
+    pub(crate) embedder: Option<String>,
+    /// Dimensions of the embedder's vectors.
+    #[arg(
+        long,
+        global = true,
+        value_name = "N",
+        env = "TOLLGATE_EMBED_DIMS",
+        default_value_t = 1536
+    )]
+    pub(crate) embed_dims: usize,
+    /// Fields of memory values that are embedded (`$` for the whole
+    /// value).
+    #[arg(
+        long,
+        global = true,
+        value_name = "FIELD",
+        env = "TOLLGATE_EMBED_FIELDS",
+        value_delimiter = ',',
+        default_value = "text"
+    )]
+    pub(crate) embed_fields: Vec<String>,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -118,6 +143,10 @@ pub(crate) enum Command {
     /// Threads: conversations whose runs continue each other.
     #[command(subcommand)]
     Threads(ThreadsCommand),
+    /// Long-term memory: items under namespaces written with slashes
+    /// (`users/42/memories`), kept in the runs' database (docs/memory.md).
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Builds, signs, inspects and verifies blueprint packs (docs/packs.md).
     #[command(subcommand)]
     Pack(PackCommand),
@@ -402,6 +431,85 @@ pub(crate) enum ThreadsCommand {
     Show {
         /// The thread.
         thread: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum StoreCommand {
+    /// Stores a JSON value (replacing any under the namespace and key).
+    Put {
+        /// The namespace (`users/42/memories`).
+        namespace: String,
+        /// The key.
+        key: String,
+        /// The value (JSON).
+        value: String,
+        /// Expire after this long (`90s`, `15m`, `12h`, `30d`).
+        #[arg(long, value_name = "DURATION")]
+        ttl: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Prints an item (exit 3 when there is none).
+    Get {
+        /// The namespace.
+        namespace: String,
+        /// The key.
+        key: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Finds items under a namespace prefix: newest first, or ranked by
+    /// similarity to --query (needs --embedder).
+    Search {
+        /// The prefix (`users/42`; empty for every item).
+        prefix: String,
+        /// Conditions on the value's fields (JSON: `{"kind": "pref",
+        /// "n": {"$gte": 3}}`).
+        #[arg(long)]
+        filter: Option<String>,
+        /// Rank by similarity to this text.
+        #[arg(long)]
+        query: Option<String>,
+        /// Most items printed.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// Matches skipped first.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Removes an item (exit 3 when there was none).
+    Delete {
+        /// The namespace.
+        namespace: String,
+        /// The key.
+        key: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lists the namespaces holding items.
+    Namespaces {
+        /// Only those beginning with these parts (`users/*/memories`).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Only those ending with these parts.
+        #[arg(long)]
+        suffix: Option<String>,
+        /// Cut to this many parts.
+        #[arg(long)]
+        max_depth: Option<usize>,
+        /// Most namespaces printed.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
         /// Print JSON.
         #[arg(long)]
         json: bool,

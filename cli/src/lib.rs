@@ -28,17 +28,18 @@ macro_rules! say_raw {
 mod args;
 mod output;
 mod pack;
+mod store;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
 use serde_json::{json, Value};
-use tollgate_checkpoint::{RunFilter, RunId, RunStatus};
+use tollgate_checkpoint::{IndexConfig, RunFilter, RunId, RunStatus};
 use tollgate_engine::{Clock, Decision, DecisionRequest, EventSink};
 use tollgate_nodes::Blueprint;
 
-use args::{Cli, Command, RunsCommand, ThreadsCommand};
+use args::{Cli, Command, RunsCommand, StoreCommand, ThreadsCommand};
 use tollgate_server::{code, Decided, Graphs, RunSummary, Runs, ServiceError, UserInput};
 
 /// Parses the process's arguments and runs the command, with `graphs`
@@ -91,7 +92,7 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
     // Only `run` (and `serve --create`) make a new SQLite database: a
     // mistyped --db elsewhere is "not found", not a new empty file.
     let creates = match &cli.command {
-        Command::Run { .. } => true,
+        Command::Run { .. } | Command::Store(StoreCommand::Put { .. }) => true,
         Command::Serve { create, .. } => *create,
         _ => false,
     };
@@ -218,8 +219,17 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
     // the start (before the database is even opened).
     let long_running = matches!(cli.command, Command::Serve { .. } | Command::Worker { .. });
     let mut shutdown = long_running.then(|| Box::pin(shutdown_signal()));
-    let runs =
+    let mut runs =
         Runs::open(&cli.db, creates).await?.with_pass_env(cli.pass_env.clone()).with_graphs(graphs);
+    if let Some(spec) = &cli.embedder {
+        let embedder = tollgate_server::embedder(spec, cli.embed_dims)?;
+        let index = IndexConfig::new(cli.embed_dims).fields(cli.embed_fields.clone());
+        runs = runs.with_embedder(index, embedder);
+    }
+    if long_running {
+        // Expired memory items are invisible at once; this reclaims them.
+        runs.sweep_memory_every(std::time::Duration::from_secs(60));
+    }
     match cli.command {
         Command::Run { graph: Some(name), input, queue, thread, json, .. } => {
             if thread.as_deref().is_some_and(|thread| thread.trim().is_empty()) {
@@ -280,6 +290,7 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
             Ok(code::OK)
         }
         Command::Runs(command) => runs_command(&runs, command).await,
+        Command::Store(command) => store::store_command(&runs, command).await,
         Command::Pack(command) => pack::pack_command(command),
         Command::Threads(ThreadsCommand::Show { thread, json }) => {
             let shown = runs.thread(&thread).await?;
@@ -398,7 +409,7 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, ServiceEr
             Ok(code::OK)
         }
         RunsCommand::Prune { older_than, status, dry_run, json } => {
-            let age = parse_age(&older_than)?;
+            let age = parse_age("--older-than", &older_than)?;
             let statuses = status
                 .iter()
                 .map(|text| {
@@ -604,10 +615,10 @@ fn user_message(input: &str) -> Result<UserInput, ServiceError> {
 }
 
 /// `30d`, `12h`, `15m`, `90s` as milliseconds.
-fn parse_age(text: &str) -> Result<i64, ServiceError> {
+fn parse_age(flag: &str, text: &str) -> Result<i64, ServiceError> {
     let invalid = || {
         ServiceError::invalid(format!(
-            "--older-than `{text}`: give a number and a unit, s, m, h or d (such as 30d)"
+            "{flag} `{text}`: give a number and a unit, s, m, h or d (such as 30d)"
         ))
     };
     let text = text.trim();

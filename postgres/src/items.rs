@@ -224,8 +224,8 @@ impl Batch<'_> {
         let mut found = Vec::new();
         match &search.vector {
             None => {
-                params.push(Box::new(search.limit as i64));
-                params.push(Box::new(search.offset as i64));
+                params.push(Box::new(i64::try_from(search.limit).unwrap_or(i64::MAX)));
+                params.push(Box::new(i64::try_from(search.offset).unwrap_or(i64::MAX)));
                 sql.push_str(&format!(
                     " ORDER BY updated_at_ms DESC, namespace, key LIMIT ${} OFFSET ${}",
                     params.len() - 1,
@@ -237,7 +237,7 @@ impl Batch<'_> {
                 }
             }
             Some(query) => {
-                let wanted = search.offset + search.limit;
+                let wanted = search.offset.saturating_add(search.limit);
                 let top = search.filter.is_empty().then_some(wanted);
                 let ranked = self.rank(&search.prefix, query, top).await?;
                 params.push(Box::new(Vec::<i64>::new()));

@@ -150,6 +150,16 @@ impl From<StoreError> for ServiceError {
     }
 }
 
+impl From<tollgate_checkpoint::ItemError> for ServiceError {
+    fn from(error: tollgate_checkpoint::ItemError) -> Self {
+        match error {
+            tollgate_checkpoint::ItemError::Store(error) => error.into(),
+            error if error.is_invalid_input() => ServiceError::invalid(error.to_string()),
+            error => ServiceError::Failed { message: error.to_string() },
+        }
+    }
+}
+
 impl From<DecisionError> for ServiceError {
     fn from(error: DecisionError) -> Self {
         let message = error.to_string();

@@ -400,6 +400,42 @@ class Webhooks(unittest.TestCase):
             server.shutdown()
 
 
+class Store(unittest.TestCase):
+    def test_put_get_search_namespaces_delete(self):
+        async def go():
+            client = get_client(url=URL)
+            user = f"u{os.getpid()}"
+            ns = ["users", user, "memories"]
+            await client.store.put_item(ns, "lang", {"text": "prefers French answers", "kind": "pref", "n": 1})
+            await client.store.put_item(ns, "food", {"text": "is vegetarian", "kind": "fact", "n": 2})
+            await client.store.put_item(ns, "tz", {"text": "lives in Paris time", "kind": "pref", "n": 3})
+            await client.store.put_item(["users", user, "notes"], "n1", {"text": "other"}, ttl=60)
+            item = await client.store.get_item(ns, "lang")
+            self.assertEqual(item["namespace"], ns)
+            self.assertEqual(item["value"]["kind"], "pref")
+            self.assertTrue(item["created_at"].endswith("Z"), item)
+            newest = await client.store.search_items(ns, filter={"kind": "pref"}, limit=10)
+            self.assertEqual([i["key"] for i in newest["items"]], ["tz", "lang"])
+            compared = await client.store.search_items(ns, filter={"n": {"$gte": 2}})
+            self.assertEqual(sorted(i["key"] for i in compared["items"]), ["food", "tz"])
+            ranked = await client.store.search_items(["users", user], query="French answers please", limit=1)
+            self.assertEqual(ranked["items"][0]["key"], "lang")
+            self.assertGreater(ranked["items"][0]["score"], 0.3)
+            listed = await client.store.list_namespaces(prefix=["users", user])
+            self.assertEqual(listed["namespaces"], [["users", user, "memories"], ["users", user, "notes"]])
+            shallow = await client.store.list_namespaces(prefix=["users", user], max_depth=2)
+            self.assertEqual(shallow["namespaces"], [["users", user]])
+            await client.store.delete_item(ns, "lang")
+            with self.assertRaises(httpx.HTTPStatusError) as missing:
+                await client.store.get_item(ns, "lang")
+            self.assertEqual(missing.exception.response.status_code, 404)
+            with self.assertRaises(httpx.HTTPStatusError) as bad:
+                await client.store.search_items(ns, filter={"n": {"$near": 1}})
+            self.assertEqual(bad.exception.response.status_code, 422)
+
+        run(go())
+
+
 class Auth(unittest.TestCase):
     def test_the_token_as_x_api_key(self):
         async def go():

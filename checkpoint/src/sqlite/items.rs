@@ -212,7 +212,7 @@ impl Work {
         cache: Option<&VectorCache>,
         effects: &mut Effects,
     ) -> Result<Vec<Item>, Abort> {
-        let wanted = search.offset + search.limit;
+        let wanted = search.offset.saturating_add(search.limit);
         if search.limit == 0 {
             return Ok(Vec::new());
         }

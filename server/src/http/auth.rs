@@ -253,6 +253,9 @@ fn needed_role(method: &Method, path: &str) -> Role {
     if method == Method::GET || method == Method::HEAD {
         return Role::Read;
     }
+    if method == Method::POST && path == "/store/search" {
+        return Role::Read;
+    }
     let decides = method == Method::POST
         && path.strip_prefix("/runs/").is_some_and(|rest| {
             rest.split_once('/').is_some_and(|(_, verb)| {
@@ -277,6 +280,7 @@ fn langgraph_role(method: &Method, path: &str) -> Role {
         || method == Method::HEAD
         || (method == Method::POST
             && (path.ends_with("/search")
+                || path == "/store/namespaces"
                 || path.ends_with("/count")
                 || path.ends_with("/history")));
     if reads {
@@ -347,6 +351,9 @@ mod tests {
         assert_eq!(needed_role(&Method::POST, "/runs"), Role::Admin);
         assert_eq!(needed_role(&Method::DELETE, "/runs/x"), Role::Admin);
         assert_eq!(needed_role(&Method::POST, "/runs/x/other"), Role::Admin);
+        assert_eq!(needed_role(&Method::POST, "/store/search"), Role::Read);
+        assert_eq!(needed_role(&Method::PUT, "/store/items"), Role::Admin);
+        assert_eq!(needed_role(&Method::DELETE, "/store/items"), Role::Admin);
     }
 
     #[test]

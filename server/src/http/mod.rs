@@ -19,6 +19,7 @@ mod legs;
 mod metrics;
 mod page;
 mod routes;
+mod store;
 mod streams;
 mod wire;
 
@@ -341,6 +342,9 @@ fn routes(app: App) -> Router {
         .route("/changes", get(streams::changes))
         .route("/threads/{thread}", get(routes::thread))
         .route("/threads/{thread}/history", get(routes::thread_history))
+        .route("/store/items", get(store::get).put(store::put).delete(store::delete))
+        .route("/store/search", post(store::search))
+        .route("/store/namespaces", get(store::namespaces))
         .route("/graphs", get(routes::graphs))
         .route("/graphs/{name}", get(routes::graph_named))
         .route("/", get(page::index))

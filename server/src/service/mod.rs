@@ -740,6 +740,21 @@ fn with_events(config: RunConfig, events: Option<EventSink>) -> RunConfig {
     }
 }
 
+/// The embedder a spec names: `openai:MODEL` (OPENAI_BASE_URL and
+/// OPENAI_API_KEY, as the chat provider reads them), asking for vectors of
+/// `dims` dimensions.
+pub fn embedder(spec: &str, dims: usize) -> Result<Arc<dyn Embedder>, ServiceError> {
+    match spec.split_once(':') {
+        Some(("openai", model)) if !model.is_empty() => {
+            let embedder = tollgate_nodes::OpenAiEmbedder::from_env(model)?.dimensions(dims);
+            Ok(Arc::new(embedder))
+        }
+        _ => Err(ServiceError::invalid(format!(
+            "embedder `{spec}`: give `openai:MODEL` (an OpenAI-compatible /v1/embeddings)"
+        ))),
+    }
+}
+
 /// A stored event line as its envelope; a damaged line is named.
 pub fn parse_event(record: &EventRecord) -> Result<EventEnvelope, ServiceError> {
     serde_json::from_str(&record.json).map_err(|error| ServiceError::Failed {

@@ -15,6 +15,7 @@
 //! - [`threads`]: create, get, update, delete, search, state, history.
 //! - [`runs`]: create, wait, stream, join, get, list, cancel, delete.
 //! - [`resume`]: `Command(resume=…)` as decisions.
+//! - [`store`]: long-term memory as LangGraph's store.
 //! - [`stream`]: a run's events as LangGraph's stream modes, over SSE.
 //! - [`webhook`]: a run's outcome POSTed once it settles.
 //! - [`wire`]: the shapes the SDKs read (threads, runs, states, messages).
@@ -22,6 +23,7 @@
 mod assistants;
 mod resume;
 mod runs;
+mod store;
 mod stream;
 mod threads;
 mod webhook;
@@ -70,6 +72,9 @@ pub(crate) fn routes() -> Router<App> {
         .route("/threads/{thread}/runs/{run}/join", get(runs::join))
         .route("/threads/{thread}/runs/{run}/stream", get(runs::join_stream))
         .route("/threads/{thread}/runs/{run}/cancel", post(runs::cancel))
+        .route("/store/items", get(store::get).put(store::put).delete(store::delete))
+        .route("/store/items/search", post(store::search))
+        .route("/store/namespaces", post(store::namespaces))
         .route("/runs", post(runs::create))
         .route("/runs/wait", post(runs::wait))
         .route("/runs/stream", post(runs::stream))
@@ -87,7 +92,7 @@ async fn info(State(_app): State<App>) -> Json<Value> {
         "version": env!("CARGO_PKG_VERSION"),
         "server": "tollgate",
         "langgraph_py_version": null,
-        "flags": {"assistants": true, "crons": false, "langsmith": false, "store": false},
+        "flags": {"assistants": true, "crons": false, "langsmith": false, "store": true},
         "host": {"kind": "self-hosted", "project_id": null, "revision_id": null,
                  "tenant_id": null},
     }))

@@ -1,0 +1,169 @@
+//! `tollgate store …` and the native `/store` endpoints: put, get, search
+//! with filters, namespaces, delete, TTLs; exit codes (a missing item is 3,
+//! bad input 2); on SQLite and on Postgres. Items outlive the process.
+
+#![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::{client, code, runtime, Fixture, Served};
+
+fn store_round_trip(fx: &Fixture) {
+    let put = |ns: &str, key: &str, value: Value| {
+        fx.json(&["store", "put", ns, key, &value.to_string(), "--json"], 0)
+    };
+    assert_eq!(
+        put("users/42/memories", "lang", json!({"text": "French", "kind": "pref", "n": 1}))
+            ["stored"],
+        true
+    );
+    put("users/42/memories", "food", json!({"text": "vegetarian", "kind": "fact", "n": 2}));
+    put("users/42/memories", "tz", json!({"text": "Paris", "kind": "pref", "n": 3}));
+    put("users/7/memories", "lang", json!({"text": "English", "kind": "pref", "n": 4}));
+    fx.json(&["store", "put", "users/42/scratch", "tmp", "{}", "--ttl", "1s", "--json"], 0);
+
+    let item = fx.json(&["store", "get", "users/42/memories", "lang", "--json"], 0);
+    assert_eq!(item["value"]["text"], "French");
+    assert_eq!(item["namespace"], json!(["users", "42", "memories"]));
+    let plain = fx.run(&["store", "get", "users/42/memories", "lang"]);
+    assert_eq!(String::from_utf8(plain.stdout).unwrap().trim(), item["value"].to_string());
+
+    let found =
+        fx.json(&["store", "search", "users/42", "--filter", r#"{"kind": "pref"}"#, "--json"], 0);
+    let keys: Vec<&str> =
+        found["items"].as_array().unwrap().iter().map(|i| i["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["tz", "lang"], "newest first, only the prefix's");
+    let compared = fx.json(
+        &[
+            "store",
+            "search",
+            "users",
+            "--filter",
+            r#"{"n": {"$gte": 3}}"#,
+            "--limit",
+            "1",
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(compared["items"].as_array().unwrap().len(), 1);
+    assert_eq!(compared["items"][0]["value"]["n"], 4);
+
+    let names = fx.json(&["store", "namespaces", "--prefix", "users", "--json"], 0);
+    assert_eq!(
+        names["namespaces"],
+        json!(["users/42/memories", "users/42/scratch", "users/7/memories"])
+    );
+    let wild = fx.json(
+        &["store", "namespaces", "--prefix", "users/*/memories", "--max-depth", "2", "--json"],
+        0,
+    );
+    assert_eq!(wild["namespaces"], json!(["users/42", "users/7"]));
+
+    // The TTL: gone a second later, for every read.
+    std::thread::sleep(std::time::Duration::from_millis(1_100));
+    assert_eq!(code(&fx.run(&["store", "get", "users/42/scratch", "tmp"])), Some(3));
+
+    assert_eq!(
+        fx.json(&["store", "delete", "users/42/memories", "food", "--json"], 0)["deleted"],
+        true
+    );
+    let missing = fx.run(&["store", "get", "users/42/memories", "food"]);
+    assert_eq!(code(&missing), Some(3), "a missing item is exit 3");
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no item `food`"));
+    assert_eq!(code(&fx.run(&["store", "delete", "users/42/memories", "food"])), Some(3));
+
+    // Bad input is exit 2, with what is wrong.
+    let bad = fx.run(&["store", "put", "users//x", "k", "1"]);
+    assert_eq!(code(&bad), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("is empty"), "{bad:?}");
+    assert_eq!(code(&fx.run(&["store", "put", "a", "k", "not json"])), Some(2));
+    let filter = fx.run(&["store", "search", "a", "--filter", r#"{"n": {"$near": 1}}"#]);
+    assert_eq!(code(&filter), Some(2));
+    assert!(String::from_utf8_lossy(&filter.stderr).contains("$near"));
+    let query = fx.run(&["store", "search", "a", "--query", "anything"]);
+    assert_eq!(code(&query), Some(2), "a query needs an embedder");
+    assert!(String::from_utf8_lossy(&query.stderr).contains("index"));
+}
+
+#[test]
+fn items_are_stored_read_searched_and_deleted_from_the_command_line() {
+    store_round_trip(&Fixture::new());
+}
+
+#[test]
+fn items_are_stored_read_searched_and_deleted_from_the_command_line_on_postgres() {
+    if let Some(fx) = Fixture::postgres() {
+        store_round_trip(&fx);
+    }
+}
+
+#[test]
+fn the_store_endpoints_read_and_write_the_items_the_cli_sees() {
+    let fx = Fixture::new();
+    fx.json(&["store", "put", "docs", "a", r#"{"text": "first"}"#, "--json"], 0);
+    let server = Served::start(&fx, &[]);
+    runtime().block_on(async {
+        let client = client();
+        let stored: Value = client
+            .put(server.url("/store/items"))
+            .json(&json!({"namespace": ["docs", "x"], "key": "b", "value": {"text": "second", "n": 2}, "ttl_ms": 60000}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(stored["key"], "b");
+        assert!(stored["expires_at_ms"].as_i64().unwrap() > stored["updated_at_ms"].as_i64().unwrap());
+        let got: Value = client
+            .get(server.url("/store/items?namespace=docs&key=a"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(got["value"]["text"], "first", "what the CLI put");
+        let found: Value = client
+            .post(server.url("/store/search"))
+            .json(&json!({"prefix": "docs", "filter": {"n": 2}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(found["items"].as_array().unwrap().len(), 1);
+        assert_eq!(found["items"][0]["namespace"], json!(["docs", "x"]));
+        let names: Value = client
+            .get(server.url("/store/namespaces?prefix=docs"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(names["namespaces"], json!(["docs", "docs/x"]));
+        let missing = client.get(server.url("/store/items?namespace=docs&key=zzz")).send().await.unwrap();
+        assert_eq!(missing.status(), 404);
+        let bad = client
+            .post(server.url("/store/search"))
+            .json(&json!({"prefix": "docs", "filter": {"n": {"$near": 1}}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bad.status(), 400);
+        let deleted: Value = client
+            .delete(server.url("/store/items?namespace=docs/x&key=b"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(deleted["deleted"], true);
+    });
+    drop(server);
+}

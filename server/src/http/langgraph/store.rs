@@ -1,0 +1,157 @@
+//! LangGraph's store API (`/store/items`, `/store/items/search`,
+//! `/store/namespaces`) over tollgate's long-term memory: namespaces as
+//! lists of parts, TTLs in minutes, times as RFC 3339.
+
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tollgate_checkpoint::{Item, Namespace, NamespaceQuery, PutOp};
+use tollgate_engine::format_rfc3339;
+
+use crate::error::ServiceError;
+use crate::http::errors::ApiResult;
+use crate::http::routes::read_json;
+use crate::http::store::{get_item, index_fields, search_op};
+use crate::http::App;
+
+/// An item as LangGraph's clients read it.
+fn item_json(item: &Item) -> Value {
+    let mut json = json!({
+        "namespace": item.namespace.parts(),
+        "key": item.key,
+        "value": item.value,
+        "created_at": format_rfc3339(item.created_at_ms),
+        "updated_at": format_rfc3339(item.updated_at_ms),
+    });
+    if let Some(score) = item.score {
+        json["score"] = json!(score);
+    }
+    json
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct PutBody {
+    #[serde(default)]
+    namespace: Vec<String>,
+    #[serde(default)]
+    key: String,
+    #[serde(default)]
+    value: Value,
+    index: Option<Value>,
+    /// Minutes.
+    ttl: Option<f64>,
+}
+
+/// `PUT /store/items`: 204 once stored.
+pub(super) async fn put(State(app): State<App>, body: Body) -> ApiResult<StatusCode> {
+    let body: PutBody = read_json(&app, body, true).await?;
+    if !body.value.is_object() {
+        return Err(ServiceError::invalid("`value` must be a JSON object").into());
+    }
+    let namespace = Namespace::new(body.namespace).map_err(ServiceError::from)?;
+    let mut op = PutOp::new(namespace, body.key, body.value);
+    match body.ttl {
+        None => {}
+        Some(minutes) if minutes.is_finite() && minutes > 0.0 && minutes < 1e9 => {
+            op = op.ttl(std::time::Duration::from_secs_f64(minutes * 60.0));
+        }
+        Some(_) => {
+            return Err(ServiceError::invalid("`ttl` is a positive number of minutes").into())
+        }
+    }
+    op.index = index_fields(body.index)?;
+    app.runs.memory().put_op(op).await.map_err(ServiceError::from)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+pub(super) struct GetQuery {
+    namespace: String,
+    key: String,
+    refresh_ttl: Option<bool>,
+}
+
+/// `GET /store/items?namespace=a.b&key=k` (parts joined by `.`, as the
+/// SDKs send them).
+pub(super) async fn get(
+    State(app): State<App>,
+    Query(query): Query<GetQuery>,
+) -> ApiResult<Json<Value>> {
+    let parts: Vec<&str> = match query.namespace.as_str() {
+        "" => Vec::new(),
+        text => text.split('.').collect(),
+    };
+    let namespace = Namespace::new(parts).map_err(ServiceError::from)?;
+    let item = get_item(&app, namespace, query.key, query.refresh_ttl.unwrap_or(true)).await?;
+    Ok(Json(item_json(&item)))
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct DeleteBody {
+    #[serde(default)]
+    namespace: Vec<String>,
+    #[serde(default)]
+    key: String,
+}
+
+/// `DELETE /store/items` with `{namespace, key}`: 204.
+pub(super) async fn delete(State(app): State<App>, body: Body) -> ApiResult<StatusCode> {
+    let body: DeleteBody = read_json(&app, body, true).await?;
+    let namespace = Namespace::new(body.namespace).map_err(ServiceError::from)?;
+    app.runs.memory().delete(&namespace, &body.key).await.map_err(ServiceError::from)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct SearchBody {
+    #[serde(default)]
+    namespace_prefix: Vec<String>,
+    filter: Option<Value>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+    query: Option<String>,
+    refresh_ttl: Option<bool>,
+}
+
+/// `POST /store/items/search`.
+pub(super) async fn search(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
+    let body: SearchBody = read_json(&app, body, false).await?;
+    let prefix = Namespace::new(body.namespace_prefix).map_err(ServiceError::from)?;
+    let op = search_op(
+        prefix,
+        body.filter.as_ref(),
+        body.query,
+        body.limit,
+        body.offset,
+        body.refresh_ttl,
+    )?;
+    let items = app.runs.memory().search(op).await.map_err(ServiceError::from)?;
+    Ok(Json(json!({"items": items.iter().map(item_json).collect::<Vec<_>>()})))
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct NamespacesBody {
+    prefix: Option<Vec<String>>,
+    suffix: Option<Vec<String>>,
+    max_depth: Option<usize>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+}
+
+/// `POST /store/namespaces`.
+pub(super) async fn namespaces(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
+    let body: NamespacesBody = read_json(&app, body, false).await?;
+    let mut query = NamespaceQuery::new()
+        .prefix(body.prefix.unwrap_or_default())
+        .suffix(body.suffix.unwrap_or_default())
+        .page(body.limit.unwrap_or(100).min(1000), body.offset.unwrap_or(0));
+    if let Some(depth) = body.max_depth {
+        query = query.max_depth(depth);
+    }
+    let found = app.runs.memory().list_namespaces(query).await.map_err(ServiceError::from)?;
+    let lists: Vec<&[String]> = found.iter().map(Namespace::parts).collect();
+    Ok(Json(json!({"namespaces": lists})))
+}

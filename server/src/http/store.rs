@@ -1,0 +1,212 @@
+//! The long-term memory endpoints (`/store/...`, docs/openapi.yaml): items
+//! by namespace (written with slashes, `users/42/memories`) and key.
+
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tollgate_checkpoint::{Filter, GetOp, Namespace, NamespaceQuery, PutOp, SearchOp};
+
+use crate::error::ServiceError;
+
+use super::errors::ApiResult;
+use super::routes::read_json;
+use super::App;
+
+/// A namespace given as `users/42` or `["users", "42"]`.
+#[derive(Deserialize, Default)]
+#[serde(untagged)]
+pub(crate) enum NamespaceArg {
+    #[default]
+    None,
+    Text(String),
+    Parts(Vec<String>),
+}
+
+impl NamespaceArg {
+    pub(crate) fn parse(self) -> Result<Namespace, ServiceError> {
+        match self {
+            NamespaceArg::None => Ok(Namespace::default()),
+            NamespaceArg::Text(text) => Ok(Namespace::parse(&text)?),
+            NamespaceArg::Parts(parts) => Ok(Namespace::new(parts)?),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PutBody {
+    #[serde(default)]
+    namespace: NamespaceArg,
+    #[serde(default)]
+    key: String,
+    #[serde(default)]
+    value: Value,
+    ttl_ms: Option<u64>,
+    index: Option<Value>,
+}
+
+/// `index` as a put takes it: `false` (not embedded) or the fields.
+pub(crate) fn index_fields(index: Option<Value>) -> Result<Option<Vec<String>>, ServiceError> {
+    match index {
+        None | Some(Value::Null) | Some(Value::Bool(true)) => Ok(None),
+        Some(Value::Bool(false)) => Ok(Some(Vec::new())),
+        Some(Value::Array(fields)) => fields
+            .into_iter()
+            .map(|field| match field {
+                Value::String(field) => Ok(field),
+                _ => Err(ServiceError::invalid("`index` lists field names (strings)")),
+            })
+            .collect::<Result<_, _>>()
+            .map(Some),
+        Some(_) => Err(ServiceError::invalid("`index` is false or a list of fields")),
+    }
+}
+
+/// `PUT /store/items`: stores an item (replacing any), answers it.
+pub(crate) async fn put(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
+    let body: PutBody = read_json(&app, body, true).await?;
+    let namespace = body.namespace.parse()?;
+    let mut op = PutOp::new(namespace.clone(), body.key.clone(), body.value);
+    if let Some(ms) = body.ttl_ms {
+        op = op.ttl(std::time::Duration::from_millis(ms));
+    }
+    op.index = index_fields(body.index)?;
+    let memory = app.runs.memory();
+    memory.put_op(op).await.map_err(ServiceError::from)?;
+    let mut stored = GetOp::new(namespace, body.key);
+    stored.refresh_ttl = false;
+    let item = memory.get_op(stored).await.map_err(ServiceError::from)?;
+    Ok(Json(serde_json::to_value(item).unwrap_or(Value::Null)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ItemQuery {
+    namespace: String,
+    key: String,
+    refresh_ttl: Option<bool>,
+}
+
+/// The item, or a 404 naming it.
+pub(crate) async fn get_item(
+    app: &App,
+    namespace: Namespace,
+    key: String,
+    refresh_ttl: bool,
+) -> Result<tollgate_checkpoint::Item, ServiceError> {
+    let mut op = GetOp::new(namespace.clone(), key.clone());
+    op.refresh_ttl = refresh_ttl;
+    app.runs.memory().get_op(op).await?.ok_or_else(|| ServiceError::NotFound {
+        message: format!("no item `{key}` in namespace `{namespace}`"),
+    })
+}
+
+/// `GET /store/items?namespace=…&key=…`.
+pub(crate) async fn get(
+    State(app): State<App>,
+    Query(query): Query<ItemQuery>,
+) -> ApiResult<Json<Value>> {
+    let namespace = Namespace::parse(&query.namespace).map_err(ServiceError::from)?;
+    let item = get_item(&app, namespace, query.key, query.refresh_ttl.unwrap_or(true)).await?;
+    Ok(Json(serde_json::to_value(item).unwrap_or(Value::Null)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeleteQuery {
+    namespace: String,
+    key: String,
+}
+
+/// `DELETE /store/items?namespace=…&key=…`: whether there was an item.
+pub(crate) async fn delete(
+    State(app): State<App>,
+    Query(query): Query<DeleteQuery>,
+) -> ApiResult<Json<Value>> {
+    let namespace = Namespace::parse(&query.namespace).map_err(ServiceError::from)?;
+    let deleted =
+        app.runs.memory().delete(&namespace, &query.key).await.map_err(ServiceError::from)?;
+    Ok(Json(json!({"deleted": deleted})))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SearchBody {
+    #[serde(default)]
+    prefix: NamespaceArg,
+    filter: Option<Value>,
+    query: Option<String>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+    refresh_ttl: Option<bool>,
+}
+
+/// A search as the API bodies describe it.
+pub(crate) fn search_op(
+    prefix: Namespace,
+    filter: Option<&Value>,
+    query: Option<String>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+    refresh_ttl: Option<bool>,
+) -> Result<SearchOp, ServiceError> {
+    let mut op = SearchOp::new(prefix)
+        .filter(Filter::from_json(filter.unwrap_or(&Value::Null))?)
+        .limit(limit.unwrap_or(10))
+        .offset(offset.unwrap_or(0));
+    if let Some(query) = query.filter(|query| !query.trim().is_empty()) {
+        op = op.query(query);
+    }
+    op.refresh_ttl = refresh_ttl.unwrap_or(true);
+    Ok(op)
+}
+
+/// `POST /store/search`: items under a prefix, filtered, newest first or
+/// ranked by similarity to `query`.
+pub(crate) async fn search(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
+    let body: SearchBody = read_json(&app, body, false).await?;
+    let op = search_op(
+        body.prefix.parse()?,
+        body.filter.as_ref(),
+        body.query,
+        body.limit,
+        body.offset,
+        body.refresh_ttl,
+    )?;
+    let items = app.runs.memory().search(op).await.map_err(ServiceError::from)?;
+    Ok(Json(json!({"items": items})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NamespacesQuery {
+    prefix: Option<String>,
+    suffix: Option<String>,
+    max_depth: Option<usize>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+}
+
+/// `GET /store/namespaces`: the namespaces holding items.
+pub(crate) async fn namespaces(
+    State(app): State<App>,
+    Query(query): Query<NamespacesQuery>,
+) -> ApiResult<Json<Value>> {
+    let parts = |text: Option<String>| -> Vec<String> {
+        text.filter(|text| !text.is_empty())
+            .map(|text| text.split('/').map(str::to_owned).collect())
+            .unwrap_or_default()
+    };
+    let mut wanted = NamespaceQuery::new()
+        .prefix(parts(query.prefix))
+        .suffix(parts(query.suffix))
+        .page(query.limit.unwrap_or(100).min(1000), query.offset.unwrap_or(0));
+    if let Some(depth) = query.max_depth {
+        wanted = wanted.max_depth(depth);
+    }
+    let found = app.runs.memory().list_namespaces(wanted).await.map_err(ServiceError::from)?;
+    let names: Vec<String> = found.iter().map(ToString::to_string).collect();
+    Ok(Json(json!({"namespaces": names})))
+}
