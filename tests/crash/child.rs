@@ -137,6 +137,7 @@ pub(crate) fn main(mode: &str) {
             "start_nested" => crate::nested::child(&dir, true).await,
             "recover_nested" => crate::nested::child(&dir, false).await,
             "soak" => soak(&dir).await,
+            "memory" => crate::memory::child(&dir).await,
             other => Err(format!("unknown child mode {other}").into()),
         }
     });

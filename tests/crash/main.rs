@@ -15,15 +15,20 @@
 //! progress writes too: no inner task whose progress was acknowledged runs
 //! again.
 //!
+//! Long-term memory's batches (`memory.rs`), killed inside a batch's
+//! transaction and at random moments: every batch whole or absent, every
+//! acknowledged batch whole.
+//!
 //! Then 8 processes run 1,000 transitions each on one file: no busy error
 //! reaches them and every run's steps are gap-free.
 //!
-//! With `TOLLGATE_CRASH_CHILD` set it is a child: `start`, `recover` or
-//! `soak`.
+//! With `TOLLGATE_CRASH_CHILD` set it is a child: `start`, `recover`,
+//! `memory` or `soak`.
 
 #![allow(clippy::unwrap_used)] // Test code: a failure is the report.
 
 mod child;
+mod memory;
 mod nested;
 mod parent;
 

@@ -230,11 +230,12 @@ fn eight_processes_share_one_file() {
 }
 
 pub(crate) fn main() {
-    let tests: [(&str, fn()); 5] = [
+    let tests: [(&str, fn()); 6] = [
         ("failpoints_at_every_named_point", failpoints),
         ("random_sigkill_delays", random_kills),
         ("subgraph_failpoints", crate::nested::failpoints),
         ("subgraph_random_sigkill_delays", crate::nested::random_kills),
+        ("memory_batches_are_all_or_nothing", crate::memory::batches_are_all_or_nothing),
         ("eight_processes_share_one_file", eight_processes_share_one_file),
     ];
     let filter: Vec<String> =
