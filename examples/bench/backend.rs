@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use tollgate::{SqliteOptions, SqliteStore, Store};
+use tollgate::{ItemStore, SqliteOptions, SqliteStore, Store};
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 
 /// Where the workloads' stores live.
@@ -35,6 +35,28 @@ impl Backend {
         Ok(match self {
             Backend::Sqlite(dir, options) => {
                 Arc::new(SqliteStore::open_with(dir.join(format!("{name}.db")), options.clone())?)
+            }
+            Backend::Postgres(url) => {
+                let schema = format!("bench_{name}");
+                let client = pg_client(url).await?;
+                client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await?;
+                let options = PostgresOptions::default().with_schema(schema);
+                Arc::new(PostgresStore::connect_with(url, options).await?)
+            }
+        })
+    }
+
+    /// A fresh, empty long-term memory store for the workload `name` (the
+    /// run store's database: its `items` table).
+    pub(crate) async fn open_items(
+        &self,
+        name: &str,
+    ) -> Result<Arc<dyn ItemStore>, Box<dyn std::error::Error>> {
+        Ok(match self {
+            Backend::Sqlite(dir, options) => {
+                let path = dir.join(format!("{name}.db"));
+                let _ = std::fs::remove_file(&path);
+                Arc::new(SqliteStore::open_with(path, options.clone())?)
             }
             Backend::Postgres(url) => {
                 let schema = format!("bench_{name}");

@@ -7,6 +7,8 @@
 //! `cargo run --release --example bench -- --json --store postgres` (the
 //! server of `TOLLGATE_PG_URL`; each workload in a schema `bench_NAME` of
 //! its own, dropped first; `pg_raw_commit` is the floor there)
+//! `cargo run --release --example bench -- --only store_put,store_get,store_search_filter,store_search_vector_10k`
+//! (long-term memory: `p50_us`, `p99_us` per call)
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -25,6 +27,7 @@ use backend::{db_bytes, pg_raw_commit, Backend};
 
 mod backend;
 mod load;
+mod memory;
 mod page;
 mod stream;
 
@@ -626,6 +629,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if wanted("big_state") {
         results.push(load::big_state(&backend).await?);
     }
+    if ["store_put", "store_get", "store_search_filter"].iter().any(|name| wanted(name)) {
+        results.extend(memory::items(&backend).await?);
+    }
+    if wanted("store_search_vector_10k") {
+        results.push(memory::vectors(&backend, 10_000).await?);
+    }
+    if wanted("store_search_vector_100k") {
+        results.push(memory::vectors(&backend, 100_000).await?);
+    }
     if let Backend::Sqlite(_, options) = &backend {
         for result in &mut results {
             result["page_size"] = json!(options.page_size);
@@ -654,6 +666,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "page_render", result["runs"], p50.as_f64().unwrap_or(f64::NAN),
                 result["inbox_first_render_ms_max"].as_f64().unwrap_or(f64::NAN),
                 result["all_runs_first_render_ms_p50"].as_f64().unwrap_or(f64::NAN),
+            );
+        } else if let Some(p50) = result.get("p50_us") {
+            println!(
+                "{:<24} n={:<6} p50 {:>9.1} us  p99 {:>9.1} us",
+                result["workload"].as_str().unwrap_or("?"),
+                result["n"],
+                p50.as_f64().unwrap_or(f64::NAN),
+                result["p99_us"].as_f64().unwrap_or(f64::NAN),
             );
         } else if let Some(same) = result.get("same_process_ms") {
             let cross = &result["cross_process_ms"];

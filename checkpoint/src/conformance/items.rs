@@ -396,6 +396,17 @@ async fn vector_searches_rank_after_the_filter(c: &Clocked) {
         ["east"],
         "a replaced vector and a deleted item show at once"
     );
+    // A search after a put of its own batch sees it.
+    let mut fresh = PutOp::new(ns("docs/c"), "fresh", json!({"kind": "pref"}));
+    fresh.vector = Some(vec![0.0, 0.0, 1.0]);
+    let mut within = SearchOp::new(ns("docs/c"));
+    within.vector = Some(vec![0.0, 0.0, 1.0]);
+    let results =
+        m.batch(vec![ItemOp::Put(fresh), ItemOp::Search(within)]).await.expect("the store answers");
+    assert!(
+        matches!(&results[1], ItemResult::Items(items) if keys(items) == ["docs/c:fresh"]),
+        "a batch's search ranks the batch's own puts: {results:?}"
+    );
     c.advance(1);
     let mut op = PutOp::new(ns("docs/a"), "brief", json!({})).ttl(Duration::from_millis(5));
     op.vector = Some(vec![0.0, 1.0, 0.0]);

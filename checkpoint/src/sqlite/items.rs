@@ -22,8 +22,10 @@ use crate::items::{
 };
 use crate::store::StoreError;
 
+/// The value is stored as SQLite's binary JSON (JSONB): filters read its
+/// fields without parsing text; `json()` gives the text back.
 const COLUMNS: &str =
-    "id, namespace, key, value, created_at_ms, updated_at_ms, ttl_ms, expires_at_ms";
+    "id, namespace, key, json(value), created_at_ms, updated_at_ms, ttl_ms, expires_at_ms";
 
 /// A row as read.
 struct Row {
@@ -124,6 +126,7 @@ impl Work {
                         results.push(ItemResult::Deleted(false));
                         continue;
                     };
+                    tx.prepare_cached("DELETE FROM item_vectors WHERE id = ?1")?.execute([id])?;
                     effects.changes.push(VectorChange::Remove { row: id });
                     effects.wrote = true;
                     ItemResult::Deleted(expires.is_none_or(|at| at > self.now_ms))
@@ -162,22 +165,29 @@ impl Work {
         let namespace = put.namespace.stored();
         let ttl = put.ttl.map(ttl_ms);
         let expires = ttl.map(|ttl| self.now_ms.saturating_add(ttl));
-        let unit = put.vector.as_deref().map(encode_vector);
         let id: i64 = tx
             .prepare_cached(
-                "INSERT INTO items (namespace, key, value, created_at_ms, updated_at_ms, \
-                                    ttl_ms, expires_at_ms, vector) \
-                 VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6, ?7) \
+                "INSERT INTO items (namespace, key, id, value, created_at_ms, updated_at_ms, \
+                                    ttl_ms, expires_at_ms) \
+                 VALUES (?1, ?2, (SELECT ifnull(max(id), 0) + 1 FROM items), jsonb(?3), \
+                         ?4, ?4, ?5, ?6) \
                  ON CONFLICT (namespace, key) DO UPDATE SET \
                     value = excluded.value, \
                     created_at_ms = CASE WHEN items.expires_at_ms <= ?4 THEN ?4 \
                                          ELSE items.created_at_ms END, \
-                    updated_at_ms = ?4, ttl_ms = ?5, expires_at_ms = ?6, vector = ?7 \
+                    updated_at_ms = ?4, ttl_ms = ?5, expires_at_ms = ?6 \
                  RETURNING id",
             )?
-            .query_row(params![namespace, put.key, text, self.now_ms, ttl, expires, unit], |r| {
+            .query_row(params![namespace, put.key, text, self.now_ms, ttl, expires], |r| {
                 r.get(0)
             })?;
+        let unit = put.vector.as_deref().map(encode_vector);
+        match &unit {
+            Some(bytes) => tx
+                .prepare_cached("INSERT OR REPLACE INTO item_vectors (id, vector) VALUES (?1, ?2)")?
+                .execute(params![id, bytes])?,
+            None => tx.prepare_cached("DELETE FROM item_vectors WHERE id = ?1")?.execute([id])?,
+        };
         let vector = unit.as_deref().and_then(decode_vector);
         Ok(VectorChange::Set { row: id, namespace, vector })
     }
@@ -373,8 +383,11 @@ fn rank(
     let stored = prefix.stored();
     let Some(cache) = cache else {
         let (range, args) = range_sql(prefix, 1);
-        let sql =
-            format!("SELECT id, namespace, vector FROM items WHERE {range} AND vector IS NOT NULL");
+        let sql = format!(
+            "SELECT i.id, i.namespace, v.vector FROM items i JOIN item_vectors v ON v.id = i.id \
+             WHERE {}",
+            range.replace("namespace", "i.namespace")
+        );
         let scratch = VectorCache::new();
         scratch.replace(0, vectors(tx, &sql, args)?);
         return Ok(scratch.rank(0, &stored, query, top).unwrap_or_default());
@@ -385,7 +398,7 @@ fn rank(
     if let Some(ranked) = cache.rank(epoch, &stored, query, top) {
         return Ok(ranked);
     }
-    let sql = "SELECT id, namespace, vector FROM items WHERE vector IS NOT NULL";
+    let sql = "SELECT v.id, i.namespace, v.vector FROM item_vectors v JOIN items i ON i.id = v.id";
     cache.replace(epoch, vectors(tx, sql, Vec::new())?);
     Ok(cache.rank(epoch, &stored, query, top).unwrap_or_default())
 }
@@ -473,6 +486,10 @@ impl ItemStore for SqliteStore {
                     .prepare_cached("DELETE FROM items WHERE expires_at_ms <= ?1 RETURNING id")?
                     .query_map([now_ms], |r| r.get(0))?
                     .collect::<rusqlite::Result<_>>()?;
+                let mut vectors = tx.prepare_cached("DELETE FROM item_vectors WHERE id = ?1")?;
+                for id in &removed {
+                    vectors.execute([id])?;
+                }
                 let epoch = match removed.is_empty() {
                     true => None,
                     false => Some(bump(tx)?),

@@ -218,25 +218,32 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX threads_by_creation ON threads (created_at_ms, id);
 ",
-    // 14: long-term memory (`ItemStore`): items by namespace (stored as
-    // `part/part/`, so a prefix is one range of the unique index) and key;
-    // values as JSON text, embeddings as unit vectors of little-endian
-    // f32s. `item_epoch` is raised by every transaction that writes items:
-    // processes keep their copy of the vectors in step with it.
+    // 14: long-term memory (`ItemStore`): items clustered by namespace
+    // (stored as `part/part/`, so a prefix is one range of the primary
+    // key, and a namespace's items share pages however their puts
+    // interleaved with others') and key; values as SQLite's binary JSON
+    // (JSONB: filters read fields without parsing text). `id` names an item
+    // for its vector (`item_vectors`: unit vectors of little-endian f32s)
+    // and for processes' copies of them. `item_epoch` is raised by every
+    // transaction that writes items: processes keep their copies in step.
     "
     CREATE TABLE items (
-        id            INTEGER PRIMARY KEY,
         namespace     TEXT NOT NULL,
         key           TEXT NOT NULL,
-        value         TEXT NOT NULL,
+        id            INTEGER NOT NULL,
+        value         BLOB NOT NULL,
         created_at_ms INTEGER NOT NULL,
         updated_at_ms INTEGER NOT NULL,
         ttl_ms        INTEGER,
         expires_at_ms INTEGER,
-        vector        BLOB
-    );
-    CREATE UNIQUE INDEX items_by_key ON items (namespace, key);
+        PRIMARY KEY (namespace, key)
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX items_by_id ON items (id);
     CREATE INDEX items_expiring ON items (expires_at_ms) WHERE expires_at_ms IS NOT NULL;
+    CREATE TABLE item_vectors (
+        id     INTEGER PRIMARY KEY,
+        vector BLOB NOT NULL
+    );
     CREATE TABLE item_epoch (
         id    INTEGER PRIMARY KEY CHECK (id = 1),
         epoch INTEGER NOT NULL
@@ -254,6 +261,7 @@ const OUR_TABLES: &[&str] = &[
     "events",
     "interrupts",
     "item_epoch",
+    "item_vectors",
     "items",
     "node_cache",
     "pending_writes",

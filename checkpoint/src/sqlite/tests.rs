@@ -369,6 +369,7 @@ fn version_2_files_are_migrated_status_events_kept() {
 /// updates are small: none has parts) and the thread records of 13.
 const STEPS_OF_VERSION_7: &str = "
     DROP TABLE items;
+    DROP TABLE item_vectors;
     DROP TABLE item_epoch;
     DROP TABLE threads;
     DROP TABLE step_parts;
