@@ -299,7 +299,8 @@ fn range_sql(prefix: &Namespace, first: usize) -> (String, Vec<Sql>) {
     }
 }
 
-/// The condition as SQL, when it translates exactly; its arguments are
+/// The condition as SQL, when it translates exactly; its arguments (the
+/// JSON path among them: nothing of the filter goes into the SQL text) are
 /// appended to `args`. Rows are checked again in Rust either way.
 fn pushed_down(condition: &Condition, args: &mut Vec<Sql>) -> Option<String> {
     if condition.path.iter().any(|part| part.contains(['"', '\\']) || part.is_empty()) {
@@ -309,39 +310,39 @@ fn pushed_down(condition: &Condition, args: &mut Vec<Sql>) -> Option<String> {
         .chain(condition.path.iter().map(|p| format!("\"{p}\"")))
         .collect::<Vec<_>>()
         .join(".");
+    // Appended to a copy, kept only when the whole condition translates.
+    let mut trial = args.clone();
+    trial.push(Sql::Text(path));
+    let at = trial.len();
+    let ty = format!("json_type(value, ?{at})");
+    let field = format!("json_extract(value, ?{at})");
     let equal = |operand: &Value, args: &mut Vec<Sql>| -> Option<String> {
-        let ty = format!("json_type(value, '{path}')");
         Some(match operand {
             Value::Null => format!("{ty} = 'null'"),
             Value::Bool(true) => format!("{ty} = 'true'"),
             Value::Bool(false) => format!("{ty} = 'false'"),
             Value::Number(n) => {
                 args.push(Sql::Real(n.as_f64()?));
-                format!(
-                    "({ty} IN ('integer', 'real') AND json_extract(value, '{path}') = ?{})",
-                    args.len()
-                )
+                format!("({ty} IN ('integer', 'real') AND {field} = ?{})", args.len())
             }
             Value::String(s) => {
                 args.push(Sql::Text(s.clone()));
-                format!("({ty} = 'text' AND json_extract(value, '{path}') = ?{})", args.len())
+                format!("({ty} = 'text' AND {field} = ?{})", args.len())
             }
             Value::Array(_) | Value::Object(_) => return None,
         })
     };
-    match condition.op {
-        FilterOp::Eq => equal(&condition.operand, args),
-        FilterOp::Ne => equal(&condition.operand, args).map(|eq| format!("NOT IFNULL({eq}, 0)")),
+    let clause = match condition.op {
+        FilterOp::Eq => equal(&condition.operand, &mut trial)?,
+        FilterOp::Ne => format!("NOT IFNULL({}, 0)", equal(&condition.operand, &mut trial)?),
         FilterOp::In => {
             let all = condition.operand.as_array()?;
-            let mut trial = args.clone();
             let clauses: Option<Vec<String>> =
                 all.iter().map(|one| equal(one, &mut trial)).collect();
-            let clauses = clauses?;
-            *args = trial;
-            match clauses.is_empty() {
-                true => Some("0".into()),
-                false => Some(format!("({})", clauses.join(" OR "))),
+            match clauses? {
+                // Nothing is in an empty list (and the path goes unused).
+                clauses if clauses.is_empty() => return Some("0".into()),
+                clauses => format!("({})", clauses.join(" OR ")),
             }
         }
         op => {
@@ -351,23 +352,22 @@ fn pushed_down(condition: &Condition, args: &mut Vec<Sql>) -> Option<String> {
                 FilterOp::Lt => "<",
                 _ => "<=",
             };
-            let ty = match &condition.operand {
+            let types = match &condition.operand {
                 Value::Number(n) => {
-                    args.push(Sql::Real(n.as_f64()?));
+                    trial.push(Sql::Real(n.as_f64()?));
                     "IN ('integer', 'real')"
                 }
                 Value::String(s) => {
-                    args.push(Sql::Text(s.clone()));
+                    trial.push(Sql::Text(s.clone()));
                     "= 'text'"
                 }
                 _ => return None,
             };
-            Some(format!(
-                "(json_type(value, '{path}') {ty} AND json_extract(value, '{path}') {sign} ?{})",
-                args.len()
-            ))
+            format!("({ty} {types} AND {field} {sign} ?{})", trial.len())
         }
-    }
+    };
+    *args = trial;
+    Some(clause)
 }
 
 /// Rows under `prefix` with a vector of the query's dimensions, best
