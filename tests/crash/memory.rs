@@ -1,14 +1,17 @@
 //! Long-term memory under kill -9: a child stores batches of 50 items, one
 //! batch per transaction, journalling each batch once it is acknowledged;
 //! killed inside a batch's transaction (a failpoint) or at a random moment,
-//! the file holds every acknowledged batch whole and no batch in part.
+//! the store holds every acknowledged batch whole and no batch in part. On
+//! a SQLite file, and on PostgreSQL (`TOLLGATE_PG_URL`, a schema of its
+//! own per child; random moments only).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use tollgate::{ItemOp, Memory, Namespace, PutOp, SearchOp, SqliteStore};
+use tollgate::{ItemOp, ItemStore, Memory, Namespace, PutOp, SearchOp, SqliteStore};
+use tollgate_postgres::{PostgresOptions, PostgresStore};
 
 use crate::child::journal;
 use crate::parent::{block_on, lines};
@@ -18,9 +21,26 @@ const BATCH: usize = 50;
 /// Batches a child stores.
 const BATCHES: usize = 200;
 
+/// Where the items go: the SQLite file of `dir`, or `schema` on
+/// `TOLLGATE_PG_URL`.
+async fn store(
+    dir: &Path,
+    schema: Option<&str>,
+) -> Result<Arc<dyn ItemStore>, Box<dyn std::error::Error>> {
+    Ok(match schema {
+        Some(schema) => {
+            let url = std::env::var("TOLLGATE_PG_URL")?;
+            let options = PostgresOptions::default().with_schema(schema);
+            Arc::new(PostgresStore::connect_with(&url, options).await?)
+        }
+        None => Arc::new(SqliteStore::open(dir.join("memory.sqlite"))?),
+    })
+}
+
 /// The child: stores `BATCHES` batches.
 pub(crate) async fn child(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    let memory = Memory::new(Arc::new(SqliteStore::open(dir.join("memory.sqlite"))?));
+    let schema = std::env::var("TOLLGATE_CRASH_PG_SCHEMA").ok();
+    let memory = Memory::new(store(dir, schema.as_deref()).await?);
     for batch in 0..BATCHES {
         let namespace = Namespace::new(["crash", &format!("b{batch:03}")])?;
         let ops = (0..BATCH)
@@ -35,10 +55,19 @@ pub(crate) async fn child(dir: &Path) -> Result<(), Box<dyn std::error::Error>> 
     Ok(())
 }
 
-fn killed_child(dir: &Path, failpoint: Option<&str>, kill_after: Option<Duration>) {
+fn killed_child(
+    dir: &Path,
+    schema: Option<&str>,
+    failpoint: Option<&str>,
+    kill_after: Option<Duration>,
+) {
     let mut command = std::process::Command::new(std::env::current_exe().unwrap());
     command.env("TOLLGATE_CRASH_CHILD", "memory").env("TOLLGATE_CRASH_DIR", dir);
     command.env_remove("TOLLGATE_FAILPOINTS").stderr(std::process::Stdio::null());
+    match schema {
+        Some(schema) => command.env("TOLLGATE_CRASH_PG_SCHEMA", schema),
+        None => command.env_remove("TOLLGATE_CRASH_PG_SCHEMA"),
+    };
     if let Some(failpoint) = failpoint {
         command.env("TOLLGATE_FAILPOINTS", failpoint);
     }
@@ -51,8 +80,8 @@ fn killed_child(dir: &Path, failpoint: Option<&str>, kill_after: Option<Duration
 }
 
 /// Every batch is whole or absent; every acknowledged one is whole.
-fn check(dir: &Path) -> (usize, usize) {
-    let memory = Memory::new(Arc::new(SqliteStore::open(dir.join("memory.sqlite")).unwrap()));
+fn check(dir: &Path, schema: Option<&str>) -> (usize, usize) {
+    let memory = Memory::new(block_on(store(dir, schema)).unwrap());
     let acked: Vec<usize> =
         lines(&dir.join("memory-acks.log")).iter().map(|line| line[0].parse().unwrap()).collect();
     let mut whole = 0;
@@ -77,19 +106,43 @@ fn check(dir: &Path) -> (usize, usize) {
 pub(crate) fn batches_are_all_or_nothing() {
     for failpoint in ["commit:inside@1", "commit:inside@7", "commit:inside@40"] {
         let dir = tempfile::tempdir().unwrap();
-        killed_child(dir.path(), Some(failpoint), None);
-        let (whole, acked) = check(dir.path());
+        killed_child(dir.path(), None, Some(failpoint), None);
+        let (whole, acked) = check(dir.path(), None);
         let fired: usize = failpoint.rsplit('@').next().unwrap().parse().unwrap();
         assert_eq!(whole, fired - 1, "{failpoint}: the batches before it, whole, and not it");
         assert_eq!(acked, fired - 1);
     }
+    random_kills(None);
+}
+
+/// Killed at random moments, on PostgreSQL.
+pub(crate) fn batches_are_all_or_nothing_on_postgres() {
+    let Some(url) = tollgate_testkit::postgres_url() else { return };
+    let schema = format!("crash_memory_{}", tollgate::RunId::new().to_string().to_lowercase());
+    random_kills(Some(&schema));
+    block_on(async {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
+        tokio::spawn(connection);
+        for round in 0..6 {
+            client
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema}_{round} CASCADE"))
+                .await?;
+        }
+        Ok::<(), tokio_postgres::Error>(())
+    })
+    .unwrap();
+}
+
+/// Six children killed 20 to 420 ms after they started.
+fn random_kills(schema: Option<&str>) {
     let mut seed = std::process::id() as u64;
-    for _ in 0..6 {
+    for round in 0..6 {
         seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
         let delay = Duration::from_millis(20 + (seed >> 33) % 400);
         let dir = tempfile::tempdir().unwrap();
-        killed_child(dir.path(), None, Some(delay));
-        let (whole, acked) = check(dir.path());
+        let schema = schema.map(|schema| format!("{schema}_{round}"));
+        killed_child(dir.path(), schema.as_deref(), None, Some(delay));
+        let (whole, acked) = check(dir.path(), schema.as_deref());
         assert!(whole >= acked && whole <= acked + 1, "{whole} whole, {acked} acknowledged");
     }
 }

@@ -230,12 +230,16 @@ fn eight_processes_share_one_file() {
 }
 
 pub(crate) fn main() {
-    let tests: [(&str, fn()); 6] = [
+    let tests: [(&str, fn()); 7] = [
         ("failpoints_at_every_named_point", failpoints),
         ("random_sigkill_delays", random_kills),
         ("subgraph_failpoints", crate::nested::failpoints),
         ("subgraph_random_sigkill_delays", crate::nested::random_kills),
         ("memory_batches_are_all_or_nothing", crate::memory::batches_are_all_or_nothing),
+        (
+            "memory_batches_are_all_or_nothing_on_postgres",
+            crate::memory::batches_are_all_or_nothing_on_postgres,
+        ),
         ("eight_processes_share_one_file", eight_processes_share_one_file),
     ];
     let filter: Vec<String> =

@@ -110,7 +110,7 @@ impl AgentMemory {
     }
 }
 
-fn memory<'a>(cx: &'a RunContext) -> Result<&'a Memory, HarnessError> {
+fn memory(cx: &RunContext) -> Result<&Memory, HarnessError> {
     cx.memory().ok_or_else(|| HarnessError::NoMemory { agent: cx.agent().to_owned() })
 }
 
