@@ -16,8 +16,8 @@
 //! again.
 //!
 //! Long-term memory's batches (`memory.rs`), killed inside a batch's
-//! transaction and at random moments: every batch whole or absent, every
-//! acknowledged batch whole.
+//! transaction and while writing, on SQLite and on Postgres: every batch
+//! whole or absent, every acknowledged batch whole.
 //!
 //! Then 8 processes run 1,000 transitions each on one file: no busy error
 //! reaches them and every run's steps are gap-free.

@@ -1,9 +1,10 @@
 //! Long-term memory under kill -9: a child stores batches of 50 items, one
 //! batch per transaction, journalling each batch once it is acknowledged;
-//! killed inside a batch's transaction (a failpoint) or at a random moment,
-//! the store holds every acknowledged batch whole and no batch in part. On
-//! a SQLite file, and on PostgreSQL (`TOLLGATE_PG_URL`, a schema of its
-//! own per child; random moments only).
+//! killed inside a batch's transaction (a failpoint) or while it writes
+//! (once it has acknowledged a random number of batches), the store holds
+//! every acknowledged batch whole and no batch in part. On a SQLite file,
+//! and on PostgreSQL (`TOLLGATE_PG_URL`, a schema of its own per child;
+//! killed while writing only).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -55,11 +56,13 @@ pub(crate) async fn child(dir: &Path) -> Result<(), Box<dyn std::error::Error>> 
     Ok(())
 }
 
+/// Runs a child; kills it once it has acknowledged `kill_after_acks`
+/// batches (when given), else lets it finish or die at its failpoint.
 fn killed_child(
     dir: &Path,
     schema: Option<&str>,
     failpoint: Option<&str>,
-    kill_after: Option<Duration>,
+    kill_after_acks: Option<usize>,
 ) {
     let mut command = std::process::Command::new(std::env::current_exe().unwrap());
     command.env("TOLLGATE_CRASH_CHILD", "memory").env("TOLLGATE_CRASH_DIR", dir);
@@ -72,8 +75,15 @@ fn killed_child(
         command.env("TOLLGATE_FAILPOINTS", failpoint);
     }
     let mut child = command.spawn().unwrap();
-    if let Some(delay) = kill_after {
-        std::thread::sleep(delay);
+    if let Some(acks) = kill_after_acks {
+        let started = std::time::Instant::now();
+        while lines(&dir.join("memory-acks.log")).len() < acks {
+            assert!(started.elapsed() < Duration::from_secs(60), "the child stalled");
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
         let _ = child.kill();
     }
     let _ = child.wait();
@@ -101,8 +111,8 @@ fn check(dir: &Path, schema: Option<&str>) -> (usize, usize) {
     (whole, acked.len())
 }
 
-/// Killed inside the transaction of the 1st, 7th and 40th batch, and at
-/// random moments.
+/// Killed inside the transaction of the 1st, 7th and 40th batch, and
+/// while writing.
 pub(crate) fn batches_are_all_or_nothing() {
     for failpoint in ["commit:inside@1", "commit:inside@7", "commit:inside@40"] {
         let dir = tempfile::tempdir().unwrap();
@@ -115,7 +125,7 @@ pub(crate) fn batches_are_all_or_nothing() {
     random_kills(None);
 }
 
-/// Killed at random moments, on PostgreSQL.
+/// Killed while writing, on PostgreSQL.
 pub(crate) fn batches_are_all_or_nothing_on_postgres() {
     let Some(url) = tollgate_testkit::postgres_url() else { return };
     let schema = format!("crash_memory_{}", tollgate::RunId::new().to_string().to_lowercase());
@@ -133,16 +143,18 @@ pub(crate) fn batches_are_all_or_nothing_on_postgres() {
     .unwrap();
 }
 
-/// Six children killed 20 to 420 ms after they started.
+/// Six children, each killed while it writes: once it has acknowledged a
+/// random number (1 to 40) of batches, with the next one in flight.
 fn random_kills(schema: Option<&str>) {
     let mut seed = std::process::id() as u64;
     for round in 0..6 {
         seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        let delay = Duration::from_millis(20 + (seed >> 33) % 400);
+        let acks = 1 + ((seed >> 33) % 40) as usize;
         let dir = tempfile::tempdir().unwrap();
         let schema = schema.map(|schema| format!("{schema}_{round}"));
-        killed_child(dir.path(), schema.as_deref(), None, Some(delay));
+        killed_child(dir.path(), schema.as_deref(), None, Some(acks));
         let (whole, acked) = check(dir.path(), schema.as_deref());
+        assert!(acked >= acks, "killed after {acks} acknowledged batches, {acked} journalled");
         assert!(whole >= acked && whole <= acked + 1, "{whole} whole, {acked} acknowledged");
     }
 }
