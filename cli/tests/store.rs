@@ -7,7 +7,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::{client, code, runtime, Fixture, Served};
+use support::{client, code, get_json, runtime, send_json, Fixture, Served};
 
 fn store_round_trip(fx: &Fixture) {
     let put = |ns: &str, key: &str, value: Value| {
@@ -106,63 +106,26 @@ fn the_store_endpoints_read_and_write_the_items_the_cli_sees() {
     let server = Served::start(&fx, &[]);
     runtime().block_on(async {
         let client = client();
-        let stored: Value = client
-            .put(server.url("/store/items"))
-            .json(&json!({"namespace": ["docs", "x"], "key": "b", "value": {"text": "second", "n": 2}, "ttl_ms": 60000}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let put = client.put(server.url("/store/items")).json(
+            &json!({"namespace": ["docs", "x"], "key": "b", "value": {"text": "second", "n": 2}, "ttl_ms": 60000}),
+        );
+        let stored = send_json(put, 200).await;
         assert_eq!(stored["key"], "b");
         assert!(stored["expires_at_ms"].as_i64().unwrap() > stored["updated_at_ms"].as_i64().unwrap());
-        let got: Value = client
-            .get(server.url("/store/items?namespace=docs&key=a"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let got = get_json(&client, &server.url("/store/items?namespace=docs&key=a"), 200).await;
         assert_eq!(got["value"]["text"], "first", "what the CLI put");
-        let found: Value = client
-            .post(server.url("/store/search"))
-            .json(&json!({"prefix": "docs", "filter": {"n": 2}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let search = |filter: Value| {
+            client.post(server.url("/store/search")).json(&json!({"prefix": "docs", "filter": filter}))
+        };
+        let found = send_json(search(json!({"n": 2})), 200).await;
         assert_eq!(found["items"].as_array().unwrap().len(), 1);
         assert_eq!(found["items"][0]["namespace"], json!(["docs", "x"]));
-        let names: Value = client
-            .get(server.url("/store/namespaces?prefix=docs"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let names = get_json(&client, &server.url("/store/namespaces?prefix=docs"), 200).await;
         assert_eq!(names["namespaces"], json!(["docs", "docs/x"]));
-        let missing = client.get(server.url("/store/items?namespace=docs&key=zzz")).send().await.unwrap();
-        assert_eq!(missing.status(), 404);
-        let bad = client
-            .post(server.url("/store/search"))
-            .json(&json!({"prefix": "docs", "filter": {"n": {"$near": 1}}}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(bad.status(), 400);
-        let deleted: Value = client
-            .delete(server.url("/store/items?namespace=docs/x&key=b"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        get_json(&client, &server.url("/store/items?namespace=docs&key=zzz"), 404).await;
+        send_json(search(json!({"n": {"$near": 1}})), 400).await;
+        let deleted =
+            send_json(client.delete(server.url("/store/items?namespace=docs/x&key=b")), 200).await;
         assert_eq!(deleted["deleted"], true);
     });
     drop(server);

@@ -32,18 +32,7 @@ impl Backend {
         &self,
         name: &str,
     ) -> Result<Arc<dyn Store>, Box<dyn std::error::Error>> {
-        Ok(match self {
-            Backend::Sqlite(dir, options) => {
-                Arc::new(SqliteStore::open_with(dir.join(format!("{name}.db")), options.clone())?)
-            }
-            Backend::Postgres(url) => {
-                let schema = format!("bench_{name}");
-                let client = pg_client(url).await?;
-                client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await?;
-                let options = PostgresOptions::default().with_schema(schema);
-                Arc::new(PostgresStore::connect_with(url, options).await?)
-            }
-        })
+        Ok(self.fresh(name).await?.0)
     }
 
     /// A fresh, empty long-term memory store for the workload `name` (the
@@ -52,18 +41,33 @@ impl Backend {
         &self,
         name: &str,
     ) -> Result<Arc<dyn ItemStore>, Box<dyn std::error::Error>> {
+        if let Backend::Sqlite(dir, _) = self {
+            let _ = std::fs::remove_file(dir.join(format!("{name}.db")));
+        }
+        Ok(self.fresh(name).await?.1)
+    }
+
+    /// The workload's store as a run store and as an item store (a Postgres
+    /// schema dropped first).
+    async fn fresh(
+        &self,
+        name: &str,
+    ) -> Result<(Arc<dyn Store>, Arc<dyn ItemStore>), Box<dyn std::error::Error>> {
         Ok(match self {
             Backend::Sqlite(dir, options) => {
-                let path = dir.join(format!("{name}.db"));
-                let _ = std::fs::remove_file(&path);
-                Arc::new(SqliteStore::open_with(path, options.clone())?)
+                let store = Arc::new(SqliteStore::open_with(
+                    dir.join(format!("{name}.db")),
+                    options.clone(),
+                )?);
+                (store.clone(), store)
             }
             Backend::Postgres(url) => {
                 let schema = format!("bench_{name}");
                 let client = pg_client(url).await?;
                 client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await?;
                 let options = PostgresOptions::default().with_schema(schema);
-                Arc::new(PostgresStore::connect_with(url, options).await?)
+                let store = Arc::new(PostgresStore::connect_with(url, options).await?);
+                (store.clone(), store)
             }
         })
     }

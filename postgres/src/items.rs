@@ -96,12 +96,8 @@ fn condition_sql(condition: &Condition, params: &mut Vec<Param>) -> String {
             )
         }
         op => {
-            let sign = match op {
-                FilterOp::Gt => ">",
-                FilterOp::Gte => ">=",
-                FilterOp::Lt => "<",
-                _ => "<=",
-            };
+            // Eq, Ne and In are matched above: `op` is an ordering.
+            let sign = op.comparison().unwrap_or("<=");
             match condition.operand.as_str() {
                 Some(text) => {
                     params.push(Box::new(text.to_owned()));

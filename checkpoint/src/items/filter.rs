@@ -89,6 +89,18 @@ impl FilterOp {
             FilterOp::In => "$in",
         }
     }
+
+    /// The comparison's operator in SQL and most languages (`>=`), for the
+    /// four orderings.
+    pub fn comparison(self) -> Option<&'static str> {
+        Some(match self {
+            FilterOp::Gt => ">",
+            FilterOp::Gte => ">=",
+            FilterOp::Lt => "<",
+            FilterOp::Lte => "<=",
+            _ => return None,
+        })
+    }
 }
 
 impl Filter {

@@ -346,12 +346,8 @@ fn pushed_down(condition: &Condition, args: &mut Vec<Sql>) -> Option<String> {
             }
         }
         op => {
-            let sign = match op {
-                FilterOp::Gt => ">",
-                FilterOp::Gte => ">=",
-                FilterOp::Lt => "<",
-                _ => "<=",
-            };
+            // Eq, Ne and In are matched above: `op` is an ordering.
+            let sign = op.comparison().unwrap_or("<=");
             let types = match &condition.operand {
                 Value::Number(n) => {
                     trial.push(Sql::Real(n.as_f64()?));

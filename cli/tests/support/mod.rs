@@ -297,6 +297,13 @@ pub(crate) async fn get_json(client: &reqwest::Client, url: &str, status: u16) -
     response.json().await.unwrap()
 }
 
+/// Sends `request` and reads its JSON body, asserting the status.
+pub(crate) async fn send_json(request: reqwest::RequestBuilder, status: u16) -> Value {
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status().as_u16(), status, "{}", response.url());
+    response.json().await.unwrap()
+}
+
 /// The run's status once it is no longer queued or running (10 s at most).
 pub(crate) async fn settled(client: &reqwest::Client, run_url: &str) -> Value {
     let mut show = Value::Null;
