@@ -111,6 +111,18 @@ pub(crate) fn event(envelope: &EventEnvelope) -> String {
             }
             text
         }
+        Event::TaskStarted { task, name, .. } => format!("task {task} {name}"),
+        Event::TaskCompleted { task, name, output, .. } => {
+            format!("task {task} {name}: {}", abbreviated(&json(output), 160))
+        }
+        Event::TaskFailed { task, name, attempt, error, retry_in_ms, .. } => {
+            match retry_in_ms {
+                Some(delay) => {
+                    format!("task {task} {name}: attempt {attempt} failed, retry in {delay} ms: {error}")
+                }
+                None => format!("task {task} {name}: failed after {attempt} attempt(s): {error}"),
+            }
+        }
         Event::NodeFailed { attempts, error, .. } => {
             format!("after {attempts} attempt(s): {error}")
         }

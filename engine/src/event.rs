@@ -75,6 +75,43 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cached: bool,
     },
+    /// A workflow's task began (it had no stored result).
+    TaskStarted {
+        /// Super-step (the workflow's).
+        step: u64,
+        /// The task's position in the workflow (0 is the first asked for).
+        task: u32,
+        /// Its name.
+        name: String,
+    },
+    /// A workflow's task finished; its result is stored with this event.
+    TaskCompleted {
+        /// Super-step (the workflow's).
+        step: u64,
+        /// The task's position in the workflow.
+        task: u32,
+        /// Its name.
+        name: String,
+        /// Its result.
+        output: Value,
+    },
+    /// An attempt of a workflow's task failed: it runs again in
+    /// `retry_in_ms` when that is given, else the failure is the task's.
+    TaskFailed {
+        /// Super-step (the workflow's).
+        step: u64,
+        /// The task's position in the workflow.
+        task: u32,
+        /// Its name.
+        name: String,
+        /// The attempt that failed (1 is the first).
+        attempt: u32,
+        /// Why.
+        error: String,
+        /// When it is tried again, if it is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_in_ms: Option<u64>,
+    },
     /// A task failed for good (its retries, if any, are spent).
     NodeFailed {
         /// Super-step.
@@ -294,6 +331,9 @@ impl Event {
             Event::NodeStarted { .. } => "node_started",
             Event::NodeCompleted { .. } => "node_completed",
             Event::NodeFailed { .. } => "node_failed",
+            Event::TaskStarted { .. } => "task_started",
+            Event::TaskCompleted { .. } => "task_completed",
+            Event::TaskFailed { .. } => "task_failed",
             Event::RetryScheduled { .. } => "retry_scheduled",
             Event::InterruptRaised { .. } => "interrupt_raised",
             Event::RunResumed { .. } => "run_resumed",
@@ -359,8 +399,8 @@ pub enum StreamMode {
     Messages,
     /// Tool calls: `tool_started`, `tool_delta`, `tool_completed`.
     Tools,
-    /// State changes: `node_completed`, `checkpoint_saved`,
-    /// `interrupt_raised`, `run_resumed`.
+    /// State changes: `node_completed`, `task_completed`,
+    /// `checkpoint_saved`, `interrupt_raised`, `run_resumed`.
     Updates,
     /// Everything.
     Events,
@@ -418,6 +458,7 @@ impl StreamMode {
                     || matches!(
                         event,
                         Event::NodeCompleted { .. }
+                            | Event::TaskCompleted { .. }
                             | Event::CheckpointSaved { .. }
                             | Event::InterruptRaised { .. }
                             | Event::RunResumed { .. }

@@ -53,6 +53,7 @@ mod node;
 mod route;
 mod state;
 mod telemetry;
+mod workflow;
 
 pub use event::{
     format_rfc3339, Clock, Event, EventEnvelope, EventSink, EventStream, StreamMode, SystemClock,
@@ -79,6 +80,9 @@ pub use telemetry::{
     count_store_error, describe_engine_metrics, set_trace_propagation, TracePropagation,
 };
 pub use tollgate_macros::GraphState;
+pub use workflow::{
+    TaskOptions, Workflow, WorkflowContext, WorkflowError, WORKFLOW_INPUT, WORKFLOW_OUTPUT,
+};
 
 #[doc(hidden)]
 pub use state::__check_exclusive;

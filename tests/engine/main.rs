@@ -29,6 +29,9 @@
 //!   and cancels continued inside, `Send` instances, nested drawings.
 //! - `workers`: queued runs and workers (claims, release at shutdown,
 //!   decided and orphaned runs, foreign graphs).
+//! - `workflows`: durable workflows (finished tasks never run again,
+//!   parallel tasks, interrupts, changed workflows refused, retries,
+//!   cancels between tasks, graphs called as steps, workers).
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
@@ -54,3 +57,4 @@ mod store_model;
 mod subgraph;
 mod support;
 mod workers;
+mod workflows;

@@ -71,6 +71,8 @@ pub(crate) struct Leg<S: State> {
     pub(crate) paused: Vec<PendingInterrupt>,
     /// Progress records of subgraph tasks of the next step, by task index.
     pub(crate) progress: HashMap<u32, Blob>,
+    /// A workflow's finished tasks in the next step (its only task's).
+    pub(crate) tasks: Arc<super::workflow::TaskResults>,
     /// What its tasks need to run graphs nested in them, once one asked.
     pub(crate) access: Option<Arc<super::subgraph::LegAccess>>,
     /// Inside a subgraph: where (node ids and paths are qualified by it).
@@ -364,6 +366,7 @@ impl<S: State> Leg<S> {
         self.frontier = next;
         self.reused.clear();
         self.progress.clear();
+        self.tasks = Arc::default();
         self.decisions.clear();
 
         let codec = self.config.codec;

@@ -212,6 +212,22 @@ pub enum RunError {
         #[source]
         source: serde_json::Error,
     },
+    /// A continued workflow asked, at a position, for another task than
+    /// the one its run stored there: its code changed, or its path
+    /// depends on something outside its tasks.
+    #[error(
+        "run {run}: the workflow asked for task `{asked}` as task {position}, where the run stored `{stored}`: a workflow that runs again must ask for the same tasks in the same order (start a new run, or give the changed workflow a new version)"
+    )]
+    TaskMismatch {
+        /// The run.
+        run: RunId,
+        /// The task's position (0 is the first asked for).
+        position: u32,
+        /// The task the run stored there.
+        stored: String,
+        /// The task asked for.
+        asked: String,
+    },
 }
 
 impl RunError {
@@ -240,6 +256,7 @@ impl RunError {
             RunError::Store(_) => "store",
             RunError::DriverLost { .. } => "driver_lost",
             RunError::AttachmentDecode { .. } => "attachment_decode",
+            RunError::TaskMismatch { .. } => "task_mismatch",
         }
     }
 

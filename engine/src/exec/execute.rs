@@ -100,6 +100,10 @@ impl<S: State> Leg<S> {
                 progress: self.progress.remove(&index),
                 within: self.nest.as_ref().map(|nest| (Arc::clone(&nest.root), nest.path.clone())),
                 root: std::sync::OnceLock::new(),
+                tasks: match index {
+                    0 => Arc::clone(&self.tasks),
+                    _ => Arc::default(),
+                },
             }));
             let span = tracing::info_span!(
                 "node",

@@ -229,6 +229,7 @@ impl Executor {
             frontier,
             reused: HashMap::new(),
             progress: HashMap::new(),
+            tasks: Arc::default(),
             snapshots,
         };
         let leg = self.leg(graph, run, epoch, config, loaded, emitter, HashMap::new(), breakpoints);
@@ -427,7 +428,7 @@ impl Executor {
         decisions: HashMap<u32, Arc<BTreeMap<u32, Decision>>>,
         breakpoints: Breakpoints,
     ) -> Leg<S> {
-        let Loaded { state, step, frontier, reused, progress, snapshots } = loaded;
+        let Loaded { state, step, frontier, reused, progress, tasks, snapshots } = loaded;
         let mut config = config;
         if config.memory.is_none() {
             config.memory = self.memory.clone();
@@ -454,6 +455,7 @@ impl Executor {
             origins: Vec::new(),
             paused: Vec::new(),
             progress,
+            tasks,
             access: None,
             ns: None,
             nest: None,

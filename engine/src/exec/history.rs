@@ -24,6 +24,7 @@ use super::executor::{check_graph, emit_run_started, json_error, Executor, RunHa
 use super::plan::Frontier;
 use super::record::{CheckpointSource, FrontierRecord, TaskOutputRecord, FRONTIER_VERSION};
 use super::task::{encode_checked, encode_output};
+use super::workflow::TaskResults;
 
 /// A run's checkpoint, decoded against a graph.
 pub(crate) struct Loaded<S: State> {
@@ -33,6 +34,8 @@ pub(crate) struct Loaded<S: State> {
     pub(crate) reused: HashMap<u32, (TaskOutputRecord<S::Update>, Blob)>,
     /// Progress records of subgraph tasks of the next step, by task.
     pub(crate) progress: HashMap<u32, Blob>,
+    /// A workflow's finished tasks, in the next step.
+    pub(crate) tasks: Arc<TaskResults>,
     pub(crate) snapshots: SnapshotTracker,
 }
 
@@ -102,8 +105,10 @@ pub(crate) fn decode<S: State>(
             pending.update.decode().map_err(decode_error(step + 1))?;
         reused.insert(pending.task.index, (output, pending.update));
     }
+    let mut records = checkpoint.progress;
+    let tasks = Arc::new(TaskResults::split(&mut records));
     let mut progress = HashMap::new();
-    for record in checkpoint.progress {
+    for record in records {
         let task = frontier.tasks.get(record.task.index as usize);
         if task.is_some_and(|task| *graph.node(task.node).name == record.task.node) {
             progress.insert(record.task.index, record.update);
@@ -116,7 +121,7 @@ pub(crate) fn decode<S: State>(
         delta_bytes,
         steps: checkpoint.deltas.len() as u64,
     };
-    Ok(Loaded { state, step, frontier, reused, progress, snapshots })
+    Ok(Loaded { state, step, frontier, reused, progress, tasks, snapshots })
 }
 
 /// A damaged blob is corruption of that run; an intact one that does not

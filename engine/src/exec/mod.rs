@@ -17,6 +17,7 @@ mod subgraph;
 mod task;
 mod thread;
 mod worker;
+pub(crate) mod workflow;
 
 pub(crate) use cache::{cached, CacheAccess};
 pub use cancel::CancelToken;

@@ -82,6 +82,9 @@ pub(crate) struct SubgraphAccess {
     /// A task of the run itself: its tree, once a nested leg opened it
     /// (shared by the task's calls).
     pub(crate) root: std::sync::OnceLock<Arc<ProgressRoot>>,
+    /// A workflow's finished tasks (`exec/workflow.rs`): the leg's for the
+    /// step's first task, empty for the others.
+    pub(crate) tasks: Arc<super::workflow::TaskResults>,
 }
 
 /// One step down a progress tree: a subgraph task's position, or a call's
@@ -440,6 +443,7 @@ async fn nested_leg<P, T: State>(
         origins: Vec::new(),
         paused: Vec::new(),
         progress: HashMap::new(),
+        tasks: Arc::default(),
         access: None,
         ns: Some(ns),
         nest: Some(Box::new(nest)),

@@ -333,7 +333,7 @@ async fn feed_changes(app: App, mut socket: WebSocket) {
 
 /// One event in the UI shape of the WebSocket contract: `nodeId`,
 /// `currentNode`, `nodeStatus` (started|running|ended), `executionType`
-/// (agent|tool|run), `toolName`, `plainTextMessage`. Checkpoints and
+/// (agent|tool|task|run: `task` for a workflow's tasks), `toolName`, `plainTextMessage`. Checkpoints and
 /// middleware hooks are not shown.
 pub(crate) fn ui_event(envelope: &EventEnvelope) -> Option<Value> {
     let node = envelope.node.clone().unwrap_or_else(|| "run".into());
@@ -358,6 +358,19 @@ pub(crate) fn ui_event(envelope: &EventEnvelope) -> Option<Value> {
             Event::NodeFailed { error, .. } => {
                 ("ended", "agent", None, error.clone(), json!({"error": error}))
             }
+            Event::TaskStarted { name, .. } => {
+                ("running", "task", None, format!("task {name}"), json!({"task": name}))
+            }
+            Event::TaskCompleted { name, .. } => {
+                ("running", "task", None, format!("task {name} done"), json!({"task": name}))
+            }
+            Event::TaskFailed { name, error, .. } => (
+                "running",
+                "task",
+                None,
+                format!("task {name} failed: {error}"),
+                json!({"task": name, "error": error}),
+            ),
             Event::RetryScheduled { error, delay_ms, .. } => {
                 ("running", "agent", None, format!("retrying in {delay_ms} ms: {error}"), json!({}))
             }
