@@ -9,6 +9,9 @@
 //! its own, dropped first; `pg_raw_commit` is the floor there)
 //! `cargo run --release --example bench -- --only store_put,store_get,store_search_filter,store_search_vector_10k`
 //! (long-term memory: `p50_us`, `p99_us` per call)
+//! `cargo run --release --example bench -- --only workflow_tasks,workflow_resume`
+//! (durable workflows: `per_task_us` against the `cycle` step of the same
+//! run, `resume_us` after 1,000 tasks)
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -30,6 +33,7 @@ mod load;
 mod memory;
 mod page;
 mod stream;
+mod workflow;
 
 #[derive(Parser, Debug)]
 #[command(about = "tollgate benchmarks")]
@@ -117,7 +121,14 @@ fn peak_rss_mb() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-fn line(workload: &str, n: u64, seconds: f64, steps: u64, db: u64, checkpoints: u64) -> Value {
+pub(crate) fn line(
+    workload: &str,
+    n: u64,
+    seconds: f64,
+    steps: u64,
+    db: u64,
+    checkpoints: u64,
+) -> Value {
     json!({
         "workload": workload,
         "n": n,
@@ -129,12 +140,12 @@ fn line(workload: &str, n: u64, seconds: f64, steps: u64, db: u64, checkpoints: 
     })
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
 
-fn extend(mut value: Value, extra: Value) -> Value {
+pub(crate) fn extend(mut value: Value, extra: Value) -> Value {
     if let (Some(object), Value::Object(extra)) = (value.as_object_mut(), extra) {
         object.extend(extra);
     }
@@ -163,7 +174,10 @@ fn raw_commit(dir: &std::path::Path, options: &SqliteOptions) -> Outcome {
     Ok(line("raw_commit", n, seconds, n, db_bytes(&path), n))
 }
 
-async fn cycle_on(store: Arc<dyn Store>, steps: u64) -> Result<f64, Box<dyn std::error::Error>> {
+pub(crate) async fn cycle_on(
+    store: Arc<dyn Store>,
+    steps: u64,
+) -> Result<f64, Box<dyn std::error::Error>> {
     let executor = Executor::with_store(store);
     let started = Instant::now();
     let outcome =
@@ -631,6 +645,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if ["store_put", "store_get", "store_search_filter"].iter().any(|name| wanted(name)) {
         results.extend(memory::items(&backend).await?);
+    }
+    if wanted("workflow_tasks") {
+        results.push(workflow::tasks(&backend).await?);
+    }
+    if wanted("workflow_resume") {
+        results.push(workflow::resume(&backend).await?);
     }
     if wanted("store_search_vector_10k") {
         results.push(memory::vectors(&backend, 10_000).await?);

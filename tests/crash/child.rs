@@ -138,6 +138,8 @@ pub(crate) fn main(mode: &str) {
             "recover_nested" => crate::nested::child(&dir, false).await,
             "soak" => soak(&dir).await,
             "memory" => crate::memory::child(&dir).await,
+            "workflow_start" => crate::workflow::child(&dir, true).await,
+            "workflow_recover" => crate::workflow::child(&dir, false).await,
             other => Err(format!("unknown child mode {other}").into()),
         }
     });

@@ -230,7 +230,7 @@ fn eight_processes_share_one_file() {
 }
 
 pub(crate) fn main() {
-    let tests: [(&str, fn()); 7] = [
+    let tests: [(&str, fn()); 9] = [
         ("failpoints_at_every_named_point", failpoints),
         ("random_sigkill_delays", random_kills),
         ("subgraph_failpoints", crate::nested::failpoints),
@@ -240,6 +240,8 @@ pub(crate) fn main() {
             "memory_batches_are_all_or_nothing_on_postgres",
             crate::memory::batches_are_all_or_nothing_on_postgres,
         ),
+        ("workflow_tasks_run_once", crate::workflow::tasks_run_once),
+        ("workflow_tasks_run_once_on_postgres", crate::workflow::tasks_run_once_on_postgres),
         ("eight_processes_share_one_file", eight_processes_share_one_file),
     ];
     let filter: Vec<String> =

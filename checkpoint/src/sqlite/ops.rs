@@ -143,9 +143,15 @@ impl Store for SqliteStore {
         let task = write.progress.task.clone();
         let payload = write.progress.update.to_bytes();
         let events = EventRecord::join_compact(run, &write.events);
-        let id = run.to_string();
-        self.write(Touches::Run(run), move |tx| {
-            let record = load_writer(tx, run)?;
+        let writers = Arc::clone(&self.writers);
+        self.write(Touches::NoRun, move |tx| {
+            // What the last write here left, unless something else may
+            // have changed it since (`writers.rs`); staged again below
+            // with its new last event, and pending writes.
+            let (record, recent) = match writers.get(tx, run)? {
+                Some(Known { writer, recent, .. }) => (writer, recent),
+                None => (load_writer(tx, run)?, RecentFrontiers::default()),
+            };
             let num = record.num;
             check_writer(run, record.status, record.epoch, write.epoch)?;
             if task.step != record.step + 1 {
@@ -171,10 +177,12 @@ impl Store for SqliteStore {
             let count = write.events.len() as i64;
             if count > 0 {
                 let first_seq = record.last_seq as i64 + 1;
+                // The run's row is left alone (one page less per write):
+                // its last event is read as the newest events row's.
                 insert_events(tx, num, first_seq, count, &events)?;
-                tx.prepare_cached("UPDATE runs SET last_seq = ?2 WHERE id = ?1")?
-                    .execute(params![id, first_seq + count - 1])?;
             }
+            let writer = Writer { last_seq: record.last_seq + count as u64, ..record };
+            writers.stage(run, Known { writer, settled: false, recent });
             Ok(())
         })
         .await

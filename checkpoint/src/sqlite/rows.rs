@@ -11,12 +11,19 @@ use crate::record::{EventRecord, GraphRef, InterruptRecord, RunFailure, RunRecor
 use crate::store::StoreError;
 
 /// Selects a run with its effective step, update time and last event: the
-/// newest of its `runs` row and its newest `steps` row. Append a `WHERE`.
+/// newest of its `runs` row and its newest `steps` row (and, for the last
+/// event of a running run, its newest `events` row: a progress write
+/// stores events without touching the run's row, and every write that
+/// ends `running` writes the row). Append a `WHERE`.
 pub(super) const SELECT_RUN: &str = "
     SELECT r.id, r.graph, r.graph_version, r.thread, r.status,
            max(r.step, coalesce(s.step, 0)), r.epoch, r.owner, r.lease_until_ms,
            r.created_at_ms, max(r.updated_at_ms, coalesce(s.at_ms, 0)), r.failure,
-           max(r.last_seq, coalesce(s.first_seq + s.event_count - 1, 0)), r.num,
+           max(r.last_seq, coalesce(s.first_seq + s.event_count - 1, 0), CASE
+               WHEN r.status = 'running' THEN coalesce(
+                   (SELECT e.first_seq + e.count - 1 FROM events e WHERE e.num = r.num
+                    ORDER BY e.first_seq DESC LIMIT 1), 0)
+               ELSE 0 END), r.num,
            (SELECT count(*) FROM interrupts i WHERE i.num = r.num AND i.decision IS NULL
                AND i.step > max(r.step, coalesce(s.step, 0))),
            r.lease_losses, r.trace
@@ -116,7 +123,11 @@ pub(super) fn load_writer(tx: &Connection, run: RunId) -> Result<Writer, Abort> 
     let row: Option<(String, i64, i64, i64, i64, Option<i64>)> = tx
         .prepare_cached(
             "SELECT r.status, r.epoch, r.num, max(r.step, coalesce(s.step, 0)),
-                    max(r.last_seq, coalesce(s.first_seq + s.event_count - 1, 0)),
+                    max(r.last_seq, coalesce(s.first_seq + s.event_count - 1, 0), CASE
+                        WHEN r.status = 'running' THEN coalesce(
+                            (SELECT e.first_seq + e.count - 1 FROM events e
+                             WHERE e.num = r.num ORDER BY e.first_seq DESC LIMIT 1), 0)
+                        ELSE 0 END),
                     r.lease_until_ms
              FROM runs r
              LEFT JOIN steps s ON s.num = r.num
