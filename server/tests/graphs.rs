@@ -170,3 +170,60 @@ async fn a_rust_graph_is_started_shown_decided_and_continued_over_http() {
         .unwrap();
     assert_eq!(fresh["status"], "completed", "version 2 pays 700 without asking: {fresh}");
 }
+
+/// A durable workflow served beside graphs: started over HTTP, paused at
+/// its interrupt, approved, and continued here with its finished task not
+/// run again; its task events in the run's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_is_started_decided_and_continued_over_http() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use tollgate_engine::{Decision, Workflow, WorkflowContext};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let looked_up = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&looked_up);
+    let refund = Workflow::new("refund", 1, move |ctx: WorkflowContext, amount: u32| {
+        let counted = Arc::clone(&counted);
+        async move {
+            let order = ctx
+                .task("look_up", move || async move {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    Ok(format!("order for {amount}"))
+                })
+                .await?;
+            let decision = ctx.interrupt(Interrupt::new("approval", json!({"refund": amount})))?;
+            Ok(json!({"order": order, "approved": matches!(decision, Decision::Approve)}))
+        }
+    })
+    .unwrap();
+    let graphs = Graphs::new().graph(refund.into_graph());
+    let runs = Runs::open(&dir.path().join("runs.db"), true).await.unwrap().with_graphs(graphs);
+    let (base, _api) = serve(runs).await;
+    let client = reqwest::Client::new();
+    let paused: Value = client
+        .post(format!("{base}/runs?wait=true"))
+        .json(&json!({"graph": "refund", "input": {"input": 20}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(paused["status"], "awaiting_hitl", "{paused}");
+    assert_eq!(paused["interrupts"][0]["payload"], json!({"refund": 20}));
+    let id = paused["id"].as_str().unwrap().to_owned();
+    let decided = client
+        .post(format!("{base}/runs/{id}/resume"))
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(decided.status(), 200);
+    let done = settled(&client, &format!("{base}/runs/{id}")).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["output"], json!({"order": "order for 20", "approved": true}));
+    assert_eq!(looked_up.load(Ordering::SeqCst), 1, "the task's stored result was used");
+    let events = client.get(format!("{base}/runs/{id}/events")).send().await.unwrap();
+    let text = events.text().await.unwrap();
+    assert_eq!(text.matches("event: task_completed").count(), 1, "{text}");
+}
