@@ -35,6 +35,27 @@ impl Ran {
     }
 }
 
+/// The run continued to its end.
+async fn continued(
+    executor: &Executor,
+    graph: &tollgate::CompiledGraph<DynState>,
+    run: tollgate::RunId,
+) -> tollgate::RunOutcome<DynState> {
+    executor.continue_run(graph, run, RunConfig::new()).await.unwrap().wait().await.unwrap()
+}
+
+/// The run's one interrupt approved, and the leg that follows waited for.
+async fn approved(
+    executor: &Executor,
+    graph: &tollgate::CompiledGraph<DynState>,
+    run: tollgate::RunId,
+) -> Result<tollgate::RunOutcome<DynState>, RunError> {
+    let approve = DecisionRequest::new(Decision::Approve);
+    let resumed = executor.resume(graph, run, approve, RunConfig::new()).await.unwrap();
+    let Resumed::Continuing(handle) = resumed else { panic!("the run had one interrupt") };
+    handle.wait().await
+}
+
 /// The store's one run.
 async fn only_run(executor: &Executor) -> tollgate::RunId {
     let page = executor.store().list_runs(&Default::default(), &Default::default()).await;
@@ -121,13 +142,7 @@ async fn a_continued_workflow_takes_finished_tasks_from_the_store() {
     *failing.lock().unwrap() = false;
     // Another executor on the file: what a second process sees.
     let executor = sqlite(dir.path());
-    let outcome = executor
-        .continue_run(workflow.graph(), run, RunConfig::new())
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let outcome = continued(&executor, workflow.graph(), run).await;
     assert_eq!(outcome.status, RunStatus::Completed);
     assert_eq!(workflow.output(&outcome.state).unwrap(), Some(15));
     for i in 0..6 {
@@ -186,13 +201,7 @@ async fn parallel_tasks_are_stored_as_each_finishes() {
         .collect();
     assert_eq!(order, ["1:b", "0:a"], "stored in the order they finished, numbered as asked");
     *failing.lock().unwrap() = false;
-    let outcome = executor
-        .continue_run(workflow.graph(), run, RunConfig::new())
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let outcome = continued(&executor, workflow.graph(), run).await;
     assert_eq!(
         workflow.output(&outcome.state).unwrap(),
         Some(vec!["a".into(), "b".into(), "c".into()])
@@ -248,17 +257,7 @@ async fn an_interrupt_answers_where_it_was_asked_after_a_decision_from_elsewhere
     drop(executor);
     // Decided and continued by another executor on the file.
     let other = sqlite(dir.path());
-    let resumed = other
-        .resume(
-            workflow.graph(),
-            paused.run_id,
-            DecisionRequest::new(Decision::Approve),
-            RunConfig::new(),
-        )
-        .await
-        .unwrap();
-    let Resumed::Continuing(handle) = resumed else { panic!("the run had one interrupt") };
-    let done = handle.wait().await.unwrap();
+    let done = approved(&other, workflow.graph(), paused.run_id).await.unwrap();
     assert_eq!(done.status, RunStatus::Completed);
     let output = workflow.output(&done.state).unwrap().unwrap();
     assert_eq!(output, json!({"done": ["look_up", "check"], "paid": true}));
@@ -275,17 +274,7 @@ async fn a_reordered_workflow_continuing_an_old_run_fails_naming_both_tasks() {
         executor.run(old.graph(), old.input(&20).unwrap(), RunConfig::new()).await.unwrap();
     assert_eq!(paused.status, RunStatus::AwaitingHitl);
     let changed = approving(&ran, ["check", "look_up"]);
-    let resumed = executor
-        .resume(
-            changed.graph(),
-            paused.run_id,
-            DecisionRequest::new(Decision::Approve),
-            RunConfig::new(),
-        )
-        .await
-        .unwrap();
-    let Resumed::Continuing(handle) = resumed else { panic!("the run had one interrupt") };
-    let error = handle.wait().await.unwrap_err();
+    let error = approved(&executor, changed.graph(), paused.run_id).await.unwrap_err();
     let message = error.to_string();
     assert!(matches!(error, RunError::TaskMismatch { position: 0, .. }), "{error:?}");
     assert!(message.contains("`check`") && message.contains("`look_up`"), "{message}");
@@ -387,13 +376,7 @@ async fn a_cancelled_workflow_stops_between_tasks_and_continues_where_it_stopped
     let stopped = handle.wait().await.unwrap();
     assert_eq!(stopped.status, RunStatus::Interrupted);
     assert_eq!(ran.total(), 2, "task 1 finished; task 2 did not start");
-    let outcome = executor
-        .continue_run(workflow.graph(), run, RunConfig::new())
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let outcome = continued(&executor, workflow.graph(), run).await;
     assert_eq!(outcome.status, RunStatus::Completed);
     for i in 0..4 {
         assert_eq!(ran.get(&format!("t{i}")), 1, "task {i} ran once");
