@@ -190,7 +190,10 @@ impl Store for MemoryStore {
             record.lease_until_ms = transition.lease_until_ms.or(record.lease_until_ms);
         } else {
             record.owner = None;
-            record.lease_until_ms = None;
+            record.lease_until_ms = match transition.status {
+                RunStatus::Queued => transition.lease_until_ms,
+                _ => None,
+            };
             record.lease_losses = 0;
         }
         stored.events.extend(events);
@@ -460,7 +463,10 @@ impl Store for MemoryStore {
             record.status == RunStatus::Running
                 && record.lease_until_ms.is_none_or(|until| until < now_ms)
         };
-        let queued = inner.runs.values().filter(|s| s.record.status == RunStatus::Queued);
+        let queued = inner.runs.values().filter(|s| {
+            s.record.status == RunStatus::Queued
+                && s.record.lease_until_ms.is_none_or(|wake| wake <= now_ms)
+        });
         let lost = inner.runs.values().filter(|s| expired(&s.record));
         Ok(queued.chain(lost).take(limit).map(StoredRun::record).collect())
     }

@@ -318,7 +318,9 @@ pub struct Transition {
     pub events: Vec<EventRecord>,
     /// When the transition happened, milliseconds since the Unix epoch.
     pub at_ms: i64,
-    /// The renewed lease while the run stays `running`; a run in any other
+    /// The renewed lease while the run stays `running`. For a run going
+    /// back to `queued`: the earliest time it may be claimed again (a
+    /// sleeping workflow's wake-up; `None`: at once). A run in any other
     /// status has no owner and no lease.
     pub lease_until_ms: Option<i64>,
     /// Interrupts raised by the step in flight (status `awaiting_hitl`),
@@ -466,6 +468,24 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// A run a worker may take at `now_ms`: `queued` and due (a sleeping
+    /// workflow's wake-up passed, or none), or orphaned.
+    pub fn is_claimable(&self, now_ms: i64) -> bool {
+        match self.status {
+            RunStatus::Queued => self.lease_until_ms.is_none_or(|wake| wake <= now_ms),
+            _ => self.is_orphaned(now_ms),
+        }
+    }
+
+    /// A `queued` run's wake-up: not claimed before this time (a sleeping
+    /// workflow).
+    pub fn wakes_at_ms(&self) -> Option<i64> {
+        match self.status {
+            RunStatus::Queued => self.lease_until_ms,
+            _ => None,
+        }
+    }
+
     /// A `running` run whose owner is gone: its lease expired at `now_ms`,
     /// or its owner is a dead process of this host.
     pub fn is_orphaned(&self, now_ms: i64) -> bool {

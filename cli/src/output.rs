@@ -17,6 +17,9 @@ pub(crate) fn summary(run: &RunSummary) -> String {
     let _ = writeln!(out, "step     {}", run.step);
     let _ = writeln!(out, "created  {}", run.created_at);
     let _ = writeln!(out, "updated  {}", run.updated_at);
+    if let Some(wakes) = &run.wakes_at {
+        let _ = writeln!(out, "wakes    {wakes} (a sleeping workflow; a worker takes it then)");
+    }
     for interrupt in &run.interrupts {
         let _ = writeln!(
             out,

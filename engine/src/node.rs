@@ -320,6 +320,17 @@ pub(crate) enum Signal {
     /// A subgraph's leg ended on an error the run reports as its own (the
     /// store refused a write: fenced, gone).
     Halted(crate::exec::RunError),
+    /// A workflow sleeps until this time (ms since the Unix epoch): the
+    /// run goes back to the queue, its step unfinished, not to be claimed
+    /// before then.
+    Sleep(i64),
+}
+
+/// The cause of a [`NodeError`] that parked its run until a time.
+#[derive(Debug, thiserror::Error)]
+#[error("the workflow sleeps until {until_ms} ms")]
+struct Sleeping {
+    until_ms: i64,
 }
 
 /// The cause of a [`NodeError`] that stopped a subgraph with its run.
@@ -352,6 +363,7 @@ impl NodeError {
             }
             Signal::Stopped => Box::new(Stopped),
             Signal::Halted(error) => error.to_string().into(),
+            Signal::Sleep(until_ms) => Box::new(Sleeping { until_ms: *until_ms }),
         };
         Self { source, retryable: false, class: None, signal: Some(Box::new(signal)) }
     }

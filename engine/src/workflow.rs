@@ -353,6 +353,38 @@ impl WorkflowContext {
         .instrument(span)
     }
 
+    /// Sleeps `duration`, durably: the wake-up time (now plus `duration`,
+    /// from the run's clock) is stored as a task named `sleep`, and until
+    /// it has come the run goes back to the queue (status `queued`, its
+    /// record's [`wakes_at_ms`](tollgate_checkpoint::RunRecord::wakes_at_ms)
+    /// set): no process holds it, and any worker (or `recover`) takes it
+    /// once the time has come, also after every process was restarted. The
+    /// workflow then runs again from its start, its finished tasks return
+    /// their stored results, and this call returns. Return its error with
+    /// `?`, as with [`WorkflowContext::interrupt`].
+    pub async fn sleep(&self, duration: Duration) -> Result<(), NodeError> {
+        let now = self.now_ms();
+        let millis = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
+        let wake =
+            self.task("sleep", move || async move { Ok(now.saturating_add(millis)) }).await?;
+        self.park_until(wake)
+    }
+
+    /// Sleeps until `at_ms` (milliseconds since the Unix epoch), durably,
+    /// as [`WorkflowContext::sleep`] does.
+    pub async fn sleep_until(&self, at_ms: i64) -> Result<(), NodeError> {
+        let wake = self.task("sleep", move || async move { Ok(at_ms) }).await?;
+        self.park_until(wake)
+    }
+
+    /// Returns at once when `wake` has come, else parks the run until then.
+    fn park_until(&self, wake: i64) -> Result<(), NodeError> {
+        match self.now_ms() >= wake {
+            true => Ok(()),
+            false => Err(durable::sleep(wake)),
+        }
+    }
+
     /// Asks a person, pausing the run durably: returns the decision once
     /// one is recorded, else an error to return with `?`, which pauses the
     /// run (`awaiting_hitl`). Once decided, the workflow runs again from

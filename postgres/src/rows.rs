@@ -26,8 +26,11 @@ pub(crate) const SELECT_RUN: &str = select_run!();
 pub(crate) const RUN_BY_ID: &str = concat!(select_run!(), " WHERE r.id = $1");
 
 /// Queued runs, oldest first.
-pub(crate) const CLAIMABLE_QUEUED: &str =
-    concat!(select_run!(), " WHERE r.status = 'queued' ORDER BY r.id LIMIT $1");
+pub(crate) const CLAIMABLE_QUEUED: &str = concat!(
+    select_run!(),
+    " WHERE r.status = 'queued' \
+      AND (r.lease_until_ms IS NULL OR r.lease_until_ms <= $2) ORDER BY r.id LIMIT $1"
+);
 
 /// Running runs whose lease expired, oldest first.
 pub(crate) const CLAIMABLE_LOST: &str = concat!(

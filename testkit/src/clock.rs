@@ -26,6 +26,38 @@ impl Clock for StepClock {
     }
 }
 
+/// A clock that stands still until the test moves it: hand it to a run
+/// (`RunConfig::clock`) and a worker, and a workflow's durable sleep
+/// (`WorkflowContext::sleep`) of days ends when the test says so.
+#[derive(Debug)]
+pub struct ManualClock {
+    now: AtomicI64,
+}
+
+impl ManualClock {
+    /// Stands at `start_ms`.
+    pub fn new(start_ms: i64) -> Self {
+        Self { now: AtomicI64::new(start_ms) }
+    }
+
+    /// Moves to `now_ms`.
+    pub fn set(&self, now_ms: i64) {
+        self.now.store(now_ms, Ordering::SeqCst);
+    }
+
+    /// Moves forward by `by`.
+    pub fn advance(&self, by: std::time::Duration) {
+        let millis = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.now.fetch_add(millis, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> i64 {
+        self.now.load(Ordering::SeqCst)
+    }
+}
+
 /// 2026-01-01T00:00:00Z, where deterministic runs start.
 pub const EPOCH_2026_MS: i64 = 1_767_225_600_000;
 

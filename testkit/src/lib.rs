@@ -51,7 +51,7 @@ mod services;
 mod tools;
 mod trajectory;
 
-pub use clock::{deterministic_config, DeterministicIds, StepClock, EPOCH_2026_MS};
+pub use clock::{deterministic_config, DeterministicIds, ManualClock, StepClock, EPOCH_2026_MS};
 pub use hooked::{HookedStore, StoreHooks};
 pub use keywords::KeywordEmbedder;
 pub use models::{

@@ -452,3 +452,102 @@ async fn an_input_that_does_not_decode_fails_the_run_naming_the_workflow() {
     );
     assert_eq!(ran.total(), 0);
 }
+
+#[tokio::test]
+async fn a_sleeping_workflow_waits_in_the_queue_and_a_worker_wakes_it_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = Ran::default();
+    let counted = ran.clone();
+    let workflow = Workflow::new("nap", 1, move |ctx: WorkflowContext, ms: u64| {
+        let ran = counted.clone();
+        async move {
+            let before = ran.clone();
+            ctx.task("before", move || async move {
+                before.count("before");
+                Ok(())
+            })
+            .await?;
+            ctx.sleep(Duration::from_millis(ms)).await?;
+            let after = ran.clone();
+            ctx.task("after", move || async move {
+                after.count("after");
+                Ok(())
+            })
+            .await?;
+            Ok(ctx.now_ms())
+        }
+    })
+    .unwrap();
+    let started =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            as i64;
+    let run = {
+        let executor = sqlite(dir.path());
+        let parked =
+            executor.run(workflow.graph(), workflow.input(&400).unwrap(), RunConfig::new()).await;
+        let parked = parked.unwrap();
+        assert_eq!(parked.status, RunStatus::Queued, "parked, no process holds it");
+        let record = executor.store().run(parked.run_id).await.unwrap();
+        let wake = record.wakes_at_ms().expect("listed with its wake-up");
+        assert!(wake >= started + 400 && wake < started + 5_000, "{wake} vs {started}");
+        assert_eq!(record.owner, None);
+        let due = executor.store().claimable(started, 10).await.unwrap();
+        assert!(due.is_empty(), "not claimable before its wake-up");
+        // `recover` leaves it too.
+        assert!(executor.recover(workflow.graph(), RunConfig::new()).await.unwrap().is_empty());
+        parked.run_id
+    };
+    assert_eq!((ran.get("before"), ran.get("after")), (1, 0));
+    // Every process gone; a new one's worker takes it once it is due.
+    let executor = sqlite(dir.path());
+    let worker = Worker::new(executor.clone())
+        .graph(workflow.graph().clone())
+        .poll_interval(Duration::from_millis(20));
+    let store = Arc::clone(executor.store());
+    let report = worker
+        .run(async move {
+            while store.run(run).await.unwrap().status != RunStatus::Completed {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+    assert_eq!(report.completed, 1);
+    let done = executor.store().run(run).await.unwrap();
+    assert_eq!(done.wakes_at_ms(), None);
+    let state = executor.get_state(workflow.graph(), run, None).await.unwrap();
+    let finished_at = workflow.output(&state.values).unwrap().unwrap();
+    assert!(finished_at >= started + 400, "woke early: {finished_at} vs {started}");
+    assert_eq!((ran.get("before"), ran.get("after")), (1, 1), "the first task did not run again");
+}
+
+/// A sleep of three days, ended by a test clock (the testkit's
+/// `ManualClock`): not due before, due after.
+#[tokio::test]
+async fn a_test_clock_ends_a_long_sleep() {
+    use tollgate_testkit::{ManualClock, EPOCH_2026_MS};
+    let clock = Arc::new(ManualClock::new(EPOCH_2026_MS));
+    let config = RunConfig::new().clock(clock.clone());
+    let workflow = Workflow::new("reminder", 1, |ctx: WorkflowContext, _: ()| async move {
+        ctx.sleep(Duration::from_secs(3 * 24 * 3600)).await?;
+        ctx.task("remind", || async { Ok("sent".to_owned()) }).await
+    })
+    .unwrap();
+    let executor = Executor::new(tollgate::MemoryStore::new());
+    let parked =
+        executor.run(workflow.graph(), workflow.input(&()).unwrap(), config.clone()).await.unwrap();
+    assert_eq!(parked.status, RunStatus::Queued);
+    let record = executor.store().run(parked.run_id).await.unwrap();
+    assert_eq!(record.wakes_at_ms(), Some(EPOCH_2026_MS + 3 * 24 * 3600 * 1000));
+    clock.advance(Duration::from_secs(2 * 24 * 3600));
+    assert!(executor.recover(workflow.graph(), config.clone()).await.unwrap().is_empty());
+    // Taken early by hand, it parks again.
+    let early = executor.continue_run(workflow.graph(), parked.run_id, config.clone()).await;
+    let early = early.unwrap().wait().await.unwrap();
+    assert_eq!(early.status, RunStatus::Queued);
+    clock.advance(Duration::from_secs(24 * 3600));
+    let handles = executor.recover(workflow.graph(), config).await.unwrap();
+    assert_eq!(handles.len(), 1, "due now");
+    let done = handles.into_iter().next().unwrap().wait().await.unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(workflow.output(&done.state).unwrap(), Some("sent".to_owned()));
+}

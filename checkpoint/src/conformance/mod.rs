@@ -67,6 +67,7 @@ where
     queued_runs_have_no_owner_until_claimed(&make().await).await;
     lease_losses_count_takeovers_until_a_leg_ends(&make().await).await;
     claimable_runs_are_queued_then_lost_oldest_first(&make().await).await;
+    a_run_queued_with_a_wake_up_is_claimable_once_due(&make().await).await;
     deleting_removes_every_row_of_one_run(&make().await).await;
     a_thread_runs_one_leg_at_a_time(&make().await).await;
     cached_outputs_expire_and_stay_in_their_scope(&make().await).await;
@@ -163,6 +164,44 @@ async fn claimable_runs_are_queued_then_lost_oldest_first(store: &dyn Store) {
     done.lease_until_ms = None;
     store.commit(done).await.expect("complete");
     assert_eq!(at(1_000, 10).await, [ids[3], ids[0], ids[4]]);
+}
+
+/// A leg that ends `queued` with a wake-up (a sleeping workflow): no owner,
+/// shown with its wake-up, not claimable before it, claimable after; a
+/// leg that ends `queued` without one is due at once.
+async fn a_run_queued_with_a_wake_up_is_claimable_once_due(store: &dyn Store) {
+    let run = RunId::from_parts(3_000, 7);
+    store.create_run(new_run(run, "g", None)).await.expect("create");
+    let parked = Transition {
+        step: None,
+        status: RunStatus::Queued,
+        events: vec![event(2)],
+        lease_until_ms: Some(5_000),
+        ..step(run, 1, 1, 2, false)
+    };
+    store.commit(parked).await.expect("park");
+    let record = store.run(run).await.expect("run");
+    assert_eq!((record.status, record.owner.as_ref()), (RunStatus::Queued, None));
+    assert_eq!(record.wakes_at_ms(), Some(5_000));
+    assert!(!record.is_claimable(4_999) && record.is_claimable(5_000));
+    let at = |now| async move {
+        let runs = store.claimable(now, 10).await.expect("claimable");
+        runs.iter().map(|r| r.id).collect::<Vec<_>>()
+    };
+    assert_eq!(at(4_999).await, [], "not before its wake-up");
+    assert_eq!(at(5_000).await, [run]);
+    // Claimed and released without a wake-up: due at once.
+    let epoch = store.claim(run, 1, Owner::current(), 10_000).await.expect("claim");
+    let released = Transition {
+        step: None,
+        status: RunStatus::Queued,
+        events: vec![event(3)],
+        lease_until_ms: None,
+        ..step(run, epoch, 1, 3, false)
+    };
+    store.commit(released).await.expect("release");
+    assert_eq!(store.run(run).await.expect("run").wakes_at_ms(), None);
+    assert_eq!(at(0).await, [run]);
 }
 
 async fn lease_losses_count_takeovers_until_a_leg_ends(store: &dyn Store) {

@@ -111,10 +111,11 @@ impl SqliteStore {
                     }
                 }
             } else {
-                lease_until_ms = if running {
-                    transition.lease_until_ms.or(record.lease_until_ms)
-                } else {
-                    None
+                lease_until_ms = match transition.status {
+                    RunStatus::Running => transition.lease_until_ms.or(record.lease_until_ms),
+                    // Back in the queue, not to be claimed before this.
+                    RunStatus::Queued => transition.lease_until_ms,
+                    _ => None,
                 };
                 let update = "UPDATE runs SET status = ?2, step = ?3, failure = ?4, \
                      updated_at_ms = ?5, last_seq = ?6, lease_until_ms = ?7, \

@@ -488,14 +488,16 @@ impl Store for SqliteStore {
         let mut runs = self
             .read(|tx| {
                 let mut runs = Vec::new();
-                let queued =
-                    format!("{SELECT_RUN} WHERE r.status = 'queued' ORDER BY r.id LIMIT ?1");
+                let queued = format!(
+                    "{SELECT_RUN} WHERE r.status = 'queued' \
+                     AND (r.lease_until_ms IS NULL OR r.lease_until_ms <= ?2) ORDER BY r.id LIMIT ?1"
+                );
                 let lost = format!(
                     "{SELECT_RUN} WHERE r.status = 'running' \
                      AND (r.lease_until_ms IS NULL OR r.lease_until_ms < ?2) ORDER BY r.id LIMIT ?1"
                 );
                 let mut stmt = tx.prepare_cached(&queued)?;
-                let mut rows = stmt.query(params![limit])?;
+                let mut rows = stmt.query(params![limit, now_ms])?;
                 while let Some(row) = rows.next()? {
                     runs.push(run_from_row(row)??.0);
                 }

@@ -69,6 +69,9 @@ pub(crate) struct Leg<S: State> {
     pub(crate) origins: Vec<(String, String)>,
     /// What the leg waits for, when it pauses.
     pub(crate) paused: Vec<PendingInterrupt>,
+    /// When the run, going back to the queue, may be claimed again (a
+    /// sleeping workflow).
+    pub(crate) wake: Option<i64>,
     /// Progress records of subgraph tasks of the next step, by task index.
     pub(crate) progress: HashMap<u32, Blob>,
     /// A workflow's finished tasks in the next step (its only task's).
@@ -216,6 +219,7 @@ impl<S: State> Leg<S> {
         let mut failure = None;
         let mut failed_tasks = Vec::new();
         let mut stopped = false;
+        let mut sleeping: Option<i64> = None;
         let mut pauses = Vec::new();
         let mut updates = Vec::with_capacity(done.len());
         let mut writes = Vec::with_capacity(done.len());
@@ -308,6 +312,10 @@ impl<S: State> Leg<S> {
                     stopped = true;
                     gotos.push((Vec::new(), false));
                 }
+                Outcome::Sleeping(until) => {
+                    sleeping = Some(sleeping.map_or(until, |other| other.min(until)));
+                    gotos.push((Vec::new(), false));
+                }
                 Outcome::Failed(error) => {
                     let event = Event::NodeFailed {
                         step,
@@ -336,6 +344,15 @@ impl<S: State> Leg<S> {
             self.emit_run_ended(status, None)?;
             self.commit(None, status, None).await?;
             return Ok(Some(status));
+        }
+        if let (Some(until), true) = (sleeping, pauses.is_empty()) {
+            // A workflow sleeps: back to the queue, not to be claimed
+            // before `until`; the step stays in flight (its stored tasks
+            // with it).
+            self.wake = Some(until);
+            self.emit_run_ended(RunStatus::Queued, None)?;
+            self.commit(None, RunStatus::Queued, None).await?;
+            return Ok(Some(RunStatus::Queued));
         }
         if !pauses.is_empty() {
             // The step stays in flight: finished siblings are stored as
@@ -510,9 +527,14 @@ impl<S: State> Leg<S> {
                 false => self.emitter.take_batch(),
             },
             at_ms: self.emitter.now_ms(),
-            lease_until_ms: (status == RunStatus::Running).then(|| {
-                self.emitter.now_ms().saturating_add(self.config.lease.as_millis() as i64)
-            }),
+            lease_until_ms: match status {
+                RunStatus::Running => {
+                    Some(self.emitter.now_ms().saturating_add(self.config.lease.as_millis() as i64))
+                }
+                // Back in the queue: when it may be claimed again.
+                RunStatus::Queued => self.wake.take(),
+                _ => None,
+            },
             interrupts: std::mem::take(&mut self.raised),
         };
         let started = std::time::Instant::now();

@@ -454,6 +454,7 @@ impl Executor {
             raised: Vec::new(),
             origins: Vec::new(),
             paused: Vec::new(),
+            wake: None,
             progress,
             tasks,
             access: None,
@@ -489,7 +490,7 @@ impl Executor {
                         .runs
                         .into_iter()
                         .filter(|run| run.graph == graph_ref(graph))
-                        .filter(|run| run.status == RunStatus::Queued || run.is_orphaned(now))
+                        .filter(|run| run.is_claimable(now))
                         .map(|run| run.id),
                 );
                 match found.next {

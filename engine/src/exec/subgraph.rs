@@ -442,6 +442,7 @@ async fn nested_leg<P, T: State>(
         raised: Vec::new(),
         origins: Vec::new(),
         paused: Vec::new(),
+        wake: None,
         progress: HashMap::new(),
         tasks: Arc::default(),
         access: None,

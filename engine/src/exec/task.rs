@@ -34,6 +34,9 @@ pub(crate) enum Outcome<U> {
     /// Its subgraph stopped at a step boundary with the run (cancel,
     /// release); the step stays unfinished.
     Stopped,
+    /// Its workflow sleeps until this time: the run goes back to the
+    /// queue until then, the step unfinished.
+    Sleeping(i64),
 }
 
 /// A finished task.
@@ -104,6 +107,7 @@ impl<S: State> TaskRunner<S> {
                         Signal::Paused(raised) => Outcome::Paused { raised, output: None },
                         Signal::Stopped => Outcome::Stopped,
                         Signal::Halted(error) => Outcome::Failed(error),
+                        Signal::Sleep(until) => Outcome::Sleeping(until),
                     };
                     return done(ctx.attempt, retries, outcome);
                 }

@@ -86,6 +86,11 @@ pub(crate) fn stored<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// The error that parks a run until `wake` (ms since the Unix epoch).
+pub(crate) fn sleep(wake: i64) -> NodeError {
+    NodeError::signal(Signal::Sleep(wake))
+}
+
 /// Whether the run was asked to stop (cancel, release): a workflow starts
 /// no task after that, and its step ends unfinished.
 pub(crate) fn stopping(ctx: &NodeContext) -> Result<(), NodeError> {

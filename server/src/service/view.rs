@@ -52,6 +52,10 @@ pub struct RunSummary {
     pub created_at: String,
     /// When it last changed (RFC 3339).
     pub updated_at: String,
+    /// A queued run not to be taken before this time (RFC 3339): a
+    /// sleeping workflow's wake-up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wakes_at: Option<String>,
     /// What it waits for.
     pub interrupts: Vec<InterruptView>,
     /// The final state of a completed run.
@@ -214,6 +218,7 @@ impl Runs {
             step: record.step,
             created_at: format_rfc3339(record.created_at_ms),
             updated_at: format_rfc3339(record.updated_at_ms),
+            wakes_at: record.wakes_at_ms().map(format_rfc3339),
             interrupts,
             result,
             error,
