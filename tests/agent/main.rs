@@ -10,6 +10,8 @@
 //! - `memory`: threads remember their conversation.
 //! - `blueprint`: validation, command tools, continuing from a stored
 //!   blueprint in a fresh process, recovery after a crash between turns.
+//! - `workflow`: an agent called from a durable workflow, its tool
+//!   approval pausing the workflow's run.
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
@@ -21,3 +23,4 @@ mod retry;
 mod safety;
 mod structured;
 mod support;
+mod workflow;
