@@ -42,24 +42,6 @@ impl PostgresStore {
     ) -> Result<(deadpool_postgres::Client, Statement), StoreError> {
         crate::store::prepared(&self.pool, sql).await
     }
-
-    /// A run just committed back to the queue at `epoch` is not to be
-    /// claimed before `wake` (a sleeping workflow). A statement after the
-    /// commit's: a crash in between leaves the run due at once, and the
-    /// workflow, running early, parks again.
-    async fn wake_at(&self, run: RunId, epoch: u64, wake: i64) -> Result<(), StoreError> {
-        let (client, statement) = self
-            .prepared(
-                "UPDATE runs SET lease_until_ms = $3 \
-                 WHERE id = $1 AND epoch = $2 AND status = 'queued' AND owner IS NULL",
-            )
-            .await?;
-        client
-            .execute(&statement, &[&run.to_string(), &sql_int(epoch), &wake])
-            .await
-            .map(drop)
-            .map_err(client_error)
-    }
 }
 
 #[async_trait]
@@ -124,16 +106,7 @@ impl Store for PostgresStore {
     }
 
     async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
-        let wake = match transition.status {
-            RunStatus::Queued => transition.lease_until_ms,
-            _ => None,
-        };
-        let (run, epoch) = (transition.run, transition.epoch);
-        self.commits.commit(transition).await?;
-        match wake {
-            Some(wake) => self.wake_at(run, epoch, wake).await,
-            None => Ok(()),
-        }
+        self.commits.commit(transition).await
     }
 
     async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
