@@ -22,6 +22,7 @@ use tracing::Instrument;
 
 use crate::event::Event;
 use crate::exec::workflow::{self as durable, Stored};
+use crate::exec::Live;
 use crate::graph::{CompileError, CompiledGraph, StateGraph};
 use crate::hitl::{Decision, Interrupt};
 use crate::node::{splitmix64, EmitError, NodeContext, NodeError, RetryPolicy};
@@ -286,11 +287,8 @@ impl WorkflowContext {
             }
             durable::stopping(ctx)?;
             let step = ctx.step;
-            durable::emit(
-                ctx,
-                Event::TaskStarted { step, task: position, name: name.clone() },
-                false,
-            )?;
+            let started = Event::TaskStarted { step, task: position, name: name.clone() };
+            durable::emit(ctx, started, Live::Now)?;
             let policy = options
                 .retry
                 .clone()
@@ -330,7 +328,7 @@ impl WorkflowContext {
                     error: error.to_string(),
                     retry_in_ms: delay.map(|delay| delay.as_millis() as u64),
                 };
-                durable::emit(ctx, event, false)?;
+                durable::emit(ctx, event, Live::Now)?;
                 let Some(delay) = delay else { break Err(error) };
                 tokio::time::sleep(delay).await;
                 durable::stopping(ctx)?;
@@ -346,7 +344,7 @@ impl WorkflowContext {
                 name: name.clone(),
                 output: json.clone(),
             };
-            durable::emit(ctx, event, true)?;
+            durable::emit(ctx, event, Live::AfterCommit)?;
             durable::store(ctx, position, &name, &json).await?;
             Ok(result)
         }

@@ -56,6 +56,24 @@ async fn approved(
     handle.wait().await
 }
 
+/// A worker on `executor` driving `graph`'s runs until `run` completed.
+async fn worked_off(
+    executor: &Executor,
+    graph: &tollgate::CompiledGraph<DynState>,
+    run: tollgate::RunId,
+) -> tollgate::WorkerReport {
+    let worker =
+        Worker::new(executor.clone()).graph(graph.clone()).poll_interval(Duration::from_millis(20));
+    let store = Arc::clone(executor.store());
+    worker
+        .run(async move {
+            while store.run(run).await.unwrap().status != RunStatus::Completed {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+}
+
 /// The store's one run.
 async fn only_run(executor: &Executor) -> tollgate::RunId {
     let page = executor.store().list_runs(&Default::default(), &Default::default()).await;
@@ -424,17 +442,7 @@ async fn a_worker_drives_a_queued_workflow() {
         .enqueue(workflow.graph(), workflow.input(&4).unwrap(), RunConfig::new())
         .await
         .unwrap();
-    let worker = Worker::new(executor.clone())
-        .graph(workflow.graph().clone())
-        .poll_interval(Duration::from_millis(20));
-    let store = Arc::clone(executor.store());
-    let report = worker
-        .run(async move {
-            while store.run(run).await.unwrap().status != RunStatus::Completed {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await;
+    let report = worked_off(&executor, workflow.graph(), run).await;
     assert_eq!(report.completed, 1);
     assert_eq!(ran.total(), 4);
 }
@@ -500,17 +508,7 @@ async fn a_sleeping_workflow_waits_in_the_queue_and_a_worker_wakes_it_after_a_re
     assert_eq!((ran.get("before"), ran.get("after")), (1, 0));
     // Every process gone; a new one's worker takes it once it is due.
     let executor = sqlite(dir.path());
-    let worker = Worker::new(executor.clone())
-        .graph(workflow.graph().clone())
-        .poll_interval(Duration::from_millis(20));
-    let store = Arc::clone(executor.store());
-    let report = worker
-        .run(async move {
-            while store.run(run).await.unwrap().status != RunStatus::Completed {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await;
+    let report = worked_off(&executor, workflow.graph(), run).await;
     assert_eq!(report.completed, 1);
     let done = executor.store().run(run).await.unwrap();
     assert_eq!(done.wakes_at_ms(), None);

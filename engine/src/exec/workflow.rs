@@ -17,6 +17,7 @@ use crate::node::{NodeContext, NodeError, Signal};
 use super::cancel::stop;
 use super::emit::{node_id, Live};
 use super::error::RunError;
+use super::executor::json_error;
 
 /// Task number of the progress record holding a workflow's task 0; task
 /// `n` is at `TASK_RESULTS + n` (subgraph progress stays below: a task's
@@ -105,20 +106,12 @@ pub(crate) fn stopping(ctx: &NodeContext) -> Result<(), NodeError> {
 }
 
 /// Emits one of a workflow's task events under its node.
-pub(crate) fn emit(ctx: &NodeContext, event: Event, after_commit: bool) -> Result<(), NodeError> {
+pub(crate) fn emit(ctx: &NodeContext, event: Event, live: Live) -> Result<(), NodeError> {
     let id = node_id(&ctx.node, ctx.step, ctx.task);
-    let live = if after_commit { Live::AfterCommit } else { Live::Now };
     ctx.emitter.tick();
-    ctx.emitter.emit(Some((&ctx.node, &id)), event, live).map_err(|source| {
-        NodeError::fatal(RunError::Encode {
-            run: ctx.run_id,
-            step: ctx.step,
-            source: tollgate_checkpoint::CodecError::Encode {
-                codec: Codec::Json,
-                source: Box::new(source),
-            },
-        })
-    })
+    ctx.emitter
+        .emit(Some((&ctx.node, &id)), event, live)
+        .map_err(|source| NodeError::fatal(json_error(ctx.run_id, ctx.step, source)))
 }
 
 /// Stores the result of the task at `position` (its `task_completed`
