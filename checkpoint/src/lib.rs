@@ -30,6 +30,7 @@ mod items;
 mod memory;
 mod owner;
 mod record;
+mod schedule;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
@@ -52,6 +53,11 @@ pub use record::{
     InterruptRecord, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage,
     RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskFailure, TaskProgress, TaskUpdate,
     TaskWrite, ThreadRecord, ThreadTurn, Transition, Waiting,
+};
+#[doc(hidden)]
+pub use schedule::ScheduleRow as __ScheduleRow;
+pub use schedule::{
+    InvalidMissedTicks, MissedTicks, ScheduleFire, ScheduleRecord, ScheduleTiming, DEFAULT_GRACE_MS,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Checkpointing, Durability, SqliteOptions, SqliteStore};

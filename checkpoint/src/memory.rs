@@ -14,6 +14,7 @@ use crate::record::{
     PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord, StoredCheckpoint,
     TaskProgress, TaskUpdate, TaskWrite, ThreadRecord, Transition, Waiting,
 };
+use crate::schedule::{ScheduleFire, ScheduleRecord};
 use crate::store::{Store, StoreError};
 
 /// In-memory [`Store`]: the same contract as the durable stores (epochs,
@@ -31,6 +32,8 @@ struct Inner {
     cache: BTreeMap<(String, String), (i64, Blob)>,
     /// Thread records by id.
     threads: BTreeMap<String, ThreadRecord>,
+    /// Schedules by id.
+    schedules: BTreeMap<String, ScheduleRecord>,
 }
 
 #[derive(Debug)]
@@ -82,36 +85,9 @@ impl MemoryStore {
 }
 
 impl Inner {
-    fn get_mut(&mut self, run: RunId) -> Result<&mut StoredRun, StoreError> {
-        self.runs.get_mut(&run).ok_or(StoreError::RunNotFound { run })
-    }
-}
-
-fn check_writer(stored: &StoredRun, epoch: u64) -> Result<(), StoreError> {
-    let record = &stored.record;
-    if record.status.is_terminal() {
-        return Err(StoreError::RunTerminal { run: record.id, status: record.status });
-    }
-    if record.epoch != epoch {
-        return Err(StoreError::Fenced { run: record.id, writer: epoch, current: record.epoch });
-    }
-    Ok(())
-}
-
-fn check_events(run: RunId, last_seq: u64, events: &[EventRecord]) -> Result<(), StoreError> {
-    for (offset, event) in events.iter().enumerate() {
-        let expected = last_seq + 1 + offset as u64;
-        if event.seq != expected {
-            return Err(StoreError::EventGap { run, expected, found: event.seq });
-        }
-    }
-    Ok(())
-}
-
-#[async_trait]
-impl Store for MemoryStore {
-    async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
-        let mut inner = self.lock();
+    /// Creates a run (`Store::create_run`).
+    fn create_run(&mut self, run: NewRun) -> Result<u64, StoreError> {
+        let inner = self;
         if inner.runs.contains_key(&run.id) {
             return Err(StoreError::RunExists { run: run.id });
         }
@@ -158,6 +134,38 @@ impl Store for MemoryStore {
             },
         );
         Ok(1)
+    }
+
+    fn get_mut(&mut self, run: RunId) -> Result<&mut StoredRun, StoreError> {
+        self.runs.get_mut(&run).ok_or(StoreError::RunNotFound { run })
+    }
+}
+
+fn check_writer(stored: &StoredRun, epoch: u64) -> Result<(), StoreError> {
+    let record = &stored.record;
+    if record.status.is_terminal() {
+        return Err(StoreError::RunTerminal { run: record.id, status: record.status });
+    }
+    if record.epoch != epoch {
+        return Err(StoreError::Fenced { run: record.id, writer: epoch, current: record.epoch });
+    }
+    Ok(())
+}
+
+fn check_events(run: RunId, last_seq: u64, events: &[EventRecord]) -> Result<(), StoreError> {
+    for (offset, event) in events.iter().enumerate() {
+        let expected = last_seq + 1 + offset as u64;
+        if event.seq != expected {
+            return Err(StoreError::EventGap { run, expected, found: event.seq });
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
+        self.lock().create_run(run)
     }
 
     async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
@@ -559,6 +567,83 @@ impl Store for MemoryStore {
 
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         Ok(self.lock().threads.remove(thread).is_some())
+    }
+
+    async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        if inner.schedules.contains_key(&schedule.id) {
+            return Err(StoreError::ScheduleExists { schedule: schedule.id });
+        }
+        inner.schedules.insert(schedule.id.clone(), schedule);
+        Ok(())
+    }
+
+    async fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, StoreError> {
+        Ok(self.lock().schedules.get(id).cloned())
+    }
+
+    async fn list_schedules(
+        &self,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<ScheduleRecord>, StoreError> {
+        let (offset, limit) = (
+            usize::try_from(offset).unwrap_or(usize::MAX),
+            usize::try_from(limit).unwrap_or(usize::MAX),
+        );
+        Ok(self.lock().schedules.values().skip(offset).take(limit).cloned().collect())
+    }
+
+    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().schedules.remove(id).is_some())
+    }
+
+    async fn due_schedules(
+        &self,
+        now_ms: i64,
+        limit: u64,
+    ) -> Result<Vec<ScheduleRecord>, StoreError> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let inner = self.lock();
+        let mut due: Vec<ScheduleRecord> = inner
+            .schedules
+            .values()
+            .filter(|schedule| schedule.next_at_ms.is_some_and(|at| at <= now_ms))
+            .cloned()
+            .collect();
+        due.sort_by(|a, b| (a.next_at_ms, &a.id).cmp(&(b.next_at_ms, &b.id)));
+        due.truncate(limit);
+        Ok(due)
+    }
+
+    async fn fire_schedule(&self, fire: ScheduleFire) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        let schedule = inner
+            .schedules
+            .get(&fire.schedule)
+            .ok_or_else(|| StoreError::ScheduleNotFound { schedule: fire.schedule.clone() })?;
+        if schedule.next_at_ms != Some(fire.expected_next_ms) {
+            return Err(StoreError::ScheduleMoved {
+                schedule: fire.schedule,
+                expected: fire.expected_next_ms,
+                found: schedule.next_at_ms,
+            });
+        }
+        let started = fire.run.as_ref().map(|run| run.id);
+        if let Some(run) = fire.run {
+            inner.create_run(run)?;
+        }
+        let Some(schedule) = inner.schedules.get_mut(&fire.schedule) else {
+            return Err(StoreError::ScheduleNotFound { schedule: fire.schedule });
+        };
+        schedule.next_at_ms = fire.next_at_ms;
+        schedule.last_fired_at_ms = Some(fire.at_ms);
+        schedule.ticks_skipped += fire.skipped;
+        if let Some(run) = started {
+            schedule.last_run = Some(run);
+            schedule.runs_started += 1;
+        }
+        Ok(())
     }
 
     async fn waiting(&self) -> Result<Waiting, StoreError> {

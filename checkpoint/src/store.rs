@@ -10,6 +10,7 @@ use crate::record::{
     RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress, TaskWrite, ThreadRecord,
     Transition, Waiting,
 };
+use crate::schedule::{ScheduleFire, ScheduleRecord};
 
 /// Durable home of runs, checkpoints, pending task writes and events.
 ///
@@ -156,6 +157,37 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// How many runs wait for a decision (`awaiting_hitl`), and since when
     /// the one that waited longest has waited: what a metrics scrape reads.
     async fn waiting(&self) -> Result<Waiting, StoreError>;
+
+    /// Adds a schedule; [`StoreError::ScheduleExists`] when its id is
+    /// taken, nothing written.
+    async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError>;
+
+    /// The schedule `id`, if there is one.
+    async fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, StoreError>;
+
+    /// Schedules by id, skipping `offset`, at most `limit`.
+    async fn list_schedules(
+        &self,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<ScheduleRecord>, StoreError>;
+
+    /// Deletes a schedule (its runs stay); `false` when there was none.
+    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// Schedules whose next tick is at or before `now_ms`, the most
+    /// overdue first, at most `limit`.
+    async fn due_schedules(
+        &self,
+        now_ms: i64,
+        limit: u64,
+    ) -> Result<Vec<ScheduleRecord>, StoreError>;
+
+    /// Fires a schedule: moves its next tick and creates the run, in one
+    /// transaction, if its next tick is still `fire.expected_next_ms`;
+    /// otherwise [`StoreError::ScheduleMoved`] (another process fired
+    /// it) or [`StoreError::ScheduleNotFound`], nothing written.
+    async fn fire_schedule(&self, fire: ScheduleFire) -> Result<(), StoreError>;
 
     /// Stored events of a run with `seq > after_seq`, oldest first, at most
     /// `limit`.
@@ -361,6 +393,29 @@ pub enum StoreError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A schedule with this id exists already.
+    #[error("schedule `{schedule}` already exists; delete it first or choose another id")]
+    ScheduleExists {
+        /// The id.
+        schedule: String,
+    },
+    /// No schedule with this id.
+    #[error("schedule `{schedule}` not found")]
+    ScheduleNotFound {
+        /// The id asked for.
+        schedule: String,
+    },
+    /// The schedule's next tick is not the one the firing process read:
+    /// another process fired it (or it was replaced) since.
+    #[error("schedule `{schedule}` moved on: its next tick is {}, not {expected}", found.map_or_else(|| "none".to_owned(), |at| at.to_string()))]
+    ScheduleMoved {
+        /// The schedule.
+        schedule: String,
+        /// The tick the caller read (milliseconds since the Unix epoch).
+        expected: i64,
+        /// Its next tick now.
+        found: Option<i64>,
+    },
     /// A stored blob failed its checksum or is cut short.
     #[error("run {run}: checkpoint at step {step} is corrupt: {source}")]
     CorruptCheckpoint {
@@ -403,6 +458,9 @@ impl StoreError {
             StoreError::InvalidSettings { .. } => "invalid_settings",
             StoreError::Backend { .. } => "backend",
             StoreError::CorruptCheckpoint { .. } => "corrupt_checkpoint",
+            StoreError::ScheduleExists { .. } => "schedule_exists",
+            StoreError::ScheduleNotFound { .. } => "schedule_not_found",
+            StoreError::ScheduleMoved { .. } => "schedule_moved",
         }
     }
 }

@@ -51,6 +51,7 @@ mod graph;
 mod hitl;
 mod node;
 mod route;
+mod schedule;
 mod state;
 mod telemetry;
 mod workflow;
@@ -72,6 +73,7 @@ pub use hitl::{
 };
 pub use node::{EmitError, InputError, NodeContext, NodeError, Paused, RetryPolicy};
 pub use route::{Command, Goto, Route, Send, END, START};
+pub use schedule::{next_tick, Schedule, ScheduleError};
 pub use state::{
     Append, CustomReducer, DynReducer, DynSchema, DynState, HasId, LastValue, Max, MergeMap,
     MessageOp, Messages, Min, Reducer, State, StateError, Sum, Write,

@@ -27,6 +27,7 @@ mod listen;
 mod migrations;
 mod ops;
 mod rows;
+mod schedules;
 mod schema;
 mod store;
 mod threads;

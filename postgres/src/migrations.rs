@@ -691,4 +691,6 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     crate::items::ITEMS_MIGRATION,
     // 18: wake-ups of queued runs (`commit.rs`).
     crate::commit::QUEUED_WAKE_MIGRATION,
+    // 19: schedules (`schedules.rs`).
+    crate::schedules::SCHEDULES_MIGRATION,
 ];

@@ -6,8 +6,8 @@ use tokio_postgres::Statement;
 use tollgate_checkpoint::{
     restore_updates, Blob, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord,
     HistoryPage, InterruptRecord, NewRun, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord,
-    RunStatus, Store, StoreError, StoredCheckpoint, TaskKey, TaskProgress, TaskUpdate, TaskWrite,
-    ThreadRecord, Transition, Waiting,
+    RunStatus, ScheduleFire, ScheduleRecord, Store, StoreError, StoredCheckpoint, TaskKey,
+    TaskProgress, TaskUpdate, TaskWrite, ThreadRecord, Transition, Waiting,
 };
 
 use crate::announce::{announce, watched, watched_sql};
@@ -51,33 +51,8 @@ impl Store for PostgresStore {
         if count > 0 && first != 1 {
             return Err(StoreError::EventGap { run: run.id, expected: 1, found: first as u64 });
         }
-        // Its id may be watched already (`watch` takes any id): its
-        // creation is then announced too, as the steps trigger did.
-        const CREATE: &str = concat!(
-            "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-            watched_sql!("= $1")
-        );
-        let id = run.id.to_string();
-        let events = EventRecord::join_compact(run.id, &run.events);
-        let owner = run.claim.as_ref().map(|(owner, _)| owner.to_text());
-        let lease = run.claim.as_ref().map(|(_, until)| *until);
-        let (snapshot, frontier) = (run.snapshot.to_bytes(), run.frontier.to_bytes());
-        let version = i64::from(run.graph.version);
-        let values: [&(dyn tokio_postgres::types::ToSql + Sync); 13] = [
-            &id,
-            &run.graph.name,
-            &version,
-            &run.thread,
-            &owner,
-            &lease,
-            &run.created_at_ms,
-            &snapshot,
-            &frontier,
-            &count,
-            &events,
-            &run.attachment,
-            &run.trace,
-        ];
+        let args = CreateArgs::of(&run);
+        let values = args.values(&run);
         let refused = |error| Refusal::new(run.id).map(error);
         let (client, row) = match (run.thread_turn, &run.thread) {
             // A run that continues its thread checks the thread's latest
@@ -88,21 +63,53 @@ impl Store for PostgresStore {
                 let mut client = self.client().await?;
                 let tx = client.transaction().await.map_err(client_error)?;
                 check_turn(&tx, thread, turn).await?;
-                let statement = tx.prepare_cached(CREATE).await.map_err(client_error)?;
+                let statement = tx.prepare_cached(CREATE_RUN).await.map_err(client_error)?;
                 let row = tx.query_one(&statement, &values).await.map_err(refused)?;
                 tx.commit().await.map_err(client_error)?;
                 (client, row)
             }
             _ => {
-                let (client, statement) = self.prepared(CREATE).await?;
+                let (client, statement) = self.prepared(CREATE_RUN).await?;
                 let row = client.query_one(&statement, &values).await.map_err(refused)?;
                 (client, row)
             }
         };
-        self.frontiers.committed(run.id, 0, &frontier, run.claim.is_some());
+        self.frontiers.committed(run.id, 0, &args.frontier, run.claim.is_some());
         let changed = run.claim.is_none().then_some((run.id, RunStatus::Queued));
         announce(&client, changed, &watched(&row, 1)).await;
         Ok(1)
+    }
+
+    async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {
+        self.insert_schedule(schedule).await
+    }
+
+    async fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, StoreError> {
+        self.read_schedule(id).await
+    }
+
+    async fn list_schedules(
+        &self,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<ScheduleRecord>, StoreError> {
+        self.schedules_page(offset, limit).await
+    }
+
+    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
+        self.remove_schedule(id).await
+    }
+
+    async fn due_schedules(
+        &self,
+        now_ms: i64,
+        limit: u64,
+    ) -> Result<Vec<ScheduleRecord>, StoreError> {
+        self.due_schedule_rows(now_ms, limit).await
+    }
+
+    async fn fire_schedule(&self, fire: ScheduleFire) -> Result<(), StoreError> {
+        self.fire(fire).await
     }
 
     async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
@@ -674,5 +681,63 @@ impl Store for PostgresStore {
         }
         events.truncate(limit);
         Ok(events)
+    }
+}
+
+/// Creates a run (`tollgate_create_run`). Its id may be watched already
+/// (`watch` takes any id): its creation is then announced too, as the
+/// steps trigger did.
+pub(crate) const CREATE_RUN: &str = concat!(
+    "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    watched_sql!("= $1")
+);
+
+/// The arguments of [`CREATE_RUN`] that a new run's fields do not hold
+/// as they are.
+pub(crate) struct CreateArgs {
+    id: String,
+    events: String,
+    owner: Option<String>,
+    lease: Option<i64>,
+    snapshot: Vec<u8>,
+    pub(crate) frontier: Vec<u8>,
+    version: i64,
+    count: i64,
+}
+
+impl CreateArgs {
+    pub(crate) fn of(run: &NewRun) -> Self {
+        Self {
+            id: run.id.to_string(),
+            events: EventRecord::join_compact(run.id, &run.events),
+            owner: run.claim.as_ref().map(|(owner, _)| owner.to_text()),
+            lease: run.claim.as_ref().map(|(_, until)| *until),
+            snapshot: run.snapshot.to_bytes(),
+            frontier: run.frontier.to_bytes(),
+            version: i64::from(run.graph.version),
+            count: run.events.len() as i64,
+        }
+    }
+
+    /// The statement's arguments, in order.
+    pub(crate) fn values<'a>(
+        &'a self,
+        run: &'a NewRun,
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 13] {
+        [
+            &self.id,
+            &run.graph.name,
+            &self.version,
+            &run.thread,
+            &self.owner,
+            &self.lease,
+            &run.created_at_ms,
+            &self.snapshot,
+            &self.frontier,
+            &self.count,
+            &self.events,
+            &run.attachment,
+            &run.trace,
+        ]
     }
 }

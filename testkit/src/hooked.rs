@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use tollgate_checkpoint::{
     Blob, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, Owner, PageRequest,
-    RunFilter, RunId, RunPage, RunRecord, RunStatus, Store, StoreError, StoredCheckpoint,
-    TaskProgress, TaskWrite, ThreadRecord, Transition, Waiting,
+    RunFilter, RunId, RunPage, RunRecord, RunStatus, ScheduleFire, ScheduleRecord, Store,
+    StoreError, StoredCheckpoint, TaskProgress, TaskWrite, ThreadRecord, Transition, Waiting,
 };
 
 /// What a [`HookedStore`] calls around the wrapped store. Every hook has a
@@ -196,6 +196,44 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         self.hooks.called("delete_thread");
         self.inner.delete_thread(thread).await
+    }
+
+    async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {
+        self.hooks.called("create_schedule");
+        self.inner.create_schedule(schedule).await
+    }
+
+    async fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, StoreError> {
+        self.hooks.called("schedule");
+        self.inner.schedule(id).await
+    }
+
+    async fn list_schedules(
+        &self,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<ScheduleRecord>, StoreError> {
+        self.hooks.called("list_schedules");
+        self.inner.list_schedules(offset, limit).await
+    }
+
+    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
+        self.hooks.called("delete_schedule");
+        self.inner.delete_schedule(id).await
+    }
+
+    async fn due_schedules(
+        &self,
+        now_ms: i64,
+        limit: u64,
+    ) -> Result<Vec<ScheduleRecord>, StoreError> {
+        self.hooks.called("due_schedules");
+        self.inner.due_schedules(now_ms, limit).await
+    }
+
+    async fn fire_schedule(&self, fire: ScheduleFire) -> Result<(), StoreError> {
+        self.hooks.called("fire_schedule");
+        self.inner.fire_schedule(fire).await
     }
 
     async fn waiting(&self) -> Result<Waiting, StoreError> {

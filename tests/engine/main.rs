@@ -29,6 +29,8 @@
 //!   and cancels continued inside, `Send` instances, nested drawings.
 //! - `workers`: queued runs and workers (claims, release at shutdown,
 //!   decided and orphaned runs, foreign graphs).
+//! - `schedules`: one run per tick with several workers, missed ticks
+//!   after downtime, one-off schedules, schedules across processes.
 //! - `workflows`: durable workflows (finished tasks never run again,
 //!   parallel tasks, interrupts, changed workflows refused, retries,
 //!   cancels between tasks, graphs called as steps, workers).
@@ -49,6 +51,7 @@ mod hitl;
 mod properties;
 mod reducers;
 mod retry;
+mod schedules;
 mod send_sync;
 mod sqlite;
 mod step_guard;

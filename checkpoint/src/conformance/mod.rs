@@ -27,6 +27,7 @@ mod decisions;
 mod items;
 mod progress;
 mod queue;
+mod schedules;
 mod sizes;
 mod takeovers;
 mod threads;
@@ -39,6 +40,7 @@ use queue::{
     claimable_runs_are_queued_then_lost_oldest_first,
     lease_losses_count_takeovers_until_a_leg_ends, queued_runs_have_no_owner_until_claimed,
 };
+use schedules::schedules_fire_once_per_tick_with_their_run;
 use sizes::updates_of_every_size_read_back_whole;
 use takeovers::takeovers_mid_flight_keep_one_history;
 use threads::{
@@ -80,6 +82,7 @@ where
     task_progress_is_replaced_and_dropped_with_its_step(&make().await).await;
     updates_of_every_size_read_back_whole(&make().await).await;
     thread_records_are_created_once_and_listed_newest_first(&make().await).await;
+    schedules_fire_once_per_tick_with_their_run(&make().await).await;
 }
 
 /// What a checkpoint holds, comparably.

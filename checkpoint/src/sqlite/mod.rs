@@ -17,6 +17,7 @@ mod parts_tests;
 mod read_tests;
 mod readers;
 mod rows;
+mod schedules;
 mod schema;
 #[cfg(test)]
 mod tests;

@@ -250,6 +250,29 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO item_epoch (id, epoch) VALUES (1, 0);
 ",
+    // 15: schedules (`Store::create_schedule`): what their runs start
+    // from (the input's snapshot and frontier, encoded once), their
+    // timing as a versioned JSON spec, and the next tick, which a firing
+    // moves with a compare-and-set in the transaction that creates the run.
+    "
+    CREATE TABLE schedules (
+        id               TEXT PRIMARY KEY,
+        graph            TEXT NOT NULL,
+        graph_version    INTEGER NOT NULL,
+        spec             TEXT NOT NULL,      -- JSON: {v, timing, missed, grace_ms}
+        input            TEXT NOT NULL,      -- JSON
+        snapshot         BLOB NOT NULL,
+        frontier         BLOB NOT NULL,
+        attachment       TEXT,
+        created_at_ms    INTEGER NOT NULL,
+        next_at_ms       INTEGER,
+        last_run         TEXT,
+        last_fired_at_ms INTEGER,
+        runs_started     INTEGER NOT NULL,
+        ticks_skipped    INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX schedules_due ON schedules (next_at_ms) WHERE next_at_ms IS NOT NULL;
+",
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".
@@ -266,6 +289,7 @@ const OUR_TABLES: &[&str] = &[
     "node_cache",
     "pending_writes",
     "runs",
+    "schedules",
     "snapshots",
     "step_parts",
     "steps",

@@ -197,6 +197,9 @@ pub enum RunError {
     /// The store refused or failed an operation.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A schedule could not be added or fired.
+    #[error(transparent)]
+    Schedule(#[from] crate::schedule::ScheduleError),
     /// The driver task itself died.
     #[error("run {run}: the driver task ended abnormally")]
     DriverLost {
@@ -254,6 +257,7 @@ impl RunError {
             RunError::NotCancellable { .. } => "not_cancellable",
             RunError::Decision(_) => "decision_refused",
             RunError::Store(_) => "store",
+            RunError::Schedule(_) => "schedule",
             RunError::DriverLost { .. } => "driver_lost",
             RunError::AttachmentDecode { .. } => "attachment_decode",
             RunError::TaskMismatch { .. } => "task_mismatch",

@@ -292,6 +292,23 @@ impl Executor {
         Ok(run)
     }
 
+    /// What every run of a schedule starts from: the input checkpoint and
+    /// first frontier with `config`'s settings (as [`Executor::enqueue`]
+    /// stores them), and its attachment.
+    pub(crate) fn encode_queued<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        input: &S,
+        mut frontier: Frontier,
+        config: &RunConfig,
+    ) -> Result<Queued, RunError> {
+        let run = config.run_id.unwrap_or_default();
+        let config = config.clone().settled(frontier.settings.as_ref());
+        frontier.settings = Some(config.settings());
+        let (snapshot, frontier) = encode_input(graph, run, input, &frontier, &config)?;
+        Ok(Queued { snapshot, frontier, attachment: config.attachment.clone() })
+    }
+
     /// Starts a run and drives it in the calling task until its leg ends.
     /// Dropping the future stops the run where it is: it stays `running`
     /// until its lease expires, and then `recover` continues it. Use
@@ -580,6 +597,13 @@ pub(crate) fn same_graph<S: State>(
         return Err(RunError::GraphMismatch { run: record.id, stored, graph: graph_ref(graph) });
     }
     Ok(())
+}
+
+/// A queued run's first records, before it has an id.
+pub(crate) struct Queued {
+    pub(crate) snapshot: Blob,
+    pub(crate) frontier: Blob,
+    pub(crate) attachment: Option<String>,
 }
 
 pub(crate) fn graph_ref<S: State>(graph: &CompiledGraph<S>) -> GraphRef {

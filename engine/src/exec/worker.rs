@@ -138,6 +138,8 @@ pub struct Worker {
     wake: Option<Arc<Notify>>,
     changes: Option<broadcast::Receiver<Option<RunId>>>,
     max_lease_losses: u32,
+    /// Fires due schedules each poll.
+    schedules: bool,
 }
 
 /// How often a worker looks for runs whose owner was a process of this
@@ -171,7 +173,16 @@ impl Worker {
             wake: None,
             changes: None,
             max_lease_losses: DEFAULT_MAX_LEASE_LOSSES,
+            schedules: true,
         }
+    }
+
+    /// Whether the worker fires due schedules each poll
+    /// ([`Executor::fire_schedules`]; default `true`). Any number of
+    /// workers may: each tick starts one run.
+    pub fn fire_schedules(mut self, fire: bool) -> Self {
+        self.schedules = fire;
+        self
     }
 
     /// A run whose owners disappeared (lease expired, process dead) this
@@ -265,8 +276,16 @@ impl Worker {
         // interval old (changes coming without pause would reset the timer).
         let mut look = true;
         let mut looked = std::time::Instant::now();
+        let mut fired: Option<std::time::Instant> = None;
         loop {
             let due = look || looked.elapsed() >= self.poll;
+            if self.schedules && !stopping && fired.is_none_or(|at| at.elapsed() >= self.poll) {
+                fired = Some(std::time::Instant::now());
+                let now = self.config.clock.now_ms();
+                if let Err(error) = self.executor.fire_schedules(now).await {
+                    tracing::warn!(%error, "worker: cannot fire schedules");
+                }
+            }
             if due && !stopping && legs.len() < self.concurrency {
                 looked = std::time::Instant::now();
                 let scan = last_scan.is_none_or(|at| at.elapsed() >= DEAD_OWNER_SCAN);
