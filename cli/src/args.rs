@@ -150,6 +150,11 @@ pub(crate) enum Command {
     /// Builds, signs, inspects and verifies blueprint packs (docs/packs.md).
     #[command(subcommand)]
     Pack(PackCommand),
+    /// Schedules: runs of a blueprint or a graph on a cron expression or
+    /// at a time, started by whichever worker (or SQLite `serve`) fires
+    /// them first (docs/workflows.md).
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// Serves the REST, SSE and WebSocket API. The bearer token every
     /// endpoint but /healthz then requires comes from the environment
     /// variable TOLLGATE_TOKEN or from --token-file.
@@ -219,6 +224,10 @@ pub(crate) enum Command {
         /// Largest request body, in bytes.
         #[arg(long, default_value_t = 1_048_576, value_name = "BYTES")]
         max_body: usize,
+        /// On SQLite, run no worker in this process: queued runs, sleeping
+        /// workflows and schedules then wait for a `tollgate worker`.
+        #[arg(long)]
+        no_worker: bool,
     },
 }
 
@@ -420,6 +429,65 @@ pub(crate) enum PackCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+}
+
+/// `tollgate schedule …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ScheduleCommand {
+    /// Adds a schedule.
+    #[command(group(ArgGroup::new("what").required(true).args(["blueprint", "graph"])))]
+    #[command(group(ArgGroup::new("when").required(true).args(["cron", "at"])))]
+    Add {
+        /// Its id: letters, digits, `-`, `_`, `.`.
+        id: String,
+        /// The blueprint file (JSON) its runs run.
+        #[arg(long, value_name = "PATH")]
+        blueprint: Option<PathBuf>,
+        /// A typed graph this binary serves, instead of a blueprint;
+        /// `--input` is then JSON of its state's update.
+        #[arg(long, value_name = "NAME")]
+        graph: Option<String>,
+        /// A cron expression, read in UTC (`0 9 * * MON-FRI`; six fields
+        /// with seconds first; `@daily` and the like).
+        #[arg(long, value_name = "EXPR")]
+        cron: Option<String>,
+        /// One run at this time (RFC 3339: `2026-12-24T09:00:00Z`).
+        #[arg(long, value_name = "TIME")]
+        at: Option<String>,
+        /// The runs' input: the user's message (text or a JSON object), or
+        /// with --graph JSON of the state's update.
+        #[arg(long, default_value = "")]
+        input: String,
+        /// Ticks missed while nothing ran: `run_once` (one run for them
+        /// all) or `skip`.
+        #[arg(long, default_value = "run_once")]
+        missed: String,
+        /// Seconds late a tick may fire and still be on time.
+        #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+        grace: f64,
+        /// Print the schedule as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lists schedules by id.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Shows one schedule.
+    Show {
+        /// Its id.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deletes a schedule (the runs it started stay).
+    Delete {
+        /// Its id.
+        id: String,
     },
 }
 

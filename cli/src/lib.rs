@@ -28,6 +28,7 @@ macro_rules! say_raw {
 mod args;
 mod output;
 mod pack;
+mod schedule;
 mod store;
 
 use std::process::ExitCode;
@@ -39,7 +40,7 @@ use tollgate_checkpoint::{IndexConfig, RunFilter, RunId, RunStatus};
 use tollgate_engine::{Clock, Decision, DecisionRequest, EventSink};
 use tollgate_nodes::Blueprint;
 
-use args::{Cli, Command, RunsCommand, StoreCommand, ThreadsCommand};
+use args::{Cli, Command, RunsCommand, ScheduleCommand, StoreCommand, ThreadsCommand};
 use tollgate_server::{code, Decided, Graphs, RunSummary, Runs, ServiceError, UserInput};
 
 /// Parses the process's arguments and runs the command, with `graphs`
@@ -92,7 +93,9 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
     // Only `run` (and `serve --create`) make a new SQLite database: a
     // mistyped --db elsewhere is "not found", not a new empty file.
     let creates = match &cli.command {
-        Command::Run { .. } | Command::Store(StoreCommand::Put { .. }) => true,
+        Command::Run { .. }
+        | Command::Store(StoreCommand::Put { .. })
+        | Command::Schedule(ScheduleCommand::Add { .. }) => true,
         Command::Serve { create, .. } => *create,
         _ => false,
     };
@@ -176,6 +179,7 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
             header_timeout,
             body_timeout,
             max_body,
+            no_worker,
             ..
         } => {
             let seconds = |name: &str, value: f64| {
@@ -210,6 +214,7 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
             options.pass_env = cli.pass_env.clone();
             options.limits = limits;
             options.langgraph_prefix = (!*no_langgraph).then(|| langgraph_prefix.clone());
+            options.worker = !*no_worker;
             tollgate_server::check_exposure(&options)?;
             Some(options)
         }
@@ -292,6 +297,7 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
         Command::Runs(command) => runs_command(&runs, command).await,
         Command::Store(command) => store::store_command(&runs, command).await,
         Command::Pack(command) => pack::pack_command(command),
+        Command::Schedule(command) => schedule::schedule_command(&runs, command).await,
         Command::Threads(ThreadsCommand::Show { thread, json }) => {
             let shown = runs.thread(&thread).await?;
             if json {

@@ -73,7 +73,7 @@ pub use hitl::{
 };
 pub use node::{EmitError, InputError, NodeContext, NodeError, Paused, RetryPolicy};
 pub use route::{Command, Goto, Route, Send, END, START};
-pub use schedule::{next_tick, Schedule, ScheduleError};
+pub use schedule::{next_tick, parse_rfc3339, Schedule, ScheduleError};
 pub use state::{
     Append, CustomReducer, DynReducer, DynSchema, DynState, HasId, LastValue, Max, MergeMap,
     MessageOp, Messages, Min, Reducer, State, StateError, Sum, Write,

@@ -139,6 +139,13 @@ fn tick_after(
         .map_err(|_| ScheduleError::NoTick { expression: expression.to_owned(), after_ms })
 }
 
+/// Milliseconds since the Unix epoch of an RFC 3339 time
+/// (`2026-12-24T09:00:00Z`, `2026-12-24T10:00:00+01:00`); `None` when the
+/// text is not one.
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    DateTime::parse_from_rfc3339(text.trim()).ok().map(|at| at.timestamp_millis())
+}
+
 /// The first tick of `timing` after `after_ms`; `None` for a time that
 /// is not after it.
 pub fn next_tick(timing: &ScheduleTiming, after_ms: i64) -> Result<Option<i64>, ScheduleError> {
@@ -373,6 +380,9 @@ mod tests {
         assert!(matches!(next_tick(&never, 0), Err(ScheduleError::NoTick { .. })));
         assert_eq!(next_tick(&ScheduleTiming::At { at_ms: 5 }, 4).expect("at"), Some(5));
         assert_eq!(next_tick(&ScheduleTiming::At { at_ms: 5 }, 5).expect("at"), None);
+        assert_eq!(parse_rfc3339("1970-01-01T01:00:00+01:00"), Some(0));
+        assert_eq!(parse_rfc3339("2026-01-01T00:00:00.5Z"), Some(1_767_225_600_500));
+        assert_eq!(parse_rfc3339("tomorrow"), None);
         assert!(valid_id("nightly-report.v2") && !valid_id("") && !valid_id("a b"));
     }
 }

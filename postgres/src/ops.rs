@@ -702,7 +702,7 @@ pub(crate) struct CreateArgs {
     snapshot: Vec<u8>,
     pub(crate) frontier: Vec<u8>,
     version: i64,
-    count: i64,
+    count: i32,
 }
 
 impl CreateArgs {
@@ -715,7 +715,7 @@ impl CreateArgs {
             snapshot: run.snapshot.to_bytes(),
             frontier: run.frontier.to_bytes(),
             version: i64::from(run.graph.version),
-            count: run.events.len() as i64,
+            count: i32::try_from(run.events.len()).unwrap_or(i32::MAX),
         }
     }
 

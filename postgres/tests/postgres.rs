@@ -119,6 +119,7 @@ fn ten_processes_opening_at_once_migrate_once() {
             "node_cache",
             "pending_writes",
             "runs",
+            "schedules",
             "snapshots",
             "steps",
             "threads",

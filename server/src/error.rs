@@ -129,8 +129,13 @@ impl From<StoreError> for ServiceError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::RunNotFound { run } => ServiceError::not_found(run),
-            StoreError::CheckpointNotFound { .. } | StoreError::ThreadNotFound { .. } => {
+            StoreError::CheckpointNotFound { .. }
+            | StoreError::ThreadNotFound { .. }
+            | StoreError::ScheduleNotFound { .. } => {
                 ServiceError::NotFound { message: error.to_string() }
+            }
+            StoreError::ScheduleExists { .. } | StoreError::ScheduleMoved { .. } => {
+                ServiceError::Conflict { message: error.to_string() }
             }
             StoreError::Fenced { .. } => ServiceError::Conflict {
                 message: format!("{error}; another process took the run over"),
@@ -181,6 +186,7 @@ impl From<RunError> for ServiceError {
         match error {
             RunError::Decision(decision) => decision.into(),
             RunError::Store(store) => store.into(),
+            RunError::Schedule(_) => ServiceError::invalid(error.to_string()),
             RunError::RunOwned { .. } => ServiceError::Conflict {
                 message: format!("{error} (wait for its lease to expire, or let its owner finish)"),
             },

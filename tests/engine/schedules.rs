@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use tollgate_testkit::{ManualClock, EPOCH_2026_MS};
 use tollgate::{
     Clock, DynState, Executor, MissedTicks, RunConfig, RunFilter, RunStatus, Schedule,
     ScheduleTiming, SqliteStore, StoreError, Worker, Workflow, WorkflowContext,
 };
+use tollgate_testkit::{ManualClock, EPOCH_2026_MS};
 
 const MINUTE: Duration = Duration::from_secs(60);
 

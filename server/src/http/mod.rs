@@ -19,6 +19,7 @@ mod legs;
 mod metrics;
 mod page;
 mod routes;
+mod schedules;
 mod store;
 mod streams;
 mod wire;
@@ -36,6 +37,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tollgate_engine::{DEFAULT_LEASE, DEFAULT_MAX_LEASE_LOSSES};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::error::ServiceError;
@@ -81,6 +83,10 @@ pub struct ServeOptions {
     /// Where LangGraph's server API is served (`/lg` by default; `None`:
     /// not at all): see docs/langgraph-api.md.
     pub langgraph_prefix: Option<String>,
+    /// On SQLite, [`serve`] also runs a worker ([`Runs::work`]): it drives
+    /// queued runs, wakes sleeping workflows and fires schedules (default
+    /// `true`). On Postgres, runs go to `tollgate worker` processes.
+    pub worker: bool,
 }
 
 impl ServeOptions {
@@ -100,9 +106,13 @@ impl ServeOptions {
             pass_env: Vec::new(),
             limits: Limits::default(),
             langgraph_prefix: Some(DEFAULT_LANGGRAPH_PREFIX.to_owned()),
+            worker: true,
         }
     }
 }
+
+/// Legs the worker of [`serve`] drives at once.
+const IN_PROCESS_LEGS: usize = 4;
 
 /// Where LangGraph's server API is served unless told otherwise.
 pub const DEFAULT_LANGGRAPH_PREFIX: &str = "/lg";
@@ -300,6 +310,17 @@ pub async fn serve(
 ) -> Result<(), ServiceError> {
     let (addr, limits) = (options.addr, options.limits);
     let open = options.token.is_none() && matches!(options.auth, Auth::Token);
+    let worker = (options.worker && !runs.shared()).then(|| {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let runs = runs.clone();
+        let work = async move {
+            let stopped = async move {
+                let _ = stopped.await;
+            };
+            runs.work(IN_PROCESS_LEGS, DEFAULT_LEASE, DEFAULT_MAX_LEASE_LOSSES, stopped).await
+        };
+        (stop, tokio::spawn(work))
+    });
     let api = Api::new(runs, options)?;
     let listener = TcpListener::bind(addr).await.map_err(|error| ServiceError::Failed {
         message: format!("cannot listen on {addr}: {error}"),
@@ -312,6 +333,10 @@ pub async fn serve(
     }
     println!("listening on http://{local}");
     accept(listener, api.router(), limits, shutdown).await;
+    if let Some((stop, worker)) = worker {
+        let _ = stop.send(());
+        let _ = worker.await;
+    }
     let (released, left) = api.release(RELEASE_PATIENCE).await;
     if released + left > 0 {
         eprintln!("tollgate: stopped; released {released} run(s) at a step boundary, {left} still in a step");
@@ -345,6 +370,8 @@ fn routes(app: App) -> Router {
         .route("/store/items", get(store::get).put(store::put).delete(store::delete))
         .route("/store/search", post(store::search))
         .route("/store/namespaces", get(store::namespaces))
+        .route("/schedules", get(schedules::list).post(schedules::add))
+        .route("/schedules/{id}", get(schedules::show).delete(schedules::delete))
         .route("/graphs", get(routes::graphs))
         .route("/graphs/{name}", get(routes::graph_named))
         .route("/", get(page::index))

@@ -7,12 +7,14 @@
 
 mod graphs;
 mod leg;
+mod schedules;
 mod served;
 mod state_json;
 mod view;
 mod worker;
 
 pub(crate) use leg::leg_result;
+pub use schedules::{schedule_json, MAX_SCHEDULES_LISTED};
 use served::Continued;
 pub(crate) use served::ServedGraph;
 pub use served::{Graphs, Leg};

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use tokio::sync::watch;
-use tollgate_checkpoint::{RunId, RunRecord, RunStatus};
+use tollgate_checkpoint::{RunId, RunRecord, RunStatus, ScheduleRecord};
 use tollgate_engine::{
     CancelToken, CompiledGraph, DecisionRequest, EdgeKind, Executor, GraphNode, Resumed, RunConfig,
-    RunError, RunHandle, State, Workload, Write,
+    RunError, RunHandle, Schedule, State, Workload, Write,
 };
 
 use super::state_json;
@@ -89,6 +89,14 @@ pub(crate) trait ServedGraph: Send + Sync {
         config: RunConfig,
         queue: bool,
     ) -> Result<Option<Leg>, ServiceError>;
+    /// Adds `schedule`: runs on `input` (JSON of the state's update,
+    /// merged into the default state) on its ticks.
+    async fn schedule(
+        &self,
+        executor: &Executor,
+        input: Value,
+        schedule: Schedule,
+    ) -> Result<ScheduleRecord, ServiceError>;
     /// Records the decision and takes the run over.
     async fn resume(
         &self,
@@ -182,12 +190,7 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         config: RunConfig,
         queue: bool,
     ) -> Result<Option<Leg>, ServiceError> {
-        let update: S::Update = serde_json::from_value(input).map_err(|error| {
-            ServiceError::invalid(format!(
-                "`input` is not an update of graph `{}`'s state: {error}",
-                CompiledGraph::name(self)
-            ))
-        })?;
+        let update = decode_update(self, input)?;
         Ok(match (thread, queue) {
             (Some(thread), false) => {
                 Some(Leg::of(executor.start_on_thread(self, thread, update, config).await?))
@@ -197,11 +200,7 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
                 None
             }
             (None, queue) => {
-                let mut state = S::default();
-                let write = Write { node: Arc::from("__input__"), update };
-                state
-                    .apply(self.schema(), vec![write])
-                    .map_err(|source| RunError::InvalidUpdate { step: 0, source })?;
+                let state = state_from(self, update)?;
                 if queue {
                     executor.enqueue(self, state, config).await?;
                     None
@@ -210,6 +209,16 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
                 }
             }
         })
+    }
+
+    async fn schedule(
+        &self,
+        executor: &Executor,
+        input: Value,
+        schedule: Schedule,
+    ) -> Result<ScheduleRecord, ServiceError> {
+        let state = state_from(self, decode_update(self, input)?)?;
+        Ok(executor.add_schedule(self, state, schedule, RunConfig::new()).await?)
     }
 
     async fn resume(
@@ -469,4 +478,30 @@ impl Graphs {
             "outline": newest.outline(),
         }))
     }
+}
+
+/// `input` as an update of `graph`'s state.
+fn decode_update<S: State>(
+    graph: &CompiledGraph<S>,
+    input: Value,
+) -> Result<S::Update, ServiceError> {
+    serde_json::from_value(input).map_err(|error| {
+        ServiceError::invalid(format!(
+            "`input` is not an update of graph `{}`'s state: {error}",
+            CompiledGraph::name(graph)
+        ))
+    })
+}
+
+/// The default state with `update` merged through the reducers.
+fn state_from<S: State + Default>(
+    graph: &CompiledGraph<S>,
+    update: S::Update,
+) -> Result<S, ServiceError> {
+    let mut state = S::default();
+    let write = Write { node: Arc::from("__input__"), update };
+    state
+        .apply(graph.schema(), vec![write])
+        .map_err(|source| RunError::InvalidUpdate { step: 0, source })?;
+    Ok(state)
 }
