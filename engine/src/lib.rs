@@ -83,7 +83,8 @@ pub use telemetry::{
 };
 pub use tollgate_macros::GraphState;
 pub use workflow::{
-    TaskOptions, Workflow, WorkflowContext, WorkflowError, WORKFLOW_INPUT, WORKFLOW_OUTPUT,
+    TaskOptions, TaskScript, Workflow, WorkflowContext, WorkflowError, WORKFLOW_INPUT,
+    WORKFLOW_OUTPUT,
 };
 
 #[doc(hidden)]

@@ -10,6 +10,7 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,15 +62,28 @@ pub const WORKFLOW_OUTPUT: &str = "output";
 /// assert_eq!(output["charge"], "ch_20");
 /// # });
 /// ```
-#[derive(Debug)]
 pub struct Workflow<I, O> {
     graph: CompiledGraph<DynState>,
+    /// The function, for callers that run it inline
+    /// ([`WorkflowContext::call_workflow`]).
+    body: Arc<Body<I, O>>,
     types: PhantomData<fn(I) -> O>,
+}
+
+/// A workflow's function, its future boxed.
+type Body<I, O> = dyn Fn(WorkflowContext, I) -> Pin<Box<dyn Future<Output = Result<O, NodeError>> + Send>>
+    + Send
+    + Sync;
+
+impl<I, O> std::fmt::Debug for Workflow<I, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workflow").field("graph", &self.graph).finish_non_exhaustive()
+    }
 }
 
 impl<I, O> Clone for Workflow<I, O> {
     fn clone(&self) -> Self {
-        Self { graph: self.graph.clone(), types: PhantomData }
+        Self { graph: self.graph.clone(), body: Arc::clone(&self.body), types: PhantomData }
     }
 }
 
@@ -91,19 +105,20 @@ where
         Fut: Future<Output = Result<O, NodeError>> + Send + 'static,
     {
         let name = name.into();
-        let body = Arc::new(body);
+        let body: Arc<Body<I, O>> = Arc::new(move |ctx, input| Box::pin(body(ctx, input)));
+        let run = Arc::clone(&body);
         let schema = DynSchema::new()
             .field(WORKFLOW_INPUT, DynReducer::LastValue)
             .field(WORKFLOW_OUTPUT, DynReducer::LastValue);
         let graph = StateGraph::<DynState>::with_schema(name.clone(), version, schema)
             .node(name.clone(), move |state: Arc<DynState>, ctx: NodeContext| {
-                let body = Arc::clone(&body);
+                let body = Arc::clone(&run);
                 async move { run_body(&*body, &state, ctx).await }
             })
             .edge(START, name.clone())
             .edge(name, END)
             .compile()?;
-        Ok(Self { graph, types: PhantomData })
+        Ok(Self { graph, body, types: PhantomData })
     }
 
     /// The graph the workflow runs as.
@@ -133,16 +148,14 @@ where
 }
 
 /// The workflow's node: decodes the input, runs `body`, stores the output.
-async fn run_body<I, O, F, Fut>(
-    body: &F,
+async fn run_body<I, O>(
+    body: &Body<I, O>,
     state: &DynState,
     ctx: NodeContext,
 ) -> Result<<DynState as State>::Update, NodeError>
 where
     I: DeserializeOwned,
     O: Serialize,
-    F: Fn(WorkflowContext, I) -> Fut,
-    Fut: Future<Output = Result<O, NodeError>>,
 {
     let workflow = ctx.node.to_string();
     if ctx.ns.is_some() {
@@ -151,7 +164,8 @@ where
     let input = state.get(WORKFLOW_INPUT).cloned().unwrap_or(Value::Null);
     let input = I::deserialize(input)
         .map_err(|source| NodeError::fatal(WorkflowError::Input { workflow, source }))?;
-    let context = WorkflowContext { inner: Arc::new(Inner { node: ctx, next: AtomicU32::new(0) }) };
+    let inner = Arc::new(Inner { node: ctx, next: AtomicU32::new(0) });
+    let context = WorkflowContext { inner, scope: Arc::from("") };
     let workflow = context.node().node.to_string();
     let output = body(context, input).await?;
     let output = serde_json::to_value(output)
@@ -164,6 +178,9 @@ where
 #[derive(Debug, Clone)]
 pub struct WorkflowContext {
     inner: Arc<Inner>,
+    /// Prefixed to task names: `""` for the run's workflow, `child/` for
+    /// one it calls ([`WorkflowContext::call_workflow`]).
+    scope: Arc<str>,
 }
 
 #[derive(Debug)]
@@ -272,7 +289,7 @@ impl WorkflowContext {
         Fut: Future<Output = Result<T, NodeError>> + Send + 'a,
     {
         let position = self.inner.next.fetch_add(1, Ordering::SeqCst);
-        let name = name.to_owned();
+        let name = format!("{}{name}", self.scope);
         let span = tracing::info_span!(
             "task",
             otel.name = %format_args!("task {name}"),
@@ -295,17 +312,36 @@ impl WorkflowContext {
                 .unwrap_or(RetryPolicy { max_attempts: 1, ..RetryPolicy::default() });
             let mut attempt = 1;
             let result = loop {
-                let Some(future) = run() else {
-                    break Err(NodeError::fatal(WorkflowError::TaskTaken { task: name.clone() }));
-                };
-                let result = match options.timeout {
-                    None => future.await,
-                    Some(limit) => tokio::time::timeout(limit, future).await.unwrap_or_else(|_| {
-                        Err(NodeError::retryable(WorkflowError::TaskTimedOut {
-                            task: name.clone(),
-                            limit,
-                        }))
-                    }),
+                let scripted = durable::scripted(ctx, &name, attempt).map(|result| {
+                    result.and_then(|value| {
+                        T::deserialize(value).map_err(|source| {
+                            NodeError::fatal(WorkflowError::ScriptedResult {
+                                task: name.clone(),
+                                source,
+                            })
+                        })
+                    })
+                });
+                let result = match scripted {
+                    Some(result) => result,
+                    None => {
+                        let Some(future) = run() else {
+                            break Err(NodeError::fatal(WorkflowError::TaskTaken {
+                                task: name.clone(),
+                            }));
+                        };
+                        match options.timeout {
+                            None => future.await,
+                            Some(limit) => {
+                                tokio::time::timeout(limit, future).await.unwrap_or_else(|_| {
+                                    Err(NodeError::retryable(WorkflowError::TaskTimedOut {
+                                        task: name.clone(),
+                                        limit,
+                                    }))
+                                })
+                            }
+                        }
+                    }
                 };
                 let error = match result {
                     Ok(result) => break Ok(result),
@@ -402,6 +438,30 @@ impl WorkflowContext {
         self.node().call(graph, input).await
     }
 
+    /// Runs `workflow` on `input` as a part of this one, and returns its
+    /// output. It runs inline, in this run: its tasks are numbered in this
+    /// workflow's sequence and stored with its tasks, named after it
+    /// (`child/task`), so that when the run continues, its finished tasks
+    /// return their stored results and it resumes where it was, as this
+    /// workflow does; its interrupts and sleeps pause this run. Its
+    /// version plays no part (this run is pinned to this workflow's).
+    pub async fn call_workflow<I2, O2>(
+        &self,
+        workflow: &Workflow<I2, O2>,
+        input: I2,
+    ) -> Result<O2, NodeError> {
+        let child = WorkflowContext {
+            inner: Arc::clone(&self.inner),
+            scope: Arc::from(format!("{}{}/", self.scope, workflow.graph.name())),
+        };
+        let span = tracing::info_span!(
+            "workflow",
+            otel.name = %format_args!("workflow {}", workflow.graph.name()),
+            tollgate.run_id = %self.run_id(),
+        );
+        (workflow.body)(child, input).instrument(span).await
+    }
+
     /// Long-term memory, when the executor or the run has one.
     pub fn memory(&self) -> Option<&tollgate_checkpoint::Memory> {
         self.node().memory()
@@ -424,6 +484,16 @@ impl WorkflowContext {
     pub fn tasks_asked(&self) -> u32 {
         self.inner.next.load(Ordering::SeqCst)
     }
+}
+
+/// Results a test gives workflow tasks instead of running them (set with
+/// [`RunConfig::task_script`](crate::RunConfig::task_script); the
+/// testkit's `ScriptedTasks` is one).
+pub trait TaskScript: Send + Sync + std::fmt::Debug {
+    /// The result of the task named `name` (as its events name it:
+    /// `child/task` inside a called workflow) at attempt `attempt` (from
+    /// 1), as JSON; `None` runs the task.
+    fn result(&self, name: &str, attempt: u32) -> Option<Result<Value, NodeError>>;
 }
 
 /// A workflow could not run.
@@ -472,9 +542,20 @@ pub enum WorkflowError {
         /// The task.
         task: String,
     },
+    /// A scripted result ([`TaskScript`]) does not decode as the task's
+    /// result type.
+    #[error("task `{task}`: its scripted result does not decode: {source}")]
+    ScriptedResult {
+        /// The task.
+        task: String,
+        /// The decoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// A workflow ran as a subgraph or a graph called from a node: it
-    /// runs only as a run of its own.
-    #[error("workflow `{workflow}` runs only as a run of its own, not inside another graph")]
+    /// runs as a run of its own, or inside another workflow
+    /// ([`WorkflowContext::call_workflow`]).
+    #[error("workflow `{workflow}` runs as a run of its own or from another workflow (WorkflowContext::call_workflow), not inside a graph")]
     Nested {
         /// The workflow.
         workflow: String,

@@ -48,6 +48,7 @@ mod recorder;
 mod replay;
 mod retrieval;
 mod services;
+mod tasks;
 mod tools;
 mod trajectory;
 
@@ -64,6 +65,7 @@ pub use retrieval::{
     DeterministicFakeEmbedding, Document, Embedder, InMemoryVectorStore, IndexReport, RecordManager,
 };
 pub use services::postgres_url;
+pub use tasks::ScriptedTasks;
 pub use tollgate_checkpoint::InMemoryItemStore;
 pub use tollgate_nodes::InMemoryShortTermMemory;
 pub use tools::{FakeTool, FlakyTool, SlowTool};

@@ -314,3 +314,77 @@ fn graph_assertions_cover_status_transitions_checkpoints_state_and_interrupts() 
         .final_state("/count", &json!(3))
         .completed();
 }
+
+/// `ScriptedTasks`: scripted tasks never run, their results are stored as
+/// real ones (a continued run replays them without asking the script),
+/// scripted retryable failures go through the task's retry policy, a
+/// fatal one fails the run, and a test clock ends a week's sleep.
+#[test]
+fn scripted_tasks_unit_test_a_workflow() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use tollgate::{TaskOptions, Workflow, WorkflowContext};
+    use tollgate_testkit::{ManualClock, ScriptedTasks, EPOCH_2026_MS};
+
+    let sent = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&sent);
+    let renew = Workflow::new("renew", 1, move |ctx: WorkflowContext, customer: String| {
+        let sent = Arc::clone(&counted);
+        async move {
+            let plan: String = ctx.task("look_up", || async { unreachable!("scripted") }).await?;
+            let retry = RetryPolicy {
+                max_attempts: 3,
+                initial_backoff: Duration::from_millis(1),
+                ..RetryPolicy::default()
+            };
+            let charged: bool = ctx
+                .task_with("charge", TaskOptions::new().retry(retry), || async { Ok(true) })
+                .await?;
+            ctx.sleep(Duration::from_secs(7 * 24 * 3600)).await?;
+            ctx.task("remind", move || async move {
+                sent.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .await?;
+            Ok(json!({"customer": customer, "plan": plan, "charged": charged}))
+        }
+    })
+    .unwrap();
+    runtime().block_on(async {
+        let clock = Arc::new(ManualClock::new(EPOCH_2026_MS));
+        let tasks = ScriptedTasks::new()
+            .returns("look_up", "gold")
+            .fails_retryably("charge", "card declined")
+            .fails_retryably("charge", "card declined");
+        let config = tasks.config(RunConfig::new().clock(clock.clone()));
+        let executor = Executor::new(MemoryStore::new());
+        let input = renew.input(&"ada".to_owned()).unwrap();
+        let parked = executor.run(renew.graph(), input, config.clone()).await.unwrap();
+        assert_eq!(parked.status, RunStatus::Queued, "asleep");
+        assert_eq!(
+            tasks.answered(),
+            [("look_up".to_owned(), 1), ("charge".to_owned(), 1), ("charge".to_owned(), 2)],
+            "the third attempt of `charge` ran for real"
+        );
+        clock.advance(Duration::from_secs(7 * 24 * 3600));
+        let handles = executor.recover(renew.graph(), config).await.unwrap();
+        let done = handles.into_iter().next().unwrap().wait().await.unwrap();
+        assert_eq!(done.status, RunStatus::Completed);
+        let output = renew.output(&done.state).unwrap().unwrap();
+        assert_eq!(output, json!({"customer": "ada", "plan": "gold", "charged": true}));
+        assert_eq!(tasks.answered().len(), 3, "the replay took the stored results");
+        assert_eq!(sent.load(Ordering::SeqCst), 1);
+
+        // A fatal scripted failure fails the run, naming it.
+        let failing = ScriptedTasks::new().returns("look_up", "gold").fails("charge", "no card");
+        let input = renew.input(&"bo".to_owned()).unwrap();
+        let error =
+            executor.run(renew.graph(), input, failing.config(RunConfig::new())).await.unwrap_err();
+        assert!(error.to_string().contains("no card"), "{error}");
+        // A scripted result of the wrong type is a typed error, not a panic.
+        let wrong = ScriptedTasks::new().returns("look_up", 42);
+        let input = renew.input(&"cy".to_owned()).unwrap();
+        let error =
+            executor.run(renew.graph(), input, wrong.config(RunConfig::new())).await.unwrap_err();
+        assert!(error.to_string().contains("scripted result does not decode"), "{error}");
+    });
+}

@@ -74,6 +74,8 @@ pub struct RunConfig {
     pub(crate) stop: Option<CancelToken>,
     /// Long-term memory for the leg's nodes (the executor's when unset).
     pub(crate) memory: Option<tollgate_checkpoint::Memory>,
+    /// Results given to workflow tasks instead of running them (tests).
+    pub(crate) task_script: Option<Arc<dyn crate::workflow::TaskScript>>,
 }
 
 /// Which of the run's stored settings a config overrides.
@@ -103,6 +105,7 @@ impl Default for RunConfig {
             explicit: Explicit::default(),
             stop: None,
             memory: None,
+            task_script: None,
         }
     }
 }
@@ -202,6 +205,14 @@ impl RunConfig {
     /// Not stored with the run.
     pub fn memory(mut self, memory: tollgate_checkpoint::Memory) -> Self {
         self.memory = Some(memory);
+        self
+    }
+
+    /// Workflow tasks of this leg take their results from `script` where
+    /// it has one, instead of running (the testkit's `ScriptedTasks`);
+    /// those results are stored as real ones are. Not stored with the run.
+    pub fn task_script(mut self, script: Arc<dyn crate::workflow::TaskScript>) -> Self {
+        self.task_script = Some(script);
         self
     }
 

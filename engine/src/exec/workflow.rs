@@ -153,6 +153,16 @@ pub(crate) async fn store(
 }
 
 /// The node's task results (shared by its attempts).
+/// The result the leg's task script gives task `name` at `attempt`, if any.
+pub(crate) fn scripted(
+    ctx: &NodeContext,
+    name: &str,
+    attempt: u32,
+) -> Option<Result<serde_json::Value, NodeError>> {
+    let script = ctx.subgraph.as_ref()?.leg.config.task_script.as_ref()?;
+    script.result(name, attempt)
+}
+
 fn results(ctx: &NodeContext) -> Result<&Arc<TaskResults>, NodeError> {
     ctx.subgraph.as_ref().map(|access| &access.tasks).ok_or_else(|| outside(ctx))
 }
