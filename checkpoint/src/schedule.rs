@@ -111,6 +111,10 @@ pub struct ScheduleRecord {
     /// Ticks it skipped ([`MissedTicks::Skip`], or the ticks one
     /// [`MissedTicks::RunOnce`] run stood for beyond the first).
     pub ticks_skipped: u64,
+    /// JSON kept with it and never read by tollgate (an empty object by
+    /// default; the LangGraph API keeps a cron's metadata and payload
+    /// here).
+    pub metadata: serde_json::Value,
 }
 
 /// How late a tick may fire and still be on time, unless a schedule says
@@ -149,6 +153,7 @@ impl ScheduleRecord {
             last_fired_at_ms: None,
             runs_started: 0,
             ticks_skipped: 0,
+            metadata: serde_json::Value::Object(serde_json::Map::new()),
         }
     }
 
@@ -181,6 +186,16 @@ struct StoredSpec {
     timing: ScheduleTiming,
     missed: MissedTicks,
     grace_ms: u64,
+    #[serde(default = "empty_object", skip_serializing_if = "is_empty_object")]
+    metadata: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+fn is_empty_object(value: &serde_json::Value) -> bool {
+    value.as_object().is_some_and(serde_json::Map::is_empty)
 }
 
 /// One schedule as a database row: what the SQL stores write and read
@@ -214,6 +229,7 @@ impl ScheduleRow {
             timing: record.timing.clone(),
             missed: record.missed,
             grace_ms: record.grace_ms,
+            metadata: record.metadata.clone(),
         };
         Ok(Self {
             id: record.id.clone(),
@@ -277,6 +293,7 @@ impl ScheduleRow {
             last_fired_at_ms: self.last_fired_at_ms,
             runs_started: self.runs_started.max(0) as u64,
             ticks_skipped: self.ticks_skipped.max(0) as u64,
+            metadata: spec.metadata,
             id,
         })
     }

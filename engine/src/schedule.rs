@@ -37,6 +37,7 @@ pub struct Schedule {
     timing: ScheduleTiming,
     missed: MissedTicks,
     grace: Duration,
+    metadata: serde_json::Value,
 }
 
 impl Schedule {
@@ -61,7 +62,14 @@ impl Schedule {
             timing,
             missed: MissedTicks::default(),
             grace: Duration::from_millis(DEFAULT_GRACE_MS),
+            metadata: serde_json::Value::Object(serde_json::Map::new()),
         }
+    }
+
+    /// JSON kept with the schedule ([`ScheduleRecord::metadata`]).
+    pub fn metadata(mut self, metadata: serde_json::Value) -> Self {
+        self.metadata = metadata;
+        self
     }
 
     /// What to do with ticks that pass while no process fires the
@@ -248,6 +256,7 @@ impl Executor {
         record.missed = schedule.missed;
         record.grace_ms = u64::try_from(schedule.grace.as_millis()).unwrap_or(u64::MAX);
         record.attachment = template.attachment;
+        record.metadata = schedule.metadata;
         self.store.create_schedule(record.clone()).await?;
         Ok(record)
     }

@@ -436,6 +436,62 @@ class Store(unittest.TestCase):
         run(go())
 
 
+class Crons(unittest.TestCase):
+    def test_create_search_count_fire_delete_and_refusals(self):
+        async def go():
+            client = get_client(url=URL)
+            native = URL.rsplit("/lg", 1)[0]
+            tag = f"t{os.getpid()}"
+            cron = await client.crons.create(
+                "echo", schedule="* * * * * *", input={"text": "tick"}, metadata={"tag": tag}
+            )
+            self.assertEqual(cron["schedule"], "* * * * * *")
+            self.assertEqual(cron["metadata"], {"tag": tag})
+            self.assertIsNone(cron["thread_id"])
+            self.assertTrue(cron["enabled"])
+            self.assertEqual(cron["payload"]["input"], {"text": "tick"})
+            found = await client.crons.search(assistant_id="echo", metadata={"tag": tag})
+            self.assertEqual([c["cron_id"] for c in found], [cron["cron_id"]])
+            self.assertEqual(await client.crons.count(metadata={"tag": tag}), 1)
+            self.assertEqual(await client.crons.search(metadata={"tag": "other"}), [])
+            # Each second's tick starts a run of `echo` on the server's worker.
+            async with httpx.AsyncClient() as http:
+                shown = {}
+                for _ in range(100):
+                    shown = (await http.get(f"{native}/schedules/{cron['cron_id']}")).json()
+                    if shown["runs_started"] >= 2:
+                        break
+                    await asyncio.sleep(0.05)
+                self.assertGreaterEqual(shown["runs_started"], 2, shown)
+                last = shown["last_run"]
+                for _ in range(100):
+                    ran = (await http.get(f"{native}/runs/{last}")).json()
+                    if ran["status"] == "completed":
+                        break
+                    await asyncio.sleep(0.05)
+                self.assertEqual(ran["status"], "completed", ran)
+            await client.crons.delete(cron["cron_id"])
+            self.assertEqual(await client.crons.count(metadata={"tag": tag}), 0)
+            refusals = [
+                client.crons.create_for_thread((await client.threads.create())["thread_id"], "echo", schedule="* * * * *"),
+                client.crons.create("echo", schedule="* * * * *", timezone="America/New_York"),
+                client.crons.create("echo", schedule="* * * * *", enabled=False),
+                client.crons.update(cron["cron_id"], schedule="0 * * * *"),
+            ]
+            for refused in refusals:
+                with self.assertRaises(httpx.HTTPStatusError) as error:
+                    await refused
+                self.assertEqual(error.exception.response.status_code, 422)
+            with self.assertRaises(httpx.HTTPStatusError) as bad:
+                await client.crons.create("echo", schedule="every minute")
+            self.assertEqual(bad.exception.response.status_code, 422)
+            with self.assertRaises(httpx.HTTPStatusError) as missing:
+                await client.crons.create("nope", schedule="* * * * *")
+            self.assertEqual(missing.exception.response.status_code, 404)
+
+        run(go())
+
+
 class Auth(unittest.TestCase):
     def test_the_token_as_x_api_key(self):
         async def go():

@@ -22,6 +22,7 @@ fn schedule(id: &str, next_at_ms: Option<i64>) -> ScheduleRecord {
     schedule.missed = MissedTicks::Skip;
     schedule.grace_ms = 2_500;
     schedule.attachment = Some(format!("{{\"of\":\"{id}\"}}"));
+    schedule.metadata = serde_json::json!({"owner": id, "tags": ["a", 1]});
     schedule
 }
 

@@ -45,6 +45,7 @@ struct AddBody {
     at: Option<Value>,
     missed: Option<String>,
     grace_seconds: Option<f64>,
+    metadata: Option<Value>,
 }
 
 /// `POST /schedules`: adds a schedule of a blueprint (as `POST /runs`
@@ -91,6 +92,11 @@ fn schedule_of(body: &AddBody) -> Result<Schedule, ServiceError> {
                 ServiceError::invalid(error.to_string())
             })?;
         schedule = schedule.missed(missed);
+    }
+    match &body.metadata {
+        None | Some(Value::Null) => {}
+        Some(metadata @ Value::Object(_)) => schedule = schedule.metadata(metadata.clone()),
+        Some(_) => return Err(ServiceError::invalid("`metadata` must be an object")),
     }
     if let Some(grace) = body.grace_seconds {
         let grace = std::time::Duration::try_from_secs_f64(grace).map_err(|_| {

@@ -97,5 +97,6 @@ pub fn schedule_json(record: &ScheduleRecord) -> Value {
         "last_fired_at": time(record.last_fired_at_ms),
         "runs_started": record.runs_started,
         "ticks_skipped": record.ticks_skipped,
+        "metadata": record.metadata,
     })
 }

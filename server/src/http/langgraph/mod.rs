@@ -21,6 +21,7 @@
 //! - [`wire`]: the shapes the SDKs read (threads, runs, states, messages).
 
 mod assistants;
+mod crons;
 mod resume;
 mod runs;
 mod store;
@@ -32,7 +33,7 @@ mod wire;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
@@ -75,6 +76,11 @@ pub(crate) fn routes() -> Router<App> {
         .route("/store/items", get(store::get).put(store::put).delete(store::delete))
         .route("/store/items/search", post(store::search))
         .route("/store/namespaces", post(store::namespaces))
+        .route("/runs/crons", post(crons::create))
+        .route("/runs/crons/search", post(crons::search))
+        .route("/runs/crons/count", post(crons::count))
+        .route("/runs/crons/{cron}", delete(crons::delete).patch(crons::update))
+        .route("/threads/{thread}/runs/crons", post(crons::for_thread))
         .route("/runs", post(runs::create))
         .route("/runs/wait", post(runs::wait))
         .route("/runs/stream", post(runs::stream))
@@ -92,7 +98,7 @@ async fn info(State(_app): State<App>) -> Json<Value> {
         "version": env!("CARGO_PKG_VERSION"),
         "server": "tollgate",
         "langgraph_py_version": null,
-        "flags": {"assistants": true, "crons": false, "langsmith": false, "store": true},
+        "flags": {"assistants": true, "crons": true, "langsmith": false, "store": true},
         "host": {"kind": "self-hosted", "project_id": null, "revision_id": null,
                  "tenant_id": null},
     }))

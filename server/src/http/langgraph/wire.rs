@@ -12,7 +12,12 @@ use crate::service::RunSummary;
 /// RFC 4122 variant set), so that clients that keep assistant ids as
 /// UUIDs get the same one from every server.
 pub(super) fn assistant_uuid(name: &str) -> String {
-    let digest = Sha256::digest(format!("tollgate-assistant:{name}").as_bytes());
+    uuid_of(&format!("tollgate-assistant:{name}"))
+}
+
+/// A UUID (version 8, RFC 4122 variant) made of the SHA-256 of `seed`.
+pub(super) fn uuid_of(seed: &str) -> String {
+    let digest = Sha256::digest(seed.as_bytes());
     let mut bytes = [0u8; 16];
     bytes.copy_from_slice(&digest[..16]);
     bytes[6] = (bytes[6] & 0x0f) | 0x80;
