@@ -86,7 +86,7 @@ export async function listing(main, params, { inbox, fail }) {
       return h('tr', { 'data-run': run.id, 'data-status': run.status },
         h('td', {}, h('a', { href: `#/run/${run.id}`, class: 'mono' }, run.id)),
         h('td', {}, run.graph, run.thread ? h('span', { class: 'muted' }, ` · ${run.thread}`) : null),
-        h('td', {}, badge(run.status)),
+        h('td', {}, badge(run.status), run.wakes_at ? h('span', { class: 'muted wakes' }, ` · wakes ${clock(run.wakes_at)}`) : null),
         h('td', {}, waits.length
           ? [waits.map((i) => describe(i)).join(', '), ' · ', h('time', { datetime: since, 'data-age': since }, age(since))]
           : h('span', { class: 'muted' }, '—')),

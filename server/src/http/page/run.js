@@ -60,7 +60,8 @@ export async function runPage(main, id, { fail }) {
   const reviewer = () => document.getElementById('reviewer')?.value.trim() || undefined;
 
   function renderSummary() {
-    status.replaceChildren(badge(summary.status));
+    status.replaceChildren(badge(summary.status),
+      summary.wakes_at ? h('span', { class: 'muted wakes' }, ` · sleeps until ${clock(summary.wakes_at)}`) : '');
     const entries = [
       ['Graph', summary.graph],
       summary.thread ? ['Thread', summary.thread] : null,
@@ -373,6 +374,17 @@ export async function runPage(main, id, { fail }) {
         else item = entry(event, 'tool', h('strong', {}, `Tool ${event.tool}`), outcome);
         break;
       }
+      case 'task_started':
+        item = entry(event, 'task muted', `Task ${event.task} · ${event.name} started`);
+        break;
+      case 'task_completed':
+        item = entry(event, 'task', h('strong', {}, `Task ${event.task} · ${event.name}`), ' finished',
+          h('pre', { class: 'output' }, pretty(event.output)));
+        break;
+      case 'task_failed':
+        item = entry(event, 'task failed', h('strong', {}, `Task ${event.task} · ${event.name} failed`), ` (attempt ${event.attempt})`,
+          event.retry_in_ms != null ? ` · retried in ${event.retry_in_ms} ms` : '', h('p', { class: 'error' }, event.error));
+        break;
       case 'custom':
         item = entry(event, 'custom', h('strong', {}, event.name), h('pre', {}, pretty(event.payload)));
         break;
