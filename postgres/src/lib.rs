@@ -31,5 +31,6 @@ mod schedules;
 mod schema;
 mod store;
 mod threads;
+mod tls;
 
 pub use store::{PostgresOptions, PostgresStore};

@@ -11,6 +11,7 @@ use tollgate_checkpoint::{RunId, RunStatus, StoreError};
 use crate::commit::Commits;
 use crate::frontiers::Frontiers;
 use crate::schema;
+use crate::tls;
 
 /// Settings of a [`PostgresStore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,8 +140,12 @@ impl PostgresStore {
     /// [`StoreError::InvalidSettings`].
     pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
         let schema = checked_schema(options.schema.as_deref())?;
-        let mut config: tokio_postgres::Config =
-            url.parse().map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?;
+        let (rest, tls_settings) = tls::split(url, |name| std::env::var(name).ok())?;
+        let mut config: tokio_postgres::Config = rest
+            .parse()
+            .map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?;
+        let (wire, tls) = tls::connector(&tls_settings)?;
+        config.ssl_mode(wire);
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(options.connect_timeout);
         }
@@ -155,7 +160,6 @@ impl PostgresStore {
             };
             config.options(&options);
         }
-        let tls = tls()?;
         let manager = Manager::from_config(
             config.clone(),
             tls.clone(),
@@ -194,19 +198,6 @@ pub(crate) async fn prepared(
     Ok((client, statement))
 }
 
-/// TLS as `sslmode` asks, verified against the Mozilla roots, with ring as
-/// the crypto provider (no process-wide default needed).
-fn tls() -> Result<MakeRustlsConnect, StoreError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(MakeRustlsConnect::new(config))
-}
-
 fn pool_error(error: PoolError) -> StoreError {
     match error {
         PoolError::Backend(error) => client_error(error),
@@ -236,7 +227,7 @@ pub(crate) fn client_error(error: tokio_postgres::Error) -> StoreError {
     // for user ..."); the client's wrapper says only "db error".
     let source: Box<dyn std::error::Error + Send + Sync> = match error.as_db_error() {
         Some(db) => Box::new(db.clone()),
-        None => Box::new(error),
+        None => Box::new(Chain::of(&error)),
     };
     if unavailable {
         StoreError::Unavailable { source }
@@ -244,6 +235,39 @@ pub(crate) fn client_error(error: tokio_postgres::Error) -> StoreError {
         StoreError::Backend { source }
     }
 }
+
+/// A client error with its causes in one line ("error performing TLS
+/// handshake: sslmode=verify-full: …"): tokio-postgres's own message
+/// names only the step that failed.
+#[derive(Debug)]
+pub(crate) struct Chain(String);
+
+impl Chain {
+    pub(crate) fn of(error: &(dyn std::error::Error + 'static)) -> Self {
+        let mut text = error.to_string();
+        let mut cause = error.source();
+        while let Some(next) = cause {
+            let said = next.to_string();
+            if !text.contains(&said) {
+                text.push_str(": ");
+                text.push_str(&said);
+            }
+            cause = next.source();
+        }
+        if text.contains("server does not support TLS") {
+            text.push_str(" (sslmode require, verify-ca and verify-full need TLS: turn it on at the server, or use sslmode=prefer or disable)");
+        }
+        Chain(text)
+    }
+}
+
+impl std::fmt::Display for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Chain {}
 
 /// What a write was about, to turn the schema's refusals (`TG...` codes)
 /// into [`StoreError`]s.
