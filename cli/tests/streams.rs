@@ -111,6 +111,53 @@ fn tool_lines_arrive_while_the_tool_runs() {
     });
 }
 
+/// On Postgres a run started over the API goes to a worker process: each
+/// line its tool prints still reaches an SSE client of the server while
+/// the tool runs (published by the worker, relayed by the server), not in
+/// one lump when the step commits.
+#[test]
+fn tool_lines_from_a_worker_arrive_while_the_tool_runs_on_postgres() {
+    let Some(fx) = Fixture::postgres() else { return };
+    support::ticking_blueprint(&fx, "ticker", 3, 1.0);
+    let server = Served::start(&fx, &["--blueprints", fx.dir.path().to_str().unwrap()]);
+    let mut worker = support::start_worker(&fx);
+    let client = client();
+    runtime().block_on(async {
+        let created =
+            support::post_json(&client, &server.url("/runs"), &json!({"blueprint": "ticker"}))
+                .await;
+        let id = created["id"].as_str().unwrap();
+        let response =
+            client.get(server.url(&format!("/runs/{id}/events?mode=tools"))).send().await.unwrap();
+        let mut stream = response.bytes_stream().eventsource();
+        let mut arrivals = Vec::new();
+        let mut seqs = Vec::new();
+        while let Some(event) =
+            tokio::time::timeout(Duration::from_secs(30), stream.next()).await.unwrap()
+        {
+            let event = event.unwrap();
+            let data: Value = serde_json::from_str(&event.data).unwrap();
+            seqs.push(data["seq"].as_u64().unwrap());
+            if event.event == "tool_delta"
+                && data["line"].as_str().is_some_and(|l| l.starts_with("tick"))
+            {
+                arrivals.push(Instant::now());
+            }
+        }
+        assert_eq!(arrivals.len(), 3, "three lines");
+        for pair in arrivals.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(gap > Duration::from_millis(500), "the lines arrived together: {gap:?}");
+        }
+        assert!(
+            seqs.windows(2).all(|pair| pair[0] < pair[1]),
+            "each event once, in order: {seqs:?}"
+        );
+    });
+    support::signal(&worker, "TERM");
+    worker.wait().unwrap();
+}
+
 /// The WebSocket stays open across a pause: the decision comes from
 /// another client, the resumed leg streams on, and it closes once the run
 /// is completed.

@@ -667,6 +667,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Backend::Sqlite(dir, _) if wanted("stream_latency") => {
             results.push(stream::stream_latency(dir).await?);
         }
+        Backend::Postgres(url) if wanted("stream_latency") => {
+            results.push(stream::pg_stream_latency(url).await?);
+        }
         _ => {}
     }
     match &backend {

@@ -183,3 +183,66 @@ pub(crate) async fn stream_latency(dir: &std::path::Path) -> Outcome {
         "cross_process_ms": {"p50": quantile(&mut cross, 0.5), "p99": quantile(&mut cross, 0.99), "max": quantile(&mut cross, 1.0)},
     }))
 }
+
+/// Tool calls of the Postgres `stream_latency` run.
+const PG_STAMPS: usize = 200;
+
+/// `stream_latency` on Postgres: a `tollgate serve` process and a
+/// `tollgate worker` process on the database of `url`, the run started
+/// over the API (so the worker drives it), an SSE client of the server.
+/// `cross_process_ms`: from the worker's tool writing a stamped line to
+/// the client reading it, published by the worker (`NOTIFY`) and relayed
+/// by the server before the step commits.
+pub(crate) async fn pg_stream_latency(url: &str) -> Outcome {
+    let tollgate = release_cli()?;
+    let folder = tempfile::tempdir()?;
+    let mut replies: Vec<Value> =
+        (0..PG_STAMPS).map(|_| json!({"tool_calls": [{"name": "stamp", "args": {}}]})).collect();
+    replies.push(json!({"text": "stamped"}));
+    std::fs::write(folder.path().join("stamp_replies.json"), Value::Array(replies).to_string())?;
+    let script = r#"echo "ns $(date +%s%N)"; echo "{\"ns\": $(date +%s%N)}""#;
+    let blueprint = json!({
+        "name": "stamp", "model": "scripted:stamp_replies.json", "max_steps": 1000, "max_turns": 1000,
+        "tools": [{"name": "stamp", "description": "Stamps the time", "parameters": {"type": "object"},
+                   "command": ["/bin/sh", "-c", script]}]
+    });
+    std::fs::write(folder.path().join("stamp.json"), blueprint.to_string())?;
+    let folder_arg = folder.path().to_string_lossy().into_owned();
+    let db = std::path::Path::new(url);
+    let (mut server, base) = serve(&tollgate, db, &["--blueprints", &folder_arg])?;
+    let mut worker = std::process::Command::new(&tollgate)
+        .arg("--db")
+        .arg(url)
+        .arg("worker")
+        .current_dir(folder.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let created: Value = client
+        .post(format!("{base}/runs"))
+        .json(&json!({"blueprint": "stamp"}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let run = created["id"].as_str().ok_or("POST /runs gave no id")?.to_owned();
+    let url = format!("{base}/runs/{run}/events?mode=tools");
+    let mut cross = stamp_latencies(&client, &url, "tool_delta", 0).await?;
+    for child in [&mut server, &mut worker] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    if cross.is_empty() {
+        return Err("stream_latency (postgres): no stamps received".into());
+    }
+    Ok(json!({
+        "workload": "stream_latency",
+        "store": "postgres",
+        "n": PG_STAMPS,
+        "cross_process_samples": cross.len(),
+        "cross_process_ms": {"p50": quantile(&mut cross, 0.5), "p99": quantile(&mut cross, 0.99), "max": quantile(&mut cross, 1.0)},
+        "same_process_ms": {"p50": null, "p99": null},
+    }))
+}

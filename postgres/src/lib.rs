@@ -24,6 +24,7 @@ mod commit;
 mod frontiers;
 mod items;
 mod listen;
+mod live;
 mod migrations;
 mod ops;
 mod rows;
@@ -33,4 +34,5 @@ mod store;
 mod threads;
 mod tls;
 
+pub use live::{LiveEvent, LivePublisher};
 pub use store::{PostgresOptions, PostgresStore};

@@ -114,7 +114,7 @@ impl PostgresStore {
 
     /// `LISTEN`s with `statement` on a connection of its own, handing each
     /// notification to `listener`, until no one listens.
-    fn listen(&self, statement: &'static str, listener: impl Listener) {
+    pub(crate) fn listen(&self, statement: &'static str, listener: impl Listener) {
         let (config, tls) = (self.config.clone(), self.tls.clone());
         tokio::spawn(async move {
             let mut backoff = Duration::from_millis(100);
@@ -171,7 +171,7 @@ impl PostgresStore {
 }
 
 /// Where a listening connection's notifications go.
-trait Listener: Send + Sync + 'static {
+pub(crate) trait Listener: Send + Sync + 'static {
     /// Whether anyone still listens.
     fn alive(&self) -> bool;
     /// A notification's payload; `None` once listening (again): anything

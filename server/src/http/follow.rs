@@ -107,6 +107,33 @@ impl Hub {
         sink
     }
 
+    /// Hands the live events other processes publish (Postgres workers) to
+    /// the followers of their runs, until the listener ends. Runs nobody
+    /// here follows are skipped: the store has every event.
+    pub(crate) async fn relay(self, mut events: broadcast::Receiver<tollgate_postgres::LiveEvent>) {
+        loop {
+            let event = match events.recv().await {
+                Ok(event) => event,
+                // Followers fill what was skipped from the store.
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            let record = tollgate_checkpoint::EventRecord { seq: event.seq, json: event.json };
+            let Ok(envelope) = service::parse_event(&record) else { continue };
+            let logged = Arc::new(Logged { json: record.json, envelope });
+            let mut runs = self.lock();
+            let Some(live) = runs.get_mut(&event.run) else { continue };
+            if live.sender.receiver_count() == 0 {
+                continue;
+            }
+            if live.recent.len() == LIVE_BUFFER {
+                live.recent.pop_front();
+            }
+            live.recent.push_back(Arc::clone(&logged));
+            let _ = live.sender.send(logged);
+        }
+    }
+
     /// The run's recent live events and a receiver for the next ones, taken
     /// together so that none falls between.
     fn subscribe(&self, run: RunId) -> (Vec<Arc<Logged>>, broadcast::Receiver<Arc<Logged>>) {

@@ -267,8 +267,15 @@ impl Api {
             metrics: metrics::recorder()?,
             langgraph: options.langgraph_prefix.as_deref().map(checked_prefix).transpose()?,
         };
-        let app =
-            App { runs, hub: Hub::default(), legs: Legs::default(), settings: Arc::new(settings) };
+        let hub = Hub::default();
+        // On Postgres, the events workers publish as they emit them reach
+        // this server's followers before their step commits.
+        if let (Ok(runtime), Some(events)) =
+            (tokio::runtime::Handle::try_current(), runs.live_events())
+        {
+            runtime.spawn(hub.clone().relay(events));
+        }
+        let app = App { runs, hub, legs: Legs::default(), settings: Arc::new(settings) };
         Ok(Self { app, cors })
     }
 

@@ -307,6 +307,28 @@ impl Runs {
         matches!(self.backend, Backend::Postgres(_))
     }
 
+    /// On Postgres, the live events other processes publish for watched
+    /// runs (`PostgresStore::live_events`); `None` on SQLite.
+    pub(crate) fn live_events(
+        &self,
+    ) -> Option<tokio::sync::broadcast::Receiver<tollgate_postgres::LiveEvent>> {
+        match &self.backend {
+            Backend::Postgres(store) => Some(store.live_events()),
+            Backend::Sqlite(_) => None,
+        }
+    }
+
+    /// On Postgres, a publisher of the live events of the legs this
+    /// process drives, for the servers that follow them; `None` on SQLite
+    /// (a server reads another process's events from the file as they
+    /// commit).
+    pub(crate) fn live_publisher(&self) -> Option<tollgate_postgres::LivePublisher> {
+        match &self.backend {
+            Backend::Postgres(store) => Some(store.live_publisher()),
+            Backend::Sqlite(_) => None,
+        }
+    }
+
     /// A signal woken by commits of any process (of watched runs, on
     /// Postgres), or `None` where there is none and readers poll.
     pub(crate) fn changes(&self) -> Option<Arc<Notify>> {

@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use tokio::sync::watch;
-use tollgate_checkpoint::{RunRecord, RunStatus, StoreError};
-use tollgate_engine::{Executor, RunConfig, RunError, Worker, Workload};
+use tollgate_checkpoint::{RunId, RunRecord, RunStatus, StoreError};
+use tollgate_engine::{EventSink, Executor, RunConfig, RunError, Worker, Workload};
 
 use super::{Backend, Runs};
 
@@ -23,8 +23,9 @@ impl Runs {
         max_lease_losses: u32,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Value {
+        let live = self.live_publisher();
         let mut worker = Worker::new((*self.executor).clone())
-            .workload(Arc::new(KnownRuns { runs: self.clone(), lease }))
+            .workload(Arc::new(KnownRuns { runs: self.clone(), lease, live }))
             .concurrency(concurrency)
             .max_lease_losses(max_lease_losses);
         if let Some(wake) = self.wake.clone() {
@@ -55,6 +56,9 @@ struct KnownRuns {
     runs: Runs,
     /// The lease of every leg.
     lease: Duration,
+    /// On Postgres: where each leg's events go as they are emitted, for
+    /// the servers that follow the run.
+    live: Option<tollgate_postgres::LivePublisher>,
 }
 
 #[async_trait]
@@ -80,6 +84,9 @@ impl Workload for KnownRuns {
         if let Some(token) = given.given_cancel_token() {
             config = config.cancel_token(token);
         }
+        if let Some(publisher) = &self.live {
+            config = config.events(published(run.id, publisher.clone()));
+        }
         let driven = rebuilt.graph.drive(executor, run, config, shutdown).await?;
         // One line per leg for whoever watches the worker.
         match &driven {
@@ -90,4 +97,17 @@ impl Workload for KnownRuns {
         }
         Some(driven)
     }
+}
+
+/// A sink whose events are published live as they come
+/// (`PostgresStore::live_publisher`), until the leg ends.
+fn published(run: RunId, publisher: tollgate_postgres::LivePublisher) -> EventSink {
+    let (sink, mut events) = EventSink::channel();
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            let Ok(json) = serde_json::to_string(&event) else { continue };
+            publisher.publish(tollgate_postgres::LiveEvent { run, seq: event.seq, json });
+        }
+    });
+    sink
 }
