@@ -327,7 +327,7 @@ fn answers_of_the_http_layer_are_json_too() {
     // The server is still fine.
     let (status, body) =
         raw(&server, b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
-    assert_eq!((status, &body), (200, &json!({"ok": true})));
+    assert_eq!((status, &body), (200, &json!({"ok": true, "status": "ok", "database": "ok"})));
 }
 
 #[test]

@@ -22,7 +22,11 @@ fn rest_lists_shows_decides_and_types_its_errors() {
         runtime().block_on(async {
             let health: Value =
                 anonymous().get(server.url("/healthz")).send().await.unwrap().json().await.unwrap();
-            assert_eq!(health, json!({"ok": true}), "/healthz needs no token");
+            assert_eq!(
+                health,
+                json!({"ok": true, "status": "ok", "database": "ok"}),
+                "/healthz needs no token"
+            );
 
             let list = get_json(&client, &server.url("/runs?status=awaiting_hitl"), 200).await;
             assert_eq!(list["runs"][0]["id"], id.as_str());

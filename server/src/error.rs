@@ -71,6 +71,14 @@ pub enum ServiceError {
         /// What could not be used, and why.
         message: String,
     },
+    /// The database cannot be reached (down, restarting, failing over) or
+    /// stayed busy: try again shortly. Exit 1; HTTP 503 with
+    /// `Retry-After`.
+    #[error("{message}")]
+    Unavailable {
+        /// What is unavailable.
+        message: String,
+    },
     /// The store or the run failed.
     #[error("{message}")]
     Failed {
@@ -86,7 +94,9 @@ impl ServiceError {
             ServiceError::Invalid { .. } => code::USAGE,
             ServiceError::NotFound { .. } => code::NOT_FOUND,
             ServiceError::Conflict { .. } | ServiceError::MissingVersion { .. } => code::CONFLICT,
-            ServiceError::Unusable { .. } | ServiceError::Failed { .. } => code::FAILED,
+            ServiceError::Unusable { .. }
+            | ServiceError::Unavailable { .. }
+            | ServiceError::Failed { .. } => code::FAILED,
         }
     }
 
@@ -97,6 +107,7 @@ impl ServiceError {
             ServiceError::NotFound { .. } => 404,
             ServiceError::Conflict { .. } | ServiceError::MissingVersion { .. } => 409,
             ServiceError::Unusable { .. } => 422,
+            ServiceError::Unavailable { .. } => 503,
             ServiceError::Failed { .. } => 500,
         }
     }
@@ -109,6 +120,7 @@ impl ServiceError {
             ServiceError::Conflict { .. } => "conflict",
             ServiceError::MissingVersion { .. } => "missing_version",
             ServiceError::Unusable { .. } => "unusable",
+            ServiceError::Unavailable { .. } => "unavailable",
             ServiceError::Failed { .. } => "failed",
         }
     }
@@ -149,6 +161,9 @@ impl From<StoreError> for ServiceError {
             },
             StoreError::RunInFlight { run } => {
                 ServiceError::Conflict { message: format!("{error} (tollgate runs cancel {run})") }
+            }
+            StoreError::Unavailable { .. } | StoreError::Busy { .. } => {
+                ServiceError::Unavailable { message: format!("{error}; try again shortly") }
             }
             other => ServiceError::Failed { message: other.to_string() },
         }

@@ -18,9 +18,27 @@ use crate::service::{self, Decided, Launch};
 use super::errors::{ApiError, ApiResult};
 use super::{App, Principal, Settings};
 
-pub(crate) async fn health() -> Json<Value> {
-    Json(json!({"ok": true}))
+/// `GET /healthz`: the server is up (`ok`, always 200: a database that is
+/// away needs no restart of the server); `status` `degraded`, with the
+/// database's error, when a probe of the store fails or takes more than
+/// [`HEALTH_PROBE`].
+pub(crate) async fn health(State(app): State<App>) -> Json<Value> {
+    let probe = tokio::time::timeout(HEALTH_PROBE, app.runs.store().waiting()).await;
+    let database = match probe {
+        Ok(Ok(_)) => None,
+        Ok(Err(error)) => Some(ServiceError::from(error).to_string()),
+        Err(_) => Some(format!("no answer within {} s", HEALTH_PROBE.as_secs())),
+    };
+    Json(match database {
+        None => json!({"ok": true, "status": "ok", "database": "ok"}),
+        Some(error) => {
+            json!({"ok": true, "status": "degraded", "database": format!("unavailable: {error}")})
+        }
+    })
 }
+
+/// How long `/healthz` waits for the store.
+const HEALTH_PROBE: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub(crate) fn run_id(text: &str) -> ApiResult<RunId> {
     text.parse().map_err(|_| ServiceError::invalid(format!("`{text}` is not a run id")).into())
