@@ -192,7 +192,8 @@ const PG_STAMPS: usize = 200;
 /// over the API (so the worker drives it), an SSE client of the server.
 /// `cross_process_ms`: from the worker's tool writing a stamped line to
 /// the client reading it, published by the worker (`NOTIFY`) and relayed
-/// by the server before the step commits.
+/// by the server before the step commits (the tool goes on for 50 ms
+/// after the line, so a line that arrives sooner came live).
 pub(crate) async fn pg_stream_latency(url: &str) -> Outcome {
     let tollgate = release_cli()?;
     let folder = tempfile::tempdir()?;
@@ -200,7 +201,9 @@ pub(crate) async fn pg_stream_latency(url: &str) -> Outcome {
         (0..PG_STAMPS).map(|_| json!({"tool_calls": [{"name": "stamp", "args": {}}]})).collect();
     replies.push(json!({"text": "stamped"}));
     std::fs::write(folder.path().join("stamp_replies.json"), Value::Array(replies).to_string())?;
-    let script = r#"echo "ns $(date +%s%N)"; echo "{\"ns\": $(date +%s%N)}""#;
+    // The step commits 50 ms after the stamped line at the earliest: a
+    // line that arrives sooner came live, not with the commit.
+    let script = r#"echo "ns $(date +%s%N)"; sleep 0.05; echo "{\"ns\": $(date +%s%N)}""#;
     let blueprint = json!({
         "name": "stamp", "model": "scripted:stamp_replies.json", "max_steps": 1000, "max_turns": 1000,
         "tools": [{"name": "stamp", "description": "Stamps the time", "parameters": {"type": "object"},
