@@ -379,6 +379,15 @@ pub enum StoreError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// Every connection of the store's pool stayed in use for as long as a
+    /// call may wait for one: more calls at once than the pool holds.
+    #[error("all {size} connections of the store's pool stayed in use for {waited_ms} ms; raise the pool size (and the database's max_connections) or run fewer legs at once")]
+    PoolExhausted {
+        /// The pool's size.
+        size: usize,
+        /// How long the call waited.
+        waited_ms: u64,
+    },
     /// The connection URL or an option is not valid.
     #[error("invalid database settings: {source}")]
     InvalidSettings {
@@ -455,6 +464,7 @@ impl StoreError {
             StoreError::ForeignDatabase { .. } => "foreign_database",
             StoreError::UnknownSchemaVersion { .. } => "unknown_schema_version",
             StoreError::Unavailable { .. } => "unavailable",
+            StoreError::PoolExhausted { .. } => "pool_exhausted",
             StoreError::InvalidSettings { .. } => "invalid_settings",
             StoreError::Backend { .. } => "backend",
             StoreError::CorruptCheckpoint { .. } => "corrupt_checkpoint",

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
+#[macro_use]
 mod support;
 
 use support::{
@@ -19,26 +20,6 @@ use tollgate_checkpoint::{RunStatus, SqliteStore};
 use tollgate_engine::{
     DynState, Executor, Interrupt, NodeContext, RunConfig, StateGraph, END, START,
 };
-
-/// Each case once on SQLite and once on Postgres.
-macro_rules! on_both_stores {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[test]
-            fn $case() {
-                super::$case(super::Fixture::new());
-            })*
-        }
-        mod postgres {
-            $(#[test]
-            fn $case() {
-                if let Some(fx) = super::Fixture::postgres() {
-                    super::$case(fx);
-                }
-            })*
-        }
-    };
-}
 
 on_both_stores!(
     run_pauses_at_approval_and_resume_finishes_it,

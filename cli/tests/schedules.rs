@@ -5,32 +5,13 @@
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
+#[macro_use]
 mod support;
 
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::{client, code, runtime, signal, start_worker, stopped_report, Fixture, Served};
-
-/// Each case once on SQLite and once on Postgres.
-macro_rules! on_both_stores {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[test]
-            fn $case() {
-                super::$case(super::Fixture::new());
-            })*
-        }
-        mod postgres {
-            $(#[test]
-            fn $case() {
-                if let Some(fx) = super::Fixture::postgres() {
-                    super::$case(fx);
-                }
-            })*
-        }
-    };
-}
 
 on_both_stores!(two_workers_start_one_run_per_tick);
 

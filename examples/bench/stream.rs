@@ -79,6 +79,26 @@ pub(crate) fn release_cli() -> Result<std::path::PathBuf, Box<dyn std::error::Er
         .ok_or("cannot find target/release")?)
 }
 
+/// Writes `stamp.json` into `folder`: a blueprint whose model asks
+/// `stamps` times for its command tool running `script`, then answers.
+fn stamp_blueprint(
+    folder: &std::path::Path,
+    stamps: usize,
+    script: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut replies: Vec<Value> =
+        (0..stamps).map(|_| json!({"tool_calls": [{"name": "stamp", "args": {}}]})).collect();
+    replies.push(json!({"text": "stamped"}));
+    std::fs::write(folder.join("stamp_replies.json"), Value::Array(replies).to_string())?;
+    let blueprint = json!({
+        "name": "stamp", "model": "scripted:stamp_replies.json", "max_steps": 1000, "max_turns": 1000,
+        "tools": [{"name": "stamp", "description": "Stamps the time", "parameters": {"type": "object"},
+                   "command": ["/bin/sh", "-c", script]}]
+    });
+    std::fs::write(folder.join("stamp.json"), blueprint.to_string())?;
+    Ok(())
+}
+
 /// `tollgate --db DB serve --addr 127.0.0.1:0 EXTRA` without a token: the
 /// child and the address it listens on.
 pub(crate) fn serve(
@@ -113,17 +133,8 @@ pub(crate) async fn stream_latency(dir: &std::path::Path) -> Outcome {
     let tollgate = release_cli()?;
     let folder = dir.join("stream");
     std::fs::create_dir_all(&folder)?;
-    let mut replies: Vec<Value> =
-        (0..STAMPS).map(|_| json!({"tool_calls": [{"name": "stamp", "args": {}}]})).collect();
-    replies.push(json!({"text": "stamped"}));
-    std::fs::write(folder.join("stamp_replies.json"), Value::Array(replies).to_string())?;
     let script = r#"echo "ns $(date +%s%N)"; echo "{\"ns\": $(date +%s%N)}""#;
-    let blueprint = json!({
-        "name": "stamp", "model": "scripted:stamp_replies.json", "max_steps": 1000, "max_turns": 1000,
-        "tools": [{"name": "stamp", "description": "Stamps the time", "parameters": {"type": "object"},
-                   "command": ["/bin/sh", "-c", script]}]
-    });
-    std::fs::write(folder.join("stamp.json"), blueprint.to_string())?;
+    stamp_blueprint(&folder, STAMPS, script)?;
     let db = folder.join("stream.db");
     let folder_arg = folder.to_string_lossy();
     let (mut server, base) =
@@ -197,19 +208,10 @@ const PG_STAMPS: usize = 200;
 pub(crate) async fn pg_stream_latency(url: &str) -> Outcome {
     let tollgate = release_cli()?;
     let folder = tempfile::tempdir()?;
-    let mut replies: Vec<Value> =
-        (0..PG_STAMPS).map(|_| json!({"tool_calls": [{"name": "stamp", "args": {}}]})).collect();
-    replies.push(json!({"text": "stamped"}));
-    std::fs::write(folder.path().join("stamp_replies.json"), Value::Array(replies).to_string())?;
     // The step commits 50 ms after the stamped line at the earliest: a
     // line that arrives sooner came live, not with the commit.
     let script = r#"echo "ns $(date +%s%N)"; sleep 0.05; echo "{\"ns\": $(date +%s%N)}""#;
-    let blueprint = json!({
-        "name": "stamp", "model": "scripted:stamp_replies.json", "max_steps": 1000, "max_turns": 1000,
-        "tools": [{"name": "stamp", "description": "Stamps the time", "parameters": {"type": "object"},
-                   "command": ["/bin/sh", "-c", script]}]
-    });
-    std::fs::write(folder.path().join("stamp.json"), blueprint.to_string())?;
+    stamp_blueprint(folder.path(), PG_STAMPS, script)?;
     let folder_arg = folder.path().to_string_lossy().into_owned();
     let db = std::path::Path::new(url);
     let (mut server, base) = serve(&tollgate, db, &["--blueprints", &folder_arg])?;

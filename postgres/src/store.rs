@@ -184,7 +184,7 @@ impl PostgresStore {
 
     /// A pooled connection.
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
-        self.pool.get().await.map_err(pool_error)
+        self.pool.get().await.map_err(|error| pool_error(&self.pool, error))
     }
 }
 
@@ -193,14 +193,18 @@ pub(crate) async fn prepared(
     pool: &Pool,
     sql: &str,
 ) -> Result<(deadpool_postgres::Client, tokio_postgres::Statement), StoreError> {
-    let client = pool.get().await.map_err(pool_error)?;
+    let client = pool.get().await.map_err(|error| pool_error(pool, error))?;
     let statement = client.prepare_cached(sql).await.map_err(client_error)?;
     Ok((client, statement))
 }
 
-fn pool_error(error: PoolError) -> StoreError {
+fn pool_error(pool: &Pool, error: PoolError) -> StoreError {
     match error {
         PoolError::Backend(error) => client_error(error),
+        PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => StoreError::PoolExhausted {
+            size: pool.status().max_size,
+            waited_ms: pool.timeouts().wait.map_or(0, |wait| wait.as_millis() as u64),
+        },
         PoolError::Timeout(kind) => {
             StoreError::Unavailable { source: format!("timed out ({kind:?})").into() }
         }

@@ -162,7 +162,9 @@ impl From<StoreError> for ServiceError {
             StoreError::RunInFlight { run } => {
                 ServiceError::Conflict { message: format!("{error} (tollgate runs cancel {run})") }
             }
-            StoreError::Unavailable { .. } | StoreError::Busy { .. } => {
+            StoreError::Unavailable { .. }
+            | StoreError::Busy { .. }
+            | StoreError::PoolExhausted { .. } => {
                 ServiceError::Unavailable { message: format!("{error}; try again shortly") }
             }
             other => ServiceError::Failed { message: other.to_string() },

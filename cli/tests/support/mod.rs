@@ -13,6 +13,28 @@ use tokio_postgres::NoTls;
 
 pub(crate) use tollgate_testkit::postgres_url;
 
+/// Each case once on SQLite and once on Postgres (a test binary that
+/// uses it says `#[macro_use] mod support;`).
+#[allow(unused_macros)]
+macro_rules! on_both_stores {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test]
+            fn $case() {
+                super::$case(super::Fixture::new());
+            })*
+        }
+        mod postgres {
+            $(#[test]
+            fn $case() {
+                if let Some(fx) = super::Fixture::postgres() {
+                    super::$case(fx);
+                }
+            })*
+        }
+    };
+}
+
 pub(crate) struct Fixture {
     pub(crate) dir: tempfile::TempDir,
     /// What `--db` names: a SQLite file in `dir`, or a Postgres URL.
