@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime,
+};
 use tokio_postgres::error::SqlState;
 use tokio_postgres_rustls::MakeRustlsConnect;
 use tollgate_checkpoint::{RunId, RunStatus, StoreError};
@@ -21,7 +23,7 @@ pub struct PostgresOptions {
     /// store call holds one for its duration (one round trip for a write).
     pub pool_size: usize,
     /// A schema of tollgate's own inside a shared database: created when
-    /// missing and put first on every connection's `search_path`. `None`
+    /// missing and set as every pooled connection's `search_path`. `None`
     /// uses the connection's `search_path` (normally `public`). A plain
     /// identifier: lowercase letters, digits and `_`, not starting with a
     /// digit, at most 63 characters.
@@ -152,20 +154,24 @@ impl PostgresStore {
         if config.get_application_name().is_none() {
             config.application_name("tollgate");
         }
-        if let Some(name) = schema {
-            let extra = format!("-c search_path={name}");
-            let options = match config.get_options() {
-                Some(given) => format!("{given} {extra}"),
-                None => extra,
-            };
-            config.options(&options);
-        }
         let manager = Manager::from_config(
             config.clone(),
             tls.clone(),
             ManagerConfig { recycling_method: RecyclingMethod::Fast },
         );
-        let pool = Pool::builder(manager)
+        let mut builder = Pool::builder(manager);
+        if let Some(name) = schema {
+            // Set on each new connection rather than as a startup
+            // `options` parameter, which poolers such as PgBouncer refuse.
+            let set = Arc::<str>::from(format!("SET search_path TO {name}"));
+            builder = builder.post_create(Hook::async_fn(move |client, _| {
+                let set = Arc::clone(&set);
+                Box::pin(
+                    async move { client.batch_execute(&set).await.map_err(HookError::Backend) },
+                )
+            }));
+        }
+        let pool = builder
             .max_size(options.pool_size.max(1))
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(options.wait_timeout))
@@ -200,7 +206,9 @@ pub(crate) async fn prepared(
 
 fn pool_error(pool: &Pool, error: PoolError) -> StoreError {
     match error {
-        PoolError::Backend(error) => client_error(error),
+        PoolError::Backend(error) | PoolError::PostCreateHook(HookError::Backend(error)) => {
+            client_error(error)
+        }
         PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => StoreError::PoolExhausted {
             size: pool.status().max_size,
             waited_ms: pool.timeouts().wait.map_or(0, |wait| wait.as_millis() as u64),
@@ -216,6 +224,9 @@ fn pool_error(pool: &Pool, error: PoolError) -> StoreError {
 pub(crate) fn client_error(error: tokio_postgres::Error) -> StoreError {
     let unavailable = match error.code() {
         None => true,
+        // Class 08, connection exception (a pooler such as PgBouncer
+        // reports a refused login as a protocol violation, 08P01).
+        Some(code) if code.code().starts_with("08") => true,
         Some(code) => [
             SqlState::INVALID_PASSWORD,
             SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
