@@ -22,35 +22,20 @@ fn listed(fx: &Fixture) -> Vec<Value> {
 }
 
 fn two_workers_start_one_run_per_tick(fx: Fixture) {
-    // Usage errors first: nothing is added.
-    let bad =
-        fx.run(&["schedule", "add", "x", "--blueprint", "hello_bp.json", "--cron", "61 * * * *"]);
-    assert_eq!(code(&bad), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a cron expression"));
-    let bad = fx.run(&["schedule", "add", "x", "--blueprint", "hello_bp.json", "--at", "soon"]);
-    assert_eq!(code(&bad), Some(2));
-    let bad = fx.run(&[
-        "schedule",
-        "add",
-        "has space",
-        "--blueprint",
-        "hello_bp.json",
-        "--at",
-        "2020-01-01T00:00:00Z",
-    ]);
-    assert_eq!(code(&bad), Some(2));
-    let bad = fx.run(&[
-        "schedule",
-        "add",
-        "x",
-        "--blueprint",
-        "hello_bp.json",
-        "--cron",
-        "* * * * *",
-        "--missed",
-        "later",
-    ]);
-    assert_eq!(code(&bad), Some(2));
+    // Usage errors first (exit 2, saying what): nothing is added.
+    let usage = [
+        (&["x", "--cron", "61 * * * *"][..], "not a cron expression"),
+        (&["x", "--at", "soon"][..], "--at takes an RFC 3339 time"),
+        (&["has space", "--at", "2020-01-01T00:00:00Z"][..], "not a schedule id"),
+        (&["x", "--cron", "* * * * *", "--missed", "later"][..], "not a missed-ticks policy"),
+    ];
+    for (args, said) in usage {
+        let bad =
+            fx.run(&[&["schedule", "add", "--blueprint", "hello_bp.json"][..], args].concat());
+        let stderr = String::from_utf8_lossy(&bad.stderr);
+        assert_eq!(code(&bad), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
 
     let added = fx.json(
         &[

@@ -19,7 +19,7 @@ use tollgate_checkpoint::{
 };
 use tracing::Instrument;
 
-use crate::exec::{Executor, Frontier, RunConfig, RunError};
+use crate::exec::{encode_queued, graph_ref, Executor, Frontier, RunConfig, RunError};
 use crate::graph::CompiledGraph;
 use crate::state::State;
 
@@ -242,20 +242,22 @@ impl Executor {
         };
         let shown = serde_json::to_value(&input).unwrap_or(serde_json::Value::Null);
         let frontier = Frontier::start(graph, &input)?;
-        let template = self.encode_queued(graph, &input, frontier, &config)?;
+        // Encoded once for every run: a run id only names errors here.
+        let (config, snapshot, frontier) =
+            encode_queued(graph, RunId::new(), &input, frontier, config)?;
         let mut record = ScheduleRecord::new(
             schedule.id,
-            crate::exec::graph_ref(graph),
+            graph_ref(graph),
             schedule.timing,
             shown,
-            template.snapshot,
-            template.frontier,
+            snapshot,
+            frontier,
             now,
             next_at_ms,
         );
         record.missed = schedule.missed;
         record.grace_ms = u64::try_from(schedule.grace.as_millis()).unwrap_or(u64::MAX);
-        record.attachment = template.attachment;
+        record.attachment = config.attachment;
         record.metadata = schedule.metadata;
         self.store.create_schedule(record.clone()).await?;
         Ok(record)

@@ -62,6 +62,25 @@ async fn stamp_latencies(
     Ok(latencies)
 }
 
+/// Starts the `stamp` blueprint over the API of the server at `base` and
+/// follows it: the run, and the latencies (ms) of its stamped lines.
+async fn started_stamps(
+    client: &reqwest::Client,
+    base: &str,
+) -> Result<(String, Vec<f64>), Box<dyn std::error::Error>> {
+    let created: Value = client
+        .post(format!("{base}/runs"))
+        .json(&json!({"blueprint": "stamp"}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let run = created["id"].as_str().ok_or("POST /runs gave no id")?.to_owned();
+    let url = format!("{base}/runs/{run}/events?mode=tools");
+    let latencies = stamp_latencies(client, &url, "tool_delta", 0).await?;
+    Ok((run, latencies))
+}
+
 /// The `tollgate` binary, built (or found fresh) next to this program.
 pub(crate) fn release_cli() -> Result<std::path::PathBuf, Box<dyn std::error::Error>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -143,16 +162,7 @@ pub(crate) async fn stream_latency(dir: &std::path::Path) -> Outcome {
     let client = reqwest::Client::new();
 
     // Same process: the server drives the run.
-    let created: Value = client
-        .post(format!("{base}/runs"))
-        .json(&json!({"blueprint": "stamp"}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let run = created["id"].as_str().ok_or("POST /runs gave no id")?.to_owned();
-    let url = format!("{base}/runs/{run}/events?mode=tools");
-    let mut same = stamp_latencies(&client, &url, "tool_delta", 0).await?;
+    let (run, mut same) = started_stamps(&client, &base).await?;
 
     // Across processes: a `tollgate run` process drives it.
     let since = now_ns();
@@ -225,16 +235,7 @@ pub(crate) async fn pg_stream_latency(url: &str) -> Outcome {
         .spawn()?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
-    let created: Value = client
-        .post(format!("{base}/runs"))
-        .json(&json!({"blueprint": "stamp"}))
-        .send()
-        .await?
-        .json()
-        .await?;
-    let run = created["id"].as_str().ok_or("POST /runs gave no id")?.to_owned();
-    let url = format!("{base}/runs/{run}/events?mode=tools");
-    let mut cross = stamp_latencies(&client, &url, "tool_delta", 0).await?;
+    let (_, mut cross) = started_stamps(&client, &base).await?;
     for child in [&mut server, &mut worker] {
         let _ = child.kill();
         let _ = child.wait();

@@ -14,7 +14,8 @@ use crate::announce::{announce, watched, watched_sql};
 use crate::cache::check_turn;
 use crate::rows::{
     blob_at, column, damaged, event_span, frontier_from_row, interrupt_from_row, json_text,
-    run_from_row, sql_int, Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, RUN_BY_ID, SELECT_RUN,
+    run_from_row, sql_int, CreateArgs, Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, CREATE_RUN,
+    RUN_BY_ID, SELECT_RUN,
 };
 use crate::store::{client_error, PostgresStore, Refusal};
 
@@ -681,63 +682,5 @@ impl Store for PostgresStore {
         }
         events.truncate(limit);
         Ok(events)
-    }
-}
-
-/// Creates a run (`tollgate_create_run`). Its id may be watched already
-/// (`watch` takes any id): its creation is then announced too, as the
-/// steps trigger did.
-pub(crate) const CREATE_RUN: &str = concat!(
-    "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-    watched_sql!("= $1")
-);
-
-/// The arguments of [`CREATE_RUN`] that a new run's fields do not hold
-/// as they are.
-pub(crate) struct CreateArgs {
-    id: String,
-    events: String,
-    owner: Option<String>,
-    lease: Option<i64>,
-    snapshot: Vec<u8>,
-    pub(crate) frontier: Vec<u8>,
-    version: i64,
-    count: i32,
-}
-
-impl CreateArgs {
-    pub(crate) fn of(run: &NewRun) -> Self {
-        Self {
-            id: run.id.to_string(),
-            events: EventRecord::join_compact(run.id, &run.events),
-            owner: run.claim.as_ref().map(|(owner, _)| owner.to_text()),
-            lease: run.claim.as_ref().map(|(_, until)| *until),
-            snapshot: run.snapshot.to_bytes(),
-            frontier: run.frontier.to_bytes(),
-            version: i64::from(run.graph.version),
-            count: i32::try_from(run.events.len()).unwrap_or(i32::MAX),
-        }
-    }
-
-    /// The statement's arguments, in order.
-    pub(crate) fn values<'a>(
-        &'a self,
-        run: &'a NewRun,
-    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 13] {
-        [
-            &self.id,
-            &run.graph.name,
-            &self.version,
-            &run.thread,
-            &self.owner,
-            &self.lease,
-            &run.created_at_ms,
-            &self.snapshot,
-            &self.frontier,
-            &self.count,
-            &self.events,
-            &run.attachment,
-            &run.trace,
-        ]
     }
 }

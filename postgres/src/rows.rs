@@ -1,12 +1,15 @@
 //! Rows and statements of the Postgres store: the run and interrupt
-//! columns, their conversions, and the checks done before a write is sent.
+//! columns, their conversions, the checks done before a write is sent,
+//! and a new run's arguments (`CREATE_RUN`, shared with schedules).
 
 use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::Row;
 use tollgate_checkpoint::{
-    frontier_reference, Blob, EventRecord, GraphRef, InterruptRecord, Owner, RunFailure, RunId,
-    RunRecord, RunStatus, StoreError,
+    frontier_reference, Blob, EventRecord, GraphRef, InterruptRecord, NewRun, Owner, RunFailure,
+    RunId, RunRecord, RunStatus, StoreError,
 };
+
+use crate::announce::watched_sql;
 
 /// A run's columns, with its open interrupts counted. Append a `WHERE`.
 macro_rules! select_run {
@@ -184,4 +187,62 @@ pub(crate) fn interrupt_from_row(run: RunId, row: &Row) -> Result<InterruptRecor
         decision: column::<Option<String>>(row, 10)?.map(json).transpose()?,
         raised_at_ms: column(row, 11)?,
     })
+}
+
+/// Creates a run (`tollgate_create_run`). Its id may be watched already
+/// (`watch` takes any id): its creation is then announced too, as the
+/// steps trigger did.
+pub(crate) const CREATE_RUN: &str = concat!(
+    "SELECT tollgate_create_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    watched_sql!("= $1")
+);
+
+/// The arguments of [`CREATE_RUN`] that a new run's fields do not hold
+/// as they are.
+pub(crate) struct CreateArgs {
+    id: String,
+    events: String,
+    owner: Option<String>,
+    lease: Option<i64>,
+    snapshot: Vec<u8>,
+    pub(crate) frontier: Vec<u8>,
+    version: i64,
+    count: i32,
+}
+
+impl CreateArgs {
+    pub(crate) fn of(run: &NewRun) -> Self {
+        Self {
+            id: run.id.to_string(),
+            events: EventRecord::join_compact(run.id, &run.events),
+            owner: run.claim.as_ref().map(|(owner, _)| owner.to_text()),
+            lease: run.claim.as_ref().map(|(_, until)| *until),
+            snapshot: run.snapshot.to_bytes(),
+            frontier: run.frontier.to_bytes(),
+            version: i64::from(run.graph.version),
+            count: i32::try_from(run.events.len()).unwrap_or(i32::MAX),
+        }
+    }
+
+    /// The statement's arguments, in order.
+    pub(crate) fn values<'a>(
+        &'a self,
+        run: &'a NewRun,
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 13] {
+        [
+            &self.id,
+            &run.graph.name,
+            &self.version,
+            &run.thread,
+            &self.owner,
+            &self.lease,
+            &run.created_at_ms,
+            &self.snapshot,
+            &self.frontier,
+            &self.count,
+            &self.events,
+            &run.attachment,
+            &run.trace,
+        ]
+    }
 }

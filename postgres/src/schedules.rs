@@ -9,8 +9,8 @@ use tollgate_checkpoint::{
 };
 
 use crate::announce::{announce, watched};
-use crate::ops::{CreateArgs, CREATE_RUN};
 use crate::rows::column;
+use crate::rows::{CreateArgs, CREATE_RUN};
 use crate::store::{client_error, PostgresStore, Refusal};
 
 /// Schema version 19: schedules. What their runs start from (the input's

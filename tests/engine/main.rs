@@ -31,6 +31,7 @@
 //!   decided and orphaned runs, foreign graphs).
 //! - `schedules`: one run per tick with several workers, missed ticks
 //!   after downtime, one-off schedules, schedules across processes.
+//! - `workflow_calls`: graphs and workflows called from a workflow.
 //! - `workflows`: durable workflows (finished tasks never run again,
 //!   parallel tasks, interrupts, changed workflows refused, retries,
 //!   cancels between tasks, graphs called as steps, workers).
@@ -60,4 +61,5 @@ mod store_model;
 mod subgraph;
 mod support;
 mod workers;
+mod workflow_calls;
 mod workflows;

@@ -8,9 +8,9 @@ use rusqlite::{params, OptionalExtension};
 use super::frontier;
 use super::rows::{
     blob_at, check_events, check_writer, corrupt_row, failure_text, insert_events, interrupts_at,
-    key, load_owner, load_run, load_writer, run_from_row, Writer, MAX_STEP, SELECT_RUN,
+    key, load_owner, load_run, load_writer, run_from_row, NewRunRow, Writer, MAX_STEP, SELECT_RUN,
 };
-use super::writers::{Known, Touches, Writers};
+use super::writers::{Known, Touches};
 use super::{frame, parts, Abort, SqliteStore};
 use crate::codec::Blob;
 use crate::event::restore_updates;
@@ -30,7 +30,7 @@ impl Store for SqliteStore {
     async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
         let row = NewRunRow::of(run)?;
         let writers = Arc::clone(&self.writers);
-        self.write(Touches::Run(row.run.id), move |tx| row.insert(tx, &writers)).await
+        self.write(Touches::Run(row.run()), move |tx| row.insert(tx, &writers)).await
     }
 
     async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
@@ -608,113 +608,5 @@ impl Store for SqliteStore {
             .await?;
         events.truncate(limit);
         Ok(events)
-    }
-}
-
-/// A new run as its rows are written (`Store::create_run`, and the run a
-/// schedule starts).
-pub(super) struct NewRunRow {
-    run: NewRun,
-    id: String,
-    snapshot: Vec<u8>,
-    frontier: Vec<u8>,
-    status: RunStatus,
-    owner: Option<String>,
-    lease: Option<i64>,
-    events: String,
-}
-
-impl NewRunRow {
-    pub(super) fn of(run: NewRun) -> Result<Self, StoreError> {
-        check_events(run.id, 0, &run.events)?;
-        Ok(Self {
-            id: run.id.to_string(),
-            snapshot: run.snapshot.to_bytes(),
-            frontier: run.frontier.to_bytes(),
-            status: if run.claim.is_some() { RunStatus::Running } else { RunStatus::Queued },
-            owner: run.claim.as_ref().map(|(owner, _)| owner.to_text()),
-            lease: run.claim.as_ref().map(|(_, until)| *until),
-            events: EventRecord::join_compact(run.id, &run.events),
-            run,
-        })
-    }
-
-    /// The run's id, as stored.
-    pub(super) fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Inserts the run's rows in `tx`; its epoch (1).
-    pub(super) fn insert(
-        &self,
-        tx: &rusqlite::Connection,
-        writers: &Writers,
-    ) -> Result<u64, Abort> {
-        let Self { run, id, snapshot, frontier, status, owner, lease, events } = self;
-        let (status, lease) = (*status, *lease);
-        let exists = tx
-            .prepare_cached("SELECT count(*) FROM runs WHERE id = ?1")?
-            .query_row([&id], |row| row.get::<_, i64>(0))?;
-        if exists > 0 {
-            return Err(StoreError::RunExists { run: run.id }.into());
-        }
-        if let (Some(turn), Some(thread)) = (run.thread_turn, &run.thread) {
-            let latest = tx
-                .prepare_cached(
-                    "SELECT id, status FROM runs WHERE thread = ?1 ORDER BY id DESC LIMIT 1",
-                )?
-                .query_row([thread], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
-                .optional()?;
-            turn.check_stored(thread, latest.as_ref().map(|(id, s)| (id.as_str(), s.as_str())))?;
-        }
-        // Every run has a step-0 row, so the steps index holds the
-        // highest number (no index on runs.num).
-        let num: i64 = tx
-            .prepare_cached("SELECT coalesce(max(num), 0) + 1 FROM steps")?
-            .query_row([], |row| row.get(0))?;
-        let insert_run = "INSERT INTO runs (id, num, graph, graph_version, thread, status, \
-             step, epoch, owner, lease_until_ms, created_at_ms, updated_at_ms, failure, \
-             last_seq, trace) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 1, ?7, ?8, ?9, ?9, NULL, 0, ?10)";
-        tx.prepare_cached(insert_run)?.execute(params![
-            id,
-            num,
-            run.graph.name,
-            run.graph.version,
-            run.thread,
-            status.as_str(),
-            owner,
-            lease,
-            run.created_at_ms,
-            run.trace
-        ])?;
-        let insert_step = "INSERT INTO steps (num, step, at_ms, tasks, frontier, updates, \
-             first_seq, event_count, events) VALUES (?1, 0, ?2, 0, ?3, x'', 1, ?4, ?5)";
-        let count = run.events.len() as i64;
-        tx.prepare_cached(insert_step)?.execute(params![
-            num,
-            run.created_at_ms,
-            frontier,
-            count,
-            events
-        ])?;
-        tx.prepare_cached("INSERT INTO snapshots (id, payload) VALUES (?1, ?2)")?
-            .execute(params![key(num, 0), snapshot])?;
-        if let Some(body) = &run.attachment {
-            tx.prepare_cached("INSERT INTO attachments (num, body) VALUES (?1, ?2)")?
-                .execute(params![num, body])?;
-        }
-        // Its first commit need not read it back (`writers.rs`); a new
-        // run has no pending writes.
-        let writer = Writer {
-            status,
-            epoch: 1,
-            num,
-            step: 0,
-            last_seq: count as u64,
-            lease_until_ms: lease,
-        };
-        let recent = RecentFrontiers::only(0, frontier);
-        writers.stage(run.id, Known { writer, settled: true, recent });
-        Ok(1)
     }
 }

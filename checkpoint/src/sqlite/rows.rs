@@ -3,11 +3,15 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
+use super::writers::{Known, Writers};
 use super::Abort;
 use crate::codec::Blob;
+use crate::frontier::RecentFrontiers;
 use crate::ids::RunId;
 use crate::owner::Owner;
-use crate::record::{EventRecord, GraphRef, InterruptRecord, RunFailure, RunRecord, RunStatus};
+use crate::record::{
+    EventRecord, GraphRef, InterruptRecord, NewRun, RunFailure, RunRecord, RunStatus,
+};
 use crate::store::StoreError;
 
 /// Selects a run with its effective step, update time and last event: the
@@ -302,4 +306,117 @@ pub(super) fn insert_events(
         tx.prepare_cached(insert)?.execute(params![num, first_seq, count, lines])?;
     }
     Ok(())
+}
+
+/// A new run as its rows are written (`Store::create_run`, and the run a
+/// schedule starts).
+pub(super) struct NewRunRow {
+    run: NewRun,
+    id: String,
+    snapshot: Vec<u8>,
+    frontier: Vec<u8>,
+    status: RunStatus,
+    owner: Option<String>,
+    lease: Option<i64>,
+    events: String,
+}
+
+impl NewRunRow {
+    pub(super) fn of(run: NewRun) -> Result<Self, StoreError> {
+        check_events(run.id, 0, &run.events)?;
+        Ok(Self {
+            id: run.id.to_string(),
+            snapshot: run.snapshot.to_bytes(),
+            frontier: run.frontier.to_bytes(),
+            status: if run.claim.is_some() { RunStatus::Running } else { RunStatus::Queued },
+            owner: run.claim.as_ref().map(|(owner, _)| owner.to_text()),
+            lease: run.claim.as_ref().map(|(_, until)| *until),
+            events: EventRecord::join_compact(run.id, &run.events),
+            run,
+        })
+    }
+
+    /// The run.
+    pub(super) fn run(&self) -> RunId {
+        self.run.id
+    }
+
+    /// The run's id, as stored.
+    pub(super) fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Inserts the run's rows in `tx`; its epoch (1).
+    pub(super) fn insert(
+        &self,
+        tx: &rusqlite::Connection,
+        writers: &Writers,
+    ) -> Result<u64, Abort> {
+        let Self { run, id, snapshot, frontier, status, owner, lease, events } = self;
+        let (status, lease) = (*status, *lease);
+        let exists = tx
+            .prepare_cached("SELECT count(*) FROM runs WHERE id = ?1")?
+            .query_row([&id], |row| row.get::<_, i64>(0))?;
+        if exists > 0 {
+            return Err(StoreError::RunExists { run: run.id }.into());
+        }
+        if let (Some(turn), Some(thread)) = (run.thread_turn, &run.thread) {
+            let latest = tx
+                .prepare_cached(
+                    "SELECT id, status FROM runs WHERE thread = ?1 ORDER BY id DESC LIMIT 1",
+                )?
+                .query_row([thread], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
+                .optional()?;
+            turn.check_stored(thread, latest.as_ref().map(|(id, s)| (id.as_str(), s.as_str())))?;
+        }
+        // Every run has a step-0 row, so the steps index holds the
+        // highest number (no index on runs.num).
+        let num: i64 = tx
+            .prepare_cached("SELECT coalesce(max(num), 0) + 1 FROM steps")?
+            .query_row([], |row| row.get(0))?;
+        let insert_run = "INSERT INTO runs (id, num, graph, graph_version, thread, status, \
+             step, epoch, owner, lease_until_ms, created_at_ms, updated_at_ms, failure, \
+             last_seq, trace) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 1, ?7, ?8, ?9, ?9, NULL, 0, ?10)";
+        tx.prepare_cached(insert_run)?.execute(params![
+            id,
+            num,
+            run.graph.name,
+            run.graph.version,
+            run.thread,
+            status.as_str(),
+            owner,
+            lease,
+            run.created_at_ms,
+            run.trace
+        ])?;
+        let insert_step = "INSERT INTO steps (num, step, at_ms, tasks, frontier, updates, \
+             first_seq, event_count, events) VALUES (?1, 0, ?2, 0, ?3, x'', 1, ?4, ?5)";
+        let count = run.events.len() as i64;
+        tx.prepare_cached(insert_step)?.execute(params![
+            num,
+            run.created_at_ms,
+            frontier,
+            count,
+            events
+        ])?;
+        tx.prepare_cached("INSERT INTO snapshots (id, payload) VALUES (?1, ?2)")?
+            .execute(params![key(num, 0), snapshot])?;
+        if let Some(body) = &run.attachment {
+            tx.prepare_cached("INSERT INTO attachments (num, body) VALUES (?1, ?2)")?
+                .execute(params![num, body])?;
+        }
+        // Its first commit need not read it back (`writers.rs`); a new
+        // run has no pending writes.
+        let writer = Writer {
+            status,
+            epoch: 1,
+            num,
+            step: 0,
+            last_seq: count as u64,
+            lease_until_ms: lease,
+        };
+        let recent = RecentFrontiers::only(0, frontier);
+        writers.stage(run.id, Known { writer, settled: true, recent });
+        Ok(1)
+    }
 }

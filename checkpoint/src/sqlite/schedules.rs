@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rusqlite::{params, OptionalExtension, Row};
 
-use super::ops::NewRunRow;
+use super::rows::NewRunRow;
 use super::writers::Touches;
 use super::{Abort, SqliteStore};
 use crate::schedule::{ScheduleFire, ScheduleRecord, ScheduleRow};

@@ -257,13 +257,11 @@ impl Executor {
         &self,
         graph: &CompiledGraph<S>,
         input: S,
-        mut frontier: Frontier,
+        frontier: Frontier,
         config: RunConfig,
     ) -> Result<RunId, RunError> {
         let run = config.run_id.unwrap_or_default();
-        let config = config.settled(frontier.settings.as_ref());
-        frontier.settings = Some(config.settings());
-        let (snapshot, frontier) = encode_input(graph, run, &input, &frontier, &config)?;
+        let (config, snapshot, frontier) = encode_queued(graph, run, &input, frontier, config)?;
         // The legs that workers drive join the trace of the enqueuing code.
         let span = tracing::info_span!(
             "enqueue",
@@ -290,23 +288,6 @@ impl Executor {
             .inspect_err(|error| telemetry::count_store_error("create_run", error))?;
         metrics::counter!(telemetry::RUNS_STARTED, "graph" => graph.name().to_owned()).increment(1);
         Ok(run)
-    }
-
-    /// What every run of a schedule starts from: the input checkpoint and
-    /// first frontier with `config`'s settings (as [`Executor::enqueue`]
-    /// stores them), and its attachment.
-    pub(crate) fn encode_queued<S: State>(
-        &self,
-        graph: &CompiledGraph<S>,
-        input: &S,
-        mut frontier: Frontier,
-        config: &RunConfig,
-    ) -> Result<Queued, RunError> {
-        let run = config.run_id.unwrap_or_default();
-        let config = config.clone().settled(frontier.settings.as_ref());
-        frontier.settings = Some(config.settings());
-        let (snapshot, frontier) = encode_input(graph, run, input, &frontier, &config)?;
-        Ok(Queued { snapshot, frontier, attachment: config.attachment.clone() })
     }
 
     /// Starts a run and drives it in the calling task until its leg ends.
@@ -555,6 +536,22 @@ pub(crate) fn breakpoints<S: State>(
 }
 
 /// A new run's step-0 snapshot and frontier, encoded.
+/// What a queued run starts from (run `run`, or a schedule's runs): the
+/// input checkpoint and the first frontier carrying `config`'s settings
+/// (settled with those the frontier has), and that config.
+pub(crate) fn encode_queued<S: State>(
+    graph: &CompiledGraph<S>,
+    run: RunId,
+    input: &S,
+    mut frontier: Frontier,
+    config: RunConfig,
+) -> Result<(RunConfig, Blob, Blob), RunError> {
+    let config = config.settled(frontier.settings.as_ref());
+    frontier.settings = Some(config.settings());
+    let (snapshot, frontier) = encode_input(graph, run, input, &frontier, &config)?;
+    Ok((config, snapshot, frontier))
+}
+
 fn encode_input<S: State>(
     graph: &CompiledGraph<S>,
     run: RunId,
@@ -597,13 +594,6 @@ pub(crate) fn same_graph<S: State>(
         return Err(RunError::GraphMismatch { run: record.id, stored, graph: graph_ref(graph) });
     }
     Ok(())
-}
-
-/// A queued run's first records, before it has an id.
-pub(crate) struct Queued {
-    pub(crate) snapshot: Blob,
-    pub(crate) frontier: Blob,
-    pub(crate) attachment: Option<String>,
 }
 
 pub(crate) fn graph_ref<S: State>(graph: &CompiledGraph<S>) -> GraphRef {

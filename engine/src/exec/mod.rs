@@ -24,7 +24,7 @@ pub use cancel::CancelToken;
 pub use config::{RunConfig, SnapshotPolicy, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
 pub(crate) use emit::{node_id, Emitter, Live};
 pub use error::RunError;
-pub(crate) use executor::graph_ref;
+pub(crate) use executor::{encode_queued, graph_ref};
 pub use executor::{Executor, RunHandle, RunOutcome};
 pub(crate) use plan::Frontier;
 pub use record::CheckpointSource;

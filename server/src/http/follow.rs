@@ -118,14 +118,21 @@ impl Hub {
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => return,
             };
+            let followed = |runs: &HashMap<RunId, Live>| {
+                runs.get(&event.run).is_some_and(|live| live.sender.receiver_count() > 0)
+            };
+            // Parsed only for a run someone here follows, outside the lock.
+            if !followed(&self.lock()) {
+                continue;
+            }
             let record = tollgate_checkpoint::EventRecord { seq: event.seq, json: event.json };
             let Ok(envelope) = service::parse_event(&record) else { continue };
             let logged = Arc::new(Logged { json: record.json, envelope });
             let mut runs = self.lock();
-            let Some(live) = runs.get_mut(&event.run) else { continue };
-            if live.sender.receiver_count() == 0 {
+            if !followed(&runs) {
                 continue;
             }
+            let Some(live) = runs.get_mut(&event.run) else { continue };
             if live.recent.len() == LIVE_BUFFER {
                 live.recent.pop_front();
             }
