@@ -13,6 +13,8 @@ use tokio_postgres::NoTls;
 
 pub(crate) use tollgate_testkit::postgres_url;
 
+pub(crate) mod outage;
+
 /// Each case once on SQLite and once on Postgres (a test binary that
 /// uses it says `#[macro_use] mod support;`).
 #[allow(unused_macros)]
@@ -82,19 +84,24 @@ impl Fixture {
     /// server of `TOLLGATE_PG_URL`; `None` (the test skipped, with a note)
     /// without one, except under `CI=true`, where that fails the test.
     pub(crate) fn postgres() -> Option<Self> {
-        let url = postgres_url()?;
+        Some(Self::postgres_on(&postgres_url()?))
+    }
+
+    /// The same files, with runs in a new, empty database on the server
+    /// (or servers: a URL may name several hosts) of `url`.
+    pub(crate) fn postgres_on(url: &str) -> Self {
         let name = format!("tg_{}", tollgate_checkpoint::RunId::new().to_string().to_lowercase());
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
-            let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+            let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
             tokio::spawn(connection);
             client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
         });
         // postgres://user:password@host:port/DATABASE?options
-        let (base, query) = url.split_once('?').map_or((url.as_str(), ""), |(b, q)| (b, q));
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let (server, _) = base.rsplit_once('/').unwrap();
         let query = if query.is_empty() { String::new() } else { format!("?{query}") };
-        Some(Self { db: format!("{server}/{name}{query}").into(), ..Self::new() })
+        Self { db: format!("{server}/{name}{query}").into(), ..Self::new() }
     }
 
     pub(crate) fn db(&self) -> PathBuf {
