@@ -26,6 +26,7 @@ macro_rules! say_raw {
 }
 
 mod args;
+mod logs;
 mod output;
 mod pack;
 mod schedule;
@@ -49,12 +50,13 @@ pub fn main_with(graphs: Graphs) -> ExitCode {
     let cli = Cli::parse();
     // Traces go out when OTEL_EXPORTER_OTLP_ENDPOINT is set; the guard
     // sends the last ones after the runtime is gone.
-    let _otel = match tollgate_telemetry::Otel::from_env()
-        .and_then(|otel| otel.map(tollgate_telemetry::Otel::install).transpose())
-    {
+    let _otel = match logs::install(matches!(
+        cli.command,
+        Command::Serve { .. } | Command::Worker { .. }
+    )) {
         Ok(guard) => guard,
-        Err(error) => {
-            eprintln!("tollgate: {error}");
+        Err(message) => {
+            eprintln!("tollgate: {message}");
             return ExitCode::from(code::USAGE);
         }
     };

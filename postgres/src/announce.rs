@@ -32,16 +32,20 @@
 //! connection lost.
 
 use deadpool_postgres::Client;
+
+use crate::sql::Sql;
 use tokio_postgres::Row;
 use tollgate_checkpoint::{RunId, RunStatus};
 
-/// Announces, on `client` (the connection that committed the write), that
+/// Announces, on `client` (the connection that committed the write; its
+/// statement sent unnamed with `unnamed`), that
 /// `changed`'s run is now of its status, and that each run of `watched`
 /// committed: one round trip, a transaction of its own that only
 /// notifies; nothing when there is nothing to announce. A failure is
 /// logged, not returned: the write stands, and listeners poll.
 pub(crate) async fn announce(
     client: &Client,
+    unnamed: bool,
     changed: Option<(RunId, RunStatus)>,
     watched: &[String],
 ) {
@@ -52,8 +56,8 @@ pub(crate) async fn announce(
         return;
     }
     let status = changed.map(|(run, status)| format!("{run} {}", status.as_str()));
-    let sent = match client.prepare_cached(ANNOUNCE).await {
-        Ok(statement) => client.execute(&statement, &[&status, &watched]).await.map(drop),
+    let sent = match client.statement(ANNOUNCE, unnamed).await {
+        Ok(statement) => client.exec(&statement, &[&status, &watched]).await.map(drop),
         Err(error) => Err(error),
     };
     if let Err(error) = sent {

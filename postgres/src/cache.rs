@@ -1,11 +1,12 @@
 //! The node cache (`Store::cache_get` / `cache_put`) and the thread check
 //! of a run that continues its thread.
 
+use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Transaction;
 use tollgate_checkpoint::{Blob, StoreError, ThreadTurn};
 
 use crate::rows::column;
+use crate::sql::Sql;
 use crate::store::{client_error, PostgresStore};
 
 impl PostgresStore {
@@ -22,7 +23,7 @@ impl PostgresStore {
             )
             .await?;
         let row = client
-            .query_opt(&statement, &[&scope as &(dyn ToSql + Sync), &key, &now_ms])
+            .row_opt(&statement, &[&scope as &(dyn ToSql + Sync), &key, &now_ms])
             .await
             .map_err(client_error)?;
         match row {
@@ -55,7 +56,7 @@ impl PostgresStore {
             )
             .await?;
         client
-            .execute(
+            .exec(
                 &statement,
                 &[&scope as &(dyn ToSql + Sync), &key, &expires_at_ms, &value.to_bytes(), &now_ms],
             )
@@ -71,12 +72,14 @@ pub(crate) async fn check_turn(
     tx: &Transaction<'_>,
     thread: &str,
     turn: ThreadTurn,
+    unnamed: bool,
 ) -> Result<(), StoreError> {
-    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", &[&thread])
+    tx.exec_of(unnamed, "SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", &[&thread])
         .await
         .map_err(client_error)?;
     let row = tx
-        .query_opt(
+        .row_opt_of(
+            unnamed,
             "SELECT id, status FROM runs WHERE thread = $1 ORDER BY id DESC LIMIT 1",
             &[&thread],
         )

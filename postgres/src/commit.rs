@@ -34,6 +34,7 @@ use tollgate_checkpoint::{Blob, EventRecord, RunStatus, StepRecord, StoreError, 
 use crate::announce::{announce, watched, watched_sql};
 use crate::frontiers::Frontiers;
 use crate::rows::{event_span, interrupts_json, json_text, sql_int};
+use crate::sql::Sql;
 use crate::store::{prepared, Refusal};
 
 /// Steps in one call at most.
@@ -74,6 +75,8 @@ impl Drop for Busy {
 pub(crate) struct Writer {
     pool: Pool,
     frontiers: Arc<Frontiers>,
+    /// Statements sent unnamed (through a transaction pooler).
+    unnamed: bool,
 }
 
 /// A step waiting for the committer, and where its answer goes.
@@ -112,9 +115,15 @@ impl Commits {
         (pool_size / 4).max(1)
     }
 
-    /// Starts the committer task (on the current runtime).
-    pub(crate) fn start(pool: Pool, frontiers: Arc<Frontiers>, flights: usize) -> Self {
-        let writer = Writer { pool, frontiers };
+    /// Starts the committer task (on the current runtime); `unnamed`
+    /// sends its statements unnamed.
+    pub(crate) fn start(
+        pool: Pool,
+        frontiers: Arc<Frontiers>,
+        flights: usize,
+        unnamed: bool,
+    ) -> Self {
+        let writer = Writer { pool, frontiers, unnamed };
         let busy = Arc::new(AtomicUsize::new(0));
         let flights = flights.max(1);
         let jobs = Mutex::new(spawn_dispatch(&writer, flights, &busy));
@@ -298,10 +307,10 @@ impl Writer {
              $14, $15, $16)",
             watched_sql!("= $1")
         );
-        let (client, statement) = prepared(&self.pool, COMMIT).await?;
+        let (client, statement) = prepared(&self.pool, COMMIT, self.unnamed).await?;
         let id = run.to_string();
         let result = client
-            .query_one(
+            .row(
                 &statement,
                 &[
                     &id,
@@ -326,7 +335,7 @@ impl Writer {
         let running = transition.status == RunStatus::Running;
         if let Ok(row) = &result {
             let changed = (!running).then_some((run, transition.status));
-            announce(&client, changed, &watched(row, 1)).await;
+            announce(&client, self.unnamed, changed, &watched(row, 1)).await;
         }
         match (&result, step.zip(frontier)) {
             (Ok(_), Some((step, stored))) => {
@@ -406,7 +415,7 @@ impl Writer {
                 }
                 // Streams of watched runs wake once their steps are
                 // answered (a refused one announces its lone commit).
-                announce(&client, None, &announced).await;
+                announce(&client, self.unnamed, None, &announced).await;
                 drop(client);
                 // Refused steps wrote nothing: alone, they say why.
                 self.each_alone(refused).await;
@@ -449,9 +458,9 @@ impl Writer {
         // nothing.
         let client = self.pool.get().await.map_err(|_| Failed::NotCommitted)?;
         let statement =
-            client.prepare_cached(COMMIT_STEPS).await.map_err(|_| Failed::NotCommitted)?;
+            client.statement(COMMIT_STEPS, self.unnamed).await.map_err(|_| Failed::NotCommitted)?;
         let row = client
-            .query_one(
+            .row(
                 &statement,
                 &[
                     &columns.runs,

@@ -20,6 +20,7 @@ use tollgate_checkpoint::{
 };
 
 use crate::rows::{column, damaged};
+use crate::sql::Sql;
 use crate::store::{client_error, PostgresStore};
 
 const COLUMNS: &str =
@@ -140,7 +141,7 @@ impl Batch<'_> {
         let namespace = put.namespace.stored();
         let statement = self
             .tx
-            .prepare_cached(
+            .statement(
                 "INSERT INTO items (namespace, key, value, created_at_ms, updated_at_ms, \
                                     ttl_ms, expires_at_ms, vector) \
                  VALUES ($1, $2, $3::text::jsonb, $4, $4, $5, $6, $7) \
@@ -150,12 +151,13 @@ impl Batch<'_> {
                                          ELSE items.created_at_ms END, \
                     updated_at_ms = $4, ttl_ms = $5, expires_at_ms = $6, vector = $7 \
                  RETURNING id",
+                self.store.unnamed,
             )
             .await
             .map_err(client_error)?;
         let params: [&(dyn ToSql + Sync); 7] =
             [&namespace, &put.key, &text, &self.now_ms, &ttl, &expires, &vector];
-        let row = self.tx.query_one(&statement, &params).await.map_err(client_error)?;
+        let row = self.tx.row(&statement, &params).await.map_err(client_error)?;
         let vector = vector.as_deref().and_then(decode_vector);
         self.changes.push(VectorChange::Set { row: column(&row, 0)?, namespace, vector });
         self.wrote = true;
@@ -165,14 +167,15 @@ impl Batch<'_> {
     async fn delete(&mut self, namespace: &Namespace, key: &str) -> Result<bool, StoreError> {
         let statement = self
             .tx
-            .prepare_cached(
+            .statement(
                 "DELETE FROM items WHERE namespace = $1 AND key = $2 RETURNING id, expires_at_ms",
+                self.store.unnamed,
             )
             .await
             .map_err(client_error)?;
         let row = self
             .tx
-            .query_opt(&statement, &[&namespace.stored(), &key])
+            .row_opt(&statement, &[&namespace.stored(), &key])
             .await
             .map_err(client_error)?;
         let Some(row) = row else { return Ok(false) };
@@ -185,14 +188,17 @@ impl Batch<'_> {
     async fn get(&mut self, get: &GetOp) -> Result<Option<Item>, StoreError> {
         let statement = self
             .tx
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM items WHERE {LIVE} AND namespace = $2 AND key = $3"
-            ))
+            .statement(
+                &format!(
+                    "SELECT {COLUMNS} FROM items WHERE {LIVE} AND namespace = $2 AND key = $3"
+                ),
+                self.store.unnamed,
+            )
             .await
             .map_err(client_error)?;
         let row = self
             .tx
-            .query_opt(&statement, &[&self.now_ms, &get.namespace.stored(), &get.key])
+            .row_opt(&statement, &[&self.now_ms, &get.namespace.stored(), &get.key])
             .await
             .map_err(client_error)?;
         let Some(row) = row else { return Ok(None) };
@@ -227,8 +233,9 @@ impl Batch<'_> {
                     params.len() - 1,
                     params.len()
                 ));
-                let statement = self.tx.prepare_cached(&sql).await.map_err(client_error)?;
-                for row in self.tx.query(&statement, &refs(&params)).await.map_err(client_error)? {
+                let statement =
+                    self.tx.statement(&sql, self.store.unnamed).await.map_err(client_error)?;
+                for row in self.tx.rows(&statement, &refs(&params)).await.map_err(client_error)? {
                     found.push(item(&row, None, refresh)?);
                 }
             }
@@ -239,13 +246,14 @@ impl Batch<'_> {
                 params.push(Box::new(Vec::<i64>::new()));
                 let ids_at = params.len();
                 sql.push_str(&format!(" AND id = ANY(${ids_at})"));
-                let statement = self.tx.prepare_cached(&sql).await.map_err(client_error)?;
+                let statement =
+                    self.tx.statement(&sql, self.store.unnamed).await.map_err(client_error)?;
                 let mut skipped = 0;
                 'chunks: for chunk in ranked.chunks(256.max(wanted)) {
                     let ids: Vec<i64> = chunk.iter().map(|(_, id)| *id).collect();
                     params[ids_at - 1] = Box::new(ids);
                     let rows =
-                        self.tx.query(&statement, &refs(&params)).await.map_err(client_error)?;
+                        self.tx.rows(&statement, &refs(&params)).await.map_err(client_error)?;
                     let by_id: std::collections::HashMap<i64, &Row> =
                         rows.iter().filter_map(|row| Some((column(row, 0).ok()?, row))).collect();
                     for (score, id) in chunk {
@@ -283,7 +291,11 @@ impl Batch<'_> {
     ) -> Result<Vec<(f32, i64)>, StoreError> {
         let stored = prefix.stored();
         let load = |sql: String, params: Vec<Param>| async move {
-            let rows = self.tx.query(&sql, &refs(&params)).await.map_err(client_error)?;
+            let rows = self
+                .tx
+                .rows_of(self.store.unnamed, &sql, &refs(&params))
+                .await
+                .map_err(client_error)?;
             let mut vectors = Vec::with_capacity(rows.len());
             for row in rows {
                 let bytes: Vec<u8> = column(&row, 2)?;
@@ -305,7 +317,7 @@ impl Batch<'_> {
         }
         let row = self
             .tx
-            .query_one("SELECT epoch FROM item_epoch WHERE id = 1", &[])
+            .row_of(self.store.unnamed, "SELECT epoch FROM item_epoch WHERE id = 1", &[])
             .await
             .map_err(client_error)?;
         let epoch: i64 = column(&row, 0)?;
@@ -327,7 +339,11 @@ impl Batch<'_> {
         let sql = format!(
             "SELECT DISTINCT namespace FROM items WHERE {LIVE} AND {range} ORDER BY namespace"
         );
-        let rows = self.tx.query(&sql, &refs(&params)).await.map_err(client_error)?;
+        let rows = self
+            .tx
+            .rows_of(self.store.unnamed, &sql, &refs(&params))
+            .await
+            .map_err(client_error)?;
         let mut names = Vec::with_capacity(rows.len());
         for row in rows {
             names.push(Namespace::from_stored(&column::<String>(&row, 0)?));
@@ -374,8 +390,8 @@ impl ItemStore for PostgresStore {
         }
         let Batch { changes, wrote, refresh, .. } = batch;
         if !refresh.is_empty() {
-            tx.execute(
-                "UPDATE items SET expires_at_ms = $2 + ttl_ms WHERE id = ANY($1) AND ttl_ms IS NOT NULL",
+            tx.exec_of(
+                self.unnamed, "UPDATE items SET expires_at_ms = $2 + ttl_ms WHERE id = ANY($1) AND ttl_ms IS NOT NULL",
                 &[&refresh, &now_ms],
             )
             .await
@@ -384,7 +400,8 @@ impl ItemStore for PostgresStore {
         let epoch = match wrote {
             true => {
                 let row = tx
-                    .query_one(
+                    .row_of(
+                        self.unnamed,
                         "UPDATE item_epoch SET epoch = epoch + 1 WHERE id = 1 RETURNING epoch",
                         &[],
                     )
@@ -405,14 +422,22 @@ impl ItemStore for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(client_error)?;
         let rows = tx
-            .query("DELETE FROM items WHERE expires_at_ms <= $1 RETURNING id", &[&now_ms])
+            .rows_of(
+                self.unnamed,
+                "DELETE FROM items WHERE expires_at_ms <= $1 RETURNING id",
+                &[&now_ms],
+            )
             .await
             .map_err(client_error)?;
         if rows.is_empty() {
             return Ok(0);
         }
         let row = tx
-            .query_one("UPDATE item_epoch SET epoch = epoch + 1 WHERE id = 1 RETURNING epoch", &[])
+            .row_of(
+                self.unnamed,
+                "UPDATE item_epoch SET epoch = epoch + 1 WHERE id = 1 RETURNING epoch",
+                &[],
+            )
             .await
             .map_err(client_error)?;
         let epoch: i64 = column(&row, 0)?;

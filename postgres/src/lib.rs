@@ -30,9 +30,11 @@ mod ops;
 mod rows;
 mod schedules;
 mod schema;
+mod sql;
 mod store;
 mod threads;
 mod tls;
 
 pub use live::{LiveEvent, LivePublisher};
+pub use sql::Pooling;
 pub use store::{PostgresOptions, PostgresStore};

@@ -8,12 +8,16 @@ use tokio::sync::{broadcast, Notify};
 use tokio_postgres::AsyncMessage;
 use tollgate_checkpoint::{RunId, StoreError};
 
+use crate::sql::Sql;
 use crate::store::{client_error, PostgresStore};
 
 /// The channel status changes are announced on (payload `RUN STATUS`).
 const RUNS: &str = "LISTEN tollgate_runs";
 /// The channel commits of watched runs are announced on (payload `RUN`).
 const EVENTS: &str = "LISTEN tollgate_events";
+/// How often listeners look again when they cannot `LISTEN` (through a
+/// transaction pooler).
+const POLL: Duration = Duration::from_secs(1);
 
 impl PostgresStore {
     /// A [`Notify`] woken whenever any process queues a run (creates it
@@ -68,19 +72,18 @@ impl PostgresStore {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.as_millis() as i64);
         let until = now.saturating_add(lasting.as_millis() as i64);
-        let client = self.client().await?;
-        client
-            .execute(
+        let (client, register) = self
+            .prepared(
                 "INSERT INTO watchers (run, until_ms) VALUES ($1, $2) ON CONFLICT (run) \
                  DO UPDATE SET until_ms = greatest(watchers.until_ms, EXCLUDED.until_ms)",
-                &[&run.to_string(), &until],
             )
+            .await?;
+        client.exec(&register, &[&run.to_string(), &until]).await.map_err(client_error)?;
+        let lapsed = client
+            .statement("DELETE FROM watchers WHERE until_ms < $1", self.unnamed)
             .await
             .map_err(client_error)?;
-        client
-            .execute("DELETE FROM watchers WHERE until_ms < $1", &[&now])
-            .await
-            .map_err(client_error)?;
+        client.exec(&lapsed, &[&now]).await.map_err(client_error)?;
         Ok(())
     }
 
@@ -114,7 +117,21 @@ impl PostgresStore {
 
     /// `LISTEN`s with `statement` on a connection of its own, handing each
     /// notification to `listener`, until no one listens.
+    ///
+    /// Through a transaction pooler, where a `LISTEN` would hold on a
+    /// server connection that goes back to the pool after it (and its
+    /// notifications to no one), `listener` is told every [`POLL`] that
+    /// anything may have changed, instead: its reader looks again.
     pub(crate) fn listen(&self, statement: &'static str, listener: impl Listener) {
+        if self.unnamed {
+            tokio::spawn(async move {
+                while listener.alive() {
+                    listener.notified(None);
+                    tokio::time::sleep(POLL).await;
+                }
+            });
+            return;
+        }
         let (config, tls) = (self.config.clone(), self.tls.clone());
         tokio::spawn(async move {
             let mut backoff = Duration::from_millis(100);
@@ -145,7 +162,7 @@ impl PostgresStore {
                                         }
                                         Some(Ok(_)) => {}
                                         Some(Err(error)) => {
-                                            tracing::warn!(%error, statement, "notifications: connection lost");
+                                            tracing::warn!(error = %crate::store::Chain::of(&error), statement, "notifications: connection lost");
                                             break;
                                         }
                                         None => break,
@@ -160,7 +177,7 @@ impl PostgresStore {
                         }
                     }
                     Err(error) => {
-                        tracing::warn!(%error, ?backoff, statement, "notifications: cannot connect");
+                        tracing::warn!(error = %crate::store::Chain::of(&error), ?backoff, statement, "notifications: cannot connect");
                     }
                 }
                 tokio::time::sleep(backoff).await;

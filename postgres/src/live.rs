@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, mpsc};
 use tollgate_checkpoint::RunId;
 
+use crate::sql::Sql;
 use crate::store::PostgresStore;
 
 /// The channel live events are published on.
@@ -129,7 +130,7 @@ impl PostgresStore {
                  WHERE until_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
             )
             .await?;
-        let rows = client.query(&statement, &[]).await.map_err(crate::store::client_error)?;
+        let rows = client.rows(&statement, &[]).await.map_err(crate::store::client_error)?;
         Ok(rows.iter().filter_map(|row| row.try_get::<_, String>(0).ok()).collect())
     }
 
@@ -140,7 +141,7 @@ impl PostgresStore {
         let (client, statement) = self
             .prepared("SELECT pg_notify('tollgate_live', p) FROM unnest($1::text[]) AS p")
             .await?;
-        client.execute(&statement, &[&payloads]).await.map_err(crate::store::client_error)?;
+        client.exec(&statement, &[&payloads]).await.map_err(crate::store::client_error)?;
         Ok(())
     }
 }

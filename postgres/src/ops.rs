@@ -2,7 +2,6 @@
 
 use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Statement;
 use tollgate_checkpoint::{
     restore_updates, Blob, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord,
     HistoryPage, InterruptRecord, NewRun, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord,
@@ -17,6 +16,7 @@ use crate::rows::{
     run_from_row, sql_int, CreateArgs, Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, CREATE_RUN,
     RUN_BY_ID, SELECT_RUN,
 };
+use crate::sql::{Sql, Stmt};
 use crate::store::{client_error, PostgresStore, Refusal};
 
 /// The step a checkpoint read is at, in its statements: `$2`, or the
@@ -36,12 +36,12 @@ macro_rules! checkpoint_is_last {
 }
 
 impl PostgresStore {
-    /// A pooled connection and `sql` prepared on it (cached per connection).
+    /// A pooled connection and `sql` ready to run on it.
     pub(crate) async fn prepared(
         &self,
         sql: &str,
-    ) -> Result<(deadpool_postgres::Client, Statement), StoreError> {
-        crate::store::prepared(&self.pool, sql).await
+    ) -> Result<(deadpool_postgres::Client, Stmt), StoreError> {
+        crate::store::prepared(&self.pool, sql, self.unnamed).await
     }
 }
 
@@ -63,21 +63,22 @@ impl Store for PostgresStore {
             (Some(turn), Some(thread)) => {
                 let mut client = self.client().await?;
                 let tx = client.transaction().await.map_err(client_error)?;
-                check_turn(&tx, thread, turn).await?;
-                let statement = tx.prepare_cached(CREATE_RUN).await.map_err(client_error)?;
-                let row = tx.query_one(&statement, &values).await.map_err(refused)?;
+                check_turn(&tx, thread, turn, self.unnamed).await?;
+                let statement =
+                    tx.statement(CREATE_RUN, self.unnamed).await.map_err(client_error)?;
+                let row = tx.row(&statement, &values).await.map_err(refused)?;
                 tx.commit().await.map_err(client_error)?;
                 (client, row)
             }
             _ => {
                 let (client, statement) = self.prepared(CREATE_RUN).await?;
-                let row = client.query_one(&statement, &values).await.map_err(refused)?;
+                let row = client.row(&statement, &values).await.map_err(refused)?;
                 (client, row)
             }
         };
         self.frontiers.committed(run.id, 0, &args.frontier, run.claim.is_some());
         let changed = run.claim.is_none().then_some((run.id, RunStatus::Queued));
-        announce(&client, changed, &watched(&row, 1)).await;
+        announce(&client, self.unnamed, changed, &watched(&row, 1)).await;
         Ok(1)
     }
 
@@ -127,7 +128,7 @@ impl Store for PostgresStore {
             self.prepared("SELECT tollgate_put_task_writes($1, $2, $3, $4, $5, $6)").await?;
         let id = run.to_string();
         client
-            .execute(&statement, &[&id, &sql_int(write.epoch), &steps, &tasks, &nodes, &payloads])
+            .exec(&statement, &[&id, &sql_int(write.epoch), &steps, &tasks, &nodes, &payloads])
             .await
             .map(drop)
             .map_err(|error| Refusal { epoch: write.epoch, ..Refusal::new(run) }.map(error))
@@ -145,7 +146,7 @@ impl Store for PostgresStore {
             .await?;
         let id = run.to_string();
         let row = client
-            .query_one(
+            .row(
                 &statement,
                 &[
                     &id,
@@ -164,7 +165,7 @@ impl Store for PostgresStore {
                 let refusal = Refusal { epoch: write.epoch, step: task.step, ..Refusal::new(run) };
                 Refusal { first_seq: first_seq as u64, ..refusal }.map(error)
             })?;
-        announce(&client, None, &watched(&row, 1)).await;
+        announce(&client, self.unnamed, None, &watched(&row, 1)).await;
         Ok(())
     }
 
@@ -178,15 +179,12 @@ impl Store for PostgresStore {
         let (client, statement) = self.prepared("SELECT tollgate_claim($1, $2, $3, $4)").await?;
         let id = run.to_string();
         let row = client
-            .query_one(
-                &statement,
-                &[&id, &sql_int(expected_epoch), &owner.to_text(), &lease_until_ms],
-            )
+            .row(&statement, &[&id, &sql_int(expected_epoch), &owner.to_text(), &lease_until_ms])
             .await
             .map_err(|error| Refusal { epoch: expected_epoch, ..Refusal::new(run) }.map(error))?;
         // Also a takeover of a running run: its old leg, listening, renews
         // at once and learns that it lost the run.
-        announce(&client, Some((run, RunStatus::Running)), &[]).await;
+        announce(&client, self.unnamed, Some((run, RunStatus::Running)), &[]).await;
         Ok(column::<i64>(&row, 0)? as u64)
     }
 
@@ -194,7 +192,7 @@ impl Store for PostgresStore {
         let (client, statement) = self.prepared("SELECT tollgate_renew($1, $2, $3)").await?;
         let id = run.to_string();
         client
-            .execute(&statement, &[&id, &sql_int(epoch), &lease_until_ms])
+            .exec(&statement, &[&id, &sql_int(epoch), &lease_until_ms])
             .await
             .map(drop)
             .map_err(|error| Refusal { epoch, ..Refusal::new(run) }.map(error))
@@ -203,7 +201,7 @@ impl Store for PostgresStore {
     async fn run(&self, run: RunId) -> Result<RunRecord, StoreError> {
         let (client, statement) = self.prepared(RUN_BY_ID).await?;
         let row = client
-            .query_opt(&statement, &[&run.to_string()])
+            .row_opt(&statement, &[&run.to_string()])
             .await
             .map_err(client_error)?
             .ok_or(StoreError::RunNotFound { run })?;
@@ -221,41 +219,56 @@ impl Store for PostgresStore {
         // step after it (pending writes, interrupts) only at the last.
         let client = self.client().await?;
         let (select_run, snapshot, deltas, frontier, pending, interrupts) = tokio::try_join!(
-            client.prepare_cached(RUN_BY_ID),
-            client.prepare_cached(concat!(
-                "SELECT step, payload FROM snapshots WHERE run = $1 AND step <= ",
-                checkpoint_step!(),
-                " ORDER BY step DESC LIMIT 1"
-            )),
-            client.prepare_cached(concat!(
-                "SELECT step, tasks, nodes, updates FROM steps WHERE run = $1 AND step <= ",
-                checkpoint_step!(),
-                " AND step > (SELECT max(step) FROM snapshots WHERE run = $1 AND step <= ",
-                checkpoint_step!(),
-                ") ORDER BY step"
-            )),
-            client.prepare_cached(concat!(
-                "SELECT s.frontier, tollgate_referred(s.frontier), f.frontier FROM steps s \
+            client.statement(RUN_BY_ID, self.unnamed),
+            client.statement(
+                concat!(
+                    "SELECT step, payload FROM snapshots WHERE run = $1 AND step <= ",
+                    checkpoint_step!(),
+                    " ORDER BY step DESC LIMIT 1"
+                ),
+                self.unnamed
+            ),
+            client.statement(
+                concat!(
+                    "SELECT step, tasks, nodes, updates FROM steps WHERE run = $1 AND step <= ",
+                    checkpoint_step!(),
+                    " AND step > (SELECT max(step) FROM snapshots WHERE run = $1 AND step <= ",
+                    checkpoint_step!(),
+                    ") ORDER BY step"
+                ),
+                self.unnamed
+            ),
+            client.statement(
+                concat!(
+                    "SELECT s.frontier, tollgate_referred(s.frontier), f.frontier FROM steps s \
                  LEFT JOIN steps f ON f.run = s.run AND f.step = tollgate_referred(s.frontier) \
                  WHERE s.run = $1 AND s.step = ",
-                checkpoint_step!()
-            )),
-            client.prepare_cached(concat!(
-                "SELECT task, node, payload FROM pending_writes WHERE run = $1 AND step = ",
-                checkpoint_step!(),
-                " + 1 AND ",
-                checkpoint_is_last!(),
-                " ORDER BY task"
-            )),
-            client.prepare_cached(concat!(
-                "SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, \
+                    checkpoint_step!()
+                ),
+                self.unnamed
+            ),
+            client.statement(
+                concat!(
+                    "SELECT task, node, payload FROM pending_writes WHERE run = $1 AND step = ",
+                    checkpoint_step!(),
+                    " + 1 AND ",
+                    checkpoint_is_last!(),
+                    " ORDER BY task"
+                ),
+                self.unnamed
+            ),
+            client.statement(
+                concat!(
+                    "SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, \
                  rejection_routed, decision, raised_at_ms \
                  FROM interrupts WHERE run = $1 AND step = ",
-                checkpoint_step!(),
-                " + 1 AND ",
-                checkpoint_is_last!(),
-                " ORDER BY task, ordinal"
-            )),
+                    checkpoint_step!(),
+                    " + 1 AND ",
+                    checkpoint_is_last!(),
+                    " ORDER BY task, ordinal"
+                ),
+                self.unnamed
+            ),
         )
         .map_err(client_error)?;
         let id = run.to_string();
@@ -264,12 +277,12 @@ impl Store for PostgresStore {
         let by_id: Params<'_, 1> = [&id];
         let (_, row, snapshot, deltas, frontier, pending_rows, interrupts, _) = tokio::try_join!(
             client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
-            client.query_opt(&select_run, &by_id),
-            client.query_opt(&snapshot, &params),
-            client.query(&deltas, &params),
-            client.query_opt(&frontier, &params),
-            client.query(&pending, &params),
-            client.query(&interrupts, &params),
+            client.row_opt(&select_run, &by_id),
+            client.row_opt(&snapshot, &params),
+            client.rows(&deltas, &params),
+            client.row_opt(&frontier, &params),
+            client.rows(&pending, &params),
+            client.rows(&interrupts, &params),
             client.batch_execute("COMMIT"),
         )
         .map_err(client_error)?;
@@ -354,7 +367,7 @@ impl Store for PostgresStore {
                  WHERE r.id = $1 ORDER BY i.task, i.ordinal",
             )
             .await?;
-        let rows = client.query(&statement, &[&run.to_string()]).await.map_err(client_error)?;
+        let rows = client.rows(&statement, &[&run.to_string()]).await.map_err(client_error)?;
         if rows.is_empty() {
             return Err(StoreError::RunNotFound { run });
         }
@@ -387,7 +400,7 @@ impl Store for PostgresStore {
         let interrupts: Vec<&str> = write.answers.iter().map(|a| a.interrupt.as_str()).collect();
         let decisions: Vec<String> = write.answers.iter().map(|a| a.decision.to_string()).collect();
         let row = client
-            .query_one(
+            .row(
                 &statement,
                 &[
                     &id,
@@ -419,7 +432,7 @@ impl Store for PostgresStore {
                 .map(error)
             })?;
         let changed = (status != RunStatus::AwaitingHitl).then_some((run, status));
-        announce(&client, changed, &watched(&row, 1)).await;
+        announce(&client, self.unnamed, changed, &watched(&row, 1)).await;
         Ok(column::<i64>(&row, 0)? as u64)
     }
 
@@ -444,7 +457,7 @@ impl Store for PostgresStore {
         let (client, statement) = self.prepared(&sql).await?;
         let mut params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|value| value as _).collect();
         params.push(&limit);
-        let rows = client.query(&statement, &params).await.map_err(client_error)?;
+        let rows = client.rows(&statement, &params).await.map_err(client_error)?;
         let runs = rows
             .iter()
             .map(|row| {
@@ -469,18 +482,19 @@ impl Store for PostgresStore {
         let limit = sql_int(limit as u64);
         let client = self.client().await?;
         let (exists, statement) = tokio::try_join!(
-            client.prepare_cached("SELECT 1 FROM runs WHERE id = $1"),
-            client.prepare_cached(
+            client.statement("SELECT 1 FROM runs WHERE id = $1", self.unnamed),
+            client.statement(
                 "SELECT s.step, s.at_ms, cardinality(s.tasks), \
                         EXISTS (SELECT 1 FROM snapshots p WHERE p.run = s.run AND p.step = s.step) \
                  FROM steps s WHERE s.run = $1 AND s.step < $2 ORDER BY s.step DESC LIMIT $3",
+                self.unnamed
             ),
         )
         .map_err(client_error)?;
         let id = run.to_string();
         let (by_id, page): (Params<'_, 1>, Params<'_, 3>) = ([&id], [&id, &before, &limit]);
         let (exists, rows) =
-            tokio::try_join!(client.query_opt(&exists, &by_id), client.query(&statement, &page),)
+            tokio::try_join!(client.row_opt(&exists, &by_id), client.rows(&statement, &page),)
                 .map_err(client_error)?;
         if exists.is_none() {
             return Err(StoreError::RunNotFound { run });
@@ -508,13 +522,13 @@ impl Store for PostgresStore {
         let limit = sql_int(limit as u64);
         let client = self.client().await?;
         let (queued, lost) = tokio::try_join!(
-            client.prepare_cached(CLAIMABLE_QUEUED),
-            client.prepare_cached(CLAIMABLE_LOST),
+            client.statement(CLAIMABLE_QUEUED, self.unnamed),
+            client.statement(CLAIMABLE_LOST, self.unnamed),
         )
         .map_err(client_error)?;
         let both: Params<'_, 2> = [&limit, &now_ms];
         let (queued, lost) =
-            tokio::try_join!(client.query(&queued, &both), client.query(&lost, &both))
+            tokio::try_join!(client.rows(&queued, &both), client.rows(&lost, &both))
                 .map_err(client_error)?;
         let mut runs =
             queued.iter().chain(&lost).map(run_from_row).collect::<Result<Vec<_>, _>>()?;
@@ -576,7 +590,7 @@ impl Store for PostgresStore {
         let tx = client.transaction().await.map_err(client_error)?;
         let id = run.to_string();
         let row = tx
-            .query_opt("SELECT status FROM runs WHERE id = $1 FOR UPDATE", &[&id])
+            .row_opt_of(self.unnamed, "SELECT status FROM runs WHERE id = $1 FOR UPDATE", &[&id])
             .await
             .map_err(client_error)?
             .ok_or(StoreError::RunNotFound { run })?;
@@ -586,11 +600,13 @@ impl Store for PostgresStore {
         for table in ["steps", "snapshots", "pending_writes", "interrupts", "events", "attachments"]
         {
             // The names are this list's; the run id is a parameter.
-            tx.execute(&format!("DELETE FROM {table} WHERE run = $1"), &[&id])
+            tx.exec_of(self.unnamed, &format!("DELETE FROM {table} WHERE run = $1"), &[&id])
                 .await
                 .map_err(client_error)?;
         }
-        tx.execute("DELETE FROM runs WHERE id = $1", &[&id]).await.map_err(client_error)?;
+        tx.exec_of(self.unnamed, "DELETE FROM runs WHERE id = $1", &[&id])
+            .await
+            .map_err(client_error)?;
         tx.commit().await.map_err(client_error)
     }
 
@@ -600,7 +616,7 @@ impl Store for PostgresStore {
                 "SELECT count(*), min(updated_at_ms) FROM runs WHERE status = 'awaiting_hitl'",
             )
             .await?;
-        let row = client.query_one(&statement, &[]).await.map_err(client_error)?;
+        let row = client.row(&statement, &[]).await.map_err(client_error)?;
         Ok(Waiting { runs: column::<i64>(&row, 0)? as u64, oldest_since_ms: column(&row, 1)? })
     }
 
@@ -612,7 +628,7 @@ impl Store for PostgresStore {
             )
             .await?;
         let row = client
-            .query_opt(&statement, &[&run.to_string()])
+            .row_opt(&statement, &[&run.to_string()])
             .await
             .map_err(client_error)?
             .ok_or(StoreError::RunNotFound { run })?;
@@ -632,8 +648,8 @@ impl Store for PostgresStore {
         let rows_limit = sql_int(limit as u64);
         let client = self.client().await?;
         let (exists, statement) = tokio::try_join!(
-            client.prepare_cached("SELECT 1 FROM runs WHERE id = $1"),
-            client.prepare_cached(
+            client.statement("SELECT 1 FROM runs WHERE id = $1", self.unnamed),
+            client.statement(
                 "(SELECT first_seq, events, step, tasks, updates FROM steps \
                    WHERE run = $1 AND event_count > 0 AND first_seq + event_count - 1 > $2 \
                    ORDER BY step LIMIT $3) \
@@ -642,13 +658,14 @@ impl Store for PostgresStore {
                    FROM events \
                    WHERE run = $1 AND first_seq + count - 1 > $2 ORDER BY first_seq LIMIT $3) \
                  ORDER BY 1 LIMIT $3",
+                self.unnamed
             ),
         )
         .map_err(client_error)?;
         let id = run.to_string();
         let (by_id, page): (Params<'_, 1>, Params<'_, 3>) = ([&id], [&id, &after, &rows_limit]);
         let (exists, rows) =
-            tokio::try_join!(client.query_opt(&exists, &by_id), client.query(&statement, &page),)
+            tokio::try_join!(client.row_opt(&exists, &by_id), client.rows(&statement, &page),)
                 .map_err(client_error)?;
         if exists.is_none() {
             return Err(StoreError::RunNotFound { run });

@@ -11,6 +11,7 @@ use tollgate_checkpoint::{
 use crate::announce::{announce, watched};
 use crate::rows::column;
 use crate::rows::{CreateArgs, CREATE_RUN};
+use crate::sql::Sql;
 use crate::store::{client_error, PostgresStore, Refusal};
 
 /// Schema version 19: schedules. What their runs start from (the input's
@@ -89,7 +90,7 @@ impl PostgresStore {
             &row.runs_started,
             &row.ticks_skipped,
         ];
-        match client.execute(&statement, &params).await.map_err(client_error)? {
+        match client.exec(&statement, &params).await.map_err(client_error)? {
             1 => Ok(()),
             _ => Err(StoreError::ScheduleExists { schedule: row.id }),
         }
@@ -101,7 +102,7 @@ impl PostgresStore {
     ) -> Result<Option<ScheduleRecord>, StoreError> {
         let (client, statement) =
             self.prepared(&format!("SELECT {COLUMNS} FROM schedules WHERE id = $1")).await?;
-        let row = client.query_opt(&statement, &[&id]).await.map_err(client_error)?;
+        let row = client.row_opt(&statement, &[&id]).await.map_err(client_error)?;
         row.as_ref().map(schedule_from_row).transpose()
     }
 
@@ -116,7 +117,7 @@ impl PostgresStore {
             ))
             .await?;
         let rows = client
-            .query(&statement, &[&clamp(limit), &clamp(offset)])
+            .rows(&statement, &[&clamp(limit), &clamp(offset)])
             .await
             .map_err(client_error)?;
         rows.iter().map(schedule_from_row).collect()
@@ -134,20 +135,21 @@ impl PostgresStore {
             ))
             .await?;
         let rows =
-            client.query(&statement, &[&now_ms, &clamp(limit)]).await.map_err(client_error)?;
+            client.rows(&statement, &[&now_ms, &clamp(limit)]).await.map_err(client_error)?;
         rows.iter().map(schedule_from_row).collect()
     }
 
     pub(crate) async fn remove_schedule(&self, id: &str) -> Result<bool, StoreError> {
         let (client, statement) = self.prepared("DELETE FROM schedules WHERE id = $1").await?;
-        Ok(client.execute(&statement, &[&id]).await.map_err(client_error)? == 1)
+        Ok(client.exec(&statement, &[&id]).await.map_err(client_error)? == 1)
     }
 
     pub(crate) async fn fire(&self, fire: ScheduleFire) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(client_error)?;
         let found = tx
-            .query_opt(
+            .row_opt_of(
+                self.unnamed,
                 "SELECT next_at_ms FROM schedules WHERE id = $1 FOR UPDATE",
                 &[&fire.schedule],
             )
@@ -167,15 +169,16 @@ impl PostgresStore {
         let mut created = None;
         if let Some(run) = &fire.run {
             let args = CreateArgs::of(run);
-            let statement = tx.prepare_cached(CREATE_RUN).await.map_err(client_error)?;
+            let statement = tx.statement(CREATE_RUN, self.unnamed).await.map_err(client_error)?;
             let row = tx
-                .query_one(&statement, &args.values(run))
+                .row(&statement, &args.values(run))
                 .await
                 .map_err(|error| Refusal::new(run.id).map(error))?;
             created = Some((run.id, args, watched(&row, 1)));
         }
         let started = created.as_ref().map(|(run, _, _)| run.to_string());
-        tx.execute(
+        tx.exec_of(
+            self.unnamed,
             "UPDATE schedules SET next_at_ms = $2, last_fired_at_ms = $3, \
              ticks_skipped = ticks_skipped + $4, last_run = coalesce($5, last_run), \
              runs_started = runs_started + CASE WHEN $5::text IS NULL THEN 0 ELSE 1 END \
@@ -187,7 +190,7 @@ impl PostgresStore {
         tx.commit().await.map_err(client_error)?;
         if let Some((run, args, watched)) = created {
             self.frontiers.committed(run, 0, &args.frontier, false);
-            announce(&client, Some((run, RunStatus::Queued)), &watched).await;
+            announce(&client, self.unnamed, Some((run, RunStatus::Queued)), &watched).await;
         }
         Ok(())
     }

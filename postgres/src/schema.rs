@@ -5,6 +5,7 @@
 use tollgate_checkpoint::StoreError;
 
 use crate::migrations::MIGRATIONS;
+use crate::sql::Sql;
 use crate::store::client_error;
 
 /// The schema version this build writes.
@@ -23,9 +24,11 @@ const MIGRATION_LOCK: i32 = 0x7467;
 pub(crate) async fn migrate(
     client: &mut deadpool_postgres::Client,
     schema: Option<&str>,
+    unnamed: bool,
 ) -> Result<(), StoreError> {
     let tx = client.transaction().await.map_err(client_error)?;
-    tx.execute(
+    tx.exec_of(
+        unnamed,
         "SELECT pg_advisory_xact_lock($1, hashtext(coalesce($2, current_schema(), '')))",
         &[&MIGRATION_LOCK, &schema],
     )
@@ -33,7 +36,7 @@ pub(crate) async fn migrate(
     .map_err(client_error)?;
     if let Some(name) = schema {
         let exists = tx
-            .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&name])
+            .row_opt_of(unnamed, "SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&name])
             .await
             .map_err(client_error)?;
         if exists.is_none() {
@@ -42,7 +45,8 @@ pub(crate) async fn migrate(
         }
     }
     let marker = tx
-        .query_one(
+        .row_of(
+            unnamed,
             "SELECT to_regclass(quote_ident(current_schema()) || '.tollgate_schema') IS NOT NULL",
             &[],
         )
@@ -50,7 +54,7 @@ pub(crate) async fn migrate(
         .map_err(client_error)?;
     let found = if marker.get::<_, bool>(0) {
         let row = tx
-            .query_one("SELECT version, application FROM tollgate_schema", &[])
+            .row_of(unnamed, "SELECT version, application FROM tollgate_schema", &[])
             .await
             .map_err(client_error)?;
         let (version, application): (i32, String) = (row.get(0), row.get(1));
@@ -60,7 +64,8 @@ pub(crate) async fn migrate(
         version
     } else {
         let tables = tx
-            .query(
+            .rows_of(
+                unnamed,
                 "SELECT table_name::text FROM information_schema.tables \
                  WHERE table_schema = current_schema() ORDER BY table_name LIMIT 5",
                 &[],
@@ -97,7 +102,8 @@ pub(crate) async fn migrate(
     for migration in &MIGRATIONS[found as usize..] {
         tx.batch_execute(migration).await.map_err(client_error)?;
     }
-    tx.execute(
+    tx.exec_of(
+        unnamed,
         "INSERT INTO tollgate_schema (singleton, version, application) VALUES (true, $1, $2)
          ON CONFLICT (singleton) DO UPDATE SET version = EXCLUDED.version",
         &[&SCHEMA_VERSION, &APPLICATION],

@@ -13,6 +13,7 @@ use tollgate_checkpoint::{RunId, RunStatus, StoreError};
 use crate::commit::Commits;
 use crate::frontiers::Frontiers;
 use crate::schema;
+use crate::sql::{Pooling, Sql, Stmt};
 use crate::tls;
 
 /// Settings of a [`PostgresStore`].
@@ -21,6 +22,8 @@ use crate::tls;
 pub struct PostgresOptions {
     /// Most connections the store keeps open (default 16). Each concurrent
     /// store call holds one for its duration (one round trip for a write).
+    /// The URL's `pool_size=N`, or `TOLLGATE_PG_POOL_SIZE`, overrides it
+    /// (for the CLI's processes).
     pub pool_size: usize,
     /// A schema of tollgate's own inside a shared database: created when
     /// missing and set as every pooled connection's `search_path`. `None`
@@ -33,6 +36,10 @@ pub struct PostgresOptions {
     pub connect_timeout: Duration,
     /// How long a call waits for a free connection (default 30 s).
     pub wait_timeout: Duration,
+    /// Whether a pooler in transaction mode sits in between (default
+    /// [`Pooling::Session`]); the URL's `pool_mode=transaction`, or
+    /// `TOLLGATE_PG_POOL_MODE`, says so too.
+    pub pooling: Pooling,
 }
 
 impl Default for PostgresOptions {
@@ -42,6 +49,7 @@ impl Default for PostgresOptions {
             schema: None,
             connect_timeout: Duration::from_secs(10),
             wait_timeout: Duration::from_secs(30),
+            pooling: Pooling::Session,
         }
     }
 }
@@ -50,6 +58,12 @@ impl PostgresOptions {
     /// These options with tollgate's tables in `schema`.
     pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
         self.schema = Some(schema.into());
+        self
+    }
+
+    /// These options with `pooling`.
+    pub fn with_pooling(mut self, pooling: Pooling) -> Self {
+        self.pooling = pooling;
         self
     }
 
@@ -85,6 +99,8 @@ pub struct PostgresStore {
     pub(crate) commits: Arc<Commits>,
     /// Long-term memory's vectors, for searches with a query (`items.rs`).
     pub(crate) vectors: Arc<tollgate_checkpoint::VectorCache>,
+    /// Through a transaction pooler: statements unnamed, no `LISTEN`.
+    pub(crate) unnamed: bool,
 }
 
 /// `name` when it is a plain identifier (it is put into SQL text).
@@ -100,6 +116,21 @@ fn checked_schema(name: Option<&str>) -> Result<Option<&str>, StoreError> {
         Err(StoreError::InvalidSettings { source: InvalidSchema(name.to_owned()).into() })
     }
 }
+
+/// A `pool_size` that is not a number from 1 to 10,000.
+#[derive(Debug, thiserror::Error)]
+#[error("pool_size=`{0}` is not a number of connections from 1 to 10000")]
+struct InvalidPoolSize(String);
+
+/// A `pool_mode` that is neither `session` nor `transaction`.
+#[derive(Debug, thiserror::Error)]
+#[error("pool_mode=`{0}` is not a pooling mode (session or transaction)")]
+struct UnknownPoolMode(String);
+
+/// A schema asked for through a transaction pooler.
+#[derive(Debug, thiserror::Error)]
+#[error("a schema of tollgate's own needs a session (its search_path is set per connection), which a transaction pooler does not keep: set the role's search_path instead (ALTER ROLE … SET search_path = …), or give tollgate a database of its own")]
+struct SchemaNeedsSession;
 
 /// A schema name that is not a plain identifier.
 #[derive(Debug, thiserror::Error)]
@@ -140,9 +171,28 @@ impl PostgresStore {
     /// application ([`StoreError::ForeignDatabase`]). An unreachable server
     /// or a refused login is [`StoreError::Unavailable`]; a malformed URL
     /// [`StoreError::InvalidSettings`].
-    pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
+    pub async fn connect_with(url: &str, mut options: PostgresOptions) -> Result<Self, StoreError> {
         let schema = checked_schema(options.schema.as_deref())?;
-        let (rest, tls_settings) = tls::split(url, |name| std::env::var(name).ok())?;
+        let (rest, tls_settings, pool_keys) = tls::split(url, |name| std::env::var(name).ok())?;
+        if let Some(text) = pool_keys.size.as_deref() {
+            options.pool_size = match text.parse::<usize>() {
+                Ok(size @ 1..=10_000) => size,
+                _ => {
+                    let source = InvalidPoolSize(text.to_owned()).into();
+                    return Err(StoreError::InvalidSettings { source });
+                }
+            };
+        }
+        let pooling = match pool_keys.mode.as_deref() {
+            None => options.pooling,
+            Some(text) => Pooling::parse(text).ok_or_else(|| StoreError::InvalidSettings {
+                source: UnknownPoolMode(text.to_owned()).into(),
+            })?,
+        };
+        let unnamed = pooling == Pooling::Transaction;
+        if unnamed && schema.is_some() {
+            return Err(StoreError::InvalidSettings { source: Box::new(SchemaNeedsSession) });
+        }
         let mut config: tokio_postgres::Config = rest
             .parse()
             .map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?;
@@ -180,11 +230,12 @@ impl PostgresStore {
             .map_err(|error| StoreError::InvalidSettings { source: Box::new(error) })?;
         let frontiers = Arc::<Frontiers>::default();
         let flights = Commits::flights(options.pool_size.max(1));
-        let commits = Arc::new(Commits::start(pool.clone(), Arc::clone(&frontiers), flights));
+        let commits =
+            Arc::new(Commits::start(pool.clone(), Arc::clone(&frontiers), flights, unnamed));
         let vectors = Arc::default();
-        let store = PostgresStore { pool, config, tls, frontiers, commits, vectors };
+        let store = PostgresStore { pool, config, tls, frontiers, commits, vectors, unnamed };
         let mut client = store.client().await?;
-        schema::migrate(&mut client, schema).await?;
+        schema::migrate(&mut client, schema, unnamed).await?;
         Ok(store)
     }
 
@@ -194,13 +245,15 @@ impl PostgresStore {
     }
 }
 
-/// A connection of `pool` and `sql` prepared on it (cached per connection).
+/// A connection of `pool` and `sql` ready to run on it (prepared and
+/// cached per connection, or, `unnamed`, its parameter types).
 pub(crate) async fn prepared(
     pool: &Pool,
     sql: &str,
-) -> Result<(deadpool_postgres::Client, tokio_postgres::Statement), StoreError> {
+    unnamed: bool,
+) -> Result<(deadpool_postgres::Client, Stmt), StoreError> {
     let client = pool.get().await.map_err(|error| pool_error(pool, error))?;
-    let statement = client.prepare_cached(sql).await.map_err(client_error)?;
+    let statement = client.statement(sql, unnamed).await.map_err(client_error)?;
     Ok((client, statement))
 }
 

@@ -6,6 +6,7 @@ use tokio_postgres::Row;
 use tollgate_checkpoint::{StoreError, ThreadRecord};
 
 use crate::rows::{column, damaged};
+use crate::sql::Sql;
 use crate::store::{client_error, PostgresStore};
 
 const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata";
@@ -41,7 +42,7 @@ impl PostgresStore {
         let (client, statement) = self.prepared(&sql).await?;
         let params: [&(dyn ToSql + Sync); 4] =
             [&record.id, &record.created_at_ms, &record.updated_at_ms, &metadata];
-        let row = client.query_one(&statement, &params).await.map_err(client_error)?;
+        let row = client.row(&statement, &params).await.map_err(client_error)?;
         Ok((thread_from_row(&row)?, column(&row, 4)?))
     }
 
@@ -51,7 +52,7 @@ impl PostgresStore {
     ) -> Result<Option<ThreadRecord>, StoreError> {
         let (client, statement) =
             self.prepared(&format!("SELECT {COLUMNS} FROM threads WHERE id = $1")).await?;
-        let row = client.query_opt(&statement, &[&thread]).await.map_err(client_error)?;
+        let row = client.row_opt(&statement, &[&thread]).await.map_err(client_error)?;
         row.as_ref().map(thread_from_row).transpose()
     }
 
@@ -69,7 +70,7 @@ impl PostgresStore {
             ))
             .await?;
         let params: [&(dyn ToSql + Sync); 3] = [&thread, &text, &at_ms];
-        match client.query_opt(&statement, &params).await.map_err(client_error)? {
+        match client.row_opt(&statement, &params).await.map_err(client_error)? {
             Some(row) => thread_from_row(&row),
             None => Err(StoreError::ThreadNotFound { thread: thread.to_owned() }),
         }
@@ -88,12 +89,12 @@ impl PostgresStore {
                  LIMIT $1 OFFSET $2"
             ))
             .await?;
-        let rows = client.query(&statement, &[&limit, &offset]).await.map_err(client_error)?;
+        let rows = client.rows(&statement, &[&limit, &offset]).await.map_err(client_error)?;
         rows.iter().map(thread_from_row).collect()
     }
 
     pub(crate) async fn remove_thread(&self, thread: &str) -> Result<bool, StoreError> {
         let (client, statement) = self.prepared("DELETE FROM threads WHERE id = $1").await?;
-        Ok(client.execute(&statement, &[&thread]).await.map_err(client_error)? == 1)
+        Ok(client.exec(&statement, &[&thread]).await.map_err(client_error)? == 1)
     }
 }

@@ -77,6 +77,17 @@ pub(crate) struct TlsSettings {
     pub(crate) key: Option<PathBuf>,
 }
 
+/// tollgate's own keys of a URL, about its pool (not libpq's: taken off
+/// with the TLS ones, as tokio-postgres would refuse them), or of the
+/// environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PoolKeys {
+    /// `pool_mode` (`TOLLGATE_PG_POOL_MODE`).
+    pub(crate) mode: Option<String>,
+    /// `pool_size` (`TOLLGATE_PG_POOL_SIZE`).
+    pub(crate) size: Option<String>,
+}
+
 /// A TLS parameter or file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 enum TlsError {
@@ -107,16 +118,17 @@ fn invalid(error: TlsError) -> StoreError {
 }
 
 /// The libpq TLS parameters this module takes off a connection string.
-const OURS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
+const OURS: [&str; 6] = ["sslmode", "sslrootcert", "sslcert", "sslkey", "pool_mode", "pool_size"];
 
-/// `url` without its TLS parameters, and those parameters (with the
-/// environment's `PGSSL*` for those it does not set). Both the URL form
+/// `url` without its TLS parameters and tollgate's pool keys, and those
+/// (with the environment's `PGSSL*` and `TOLLGATE_PG_POOL_*` for those it
+/// does not set). Both the URL form
 /// (`postgres://…?sslmode=verify-full&sslrootcert=/path`, values
 /// percent-encoded) and the `key=value` form are read.
 pub(crate) fn split(
     url: &str,
     env: impl Fn(&str) -> Option<String>,
-) -> Result<(String, TlsSettings), StoreError> {
+) -> Result<(String, TlsSettings, PoolKeys), StoreError> {
     let mut found: Vec<(String, String)> = Vec::new();
     let rest = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         match url.split_once('?') {
@@ -164,7 +176,11 @@ pub(crate) fn split(
         cert: given("sslcert", "PGSSLCERT").filter(|text| !text.is_empty()).map(PathBuf::from),
         key: given("sslkey", "PGSSLKEY").filter(|text| !text.is_empty()).map(PathBuf::from),
     };
-    Ok((rest, settings))
+    let pool = PoolKeys {
+        mode: given("pool_mode", "TOLLGATE_PG_POOL_MODE"),
+        size: given("pool_size", "TOLLGATE_PG_POOL_SIZE"),
+    };
+    Ok((rest, settings, pool))
 }
 
 /// What tokio-postgres asks the server for, and the connector that checks
@@ -389,7 +405,7 @@ mod tests {
 
     #[test]
     fn libpq_parameters_come_off_the_url_and_the_rest_stays() {
-        let (rest, tls) = split(
+        let (rest, tls, _) = split(
             "postgres://u:p@h1:5432,h2:5433/db?sslmode=verify-full&target_session_attrs=read-write&sslrootcert=%2Ftmp%2Fca%20x.pem",
             none,
         )
@@ -397,9 +413,9 @@ mod tests {
         assert_eq!(rest, "postgres://u:p@h1:5432,h2:5433/db?target_session_attrs=read-write");
         assert_eq!(tls.mode, SslMode::VerifyFull);
         assert_eq!(tls.rootcert.as_deref(), Some("/tmp/ca x.pem"));
-        let (rest, tls) = split("postgres://u@h/db?sslmode=disable", none).unwrap();
+        let (rest, tls, _) = split("postgres://u@h/db?sslmode=disable", none).unwrap();
         assert_eq!((rest.as_str(), tls.mode), ("postgres://u@h/db", SslMode::Disable));
-        let (rest, tls) =
+        let (rest, tls, _) =
             split("host=h user=u sslmode=require sslcert=/c sslkey=/k", none).unwrap();
         assert_eq!(rest, "host=h user=u");
         assert_eq!(
@@ -409,17 +425,31 @@ mod tests {
     }
 
     #[test]
+    fn pool_keys_come_off_the_url_or_from_the_environment() {
+        let (rest, _, pool) =
+            split("postgres://u@h/db?pool_mode=transaction&application_name=x&pool_size=4", none)
+                .unwrap();
+        assert_eq!(rest, "postgres://u@h/db?application_name=x");
+        assert_eq!(pool.mode.as_deref(), Some("transaction"));
+        assert_eq!(pool.size.as_deref(), Some("4"));
+        let env = |name: &str| (name == "TOLLGATE_PG_POOL_SIZE").then(|| "9".to_owned());
+        let (rest, _, pool) = split("host=h pool_mode=session", env).unwrap();
+        assert_eq!(rest, "host=h");
+        assert_eq!((pool.mode.as_deref(), pool.size.as_deref()), (Some("session"), Some("9")));
+    }
+
+    #[test]
     fn prefer_is_the_default_and_the_environment_fills_in() {
-        let (_, tls) = split("postgres://u@h/db", none).unwrap();
+        let (_, tls, _) = split("postgres://u@h/db", none).unwrap();
         assert_eq!((tls.mode, tls.rootcert), (SslMode::Prefer, None));
         let env = |name: &str| match name {
             "PGSSLMODE" => Some("verify-ca".to_owned()),
             "PGSSLROOTCERT" => Some("/etc/ca.pem".to_owned()),
             _ => None,
         };
-        let (_, tls) = split("postgres://u@h/db", env).unwrap();
+        let (_, tls, _) = split("postgres://u@h/db", env).unwrap();
         assert_eq!((tls.mode, tls.rootcert.as_deref()), (SslMode::VerifyCa, Some("/etc/ca.pem")));
-        let (_, tls) = split("postgres://u@h/db?sslmode=disable", env).unwrap();
+        let (_, tls, _) = split("postgres://u@h/db?sslmode=disable", env).unwrap();
         assert_eq!(tls.mode, SslMode::Disable, "the URL wins");
     }
 
@@ -427,7 +457,7 @@ mod tests {
     fn bad_modes_and_files_are_named() {
         let error = split("postgres://u@h/db?sslmode=verify", none).unwrap_err();
         assert!(error.to_string().contains("sslmode `verify` is not one of"), "{error}");
-        let (_, tls) =
+        let (_, tls, _) =
             split("postgres://u@h/db?sslmode=verify-ca&sslrootcert=/nonexistent/ca.pem", none)
                 .unwrap();
         let error = connector(&tls).err().unwrap();
@@ -435,11 +465,11 @@ mod tests {
             error.to_string().contains("sslrootcert `/nonexistent/ca.pem` cannot be read"),
             "{error}"
         );
-        let (_, tls) = split("postgres://u@h/db?sslcert=/c.pem", none).unwrap();
+        let (_, tls, _) = split("postgres://u@h/db?sslcert=/c.pem", none).unwrap();
         let error = connector(&tls).err().unwrap();
         assert!(error.to_string().contains("sslcert and sslkey go together"), "{error}");
         // Modes that check nothing need no files.
-        let (_, tls) = split("postgres://u@h/db?sslmode=require", none).unwrap();
+        let (_, tls, _) = split("postgres://u@h/db?sslmode=require", none).unwrap();
         assert!(connector(&tls).is_ok());
     }
 }

@@ -73,3 +73,45 @@ fn a_call_that_finds_every_connection_busy_fails_typed_after_the_wait() {
         raw.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).await.unwrap();
     });
 }
+
+/// `pool_mode` and `pool_size` are checked before anything connects: an
+/// unknown mode, a size out of range, and a
+/// schema of tollgate's own through a transaction pooler (its
+/// `search_path` is session state such a pooler does not keep), are
+/// `InvalidSettings` saying what to do instead.
+#[test]
+fn pool_keys_are_checked_before_connecting() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let url = "postgres://u:p@127.0.0.1:1/db?sslmode=disable";
+        let unknown = PostgresStore::connect(&format!("{url}&pool_mode=statement")).await;
+        let Err(StoreError::InvalidSettings { source }) = unknown else {
+            panic!("an unknown pool_mode is invalid: {unknown:?}")
+        };
+        assert!(source.to_string().contains("session or transaction"), "{source}");
+        for size in ["0", "many", "20000"] {
+            let refused = PostgresStore::connect(&format!("{url}&pool_size={size}")).await;
+            let Err(StoreError::InvalidSettings { source }) = refused else {
+                panic!("pool_size={size} is invalid: {refused:?}")
+            };
+            assert!(source.to_string().contains("from 1 to 10000"), "{source}");
+        }
+        let options = PostgresOptions::default().with_schema("mine");
+        let schema =
+            PostgresStore::connect_with(&format!("{url}&pool_mode=transaction"), options).await;
+        let Err(StoreError::InvalidSettings { source }) = schema else {
+            panic!("a schema through a transaction pooler is invalid: {schema:?}")
+        };
+        assert!(source.to_string().contains("ALTER ROLE"), "{source}");
+        // The same through the option, with no URL key.
+        let options = PostgresOptions::default()
+            .with_schema("mine")
+            .with_pooling(tollgate_postgres::Pooling::Transaction);
+        let schema = PostgresStore::connect_with(url, options).await;
+        assert!(matches!(schema, Err(StoreError::InvalidSettings { .. })), "{schema:?}");
+        // Without a schema, the mode is taken and the (absent) server is
+        // what fails.
+        let plain = PostgresStore::connect(&format!("{url}&pool_mode=transaction")).await;
+        assert!(matches!(plain, Err(StoreError::Unavailable { .. })), "{plain:?}");
+    });
+}
