@@ -116,7 +116,9 @@ impl PostgresStore {
     }
 
     /// `LISTEN`s with `statement` on a connection of its own, handing each
-    /// notification to `listener`, until no one listens.
+    /// notification to `listener`, until no one listens; reconnects after
+    /// a jittered back-off (100 ms doubling to 5 s, each wait between
+    /// half and all of it).
     ///
     /// Through a transaction pooler, where a `LISTEN` would hold on a
     /// server connection that goes back to the pool after it (and its
@@ -180,7 +182,13 @@ impl PostgresStore {
                         tracing::warn!(error = %crate::store::Chain::of(&error), ?backoff, statement, "notifications: cannot connect");
                     }
                 }
-                tokio::time::sleep(backoff).await;
+                // Jittered (half to all of it), so that many processes
+                // that lost the database together reconnect apart.
+                let draw = std::hash::BuildHasher::hash_one(
+                    &std::collections::hash_map::RandomState::new(),
+                    0u8,
+                );
+                tokio::time::sleep(backoff.mul_f64(0.5 + (draw % 1_000) as f64 / 2_000.0)).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
         });

@@ -343,7 +343,9 @@ impl Worker {
             if stopping && legs.is_empty() {
                 return report;
             }
-            let idle = if backoff.is_zero() { self.poll } else { backoff };
+            // Jittered, so that a fleet that lost the database together
+            // does not come back in step.
+            let idle = if backoff.is_zero() { self.poll } else { jittered(backoff) };
             look = true;
             tokio::select! {
                 () = &mut shutdown, if !stopping => {
@@ -504,5 +506,26 @@ impl WorkerReport {
                 tracing::warn!(%run, %error, "worker: leg failed");
             }
         }
+    }
+}
+
+/// `delay` scaled by a random factor between one half and one: the
+/// process's hasher keys are random, and each `RandomState` draws new ones.
+pub(crate) fn jittered(delay: Duration) -> Duration {
+    use std::hash::BuildHasher;
+    let draw = std::collections::hash_map::RandomState::new().hash_one(0u8);
+    delay.mul_f64(0.5 + (draw % 1_000) as f64 / 2_000.0)
+}
+
+#[cfg(test)]
+mod jitter_tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_between_half_and_all_and_varies() {
+        let delay = Duration::from_millis(800);
+        let drawn: Vec<Duration> = (0..64).map(|_| jittered(delay)).collect();
+        assert!(drawn.iter().all(|d| *d >= delay / 2 && *d <= delay), "{drawn:?}");
+        assert!(drawn.iter().any(|d| *d != drawn[0]), "not all the same: {drawn:?}");
     }
 }
