@@ -97,8 +97,11 @@ fn inbox_on(browser: &Browser, fx: &Fixture) {
         eprintln!("inbox showed the paused run {} ms after it paused", seen.as_millis());
         assert!(seen < Duration::from_secs(1), "took {seen:?}");
         let text = row.text().await.unwrap();
-        assert!(text.contains("refunds") && text.contains("tool approval: issue_refund"), "{text}");
-        assert!(text.contains("awaiting hitl"), "{text}");
+        assert!(text.contains("refunds") && text.contains("wants to call issue_refund with id = 7"), "{text}");
+        assert!(text.contains("Needs decision"), "{text}");
+        // What the run was asked: the user's message, read from its state.
+        let preview = format!("[data-preview=\"{run}\"]");
+        text_where(&page, &preview, |text| text == "Refund order 7").await;
         // Filtering by another graph hides it; by its own shows it.
         element(&page, "#filter-graph").await.send_keys("other").await.unwrap();
         click(&page, ".filters button[type=submit]").await;
@@ -122,6 +125,17 @@ fn approving_from_the_page_completes_the_run_and_the_timeline_shows_it() {
     runtime().block_on(async {
         let page = browser.session().await;
         open_run(&page, &server, &run).await;
+        // What is decided, in words: the call, its arguments as a table,
+        // the raw JSON folded away; the conversation so far.
+        let ask = text_where(&page, "[data-interrupt] .ask", |text| !text.is_empty()).await;
+        assert!(ask.ends_with("wants to call issue_refund with id = 7"), "{ask}");
+        let args = element(&page, "[data-interrupt] table.args").await.text().await.unwrap();
+        assert!(args.contains("id") && args.contains('7'), "{args}");
+        assert!(!element(&page, "[data-interrupt] details.raw pre").await.is_displayed().await.unwrap());
+        let said = text_where(&page, "#transcript", |text| text.contains("Refund order 7")).await;
+        assert!(said.contains("lookup_order"), "the tool call is in the transcript: {said}");
+        // Signed in: the sign-out button shows.
+        assert!(element(&page, "#sign-out").await.is_displayed().await.unwrap());
         // The graph drawing shows the tools node waiting.
         element(&page, "g.node[data-node=\"refunds.tools\"][data-state=\"waiting\"]").await;
         text_where(&page, "#timeline", |text| text.contains("Tool lookup_order")).await;
@@ -133,9 +147,9 @@ fn approving_from_the_page_completes_the_run_and_the_timeline_shows_it() {
         let focused = page.active_element().await.unwrap();
         assert_eq!(focused.attr("data-send").await.unwrap().as_deref(), Some("approve"));
         send.send_keys("\u{E007}").await.unwrap();
-        text_where(&page, "#run-status", |text| text == "completed").await;
+        text_where(&page, "#run-status", |text| text == "Done").await;
         text_where(&page, "#timeline", |text| {
-            text.contains("Leg ended: completed") && text.contains("Result: {\"refunded\":true}")
+            text.contains("Leg ended: done") && text.contains("Result: {\"refunded\":true}")
         })
         .await;
         // The command tool's output line and the final answer.
@@ -184,7 +198,7 @@ fn a_pause_inside_a_nested_blueprint_is_shown_on_its_node_and_approved_from_the_
         text_where(&page, "#timeline", |text| text.contains("review:2.0/checker")).await;
         click(&page, "button[data-kind=approve]").await;
         click(&page, "button[data-send=approve]").await;
-        text_where(&page, "#run-status", |text| text == "completed").await;
+        text_where(&page, "#run-status", |text| text == "Done").await;
         element(&page, "g.node[data-node=\"review\"][data-state=\"done\"]").await;
         element(&page, "g.node[data-node=\"summary\"][data-state=\"done\"]").await;
         text_where(&page, "#final-answer", |text| text.contains("on its way")).await;
@@ -240,7 +254,7 @@ fn an_edit_that_breaks_the_schema_shows_an_inline_error_and_changes_nothing() {
         editor.clear().await.unwrap();
         editor.send_keys(r#"{"id": 8}"#).await.unwrap();
         click(&page, "button[data-send=edit]").await;
-        text_where(&page, "#run-status", |text| text == "completed").await;
+        text_where(&page, "#run-status", |text| text == "Done").await;
         text_where(&page, "#timeline", |text| text.contains("edited to {\"id\":8}")).await;
         page.close().await.unwrap();
     });
@@ -273,7 +287,7 @@ fn a_reject_ends_or_answers_the_run_as_its_graph_says() {
         let summary_answered = status_becomes(&server, &answered, "completed").await;
         assert_eq!(summary_answered["status"], "completed");
         // Ends the run: rejected, with the reason; the page says so.
-        text_where(&page, "#run-status", |text| text == "rejected").await;
+        text_where(&page, "#run-status", |text| text == "Rejected").await;
         text_where(&page, "#run-error", |text| text.contains("fraud")).await;
         assert_eq!(summary(&server, &ended).await["status"], "rejected");
         page.goto(&server.url(&format!("/#/run/{answered}"))).await.unwrap();
@@ -339,6 +353,8 @@ fn without_the_token_the_page_asks_for_it_and_shows_no_data() {
             let main = element(&page, "#main").await.text().await.unwrap();
             assert!(!main.contains(&run) && !main.contains("refunds"), "{address}: {main}");
             assert!(!has(&page, "#runs, #facts, #timeline").await, "{address}");
+            let sign_out = element(&page, "#sign-out").await;
+            assert!(!sign_out.is_displayed().await.unwrap(), "{address}: no sign-out before signing in");
         }
         // A wrong token is refused, and still nothing shows.
         page.goto(&server.url("/")).await.unwrap();
@@ -360,6 +376,7 @@ fn without_the_token_the_page_asks_for_it_and_shows_no_data() {
         assert_eq!(stored, json!(0));
         click(&page, "#sign-out").await;
         element(&page, "#sign-in").await;
+        assert!(!element(&page, "#sign-out").await.is_displayed().await.unwrap());
         page.close().await.unwrap();
     });
 }
@@ -381,6 +398,8 @@ fn the_run_page_fits_a_phone_screen() {
                 .await
                 .unwrap();
             assert_eq!(fits, json!(true), "{address} scrolls sideways on a phone");
+            let name = if address == "/" { "review-inbox-phone" } else { "review-run-phone" };
+            screenshot(&page, name).await;
         }
         page.close().await.unwrap();
     });
@@ -413,7 +432,7 @@ fn a_running_run_streams_into_the_page_and_can_be_cancelled_and_continued() {
         assert!(!seen.contains("Result:"), "the tool had finished already: {seen}");
         element(&page, "g.node[data-node=\"tick.tools\"][data-state=\"running\"]").await;
         click(&page, "#cancel").await;
-        text_where(&page, "#run-status", |text| text == "interrupted").await;
+        text_where(&page, "#run-status", |text| text == "Stopped").await;
         assert_eq!(summary(&server, &run).await["status"], "interrupted");
         // The cancelled leg's end takes the number of the first event the
         // page saw live of the step that never committed: the server takes
@@ -422,7 +441,7 @@ fn a_running_run_streams_into_the_page_and_can_be_cancelled_and_continued() {
         // Continue runs the step again, to the end.
         std::fs::write(&release, "").unwrap();
         click(&page, "#continue").await;
-        text_where(&page, "#run-status", |text| text == "completed").await;
+        text_where(&page, "#run-status", |text| text == "Done").await;
         // The streamed reply sits in its model call's entry (the status
         // comes from a summary read, which may see the end before the
         // run's events are drawn).

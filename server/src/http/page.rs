@@ -28,6 +28,7 @@ const ASSETS: &[Asset] = &[
     Asset { name: "history.js", kind: JS, body: include_str!("page/history.js") },
     Asset { name: "list.js", kind: JS, body: include_str!("page/list.js") },
     Asset { name: "run.js", kind: JS, body: include_str!("page/run.js") },
+    Asset { name: "words.js", kind: JS, body: include_str!("page/words.js") },
 ];
 
 const JS: &str = "text/javascript; charset=utf-8";

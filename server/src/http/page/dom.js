@@ -43,9 +43,24 @@ export function age(iso, now = Date.now()) {
   return `${Math.floor(seconds / 86400)} d`;
 }
 
-/** A status as a badge. */
+const STATUS_WORDS = {
+  awaiting_hitl: 'Needs decision',
+  queued: 'Queued',
+  running: 'Running',
+  completed: 'Done',
+  failed: 'Failed',
+  rejected: 'Rejected',
+  interrupted: 'Stopped',
+};
+
+/** A status in plain words. */
+export function statusWord(status) {
+  return STATUS_WORDS[status] ?? String(status).replace('_', ' ');
+}
+
+/** A status as a badge in plain words; the API's value in `data-status`. */
 export function badge(status) {
-  return h('span', { class: `badge status-${status}` }, status.replace('_', ' '));
+  return h('span', { class: `badge status-${status}`, 'data-status': status, title: `status: ${status}` }, statusWord(status));
 }
 
 /** The local time of an RFC 3339 instant, to the second. */

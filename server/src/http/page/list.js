@@ -2,7 +2,8 @@
 // first, paged, filtered, refreshed live when runs change status.
 
 import { api, socket } from './api.js';
-import { age, badge, clock, h } from './dom.js';
+import { age, badge, clock, h, statusWord } from './dom.js';
+import { preview, sayInterrupt } from './words.js';
 
 const STATUSES = ['awaiting_hitl', 'running', 'queued', 'completed', 'failed', 'rejected', 'interrupted'];
 const PAGE = 25;
@@ -48,7 +49,7 @@ export async function listing(main, params, { inbox, fail }) {
   h('div', {}, h('label', { for: 'filter-status' }, 'Status'),
     h('select', { id: 'filter-status', name: 'status' },
       h('option', { value: '', selected: filter.status === '' }, 'any'),
-      STATUSES.map((status) => h('option', { value: status, selected: filter.status === status }, status.replace('_', ' '))))),
+      STATUSES.map((status) => h('option', { value: status, selected: filter.status === status }, statusWord(status))))),
   h('div', {}, h('label', { for: 'filter-graph' }, 'Graph'),
     h('input', { id: 'filter-graph', name: 'graph', value: filter.graph, autocomplete: 'off' })),
   h('div', {}, h('label', { for: 'filter-thread' }, 'Thread'),
@@ -71,6 +72,20 @@ export async function listing(main, params, { inbox, fail }) {
     pager,
   );
 
+  // What each run was asked, read once per run from its state.
+  const asks = new Map();
+  function fillPreviews(runs) {
+    for (const run of runs) {
+      if (asks.has(run.id)) continue;
+      asks.set(run.id, '');
+      api(`/runs/${encodeURIComponent(run.id)}/state`).then((state) => {
+        const text = preview(state.values);
+        asks.set(run.id, text);
+        for (const cell of body.querySelectorAll(`[data-preview="${run.id}"]`)) cell.textContent = text;
+      }).catch(() => asks.delete(run.id));
+    }
+  }
+
   async function load() {
     const query = new URLSearchParams({ limit: String(PAGE) });
     for (const [key, value] of Object.entries(filter)) if (value) query.set(key, value);
@@ -83,16 +98,22 @@ export async function listing(main, params, { inbox, fail }) {
     const rows = page.runs.map((run) => {
       const waits = run.interrupts ?? [];
       const since = waits.length ? waits.map((i) => i.raised_at).sort()[0] : null;
+      const asked = h('span', { class: 'preview', 'data-preview': run.id }, asks.get(run.id) ?? '');
       return h('tr', { 'data-run': run.id, 'data-status': run.status },
-        h('td', {}, h('a', { href: `#/run/${run.id}`, class: 'mono' }, run.id)),
+        h('td', { class: 'run-cell' },
+          h('a', { href: `#/run/${run.id}`, class: 'mono run-id', title: run.id }, shortId(run.id)),
+          h('button', { type: 'button', class: 'copy', title: 'Copy the run id', 'aria-label': `Copy run id ${run.id}`,
+            onclick: () => navigator.clipboard?.writeText(run.id) }, 'Copy'),
+          h('br'), asked),
         h('td', {}, run.graph, run.thread ? h('span', { class: 'muted' }, ` · ${run.thread}`) : null),
         h('td', {}, badge(run.status), run.wakes_at ? h('span', { class: 'muted wakes' }, ` · wakes ${clock(run.wakes_at)}`) : null),
         h('td', {}, waits.length
-          ? [waits.map((i) => describe(i)).join(', '), ' · ', h('time', { datetime: since, 'data-age': since }, age(since))]
+          ? [waits.map((i) => sayInterrupt(i)).join('; '), ' · ', h('time', { datetime: since, 'data-age': since }, age(since))]
           : h('span', { class: 'muted' }, '—')),
         h('td', {}, h('time', { datetime: run.updated_at, title: clock(run.updated_at) }, clock(run.updated_at))));
     });
     body.replaceChildren(...rows);
+    fillPreviews(page.runs);
     const damaged = page.damaged?.length ? ` ${page.damaged.length} stored run(s) on this page do not read.` : '';
     note.textContent = rows.length === 0
       ? (inbox && filter.status === 'awaiting_hitl' ? 'Nothing is waiting for a decision.' : 'No runs match.') + damaged
@@ -134,8 +155,7 @@ export async function listing(main, params, { inbox, fail }) {
   };
 }
 
-/** What an interrupt asks, in a few words. */
-function describe(interrupt) {
-  const tool = interrupt.payload?.tool;
-  return tool ? `${interrupt.kind.replace('_', ' ')}: ${tool}` : interrupt.kind.replace('_', ' ');
+/** A run id short enough for a narrow screen (its end, which varies). */
+function shortId(id) {
+  return id.length > 10 ? `…${id.slice(-8)}` : id;
 }

@@ -2,9 +2,10 @@
 // graph with each node's state, and its live timeline of events.
 
 import { api, ApiError, socket, Unauthorized } from './api.js';
-import { badge, clock, h, pretty } from './dom.js';
+import { badge, clock, h, pretty, statusWord } from './dom.js';
 import { formable, jsonEditor, schemaForm } from './form.js';
 import { drawGraph, nodeStates } from './graph.js';
+import { interruptDetails, sayInterrupt, transcript } from './words.js';
 
 const REVIEWER = 'tollgate.reviewer';
 const FINAL = new Set(['completed', 'failed', 'rejected', 'interrupted']);
@@ -40,6 +41,8 @@ export async function runPage(main, id, { fail }) {
       h('input', { id: 'reviewer', name: 'reviewer', autocomplete: 'name', value: localStorage.getItem(REVIEWER) ?? '',
         onchange: (event) => localStorage.setItem(REVIEWER, event.target.value.trim()) })),
     decisionsList);
+  const asked = h('div', { id: 'asked' }, h('p', { class: 'muted' }, 'Reading…'));
+  const askedTitle = h('h2', { id: 'asked-title' }, 'Conversation');
   const drawing = h('div', { id: 'graph', class: 'drawing' });
   const timeline = h('ol', { id: 'timeline', class: 'timeline' });
 
@@ -49,6 +52,7 @@ export async function runPage(main, id, { fail }) {
     h('div', { class: 'columns' },
       h('div', { class: 'side' },
         decisions,
+        h('section', { class: 'card', id: 'conversation', 'aria-labelledby': 'asked-title' }, askedTitle, asked),
         h('section', { class: 'card', 'aria-labelledby': 'summary-title' },
           h('h2', { id: 'summary-title' }, 'Summary'), facts, actions),
         h('section', { class: 'card', 'aria-labelledby': 'graph-heading' },
@@ -118,6 +122,26 @@ export async function runPage(main, id, { fail }) {
     }, 80);
   }
 
+  // What the run was asked and what was said since: an agent's messages
+  // as a transcript, another graph's state as JSON. Read again at each
+  // checkpoint.
+  let reading = null;
+  function renderAsked() {
+    if (reading) return;
+    reading = setTimeout(async () => {
+      reading = null;
+      try {
+        const state = await api(`/runs/${encodeURIComponent(id)}/state`);
+        const chat = transcript(state.values);
+        askedTitle.textContent = chat ? 'Conversation' : 'Input and state';
+        asked.replaceChildren(chat ?? h('pre', { id: 'state-now', tabindex: '0' }, pretty(state.values)));
+      } catch (error) {
+        if (error instanceof Unauthorized) fail(error);
+        else asked.replaceChildren(h('p', { class: 'muted' }, error.message));
+      }
+    }, 80);
+  }
+
   function renderGraph() {
     if (!graph) {
       drawing.replaceChildren(h('p', { class: 'muted' }, graphNote || 'No drawing for this run.'));
@@ -166,7 +190,7 @@ export async function runPage(main, id, { fail }) {
     const element = h('article', { class: 'interrupt', 'data-interrupt': key },
       h('h3', {}, interrupt.kind.replace('_', ' '), h('span', { class: 'muted' }, ` at ${interrupt.node}`)),
       h('p', { class: 'muted' }, 'Raised ', clock(interrupt.raised_at), ' · ', h('code', { class: 'mono' }, key)),
-      h('pre', { class: 'payload', tabindex: '0', 'aria-label': 'What is asked' }, pretty(interrupt.payload)),
+      interruptDetails(interrupt),
       choices, area, error, result);
     const proposed = interrupt.payload && typeof interrupt.payload === 'object' && 'args' in interrupt.payload ? interrupt.payload.args : undefined;
 
@@ -300,7 +324,7 @@ export async function runPage(main, id, { fail }) {
         item = entry(event, 'run', h('strong', {}, event.from_step ? `Leg started at step ${event.from_step}` : 'Run started'), ` · ${event.graph}`);
         break;
       case 'run_ended':
-        item = entry(event, `run end-${event.status}`, h('strong', {}, `Leg ended: ${event.status.replace('_', ' ')}`),
+        item = entry(event, `run end-${event.status}`, h('strong', {}, `Leg ended: ${statusWord(event.status).toLowerCase()}`),
           event.error ? h('p', { class: 'error' }, event.error.message) : null);
         break;
       case 'node_started':
@@ -319,7 +343,7 @@ export async function runPage(main, id, { fail }) {
         item = entry(event, 'checkpoint muted', `Checkpoint ${event.step}`);
         break;
       case 'interrupt_raised':
-        item = entry(event, 'interrupt', h('strong', {}, `Waiting for a decision: ${event.interrupt.kind.replace('_', ' ')}`),
+        item = entry(event, 'interrupt', h('strong', {}, `Waiting for a decision: ${sayInterrupt(event.interrupt)}`),
           h('pre', {}, pretty(event.interrupt.payload)));
         break;
       case 'run_resumed':
@@ -417,6 +441,7 @@ export async function runPage(main, id, { fail }) {
     if (replay) return;
     if (['node_started', 'node_completed', 'node_failed', 'interrupt_raised', 'run_resumed', 'run_ended'].includes(event.event_type)) renderGraph();
     if (['run_started', 'run_ended', 'run_resumed', 'interrupt_raised', 'checkpoint_saved'].includes(event.event_type)) refresh();
+    if (['run_started', 'run_ended', 'checkpoint_saved'].includes(event.event_type)) renderAsked();
     for (const panel of panels.values()) panel.update();
   }
 
@@ -486,12 +511,14 @@ export async function runPage(main, id, { fail }) {
   renderSummary();
   renderDecisions();
   renderGraph();
+  renderAsked();
   connect();
   performance.mark('tollgate:run-rendered');
   return () => {
     closed = true;
     ws?.close();
     clearTimeout(refreshing);
+    clearTimeout(reading);
   };
 }
 
