@@ -254,7 +254,7 @@ fn the_nested_review_page_approves_a_rust_graph_s_run_by_clicking() {
         browser::element(&page, "g.node[data-node=\"check\"]").await;
         browser::click(&page, "button[data-kind=approve]").await;
         browser::click(&page, "button[data-send=approve]").await;
-        browser::text_where(&page, "#run-status", |text| text == "completed").await;
+        browser::text_where(&page, "#run-status", |text| text == "Done").await;
         let done: Value = client
             .get(format!("{base}/tollgate/runs/{run}"))
             .header("x-api-key", "key-42")

@@ -315,6 +315,40 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Writes fields of a paused, interrupted or failed blueprint run's
+    /// state on its latest checkpoint, as if a node wrote them (through
+    /// the state's reducers); the run is left interrupted: continue it
+    /// with `runs continue`.
+    UpdateState {
+        /// The run.
+        run: String,
+        /// The fields to write, as a JSON object.
+        #[arg(long)]
+        values: String,
+        /// The node taken as the writer (its successors run next); by
+        /// default the one that wrote the latest checkpoint.
+        #[arg(long)]
+        as_node: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Starts a new run from a checkpoint of a blueprint run (its state,
+    /// optionally edited, and what was to run next) and drives it; the
+    /// source run is unchanged.
+    Fork {
+        /// The run.
+        run: String,
+        /// The checkpoint (default: the latest).
+        #[arg(long)]
+        step: Option<u64>,
+        /// Fields to write on the forked state first, as a JSON object.
+        #[arg(long)]
+        values: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Continues a blueprint run that was interrupted or whose owner died.
     Continue {
         /// The run.
@@ -582,4 +616,20 @@ pub(crate) enum StoreCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `text` (the value of `flag`) as a JSON object.
+pub(crate) fn object_arg(
+    flag: &str,
+    text: &str,
+) -> Result<serde_json::Value, tollgate_server::ServiceError> {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(value) if value.is_object() => Ok(value),
+        Ok(_) => Err(tollgate_server::ServiceError::invalid(format!(
+            "{flag} must be a JSON object: the fields to write"
+        ))),
+        Err(error) => {
+            Err(tollgate_server::ServiceError::invalid(format!("{flag} is not JSON: {error}")))
+        }
+    }
 }

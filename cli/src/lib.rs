@@ -374,6 +374,27 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, ServiceEr
         RunsCommand::Events { run, follow, json } => {
             events(runs, run_id(&run)?, follow, json).await
         }
+        RunsCommand::UpdateState { run, values, as_node, json } => {
+            let run = run_id(&run)?;
+            let step = runs
+                .update_state(run, args::object_arg("--values", &values)?, as_node.as_deref())
+                .await?;
+            let summary = runs.summary(run).await?;
+            if json {
+                print_json(&json!({"step": step, "run": summary}));
+            } else {
+                say!("wrote checkpoint {step} of run {run}: continue it with `tollgate runs continue {run}`");
+            }
+            Ok(code::OK)
+        }
+        RunsCommand::Fork { run, step, values, json } => {
+            let run = run_id(&run)?;
+            let edit = values.map(|values| args::object_arg("--values", &values)).transpose()?;
+            let into = RunId::new();
+            let leg = runs.fork(run, step, edit, into, progress(json)).await?;
+            runs.wait(leg).await?;
+            Ok(report(&runs.summary(into).await?, json))
+        }
         RunsCommand::Continue { run, json } => {
             let run = run_id(&run)?;
             match runs.continue_run(run, progress(json)).await {

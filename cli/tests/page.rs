@@ -97,7 +97,10 @@ fn inbox_on(browser: &Browser, fx: &Fixture) {
         eprintln!("inbox showed the paused run {} ms after it paused", seen.as_millis());
         assert!(seen < Duration::from_secs(1), "took {seen:?}");
         let text = row.text().await.unwrap();
-        assert!(text.contains("refunds") && text.contains("wants to call issue_refund with id = 7"), "{text}");
+        assert!(
+            text.contains("refunds") && text.contains("wants to call issue_refund with id = 7"),
+            "{text}"
+        );
         assert!(text.contains("Needs decision"), "{text}");
         // What the run was asked: the user's message, read from its state.
         let preview = format!("[data-preview=\"{run}\"]");
@@ -354,7 +357,10 @@ fn without_the_token_the_page_asks_for_it_and_shows_no_data() {
             assert!(!main.contains(&run) && !main.contains("refunds"), "{address}: {main}");
             assert!(!has(&page, "#runs, #facts, #timeline").await, "{address}");
             let sign_out = element(&page, "#sign-out").await;
-            assert!(!sign_out.is_displayed().await.unwrap(), "{address}: no sign-out before signing in");
+            assert!(
+                !sign_out.is_displayed().await.unwrap(),
+                "{address}: no sign-out before signing in"
+            );
         }
         // A wrong token is refused, and still nothing shows.
         page.goto(&server.url("/")).await.unwrap();
@@ -581,6 +587,65 @@ fn a_run_deleted_while_its_page_is_open_says_so() {
         assert_eq!(deleted.status(), 200);
         text_where(&page, "#live-state", |text| text == "gone").await;
         text_where(&page, "#run-notice", |text| text.contains("no longer exists")).await;
+        page.close().await.unwrap();
+    });
+}
+
+#[test]
+fn the_history_page_forks_with_an_edit_and_writes_the_latest_state() {
+    let Some(Scene { browser, fx: _fx, server, run }) = Scene::paused() else { return };
+    runtime().block_on(async {
+        let page = browser.session().await;
+        let before = summary(&server, &run).await;
+        // A fork from step 1 with an edit: the page opens the new run.
+        open_run(&page, &server, &run).await;
+        page.goto(&server.url(&format!("/#/run/{run}/history?step=1"))).await.unwrap();
+        text_where(&page, "#travel-title", |text| text == "Change it from step 1").await;
+        assert!(!has(&page, "#write-state").await, "a past checkpoint takes no write");
+        let editor = element(&page, "#travel textarea").await;
+        editor.clear().await.unwrap();
+        editor.send_keys(r#"{"context": {"ticket": "T-9"}}"#).await.unwrap();
+        click(&page, "#fork").await;
+        let mut forked = String::new();
+        for _ in 0..100 {
+            let url = page.current_url().await.unwrap().to_string();
+            if let Some(id) = url.split("#/run/").nth(1).filter(|id| !id.contains('/')) {
+                forked = id.to_owned();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(!forked.is_empty() && forked != run, "the page opened the fork: {forked}");
+        let state = get_json(&client(), &server.url(&format!("/runs/{forked}/state")), 200).await;
+        assert_eq!(state["values"]["context"]["ticket"], "T-9", "{state}");
+        assert_eq!(summary(&server, &run).await, before, "the source run is unchanged");
+        // A write on the latest checkpoint of the source.
+        page.goto(&server.url(&format!("/#/run/{run}/history"))).await.unwrap();
+        page.refresh().await.unwrap();
+        text_where(&page, "#travel-title", |text| {
+            text.ends_with(&format!("step {}", before["step"]))
+        })
+        .await;
+        let editor = element(&page, "#travel textarea").await;
+        editor.clear().await.unwrap();
+        editor.send_keys(r#"{"context": {"reviewed": "from the page"}}"#).await.unwrap();
+        click(&page, "#write-state").await;
+        text_where(&page, "#travel-outcome", |text| text.starts_with("Written as step")).await;
+        let now = summary(&server, &run).await;
+        assert_eq!(now["status"], "interrupted", "{now}");
+        assert_eq!(now["step"], before["step"].as_u64().unwrap() + 1);
+        let state = get_json(&client(), &server.url(&format!("/runs/{run}/state")), 200).await;
+        assert_eq!(state["values"]["context"]["reviewed"], "from the page", "{state}");
+        // Not JSON: marked inline, nothing sent.
+        page.refresh().await.unwrap();
+        text_where(&page, "#travel-title", |text| text.ends_with(&format!("step {}", now["step"])))
+            .await;
+        let editor = element(&page, "#travel textarea").await;
+        editor.clear().await.unwrap();
+        editor.send_keys("{not json").await.unwrap();
+        click(&page, "#write-state").await;
+        element(&page, "#travel textarea[aria-invalid=true]").await;
+        assert_eq!(summary(&server, &run).await["step"], now["step"], "nothing written");
         page.close().await.unwrap();
     });
 }

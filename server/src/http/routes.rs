@@ -347,6 +347,65 @@ pub(crate) async fn resume_leg(
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
+struct UpdateStateBody {
+    values: Value,
+    as_node: Option<String>,
+}
+
+/// `POST /runs/{id}/state`: `values` (an update of the run's state)
+/// written on its latest checkpoint as if `as_node` ran
+/// (`Executor::update_state`), a new checkpoint; the run is left
+/// `interrupted`, ready to be continued. Refused while it runs (409) and
+/// once it is finished.
+pub(crate) async fn update_state(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let run = run_id(&id)?;
+    let body: UpdateStateBody = read_json(&app, body, true).await?;
+    if !body.values.is_object() {
+        return Err(ServiceError::invalid("`values` must be an object: the fields to write").into());
+    }
+    let step = app.runs.update_state(run, body.values, body.as_node.as_deref()).await?;
+    let summary = app.runs.summary(run).await?;
+    Ok(Json(json!({"step": step, "run": summary_json(&summary).0})))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ForkBody {
+    step: Option<u64>,
+    values: Option<Value>,
+}
+
+/// `POST /runs/{id}/fork`: a new run from checkpoint `step` (the latest
+/// when absent) of the run, with `values` merged through the reducers,
+/// driven here; 201 with the new run, at once or, with `?wait=true`, when
+/// its leg ends. The source run is unchanged.
+pub(crate) async fn fork(
+    State(app): State<App>,
+    Path(id): Path<String>,
+    Query(query): Query<WaitQuery>,
+    body: Body,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let run = run_id(&id)?;
+    let body: ForkBody = read_json(&app, body, false).await?;
+    if body.values.as_ref().is_some_and(|values| !values.is_object()) {
+        return Err(ServiceError::invalid("`values` must be an object: the fields to write").into());
+    }
+    let into = RunId::new();
+    let leg = app.runs.fork(run, body.step, body.values, into, Some(app.hub.sink(into))).await?;
+    if query.wait.unwrap_or(false) {
+        app.legs.wait(leg).await?;
+    } else {
+        app.legs.drive(leg);
+    }
+    Ok((StatusCode::CREATED, summary_json(&app.runs.summary(into).await?)))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct CreateBody {
     blueprint: Option<Value>,
     graph: Option<String>,

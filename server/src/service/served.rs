@@ -130,15 +130,17 @@ pub(crate) trait ServedGraph: Send + Sync {
         before: Option<u64>,
         limit: u64,
     ) -> Result<Value, ServiceError>;
-    /// A new run from checkpoint `step` of `run` (`Executor::fork`),
+    /// A new run from checkpoint `step` of `run` (`Executor::fork`), with
+    /// `edit` (JSON of the state's update) merged through the reducers,
     /// driven here.
     async fn fork(
         &self,
         executor: &Executor,
         run: RunId,
         step: u64,
+        edit: Option<Value>,
         config: RunConfig,
-    ) -> Result<Leg, RunError>;
+    ) -> Result<Leg, ServiceError>;
     /// Writes `update` (JSON of the state's update) on the run's latest
     /// checkpoint as if `as_node` ran (`Executor::update_state`); the new
     /// step.
@@ -166,6 +168,16 @@ pub(crate) trait ServedGraph: Send + Sync {
         config: RunConfig,
         shutdown: watch::Receiver<bool>,
     ) -> Option<Result<RunStatus, RunError>>;
+}
+
+/// `update` (JSON) as an update of `graph`'s state.
+fn update_of<S: State>(graph: &CompiledGraph<S>, update: Value) -> Result<S::Update, ServiceError> {
+    serde_json::from_value(update).map_err(|error| {
+        ServiceError::invalid(format!(
+            "the update does not fit graph `{}`'s state: {error}",
+            graph.name()
+        ))
+    })
 }
 
 #[async_trait]
@@ -274,9 +286,11 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         executor: &Executor,
         run: RunId,
         step: u64,
+        edit: Option<Value>,
         config: RunConfig,
-    ) -> Result<Leg, RunError> {
-        Ok(Leg::of(executor.fork(self, run, step, None, config).await?))
+    ) -> Result<Leg, ServiceError> {
+        let edit = edit.map(|edit| update_of(self, edit)).transpose()?;
+        Ok(Leg::of(executor.fork(self, run, step, edit, config).await?))
     }
 
     async fn update_state(
@@ -286,12 +300,7 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         update: Value,
         as_node: Option<&str>,
     ) -> Result<u64, ServiceError> {
-        let update: S::Update = serde_json::from_value(update).map_err(|error| {
-            ServiceError::invalid(format!(
-                "the update does not fit graph `{}`'s state: {error}",
-                self.name()
-            ))
-        })?;
+        let update = update_of(self, update)?;
         Ok(executor.update_state(self, run, update, as_node, RunConfig::new()).await?)
     }
 

@@ -297,7 +297,30 @@ impl Runs {
         let record = self.store().run(run).await?;
         let rebuilt = self.blueprint_graph(run, "fork it with Executor::fork").await?;
         let config = rebuilt.config.thread(thread);
-        Ok(rebuilt.graph.fork(&self.executor, run, record.step, config).await?)
+        rebuilt.graph.fork(&self.executor, run, record.step, None, config).await
+    }
+
+    /// A new run `into` from checkpoint `step` of `run` (its latest when
+    /// `None`): that checkpoint's state, with `edit` (JSON of the state's
+    /// update) merged through the reducers, and what was to run next
+    /// (`Executor::fork`), driven here with `sink`, for runs whose graph
+    /// this process has. The source run is unchanged.
+    pub async fn fork(
+        &self,
+        run: RunId,
+        step: Option<u64>,
+        edit: Option<Value>,
+        into: RunId,
+        sink: Option<tollgate_engine::EventSink>,
+    ) -> Result<super::Leg, ServiceError> {
+        let record = self.store().run(run).await?;
+        let rebuilt = self.blueprint_graph(run, "fork it with Executor::fork").await?;
+        let mut config = rebuilt.config.run_id(into);
+        if let Some(sink) = sink {
+            config = config.events(sink);
+        }
+        let step = step.unwrap_or(record.step);
+        rebuilt.graph.fork(&self.executor, run, step, edit, config).await
     }
 
     /// A thread's checkpoints across all its runs, newest first, numbered

@@ -1,12 +1,17 @@
-// A run's checkpoints: the state at any step, and what changed between
-// two steps.
+// A run's checkpoints: the state at any step, what changed between two
+// steps, and time travel: fields written on the latest checkpoint, a new
+// run forked from any.
 
-import { api } from './api.js';
+import { api, Unauthorized } from './api.js';
 import { clock, h, pretty } from './dom.js';
+import { jsonEditor } from './form.js';
 
 const PAGE = 50;
 
-export async function historyPage(main, id, params) {
+/** Statuses whose latest checkpoint takes written fields. */
+const WRITABLE = new Set(['awaiting_hitl', 'interrupted', 'failed']);
+
+export async function historyPage(main, id, params, { fail } = {}) {
   const before = params.get('before');
   const query = new URLSearchParams({ limit: String(PAGE), values: 'true' });
   if (before) query.set('before', before);
@@ -57,6 +62,9 @@ export async function historyPage(main, id, params) {
           h('td', {}, change.after === undefined ? '' : h('pre', {}, pretty(change.after))))))));
   }
 
+  const summary = await api(`/runs/${encodeURIComponent(id)}`);
+  const travel = here ? timeTravel(id, here, summary, !before && here.step === checkpoints[0]?.step, fail) : null;
+
   main.replaceChildren(
     h('div', { class: 'heading' }, h('h1', {}, 'History of ', h('a', { href: `#/run/${id}`, class: 'mono' }, id))),
     h('div', { class: 'columns' },
@@ -72,9 +80,65 @@ export async function historyPage(main, id, params) {
           here.next?.length ? h('p', {}, `Next: ${here.next.join(', ')}`) : h('p', { class: 'muted' }, 'Nothing next.'),
           checkpoints.length > 1 ? compareForm : null,
           h('pre', { class: 'state', id: 'state', tabindex: '0', 'aria-label': `State at step ${here.step}` }, pretty(here.values))) : null,
+        travel,
         comparison)),
   );
   return () => {};
+}
+
+/**
+ * The time-travel card of checkpoint `here`: fields to write, as JSON,
+ * written on it when it is the run's `latest` and the run waits, stopped
+ * or failed (the run is then stopped, to be continued from its page), or
+ * merged into a new run forked from it (the page then opens that run).
+ */
+function timeTravel(id, here, summary, latest, fail) {
+  const editor = jsonEditor({}, 'Fields to write (JSON; merged through the state’s reducers)');
+  const outcome = h('p', { id: 'travel-outcome', role: 'status', 'aria-live': 'polite' });
+  const writable = latest && WRITABLE.has(summary.status);
+  const read = () => {
+    const values = editor.read();
+    if (values === undefined) return undefined;
+    if (!values || typeof values !== 'object' || Array.isArray(values)) {
+      outcome.textContent = 'The fields to write must be a JSON object.';
+      return undefined;
+    }
+    return values;
+  };
+  const go = async (button, work) => {
+    const values = read();
+    if (values === undefined) return;
+    button.disabled = true;
+    try {
+      await work(values);
+    } catch (error) {
+      if (error instanceof Unauthorized) {
+        fail?.(error);
+        return;
+      }
+      outcome.textContent = `Not done: ${error.message}`;
+      button.disabled = false;
+    }
+  };
+  const write = (event) => go(event.target, async (values) => {
+    const written = await api(`/runs/${encodeURIComponent(id)}/state`, { method: 'POST', body: { values } });
+    outcome.textContent = `Written as step ${written.step}. The run is stopped: continue it from its page.`;
+    outcome.className = 'ok';
+  });
+  const fork = (event) => go(event.target, async (values) => {
+    const body = { step: here.step };
+    if (Object.keys(values).length) body.values = values;
+    const forked = await api(`/runs/${encodeURIComponent(id)}/fork`, { method: 'POST', body });
+    location.hash = `#/run/${forked.id}`;
+  });
+  return h('section', { class: 'card', id: 'travel', 'aria-labelledby': 'travel-title' },
+    h('h2', { id: 'travel-title' }, `Change it from step ${here.step}`),
+    h('p', { class: 'muted' }, 'Messages go as {"messages": [{"upsert": {"id": "…", "role": "user", "content": "…"}}]}. A fork leaves this run as it is.'),
+    editor.element,
+    h('div', { class: 'actions' },
+      writable ? h('button', { type: 'button', id: 'write-state', onclick: write }, 'Write on this checkpoint') : null,
+      h('button', { type: 'button', id: 'fork', onclick: fork }, `Fork a new run from step ${here.step}`)),
+    outcome);
 }
 
 /**
