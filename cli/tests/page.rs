@@ -139,6 +139,12 @@ fn approving_from_the_page_completes_the_run_and_the_timeline_shows_it() {
         assert!(said.contains("lookup_order"), "the tool call is in the transcript: {said}");
         // Signed in: the sign-out button shows.
         assert!(element(&page, "#sign-out").await.is_displayed().await.unwrap());
+        // A paused run's live badge stays settled: never "reconnecting…".
+        for _ in 0..10 {
+            let badge = element(&page, "#live-state").await.text().await.unwrap();
+            assert_ne!(badge, "reconnecting…", "a pause is not a lost connection");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
         // The graph drawing shows the tools node waiting.
         element(&page, "g.node[data-node=\"refunds.tools\"][data-state=\"waiting\"]").await;
         text_where(&page, "#timeline", |text| text.contains("Tool lookup_order")).await;
@@ -150,7 +156,26 @@ fn approving_from_the_page_completes_the_run_and_the_timeline_shows_it() {
         let focused = page.active_element().await.unwrap();
         assert_eq!(focused.attr("data-send").await.unwrap().as_deref(), Some("approve"));
         send.send_keys("\u{E007}").await.unwrap();
+        // From the decision to the end, the badge never says the
+        // connection was lost (the leg's stream closing is not that).
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            let badge = element(&page, "#live-state").await.text().await.unwrap();
+            if seen.last() != Some(&badge) {
+                seen.push(badge.clone());
+            }
+            if badge == "ended" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+        assert_eq!(seen.last().map(String::as_str), Some("ended"), "{seen:?}");
+        assert!(!seen.iter().any(|badge| badge == "reconnecting…"), "{seen:?}");
         text_where(&page, "#run-status", |text| text == "Done").await;
+        // Decided: the panel no longer reads as pending, the badge settles.
+        text_where(&page, "#decisions-title", |text| text == "Decided").await;
+        assert!(!element(&page, "#decisions .reviewer").await.is_displayed().await.unwrap());
         text_where(&page, "#timeline", |text| {
             text.contains("Leg ended: done") && text.contains("Result: {\"refunded\":true}")
         })

@@ -165,6 +165,12 @@ export async function runPage(main, id, { fail }) {
       if (!open.some((interrupt) => interrupt.id === key)) panel.settled();
     }
     decisions.hidden = panels.size === 0;
+    // Once nothing is open the section reads as what was decided, not as
+    // pending; the reviewer's name field goes with the controls.
+    const pending = open.length > 0;
+    decisions.dataset.pending = String(pending);
+    document.getElementById('decisions-title').textContent = pending ? 'Waiting for a decision' : 'Decided';
+    decisions.querySelector('.reviewer').hidden = !pending;
   }
 
   /** Who decided `interrupt` and how, from the run's events. */
@@ -458,8 +464,9 @@ export async function runPage(main, id, { fail }) {
     for (const panel of panels.values()) panel.update();
   }
 
-  function connect() {
-    live.textContent = 'connecting…';
+  /** Follows the run's events; `quiet` keeps the badge as it is. */
+  function connect(quiet = false) {
+    if (!quiet) live.textContent = 'connecting…';
     const mine = socket(`/runs/${encodeURIComponent(id)}/ws?format=events`, (message) => {
       if (message.type === 'log') {
         redraw(message.events);
@@ -475,34 +482,39 @@ export async function runPage(main, id, { fail }) {
         notice.textContent = `${message.message}. Continue it here:`;
         notice.append(' ', h('button', { type: 'button', onclick: (event) => act(event.target, 'continue', 'Continuing.') }, 'Continue'));
       }
-    }, () => {
+    }, async () => {
       // A socket replaced meanwhile (by `act`) is no longer followed.
       if (closed || ws !== mine) return;
-      if (FINAL.has(summary.status)) {
+      // Why did it close? The run as it is now says (the summary shown
+      // may be older than the leg's last event): ended, paused (the
+      // server closes a leg's stream when the leg ends), or a connection
+      // lost. Only the last reads as reconnecting.
+      let reachable = true;
+      try {
+        summary = await api(`/runs/${encodeURIComponent(id)}`);
+      } catch (error) {
+        if (error instanceof ApiError && error.status === 404) {
+          live.textContent = 'gone';
+          notice.textContent = 'This run no longer exists (it was deleted).';
+          return;
+        }
+        if (error instanceof Unauthorized) {
+          fail(error);
+          return;
+        }
+        reachable = false;
+      }
+      if (closed || ws !== mine) return;
+      renderSummary();
+      renderDecisions();
+      if (reachable && FINAL.has(summary.status)) {
         live.textContent = 'ended';
-        refresh();
         return;
       }
-      live.textContent = 'reconnecting…';
-      setTimeout(async () => {
-        if (closed || ws !== mine) return;
-        // Still there (and still ours to see)? Else say why and stop.
-        try {
-          summary = await api(`/runs/${encodeURIComponent(id)}`);
-        } catch (error) {
-          if (error instanceof ApiError && error.status === 404) {
-            live.textContent = 'gone';
-            notice.textContent = 'This run no longer exists (it was deleted).';
-            return;
-          }
-          if (error instanceof Unauthorized) {
-            fail(error);
-            return;
-          }
-        }
-        renderSummary();
-        renderDecisions();
-        if (ws === mine) connect();
+      // Reachable and not ended: the stream is taken up again quietly.
+      if (!reachable) live.textContent = 'reconnecting…';
+      setTimeout(() => {
+        if (!closed && ws === mine) connect(reachable);
       }, 1000);
     });
     ws = mine;
