@@ -184,6 +184,10 @@ fn approving_from_the_page_completes_the_run_and_the_timeline_shows_it() {
         text_where(&page, "#timeline", |text| text.contains("refunding {\"id\":7}")).await;
         text_where(&page, "#final-answer", |text| text.contains("Refunded 20 EUR")).await;
         element(&page, "g.node[data-node=\"refunds.tools\"][data-state=\"done\"]").await;
+        // A node clicked shows the update it last wrote.
+        click(&page, "g.node[data-node=\"refunds.tools\"]").await;
+        let detail = text_where(&page, "#node-detail", |text| text.contains("last update")).await;
+        assert!(detail.contains("refunds.tools · done") && detail.contains("refunded"), "{detail}");
         assert_eq!(summary(&server, &run).await["status"], "completed");
         // The history: checkpoints, a state, what changed.
         click(&page, "#actions a[href$=history]").await;

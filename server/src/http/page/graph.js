@@ -84,7 +84,9 @@ export function drawGraph(graph, states) {
     const place = at.get(node.name);
     const state = states.get(node.name) ?? (node.kind === 'node' ? 'idle' : node.kind);
     const label = node.kind === 'start' ? 'start' : node.kind === 'end' ? 'end' : node.name;
-    return s('g', { class: `node node-${state}`, 'data-node': node.name, 'data-state': state },
+    return s('g', { class: `node node-${state}`, 'data-node': node.name, 'data-state': state,
+      tabindex: node.kind === 'node' ? '0' : null, role: node.kind === 'node' ? 'button' : null,
+      'aria-label': node.kind === 'node' ? `${label}: ${state}; show its last update` : null },
       s('title', {}, `${label}: ${state}`),
       s('rect', { x: place.x, y: place.y, width: W, height: H, rx: node.kind === 'node' ? 6 : H / 2 }),
       s('text', { x: place.x + W / 2, y: place.y + H / 2 + 5, 'text-anchor': 'middle' }, label.length > 20 ? `${label.slice(0, 19)}…` : label));

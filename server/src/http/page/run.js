@@ -43,7 +43,9 @@ export async function runPage(main, id, { fail }) {
     decisionsList);
   const asked = h('div', { id: 'asked' }, h('p', { class: 'muted' }, 'Reading…'));
   const askedTitle = h('h2', { id: 'asked-title' }, 'Conversation');
-  const drawing = h('div', { id: 'graph', class: 'drawing' });
+  const nodeDetail = h('div', { id: 'node-detail', 'aria-live': 'polite' });
+  const drawing = h('div', { id: 'graph', class: 'drawing', onclick: (event) => pickNode(event),
+    onkeydown: (event) => { if (event.key === 'Enter' || event.key === ' ') pickNode(event); } });
   const timeline = h('ol', { id: 'timeline', class: 'timeline' });
 
   main.replaceChildren(
@@ -56,7 +58,7 @@ export async function runPage(main, id, { fail }) {
         h('section', { class: 'card', 'aria-labelledby': 'summary-title' },
           h('h2', { id: 'summary-title' }, 'Summary'), facts, actions),
         h('section', { class: 'card', 'aria-labelledby': 'graph-heading' },
-          h('h2', { id: 'graph-heading' }, 'Graph'), drawing)),
+          h('h2', { id: 'graph-heading' }, 'Graph'), drawing, nodeDetail)),
       h('section', { class: 'card wide', 'aria-labelledby': 'timeline-title' },
         h('h2', { id: 'timeline-title' }, 'Timeline'), timeline)),
   );
@@ -142,12 +144,33 @@ export async function runPage(main, id, { fail }) {
     }, 80);
   }
 
+  // A node of the drawing clicked (or Enter on it): its state and the
+  // update it last wrote, from the run's events.
+  let picked = null;
+  function pickNode(event) {
+    const node = event.target.closest?.('g.node[role=button]');
+    if (!node) return;
+    event.preventDefault();
+    picked = node.dataset.node;
+    renderNodeDetail();
+  }
+  function renderNodeDetail() {
+    if (!picked) return;
+    const last = events.filter((e) => e.node === picked && ['node_completed', 'node_failed'].includes(e.event_type)).at(-1);
+    const state = nodeStates(events).get(picked) ?? 'not run';
+    nodeDetail.replaceChildren(h('div', {}, h('h3', {}, picked, h('span', { class: 'muted' }, ` · ${state}`)),
+      !last ? h('p', { class: 'muted' }, 'It has written nothing yet.')
+        : last.event_type === 'node_failed' ? h('p', { class: 'error' }, `Failed at step ${last.step}: ${last.error}`)
+          : [h('p', { class: 'muted' }, `Its last update, at step ${last.step}:`), h('pre', { tabindex: '0' }, pretty(last.update ?? null))]));
+  }
+
   function renderGraph() {
     if (!graph) {
       drawing.replaceChildren(h('p', { class: 'muted' }, graphNote || 'No drawing for this run.'));
       return;
     }
     drawing.replaceChildren(...drawGraph(graph, nodeStates(events)));
+    renderNodeDetail();
   }
 
   // ---- decisions ----
