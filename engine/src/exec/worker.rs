@@ -278,12 +278,15 @@ impl Worker {
         let mut looked = std::time::Instant::now();
         let mut fired: Option<std::time::Instant> = None;
         loop {
-            let due = look || looked.elapsed() >= self.poll;
+            let mut due = look || looked.elapsed() >= self.poll;
             if self.schedules && !stopping && fired.is_none_or(|at| at.elapsed() >= self.poll) {
                 fired = Some(std::time::Instant::now());
                 let now = self.config.clock.now_ms();
-                if let Err(error) = self.executor.fire_schedules(now).await {
-                    tracing::warn!(%error, "worker: cannot fire schedules");
+                match self.executor.fire_schedules(now).await {
+                    // Runs it just queued are claimed now, not at the next
+                    // wake-up (which, without LISTEN, is the next poll).
+                    Ok(started) => due |= !started.is_empty(),
+                    Err(error) => tracing::warn!(%error, "worker: cannot fire schedules"),
                 }
             }
             if due && !stopping && legs.len() < self.concurrency {
