@@ -16,7 +16,7 @@ use crate::rows::{
     run_from_row, sql_int, CreateArgs, Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, CREATE_RUN,
     RUN_BY_ID, SELECT_RUN,
 };
-use crate::sql::{Sql, Stmt};
+use crate::sql::Sql;
 use crate::store::{client_error, PostgresStore, Refusal};
 
 /// The step a checkpoint read is at, in its statements: `$2`, or the
@@ -33,16 +33,6 @@ macro_rules! checkpoint_is_last {
     () => {
         "($2::bigint IS NULL OR $2::bigint = (SELECT step FROM runs WHERE id = $1))"
     };
-}
-
-impl PostgresStore {
-    /// A pooled connection and `sql` ready to run on it.
-    pub(crate) async fn prepared(
-        &self,
-        sql: &str,
-    ) -> Result<(deadpool_postgres::Client, Stmt), StoreError> {
-        crate::store::prepared(&self.pool, sql, self.unnamed).await
-    }
 }
 
 #[async_trait]

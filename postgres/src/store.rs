@@ -243,6 +243,14 @@ impl PostgresStore {
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
         self.pool.get().await.map_err(|error| pool_error(&self.pool, error))
     }
+
+    /// A pooled connection and `sql` ready to run on it.
+    pub(crate) async fn prepared(
+        &self,
+        sql: &str,
+    ) -> Result<(deadpool_postgres::Client, Stmt), StoreError> {
+        prepared(&self.pool, sql, self.unnamed).await
+    }
 }
 
 /// A connection of `pool` and `sql` ready to run on it (prepared and

@@ -264,7 +264,19 @@ impl Worker {
         // Runs no workload of this worker drives: not offered again.
         let mut declined: HashSet<RunId> = HashSet::new();
         let mut stopping = false;
+        // Failed looks for runs in a row, and how long to wait after them:
+        // doubling from 100 ms to ten polls, jittered (half to all of it)
+        // so that a fleet that lost the database together comes back apart.
+        let mut failures: u32 = 0;
         let mut backoff = Duration::ZERO;
+        let retry = crate::RetryPolicy {
+            max_attempts: u32::MAX,
+            initial_backoff: Duration::from_millis(100),
+            multiplier: 2.0,
+            max_backoff: self.poll * 10,
+            jitter: true,
+        };
+        let seed = u64::from(std::process::id()) ^ self.config.clock.now_ms() as u64;
         let wake = self.wake.clone().unwrap_or_default();
         // Where this worker starts in the list of claimable runs, so that
         // workers started together do not all race for the oldest one.
@@ -299,6 +311,7 @@ impl Worker {
                 let wanted = self.concurrency * 4 + declined.len();
                 match self.ready(wanted, scan, offset).await {
                     Ok(ready) => {
+                        failures = 0;
                         backoff = Duration::ZERO;
                         for record in ready {
                             if legs.len() >= self.concurrency {
@@ -338,7 +351,8 @@ impl Worker {
                         }
                     }
                     Err(error) => {
-                        backoff = (backoff * 2).clamp(Duration::from_millis(100), self.poll * 10);
+                        failures = failures.saturating_add(1);
+                        backoff = retry.backoff(failures, seed);
                         tracing::warn!(%error, ?backoff, "worker: cannot look for runs");
                     }
                 }
@@ -346,9 +360,7 @@ impl Worker {
             if stopping && legs.is_empty() {
                 return report;
             }
-            // Jittered, so that a fleet that lost the database together
-            // does not come back in step.
-            let idle = if backoff.is_zero() { self.poll } else { jittered(backoff) };
+            let idle = if backoff.is_zero() { self.poll } else { backoff };
             look = true;
             tokio::select! {
                 () = &mut shutdown, if !stopping => {
@@ -509,26 +521,5 @@ impl WorkerReport {
                 tracing::warn!(%run, %error, "worker: leg failed");
             }
         }
-    }
-}
-
-/// `delay` scaled by a random factor between one half and one: the
-/// process's hasher keys are random, and each `RandomState` draws new ones.
-pub(crate) fn jittered(delay: Duration) -> Duration {
-    use std::hash::BuildHasher;
-    let draw = std::collections::hash_map::RandomState::new().hash_one(0u8);
-    delay.mul_f64(0.5 + (draw % 1_000) as f64 / 2_000.0)
-}
-
-#[cfg(test)]
-mod jitter_tests {
-    use super::*;
-
-    #[test]
-    fn jitter_stays_between_half_and_all_and_varies() {
-        let delay = Duration::from_millis(800);
-        let drawn: Vec<Duration> = (0..64).map(|_| jittered(delay)).collect();
-        assert!(drawn.iter().all(|d| *d >= delay / 2 && *d <= delay), "{drawn:?}");
-        assert!(drawn.iter().any(|d| *d != drawn[0]), "not all the same: {drawn:?}");
     }
 }

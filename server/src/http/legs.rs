@@ -56,6 +56,16 @@ impl Legs {
         }
     }
 
+    /// Waits for the leg to end (`wait`, a request's `?wait=true`), or
+    /// lets it run in the background.
+    pub(crate) async fn wait_or_drive(&self, handle: Leg, wait: bool) -> Result<(), ServiceError> {
+        if wait {
+            return self.wait(handle).await;
+        }
+        self.drive(handle);
+        Ok(())
+    }
+
     /// Lets the leg run to its end in the background.
     pub(crate) fn drive(&self, handle: Leg) {
         self.register(&handle);

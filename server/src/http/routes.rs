@@ -337,11 +337,7 @@ pub(crate) async fn resume_leg(
 ) -> ApiResult<Json<Value>> {
     let run = run_id(&id)?;
     let handle = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
-    if query.wait.unwrap_or(false) {
-        app.legs.wait(handle).await?;
-    } else {
-        app.legs.drive(handle);
-    }
+    app.legs.wait_or_drive(handle, query.wait.unwrap_or(false)).await?;
     Ok(summary_json(&app.runs.summary(run).await?))
 }
 
@@ -396,11 +392,7 @@ pub(crate) async fn fork(
     }
     let into = RunId::new();
     let leg = app.runs.fork(run, body.step, body.values, into, Some(app.hub.sink(into))).await?;
-    if query.wait.unwrap_or(false) {
-        app.legs.wait(leg).await?;
-    } else {
-        app.legs.drive(leg);
-    }
+    app.legs.wait_or_drive(leg, query.wait.unwrap_or(false)).await?;
     Ok((StatusCode::CREATED, summary_json(&app.runs.summary(into).await?)))
 }
 
