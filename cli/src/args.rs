@@ -329,6 +329,9 @@ pub(crate) enum RunsCommand {
         /// default the one that wrote the latest checkpoint.
         #[arg(long)]
         as_node: Option<String>,
+        /// Who asks, recorded with the checkpoint written (`by`).
+        #[arg(long, value_name = "NAME", env = "TOLLGATE_REVIEWER")]
+        by: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -345,6 +348,9 @@ pub(crate) enum RunsCommand {
         /// Fields to write on the forked state first, as a JSON object.
         #[arg(long)]
         values: Option<String>,
+        /// Who asks, recorded with the new run's first checkpoint (`by`).
+        #[arg(long, value_name = "NAME", env = "TOLLGATE_REVIEWER")]
+        by: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,

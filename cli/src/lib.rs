@@ -374,11 +374,10 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, ServiceEr
         RunsCommand::Events { run, follow, json } => {
             events(runs, run_id(&run)?, follow, json).await
         }
-        RunsCommand::UpdateState { run, values, as_node, json } => {
+        RunsCommand::UpdateState { run, values, as_node, by, json } => {
             let run = run_id(&run)?;
-            let step = runs
-                .update_state(run, args::object_arg("--values", &values)?, as_node.as_deref())
-                .await?;
+            let values = args::object_arg("--values", &values)?;
+            let step = runs.update_state(run, values, as_node.as_deref(), by.as_deref()).await?;
             let summary = runs.summary(run).await?;
             if json {
                 print_json(&json!({"step": step, "run": summary}));
@@ -387,11 +386,11 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, ServiceEr
             }
             Ok(code::OK)
         }
-        RunsCommand::Fork { run, step, values, json } => {
+        RunsCommand::Fork { run, step, values, by, json } => {
             let run = run_id(&run)?;
             let edit = values.map(|values| args::object_arg("--values", &values)).transpose()?;
             let into = RunId::new();
-            let leg = runs.fork(run, step, edit, into, progress(json)).await?;
+            let leg = runs.fork(run, step, edit, into, progress(json), by.as_deref()).await?;
             runs.wait(leg).await?;
             Ok(report(&runs.summary(into).await?, json))
         }

@@ -32,6 +32,8 @@ fn the_cli_edits_a_paused_run_and_forks_from_a_past_checkpoint() {
             "1",
             "--values",
             r#"{"context": {"ticket": "T-1"}}"#,
+            "--by",
+            "alice",
             "--json",
         ],
         10,
@@ -40,6 +42,9 @@ fn the_cli_edits_a_paused_run_and_forks_from_a_past_checkpoint() {
     assert_ne!(new, run);
     assert_eq!(forked["status"], "awaiting_hitl", "{forked}");
     assert_eq!(values(&fx, new)["context"]["ticket"], "T-1");
+    let first = fx.json(&["runs", "history", new, "--values", "--json"], 0);
+    let first = first["checkpoints"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!((&first["source"], &first["by"]), (&json!("fork"), &json!("alice")), "{first}");
     assert_eq!(
         fx.json(&["runs", "show", &run, "--json"], 0),
         before,
@@ -48,9 +53,13 @@ fn the_cli_edits_a_paused_run_and_forks_from_a_past_checkpoint() {
     // An edit of the paused run: a new checkpoint, the run interrupted
     // until continued, the message appended through the reducer.
     let message = json!({"messages": [{"upsert": {"id": "review.1", "role": "user", "content": "It is order 7, yes."}}]});
+    let message = message.to_string();
     let updated =
-        fx.json(&["runs", "update-state", &run, "--values", &message.to_string(), "--json"], 0);
+        fx.json(&["runs", "update-state", &run, "--values", &message, "--by", "bob", "--json"], 0);
     assert_eq!(updated["step"], before["step"].as_u64().unwrap() + 1, "{updated}");
+    let latest = fx.json(&["runs", "history", &run, "--values", "--limit", "1", "--json"], 0);
+    let latest = &latest["checkpoints"][0];
+    assert_eq!((&latest["source"], &latest["by"]), (&json!("update"), &json!("bob")), "{latest}");
     assert_eq!(updated["run"]["status"], "interrupted");
     let said = values(&fx, &run)["messages"].to_string();
     assert!(said.contains("Refund order 7") && said.contains("It is order 7, yes."), "{said}");
@@ -83,21 +92,24 @@ fn the_api_edits_a_paused_run_and_forks_it() {
         let url = |path: &str| server.url(&format!("/runs/{run}{path}"));
         let before = get_json(&http, &url(""), 200).await;
         // Fork from the latest checkpoint with an edit, waiting for the leg.
-        let body = json!({"values": {"context": {"ticket": "T-2"}}});
+        let body = json!({"values": {"context": {"ticket": "T-2"}}, "by": "carol"});
         let forked = send_json(http.post(url("/fork?wait=true")).json(&body), 201).await;
         let new = forked["id"].as_str().unwrap();
         assert_ne!(new, run);
         assert_eq!(forked["status"], "awaiting_hitl", "{forked}");
         let state = get_json(&http, &server.url(&format!("/runs/{new}/state")), 200).await;
         assert_eq!(state["values"]["context"]["ticket"], "T-2", "{state}");
+        let forked_from = get_json(&http, &server.url(&format!("/runs/{new}/state?step=0")), 200).await;
+        assert_eq!((&forked_from["source"], &forked_from["by"]), (&json!("fork"), &json!("carol")));
         assert_eq!(get_json(&http, &url(""), 200).await, before, "the source run is unchanged");
         // Edit the source's state.
-        let body = json!({"values": {"context": {"reviewed": "yes"}}});
+        let body = json!({"values": {"context": {"reviewed": "yes"}}, "by": "dan"});
         let updated = send_json(http.post(url("/state")).json(&body), 200).await;
         assert_eq!(updated["step"], before["step"].as_u64().unwrap() + 1, "{updated}");
         assert_eq!(updated["run"]["status"], "interrupted");
         let state = get_json(&http, &url("/state"), 200).await;
         assert_eq!(state["values"]["context"]["reviewed"], "yes", "{state}");
+        assert_eq!((&state["source"], &state["by"]), (&json!("update"), &json!("dan")), "{state}");
         // Refusals: not an object, a value that does not fit the state, an
         // unknown run, a checkpoint that does not exist.
         send_json(http.post(url("/state")).json(&json!({"values": [1]})), 400).await;

@@ -76,6 +76,8 @@ pub struct RunConfig {
     pub(crate) memory: Option<tollgate_checkpoint::Memory>,
     /// Results given to workflow tasks instead of running them (tests).
     pub(crate) task_script: Option<Arc<dyn crate::workflow::TaskScript>>,
+    /// Who asks for a state update or fork ([`RunConfig::by`]).
+    pub(crate) by: Option<String>,
 }
 
 /// Which of the run's stored settings a config overrides.
@@ -106,6 +108,7 @@ impl Default for RunConfig {
             stop: None,
             memory: None,
             task_script: None,
+            by: None,
         }
     }
 }
@@ -114,6 +117,21 @@ impl RunConfig {
     /// Default settings.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Who asks (a person's or a service's name): recorded with the
+    /// checkpoint a state update ([`Executor::update_state`],
+    /// [`Executor::update_state_at`]), a fork ([`Executor::fork`]) or a
+    /// migration writes, and shown as [`StateSnapshot::by`]. A run's own
+    /// steps record nobody.
+    ///
+    /// [`Executor::update_state`]: crate::Executor::update_state
+    /// [`Executor::update_state_at`]: crate::Executor::update_state_at
+    /// [`Executor::fork`]: crate::Executor::fork
+    /// [`StateSnapshot::by`]: crate::StateSnapshot::by
+    pub fn by(mut self, name: impl Into<String>) -> Self {
+        self.by = Some(name.into());
+        self
     }
 
     /// The leg obeys `token` as it does its handle

@@ -164,6 +164,7 @@ impl Executor {
         let Loaded { mut state, mut frontier, .. } =
             load(&*self.store, graph, run, Some(step)).await?;
         frontier.source = Some(CheckpointSource::Fork);
+        frontier.by = config.by.clone();
         if let Some(update) = edit {
             let write = Write { node: Arc::from("__fork__"), update };
             state
@@ -273,7 +274,8 @@ impl Executor {
                 .apply(graph.schema(), vec![write])
                 .map_err(|source| RunError::InvalidUpdate { step, source })?;
         }
-        let next = Self::after_writer(graph, &state, frontier, as_node)?;
+        let mut next = Self::after_writer(graph, &state, frontier, as_node)?;
+        next.by = config.by.clone();
         let frontier_blob = Codec::Json
             .encode(&next.to_record(graph), FRONTIER_VERSION)
             .map_err(|source| RunError::Encode { run, step, source })?;
@@ -371,6 +373,7 @@ impl Executor {
         let Loaded { state, frontier, step, .. } = load(&*self.store, from, run, None).await?;
         let mut frontier = Frontier::from_record(frontier.to_record(from), to, run, step)?;
         frontier.source = Some(CheckpointSource::Fork);
+        frontier.by = config.by.clone();
         let config = match (&record.thread, config.thread.is_none()) {
             (Some(thread), true) => config.thread(thread.clone()),
             _ => config,
@@ -409,7 +412,8 @@ impl Executor {
         state
             .apply(graph.schema(), vec![write])
             .map_err(|source| RunError::InvalidUpdate { step, source })?;
-        let next = Self::after_writer(graph, &state, frontier, &as_node)?;
+        let mut next = Self::after_writer(graph, &state, frontier, &as_node)?;
+        next.by = config.by.clone();
         self.enqueue_from(graph, state, next, config).await
     }
 }

@@ -41,6 +41,9 @@ pub(crate) struct Frontier {
     /// What wrote the checkpoint this frontier is stored with, when not the
     /// run's own loop (or, at step 0, its input).
     pub(crate) source: Option<CheckpointSource>,
+    /// Who asked for the update or fork that wrote it, when they said
+    /// ([`RunConfig::by`](crate::RunConfig::by)).
+    pub(crate) by: Option<String>,
 }
 
 /// Collects a step's targets in order: a node named several times runs
@@ -116,6 +119,7 @@ impl Frontier {
             visits: if inner.limited { vec![0; inner.nodes.len()] } else { Vec::new() },
             settings: None,
             source: None,
+            by: None,
         };
         frontier.with_tasks(graph, schedule.tasks)
     }
@@ -187,7 +191,7 @@ impl Frontier {
                 schedule.target(Target::Node(join.target));
             }
         }
-        Self { tasks: Vec::new(), arrivals, fired, visits, settings: self.settings, source: None }
+        Self { tasks: Vec::new(), arrivals, fired, visits, settings: self.settings, source: None, by: None }
             .with_tasks(graph, schedule.tasks)
     }
 
@@ -307,6 +311,7 @@ impl Frontier {
                 .collect(),
             settings: self.settings,
             source: self.source,
+            by: self.by.clone(),
         }
     }
 
@@ -367,6 +372,7 @@ impl Frontier {
             visits,
             settings: record.settings,
             source: record.source,
+            by: record.by,
         })
     }
 }

@@ -13,8 +13,8 @@ use crate::route::Goto;
 pub(crate) const TASK_OUTPUT_VERSION: u16 = 1;
 /// Schema version of [`FrontierRecord`]: 2 added `fired` and `source`
 /// (version 1 records read as neither: no join pending, the loop's own
-/// checkpoint).
-pub(crate) const FRONTIER_VERSION: u16 = 2;
+/// checkpoint); 3 added `by` (older records read as nobody named).
+pub(crate) const FRONTIER_VERSION: u16 = 3;
 /// Schema version of state snapshots (the user's state; its shape is pinned
 /// by the graph version).
 pub(crate) const STATE_VERSION: u16 = 1;
@@ -92,6 +92,10 @@ pub(crate) struct FrontierRecord {
     /// or `input` at step 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) source: Option<CheckpointSource>,
+    /// Who asked for the state update or fork that wrote this checkpoint,
+    /// when they said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) by: Option<String>,
 }
 
 /// What wrote a checkpoint, as LangGraph's checkpoint metadata names it.

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 use tollgate_checkpoint::{
-    Blob, CheckpointInfo, InterruptRecord, PageRequest, RunFilter, RunId, RunRecord, RunStatus,
+    CheckpointInfo, InterruptRecord, PageRequest, RunFilter, RunId, RunRecord, RunStatus,
 };
 
 use crate::graph::CompiledGraph;
@@ -33,6 +33,10 @@ pub struct StateSnapshot<S> {
     /// What wrote it: the run's input (step 0), its loop, a state update,
     /// or a fork's copy.
     pub source: CheckpointSource,
+    /// Who asked for the state update or fork that wrote it, when they
+    /// said ([`RunConfig::by`](crate::RunConfig::by)); `None` for the
+    /// run's own steps.
+    pub by: Option<String>,
     /// The run's status now.
     pub status: RunStatus,
     /// The state at that checkpoint.
@@ -192,9 +196,10 @@ impl Executor {
         let record = checkpoint.run.clone();
         let last = at.is_none_or(|at| at == record.step);
         let interrupts = std::mem::take(&mut checkpoint.interrupts);
-        let source = source_of(&checkpoint.frontier, run, record.step)?;
         let loaded = decode(graph, checkpoint)?;
         let step = loaded.step;
+        let source = CheckpointSource::of(step, loaded.frontier.source);
+        let by = loaded.frontier.by.clone();
         let name = |task: &super::plan::Task| graph.node(task.node).name.to_string();
         let next: Vec<String> = loaded.frontier.tasks.iter().map(name).collect();
         let mut pending_writes: Vec<(u32, String)> = loaded
@@ -252,6 +257,7 @@ impl Executor {
             run,
             step,
             source,
+            by,
             status: record.status,
             values: loaded.state,
             next,
@@ -360,6 +366,7 @@ impl Executor {
             run: record.id,
             step,
             source: CheckpointSource::of(step, frontier.source),
+            by: frontier.by,
             status: record.status,
             values,
             next: frontier.tasks.into_iter().map(|task| task.node).collect(),
@@ -368,18 +375,6 @@ impl Executor {
             tasks: Vec::new(),
         })
     }
-}
-
-/// The source of the checkpoint whose frontier is `frontier`.
-fn source_of(frontier: &Blob, run: RunId, step: u64) -> Result<CheckpointSource, RunError> {
-    #[derive(serde::Deserialize)]
-    struct Source {
-        #[serde(default)]
-        source: Option<CheckpointSource>,
-    }
-    let found: Source =
-        frontier.decode().map_err(|source| RunError::StateDecode { run, step, source })?;
-    Ok(CheckpointSource::of(step, found.source))
 }
 
 /// The graphs nested in the task whose id is `id`, from its progress

@@ -346,16 +346,24 @@ pub(crate) async fn resume_leg(
 struct UpdateStateBody {
     values: Value,
     as_node: Option<String>,
+    by: Option<String>,
+}
+
+/// Who asks for a state update or fork: a caller known by name (named
+/// tokens, a service's check) as itself, otherwise the body's `by`.
+fn asker(principal: Option<Extension<Principal>>, by: Option<String>) -> Option<String> {
+    principal.map(|Extension(principal)| principal.name).or(by)
 }
 
 /// `POST /runs/{id}/state`: `values` (an update of the run's state)
 /// written on its latest checkpoint as if `as_node` ran
 /// (`Executor::update_state`), a new checkpoint; the run is left
 /// `interrupted`, ready to be continued. Refused while it runs (409) and
-/// once it is finished.
+/// once it is finished. Recorded with who asked (see [`asker`]).
 pub(crate) async fn update_state(
     State(app): State<App>,
     Path(id): Path<String>,
+    principal: Option<Extension<Principal>>,
     body: Body,
 ) -> ApiResult<Json<Value>> {
     let run = run_id(&id)?;
@@ -363,7 +371,9 @@ pub(crate) async fn update_state(
     if !body.values.is_object() {
         return Err(ServiceError::invalid("`values` must be an object: the fields to write").into());
     }
-    let step = app.runs.update_state(run, body.values, body.as_node.as_deref()).await?;
+    let by = asker(principal, body.by);
+    let step =
+        app.runs.update_state(run, body.values, body.as_node.as_deref(), by.as_deref()).await?;
     let summary = app.runs.summary(run).await?;
     Ok(Json(json!({"step": step, "run": summary_json(&summary).0})))
 }
@@ -373,16 +383,19 @@ pub(crate) async fn update_state(
 struct ForkBody {
     step: Option<u64>,
     values: Option<Value>,
+    by: Option<String>,
 }
 
 /// `POST /runs/{id}/fork`: a new run from checkpoint `step` (the latest
 /// when absent) of the run, with `values` merged through the reducers,
 /// driven here; 201 with the new run, at once or, with `?wait=true`, when
-/// its leg ends. The source run is unchanged.
+/// its leg ends. The source run is unchanged. Recorded with who asked
+/// (see [`asker`]).
 pub(crate) async fn fork(
     State(app): State<App>,
     Path(id): Path<String>,
     Query(query): Query<WaitQuery>,
+    principal: Option<Extension<Principal>>,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let run = run_id(&id)?;
@@ -391,7 +404,9 @@ pub(crate) async fn fork(
         return Err(ServiceError::invalid("`values` must be an object: the fields to write").into());
     }
     let into = RunId::new();
-    let leg = app.runs.fork(run, body.step, body.values, into, Some(app.hub.sink(into))).await?;
+    let by = asker(principal, body.by);
+    let sink = Some(app.hub.sink(into));
+    let leg = app.runs.fork(run, body.step, body.values, into, sink, by.as_deref()).await?;
     app.legs.wait_or_drive(leg, query.wait.unwrap_or(false)).await?;
     Ok((StatusCode::CREATED, summary_json(&app.runs.summary(into).await?)))
 }

@@ -142,14 +142,15 @@ pub(crate) trait ServedGraph: Send + Sync {
         config: RunConfig,
     ) -> Result<Leg, ServiceError>;
     /// Writes `update` (JSON of the state's update) on the run's latest
-    /// checkpoint as if `as_node` ran (`Executor::update_state`); the new
-    /// step.
+    /// checkpoint as if `as_node` ran (`Executor::update_state`, with
+    /// `config`'s `by`); the new step.
     async fn update_state(
         &self,
         executor: &Executor,
         run: RunId,
         update: Value,
         as_node: Option<&str>,
+        config: RunConfig,
     ) -> Result<u64, ServiceError>;
     /// A page of the thread's history across its runs (see
     /// `Executor::thread_history`).
@@ -299,9 +300,10 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         run: RunId,
         update: Value,
         as_node: Option<&str>,
+        config: RunConfig,
     ) -> Result<u64, ServiceError> {
         let update = update_of(self, update)?;
-        Ok(executor.update_state(self, run, update, as_node, RunConfig::new()).await?)
+        Ok(executor.update_state(self, run, update, as_node, config).await?)
     }
 
     async fn thread_history(

@@ -10,8 +10,9 @@ use tollgate_engine::{
     format_rfc3339, NestedState, PendingInterrupt, StateSnapshot, TaskState, ThreadHistoryPage,
 };
 
-/// `{"id", "step", "source", "status", "values", "next", "interrupts",
-/// "pending_writes", "tasks"}`.
+/// `{"id", "step", "source", "by", "status", "values", "next",
+/// "interrupts", "pending_writes", "tasks"}` (`by`: who asked for the
+/// update or fork that wrote it, or null).
 pub(crate) fn state<S: Serialize>(state: &StateSnapshot<S>) -> Value {
     let pending: Vec<Value> = state
         .pending_writes
@@ -22,6 +23,7 @@ pub(crate) fn state<S: Serialize>(state: &StateSnapshot<S>) -> Value {
         "id": state.run.to_string(),
         "step": state.step,
         "source": state.source,
+        "by": state.by,
         "status": state.status,
         "values": serde_json::to_value(&state.values).unwrap_or(Value::Null),
         "next": state.next,
@@ -77,17 +79,18 @@ pub(crate) fn info(info: &CheckpointInfo) -> Value {
 }
 
 /// A run-history entry with its state: the checkpoint's place, its
-/// `source`, `values` and `next`.
+/// `source`, `by`, `values` and `next`.
 pub(crate) fn history_entry<S: Serialize>(at: &CheckpointInfo, state: &StateSnapshot<S>) -> Value {
     let mut entry = info(at);
     entry["source"] = json!(state.source);
+    entry["by"] = json!(state.by);
     entry["values"] = serde_json::to_value(&state.values).unwrap_or(Value::Null);
     entry["next"] = json!(state.next);
     entry
 }
 
 /// A page of a thread's history: `{"thread", "total", "checkpoints":
-/// [{"number", "run", "step", "at", "tasks", "snapshot", "source",
+/// [{"number", "run", "step", "at", "tasks", "snapshot", "source", "by",
 /// "values", "next"}], "next_before"}`.
 pub(crate) fn thread_history<S: Serialize>(thread: &str, page: &ThreadHistoryPage<S>) -> Value {
     let checkpoints: Vec<Value> = page

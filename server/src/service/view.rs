@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use tollgate_checkpoint::{
     Cursor, DamagedRun, PageRequest, RunFailure, RunFilter, RunId, RunRecord, RunStatus,
 };
-use tollgate_engine::{format_rfc3339, Event};
+use tollgate_engine::{format_rfc3339, Event, RunConfig};
 
 use crate::error::ServiceError;
 
@@ -274,16 +274,21 @@ impl Runs {
 
     /// Writes `update` on the run's latest checkpoint as if `as_node` ran
     /// (see `Executor::update_state`), for runs whose graph this process
-    /// has; the new step.
+    /// has, recorded as asked for `by` someone when given; the new step.
     pub async fn update_state(
         &self,
         run: RunId,
         update: Value,
         as_node: Option<&str>,
+        by: Option<&str>,
     ) -> Result<u64, ServiceError> {
         let rebuilt =
             self.blueprint_graph(run, "update its state with Executor::update_state").await?;
-        rebuilt.graph.update_state(&self.executor, run, update, as_node).await
+        let mut config = RunConfig::new();
+        if let Some(by) = by {
+            config = config.by(by);
+        }
+        rebuilt.graph.update_state(&self.executor, run, update, as_node, config).await
     }
 
     /// A new run on `thread` from `run`'s latest checkpoint (its state and
@@ -304,7 +309,8 @@ impl Runs {
     /// `None`): that checkpoint's state, with `edit` (JSON of the state's
     /// update) merged through the reducers, and what was to run next
     /// (`Executor::fork`), driven here with `sink`, for runs whose graph
-    /// this process has. The source run is unchanged.
+    /// this process has, recorded as asked for `by` someone when given.
+    /// The source run is unchanged.
     pub async fn fork(
         &self,
         run: RunId,
@@ -312,12 +318,16 @@ impl Runs {
         edit: Option<Value>,
         into: RunId,
         sink: Option<tollgate_engine::EventSink>,
+        by: Option<&str>,
     ) -> Result<super::Leg, ServiceError> {
         let record = self.store().run(run).await?;
         let rebuilt = self.blueprint_graph(run, "fork it with Executor::fork").await?;
         let mut config = rebuilt.config.run_id(into);
         if let Some(sink) = sink {
             config = config.events(sink);
+        }
+        if let Some(by) = by {
+            config = config.by(by);
         }
         let step = step.unwrap_or(record.step);
         rebuilt.graph.fork(&self.executor, run, step, edit, config).await

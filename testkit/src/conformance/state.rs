@@ -102,7 +102,13 @@ async fn sources(executor: Executor) {
         .expect("sources: pauses");
     let run = paused.run_id;
     executor
-        .update_state(&graph, run, TrackUpdate::default().count(5), Some("a"), RunConfig::new())
+        .update_state(
+            &graph,
+            run,
+            TrackUpdate::default().count(5),
+            Some("a"),
+            RunConfig::new().by("alice"),
+        )
         .await
         .expect("sources: update");
     executor
@@ -113,24 +119,26 @@ async fn sources(executor: Executor) {
         .await
         .expect("sources: completes");
     let page = executor.state_history(&graph, run, None, 10).await.expect("sources: history");
-    let seen: Vec<(u64, CheckpointSource, Vec<String>)> = page
+    let seen: Vec<(u64, CheckpointSource, Option<&str>, Vec<String>)> = page
         .checkpoints
         .iter()
-        .map(|(info, state)| (info.step, state.source, state.next.clone()))
+        .map(|(info, state)| (info.step, state.source, state.by.as_deref(), state.next.clone()))
         .collect();
     let b = || vec!["b".to_owned()];
     assert_eq!(
         seen,
         [
-            (3, CheckpointSource::Loop, vec![]),
-            (2, CheckpointSource::Update, b()),
-            (1, CheckpointSource::Loop, b()),
-            (0, CheckpointSource::Input, vec!["a".to_owned()]),
+            (3, CheckpointSource::Loop, None, vec![]),
+            (2, CheckpointSource::Update, Some("alice"), b()),
+            (1, CheckpointSource::Loop, None, b()),
+            (0, CheckpointSource::Input, None, vec!["a".to_owned()]),
         ],
-        "sources: newest first, each with its source and next nodes"
+        "sources: newest first, each with its source, who asked and next nodes"
     );
+    let input = executor.get_state(&graph, run, Some(0)).await.expect("sources: step 0");
+    assert_eq!(input.source, CheckpointSource::Input, "sources: a past input checkpoint");
     let fork = executor
-        .fork(&graph, run, 1, None, RunConfig::new())
+        .fork(&graph, run, 1, None, RunConfig::new().by("bob"))
         .await
         .expect("sources: forks")
         .wait()
@@ -138,9 +146,11 @@ async fn sources(executor: Executor) {
         .expect("sources: the fork completes");
     let first = executor.get_state(&graph, fork.run_id, Some(0)).await.expect("fork state");
     assert_eq!(first.source, CheckpointSource::Fork, "sources: a fork's first checkpoint");
+    assert_eq!(first.by.as_deref(), Some("bob"), "sources: who asked for the fork");
     assert_eq!(first.next, ["b"], "sources: the fork continues where its source was");
     let after = executor.get_state(&graph, fork.run_id, Some(1)).await.expect("fork step 1");
     assert_eq!(after.source, CheckpointSource::Loop, "sources: the fork's own steps");
+    assert_eq!(after.by, None, "sources: the fork's own steps name nobody");
 }
 
 /// A thread's history: every checkpoint of every run of the thread, newest

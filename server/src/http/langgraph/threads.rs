@@ -4,6 +4,7 @@
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
+use axum::Extension;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -13,7 +14,7 @@ use tollgate_checkpoint::{RunFilter, RunStatus, ThreadRecord};
 
 use super::super::errors::{ApiError, ApiResult};
 use super::super::routes::{read_json, run_id};
-use super::super::App;
+use super::super::{App, Principal};
 use super::wire;
 use crate::error::ServiceError;
 use crate::service::RunSummary;
@@ -421,6 +422,7 @@ pub(super) struct UpdateStateBody {
 pub(super) async fn update_state(
     State(app): State<App>,
     Path(thread): Path<String>,
+    principal: Option<Extension<Principal>>,
     body: Body,
 ) -> ApiResult<Json<Value>> {
     let body: UpdateStateBody = read_json(&app, body, true).await?;
@@ -445,7 +447,12 @@ pub(super) async fn update_state(
     let run = run_id(&latest.id)?;
     let step = app
         .runs
-        .update_state(run, body.values.unwrap_or_else(|| json!({})), body.as_node.as_deref())
+        .update_state(
+            run,
+            body.values.unwrap_or_else(|| json!({})),
+            body.as_node.as_deref(),
+            principal.map(|Extension(principal)| principal.name).as_deref(),
+        )
         .await?;
     Ok(Json(json!({"checkpoint": wire::checkpoint(&thread, &latest.id, step)})))
 }

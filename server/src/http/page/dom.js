@@ -68,3 +68,16 @@ export function clock(iso) {
   const date = new Date(iso);
   return Number.isNaN(date.getTime()) ? iso : date.toLocaleString();
 }
+
+/** Where the page keeps the name a reviewer gave (recorded with what they do). */
+export const REVIEWER = 'tollgate.reviewer';
+
+/** A field for the reviewer's name, kept between visits; `read()` gives it or undefined. */
+export function reviewerField(label) {
+  const input = h('input', { id: 'reviewer', name: 'reviewer', autocomplete: 'name', value: localStorage.getItem(REVIEWER) ?? '',
+    onchange: (event) => localStorage.setItem(REVIEWER, event.target.value.trim()) });
+  return {
+    element: h('div', { class: 'field reviewer' }, h('label', { for: 'reviewer' }, label), input),
+    read: () => input.value.trim() || undefined,
+  };
+}

@@ -3,7 +3,7 @@
 // run forked from any.
 
 import { api, Unauthorized } from './api.js';
-import { clock, h, pretty } from './dom.js';
+import { clock, h, pretty, reviewerField } from './dom.js';
 import { jsonEditor } from './form.js';
 
 const PAGE = 50;
@@ -27,7 +27,7 @@ export async function historyPage(main, id, params, { fail } = {}) {
       h('a', { href: `#/run/${id}/history?${query}`, 'aria-current': checkpoint.step === chosen ? 'true' : null },
         `Step ${checkpoint.step}`),
       h('span', { class: 'muted' }, ` · ${clock(checkpoint.at)} · ${checkpoint.tasks} task(s)`,
-        checkpoint.next?.length ? ` · next: ${checkpoint.next.join(', ')}` : ''));
+        written(checkpoint), checkpoint.next?.length ? ` · next: ${checkpoint.next.join(', ')}` : ''));
   }));
   const here = checkpoints.find((checkpoint) => checkpoint.step === chosen);
   const compareSelect = h('select', { id: 'compare', name: 'compare' },
@@ -86,6 +86,13 @@ export async function historyPage(main, id, params, { fail } = {}) {
   return () => {};
 }
 
+/** How a checkpoint not written by the run's own loop came about, and who asked. */
+function written(checkpoint) {
+  const how = { update: 'edited', fork: 'forked' }[checkpoint.source];
+  if (!how) return '';
+  return ` · ${how}${checkpoint.by ? ` by ${checkpoint.by}` : ''}`;
+}
+
 /**
  * The time-travel card of checkpoint `here`: fields to write, as JSON,
  * written on it when it is the run's `latest` and the run waits, stopped
@@ -95,6 +102,7 @@ export async function historyPage(main, id, params, { fail } = {}) {
 function timeTravel(id, here, summary, latest, fail) {
   const editor = jsonEditor({}, 'Fields to write (JSON; merged through the state’s reducers)');
   const outcome = h('p', { id: 'travel-outcome', role: 'status', 'aria-live': 'polite' });
+  const name = reviewerField('Your name (recorded with the change)');
   const writable = latest && WRITABLE.has(summary.status);
   const read = () => {
     const values = editor.read();
@@ -121,12 +129,12 @@ function timeTravel(id, here, summary, latest, fail) {
     }
   };
   const write = (event) => go(event.target, async (values) => {
-    const written = await api(`/runs/${encodeURIComponent(id)}/state`, { method: 'POST', body: { values } });
+    const written = await api(`/runs/${encodeURIComponent(id)}/state`, { method: 'POST', body: { values, by: name.read() } });
     outcome.textContent = `Written as step ${written.step}. The run is stopped: continue it from its page.`;
     outcome.className = 'ok';
   });
   const fork = (event) => go(event.target, async (values) => {
-    const body = { step: here.step };
+    const body = { step: here.step, by: name.read() };
     if (Object.keys(values).length) body.values = values;
     const forked = await api(`/runs/${encodeURIComponent(id)}/fork`, { method: 'POST', body });
     location.hash = `#/run/${forked.id}`;
@@ -135,6 +143,7 @@ function timeTravel(id, here, summary, latest, fail) {
     h('h2', { id: 'travel-title' }, `Change it from step ${here.step}`),
     h('p', { class: 'muted' }, 'Messages go as {"messages": [{"upsert": {"id": "…", "role": "user", "content": "…"}}]}. A fork leaves this run as it is.'),
     editor.element,
+    name.element,
     h('div', { class: 'actions' },
       writable ? h('button', { type: 'button', id: 'write-state', onclick: write }, 'Write on this checkpoint') : null,
       h('button', { type: 'button', id: 'fork', onclick: fork }, `Fork a new run from step ${here.step}`)),

@@ -2,12 +2,11 @@
 // graph with each node's state, and its live timeline of events.
 
 import { api, ApiError, socket, Unauthorized } from './api.js';
-import { badge, clock, h, pretty, statusWord } from './dom.js';
+import { badge, clock, h, pretty, reviewerField, statusWord } from './dom.js';
 import { formable, jsonEditor, schemaForm } from './form.js';
 import { drawGraph, nodeStates } from './graph.js';
 import { interruptDetails, sayInterrupt, transcript } from './words.js';
 
-const REVIEWER = 'tollgate.reviewer';
 const FINAL = new Set(['completed', 'failed', 'rejected', 'interrupted']);
 
 export async function runPage(main, id, { fail }) {
@@ -34,12 +33,10 @@ export async function runPage(main, id, { fail }) {
   const actions = h('div', { class: 'actions', id: 'actions' });
   const notice = h('p', { id: 'run-notice', role: 'status', 'aria-live': 'polite' });
   const decisionsList = h('div', { id: 'decision-list' });
+  const nameField = reviewerField('Your name (recorded with your decision)');
   const decisions = h('section', { id: 'decisions', class: 'card', 'aria-labelledby': 'decisions-title', hidden: true },
     h('h2', { id: 'decisions-title' }, 'Waiting for a decision'),
-    h('div', { class: 'field reviewer' },
-      h('label', { for: 'reviewer' }, 'Your name (recorded with your decision)'),
-      h('input', { id: 'reviewer', name: 'reviewer', autocomplete: 'name', value: localStorage.getItem(REVIEWER) ?? '',
-        onchange: (event) => localStorage.setItem(REVIEWER, event.target.value.trim()) })),
+    nameField.element,
     decisionsList);
   const asked = h('div', { id: 'asked' }, h('p', { class: 'muted' }, 'Reading…'));
   const askedTitle = h('h2', { id: 'asked-title' }, 'Conversation');
@@ -63,7 +60,7 @@ export async function runPage(main, id, { fail }) {
         h('h2', { id: 'timeline-title' }, 'Timeline'), timeline)),
   );
 
-  const reviewer = () => document.getElementById('reviewer')?.value.trim() || undefined;
+  const reviewer = nameField.read;
 
   function renderSummary() {
     status.replaceChildren(badge(summary.status),
