@@ -250,8 +250,20 @@ fn the_nested_review_page_approves_a_rust_graph_s_run_by_clicking() {
         browser::open_signed_in(&page, &format!("{base}/tollgate#/run/{run}"), "key-42").await;
         browser::element(&page, &format!("[data-interrupt^=\"{run}\"]")).await;
         browser::text_where(&page, "#main", |text| text.contains("250")).await;
-        // The drawing of the Rust graph: its nodes, `check` waiting.
+        // The drawing of the Rust graph: its nodes, `check` waiting, every
+        // edge drawn and none through a node.
         browser::element(&page, "g.node[data-node=\"check\"]").await;
+        let graph: Value = client
+            .get(format!("{base}/tollgate/runs/{run}/graph"))
+            .header("x-api-key", "key-42")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let edges = graph["edges"].as_array().unwrap().len();
+        assert_eq!(browser::check_drawing(&page, &graph).await, edges, "{graph}");
         browser::click(&page, "button[data-kind=approve]").await;
         browser::click(&page, "button[data-send=approve]").await;
         browser::text_where(&page, "#run-status", |text| text == "Done").await;

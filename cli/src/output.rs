@@ -237,11 +237,14 @@ pub(crate) fn history(page: &serde_json::Value) -> String {
             checkpoint["at"].as_str().unwrap_or(""),
             checkpoint["tasks"]
         );
-        match checkpoint["source"].as_str() {
-            Some(source) => {
+        match (checkpoint["source"].as_str(), checkpoint["by"].as_str()) {
+            (Some(source), Some(by)) => {
+                let _ = writeln!(out, "  ({source} by {by})");
+            }
+            (Some(source), None) => {
                 let _ = writeln!(out, "  ({source})");
             }
-            None => out.push('\n'),
+            (None, _) => out.push('\n'),
         }
         if let Some(next) = checkpoint["next"].as_array() {
             let names: Vec<&str> = next.iter().filter_map(|n| n.as_str()).collect();

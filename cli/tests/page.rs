@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use fantoccini::Client;
 use serde_json::{json, Value};
 
-use browser::{click, element, has, open_signed_in, screenshot, text_where, Browser};
+use browser::{
+    check_drawing, click, element, has, open_signed_in, screenshot, text_where, Browser,
+};
 use support::{client, get_json, runtime, Fixture, Served, TOKEN};
 
 /// The kinds of the run's stored events, in order.
@@ -228,6 +230,32 @@ fn a_pause_inside_a_nested_blueprint_is_shown_on_its_node_and_approved_from_the_
         element(&page, "g.node[data-node=\"review\"][data-state=\"waiting\"]").await;
         element(&page, "g.node[data-node=\"intake\"][data-state=\"done\"]").await;
         text_where(&page, "#timeline", |text| text.contains("review:2.0/checker")).await;
+        // The drawing: every edge drawn, none through a node; the
+        // tool-less intake has no tools node.
+        let graph_url = server.url(&format!("/runs/{run}/graph"));
+        let graph = get_json(&client(), &graph_url, 200).await;
+        assert_eq!(check_drawing(&page, &graph).await, graph["edges"].as_array().unwrap().len());
+        assert!(!has(&page, "g.node[data-node=\"intake.tools\"]").await);
+        // Opened, the subgraph shows its own graph, the waiting tools node
+        // inside it; closed again, it is one node.
+        click(&page, "[data-toggle=\"review\"]").await;
+        element(&page, "g.node[data-node=\"review/checker.tools\"][data-state=\"waiting\"]").await;
+        element(&page, "g.node[data-node=\"review/checker\"]").await;
+        let open = get_json(&client(), &format!("{graph_url}?open=review"), 200).await;
+        let inner = open["layout"]["edges"].as_array().unwrap().len();
+        assert!(inner > graph["edges"].as_array().unwrap().len(), "{open}");
+        assert_eq!(check_drawing(&page, &open).await, inner);
+        text_where(&page, "#graph .edge-label", |text| text == "calls tools").await;
+        page.set_window_size(1280, 1300).await.unwrap();
+        screenshot(&page, "review-graph-open").await;
+        click(&page, "[data-toggle=\"review\"]").await;
+        for _ in 0..100 {
+            if !has(&page, "g.node[data-node=\"review/checker\"]").await {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        assert!(!has(&page, "g.node[data-node=\"review/checker\"]").await, "closed again");
         click(&page, "button[data-kind=approve]").await;
         click(&page, "button[data-send=approve]").await;
         text_where(&page, "#run-status", |text| text == "Done").await;
@@ -634,6 +662,7 @@ fn the_history_page_forks_with_an_edit_and_writes_the_latest_state() {
         let editor = element(&page, "#travel textarea").await;
         editor.clear().await.unwrap();
         editor.send_keys(r#"{"context": {"ticket": "T-9"}}"#).await.unwrap();
+        element(&page, "#travel #reviewer").await.send_keys("Rita").await.unwrap();
         click(&page, "#fork").await;
         let mut forked = String::new();
         for _ in 0..100 {
@@ -647,6 +676,9 @@ fn the_history_page_forks_with_an_edit_and_writes_the_latest_state() {
         assert!(!forked.is_empty() && forked != run, "the page opened the fork: {forked}");
         let state = get_json(&client(), &server.url(&format!("/runs/{forked}/state")), 200).await;
         assert_eq!(state["values"]["context"]["ticket"], "T-9", "{state}");
+        let first = server.url(&format!("/runs/{forked}/state?step=0"));
+        let first = get_json(&client(), &first, 200).await;
+        assert_eq!((&first["source"], &first["by"]), (&json!("fork"), &json!("Rita")), "{first}");
         assert_eq!(summary(&server, &run).await, before, "the source run is unchanged");
         // A write on the latest checkpoint of the source.
         page.goto(&server.url(&format!("/#/run/{run}/history"))).await.unwrap();
@@ -660,6 +692,9 @@ fn the_history_page_forks_with_an_edit_and_writes_the_latest_state() {
         editor.send_keys(r#"{"context": {"reviewed": "from the page"}}"#).await.unwrap();
         click(&page, "#write-state").await;
         text_where(&page, "#travel-outcome", |text| text.starts_with("Written as step")).await;
+        // The name given is kept, and the new checkpoint says who wrote it.
+        page.refresh().await.unwrap();
+        text_where(&page, "#checkpoints", |text| text.contains("edited by Rita")).await;
         let now = summary(&server, &run).await;
         assert_eq!(now["status"], "interrupted", "{now}");
         assert_eq!(now["step"], before["step"].as_u64().unwrap() + 1);

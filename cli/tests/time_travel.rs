@@ -99,7 +99,8 @@ fn the_api_edits_a_paused_run_and_forks_it() {
         assert_eq!(forked["status"], "awaiting_hitl", "{forked}");
         let state = get_json(&http, &server.url(&format!("/runs/{new}/state")), 200).await;
         assert_eq!(state["values"]["context"]["ticket"], "T-2", "{state}");
-        let forked_from = get_json(&http, &server.url(&format!("/runs/{new}/state?step=0")), 200).await;
+        let forked_from =
+            get_json(&http, &server.url(&format!("/runs/{new}/state?step=0")), 200).await;
         assert_eq!((&forked_from["source"], &forked_from["by"]), (&json!("fork"), &json!("carol")));
         assert_eq!(get_json(&http, &url(""), 200).await, before, "the source run is unchanged");
         // Edit the source's state.

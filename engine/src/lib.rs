@@ -66,7 +66,10 @@ pub use exec::{
     TaskError, TaskState, ThreadCheckpoint, ThreadHistoryPage, Worker, WorkerReport, Workload,
     DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_LEASE_LOSSES, DEFAULT_MAX_STEPS, INPUT_NODE,
 };
-pub use graph::{CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, StateGraph};
+pub use graph::{
+    CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, GraphShape, ShapeEdge,
+    ShapeNode, StateGraph,
+};
 pub use hitl::{
     Breakpoint, BreakpointSide, Decision, DecisionError, DecisionKind, DecisionRequest, Interrupt,
     PendingInterrupt, BREAKPOINT,

@@ -115,6 +115,15 @@ pub enum HarnessError {
         /// What the schema compiler said.
         message: String,
     },
+    /// The model of an agent with no tools called one (it was shown
+    /// none; the agent has no tools node to answer it).
+    #[error("agent `{agent}` has no tools, but its model called `{tool}`")]
+    ToolCallWithoutTools {
+        /// The agent.
+        agent: String,
+        /// The tool the model named.
+        tool: String,
+    },
     /// A tool call's arguments do not match the tool's schema.
     #[error("arguments for tool `{tool}` do not match its schema: {}", errors.join("; "))]
     InvalidToolArguments {
@@ -349,6 +358,7 @@ impl HarnessError {
             HarnessError::Network { .. } => ErrorClass::Network,
             HarnessError::Protocol { .. } => ErrorClass::Protocol,
             HarnessError::MissingTool { .. }
+            | HarnessError::ToolCallWithoutTools { .. }
             | HarnessError::InvalidToolArguments { .. }
             | HarnessError::ToolFailed { .. }
             | HarnessError::CommandFailed { .. }
@@ -392,6 +402,7 @@ impl HarnessError {
             HarnessError::MissingModel { .. } => "missing_model",
             HarnessError::MissingTool { .. } => "missing_tool",
             HarnessError::InvalidToolSchema { .. } => "invalid_tool_schema",
+            HarnessError::ToolCallWithoutTools { .. } => "tool_call_without_tools",
             HarnessError::InvalidToolArguments { .. } => "invalid_tool_arguments",
             HarnessError::ToolFailed { .. } => "tool_failed",
             HarnessError::CommandFailed { .. } => "command_failed",

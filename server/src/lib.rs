@@ -26,6 +26,7 @@
 mod error;
 mod hex;
 mod http;
+mod layout;
 mod pack;
 mod printable;
 mod service;

@@ -95,6 +95,39 @@ fn a_model_that_never_stops_calling_tools_hits_the_turn_limit() {
 }
 
 #[test]
+fn an_agent_without_tools_has_no_tools_node_and_refuses_a_tool_call() {
+    let rt = support::runtime();
+    let chat = Agent::new("chat", model(vec![text("Hi.")])).compile().unwrap();
+    let nodes: Vec<&str> = chat.graph().node_names().collect();
+    assert_eq!(nodes, ["chat"], "no chat.tools");
+    let answer = chat.graph().shape().edges.into_iter().find(|e| e.from == "chat").unwrap();
+    assert_eq!((answer.to.as_str(), answer.kind), ("__end__", "static"));
+    let run = rt.block_on(chat.run(&support::executor(), "Hello", RunConfig::new())).unwrap();
+    assert_eq!(run.final_text(), Some("Hi."));
+    // A model that calls a tool it was never shown fails the node, named.
+    let confused =
+        Agent::new("chat", model(vec![call("lookup_user", json!({"id": 7}))])).compile().unwrap();
+    let error =
+        rt.block_on(confused.run(&support::executor(), "Who?", RunConfig::new())).unwrap_err();
+    let HarnessError::Run(RunError::NodeFailed { node, source, .. }) = &error else {
+        panic!("{error}")
+    };
+    assert_eq!(node, "chat");
+    let cause = source.cause().downcast_ref::<HarnessError>();
+    assert!(
+        matches!(cause, Some(HarnessError::ToolCallWithoutTools { tool, .. }) if tool == "lookup_user"),
+        "{error}"
+    );
+    // With tools, the tools node is there and the route's edges are named.
+    let (lookup, _) = counting("lookup_user");
+    let helper = Agent::new("helper", model(vec![text("-")])).tool(lookup).compile().unwrap();
+    let labels: Vec<(String, String, Option<String>)> =
+        helper.graph().shape().edges.into_iter().map(|e| (e.from, e.to, e.label)).collect();
+    assert!(labels.contains(&("helper".into(), "helper.tools".into(), Some("calls tools".into()))));
+    assert!(labels.contains(&("helper".into(), "__end__".into(), Some("answers".into()))));
+}
+
+#[test]
 fn a_script_that_runs_out_is_a_typed_error() {
     let rt = support::runtime();
     let (tool, _) = counting("t");

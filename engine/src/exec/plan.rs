@@ -191,8 +191,16 @@ impl Frontier {
                 schedule.target(Target::Node(join.target));
             }
         }
-        Self { tasks: Vec::new(), arrivals, fired, visits, settings: self.settings, source: None, by: None }
-            .with_tasks(graph, schedule.tasks)
+        Self {
+            tasks: Vec::new(),
+            arrivals,
+            fired,
+            visits,
+            settings: self.settings,
+            source: None,
+            by: None,
+        }
+        .with_tasks(graph, schedule.tasks)
     }
 
     /// The frontier after `node` (alone) wrote a state update that is not

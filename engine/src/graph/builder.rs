@@ -43,6 +43,8 @@ pub struct StateGraph<S: State> {
     pub(super) break_before: Vec<String>,
     pub(super) break_after: Vec<String>,
     pub(super) on_reject: Vec<(String, String)>,
+    /// Drawing labels of edges: (from, to, label).
+    pub(super) labels: Vec<(String, String, String)>,
 }
 
 pub(super) struct NodeDecl<S: State> {
@@ -103,6 +105,7 @@ impl<S: State> StateGraph<S> {
             break_before: Vec::new(),
             break_after: Vec::new(),
             on_reject: Vec::new(),
+            labels: Vec::new(),
         }
     }
 
@@ -230,6 +233,23 @@ impl<S: State> StateGraph<S> {
             destinations: None,
             subgraph: Some(outline),
         });
+        self
+    }
+
+    /// Names the edge `from` → `to` in drawings ([`CompiledGraph::shape`],
+    /// the review page): say when a route takes it (`"calls tools"`,
+    /// `"approved"`). The edge (static, route target, command
+    /// destination or join) must exist: compiling refuses a label on
+    /// none with [`GraphProblem::UnknownLabelledEdge`](crate::GraphProblem::UnknownLabelledEdge).
+    /// An edge taken on rejection ([`StateGraph::on_reject`]) is labelled
+    /// `rejected` unless labelled here.
+    pub fn label(
+        mut self,
+        from: impl Into<String>,
+        to: impl Into<String>,
+        label: impl Into<String>,
+    ) -> Self {
+        self.labels.push((from.into(), to.into(), label.into()));
         self
     }
 

@@ -100,6 +100,8 @@ pub(crate) struct Outline {
     pub(crate) graph: DiGraph<GraphNode, EdgeKind>,
     /// The subgraphs of its nodes, by node name.
     pub(crate) nested: HashMap<String, Arc<Outline>>,
+    /// Edge labels by (source, target) petgraph index.
+    pub(crate) labels: HashMap<(usize, usize), String>,
 }
 
 pub(crate) struct CompiledJoin {
@@ -118,6 +120,8 @@ pub(crate) struct Inner<S: State> {
     pub(crate) joins: Vec<CompiledJoin>,
     /// Whether any node has a visit limit (visits are counted only then).
     pub(crate) limited: bool,
+    /// Drawing labels of edges, by (source, target) petgraph index.
+    pub(crate) labels: HashMap<(usize, usize), String>,
 }
 
 /// A validated graph, ready to run. Cheap to clone and shareable across
@@ -173,13 +177,13 @@ impl<S: State> CompiledGraph<S> {
         &self.inner.nodes[index]
     }
 
-    /// The index of a node by name.
     /// The graph's outline (name, shape, nested subgraphs).
     pub(crate) fn outline(&self) -> Outline {
         Outline {
             name: self.inner.name.clone(),
             graph: self.inner.graph.clone(),
             nested: self.nested(),
+            labels: self.inner.labels.clone(),
         }
     }
 
@@ -192,6 +196,7 @@ impl<S: State> CompiledGraph<S> {
             .collect()
     }
 
+    /// The index of a node by name.
     pub(crate) fn index_of(&self, name: &str) -> Option<usize> {
         self.inner.index.get(name).copied()
     }

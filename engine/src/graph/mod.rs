@@ -3,10 +3,12 @@
 mod builder;
 mod compiled;
 mod export;
+mod shape;
 mod validate;
 
 pub use builder::StateGraph;
 pub use compiled::{CompiledGraph, EdgeKind, GraphNode};
+pub use shape::{GraphShape, ShapeEdge, ShapeNode};
 pub use validate::{CompileError, GraphProblem};
 
 pub(crate) use compiled::Target;

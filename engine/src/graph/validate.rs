@@ -153,6 +153,14 @@ pub enum GraphProblem {
         /// The missing target.
         target: String,
     },
+    /// A label names an edge the graph does not have.
+    #[error("a label names the edge `{from}` -> `{to}`, which the graph does not have")]
+    UnknownLabelledEdge {
+        /// Where the labelled edge starts.
+        from: String,
+        /// Where it ends.
+        to: String,
+    },
     /// Nothing leaves `START`.
     #[error("nothing leaves `__start__`: add an edge or route from START")]
     NoEntry,
@@ -245,6 +253,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
         break_before,
         break_after,
         on_reject,
+        labels: given_labels,
     } = graph;
     let mut problems = Vec::new();
 
@@ -445,6 +454,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
     let before = flags(break_before, &mut problems);
     let after = flags(break_after, &mut problems);
     let mut reject_to = vec![None; nodes.len()];
+    let mut labels: HashMap<(usize, usize), String> = HashMap::new();
     for (node, target) in on_reject {
         let Some(&from) = index.get(&node) else {
             problems.push(GraphProblem::UnknownOptionNode { node });
@@ -453,6 +463,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
         match index.get(&target) {
             Some(&to) => {
                 reject_to[from] = Some(to);
+                labels.insert((from + 2, to + 2), "rejected".to_owned());
                 pg.update_edge(
                     NodeIndex::new(from + 2),
                     NodeIndex::new(to + 2),
@@ -461,6 +472,19 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
                 commands[from].get_or_insert_with(HashMap::new).insert(target, Target::Node(to));
             }
             None => problems.push(GraphProblem::UnknownRejectTarget { node, target }),
+        }
+    }
+
+    for (from, to, label) in given_labels {
+        let ends = names.source(&from).zip(names.target(&to));
+        let edge = ends.and_then(|(slot, target)| {
+            pg.find_edge(slot_index(slot), petgraph_index(target)).map(|_| (slot, target))
+        });
+        match edge {
+            Some((slot, target)) => {
+                labels.insert((slot_index(slot).index(), petgraph_index(target).index()), label);
+            }
+            None => problems.push(GraphProblem::UnknownLabelledEdge { from, to }),
         }
     }
 
@@ -530,6 +554,7 @@ pub(super) fn compile<S: State>(graph: StateGraph<S>) -> Result<CompiledGraph<S>
             index,
             start: start_successors,
             joins: compiled_joins,
+            labels,
         }),
     })
 }

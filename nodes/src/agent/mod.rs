@@ -279,10 +279,14 @@ impl Agent {
         self
     }
 
-    /// Checks the agent and adds its two nodes to `graph`: `NAME` (the
-    /// model) and `NAME.tools`, with a route from the model to the tools
-    /// when it calls any and to `then` (other nodes, or [`END`]) when it
-    /// answers. Edges into the agent go to `NAME`.
+    /// Checks the agent and adds its nodes to `graph`: `NAME` (the model)
+    /// and `NAME.tools`, with a route from the model to the tools when it
+    /// calls any (labelled `calls tools`) and to `then` (other nodes, or
+    /// [`END`]) when it answers (`answers`). Edges into the agent go to
+    /// `NAME`. An agent with no tools (and no output tool) has no
+    /// `NAME.tools`: the model leads straight to `then`, and a model that
+    /// calls a tool anyway fails the node with
+    /// [`HarnessError::ToolCallWithoutTools`].
     pub fn add_to(
         self,
         graph: StateGraph<AgentState>,
@@ -290,32 +294,39 @@ impl Agent {
     ) -> Result<StateGraph<AgentState>, HarnessError> {
         let core = Arc::new(self.check()?);
         let name = core.name.clone();
+        let model_core = Arc::clone(&core);
+        let graph = graph.node(name.clone(), move |state: Arc<AgentState>, ctx: NodeContext| {
+            let core = Arc::clone(&model_core);
+            async move { Ok(turn::model_turn(&core, &state, &ctx).await?) }
+        });
+        if core.specs.is_empty() {
+            return Ok(then.iter().fold(graph, |graph, target| graph.edge(name.clone(), *target)));
+        }
         let tools_node = core.tools_node.clone();
-        let (model_core, tools_core, route_core) = (core.clone(), core.clone(), core);
+        let (tools_core, route_core) = (Arc::clone(&core), core);
         let mut targets = vec![tools_node.clone()];
         targets.extend(then.iter().map(|target| (*target).to_owned()));
-        let then: Vec<String> = then.iter().map(|target| (*target).to_owned()).collect();
-        Ok(graph
-            .node(name.clone(), move |state: Arc<AgentState>, ctx: NodeContext| {
-                let core = Arc::clone(&model_core);
-                async move { Ok(turn::model_turn(&core, &state, &ctx).await?) }
-            })
+        let answered: Vec<String> = then.iter().map(|target| (*target).to_owned()).collect();
+        let graph = graph
             .node(tools_node.clone(), move |state: Arc<AgentState>, ctx: NodeContext| {
                 let core = Arc::clone(&tools_core);
                 async move { tools::tools_turn(&core, &state, &ctx).await }
             })
-            .edge(tools_node, name.clone())
-            .route(name, targets, move |state: &AgentState| {
+            .edge(tools_node.clone(), name.clone())
+            .label(name.clone(), tools_node, "calls tools")
+            .route(name.clone(), targets, move |state: &AgentState| {
                 if route_core.wants_tools(state) {
                     Route::to(route_core.tools_node.clone())
                 } else {
-                    Route::all(then.iter().cloned())
+                    Route::all(answered.iter().cloned())
                 }
-            }))
+            });
+        Ok(then.iter().fold(graph, |graph, target| graph.label(name.clone(), *target, "answers")))
     }
 
     /// Compiles the agent alone into a graph named after it: `START ->
-    /// NAME <-> NAME.tools`, `NAME -> END`.
+    /// NAME <-> NAME.tools`, `NAME -> END` (without `NAME.tools` for an
+    /// agent with no tools).
     pub fn compile(self) -> Result<CompiledAgent, HarnessError> {
         let name = self.name.clone();
         let graph =

@@ -105,6 +105,12 @@ pub(crate) async fn model_turn(
             let mut messages = seen.clone();
             messages.extend(added.iter().cloned());
             let response = call_model(core, ctx, &state.context, &ids, &calls, messages).await?;
+            if let (true, Some(call)) = (core.specs.is_empty(), response.tool_calls.first()) {
+                return Err(HarnessError::ToolCallWithoutTools {
+                    agent: core.name.clone(),
+                    tool: call.name.clone(),
+                });
+            }
             let message = Message::Assistant {
                 id: ids.next(),
                 agent: Some(core.name.clone()),

@@ -1,5 +1,7 @@
 //! The REST endpoints (docs/openapi.yaml).
 
+use std::collections::BTreeSet;
+
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -145,13 +147,31 @@ pub(crate) async fn thread(
     Ok(Json(app.runs.thread(&thread).await?))
 }
 
-/// `GET /runs/{id}/graph`: the blueprint run's graph as nodes and edges,
-/// for drawing.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GraphQuery {
+    open: Option<String>,
+}
+
+/// `GET /runs/{id}/graph`: the run's graph as nodes and edges, and its
+/// `layout`, a layered drawing with the subgraph nodes named in `open`
+/// (paths, comma-separated) drawn open.
 pub(crate) async fn graph(
     State(app): State<App>,
     Path(id): Path<String>,
+    Query(query): Query<GraphQuery>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(app.runs.graph(run_id(&id)?).await?))
+    let mut graph = app.runs.graph(run_id(&id)?).await?;
+    let open: BTreeSet<String> = query
+        .open
+        .iter()
+        .flat_map(|open| open.split(','))
+        .map(str::trim)
+        .filter(|path| !path.is_empty())
+        .map(str::to_owned)
+        .collect();
+    graph["layout"] = crate::layout::draw(&graph, &open).to_json();
+    Ok(Json(graph))
 }
 
 #[derive(Deserialize)]

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tollgate_checkpoint::{RunId, RunRecord, RunStatus, ScheduleRecord};
 use tollgate_engine::{
-    CancelToken, CompiledGraph, DecisionRequest, EdgeKind, Executor, GraphNode, Resumed, RunConfig,
+    CancelToken, CompiledGraph, DecisionRequest, Executor, GraphShape, Resumed, RunConfig,
     RunError, RunHandle, Schedule, State, Workload, Write,
 };
 
@@ -329,46 +329,41 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
 }
 
 /// A graph's nodes and edges: `{"name", "version", "nodes": [{"name",
-/// "kind"}], "edges": [{"from", "to", "kind"}]}`, nodes in the order they
-/// were added (`__start__` first), kinds `start`, `end`, `node` and
-/// `static`, `conditional`, `command`, `join`.
+/// "kind", "subgraph"?}], "edges": [{"from", "to", "kind", "label"?}]}`,
+/// nodes in the order they were added (`__start__` and `__end__` first),
+/// kinds `start`, `end`, `node` and `static`, `conditional`, `command`,
+/// `join`; a subgraph node's `subgraph` is its graph's `{"name", "nodes",
+/// "edges"}` in the same form.
 pub(crate) fn outline<S: State>(compiled: &CompiledGraph<S>) -> Value {
-    let graph = compiled.graph();
-    let nodes: Vec<Value> = graph
-        .raw_nodes()
+    let mut outline = shape_json(&compiled.shape());
+    outline["version"] = json!(compiled.version());
+    outline
+}
+
+fn shape_json(shape: &GraphShape) -> Value {
+    let nodes: Vec<Value> = shape
+        .nodes
         .iter()
         .map(|node| {
-            let kind = match node.weight {
-                GraphNode::Start => "start",
-                GraphNode::End => "end",
-                GraphNode::Node(_) => "node",
-            };
-            json!({"name": node.weight.name(), "kind": kind})
+            let mut shown = json!({"name": node.name, "kind": node.kind});
+            if let Some(inner) = &node.subgraph {
+                shown["subgraph"] = shape_json(inner);
+            }
+            shown
         })
         .collect();
-    let edges: Vec<Value> = graph
-        .raw_edges()
+    let edges: Vec<Value> = shape
+        .edges
         .iter()
         .map(|edge| {
-            let kind = match edge.weight {
-                EdgeKind::Static => "static",
-                EdgeKind::Conditional => "conditional",
-                EdgeKind::Command => "command",
-                EdgeKind::Join => "join",
-            };
-            json!({
-                "from": graph[edge.source()].name(),
-                "to": graph[edge.target()].name(),
-                "kind": kind,
-            })
+            let mut shown = json!({"from": edge.from, "to": edge.to, "kind": edge.kind});
+            if let Some(label) = &edge.label {
+                shown["label"] = json!(label);
+            }
+            shown
         })
         .collect();
-    json!({
-        "name": compiled.name(),
-        "version": compiled.version(),
-        "nodes": nodes,
-        "edges": edges,
-    })
+    json!({"name": shape.name, "nodes": nodes, "edges": edges})
 }
 
 /// The typed Rust graphs a process can run, several versions of a name

@@ -4,9 +4,9 @@
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
-use axum::Extension;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};

@@ -13,12 +13,18 @@ export async function runPage(main, id, { fail }) {
   let summary = await api(`/runs/${encodeURIComponent(id)}`);
   let graph = null;
   let graphNote = '';
-  try {
-    graph = await api(`/runs/${encodeURIComponent(id)}/graph`);
-  } catch (error) {
-    if (error instanceof Unauthorized) throw error;
-    graphNote = error.message;
-  }
+  // Subgraph nodes drawn open, by path.
+  const open = new Set();
+  const readGraph = async () => {
+    const query = open.size ? `?open=${encodeURIComponent([...open].join(','))}` : '';
+    try {
+      graph = await api(`/runs/${encodeURIComponent(id)}/graph${query}`);
+    } catch (error) {
+      if (error instanceof Unauthorized) throw error;
+      graphNote = error.message;
+    }
+  };
+  await readGraph();
   const events = [];
   const panels = new Map();
   const calls = new Map();
@@ -166,8 +172,24 @@ export async function runPage(main, id, { fail }) {
       drawing.replaceChildren(h('p', { class: 'muted' }, graphNote || 'No drawing for this run.'));
       return;
     }
-    drawing.replaceChildren(...drawGraph(graph, nodeStates(events)));
+    drawing.replaceChildren(...drawGraph(graph, nodeStates(events), toggleSubgraph));
     renderNodeDetail();
+  }
+
+  async function toggleSubgraph(path) {
+    if (open.has(path)) {
+      for (const inner of [...open]) if (inner === path || inner.startsWith(`${path}/`)) open.delete(inner);
+    } else {
+      open.add(path);
+    }
+    try {
+      await readGraph();
+    } catch (error) {
+      if (error instanceof Unauthorized) return fail(error);
+    }
+    renderGraph();
+    drawing.querySelector(`[data-toggle="${CSS.escape(path)}"]`)?.focus();
+    return undefined;
   }
 
   // ---- decisions ----
