@@ -79,8 +79,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .filter(|key| !key.trim().is_empty())
         .ok_or("set SERVICE_API_KEY: the key every /tollgate path needs")?;
     let key = Arc::new(key.trim().to_owned());
-    let runs =
-        Runs::open(&args.db, true).await?.with_graphs(Graphs::new().graph(expenses::expenses()));
+    let runs = Runs::open(&args.db, true).await?.with_graphs(
+        Graphs::new().graph_with_input_schema(expenses::expenses(), expenses::input_schema()),
+    );
     let mut options = ServeOptions::new(args.addr);
     options.auth = Auth::External;
     let api = Api::new(runs, options)?;

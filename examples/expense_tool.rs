@@ -11,6 +11,8 @@
 mod expenses;
 
 fn main() -> std::process::ExitCode {
-    let graphs = tollgate_server::Graphs::new().graph(expenses::expenses()).graph(expenses::slow());
+    let graphs = tollgate_server::Graphs::new()
+        .graph_with_input_schema(expenses::expenses(), expenses::input_schema())
+        .graph(expenses::slow());
     tollgate_cli::main_with(graphs)
 }

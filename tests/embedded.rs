@@ -267,6 +267,38 @@ fn the_nested_review_page_approves_a_rust_graph_s_run_by_clicking() {
         browser::click(&page, "button[data-kind=approve]").await;
         browser::click(&page, "button[data-send=approve]").await;
         browser::text_where(&page, "#run-status", |text| text == "Done").await;
+        // From History, a fork of the input checkpoint edited with the form
+        // the graph's input schema makes: only the amount changes.
+        page.goto(&format!("{base}/tollgate#/run/{run}/history?step=0")).await.unwrap();
+        let amount = browser::element(&page, "#travel-editor input[name=\"/amount\"]").await;
+        assert_eq!(amount.prop("value").await.unwrap().as_deref(), Some("250"));
+        amount.clear().await.unwrap();
+        amount.send_keys("50").await.unwrap();
+        browser::element(&page, "#travel #reviewer").await.send_keys("Ines").await.unwrap();
+        browser::click(&page, "#fork").await;
+        // The page opens the new run.
+        let started = Instant::now();
+        let forked = loop {
+            let url = page.current_url().await.unwrap().to_string();
+            match url.split("#/run/").nth(1) {
+                Some(id) if !id.contains('/') && id != run => break id.to_owned(),
+                _ => assert!(started.elapsed() < browser::PATIENCE, "the fork never opened"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        browser::text_where(&page, "#run-status", |text| text == "Done").await;
+        let state: Value = client
+            .get(format!("{base}/tollgate/runs/{forked}/state?step=0"))
+            .header("x-api-key", "key-42")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(state["values"]["amount"], 50, "{state}");
+        assert_eq!(state["values"]["log"], json!([]), "the list was not written again: {state}");
+        assert_eq!((&state["source"], &state["by"]), (&json!("fork"), &json!("Ines")), "{state}");
         let done: Value = client
             .get(format!("{base}/tollgate/runs/{run}"))
             .header("x-api-key", "key-42")

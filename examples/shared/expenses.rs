@@ -35,6 +35,20 @@ pub(crate) fn expenses() -> CompiledGraph<Claim> {
         .expect("the graph compiles")
 }
 
+/// What `expenses` takes (the fields of its state's update), for clients
+/// and the review page's forms.
+pub(crate) fn input_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "amount": {"type": "integer", "minimum": 0, "title": "Amount", "description": "In euros"},
+            "log": {"type": "array", "items": {"type": "string"}, "title": "Log lines to add"}
+        },
+        "required": ["amount"],
+        "additionalProperties": false
+    })
+}
+
 /// `slow`: three nodes of 300 ms each in a chain, each appending its
 /// name to `log` (for taking a run over from a process killed mid-run).
 #[allow(dead_code)] // The embedded server serves `expenses` alone.

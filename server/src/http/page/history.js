@@ -4,7 +4,7 @@
 
 import { api, Unauthorized } from './api.js';
 import { clock, h, pretty, reviewerField } from './dom.js';
-import { jsonEditor } from './form.js';
+import { formable, jsonEditor, schemaForm } from './form.js';
 
 const PAGE = 50;
 
@@ -63,7 +63,8 @@ export async function historyPage(main, id, params, { fail } = {}) {
   }
 
   const summary = await api(`/runs/${encodeURIComponent(id)}`);
-  const travel = here ? timeTravel(id, here, summary, !before && here.step === checkpoints[0]?.step, fail) : null;
+  const schema = await inputSchema(summary.graph);
+  const travel = here ? timeTravel(id, here, summary, !before && here.step === checkpoints[0]?.step, schema, fail) : null;
 
   main.replaceChildren(
     h('div', { class: 'heading' }, h('h1', {}, 'History of ', h('a', { href: `#/run/${id}`, class: 'mono' }, id))),
@@ -94,16 +95,52 @@ function written(checkpoint) {
 }
 
 /**
- * The time-travel card of checkpoint `here`: fields to write, as JSON,
- * written on it when it is the run's `latest` and the run waits, stopped
- * or failed (the run is then stopped, to be continued from its page), or
- * merged into a new run forked from it (the page then opens that run).
+ * The JSON Schema of what the server's graph `name` takes (the fields of
+ * its state's update), when it says and fields can be edited one by one;
+ * otherwise null (blueprints, graphs registered without one).
  */
-function timeTravel(id, here, summary, latest, fail) {
-  const editor = jsonEditor({}, 'Fields to write (JSON; merged through the state’s reducers)');
+async function inputSchema(name) {
+  try {
+    const graph = await api(`/graphs/${encodeURIComponent(name)}`);
+    return formable(graph.input_schema) ? graph.input_schema : null;
+  } catch (error) {
+    if (error instanceof Unauthorized) throw error;
+    return null;
+  }
+}
+
+/** The fields of `values` a form can show as they are (text, numbers, yes/no). */
+function plain(values) {
+  const kept = {};
+  for (const [key, value] of Object.entries(values ?? {})) {
+    if (['string', 'number', 'boolean'].includes(typeof value)) kept[key] = value;
+  }
+  return kept;
+}
+
+/**
+ * The time-travel card of checkpoint `here`: fields to write, written on
+ * it when it is the run's `latest` and the run waits, stopped or failed
+ * (the run is then stopped, to be continued from its page), or merged
+ * into a new run forked from it (the page then opens that run). With the
+ * graph's `schema`, a form prefilled with the state's plain fields (only
+ * the fields changed are written; lists and objects are written as typed,
+ * through their reducers); otherwise, or on request, JSON.
+ */
+function timeTravel(id, here, summary, latest, schema, fail) {
   const outcome = h('p', { id: 'travel-outcome', role: 'status', 'aria-live': 'polite' });
   const name = reviewerField('Your name (recorded with the change)');
   const writable = latest && WRITABLE.has(summary.status);
+  const asJson = () => jsonEditor({}, 'Fields to write (JSON; merged through the state’s reducers)');
+  let form = schema ? schemaForm({ ...schema, required: [] }, plain(here.values)) : null;
+  let editor = form ?? asJson();
+  const slot = h('div', { id: 'travel-editor' }, editor.element);
+  const switchToJson = form ? h('button', { type: 'button', class: 'link', id: 'travel-json', onclick: () => {
+    form = null;
+    editor = asJson();
+    slot.replaceChildren(editor.element);
+    switchToJson.remove();
+  } }, 'Edit as JSON instead') : null;
   const read = () => {
     const values = editor.read();
     if (values === undefined) return undefined;
@@ -111,7 +148,10 @@ function timeTravel(id, here, summary, latest, fail) {
       outcome.textContent = 'The fields to write must be a JSON object.';
       return undefined;
     }
-    return values;
+    if (!form) return values;
+    // From the form: only what differs from the checkpoint.
+    return Object.fromEntries(Object.entries(values)
+      .filter(([key, value]) => JSON.stringify(value) !== JSON.stringify(here.values?.[key])));
   };
   const go = async (button, work) => {
     const values = read();
@@ -129,6 +169,11 @@ function timeTravel(id, here, summary, latest, fail) {
     }
   };
   const write = (event) => go(event.target, async (values) => {
+    if (!Object.keys(values).length) {
+      outcome.textContent = 'Nothing changed: there is nothing to write.';
+      event.target.disabled = false;
+      return;
+    }
     const written = await api(`/runs/${encodeURIComponent(id)}/state`, { method: 'POST', body: { values, by: name.read() } });
     outcome.textContent = `Written as step ${written.step}. The run is stopped: continue it from its page.`;
     outcome.className = 'ok';
@@ -141,8 +186,10 @@ function timeTravel(id, here, summary, latest, fail) {
   });
   return h('section', { class: 'card', id: 'travel', 'aria-labelledby': 'travel-title' },
     h('h2', { id: 'travel-title' }, `Change it from step ${here.step}`),
-    h('p', { class: 'muted' }, 'Messages go as {"messages": [{"upsert": {"id": "…", "role": "user", "content": "…"}}]}. A fork leaves this run as it is.'),
-    editor.element,
+    h('p', { class: 'muted' }, schema
+      ? 'Fields you change are written through the state’s reducers. A fork leaves this run as it is.'
+      : 'Messages go as {"messages": [{"upsert": {"id": "…", "role": "user", "content": "…"}}]}. A fork leaves this run as it is.'),
+    slot, switchToJson,
     name.element,
     h('div', { class: 'actions' },
       writable ? h('button', { type: 'button', id: 'write-state', onclick: write }, 'Write on this checkpoint') : null,
