@@ -282,6 +282,73 @@ class Runs(unittest.TestCase):
 
         run(go())
 
+    def test_command_update_and_goto(self):
+        async def go():
+            client = get_client(url=URL)
+            # goto: a run paused before `b` goes to `c` instead, with an update.
+            thread = (await client.threads.create())["thread_id"]
+            paused = await client.runs.wait(thread, "steps", input={"text": "g"}, interrupt_before=["b"])
+            self.assertEqual(paused["log"], ["a"])
+            done = await client.runs.wait(thread, "steps", command=Command(update={"answer": "jumped"}, goto="c"))
+            self.assertEqual((done["log"], done["answer"]), (["a", "c"], "jumped"))
+            self.assertEqual((await client.threads.get_state(thread))["next"], [])
+            # update alone: a paused gate asks again, about the new text.
+            gated = (await client.threads.create())["thread_id"]
+            await client.runs.wait(gated, "gate", input={"text": "x"})
+            asked = await client.runs.wait(gated, "gate", command=Command(update={"text": "y"}))
+            self.assertEqual(asked["__interrupt__"][0]["value"], {"question": "approve y?"})
+            # Refused: a finished thread (409), an unknown node and resume
+            # together with goto (422); nothing changes.
+            with self.assertRaises(httpx.HTTPStatusError) as finished:
+                await client.runs.wait(thread, "steps", command=Command(goto="a"))
+            self.assertEqual(finished.exception.response.status_code, 409)
+            with self.assertRaises(httpx.HTTPStatusError) as unknown:
+                await client.runs.wait(gated, "gate", command=Command(goto="nowhere"))
+            self.assertEqual(unknown.exception.response.status_code, 422)
+            with self.assertRaises(httpx.HTTPStatusError) as both:
+                await client.runs.wait(gated, "gate", command=Command(resume="ok", goto="gate"))
+            self.assertEqual(both.exception.response.status_code, 422)
+            still = await client.runs.wait(gated, "gate", command=Command(resume="fine"))
+            self.assertEqual((still["answer"], still["text"]), ("fine", "y"))
+
+        run(go())
+
+    def test_a_run_from_a_checkpoint(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            await client.runs.wait(thread, "steps", input={"text": "first"})
+            history = await client.threads.get_history(thread, limit=10)
+            after_a = history[2]["checkpoint"]["checkpoint_id"]
+            self.assertEqual(history[2]["values"]["log"], ["a"])
+            # No input: a new run goes on from there (b and c run again).
+            replayed = await client.runs.wait(thread, "steps", input=None, checkpoint_id=after_a)
+            self.assertEqual(replayed["log"], ["a", "b", "c"])
+            # Input: written there as the input, the graph starts again at `a`.
+            again = await client.runs.wait(thread, "steps", input={"text": "second"},
+                                           checkpoint={"checkpoint_id": after_a})
+            self.assertEqual((again["log"], again["text"]), (["a", "a", "b", "c"], "second"))
+            self.assertEqual(len(await client.runs.list(thread)), 3, "each start is a run of its own")
+            with self.assertRaises(httpx.HTTPStatusError) as unknown:
+                await client.runs.wait(thread, "steps", input=None, checkpoint_id="nope")
+            self.assertEqual(unknown.exception.response.status_code, 404)
+            other = (await client.threads.create())["thread_id"]
+            with self.assertRaises(httpx.HTTPStatusError) as elsewhere:
+                await client.runs.wait(other, "steps", input=None, checkpoint_id=after_a)
+            self.assertEqual(elsewhere.exception.response.status_code, 404, "another thread's checkpoint")
+            # A blueprint agent: a message given at its input checkpoint is
+            # added there, and the agent answers it.
+            chat = (await client.threads.create())["thread_id"]
+            await client.runs.wait(chat, "chat", input={"messages": [{"role": "user", "content": "Hi there"}]})
+            first = (await client.threads.get_history(chat, limit=10))[-1]["checkpoint"]["checkpoint_id"]
+            await client.runs.wait(chat, "chat", input={"messages": [{"role": "user", "content": "Hello again"}]},
+                                   checkpoint_id=first)
+            messages = (await client.threads.get_state(chat))["values"]["messages"]
+            self.assertEqual([(m["type"], m["content"]) for m in messages][-2:],
+                             [("human", "Hello again"), ("ai", "Hello, Ann!")])
+
+        run(go())
+
     def test_join_cancel_and_a_busy_thread(self):
         async def go():
             client = get_client(url=URL)

@@ -243,6 +243,50 @@ impl Executor {
         as_node: Option<&str>,
         config: RunConfig,
     ) -> Result<u64, RunError> {
+        self.write_checkpoint(graph, run, Some(update), as_node, None, config).await
+    }
+
+    /// Sends the run elsewhere from its latest checkpoint (LangGraph's
+    /// `Command(goto=…)` given from outside the run): a new checkpoint
+    /// with `update` (if any) written as `__start__`, whose next step runs
+    /// `nodes` instead of what was planned (join arrivals and visit counts
+    /// stay; an empty list plans nothing, so the run completes when
+    /// continued). As with [`Executor::update_state`], the run must not be
+    /// running or finished, a step in flight (with its interrupts) is
+    /// superseded, and the run is left `interrupted`, ready to be
+    /// continued. Returns the new step. An unknown node is
+    /// [`RunError::UnknownNode`].
+    pub async fn goto<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        update: Option<S::Update>,
+        nodes: &[&str],
+        config: RunConfig,
+    ) -> Result<u64, RunError> {
+        let targets = nodes
+            .iter()
+            .map(|name| {
+                graph
+                    .index_of(name)
+                    .ok_or_else(|| RunError::UnknownNode { node: (*name).to_owned() })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.write_checkpoint(graph, run, update, Some(START), Some(targets), config).await
+    }
+
+    /// What [`Executor::update_state`] and [`Executor::goto`] share: a
+    /// checkpoint written on the run's latest with `update` as `as_node`,
+    /// its next step `as_node`'s successors or, given, `goto`'s nodes.
+    async fn write_checkpoint<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        update: Option<S::Update>,
+        as_node: Option<&str>,
+        goto: Option<Vec<usize>>,
+        config: RunConfig,
+    ) -> Result<u64, RunError> {
         let record = check_graph(&*self.store, graph, run).await?;
         if record.status == RunStatus::Running {
             return Err(RunError::RunOwned {
@@ -264,7 +308,7 @@ impl Executor {
             self.store.claim(run, record.epoch, Owner::current(), config.lease_until()).await?;
         let Loaded { mut state, frontier, step, .. } = load(&*self.store, graph, run, None).await?;
         let step = step + 1;
-        let output = TaskOutputRecord { update: Some(update), goto: Vec::new() };
+        let output = TaskOutputRecord { update, goto: Vec::new() };
         let (output, blob) = encode_output(config.codec, output, run, step)?;
         let event_update =
             serde_json::to_value(&output.update).map_err(|e| json_error(run, step, e))?;
@@ -274,7 +318,10 @@ impl Executor {
                 .apply(graph.schema(), vec![write])
                 .map_err(|source| RunError::InvalidUpdate { step, source })?;
         }
-        let mut next = Self::after_writer(graph, &state, frontier, as_node)?;
+        let mut next = match goto {
+            Some(targets) => frontier.goto(graph, targets)?,
+            None => Self::after_writer(graph, &state, frontier, as_node)?,
+        };
         next.by = config.by.clone();
         let frontier_blob = Codec::Json
             .encode(&next.to_record(graph), FRONTIER_VERSION)
@@ -402,6 +449,39 @@ impl Executor {
         as_node: Option<&str>,
         config: RunConfig,
     ) -> Result<RunId, RunError> {
+        let (state, next) = self.edited_at(graph, run, step, update, as_node, &config).await?;
+        self.enqueue_from(graph, state, next, config).await
+    }
+
+    /// As [`Executor::update_state_at`], but the new run is started here at
+    /// once (a handle to drive, as [`Executor::fork`] gives) instead of
+    /// being stored `queued`: no worker can take it first. With `as_node`
+    /// `__start__` the update is the new run's input at that checkpoint,
+    /// and it starts again from the graph's entry.
+    pub async fn fork_as<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        step: u64,
+        update: S::Update,
+        as_node: Option<&str>,
+        config: RunConfig,
+    ) -> Result<RunHandle<S>, RunError> {
+        let (state, next) = self.edited_at(graph, run, step, update, as_node, &config).await?;
+        Ok(super::executor::spawn(self.start_from(graph, state, next, config).await?))
+    }
+
+    /// The state at checkpoint `step` of `run` with `update` written as
+    /// `as_node` (inferred when `None`), and the frontier after it.
+    async fn edited_at<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        step: u64,
+        update: S::Update,
+        as_node: Option<&str>,
+        config: &RunConfig,
+    ) -> Result<(S, Frontier), RunError> {
         check_graph(&*self.store, graph, run).await?;
         let as_node = match as_node {
             Some(name) => name.to_owned(),
@@ -414,6 +494,6 @@ impl Executor {
             .map_err(|source| RunError::InvalidUpdate { step, source })?;
         let mut next = Self::after_writer(graph, &state, frontier, &as_node)?;
         next.by = config.by.clone();
-        self.enqueue_from(graph, state, next, config).await
+        Ok((state, next))
     }
 }

@@ -230,6 +230,23 @@ impl Frontier {
         Ok(next)
     }
 
+    /// The frontier whose next step runs `nodes` (a `Command(goto=…)` from
+    /// outside the run, [`Executor::goto`]): what was planned is dropped;
+    /// join arrivals and visit counts stay.
+    ///
+    /// [`Executor::goto`]: crate::Executor::goto
+    pub(crate) fn goto<S: State>(
+        self,
+        graph: &CompiledGraph<S>,
+        nodes: Vec<usize>,
+    ) -> Result<Self, RunError> {
+        let tasks = nodes.into_iter().map(|node| Task { node, input: None }).collect();
+        let mut next = self.with_tasks(graph, tasks)?;
+        next.source = Some(CheckpointSource::Update);
+        next.by = None;
+        Ok(next)
+    }
+
     /// Sets the tasks, enforcing per-node visit limits.
     fn with_tasks<S: State>(
         mut self,
@@ -261,6 +278,7 @@ impl Frontier {
         self.arrivals == other.arrivals
             && self.fired == other.fired
             && self.source == other.source
+            && self.by == other.by
             && self.visits == other.visits
             && self.tasks.len() == other.tasks.len()
             && self.tasks.iter().zip(&other.tasks).all(|(a, b)| {

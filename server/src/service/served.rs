@@ -152,6 +152,29 @@ pub(crate) trait ServedGraph: Send + Sync {
         as_node: Option<&str>,
         config: RunConfig,
     ) -> Result<u64, ServiceError>;
+    /// A new run from checkpoint `step` of `run` with `input` (JSON of the
+    /// state's update) written there as the graph's input, started again
+    /// from the graph's entry (`Executor::fork_as` as `__start__`), driven
+    /// here.
+    async fn restart_at(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        step: u64,
+        input: Value,
+        config: RunConfig,
+    ) -> Result<Leg, ServiceError>;
+    /// Sends the run to `nodes` from its latest checkpoint, with `update`
+    /// (JSON of the state's update) written first (`Executor::goto`);
+    /// the new step.
+    async fn goto(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        update: Option<Value>,
+        nodes: &[&str],
+        config: RunConfig,
+    ) -> Result<u64, ServiceError>;
     /// A page of the thread's history across its runs (see
     /// `Executor::thread_history`).
     async fn thread_history(
@@ -304,6 +327,32 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
     ) -> Result<u64, ServiceError> {
         let update = update_of(self, update)?;
         Ok(executor.update_state(self, run, update, as_node, config).await?)
+    }
+
+    async fn restart_at(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        step: u64,
+        input: Value,
+        config: RunConfig,
+    ) -> Result<Leg, ServiceError> {
+        let update = update_of(self, input)?;
+        let started =
+            executor.fork_as(self, run, step, update, Some(tollgate_engine::START), config).await?;
+        Ok(Leg::of(started))
+    }
+
+    async fn goto(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        update: Option<Value>,
+        nodes: &[&str],
+        config: RunConfig,
+    ) -> Result<u64, ServiceError> {
+        let update = update.map(|update| update_of(self, update)).transpose()?;
+        Ok(executor.goto(self, run, update, nodes, config).await?)
     }
 
     async fn thread_history(

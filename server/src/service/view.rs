@@ -291,6 +291,50 @@ impl Runs {
         rebuilt.graph.update_state(&self.executor, run, update, as_node, config).await
     }
 
+    /// Sends the run to `nodes` from its latest checkpoint, `update`
+    /// written first (see `Executor::goto`), for runs whose graph this
+    /// process has, recorded as asked for `by` someone when given; the
+    /// new step.
+    pub(crate) async fn goto(
+        &self,
+        run: RunId,
+        update: Option<Value>,
+        nodes: &[&str],
+        by: Option<&str>,
+    ) -> Result<u64, ServiceError> {
+        let rebuilt = self.blueprint_graph(run, "send it elsewhere with Executor::goto").await?;
+        let mut config = RunConfig::new();
+        if let Some(by) = by {
+            config = config.by(by);
+        }
+        rebuilt.graph.goto(&self.executor, run, update, nodes, config).await
+    }
+
+    /// A new run `into` on `thread` from checkpoint `step` of `run`: with
+    /// `input` (JSON of the state's update) written there as the graph's
+    /// input, so that it starts again from the graph's entry; without,
+    /// going on with what was to run next there (`Executor::fork`).
+    /// Driven here with `sink`, for runs whose graph this process has.
+    pub(crate) async fn start_at(
+        &self,
+        run: RunId,
+        step: u64,
+        input: Option<Value>,
+        thread: &str,
+        into: RunId,
+        sink: Option<tollgate_engine::EventSink>,
+    ) -> Result<super::Leg, ServiceError> {
+        let rebuilt = self.blueprint_graph(run, "start again from its checkpoint").await?;
+        let mut config = rebuilt.config.thread(thread).run_id(into);
+        if let Some(sink) = sink {
+            config = config.events(sink);
+        }
+        match input {
+            Some(input) => rebuilt.graph.restart_at(&self.executor, run, step, input, config).await,
+            None => rebuilt.graph.fork(&self.executor, run, step, None, config).await,
+        }
+    }
+
     /// A new run on `thread` from `run`'s latest checkpoint (its state and
     /// what was to run next; `Executor::fork`), driven here, for runs
     /// whose graph this process has.

@@ -26,6 +26,7 @@ where
 {
     update_as_join_source(Executor::new(make().await)).await;
     sources(Executor::new(make().await)).await;
+    goto(Executor::new(make().await)).await;
     thread_history(Executor::new(make().await)).await;
     called_graphs(Executor::new(make().await)).await;
     task_errors(Executor::new(make().await)).await;
@@ -151,6 +152,63 @@ async fn sources(executor: Executor) {
     let after = executor.get_state(&graph, fork.run_id, Some(1)).await.expect("fork step 1");
     assert_eq!(after.source, CheckpointSource::Loop, "sources: the fork's own steps");
     assert_eq!(after.by, None, "sources: the fork's own steps name nobody");
+}
+
+/// `Executor::goto`: a run paused before `b` is sent to `c` instead, with
+/// an update; `Executor::fork_as` starts a run again from a checkpoint
+/// with new input, and it runs from the graph's entry.
+async fn goto(executor: Executor) {
+    let graph = ["a", "b", "c"]
+        .into_iter()
+        .fold(Graph::new("goto", 1), visit)
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", "c")
+        .edge("c", END)
+        .compile()
+        .expect("goto: compiles");
+    let paused = executor
+        .run(&graph, Track::default(), RunConfig::new().interrupt_before(["b"]))
+        .await
+        .expect("goto: pauses");
+    let run = paused.run_id;
+    let unknown = executor
+        .goto(&graph, run, None, &["nowhere"], RunConfig::new())
+        .await
+        .expect_err("goto: an unknown node");
+    assert!(matches!(unknown, RunError::UnknownNode { .. }), "goto: {unknown}");
+    let step = executor
+        .goto(
+            &graph,
+            run,
+            Some(TrackUpdate::default().count(10)),
+            &["c"],
+            RunConfig::new().by("ops"),
+        )
+        .await
+        .expect("goto: written");
+    let state = executor.get_state(&graph, run, None).await.expect("goto: state");
+    assert_eq!((state.step, state.next.as_slice()), (step, ["c".to_owned()].as_slice()));
+    assert_eq!((state.source, state.by.as_deref()), (CheckpointSource::Update, Some("ops")));
+    assert_eq!(state.status, RunStatus::Interrupted, "goto: the run is stopped, to be continued");
+    let done = executor
+        .continue_run(&graph, run, RunConfig::new())
+        .await
+        .expect("goto: continues")
+        .wait()
+        .await
+        .expect("goto: completes");
+    assert_eq!(done.state.visited, ["a", "c"], "goto: b was skipped");
+    assert_eq!(done.state.count, 12, "goto: the update, and a and c");
+    let again = executor
+        .fork_as(&graph, run, 1, TrackUpdate::default().count(100), Some(START), RunConfig::new())
+        .await
+        .expect("goto: fork_as starts")
+        .wait()
+        .await
+        .expect("goto: fork_as completes");
+    assert_eq!(again.state.visited, ["a", "a", "b", "c"], "goto: from the entry again");
+    assert_eq!(again.state.count, 104);
 }
 
 /// A thread's history: every checkpoint of every run of the thread, newest

@@ -55,6 +55,41 @@ struct CommandBody {
     goto: Option<Value>,
 }
 
+impl CommandBody {
+    /// Whether it names where to go.
+    fn moves(&self) -> bool {
+        self.goto.as_ref().is_some_and(|goto| !goto.is_null())
+    }
+
+    /// The nodes of `goto`: a node's name or a list of them (a `Send`,
+    /// `{"node", "arg"}`, is refused).
+    fn nodes(&self) -> ApiResult<Vec<String>> {
+        let named = |value: &Value| match value {
+            Value::String(node) => Ok(node.clone()),
+            Value::Object(send) if send.contains_key("node") => {
+                Err(super::unsupported_error("`Send` in `Command(goto=…)` (name the nodes)"))
+            }
+            _ => Err(ServiceError::invalid("`goto` must name a node or a list of nodes").into()),
+        };
+        match &self.goto {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(nodes)) => nodes.iter().map(named).collect(),
+            Some(node) => Ok(vec![named(node)?]),
+        }
+    }
+
+    /// The state update, an object.
+    fn state_update(&self) -> ApiResult<Option<Value>> {
+        match &self.update {
+            None | Some(Value::Null) => Ok(None),
+            Some(update @ Value::Object(_)) => Ok(Some(update.clone())),
+            Some(_) => {
+                Err(ServiceError::invalid("`update` must be an object: the fields to write").into())
+            }
+        }
+    }
+}
+
 impl RunBody {
     /// What of the body this server does not do (yet), as a 422.
     fn refusal(&self) -> Option<ApiError> {
@@ -71,19 +106,24 @@ impl RunBody {
             "a `multitask_strategy` other than `reject`, `interrupt` or `rollback`"
         } else if self.after_seconds.is_some_and(|seconds| seconds > 0.0) {
             "`after_seconds`"
-        } else if self.checkpoint_id.is_some()
-            || self.checkpoint.as_ref().is_some_and(|c| !c.is_null())
-        {
-            "starting a run from a given checkpoint"
+        } else if self.checkpoint().is_some() && self.command.is_some() {
+            "a `command` together with a checkpoint to start from"
         } else if self.command.as_ref().is_some_and(|command| {
-            command.update.as_ref().is_some_and(|u| !u.is_null())
-                || command.goto.as_ref().is_some_and(|g| !g.is_null())
+            command.resume.is_some() && (command.moves() || command.update.is_some())
         }) {
-            "`Command(update=…)` and `Command(goto=…)` as run input (use `update_state`)"
+            "`Command(resume=…)` together with `update` or `goto`"
         } else {
             return None;
         };
         Some(super::unsupported_error(what))
+    }
+
+    /// The checkpoint to start from: `checkpoint_id`, or
+    /// `checkpoint.checkpoint_id`.
+    fn checkpoint(&self) -> Option<&str> {
+        self.checkpoint_id
+            .as_deref()
+            .or_else(|| self.checkpoint.as_ref().and_then(|c| c["checkpoint_id"].as_str()))
     }
 
     /// The stream modes asked for (`values` when none).
@@ -153,6 +193,9 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody) -> ApiResult<Sta
         }
         None => None,
     };
+    if let Some(checkpoint) = body.checkpoint() {
+        return checkpoint_run(app, assistant, thread, latest, checkpoint, body).await;
+    }
     if let Some(resume) = body.command.as_ref().and_then(|command| command.resume.clone()) {
         let Some(latest) = latest else {
             return Err(ServiceError::Conflict {
@@ -182,6 +225,9 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody) -> ApiResult<Sta
         }
         _ => latest,
     };
+    if let Some(command) = body.command.as_ref().filter(|c| c.update.is_some() || c.moves()) {
+        return command_run(app, assistant, thread, latest, command).await;
+    }
     let no_input = body.input.as_ref().is_none_or(Value::is_null);
     if let Some(paused) = &latest {
         let at_breakpoints = paused.status == RunStatus::AwaitingHitl
@@ -253,6 +299,109 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody) -> ApiResult<Sta
         }
     };
     Ok(Started { run, assistant: assistant.name, after_seq: 0, leg })
+}
+
+/// A run on `thread` from one of its checkpoints (`RUN-STEP`): with
+/// input, a new run whose input is written at that checkpoint, starting
+/// again from the graph's entry; without, a new run going on from there
+/// with what was to run next (time travel; the runs after that
+/// checkpoint stay in the thread's history). A thread busy with a run is
+/// refused as with `reject`.
+async fn checkpoint_run(
+    app: &App,
+    assistant: Assistant,
+    thread: Option<&str>,
+    latest: Option<RunSummary>,
+    checkpoint: &str,
+    body: &RunBody,
+) -> ApiResult<Started> {
+    let Some(thread) = thread else {
+        return Err(ServiceError::invalid(
+            "a checkpoint to start from belongs to a thread: give one",
+        )
+        .into());
+    };
+    let unknown = || -> ApiError {
+        ServiceError::NotFound {
+            message: format!("thread `{thread}` has no checkpoint `{checkpoint}`"),
+        }
+        .into()
+    };
+    let (run, step) = wire::parse_checkpoint_id(checkpoint).ok_or_else(unknown)?;
+    let run = run_id(&run).map_err(|_| unknown())?;
+    let source = app.runs.summary(run).await.map_err(|_| unknown())?;
+    if source.thread.as_deref() != Some(thread) || step > source.step {
+        return Err(unknown());
+    }
+    if let Some(busy) =
+        latest.filter(|l| matches!(l.status, RunStatus::Running | RunStatus::Queued))
+    {
+        return Err(ServiceError::Conflict {
+            message: format!(
+                "thread `{thread}` is busy: run {} is {} (multitask strategy `reject`)",
+                busy.id, busy.status
+            ),
+        }
+        .into());
+    }
+    let into = RunId::new();
+    let input = match body.input.clone().filter(|input| !input.is_null()) {
+        Some(input) if assistant.kind == "blueprint" => {
+            let Some(text) = wire::user_text(&input) else {
+                return Err(ServiceError::invalid(
+                    "a blueprint agent's input is `{\"messages\": [...]}` with a user message",
+                )
+                .into());
+            };
+            let message = json!({"id": format!("{into}.input"), "role": "user", "content": text});
+            Some(json!({"messages": [{"upsert": message}]}))
+        }
+        other => other,
+    };
+    let sink = Some(app.hub.sink(into));
+    let leg = app.runs.start_at(run, step, input, thread, into, sink).await?;
+    Ok(Started { run: into, assistant: assistant.name, after_seq: 0, leg: Some(leg) })
+}
+
+/// `Command(update=…, goto=…)`: the thread's stopped or paused run gets
+/// the update (as `update_state` writes it, or as `__start__` with
+/// `goto`) and, with `goto`, goes to those nodes next; then it goes on.
+/// A thread with no such run (none, a finished one, one in flight) is a
+/// conflict: start a run with input.
+async fn command_run(
+    app: &App,
+    assistant: Assistant,
+    thread: Option<&str>,
+    latest: Option<RunSummary>,
+    command: &CommandBody,
+) -> ApiResult<Started> {
+    let stopped = latest.filter(|latest| {
+        matches!(
+            latest.status,
+            RunStatus::AwaitingHitl | RunStatus::Interrupted | RunStatus::Failed
+        )
+    });
+    let Some(latest) = stopped else {
+        return Err(ServiceError::Conflict {
+            message: format!(
+                "`Command(update=…)` and `Command(goto=…)` go to a thread whose latest run is paused, interrupted or failed; thread `{}` has none (start a run with input)",
+                thread.unwrap_or("")
+            ),
+        }
+        .into());
+    };
+    let run = run_id(&latest.id)?;
+    let update = command.state_update()?;
+    if command.moves() {
+        let nodes = command.nodes()?;
+        let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+        app.runs.goto(run, update, &nodes, None).await?;
+    } else if let Some(update) = update {
+        app.runs.update_state(run, update, None, None).await?;
+    }
+    let after_seq = last_seq(app, run).await?;
+    let leg = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
+    Ok(Started { run, assistant: assistant.name, after_seq, leg: Some(leg) })
 }
 
 /// `Command(resume=…)`: the thread's paused run decided and continued.
