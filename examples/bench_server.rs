@@ -57,6 +57,11 @@ struct Args {
     /// A host (`HOST` or `HOST:PORT`) run webhooks may be sent to.
     #[arg(long, value_name = "HOST")]
     allow_webhook_host: Vec<String>,
+    /// Legs a worker of this process drives at once, on Postgres (where
+    /// `serve` leaves queued runs to workers, and `tollgate worker` does
+    /// not know these graphs); 0: none.
+    #[arg(long, default_value_t = 0)]
+    workers: usize,
 }
 
 /// The state of the three graphs.
@@ -192,6 +197,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     options.blueprints = args.blueprints;
     options.allow_webhook_hosts = args.allow_webhook_host;
     tollgate_server::check_exposure(&options)?;
+    if args.workers > 0 {
+        let worker = runs.clone();
+        let lease = std::time::Duration::from_secs(30);
+        tokio::spawn(async move { worker.work(args.workers, lease, 3, stopped()).await });
+    }
     tollgate_server::serve(runs, options, stopped()).await?;
     Ok(())
 }

@@ -23,7 +23,7 @@ use super::emit::{Emitter, Live};
 use super::error::RunError;
 use super::history::{decode, Loaded};
 use super::plan::Frontier;
-use super::record::FRONTIER_VERSION;
+use super::record::{LegBreakpoints, FRONTIER_VERSION};
 use super::task::encode_checked;
 
 /// A run this process has just taken over, and where its leg starts.
@@ -239,9 +239,13 @@ impl Executor {
     /// Stores a run of `graph` from `input` without driving it: status
     /// `queued`, no owner, for a [`Worker`](crate::Worker) of any process
     /// that has the graph to claim and drive from step 0. Returns its id
-    /// (`config.run_id` when set). Only what the run is (id, thread,
-    /// attachment, input) is stored; how it runs (`max_steps`, lease,
-    /// breakpoints, event sink) is the worker's `RunConfig`.
+    /// (`config.run_id` when set). What the run is (id, thread,
+    /// attachment, input) is stored, with its settings (`max_steps`,
+    /// `event_cap`) and the breakpoints of its first leg
+    /// ([`RunConfig::interrupt_before`], [`RunConfig::interrupt_after`]:
+    /// the worker that claims it pauses there unless its own `RunConfig`
+    /// names breakpoints; an unknown node is refused here); the lease and
+    /// the event sink are the worker's.
     pub async fn enqueue<S: State>(
         &self,
         graph: &CompiledGraph<S>,
@@ -391,6 +395,18 @@ impl Executor {
         // own; the leg stores what it runs with.
         let config = config.settled(loaded.frontier.settings.as_ref());
         loaded.frontier.settings = Some(config.settings());
+        // A queued run's first leg pauses where it was queued to, unless
+        // this leg's config names breakpoints of its own.
+        let (config, breakpoints) = match loaded.frontier.first_leg.take() {
+            Some(first) if config.break_before.is_empty() && config.break_after.is_empty() => {
+                let config = config.interrupt_before(first.before).interrupt_after(first.after);
+                match self::breakpoints(graph, &config) {
+                    Ok(points) => (config, points),
+                    Err(_) => (config, breakpoints),
+                }
+            }
+            _ => (config, breakpoints),
+        };
         let emitter = Emitter::new(run, last_seq, Arc::clone(&config.clock), config.events.clone())
             .with_cap(config.event_cap);
         emit_run_started(&emitter, graph, loaded.step, run, Live::Now, &config.announce)?;
@@ -548,6 +564,15 @@ pub(crate) fn encode_queued<S: State>(
 ) -> Result<(RunConfig, Blob, Blob), RunError> {
     let config = config.settled(frontier.settings.as_ref());
     frontier.settings = Some(config.settings());
+    // The breakpoints of its first leg go with it to its worker (checked
+    // here, so that an unknown node is refused before anything is stored).
+    breakpoints(graph, &config)?;
+    if !config.break_before.is_empty() || !config.break_after.is_empty() {
+        frontier.first_leg = Some(LegBreakpoints {
+            before: config.break_before.clone(),
+            after: config.break_after.clone(),
+        });
+    }
     let (snapshot, frontier) = encode_input(graph, run, input, &frontier, &config)?;
     Ok((config, snapshot, frontier))
 }

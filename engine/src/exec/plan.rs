@@ -12,7 +12,7 @@ use crate::route::{Goto, START};
 use crate::state::State;
 
 use super::error::RunError;
-use super::record::{CheckpointSource, FrontierRecord, RunSettings, TaskRecord};
+use super::record::{CheckpointSource, FrontierRecord, LegBreakpoints, RunSettings, TaskRecord};
 
 /// One task of a frontier.
 #[derive(Debug, Clone)]
@@ -44,6 +44,9 @@ pub(crate) struct Frontier {
     /// Who asked for the update or fork that wrote it, when they said
     /// ([`RunConfig::by`](crate::RunConfig::by)).
     pub(crate) by: Option<String>,
+    /// A queued run's breakpoints for its first leg (only in the frontier
+    /// it was queued with).
+    pub(crate) first_leg: Option<LegBreakpoints>,
 }
 
 /// Collects a step's targets in order: a node named several times runs
@@ -120,6 +123,7 @@ impl Frontier {
             settings: None,
             source: None,
             by: None,
+            first_leg: None,
         };
         frontier.with_tasks(graph, schedule.tasks)
     }
@@ -199,6 +203,7 @@ impl Frontier {
             settings: self.settings,
             source: None,
             by: None,
+            first_leg: None,
         }
         .with_tasks(graph, schedule.tasks)
     }
@@ -338,6 +343,7 @@ impl Frontier {
             settings: self.settings,
             source: self.source,
             by: self.by.clone(),
+            first_leg: self.first_leg.clone(),
         }
     }
 
@@ -399,6 +405,7 @@ impl Frontier {
             settings: record.settings,
             source: record.source,
             by: record.by,
+            first_leg: record.first_leg,
         })
     }
 }

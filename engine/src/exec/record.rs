@@ -13,7 +13,8 @@ use crate::route::Goto;
 pub(crate) const TASK_OUTPUT_VERSION: u16 = 1;
 /// Schema version of [`FrontierRecord`]: 2 added `fired` and `source`
 /// (version 1 records read as neither: no join pending, the loop's own
-/// checkpoint); 3 added `by` (older records read as nobody named).
+/// checkpoint); 3 added `by` (older records read as nobody named) and
+/// `first_leg` (none).
 pub(crate) const FRONTIER_VERSION: u16 = 3;
 /// Schema version of state snapshots (the user's state; its shape is pinned
 /// by the graph version).
@@ -96,6 +97,20 @@ pub(crate) struct FrontierRecord {
     /// when they said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) by: Option<String>,
+    /// The breakpoints of a queued run's first leg (its `RunConfig`'s),
+    /// for the worker that drives it; only in the frontier it was queued
+    /// with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) first_leg: Option<LegBreakpoints>,
+}
+
+/// Nodes a leg pauses before and after, besides the graph's breakpoints.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LegBreakpoints {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) before: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) after: Vec<String>,
 }
 
 /// What wrote a checkpoint, as LangGraph's checkpoint metadata names it.

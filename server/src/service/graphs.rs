@@ -115,7 +115,7 @@ impl Runs {
         events: Option<EventSink>,
     ) -> Result<Option<Leg>, ServiceError> {
         let graph = self.graph_named(name)?;
-        let config = launch.configure(RunConfig::new().run_id(run), queue)?;
+        let config = launch.configure(RunConfig::new().run_id(run));
         let config = if queue { config } else { with_events(config, events) };
         graph.open(&self.executor, input, launch.thread.as_deref(), config, queue).await
     }

@@ -168,33 +168,19 @@ pub(crate) const PRUNED_BY_DEFAULT: [RunStatus; 4] =
 pub(crate) struct Launch {
     pub(crate) thread: Option<String>,
     pub(crate) max_steps: Option<u64>,
-    /// Nodes this run pauses before and after, besides the graph's own
-    /// breakpoints (a run driven here only: a queued run's breakpoints
-    /// are its worker's).
+    /// Nodes this run's first leg pauses before and after, besides the
+    /// graph's own breakpoints (stored with a run queued for a worker).
     pub(crate) breakpoints: (Vec<String>, Vec<String>),
 }
 
 impl Launch {
-    /// `config` with the launch's step budget and breakpoints; refused
-    /// for a run queued for a worker, which would not see them.
-    pub(crate) fn configure(
-        &self,
-        mut config: RunConfig,
-        queued: bool,
-    ) -> Result<RunConfig, ServiceError> {
+    /// `config` with the launch's step budget and breakpoints.
+    pub(crate) fn configure(&self, mut config: RunConfig) -> RunConfig {
         if let Some(steps) = self.max_steps {
             config = config.max_steps(steps);
         }
         let (before, after) = &self.breakpoints;
-        if before.is_empty() && after.is_empty() {
-            return Ok(config);
-        }
-        if queued {
-            return Err(ServiceError::invalid(
-                "breakpoints per run are not kept for a run a worker drives (Postgres): declare them on the graph",
-            ));
-        }
-        Ok(config.interrupt_before(before.clone()).interrupt_after(after.clone()))
+        config.interrupt_before(before.clone()).interrupt_after(after.clone())
     }
 }
 
@@ -383,7 +369,7 @@ impl Runs {
         } else {
             blueprint.start(&self.models).await?
         };
-        let config = launch.configure(blueprint.run_config().run_id(run), self.shared())?;
+        let config = launch.configure(blueprint.run_config().run_id(run));
         let opening = self.opening(&agent, input, launch.thread.as_deref(), run).await?;
         if self.shared() {
             self.queue(&agent, opening, config).await?;

@@ -27,6 +27,7 @@ where
     update_as_join_source(Executor::new(make().await)).await;
     sources(Executor::new(make().await)).await;
     goto(Executor::new(make().await)).await;
+    queued_breakpoints(Executor::new(make().await)).await;
     thread_history(Executor::new(make().await)).await;
     called_graphs(Executor::new(make().await)).await;
     task_errors(Executor::new(make().await)).await;
@@ -209,6 +210,45 @@ async fn goto(executor: Executor) {
         .expect("goto: fork_as completes");
     assert_eq!(again.state.visited, ["a", "a", "b", "c"], "goto: from the entry again");
     assert_eq!(again.state.count, 104);
+}
+
+/// A queued run keeps the breakpoints of its first leg for the process
+/// that drives it: continued elsewhere, it pauses before `b`; an unknown
+/// node is refused before anything is stored.
+async fn queued_breakpoints(executor: Executor) {
+    let graph = ["a", "b"]
+        .into_iter()
+        .fold(Graph::new("queued-breakpoints", 1), visit)
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", END)
+        .compile()
+        .expect("queued-breakpoints: compiles");
+    let unknown = executor
+        .enqueue(&graph, Track::default(), RunConfig::new().interrupt_before(["zz"]))
+        .await
+        .expect_err("queued-breakpoints: an unknown node");
+    assert!(matches!(unknown, RunError::UnknownNode { .. }), "queued-breakpoints: {unknown}");
+    let run = executor
+        .enqueue(&graph, Track::default(), RunConfig::new().interrupt_before(["b"]))
+        .await
+        .expect("queued-breakpoints: queued");
+    let paused = executor
+        .continue_run(&graph, run, RunConfig::new())
+        .await
+        .expect("queued-breakpoints: taken")
+        .wait()
+        .await
+        .expect("queued-breakpoints: pauses");
+    assert_eq!(paused.status, RunStatus::AwaitingHitl, "queued-breakpoints: before b");
+    assert_eq!(paused.state.visited, ["a"]);
+    let approvals = paused.interrupts.iter().map(|i| (i.id.clone(), Decision::Approve));
+    let request = DecisionRequest::all(approvals).expect("queued-breakpoints: one");
+    let done = match executor.resume(&graph, run, request, RunConfig::new()).await {
+        Ok(Resumed::Continuing(handle)) => handle.wait().await.expect("queued-breakpoints: done"),
+        _ => panic!("queued-breakpoints: the approval continues it"),
+    };
+    assert_eq!(done.state.visited, ["a", "b"], "queued-breakpoints: once past it, b runs");
 }
 
 /// A thread's history: every checkpoint of every run of the thread, newest
