@@ -641,5 +641,9 @@ fn fit(wanted: &[f64], seps: &[f64]) -> Vec<f64> {
 }
 
 #[cfg(test)]
+#[path = "layout_segment.rs"]
+mod segment;
+
+#[cfg(test)]
 #[path = "layout_tests.rs"]
 mod tests;

@@ -5,30 +5,9 @@ use serde_json::{json, Value};
 
 use super::{draw, Drawing, Placed};
 
-/// Whether the segment from `p` to `q` enters the inside of `node`'s box
-/// (its border and a hair inside it do not count).
+/// Whether the segment from `p` to `q` enters the inside of `node`'s box.
 fn enters(p: (f64, f64), q: (f64, f64), node: &Placed) -> bool {
-    let hair = 0.6;
-    let (x0, y0) = (node.x + hair, node.y + hair);
-    let (x1, y1) = (node.x + node.width - hair, node.y + node.height - hair);
-    // Liang–Barsky: clip the segment to the box.
-    let (dx, dy) = (q.0 - p.0, q.1 - p.1);
-    let (mut low, mut high) = (0.0f64, 1.0f64);
-    for (edge, distance) in [(-dx, p.0 - x0), (dx, x1 - p.0), (-dy, p.1 - y0), (dy, y1 - p.1)] {
-        if edge == 0.0 {
-            if distance < 0.0 {
-                return false;
-            }
-        } else {
-            let t = distance / edge;
-            if edge < 0.0 {
-                low = low.max(t);
-            } else {
-                high = high.min(t);
-            }
-        }
-    }
-    low < high
+    super::segment::enters(p, q, (node.x, node.y, node.width, node.height))
 }
 
 /// Whether `point` is on the border of `node`'s box.

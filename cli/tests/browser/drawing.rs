@@ -27,26 +27,12 @@ const edges = [...document.querySelectorAll('#graph g.edge-group')].map((g) => (
 return { boxes, edges };
 "#;
 
-/// Whether the segment `p`–`q` enters the inside of `node` (its border
-/// and a hair inside it do not count): Liang–Barsky clipping.
+#[path = "../../../server/src/layout_segment.rs"]
+mod segment;
+
+/// Whether the segment `p`–`q` enters the inside of `node`'s box.
 fn enters(p: (f64, f64), q: (f64, f64), node: &Drawn) -> bool {
-    let hair = 0.6;
-    let (x0, y0) = (node.x + hair, node.y + hair);
-    let (x1, y1) = (node.x + node.width - hair, node.y + node.height - hair);
-    let (dx, dy) = (q.0 - p.0, q.1 - p.1);
-    let (mut low, mut high) = (0.0f64, 1.0f64);
-    for (edge, distance) in [(-dx, p.0 - x0), (dx, x1 - p.0), (-dy, p.1 - y0), (dy, y1 - p.1)] {
-        if edge == 0.0 {
-            if distance < 0.0 {
-                return false;
-            }
-        } else if edge < 0.0 {
-            low = low.max(distance / edge);
-        } else {
-            high = high.min(distance / edge);
-        }
-    }
-    low < high
+    segment::enters(p, q, (node.x, node.y, node.width, node.height))
 }
 
 /// The points of an SVG path `M x,y L x,y …`.
