@@ -12,10 +12,12 @@
 //!   then sets `answer` to the answer (as a string) and appends `"gate"`.
 //!
 //! The state of all three is `{text: last value, log: appended list,
-//! answer: last value}`. Three more serve the SDK test suites
+//! answer: last value}`. Four more serve the SDK test suites
 //! (`scripts/langgraph-sdk`): `pair` (two nodes asking at once, each
 //! appending `NAME=ANSWER`), `slow` (one node of `text` milliseconds, 2 s
-//! by default) and `progress` (one node emitting three custom events).
+//! by default), `turn` (one node appending `NAME` of `text` `NAME:MS`
+//! after MS milliseconds) and `progress` (one node emitting three custom
+//! events).
 //! Its long-term memory (`/lg/store/...`) embeds values' `text` field with
 //! the testkit's deterministic `KeywordEmbedder` (64 dimensions, offline),
 //! so the store's semantic search can be tested. No token on a loopback address (`--token` sets
@@ -158,6 +160,23 @@ fn slow() -> CompiledGraph<Bench> {
         .expect("slow compiles")
 }
 
+/// `turn`: one node that appends the name in `text` (`NAME` or
+/// `NAME:MILLISECONDS`) after sleeping that long, so that the order runs
+/// of a thread ran in shows in its log.
+fn turn() -> CompiledGraph<Bench> {
+    StateGraph::<Bench>::new("turn", 1)
+        .node("turn", |state: Arc<Bench>, _ctx| async move {
+            let (name, millis) = state.text.split_once(':').unwrap_or((&state.text, "0"));
+            let millis = millis.parse().unwrap_or(0);
+            tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
+            Ok(BenchUpdate::default().log(vec![name.to_owned()]))
+        })
+        .edge(START, "turn")
+        .edge("turn", END)
+        .compile()
+        .expect("turn compiles")
+}
+
 fn progress() -> CompiledGraph<Bench> {
     StateGraph::<Bench>::new("progress", 1)
         .node("work", |_state: Arc<Bench>, ctx: NodeContext| async move {
@@ -186,6 +205,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .graph_with_input_schema(gate(), input_schema())
         .graph(pair())
         .graph(slow())
+        .graph(turn())
         .graph(progress());
     let embedder = Arc::new(tollgate_testkit::KeywordEmbedder::new(64));
     let runs = Runs::open(&args.db, true)

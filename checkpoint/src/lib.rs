@@ -28,6 +28,7 @@ mod frontier;
 mod ids;
 mod items;
 mod memory;
+mod outbox;
 mod owner;
 mod record;
 mod schedule;
@@ -47,6 +48,7 @@ pub use items::{
     MAX_PARTS, MAX_PART_BYTES, MAX_SEARCH_LIMIT, MAX_VALUE_BYTES,
 };
 pub use memory::MemoryStore;
+pub use outbox::{OutboxEntry, OutboxQuery};
 pub use owner::Owner;
 pub use record::{
     Answer, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, GraphRef, HistoryPage,

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use crate::codec::Blob;
 use crate::event::restore_updates;
 use crate::ids::RunId;
+use crate::outbox::{OutboxEntry, OutboxQuery};
 use crate::owner::Owner;
 use crate::record::{
     CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun,
@@ -34,6 +35,8 @@ struct Inner {
     threads: BTreeMap<String, ThreadRecord>,
     /// Schedules by id.
     schedules: BTreeMap<String, ScheduleRecord>,
+    /// Outbox entries by id.
+    outbox: BTreeMap<String, OutboxEntry>,
 }
 
 #[derive(Debug)]
@@ -567,6 +570,43 @@ impl Store for MemoryStore {
 
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         Ok(self.lock().threads.remove(thread).is_some())
+    }
+
+    async fn put_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
+        self.lock().outbox.insert(entry.id.clone(), entry);
+        Ok(())
+    }
+
+    async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
+        Ok(self.lock().outbox.get(id).cloned())
+    }
+
+    async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError> {
+        let inner = self.lock();
+        let mut found: Vec<&OutboxEntry> =
+            inner.outbox.values().filter(|entry| query.matches(entry)).collect();
+        found.sort_by(|a, b| (a.due_ms, &a.id).cmp(&(b.due_ms, &b.id)));
+        let take = usize::try_from(query.limit).unwrap_or(usize::MAX);
+        Ok(found.into_iter().take(take).cloned().collect())
+    }
+
+    async fn take_outbox(
+        &self,
+        id: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<Option<OutboxEntry>, StoreError> {
+        let mut inner = self.lock();
+        let Some(entry) = inner.outbox.get_mut(id).filter(|entry| !entry.is_held(now_ms)) else {
+            return Ok(None);
+        };
+        entry.lease_until_ms = lease_until_ms;
+        entry.attempts = entry.attempts.saturating_add(1);
+        Ok(Some(entry.clone()))
+    }
+
+    async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.lock().outbox.remove(id).is_some())
     }
 
     async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {

@@ -4,6 +4,7 @@ use async_trait::async_trait;
 
 use crate::codec::{Blob, CodecError};
 use crate::ids::RunId;
+use crate::outbox::{OutboxEntry, OutboxQuery};
 use crate::owner::Owner;
 use crate::record::{
     DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter,
@@ -188,6 +189,32 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// otherwise [`StoreError::ScheduleMoved`] (another process fired
     /// it) or [`StoreError::ScheduleNotFound`], nothing written.
     async fn fire_schedule(&self, fire: ScheduleFire) -> Result<(), StoreError>;
+
+    /// Stores an outbox entry, replacing the one with its id if any (the
+    /// caller that took an entry writes it back so, with its new due
+    /// time, lease or body).
+    async fn put_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError>;
+
+    /// The outbox entry `id`, if there is one.
+    async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError>;
+
+    /// The outbox entries `query` asks for, the earliest due first (then
+    /// by id), at most `query.limit`.
+    async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError>;
+
+    /// Takes entry `id` until `lease_until_ms` unless a process holds it
+    /// at `now_ms` ([`OutboxEntry::is_held`]; due or not: that is the
+    /// lister's to check), counting the attempt, in one compare-and-set:
+    /// the entry as taken, or `None` when it is gone or held.
+    async fn take_outbox(
+        &self,
+        id: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<Option<OutboxEntry>, StoreError>;
+
+    /// Deletes outbox entry `id`; whether there was one.
+    async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError>;
 
     /// Stored events of a run with `seq > after_seq`, oldest first, at most
     /// `limit`.

@@ -27,6 +27,7 @@ mod listen;
 mod live;
 mod migrations;
 mod ops;
+mod outbox;
 mod rows;
 mod schedules;
 mod schema;

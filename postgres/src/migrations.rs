@@ -693,4 +693,6 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     crate::commit::QUEUED_WAKE_MIGRATION,
     // 19: schedules (`schedules.rs`).
     crate::schedules::SCHEDULES_MIGRATION,
+    // 20: the outbox (`outbox.rs`).
+    crate::outbox::OUTBOX_MIGRATION,
 ];

@@ -4,9 +4,10 @@ use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 use tollgate_checkpoint::{
     restore_updates, Blob, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord,
-    HistoryPage, InterruptRecord, NewRun, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord,
-    RunStatus, ScheduleFire, ScheduleRecord, Store, StoreError, StoredCheckpoint, TaskKey,
-    TaskProgress, TaskUpdate, TaskWrite, ThreadRecord, Transition, Waiting,
+    HistoryPage, InterruptRecord, NewRun, OutboxEntry, OutboxQuery, Owner, PageRequest, RunFilter,
+    RunId, RunPage, RunRecord, RunStatus, ScheduleFire, ScheduleRecord, Store, StoreError,
+    StoredCheckpoint, TaskKey, TaskProgress, TaskUpdate, TaskWrite, ThreadRecord, Transition,
+    Waiting,
 };
 
 use crate::announce::{announce, watched, watched_sql};
@@ -572,6 +573,31 @@ impl Store for PostgresStore {
 
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         self.remove_thread(thread).await
+    }
+
+    async fn put_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
+        self.upsert_outbox(entry).await
+    }
+
+    async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
+        self.read_outbox(id).await
+    }
+
+    async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError> {
+        self.outbox_page(query).await
+    }
+
+    async fn take_outbox(
+        &self,
+        id: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<Option<OutboxEntry>, StoreError> {
+        self.take_outbox_entry(id, now_ms, lease_until_ms).await
+    }
+
+    async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
+        self.remove_outbox(id).await
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {

@@ -3,9 +3,10 @@
 
 use async_trait::async_trait;
 use tollgate_checkpoint::{
-    Blob, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, Owner, PageRequest,
-    RunFilter, RunId, RunPage, RunRecord, RunStatus, ScheduleFire, ScheduleRecord, Store,
-    StoreError, StoredCheckpoint, TaskProgress, TaskWrite, ThreadRecord, Transition, Waiting,
+    Blob, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, OutboxEntry,
+    OutboxQuery, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, ScheduleFire,
+    ScheduleRecord, Store, StoreError, StoredCheckpoint, TaskProgress, TaskWrite, ThreadRecord,
+    Transition, Waiting,
 };
 
 /// What a [`HookedStore`] calls around the wrapped store. Every hook has a
@@ -196,6 +197,36 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         self.hooks.called("delete_thread");
         self.inner.delete_thread(thread).await
+    }
+
+    async fn put_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
+        self.hooks.called("put_outbox");
+        self.inner.put_outbox(entry).await
+    }
+
+    async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
+        self.hooks.called("outbox_entry");
+        self.inner.outbox_entry(id).await
+    }
+
+    async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError> {
+        self.hooks.called("list_outbox");
+        self.inner.list_outbox(query).await
+    }
+
+    async fn take_outbox(
+        &self,
+        id: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<Option<OutboxEntry>, StoreError> {
+        self.hooks.called("take_outbox");
+        self.inner.take_outbox(id, now_ms, lease_until_ms).await
+    }
+
+    async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
+        self.hooks.called("delete_outbox");
+        self.inner.delete_outbox(id).await
     }
 
     async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {

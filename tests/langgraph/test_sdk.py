@@ -14,7 +14,11 @@ import asyncio
 import http.server
 import json
 import os
+import shutil
+import subprocess
+import tempfile
 import threading
+import time
 import unittest
 
 import httpx
@@ -394,9 +398,106 @@ class Runs(unittest.TestCase):
                 await client.runs.get(thread, third["run_id"])
             self.assertEqual(gone.exception.response.status_code, 404, "rolled back: deleted")
             self.assertEqual(len(await client.runs.list(thread)), 3)
-            with self.assertRaises(httpx.HTTPStatusError) as enqueue:
-                await client.runs.create(thread, "slow", input={"text": "1"}, multitask_strategy="enqueue")
-            self.assertEqual(enqueue.exception.response.status_code, 422, "not supported yet")
+
+        run(go())
+
+    def test_multitask_enqueue(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            first = await client.runs.create(thread, "turn", input={"text": "first:400"})
+            second = await client.runs.create(thread, "turn", input={"text": "a"},
+                                              multitask_strategy="enqueue")
+            third = await client.runs.create(thread, "turn", input={"text": "b"},
+                                             multitask_strategy="enqueue")
+            self.assertEqual((second["status"], third["status"]), ("pending", "pending"))
+            self.assertEqual(second["multitask_strategy"], "enqueue")
+            self.assertEqual((await client.runs.get(thread, second["run_id"]))["status"], "pending")
+            listed = [r["run_id"] for r in await client.runs.list(thread)]
+            self.assertEqual(listed, [third["run_id"], second["run_id"], first["run_id"]])
+            with self.assertRaises(httpx.HTTPStatusError) as busy:
+                await client.runs.create(thread, "turn", input={"text": "no"})
+            self.assertEqual(busy.exception.response.status_code, 409, "reject: runs wait on it")
+            # Each in turn, on the state the one before left.
+            joined = await client.runs.join(thread, third["run_id"])
+            self.assertEqual(joined["log"], ["first", "a", "b"])
+            for made in (first, second, third):
+                self.assertEqual((await client.runs.get(thread, made["run_id"]))["status"], "success")
+            self.assertEqual((await client.threads.get(thread))["status"], "idle")
+
+            # Waited for, and streamed: each once its turn came.
+            await client.runs.create(thread, "turn", input={"text": "slow:300"})
+            waited = await client.runs.wait(thread, "turn", input={"text": "w"},
+                                            multitask_strategy="enqueue")
+            self.assertEqual(waited["log"][-2:], ["slow", "w"])
+            await client.runs.create(thread, "turn", input={"text": "slow:300"})
+            got = await parts(client.runs.stream(thread, "turn", input={"text": "s"},
+                                                 stream_mode="updates", multitask_strategy="enqueue"))
+            self.assertEqual([data for event, data, _ in got if event == "updates"],
+                             [{"turn": {"log": ["s"]}}])
+
+            # Cancelled while it waits: it never runs.
+            blocker = await client.runs.create(thread, "turn", input={"text": "blocker:400"})
+            doomed = await client.runs.create(thread, "turn", input={"text": "never"},
+                                              multitask_strategy="enqueue")
+            cancelled = await client.runs.cancel(thread, doomed["run_id"])
+            self.assertEqual(cancelled["status"], "interrupted")
+            await client.runs.join(thread, blocker["run_id"])
+            await asyncio.sleep(0.6)
+            log = (await client.threads.get_state(thread))["values"]["log"]
+            self.assertEqual(log[-1], "blocker")
+            self.assertNotIn("never", log)
+            self.assertEqual((await client.runs.get(thread, doomed["run_id"]))["status"], "interrupted")
+            await client.runs.delete(thread, doomed["run_id"])
+            with self.assertRaises(httpx.HTTPStatusError) as gone:
+                await client.runs.get(thread, doomed["run_id"])
+            self.assertEqual(gone.exception.response.status_code, 404)
+
+            # Behind a run that waits for a decision: after it is answered.
+            gated = (await client.threads.create())["thread_id"]
+            await client.runs.wait(gated, "gate", input={"text": "x"})
+            queued = await client.runs.create(gated, "gate", input={"text": "y"},
+                                              multitask_strategy="enqueue")
+            await asyncio.sleep(0.5)
+            self.assertEqual((await client.runs.get(gated, queued["run_id"]))["status"], "pending")
+            await client.runs.wait(gated, "gate", command=Command(resume="ok"))
+            second_pause = await client.runs.join(gated, queued["run_id"])
+            self.assertEqual(second_pause["__interrupt__"][0]["value"], {"question": "approve y?"})
+
+            # Refused: with a command, or without input on a thread.
+            with self.assertRaises(httpx.HTTPStatusError) as command:
+                await client.runs.create(gated, "gate", command=Command(resume="no"),
+                                         multitask_strategy="enqueue")
+            self.assertEqual(command.exception.response.status_code, 422)
+
+        run(go())
+
+    def test_after_seconds(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            began = time.monotonic()
+            delayed = await client.runs.create(thread, "echo", input={"text": "later"}, after_seconds=1)
+            self.assertEqual(delayed["status"], "pending")
+            self.assertEqual((await client.threads.get(thread))["status"], "busy")
+            done = await client.runs.join(thread, delayed["run_id"])
+            self.assertGreaterEqual(time.monotonic() - began, 1.0)
+            self.assertEqual(done["log"], ["echo:later"])
+            self.assertEqual((await client.runs.get(thread, delayed["run_id"]))["status"], "success")
+            began = time.monotonic()
+            out = await client.runs.wait(None, "steps", input={"text": "x"}, after_seconds=0.5)
+            self.assertGreaterEqual(time.monotonic() - began, 0.5)
+            self.assertEqual(out["log"], ["a", "b", "c"])
+            for bad in (-1, 1e12):
+                with self.assertRaises(httpx.HTTPStatusError) as refused:
+                    await client.runs.create(thread, "echo", input={"text": "x"}, after_seconds=bad)
+                self.assertEqual(refused.exception.response.status_code, 422)
+            # With `reject` on a busy thread: refused at once, as without a delay.
+            busy_thread = (await client.threads.create())["thread_id"]
+            await client.runs.create(busy_thread, "slow", input={"text": "300"})
+            with self.assertRaises(httpx.HTTPStatusError) as busy:
+                await client.runs.create(busy_thread, "slow", input={"text": "1"}, after_seconds=1)
+            self.assertEqual(busy.exception.response.status_code, 409)
 
         run(go())
 
@@ -465,6 +566,79 @@ class Webhooks(unittest.TestCase):
             run(go())
         finally:
             server.shutdown()
+
+
+class Durability(unittest.TestCase):
+    """Runs that wait to start and webhooks that wait to be sent are kept
+    in the database: a server killed with SIGKILL leaves them to the next
+    one. The servers here are started by the test (TOLLGATE_LG_SERVER_BIN,
+    on TOLLGATE_LG_DB, with TOLLGATE_LG_SERVER_ARGS)."""
+
+    def start_server(self, db):
+        command = [os.environ["TOLLGATE_LG_SERVER_BIN"], "--addr", "127.0.0.1:0", "--db", db,
+                   "--allow-webhook-host", "127.0.0.1",
+                   *os.environ.get("TOLLGATE_LG_SERVER_ARGS", "").split()]
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.addCleanup(lambda: (server.kill(), server.wait()))
+        line = server.stdout.readline()
+        self.assertTrue(line.startswith("listening on "), line)
+        return server, line.split()[-1] + "/lg"
+
+    def test_pending_runs_and_webhooks_outlive_a_killed_server(self):
+        received = []
+
+        class Receiver(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        hooks = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+        threading.Thread(target=hooks.serve_forever, daemon=True).start()
+        self.addCleanup(hooks.shutdown)
+        hook = f"http://127.0.0.1:{hooks.server_port}/hook"
+        scratch = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, scratch, True)
+        db = os.environ.get("TOLLGATE_LG_DB") or os.path.join(scratch, "durable.db")
+        first, url = self.start_server(db)
+
+        async def before():
+            client = get_client(url=url)
+            thread = (await client.threads.create())["thread_id"]
+            await client.runs.wait(thread, "gate", input={"text": "x"})
+            queued = await client.runs.create(thread, "gate", input={"text": "y"},
+                                              multitask_strategy="enqueue", webhook=hook)
+            delayed = await client.runs.create(None, "echo", input={"text": "late"},
+                                               after_seconds=2, webhook=hook)
+            return thread, queued["run_id"], delayed["run_id"]
+
+        thread, queued, delayed = run(before())
+        first.kill()
+        first.wait()
+        _, url = self.start_server(db)
+
+        async def after():
+            client = get_client(url=url)
+            self.assertEqual((await client.runs.get(thread, queued))["status"], "pending")
+            done = await client.runs.wait(thread, "gate", command=Command(resume="ok"))
+            self.assertEqual(done["answer"], "ok")
+            paused = await client.runs.join(thread, queued)
+            self.assertEqual(paused["__interrupt__"][0]["value"], {"question": "approve y?"})
+            for _ in range(100):
+                if len(received) >= 2:
+                    break
+                await asyncio.sleep(0.1)
+            by_run = {body["run_id"]: body for body in received}
+            self.assertEqual(sorted(by_run), sorted([queued, delayed]), "each delivered once")
+            self.assertEqual(len(received), 2)
+            self.assertEqual(by_run[queued]["status"], "interrupted")
+            self.assertEqual(by_run[delayed]["status"], "success")
+            self.assertEqual(by_run[delayed]["values"]["log"], ["echo:late"])
+
+        run(after())
 
 
 class Store(unittest.TestCase):

@@ -25,6 +25,7 @@ use crate::store::{Store, StoreError};
 
 mod decisions;
 mod items;
+mod outbox;
 mod progress;
 mod queue;
 mod schedules;
@@ -34,6 +35,7 @@ mod threads;
 
 use decisions::decisions_are_compare_and_set;
 pub use items::check_item_store;
+use outbox::outbox_entries_are_taken_by_one_process_at_a_time;
 use progress::task_progress_is_replaced_and_dropped_with_its_step;
 use queue::{
     a_run_queued_with_a_wake_up_is_claimable_once_due,
@@ -83,6 +85,7 @@ where
     updates_of_every_size_read_back_whole(&make().await).await;
     thread_records_are_created_once_and_listed_newest_first(&make().await).await;
     schedules_fire_once_per_tick_with_their_run(&make().await).await;
+    outbox_entries_are_taken_by_one_process_at_a_time(&make().await).await;
 }
 
 /// What a checkpoint holds, comparably.

@@ -10,6 +10,7 @@ mod group;
 mod group_tests;
 mod items;
 mod ops;
+mod outbox;
 mod parts;
 #[cfg(test)]
 mod parts_tests;

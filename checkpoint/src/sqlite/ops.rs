@@ -16,6 +16,7 @@ use crate::codec::Blob;
 use crate::event::restore_updates;
 use crate::frontier::RecentFrontiers;
 use crate::ids::{RunId, TaskKey};
+use crate::outbox::{OutboxEntry, OutboxQuery};
 use crate::owner::Owner;
 use crate::record::{
     CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage, InterruptRecord,
@@ -537,6 +538,31 @@ impl Store for SqliteStore {
 
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         self.remove_thread(thread).await
+    }
+
+    async fn put_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
+        self.upsert_outbox(entry).await
+    }
+
+    async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
+        self.read_outbox(id).await
+    }
+
+    async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError> {
+        self.outbox_page(query).await
+    }
+
+    async fn take_outbox(
+        &self,
+        id: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<Option<OutboxEntry>, StoreError> {
+        self.take_outbox_entry(id, now_ms, lease_until_ms).await
+    }
+
+    async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
+        self.remove_outbox(id).await
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {

@@ -273,6 +273,23 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX schedules_due ON schedules (next_at_ms) WHERE next_at_ms IS NOT NULL;
 ",
+    // 16: the outbox (`Store::put_outbox`): work a server owes to later
+    // (runs waiting for their thread or time, webhooks waiting for their
+    // run), taken under a lease.
+    "
+    CREATE TABLE outbox (
+        id             TEXT PRIMARY KEY,
+        kind           TEXT NOT NULL,
+        thread         TEXT,
+        created_at_ms  INTEGER NOT NULL,
+        due_ms         INTEGER NOT NULL,
+        lease_until_ms INTEGER NOT NULL,
+        attempts       INTEGER NOT NULL,
+        body           TEXT NOT NULL          -- JSON, the kind's own record
+    ) WITHOUT ROWID;
+    CREATE INDEX outbox_due ON outbox (kind, due_ms, id);
+    CREATE INDEX outbox_by_thread ON outbox (thread, kind) WHERE thread IS NOT NULL;
+",
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".
@@ -287,6 +304,7 @@ const OUR_TABLES: &[&str] = &[
     "item_vectors",
     "items",
     "node_cache",
+    "outbox",
     "pending_writes",
     "runs",
     "schedules",

@@ -373,6 +373,7 @@ const STEPS_OF_VERSION_7: &str = "
     DROP TABLE item_epoch;
     DROP TABLE threads;
     DROP TABLE schedules;
+    DROP TABLE outbox;
     DROP TABLE step_parts;
     CREATE TABLE old_steps (id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL,
         tasks INTEGER NOT NULL, frontier BLOB NOT NULL, updates BLOB NOT NULL,

@@ -178,6 +178,9 @@ pub(crate) struct App {
     /// The legs this server drives, released when it stops.
     pub(crate) legs: Legs,
     pub(crate) settings: Arc<Settings>,
+    /// Wakes the LangGraph API's dispatcher (work was added to the
+    /// outbox).
+    pub(crate) outbox: Arc<tokio::sync::Notify>,
 }
 
 /// How long a stopping server waits for its legs to reach a step boundary.
@@ -275,7 +278,16 @@ impl Api {
         {
             runtime.spawn(hub.clone().relay(events));
         }
-        let app = App { runs, hub, legs: Legs::default(), settings: Arc::new(settings) };
+        let app = App {
+            runs,
+            hub,
+            legs: Legs::default(),
+            settings: Arc::new(settings),
+            outbox: Arc::default(),
+        };
+        if app.settings.langgraph.is_some() {
+            langgraph::spawn_dispatcher(app.clone());
+        }
         Ok(Self { app, cors })
     }
 

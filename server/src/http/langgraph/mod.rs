@@ -13,7 +13,10 @@
 //!
 //! - [`assistants`]: search, get, graph, schemas.
 //! - [`threads`]: create, get, update, delete, search, state, history.
-//! - [`runs`]: create, wait, stream, join, get, list, cancel, delete.
+//! - [`runs`]: create, wait, stream; [`body`]: what a run is created
+//!   with; [`thread_runs`]: join, get, list, cancel, delete.
+//! - [`queue`]: runs that wait to start (`enqueue`, `after_seconds`),
+//!   and [`dispatch`], which starts them and sends webhooks.
 //! - [`resume`]: `Command(resume=…)` as decisions.
 //! - [`store`]: long-term memory as LangGraph's store.
 //! - [`stream`]: a run's events as LangGraph's stream modes, over SSE.
@@ -21,11 +24,16 @@
 //! - [`wire`]: the shapes the SDKs read (threads, runs, states, messages).
 
 mod assistants;
+mod body;
 mod crons;
+mod dispatch;
+mod outcome;
+mod queue;
 mod resume;
 mod runs;
 mod store;
 mod stream;
+mod thread_runs;
 mod threads;
 mod webhook;
 mod wire;
@@ -38,6 +46,8 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::App;
+
+pub(crate) use dispatch::spawn as spawn_dispatcher;
 
 /// The LangGraph API's routes (mounted under a prefix by the server).
 pub(crate) fn routes() -> Router<App> {
@@ -66,13 +76,13 @@ pub(crate) fn routes() -> Router<App> {
         .route("/threads/{thread}/state", get(threads::state).post(threads::update_state))
         .route("/threads/{thread}/state/{checkpoint}", get(threads::state_at))
         .route("/threads/{thread}/history", post(threads::history).get(threads::history_get))
-        .route("/threads/{thread}/runs", post(runs::create).get(runs::list))
+        .route("/threads/{thread}/runs", post(runs::create).get(thread_runs::list))
         .route("/threads/{thread}/runs/wait", post(runs::wait))
         .route("/threads/{thread}/runs/stream", post(runs::stream))
-        .route("/threads/{thread}/runs/{run}", get(runs::get).delete(runs::delete))
-        .route("/threads/{thread}/runs/{run}/join", get(runs::join))
-        .route("/threads/{thread}/runs/{run}/stream", get(runs::join_stream))
-        .route("/threads/{thread}/runs/{run}/cancel", post(runs::cancel))
+        .route("/threads/{thread}/runs/{run}", get(thread_runs::get).delete(thread_runs::delete))
+        .route("/threads/{thread}/runs/{run}/join", get(thread_runs::join))
+        .route("/threads/{thread}/runs/{run}/stream", get(thread_runs::join_stream))
+        .route("/threads/{thread}/runs/{run}/cancel", post(thread_runs::cancel))
         .route("/store/items", get(store::get).put(store::put).delete(store::delete))
         .route("/store/items/search", post(store::search))
         .route("/store/namespaces", post(store::namespaces))

@@ -5,11 +5,10 @@
 //! `cancel` and `delete` read and change runs.
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{RunId, RunStatus};
 use tollgate_engine::{Decision, DecisionRequest};
@@ -19,6 +18,9 @@ use super::super::follow::{Follow, Until};
 use super::super::routes::{blueprint, read_json, run_id};
 use super::super::App;
 use super::assistants::{self, Assistant};
+use super::body::{CommandBody, RunBody};
+use super::outcome::{last_seq, outcome, run_json};
+use super::queue::{self, Pending};
 use super::resume::answers;
 use super::stream::sse;
 use super::threads::{self, latest};
@@ -26,149 +28,29 @@ use super::{webhook, wire};
 use crate::error::ServiceError;
 use crate::service::{self, Decided, Launch, Leg, RunSummary};
 
-/// What a run is created with (the fields of LangGraph's `RunCreate` that
-/// tollgate reads; the others are accepted and ignored, or refused when
-/// they would change what runs: see [`RunBody::refusal`]).
-#[derive(Deserialize, Default)]
-pub(super) struct RunBody {
-    assistant_id: Option<String>,
-    input: Option<Value>,
-    command: Option<CommandBody>,
-    stream_mode: Option<Value>,
-    interrupt_before: Option<Value>,
-    interrupt_after: Option<Value>,
-    webhook: Option<String>,
-    multitask_strategy: Option<String>,
-    if_not_exists: Option<String>,
-    after_seconds: Option<f64>,
-    checkpoint_id: Option<String>,
-    checkpoint: Option<Value>,
-    config: Option<Value>,
-    context: Option<Value>,
-}
-
-/// LangGraph's `Command` as run input.
-#[derive(Deserialize, Default)]
-struct CommandBody {
-    resume: Option<Value>,
-    update: Option<Value>,
-    goto: Option<Value>,
-}
-
-impl CommandBody {
-    /// Whether it names where to go.
-    fn moves(&self) -> bool {
-        self.goto.as_ref().is_some_and(|goto| !goto.is_null())
-    }
-
-    /// The nodes of `goto`: a node's name or a list of them (a `Send`,
-    /// `{"node", "arg"}`, is refused).
-    fn nodes(&self) -> ApiResult<Vec<String>> {
-        let named = |value: &Value| match value {
-            Value::String(node) => Ok(node.clone()),
-            Value::Object(send) if send.contains_key("node") => {
-                Err(super::unsupported_error("`Send` in `Command(goto=…)` (name the nodes)"))
-            }
-            _ => Err(ServiceError::invalid("`goto` must name a node or a list of nodes").into()),
-        };
-        match &self.goto {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(nodes)) => nodes.iter().map(named).collect(),
-            Some(node) => Ok(vec![named(node)?]),
-        }
-    }
-
-    /// The state update, an object.
-    fn state_update(&self) -> ApiResult<Option<Value>> {
-        match &self.update {
-            None | Some(Value::Null) => Ok(None),
-            Some(update @ Value::Object(_)) => Ok(Some(update.clone())),
-            Some(_) => {
-                Err(ServiceError::invalid("`update` must be an object: the fields to write").into())
-            }
-        }
-    }
-}
-
-impl RunBody {
-    /// What of the body this server does not do (yet), as a 422.
-    fn refusal(&self) -> Option<ApiError> {
-        let what = if self.interrupt_before.as_ref().is_some_and(|v| v.is_string())
-            || self.interrupt_after.as_ref().is_some_and(|v| v.is_string())
-        {
-            "`interrupt_before`/`interrupt_after` as `\"*\"` (name the nodes)"
-        } else if self.multitask_strategy.as_deref() == Some("enqueue") {
-            "`multitask_strategy=\"enqueue\"`"
-        } else if !matches!(
-            self.multitask_strategy.as_deref(),
-            None | Some("reject" | "interrupt" | "rollback")
-        ) {
-            "a `multitask_strategy` other than `reject`, `interrupt` or `rollback`"
-        } else if self.after_seconds.is_some_and(|seconds| seconds > 0.0) {
-            "`after_seconds`"
-        } else if self.checkpoint().is_some() && self.command.is_some() {
-            "a `command` together with a checkpoint to start from"
-        } else if self.command.as_ref().is_some_and(|command| {
-            command.resume.is_some() && (command.moves() || command.update.is_some())
-        }) {
-            "`Command(resume=…)` together with `update` or `goto`"
-        } else {
-            return None;
-        };
-        Some(super::unsupported_error(what))
-    }
-
-    /// The checkpoint to start from: `checkpoint_id`, or
-    /// `checkpoint.checkpoint_id`.
-    fn checkpoint(&self) -> Option<&str> {
-        self.checkpoint_id
-            .as_deref()
-            .or_else(|| self.checkpoint.as_ref().and_then(|c| c["checkpoint_id"].as_str()))
-    }
-
-    /// The stream modes asked for (`values` when none).
-    fn modes(&self) -> ApiResult<Vec<String>> {
-        let modes: Vec<String> = match &self.stream_mode {
-            None | Some(Value::Null) => vec!["values".into()],
-            Some(Value::String(mode)) => vec![mode.clone()],
-            Some(Value::Array(modes)) => {
-                modes.iter().filter_map(Value::as_str).map(str::to_owned).collect()
-            }
-            Some(_) => {
-                return Err(
-                    ServiceError::invalid("`stream_mode` must be a mode or a list of them").into()
-                )
-            }
-        };
-        for mode in &modes {
-            if !STREAM_MODES.contains(&mode.as_str()) {
-                return Err(ServiceError::invalid(format!(
-                    "unknown stream mode `{mode}` (values, updates, messages-tuple, messages, custom, events, debug)"
-                ))
-                .into());
-            }
-        }
-        Ok(modes)
-    }
-}
-
-const STREAM_MODES: [&str; 7] =
-    ["values", "updates", "messages-tuple", "messages", "custom", "events", "debug"];
-
 /// A run started (or continued) for a request.
-struct Started {
-    run: RunId,
+pub(super) struct Started {
+    pub(super) run: RunId,
     assistant: String,
     /// The events before this start: a stream of it begins after them.
     after_seq: u64,
     /// Its leg, when this process drives it.
-    leg: Option<Leg>,
+    pub(super) leg: Option<Leg>,
 }
 
-/// Starts what `body` asks on `thread` (none: a stateless run): a new run
-/// from `input`, the thread's paused run continued by `command.resume`,
-/// or its interrupted run continued by no input.
-async fn start(app: &App, thread: Option<&str>, body: &RunBody) -> ApiResult<Started> {
+/// What a request began: a run, or one that waits to start.
+enum Begun {
+    Started(Started),
+    Pending(Box<Pending>),
+}
+
+/// The assistant `body` names, and the latest run of `thread` (created
+/// first when it is new and `if_not_exists` says `create`).
+async fn prepare(
+    app: &App,
+    thread: Option<&str>,
+    body: &RunBody,
+) -> ApiResult<(Assistant, Option<RunSummary>)> {
     if let Some(refusal) = body.refusal() {
         return Err(refusal);
     }
@@ -193,6 +75,44 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody) -> ApiResult<Sta
         }
         None => None,
     };
+    Ok((assistant, latest))
+}
+
+/// Whether a thread whose latest run is `latest` has one in flight or
+/// waiting for a decision: a run enqueued on it waits.
+pub(super) fn occupied(latest: Option<&RunSummary>) -> bool {
+    latest.is_some_and(|latest| {
+        matches!(latest.status, RunStatus::Running | RunStatus::Queued | RunStatus::AwaitingHitl)
+    })
+}
+
+/// Starts a pending run (`queue.rs`) as `id` now that its thread is free
+/// and its time has come: its request as if made now, with strategy
+/// `reject` (a thread that is busy again is a conflict: it waits on).
+pub(super) async fn start_pending(
+    app: &App,
+    thread: Option<&str>,
+    request: &RunBody,
+    id: RunId,
+) -> ApiResult<Started> {
+    let mut body = request.clone();
+    body.multitask_strategy = None;
+    body.after_seconds = None;
+    let (assistant, latest) = prepare(app, thread, &body).await?;
+    start(app, thread, &body, assistant, latest, id).await
+}
+
+/// Starts what `body` asks on `thread` (none: a stateless run): a new run
+/// `into` from `input`, the thread's paused run continued by
+/// `command.resume`, or its interrupted run continued by no input.
+async fn start(
+    app: &App,
+    thread: Option<&str>,
+    body: &RunBody,
+    assistant: Assistant,
+    latest: Option<RunSummary>,
+    into: RunId,
+) -> ApiResult<Started> {
     if let Some(checkpoint) = body.checkpoint() {
         return checkpoint_run(app, assistant, thread, latest, checkpoint, body).await;
     }
@@ -241,17 +161,7 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody) -> ApiResult<Sta
     }
     if let Some(latest) = &latest {
         match latest.status {
-            RunStatus::Running | RunStatus::Queued => {
-                return Err(ServiceError::Conflict {
-                    message: format!(
-                        "thread `{}` is busy: run {} is {} (multitask strategy `reject`)",
-                        thread.unwrap_or(""),
-                        latest.id,
-                        latest.status
-                    ),
-                }
-                .into())
-            }
+            RunStatus::Running | RunStatus::Queued => return Err(busy_thread(thread, latest)),
             RunStatus::Interrupted | RunStatus::Failed if no_input => {
                 // No input: the thread's stopped run goes on.
                 let run = run_id(&latest.id)?;
@@ -262,7 +172,7 @@ async fn start(app: &App, thread: Option<&str>, body: &RunBody) -> ApiResult<Sta
             _ => {}
         }
     }
-    let run = RunId::new();
+    let run = into;
     let names = |value: &Option<Value>| -> Vec<String> {
         value
             .as_ref()
@@ -443,32 +353,6 @@ async fn decided(
     Ok(Started { run, assistant: assistant.name, after_seq, leg })
 }
 
-/// The run's last event: a stream of what it does next starts after it.
-async fn last_seq(app: &App, run: RunId) -> ApiResult<u64> {
-    Ok(app.runs.store().run(run).await.map_err(ServiceError::from)?.last_seq)
-}
-
-/// The run's outcome as `runs.wait` returns it: the values at its last
-/// checkpoint, with `__interrupt__` when it waits and `__error__` when it
-/// failed.
-async fn outcome(app: &App, run: RunId) -> ApiResult<Value> {
-    let summary = app.runs.summary(run).await?;
-    let mut values = match app.runs.state(run, None).await {
-        Ok(state) => wire::values(&state["values"]),
-        Err(_) => summary.result.clone(),
-    };
-    if !summary.interrupts.is_empty() {
-        let interrupts: Vec<Value> =
-            summary.interrupts.iter().map(|i| wire::interrupt(&json!(i))).collect();
-        values["__interrupt__"] = json!(interrupts);
-    }
-    if matches!(summary.status, RunStatus::Failed | RunStatus::Rejected) {
-        let error = &summary.error;
-        values["__error__"] = json!({"error": error["class"], "message": error["message"]});
-    }
-    Ok(values)
-}
-
 /// Waits until `started`'s run settles.
 async fn settle(app: &App, started: Started) -> ApiResult<RunId> {
     match started.leg {
@@ -486,10 +370,6 @@ fn location(thread: Option<&str>, run: RunId) -> HeaderValue {
     HeaderValue::from_str(&path).unwrap_or_else(|_| HeaderValue::from_static("/runs"))
 }
 
-async fn run_json(app: &App, run: RunId, assistant: &str) -> ApiResult<Value> {
-    Ok(wire::run(&app.runs.summary(run).await?, assistant))
-}
-
 /// `POST /threads/{thread}/runs` (and `POST /runs`, a stateless run):
 /// started in the background.
 pub(super) async fn create(
@@ -502,26 +382,122 @@ pub(super) async fn create(
     background(app, thread.map(|Path(thread)| thread), body, &headers).await
 }
 
-/// Starts what `body` asks, and its webhook once it settles.
+/// Starts what `body` asks, and its webhook once it settles; or, for a
+/// run that waits (enqueued behind its thread's run, or asked to start
+/// later), keeps it to start then.
 async fn begin(
     app: &App,
     thread: Option<&str>,
     body: &RunBody,
     headers: &HeaderMap,
-) -> ApiResult<Started> {
+) -> ApiResult<Begun> {
     let allowed = &app.settings.allow_webhook_hosts;
     let hook =
         body.webhook.as_deref().map(|url| webhook::checked(url, headers, allowed)).transpose()?;
-    let started = start(app, thread, body).await?;
-    if let Some(url) = hook {
-        let assistant = started.assistant.clone();
-        webhook::send_when_settled(app.clone(), started.run, url, move |app, run| async move {
-            let mut body = run_json(&app, run, &assistant).await?;
-            body["values"] = outcome(&app, run).await?;
-            Ok(body)
-        });
+    let (assistant, latest) = prepare(app, thread, body).await?;
+    let waiting = match thread {
+        Some(thread) => queue::any_waiting(app, thread).await?,
+        None => false,
+    };
+    let enqueued = body.enqueues() && thread.is_some();
+    if body.delay_ms().is_some() || (enqueued && (waiting || occupied(latest.as_ref()))) {
+        let pending = defer(app, thread, body, &assistant, latest.as_ref(), hook).await?;
+        return Ok(Begun::Pending(Box::new(pending)));
     }
-    Ok(started)
+    // A new run jumps no queue; a decision, a command or a run without
+    // input is for the thread's run that stopped, which they wait for.
+    let new_input = body.command.is_none() && body.input.as_ref().is_some_and(|i| !i.is_null());
+    let strategy = body.multitask_strategy.as_deref();
+    if waiting && new_input && !matches!(strategy, Some("interrupt" | "rollback")) {
+        return Err(ServiceError::Conflict {
+            message: format!(
+                "thread `{}` is busy: runs wait to start on it (multitask strategy `reject`; `enqueue` queues this one behind them)",
+                thread.unwrap_or("")
+            ),
+        }
+        .into());
+    }
+    let name = assistant.name.clone();
+    let started = match start(app, thread, body, assistant, latest, RunId::new()).await {
+        Ok(started) => started,
+        // The thread took a run since it was read: this one waits for it.
+        Err(error) if enqueued && error.status == StatusCode::CONFLICT => {
+            let (assistant, latest) = prepare(app, thread, body).await?;
+            let pending = defer(app, thread, body, &assistant, latest.as_ref(), hook).await?;
+            return Ok(Begun::Pending(Box::new(pending)));
+        }
+        Err(error) => return Err(error),
+    };
+    if let Some(url) = hook {
+        webhook::register(app, started.run, thread, &url, &name, started.after_seq).await?;
+    }
+    Ok(Begun::Started(started))
+}
+
+/// Keeps the run `body` asks for to start later (`queue.rs`), with its
+/// webhook: after `after_seconds`, and on a thread once no run is in
+/// flight or waiting for a decision on it.
+async fn defer(
+    app: &App,
+    thread: Option<&str>,
+    body: &RunBody,
+    assistant: &Assistant,
+    latest: Option<&RunSummary>,
+    hook: Option<reqwest::Url>,
+) -> ApiResult<Pending> {
+    if let Some(busy) =
+        latest.filter(|l| matches!(l.status, RunStatus::Running | RunStatus::Queued))
+    {
+        // A delayed run with strategy `reject` is refused now, as it
+        // would be without the delay.
+        if !body.enqueues() {
+            return Err(busy_thread(thread, busy));
+        }
+    }
+    if thread.is_some() && body.input.as_ref().is_none_or(Value::is_null) {
+        return Err(ServiceError::invalid(
+            "an enqueued or delayed run on a thread needs `input` (a run without input goes on with the thread's stopped run now)",
+        )
+        .into());
+    }
+    let run = RunId::new();
+    let due = threads::now_ms().saturating_add(body.delay_ms().unwrap_or(0));
+    let pending = queue::put(app, run, thread, &assistant.name, body, due).await?;
+    if let Some(url) = hook {
+        webhook::register(app, run, thread, &url, &assistant.name, 0).await?;
+    }
+    queue::wake(app);
+    Ok(pending)
+}
+
+fn busy_thread(thread: Option<&str>, busy: &RunSummary) -> ApiError {
+    ServiceError::Conflict {
+        message: format!(
+            "thread `{}` is busy: run {} is {} (multitask strategy `reject`)",
+            thread.unwrap_or(""),
+            busy.id,
+            busy.status
+        ),
+    }
+    .into()
+}
+
+/// A pending run's answer to `runs.create`.
+fn pending_response(thread: Option<&str>, pending: &Pending) -> ApiResult<Response> {
+    let run = run_id(&pending.entry.id)?;
+    let mut response = Json(pending.json()).into_response();
+    response.headers_mut().insert(header::CONTENT_LOCATION, location(thread, run));
+    Ok(response)
+}
+
+/// Waits until pending run `run` starts: its id, or a conflict when it
+/// was cancelled first.
+pub(super) async fn when_started(app: &App, run: &str) -> ApiResult<RunId> {
+    let id = run_id(run)?;
+    queue::started(app, id).await?.ok_or_else(|| {
+        ServiceError::Conflict { message: format!("run {run} was cancelled before it started") }
+            .into()
+    })
 }
 
 async fn background(
@@ -530,7 +506,10 @@ async fn background(
     body: RunBody,
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
-    let started = begin(&app, thread.as_deref(), &body, headers).await?;
+    let started = match begin(&app, thread.as_deref(), &body, headers).await? {
+        Begun::Started(started) => started,
+        Begun::Pending(pending) => return pending_response(thread.as_deref(), &pending),
+    };
     let (run, assistant) = (started.run, started.assistant.clone());
     if let Some(leg) = started.leg {
         app.legs.drive(leg);
@@ -558,15 +537,22 @@ async fn waited(
     body: RunBody,
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
-    let started = begin(&app, thread.as_deref(), &body, headers).await?;
-    let run = settle(&app, started).await?;
+    let run = match begin(&app, thread.as_deref(), &body, headers).await? {
+        Begun::Started(started) => settle(&app, started).await?,
+        Begun::Pending(pending) => {
+            let run = when_started(&app, &pending.entry.id).await?;
+            app.runs.settled(run).await?;
+            run
+        }
+    };
     let mut response = Json(outcome(&app, run).await?).into_response();
     response.headers_mut().insert(header::CONTENT_LOCATION, location(thread.as_deref(), run));
     Ok(response)
 }
 
 /// `POST /threads/{thread}/runs/stream` (and `POST /runs/stream`):
-/// started, its events streamed in the modes asked for.
+/// started, its events streamed in the modes asked for (a run that waits
+/// to start: once it started, from its first event).
 pub(super) async fn stream(
     State(app): State<App>,
     thread: Option<Path<String>>,
@@ -584,151 +570,15 @@ async fn streamed(
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
     let modes = body.modes()?;
-    let started = begin(&app, thread.as_deref(), &body, headers).await?;
-    let (run, after) = (started.run, started.after_seq);
+    let (run, after, leg) = match begin(&app, thread.as_deref(), &body, headers).await? {
+        Begun::Started(started) => (started.run, started.after_seq, started.leg),
+        Begun::Pending(pending) => (when_started(&app, &pending.entry.id).await?, 0, None),
+    };
     let follow = Follow::new(&app, run, after, Until::LegEnds).await?;
-    if let Some(leg) = started.leg {
+    if let Some(leg) = leg {
         app.legs.drive(leg);
     }
     let mut response = sse(app, follow, modes, true).into_response();
     response.headers_mut().insert(header::CONTENT_LOCATION, location(thread.as_deref(), run));
     Ok(response)
-}
-
-/// The run `run` of `thread`, or 404 (a run of another thread included).
-async fn thread_run(app: &App, thread: &str, run: &str) -> ApiResult<RunSummary> {
-    let id = run_id(run).map_err(|_| run_not_found(thread, run))?;
-    let summary = app.runs.summary(id).await.map_err(|_| run_not_found(thread, run))?;
-    if summary.thread.as_deref() != Some(thread) {
-        return Err(run_not_found(thread, run));
-    }
-    Ok(summary)
-}
-
-fn run_not_found(thread: &str, run: &str) -> ApiError {
-    ServiceError::NotFound { message: format!("no run `{run}` on thread `{thread}`") }.into()
-}
-
-/// `GET /threads/{thread}/runs/{run}`.
-pub(super) async fn get(
-    State(app): State<App>,
-    Path((thread, run)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
-    let summary = thread_run(&app, &thread, &run).await?;
-    Ok(Json(wire::run(&summary, &summary.graph)))
-}
-
-#[derive(Deserialize)]
-pub(super) struct ListQuery {
-    limit: Option<usize>,
-    offset: Option<usize>,
-    status: Option<String>,
-}
-
-/// `GET /threads/{thread}/runs`: newest first.
-pub(super) async fn list(
-    State(app): State<App>,
-    Path(thread): Path<String>,
-    Query(query): Query<ListQuery>,
-) -> ApiResult<Json<Value>> {
-    let runs = threads::thread_runs(&app, &thread).await?;
-    let shown: Vec<Value> = runs
-        .iter()
-        .map(|summary| wire::run(summary, &summary.graph))
-        .filter(|run| query.status.as_ref().is_none_or(|status| run["status"] == status.as_str()))
-        .skip(query.offset.unwrap_or(0))
-        .take(query.limit.unwrap_or(10))
-        .collect();
-    Ok(Json(Value::Array(shown)))
-}
-
-/// `GET /threads/{thread}/runs/{run}/join`: waits for the run to settle;
-/// its values then.
-pub(super) async fn join(
-    State(app): State<App>,
-    Path((thread, run)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
-    let summary = thread_run(&app, &thread, &run).await?;
-    let id = run_id(&summary.id)?;
-    app.runs.settled(id).await?;
-    Ok(Json(outcome(&app, id).await?))
-}
-
-#[derive(Deserialize)]
-pub(super) struct JoinStreamQuery {
-    stream_mode: Option<String>,
-    #[allow(dead_code)] // Accepted: a disconnect never cancels a run here.
-    cancel_on_disconnect: Option<bool>,
-}
-
-/// `GET /threads/{thread}/runs/{run}/stream`: the run's events from
-/// `Last-Event-ID` (from its next event without one) until it settles.
-pub(super) async fn join_stream(
-    State(app): State<App>,
-    Path((thread, run)): Path<(String, String)>,
-    Query(query): Query<JoinStreamQuery>,
-    headers: HeaderMap,
-) -> ApiResult<Response> {
-    let summary = thread_run(&app, &thread, &run).await?;
-    let id = run_id(&summary.id)?;
-    let after = match headers.get("last-event-id").and_then(|value| value.to_str().ok()) {
-        Some(text) => text.trim().parse().map_err(|_| {
-            ServiceError::invalid(format!(
-                "Last-Event-ID `{text}` is not an event id of this stream"
-            ))
-        })?,
-        None => last_seq(&app, id).await?,
-    };
-    let modes = match query.stream_mode {
-        Some(mode) => vec![mode],
-        None => vec![
-            "values".to_owned(),
-            "updates".to_owned(),
-            "custom".to_owned(),
-            "messages-tuple".to_owned(),
-        ],
-    };
-    let follow = Follow::new(&app, id, after, Until::LegEnds).await?;
-    Ok(sse(app, follow, modes, false).into_response())
-}
-
-#[derive(Deserialize)]
-pub(super) struct CancelQuery {
-    wait: Option<String>,
-    action: Option<String>,
-}
-
-/// `POST /threads/{thread}/runs/{run}/cancel`: cancelled wherever it is
-/// driven (`interrupted`); `action=rollback` also deletes it; `wait=1`
-/// waits until it stopped.
-pub(super) async fn cancel(
-    State(app): State<App>,
-    Path((thread, run)): Path<(String, String)>,
-    Query(query): Query<CancelQuery>,
-) -> ApiResult<Response> {
-    let summary = thread_run(&app, &thread, &run).await?;
-    let id = run_id(&summary.id)?;
-    if matches!(summary.status, RunStatus::Running | RunStatus::Queued) {
-        app.runs.cancel(id).await?;
-        app.legs.cancelled(id);
-    }
-    let rollback = query.action.as_deref() == Some("rollback");
-    if rollback || matches!(query.wait.as_deref(), Some("1" | "true")) {
-        app.runs.settled(id).await?;
-    }
-    if rollback {
-        app.runs.delete(id).await?;
-        return Ok(StatusCode::NO_CONTENT.into_response());
-    }
-    Ok(Json(wire::run(&app.runs.summary(id).await?, &summary.graph)).into_response())
-}
-
-/// `DELETE /threads/{thread}/runs/{run}`: a run that is not running.
-pub(super) async fn delete(
-    State(app): State<App>,
-    Path((thread, run)): Path<(String, String)>,
-) -> ApiResult<Response> {
-    let summary = thread_run(&app, &thread, &run).await?;
-    app.runs.delete(run_id(&summary.id)?).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
 }

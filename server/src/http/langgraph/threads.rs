@@ -59,7 +59,12 @@ pub(super) async fn view(app: &App, thread: &str) -> ApiResult<Value> {
         .flat_map(|latest| latest.interrupts.iter())
         .map(|interrupt| wire::interrupt(&json!(interrupt)))
         .collect();
-    Ok(wire::thread(thread, record.as_ref(), latest.as_ref(), &values, &interrupts))
+    let mut shown = wire::thread(thread, record.as_ref(), latest.as_ref(), &values, &interrupts);
+    if shown["status"] != "busy" && super::queue::any_waiting(app, thread).await? {
+        // A run waits to start on it (`enqueue`, `after_seconds`).
+        shown["status"] = json!("busy");
+    }
+    Ok(shown)
 }
 
 pub(super) fn not_found(thread: &str) -> ApiError {
@@ -188,6 +193,8 @@ pub(super) async fn delete(
     if runs.is_empty() && had_record.is_none() {
         return Err(not_found(&thread));
     }
+    // Its pending runs first, so that none starts while it goes.
+    super::queue::forget_thread(&app, &thread).await?;
     for run in &runs {
         let id = run_id(&run.id)?;
         if matches!(run.status, RunStatus::Running | RunStatus::Queued) {

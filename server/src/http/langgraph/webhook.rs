@@ -1,12 +1,16 @@
 //! Webhooks: when a run started with `webhook` settles (ends, or pauses
 //! for a decision), its outcome is POSTed to the URL, retried with
-//! backoff. Never to this server itself.
+//! backoff. Never to this server itself. Each delivery is kept in the
+//! store's outbox until it is done, so that a server stopped before the
+//! run settles (or while retrying) leaves it to the next server of the
+//! database: delivered at least once.
 
 use std::time::Duration;
 
 use axum::http::HeaderMap;
-use serde_json::Value;
-use tollgate_checkpoint::RunId;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tollgate_checkpoint::{OutboxEntry, OutboxQuery, RunId, RunStatus};
 
 use super::super::errors::ApiResult;
 use super::super::App;
@@ -62,58 +66,162 @@ pub(super) fn checked(
     Ok(url)
 }
 
-/// Posts `run`'s outcome (`build` makes the body once it settled) to
-/// `url` in the background: up to [`ATTEMPTS`] times while the receiver
-/// cannot be reached or answers 429 or 5xx.
-pub(super) fn send_when_settled<F, Fut>(app: App, run: RunId, url: reqwest::Url, build: F)
-where
-    F: FnOnce(App, RunId) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ApiResult<Value>> + Send,
-{
-    tokio::spawn(async move {
-        if let Err(error) = app.runs.settled(run).await {
-            tracing::warn!(%run, %error, "webhook: the run did not settle");
-            return;
+/// The outbox kind of a webhook delivery.
+pub(super) const KIND: &str = "webhook";
+
+/// A webhook's outbox body (version 1): what to post, where, once which
+/// run has settled past which event.
+#[derive(Serialize, Deserialize)]
+struct Delivery {
+    v: u32,
+    run: String,
+    url: String,
+    assistant: String,
+    /// The run's last event when the webhook was asked for: it is sent
+    /// once the run settles after it (a continued run: not for the pause
+    /// it continued from).
+    after_seq: u64,
+}
+
+/// Keeps a webhook to `url` for `run` in the store's outbox: any server
+/// of the database delivers it once the run settles, also after this one
+/// stopped.
+pub(super) async fn register(
+    app: &App,
+    run: RunId,
+    thread: Option<&str>,
+    url: &reqwest::Url,
+    assistant: &str,
+    after_seq: u64,
+) -> ApiResult<()> {
+    let delivery = Delivery {
+        v: 1,
+        run: run.to_string(),
+        url: url.to_string(),
+        assistant: assistant.to_owned(),
+        after_seq,
+    };
+    let now = super::threads::now_ms();
+    let id = format!("{}.webhook", RunId::new());
+    let entry = OutboxEntry::new(id, KIND, thread.map(str::to_owned), now, now, json!(delivery));
+    app.runs.store().put_outbox(entry).await.map_err(ServiceError::from)?;
+    super::queue::wake(app);
+    Ok(())
+}
+
+/// How long a delivery is held by the server sending it.
+const HOLD_MS: i64 = 60_000;
+/// How long a webhook of a run that does not exist (and waits for no
+/// start) is kept, in case its run is being created right now.
+const ORPHAN_MS: i64 = 60_000;
+/// How long a webhook no server allows the host of is kept.
+const UNSENT_MS: i64 = 3_600_000;
+
+/// Sends the webhooks whose runs settled (each in a task of its own);
+/// those of runs still in flight wait for the next look. Whether any
+/// webhook waits.
+pub(super) async fn deliver_due(app: &App) -> ApiResult<bool> {
+    let store = app.runs.store();
+    let now = super::threads::now_ms();
+    let query = OutboxQuery::new(KIND, 64).due_by(now);
+    let entries = store.list_outbox(query).await.map_err(ServiceError::from)?;
+    let any = !entries.is_empty();
+    for entry in entries {
+        if entry.is_held(now) {
+            continue;
         }
-        let body = match build(app, run).await {
-            Ok(body) => body,
-            Err(error) => {
-                tracing::warn!(%run, error = %error.message, "webhook: the outcome did not read");
-                return;
-            }
+        let Ok(delivery) = serde_json::from_value::<Delivery>(entry.body.clone()) else {
+            tracing::warn!(id = %entry.id, "webhook: its record does not read; dropped");
+            store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
+            continue;
         };
-        install_crypto();
-        let client = match reqwest::Client::builder().timeout(TIMEOUT).build() {
-            Ok(client) => client,
-            Err(error) => {
-                tracing::warn!(%run, %error, "webhook: no HTTP client");
-                return;
+        let Ok(run) = delivery.run.parse::<RunId>() else { continue };
+        // The hosts allowed here (servers of one database may be
+        // configured apart, and restarted with other hosts since): a
+        // server that does not allow it leaves it to one that does.
+        if !super::super::routes::host_allowed(&delivery.url, &app.settings.allow_webhook_hosts) {
+            if now - entry.created_at_ms > UNSENT_MS {
+                tracing::warn!(%run, url = %delivery.url, "webhook: no server allows its host; dropped");
+                store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
             }
-        };
-        let mut wait = FIRST_WAIT;
-        for attempt in 1..=ATTEMPTS {
-            let sent = client.post(url.clone()).json(&body).send().await;
-            let retry = match &sent {
-                Ok(response) if response.status().is_success() => return,
-                Ok(response) => {
-                    let status = response.status();
-                    status.as_u16() == 429 || status.is_server_error()
+            continue;
+        }
+        match store.run(run).await {
+            Ok(record)
+                if !matches!(record.status, RunStatus::Running | RunStatus::Queued)
+                    && record.last_seq > delivery.after_seq => {}
+            Ok(_) => continue,
+            Err(tollgate_checkpoint::StoreError::RunNotFound { .. }) => {
+                let waits =
+                    super::queue::get(app, &delivery.run).await?.is_some_and(|p| p.waiting());
+                if !waits && now - entry.created_at_ms > ORPHAN_MS {
+                    // Deleted, cancelled before it started, or never made.
+                    store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
                 }
-                Err(_) => true,
-            };
-            let why = match sent {
-                Ok(response) => format!("status {}", response.status()),
-                Err(error) => error.to_string(),
-            };
-            if !retry || attempt == ATTEMPTS {
-                tracing::warn!(%run, %url, attempt, why, "webhook: given up");
-                return;
+                continue;
             }
-            tracing::debug!(%run, %url, attempt, why, "webhook: retrying");
-            tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(LAST_WAIT);
+            Err(error) => return Err(ServiceError::from(error).into()),
         }
-    });
+        let taken = store.take_outbox(&entry.id, now, now + HOLD_MS).await;
+        if let Some(taken) = taken.map_err(ServiceError::from)? {
+            tokio::spawn(deliver(app.clone(), taken, delivery, run));
+        }
+    }
+    Ok(any)
+}
+
+/// One attempt at a delivery: the run's `Run` with its `values` POSTed;
+/// done (deleted) on success, on an answer that says not to retry, or
+/// after [`ATTEMPTS`]; otherwise put back, due after a doubling wait.
+async fn deliver(app: App, mut entry: OutboxEntry, delivery: Delivery, run: RunId) {
+    let store = app.runs.store().clone();
+    let done = |why: String| {
+        let (store, id) = (store.clone(), entry.id.clone());
+        async move {
+            if !why.is_empty() {
+                tracing::warn!(%run, why, "webhook: given up");
+            }
+            if let Err(error) = store.delete_outbox(&id).await {
+                tracing::warn!(%run, %error, "webhook: delivered, but its record stays (it may be sent again)");
+            }
+        }
+    };
+    let Ok(url) = reqwest::Url::parse(&delivery.url) else {
+        return done(format!("`{}` is not a URL", delivery.url)).await;
+    };
+    let body = match super::outcome::settled_run(&app, run, &delivery.assistant).await {
+        Ok(body) => body,
+        Err(error) => return done(format!("the outcome did not read: {}", error.message)).await,
+    };
+    install_crypto();
+    let client = match reqwest::Client::builder().timeout(TIMEOUT).build() {
+        Ok(client) => client,
+        Err(error) => return done(format!("no HTTP client: {error}")).await,
+    };
+    let sent = client.post(url.clone()).json(&body).send().await;
+    let retry = match &sent {
+        Ok(response) if response.status().is_success() => return done(String::new()).await,
+        Ok(response) => {
+            let status = response.status();
+            status.as_u16() == 429 || status.is_server_error()
+        }
+        Err(_) => true,
+    };
+    let why = match sent {
+        Ok(response) => format!("{url}: status {}", response.status()),
+        Err(error) => format!("{url}: {error}"),
+    };
+    if !retry || entry.attempts >= ATTEMPTS {
+        return done(format!("{why} (attempt {})", entry.attempts)).await;
+    }
+    tracing::debug!(%run, attempt = entry.attempts, why, "webhook: retrying");
+    let doublings = entry.attempts.saturating_sub(1).min(8);
+    let wait = (FIRST_WAIT * 2u32.pow(doublings)).min(LAST_WAIT);
+    entry.lease_until_ms = 0;
+    entry.due_ms = super::threads::now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+    if let Err(error) = store.put_outbox(entry).await {
+        tracing::warn!(%run, %error, "webhook: its retry was not stored; sent again once its hold ends");
+    }
 }
 
 /// Installs rustls's ring provider once for the process (another library

@@ -1,0 +1,215 @@
+//! The runs of a thread once asked for: get, list, join, join_stream,
+//! cancel and delete, for runs that started and runs that wait to start
+//! (`queue.rs`) alike.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::Value;
+use tollgate_checkpoint::RunStatus;
+
+use super::super::errors::{ApiError, ApiResult};
+use super::super::follow::{Follow, Until};
+use super::super::routes::run_id;
+use super::super::App;
+use super::outcome::{last_seq, outcome};
+use super::queue::{self, Pending};
+use super::runs::when_started;
+use super::stream::sse;
+use super::{threads, wire};
+use crate::error::ServiceError;
+use crate::service::RunSummary;
+
+/// The run `run` of `thread`, or 404 (a run of another thread included).
+async fn thread_run(app: &App, thread: &str, run: &str) -> ApiResult<RunSummary> {
+    let id = run_id(run).map_err(|_| run_not_found(thread, run))?;
+    let summary = app.runs.summary(id).await.map_err(|_| run_not_found(thread, run))?;
+    if summary.thread.as_deref() != Some(thread) {
+        return Err(run_not_found(thread, run));
+    }
+    Ok(summary)
+}
+
+/// A run of a thread: started, or waiting to start (`queue.rs`).
+enum ThreadRun {
+    Started(Box<RunSummary>),
+    Pending(Box<Pending>),
+}
+
+/// The run `run` of `thread`, started or pending, or 404.
+async fn started_or_pending(app: &App, thread: &str, run: &str) -> ApiResult<ThreadRun> {
+    match thread_run(app, thread, run).await {
+        Ok(summary) => Ok(ThreadRun::Started(Box::new(summary))),
+        Err(error) => match queue::get(app, run).await? {
+            Some(pending) if pending.entry.thread.as_deref() == Some(thread) => {
+                Ok(ThreadRun::Pending(Box::new(pending)))
+            }
+            // Started between the two reads?
+            _ => thread_run(app, thread, run)
+                .await
+                .map(|summary| ThreadRun::Started(Box::new(summary)))
+                .map_err(|_| error),
+        },
+    }
+}
+
+fn run_not_found(thread: &str, run: &str) -> ApiError {
+    ServiceError::NotFound { message: format!("no run `{run}` on thread `{thread}`") }.into()
+}
+
+/// `GET /threads/{thread}/runs/{run}`.
+pub(super) async fn get(
+    State(app): State<App>,
+    Path((thread, run)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(match started_or_pending(&app, &thread, &run).await? {
+        ThreadRun::Started(summary) => wire::run(&summary, &summary.graph),
+        ThreadRun::Pending(pending) => pending.json(),
+    }))
+}
+
+#[derive(Deserialize)]
+pub(super) struct ListQuery {
+    limit: Option<usize>,
+    offset: Option<usize>,
+    status: Option<String>,
+}
+
+/// `GET /threads/{thread}/runs`: newest first, those waiting to start
+/// (and those that never will) before the ones that started.
+pub(super) async fn list(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let pending = queue::of_thread(&app, &thread).await?;
+    let runs = threads::thread_runs(&app, &thread).await?;
+    let started: std::collections::HashSet<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+    let waiting = pending.iter().rev().filter(|p| !started.contains(p.entry.id.as_str()));
+    let shown: Vec<Value> = waiting
+        .map(Pending::json)
+        .chain(runs.iter().map(|summary| wire::run(summary, &summary.graph)))
+        .filter(|run| query.status.as_ref().is_none_or(|status| run["status"] == status.as_str()))
+        .skip(query.offset.unwrap_or(0))
+        .take(query.limit.unwrap_or(10))
+        .collect();
+    Ok(Json(Value::Array(shown)))
+}
+
+/// `GET /threads/{thread}/runs/{run}/join`: waits for the run to settle;
+/// its values then.
+pub(super) async fn join(
+    State(app): State<App>,
+    Path((thread, run)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let id = match started_or_pending(&app, &thread, &run).await? {
+        ThreadRun::Started(summary) => run_id(&summary.id)?,
+        ThreadRun::Pending(pending) => {
+            match queue::started(&app, run_id(&pending.entry.id)?).await? {
+                Some(id) => id,
+                // Cancelled before it started: the thread's values as they are.
+                None => return Ok(Json(threads::view(&app, &thread).await?["values"].take())),
+            }
+        }
+    };
+    app.runs.settled(id).await?;
+    Ok(Json(outcome(&app, id).await?))
+}
+
+#[derive(Deserialize)]
+pub(super) struct JoinStreamQuery {
+    stream_mode: Option<String>,
+    #[allow(dead_code)] // Accepted: a disconnect never cancels a run here.
+    cancel_on_disconnect: Option<bool>,
+}
+
+/// `GET /threads/{thread}/runs/{run}/stream`: the run's events from
+/// `Last-Event-ID` (from its next event without one) until it settles.
+pub(super) async fn join_stream(
+    State(app): State<App>,
+    Path((thread, run)): Path<(String, String)>,
+    Query(query): Query<JoinStreamQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let id = match started_or_pending(&app, &thread, &run).await? {
+        ThreadRun::Started(summary) => run_id(&summary.id)?,
+        ThreadRun::Pending(pending) => when_started(&app, &pending.entry.id).await?,
+    };
+    let after = match headers.get("last-event-id").and_then(|value| value.to_str().ok()) {
+        Some(text) => text.trim().parse().map_err(|_| {
+            ServiceError::invalid(format!(
+                "Last-Event-ID `{text}` is not an event id of this stream"
+            ))
+        })?,
+        None => last_seq(&app, id).await?,
+    };
+    let modes = match query.stream_mode {
+        Some(mode) => vec![mode],
+        None => vec![
+            "values".to_owned(),
+            "updates".to_owned(),
+            "custom".to_owned(),
+            "messages-tuple".to_owned(),
+        ],
+    };
+    let follow = Follow::new(&app, id, after, Until::LegEnds).await?;
+    Ok(sse(app, follow, modes, false).into_response())
+}
+
+#[derive(Deserialize)]
+pub(super) struct CancelQuery {
+    wait: Option<String>,
+    action: Option<String>,
+}
+
+/// `POST /threads/{thread}/runs/{run}/cancel`: cancelled wherever it is
+/// driven (`interrupted`); `action=rollback` also deletes it; `wait=1`
+/// waits until it stopped.
+pub(super) async fn cancel(
+    State(app): State<App>,
+    Path((thread, run)): Path<(String, String)>,
+    Query(query): Query<CancelQuery>,
+) -> ApiResult<Response> {
+    let rollback = query.action.as_deref() == Some("rollback");
+    let summary = match started_or_pending(&app, &thread, &run).await? {
+        ThreadRun::Started(summary) => *summary,
+        ThreadRun::Pending(pending) => match queue::cancel(&app, *pending, rollback).await? {
+            Some(_) if rollback => return Ok(StatusCode::NO_CONTENT.into_response()),
+            Some(cancelled) => return Ok(Json(cancelled.json()).into_response()),
+            // It started meanwhile: cancelled as a run.
+            None => thread_run(&app, &thread, &run).await?,
+        },
+    };
+    let id = run_id(&summary.id)?;
+    if matches!(summary.status, RunStatus::Running | RunStatus::Queued) {
+        app.runs.cancel(id).await?;
+        app.legs.cancelled(id);
+    }
+    if rollback || matches!(query.wait.as_deref(), Some("1" | "true")) {
+        app.runs.settled(id).await?;
+    }
+    if rollback {
+        app.runs.delete(id).await?;
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    Ok(Json(wire::run(&app.runs.summary(id).await?, &summary.graph)).into_response())
+}
+
+/// `DELETE /threads/{thread}/runs/{run}`: a run that is not running.
+pub(super) async fn delete(
+    State(app): State<App>,
+    Path((thread, run)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    match started_or_pending(&app, &thread, &run).await? {
+        ThreadRun::Started(summary) => app.runs.delete(run_id(&summary.id)?).await?,
+        ThreadRun::Pending(pending) => {
+            if queue::cancel(&app, *pending, true).await?.is_none() {
+                // It started meanwhile: deleted as a run (refused while it runs).
+                app.runs.delete(run_id(&thread_run(&app, &thread, &run).await?.id)?).await?;
+            }
+        }
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
