@@ -59,6 +59,10 @@ struct Args {
     /// A host (`HOST` or `HOST:PORT`) run webhooks may be sent to.
     #[arg(long, value_name = "HOST")]
     allow_webhook_host: Vec<String>,
+    /// An origin (`http://127.0.0.1:5173`, or `*`) a browser page may call
+    /// this server from (CORS): the React front-end test's page.
+    #[arg(long, value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
     /// Legs a worker of this process drives at once, on Postgres (where
     /// `serve` leaves queued runs to workers, and `tollgate worker` does
     /// not know these graphs); 0: none.
@@ -216,6 +220,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     options.token = args.token;
     options.blueprints = args.blueprints;
     options.allow_webhook_hosts = args.allow_webhook_host;
+    options.allow_origins = args.allow_origin;
     tollgate_server::check_exposure(&options)?;
     if args.workers > 0 {
         let worker = runs.clone();

@@ -61,9 +61,18 @@ impl Streaming {
                 let name = node.unwrap_or("").to_owned();
                 self.frames.push_back(frame("updates", json!({name: wire::values(update)})));
             }
-            Event::InterruptRaised { interrupt, .. } if self.wants("updates") => {
-                let shown = wire::interrupt(&json!(interrupt));
-                self.frames.push_back(frame("updates", json!({"__interrupt__": [shown]})));
+            Event::InterruptRaised { interrupt, .. }
+                if self.wants("updates") || self.wants("values") =>
+            {
+                // As LangGraph streams a pause: in `updates`, and in
+                // `values` as a chunk of its own (what `useStream` reads
+                // its `interrupt` from).
+                let shown = json!({"__interrupt__": [wire::interrupt(&json!(interrupt))]});
+                for mode in ["updates", "values"] {
+                    if self.wants(mode) {
+                        self.frames.push_back(frame(mode, shown.clone()));
+                    }
+                }
             }
             Event::ModelDelta { agent, call_id, text, .. }
                 if self.wants("messages-tuple") || self.wants("messages") =>
