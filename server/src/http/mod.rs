@@ -248,7 +248,10 @@ impl std::fmt::Debug for Api {
 
 impl Api {
     /// The API over `runs`, configured by `options` (its `addr` is not
-    /// used: the service that serves the router decides where).
+    /// used: the service that serves the router decides where). With the
+    /// LangGraph API on, and inside a Tokio runtime, it also starts that
+    /// API's dispatcher (pending runs, webhooks: docs/langgraph-api.md),
+    /// which ends once the `Api` and its routers are dropped.
     pub fn new(runs: Runs, options: ServeOptions) -> Result<Self, ServiceError> {
         let cors = cors(&options.allow_origins)?;
         let settings = Settings {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use tollgate_checkpoint::{OutboxQuery, RunId};
+use tollgate_checkpoint::{OutboxEntry, OutboxQuery, RunId};
 
 use super::super::errors::ApiResult;
 use super::super::App;
@@ -76,11 +76,12 @@ async fn tick(app: &App) -> ApiResult<bool> {
 
 /// Starts the pending runs that are due, each thread's oldest first and
 /// only once no run of its thread is in flight or waits for a decision.
+/// One that fails to be read or started is left for the next look, the
+/// others go on.
 async fn start_due(app: &App) -> ApiResult<bool> {
-    let store = app.runs.store();
     let now = threads::now_ms();
     let query = OutboxQuery::new(queue::KIND, BATCH).due_by(now);
-    let entries = store.list_outbox(query).await.map_err(ServiceError::from)?;
+    let entries = app.runs.store().list_outbox(query).await.map_err(ServiceError::from)?;
     let any = !entries.is_empty();
     let mut seen = HashSet::new();
     for entry in entries {
@@ -88,38 +89,46 @@ async fn start_due(app: &App) -> ApiResult<bool> {
         if entry.thread.as_ref().is_some_and(|thread| !seen.insert(thread.clone())) {
             continue;
         }
-        if entry.is_held(now) {
-            continue;
-        }
-        let Ok(run) = entry.id.parse::<RunId>() else {
-            tracing::warn!(id = %entry.id, "langgraph outbox: a pending run without a run id; dropped");
-            queue::delete(app, &entry.id).await?;
-            continue;
-        };
-        if store.run(run).await.is_ok() {
-            // Started before its record was deleted (a crash between).
-            queue::delete(app, &entry.id).await?;
-            continue;
-        }
-        // Servers of one database may serve other graphs: a run of one
-        // this server does not have waits for a server that has it.
-        let assistant = Pending::read(entry.clone())?.run.assistant;
-        if super::assistants::to_run(app, &assistant).await.is_err() {
-            continue;
-        }
-        if let Some(thread) = &entry.thread {
-            if runs::occupied(threads::latest(app, thread).await?.as_ref()) {
-                continue;
-            }
-        }
-        let taken = store.take_outbox(&entry.id, now, now + queue::HOLD_MS).await;
-        let Some(taken) = taken.map_err(ServiceError::from)? else { continue };
-        let pending = Pending::read(taken)?;
-        if pending.waiting() {
-            start(app, pending, run).await?;
+        let id = entry.id.clone();
+        if let Err(error) = consider(app, entry, now).await {
+            tracing::warn!(%id, error = %error.message, "langgraph: a pending run was not started");
         }
     }
     Ok(any)
+}
+
+/// Starts pending run `entry` if it is free and its thread is.
+async fn consider(app: &App, entry: OutboxEntry, now: i64) -> ApiResult<()> {
+    let store = app.runs.store();
+    if entry.is_held(now) {
+        return Ok(());
+    }
+    let Ok(run) = entry.id.parse::<RunId>() else {
+        tracing::warn!(id = %entry.id, "langgraph outbox: a pending run without a run id; dropped");
+        return queue::delete(app, &entry.id).await;
+    };
+    if store.run(run).await.is_ok() {
+        // Started before its record was deleted (a crash between).
+        return queue::delete(app, &entry.id).await;
+    }
+    // Servers of one database may serve other graphs: a run of one this
+    // server does not have waits for a server that has it.
+    let assistant = Pending::read(entry.clone())?.run.assistant;
+    if super::assistants::to_run(app, &assistant).await.is_err() {
+        return Ok(());
+    }
+    if let Some(thread) = &entry.thread {
+        if runs::occupied(threads::latest(app, thread).await?.as_ref()) {
+            return Ok(());
+        }
+    }
+    let taken = store.take_outbox(&entry.id, now, now + queue::HOLD_MS).await;
+    let Some(taken) = taken.map_err(ServiceError::from)? else { return Ok(()) };
+    let pending = Pending::read(taken)?;
+    if pending.waiting() {
+        start(app, pending, run).await?;
+    }
+    Ok(())
 }
 
 /// Starts `pending` (held) as run `run`: its record deleted once the run

@@ -203,6 +203,13 @@ pub(super) async fn cancel(
         let taken =
             store(app).take_outbox(&id, now, now + HOLD_MS).await.map_err(ServiceError::from)?;
         if let Some(taken) = taken {
+            if let Ok(run) = id.parse::<RunId>() {
+                if store(app).run(run).await.is_ok() {
+                    // Started by a server that died before it forgot it.
+                    delete(app, &id).await?;
+                    return Ok(None);
+                }
+            }
             pending = Pending::read(taken)?;
             pending.run.state = PendingState::Cancelled;
             break;

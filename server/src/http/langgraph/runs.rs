@@ -1,8 +1,10 @@
 //! Runs: a run with input is a new tollgate run of the assistant's graph
 //! (on the thread, or without one); a run with `command.resume` is a
 //! decision on the thread's paused run, which continues it. Background,
-//! `wait` and `stream` answer the same start; `join`, `get`, `list`,
-//! `cancel` and `delete` read and change runs.
+//! `wait` and `stream` answer the same start; a run that cannot start yet
+//! (`enqueue` behind a busy thread, `after_seconds`) is kept as a pending
+//! run (`queue.rs`) and they answer it pending, or once it ran.
+//! `thread_runs.rs` reads and changes runs once asked for.
 
 use axum::body::Body;
 use axum::extract::{Path, State};

@@ -118,56 +118,64 @@ const ORPHAN_MS: i64 = 60_000;
 const UNSENT_MS: i64 = 3_600_000;
 
 /// Sends the webhooks whose runs settled (each in a task of its own);
-/// those of runs still in flight wait for the next look. Whether any
-/// webhook waits.
+/// those of runs still in flight wait for the next look, as does one
+/// that fails to be read. Whether any webhook waits.
 pub(super) async fn deliver_due(app: &App) -> ApiResult<bool> {
-    let store = app.runs.store();
     let now = super::threads::now_ms();
     let query = OutboxQuery::new(KIND, 64).due_by(now);
-    let entries = store.list_outbox(query).await.map_err(ServiceError::from)?;
+    let entries = app.runs.store().list_outbox(query).await.map_err(ServiceError::from)?;
     let any = !entries.is_empty();
     for entry in entries {
-        if entry.is_held(now) {
-            continue;
-        }
-        let Ok(delivery) = serde_json::from_value::<Delivery>(entry.body.clone()) else {
-            tracing::warn!(id = %entry.id, "webhook: its record does not read; dropped");
-            store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
-            continue;
-        };
-        let Ok(run) = delivery.run.parse::<RunId>() else { continue };
-        // The hosts allowed here (servers of one database may be
-        // configured apart, and restarted with other hosts since): a
-        // server that does not allow it leaves it to one that does.
-        if !super::super::routes::host_allowed(&delivery.url, &app.settings.allow_webhook_hosts) {
-            if now - entry.created_at_ms > UNSENT_MS {
-                tracing::warn!(%run, url = %delivery.url, "webhook: no server allows its host; dropped");
-                store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
-            }
-            continue;
-        }
-        match store.run(run).await {
-            Ok(record)
-                if !matches!(record.status, RunStatus::Running | RunStatus::Queued)
-                    && record.last_seq > delivery.after_seq => {}
-            Ok(_) => continue,
-            Err(tollgate_checkpoint::StoreError::RunNotFound { .. }) => {
-                let waits =
-                    super::queue::get(app, &delivery.run).await?.is_some_and(|p| p.waiting());
-                if !waits && now - entry.created_at_ms > ORPHAN_MS {
-                    // Deleted, cancelled before it started, or never made.
-                    store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
-                }
-                continue;
-            }
-            Err(error) => return Err(ServiceError::from(error).into()),
-        }
-        let taken = store.take_outbox(&entry.id, now, now + HOLD_MS).await;
-        if let Some(taken) = taken.map_err(ServiceError::from)? {
-            tokio::spawn(deliver(app.clone(), taken, delivery, run));
+        let id = entry.id.clone();
+        if let Err(error) = consider(app, entry, now).await {
+            tracing::warn!(%id, error = %error.message, "webhook: not sent");
         }
     }
     Ok(any)
+}
+
+/// Sends webhook `entry` if its run settled and no server holds it.
+async fn consider(app: &App, entry: OutboxEntry, now: i64) -> ApiResult<()> {
+    let store = app.runs.store();
+    if entry.is_held(now) {
+        return Ok(());
+    }
+    let Ok(delivery) = serde_json::from_value::<Delivery>(entry.body.clone()) else {
+        tracing::warn!(id = %entry.id, "webhook: its record does not read; dropped");
+        store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
+        return Ok(());
+    };
+    let Ok(run) = delivery.run.parse::<RunId>() else { return Ok(()) };
+    // The hosts allowed here (servers of one database may be configured
+    // apart, and restarted with other hosts since): a server that does
+    // not allow it leaves it to one that does.
+    if !super::super::routes::host_allowed(&delivery.url, &app.settings.allow_webhook_hosts) {
+        if now - entry.created_at_ms > UNSENT_MS {
+            tracing::warn!(%run, url = %delivery.url, "webhook: no server allows its host; dropped");
+            store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
+        }
+        return Ok(());
+    }
+    match store.run(run).await {
+        Ok(record)
+            if !matches!(record.status, RunStatus::Running | RunStatus::Queued)
+                && record.last_seq > delivery.after_seq => {}
+        Ok(_) => return Ok(()),
+        Err(tollgate_checkpoint::StoreError::RunNotFound { .. }) => {
+            let waits = super::queue::get(app, &delivery.run).await?.is_some_and(|p| p.waiting());
+            if !waits && now - entry.created_at_ms > ORPHAN_MS {
+                // Deleted, cancelled before it started, or never made.
+                store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
+            }
+            return Ok(());
+        }
+        Err(error) => return Err(ServiceError::from(error).into()),
+    }
+    let taken = store.take_outbox(&entry.id, now, now + HOLD_MS).await;
+    if let Some(taken) = taken.map_err(ServiceError::from)? {
+        tokio::spawn(deliver(app.clone(), taken, delivery, run));
+    }
+    Ok(())
 }
 
 /// One attempt at a delivery: the run's `Run` with its `values` POSTed;
