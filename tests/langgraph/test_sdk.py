@@ -96,12 +96,35 @@ class Threads(unittest.TestCase):
             copied = await client.threads.copy(thread)
             self.assertNotEqual(copied["thread_id"], thread)
             self.assertEqual(copied["metadata"], {"suite": tag, "n": 2})
-            self.assertEqual(copied["status"], "interrupted", "the paused gate asks again")
+            self.assertEqual(copied["status"], "interrupted", "the paused gate waits on the copy too")
             self.assertEqual((await client.threads.get_state(copied["thread_id"]))["next"], ["gate"])
             await client.threads.delete(f"named-{tag}")
             with self.assertRaises(httpx.HTTPStatusError) as gone:
                 await client.threads.get(f"named-{tag}")
             self.assertEqual(gone.exception.response.status_code, 404)
+
+        run(go())
+
+    def test_copy_keeps_the_whole_history(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create(metadata={"copy": "src"}))["thread_id"]
+            await client.runs.wait(thread, "gate", input={"text": "one"})
+            await client.runs.wait(thread, "gate", command=Command(resume="yes"))
+            await client.runs.wait(thread, "gate", input={"text": "two"})
+            copied = (await client.threads.copy(thread))["thread_id"]
+            shown = lambda history: [(h["metadata"]["source"], h["metadata"]["step"], h["values"], h["next"])
+                                     for h in history]
+            source = await client.threads.get_history(thread, limit=50)
+            copy = await client.threads.get_history(copied, limit=50)
+            self.assertEqual(len(source), 3, "a run of two checkpoints, a paused one at its input")
+            self.assertEqual(shown(copy), shown(source), "the whole history, checkpoint for checkpoint")
+            self.assertEqual((await client.threads.get(copied))["status"], "interrupted")
+            # The copy's question is answered on the copy alone.
+            done = await client.runs.wait(copied, "gate", command=Command(resume="no"))
+            self.assertEqual((done["answer"], done["log"]), ("no", ["gate", "gate"]))
+            left = await client.threads.get_state(thread)
+            self.assertEqual((left["next"], left["values"]["answer"]), (["gate"], "yes"))
 
         run(go())
 

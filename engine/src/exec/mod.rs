@@ -3,6 +3,7 @@
 mod cache;
 mod cancel;
 mod config;
+mod copy;
 mod driver;
 mod emit;
 mod error;

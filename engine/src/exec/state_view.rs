@@ -321,7 +321,7 @@ impl Executor {
     }
 
     /// Every run of `thread`, newest first.
-    async fn thread_runs(&self, thread: &str) -> Result<Vec<RunRecord>, RunError> {
+    pub(super) async fn thread_runs(&self, thread: &str) -> Result<Vec<RunRecord>, RunError> {
         let filter = RunFilter { thread: Some(thread.to_owned()), ..RunFilter::default() };
         let mut page = PageRequest { limit: 500, cursor: None };
         let mut runs = Vec::new();

@@ -335,18 +335,11 @@ impl Runs {
         }
     }
 
-    /// A new run on `thread` from `run`'s latest checkpoint (its state and
-    /// what was to run next; `Executor::fork`), driven here, for runs
-    /// whose graph this process has.
-    pub(crate) async fn fork_onto(
-        &self,
-        run: RunId,
-        thread: &str,
-    ) -> Result<super::Leg, ServiceError> {
-        let record = self.store().run(run).await?;
-        let rebuilt = self.blueprint_graph(run, "fork it with Executor::fork").await?;
-        let config = rebuilt.config.thread(thread);
-        rebuilt.graph.fork(&self.executor, run, record.step, None, config).await
+    /// Copies every run of `thread` onto `into` (`Executor::copy_thread`:
+    /// the same checkpoints, the same ends); no graph is needed.
+    pub(crate) async fn copy_thread(&self, thread: &str, into: &str) -> Result<(), ServiceError> {
+        self.executor.copy_thread(thread, into).await?;
+        Ok(())
     }
 
     /// A new run `into` from checkpoint `step` of `run` (its latest when

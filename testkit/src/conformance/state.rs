@@ -29,6 +29,7 @@ where
     goto(Executor::new(make().await)).await;
     queued_breakpoints(Executor::new(make().await)).await;
     thread_history(Executor::new(make().await)).await;
+    copied_threads(Executor::new(make().await)).await;
     called_graphs(Executor::new(make().await)).await;
     task_errors(Executor::new(make().await)).await;
     subgraph_errors(Executor::new(make().await)).await;
@@ -322,6 +323,92 @@ async fn thread_history(executor: Executor) {
     assert_eq!((numbers, tail.next_before), (vec![1, 0], None), "thread-history: before");
     let none = executor.thread_history(&graph, "t-none", None, 10).await.expect("empty");
     assert!(none.checkpoints.is_empty() && none.total == 0, "thread-history: no runs");
+}
+
+/// A thread copied whole (`Executor::copy_thread`): the copy's history
+/// is the source's, checkpoint for checkpoint (state, source, next
+/// nodes, times); its paused run waits for the same decision under its
+/// own interrupt id and goes on apart from the source's; a thread with a
+/// run in flight is refused.
+async fn copied_threads(executor: Executor) {
+    let graph = ["a"]
+        .into_iter()
+        .fold(Graph::new("copied", 1), visit)
+        .node("ask", |_s: Arc<Track>, ctx: NodeContext| async move {
+            let decision = ctx.interrupt(Interrupt::new("approval", json!({"q": "go?"})))?;
+            let note = if decision == Decision::Approve { "approved" } else { "refused" };
+            Ok(TrackUpdate::default().visited(vec![note.to_owned()]))
+        })
+        .edge(START, "a")
+        .edge("a", "ask")
+        .edge("ask", END)
+        .compile()
+        .expect("copy: compiles");
+    let approve = |outcome: &tollgate_engine::RunOutcome<Track>| {
+        let approvals = outcome.interrupts.iter().map(|i| (i.id.clone(), Decision::Approve));
+        DecisionRequest::all(approvals).expect("copy: one interrupt")
+    };
+    let first = executor
+        .run_on_thread(&graph, "t-src", TrackUpdate::default().count(10), RunConfig::new())
+        .await
+        .expect("copy: first run pauses");
+    match executor.resume_run(&graph, first.run_id, approve(&first), RunConfig::new()).await {
+        Ok(Resumed::Continuing(done)) => assert_eq!(done.status, RunStatus::Completed),
+        _ => panic!("copy: the first run goes on"),
+    }
+    let second = executor
+        .run_on_thread(&graph, "t-src", TrackUpdate::default().count(100), RunConfig::new())
+        .await
+        .expect("copy: second run pauses");
+    assert_eq!(second.status, RunStatus::AwaitingHitl, "copy: the source's latest waits");
+
+    let copies = executor.copy_thread("t-src", "t-copy").await.expect("copy: copied");
+    assert_eq!(copies.len(), 2, "copy: one run for each");
+    let shown = |page: tollgate_engine::ThreadHistoryPage<Track>| {
+        page.checkpoints
+            .into_iter()
+            .map(|entry| {
+                let state = entry.state;
+                let values = (state.values.count, state.values.visited);
+                (entry.number, state.step, state.source, values, state.next, entry.info.at_ms)
+            })
+            .collect::<Vec<_>>()
+    };
+    let source = executor.thread_history(&graph, "t-src", None, 100).await.expect("source");
+    let copy = executor.thread_history(&graph, "t-copy", None, 100).await.expect("copy");
+    let runs: Vec<_> = copy.checkpoints.iter().map(|entry| entry.state.run).collect();
+    assert_eq!(source.total, copy.total, "copy: as many checkpoints");
+    assert_eq!(shown(source), shown(copy), "copy: the same history, checkpoint for checkpoint");
+    assert!(runs.iter().all(|run| copies.contains(run)), "copy: every checkpoint is the copy's");
+
+    // The copy's paused run asks the same, under its own id, and goes on alone.
+    let paused = executor.get_state(&graph, copies[1], None).await.expect("copy: state");
+    assert_eq!(paused.status, RunStatus::AwaitingHitl, "copy: paused as the source");
+    assert_eq!(paused.interrupts.len(), 1, "copy: the open interrupt");
+    let asked = &paused.interrupts[0];
+    assert!(asked.id.starts_with(&copies[1].to_string()), "copy: its own id: {}", asked.id);
+    let request = DecisionRequest::new(Decision::Approve);
+    match executor.resume_run(&graph, copies[1], request, RunConfig::new()).await {
+        Ok(Resumed::Continuing(done)) => {
+            assert_eq!(done.status, RunStatus::Completed, "copy: the copy completes");
+            assert_eq!(done.state.visited, ["a", "approved", "a", "approved"]);
+        }
+        _ => panic!("copy: the copy's run goes on"),
+    }
+    let left = executor.get_state(&graph, second.run_id, None).await.expect("copy: source");
+    assert_eq!(left.status, RunStatus::AwaitingHitl, "copy: the source still waits");
+    assert_eq!(left.values.visited, ["a", "approved", "a"], "copy: the source is unchanged");
+
+    // A thread with a run in flight: refused.
+    executor
+        .enqueue_on_thread(&graph, "t-busy", TrackUpdate::default(), RunConfig::new())
+        .await
+        .expect("copy: queued");
+    let busy = executor.copy_thread("t-busy", "t-busy-copy").await.expect_err("copy: busy");
+    assert!(
+        matches!(busy, RunError::Store(tollgate_checkpoint::StoreError::ThreadBusy { .. })),
+        "copy: {busy}"
+    );
 }
 
 /// A node calls a compiled graph from its own code: an interrupt inside

@@ -280,10 +280,9 @@ pub(super) async fn count(State(app): State<App>, body: Body) -> ApiResult<Json<
 }
 
 /// `POST /threads/{thread}/copy`: a new thread with the same metadata
-/// whose state is the source's: its latest run forked onto it (one run
-/// whose first checkpoint, source `fork`, holds the source's latest state
-/// and next nodes; a paused node runs again and asks again). The source's
-/// earlier checkpoints are not copied.
+/// and a copy of every run of the source (its whole history, checkpoint
+/// for checkpoint; a paused run waits for the same decision), going on
+/// apart from it. Pending runs are not copied.
 pub(super) async fn copy(
     State(app): State<App>,
     Path(thread): Path<String>,
@@ -308,9 +307,8 @@ pub(super) async fn copy(
     let metadata = record.map_or_else(|| json!({}), |record| record.metadata);
     let copy = ThreadRecord::new(id.clone(), now_ms(), metadata);
     app.runs.store().create_thread(copy).await.map_err(ServiceError::from)?;
-    if let Some(latest) = latest {
-        let leg = app.runs.fork_onto(run_id(&latest.id)?, &id).await?;
-        app.legs.wait(leg).await?;
+    if latest.is_some() {
+        app.runs.copy_thread(&thread, &id).await?;
     }
     Ok(Json(view(&app, &id).await?))
 }
