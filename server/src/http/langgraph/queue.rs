@@ -179,6 +179,14 @@ pub(super) async fn of_thread(app: &App, thread: &str) -> ApiResult<Vec<Pending>
     Ok(pending)
 }
 
+/// The threads that have a run waiting to start (those kept as
+/// cancelled or failed are due never: not read).
+pub(super) async fn threads_waiting(app: &App) -> ApiResult<std::collections::HashSet<String>> {
+    let query = OutboxQuery::new(KIND, 100_000).due_by(i64::MAX - 1);
+    let entries = store(app).list_outbox(query).await.map_err(ServiceError::from)?;
+    Ok(entries.into_iter().filter_map(|entry| entry.thread).collect())
+}
+
 /// Whether a run of `thread` waits to start.
 pub(super) async fn any_waiting(app: &App, thread: &str) -> ApiResult<bool> {
     Ok(of_thread(app, thread).await?.iter().any(Pending::waiting))

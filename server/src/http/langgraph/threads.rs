@@ -2,6 +2,8 @@
 //! created (`Store::create_thread`: id, times, metadata). A thread that
 //! only runs name (started through the native API) is shown too.
 
+use std::collections::HashSet;
+
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -42,6 +44,16 @@ pub(super) async fn latest(app: &App, thread: &str) -> ApiResult<Option<RunSumma
 /// The thread as LangGraph's `Thread`, or 404 when it has neither a
 /// record nor a run.
 pub(super) async fn view(app: &App, thread: &str) -> ApiResult<Value> {
+    view_among(app, thread, None).await
+}
+
+/// [`view`], with the threads that have runs waiting to start when the
+/// caller read them for many threads at once (`None`: read for this one).
+async fn view_among(
+    app: &App,
+    thread: &str,
+    waiting: Option<&HashSet<String>>,
+) -> ApiResult<Value> {
     let record = app.runs.store().thread_record(thread).await.map_err(ServiceError::from)?;
     let latest = latest(app, thread).await?;
     if record.is_none() && latest.is_none() {
@@ -60,7 +72,13 @@ pub(super) async fn view(app: &App, thread: &str) -> ApiResult<Value> {
         .map(|interrupt| wire::interrupt(&json!(interrupt)))
         .collect();
     let mut shown = wire::thread(thread, record.as_ref(), latest.as_ref(), &values, &interrupts);
-    if shown["status"] != "busy" && super::queue::any_waiting(app, thread).await? {
+    let busy = shown["status"] == "busy";
+    let waits = match waiting {
+        _ if busy => false,
+        Some(waiting) => waiting.contains(thread),
+        None => super::queue::any_waiting(app, thread).await?,
+    };
+    if waits {
         // A run waits to start on it (`enqueue`, `after_seconds`).
         shown["status"] = json!("busy");
     }
@@ -235,6 +253,8 @@ pub(super) struct SearchBody {
 /// The threads matching `body`, newest first, all of them (offset and
 /// limit are the caller's): the thread records read a page at a time.
 async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<Value>> {
+    // One read for every thread's pending runs, not one per thread.
+    let waiting = super::queue::threads_waiting(app).await?;
     let mut found = Vec::new();
     let mut offset = 0;
     loop {
@@ -248,7 +268,7 @@ async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<
             if !metadata_matches(body.metadata.as_ref(), &record.metadata) {
                 continue;
             }
-            let thread = view(app, &record.id).await?;
+            let thread = view_among(app, &record.id, Some(&waiting)).await?;
             if body.status.as_ref().is_some_and(|status| thread["status"] != status.as_str()) {
                 continue;
             }
