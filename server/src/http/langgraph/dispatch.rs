@@ -14,7 +14,7 @@ use tollgate_checkpoint::{OutboxEntry, OutboxQuery, RunId};
 use super::super::errors::ApiResult;
 use super::super::App;
 use super::queue::{self, Pending};
-use super::{runs, threads, webhook};
+use super::{runs, threads, webhook, wire};
 use crate::error::ServiceError;
 
 /// How often the outbox is read when nothing wakes the dispatcher.
@@ -79,7 +79,7 @@ async fn tick(app: &App) -> ApiResult<bool> {
 /// One that fails to be read or started is left for the next look, the
 /// others go on.
 async fn start_due(app: &App) -> ApiResult<bool> {
-    let now = threads::now_ms();
+    let now = wire::now_ms();
     let query = OutboxQuery::new(queue::KIND, BATCH).due_by(now);
     let entries = app.runs.store().list_outbox(query).await.map_err(ServiceError::from)?;
     let any = !entries.is_empty();
@@ -147,7 +147,7 @@ async fn start(app: &App, pending: Pending, run: RunId) -> ApiResult<()> {
             if (error.status == StatusCode::CONFLICT && pending.entry.attempts < MAX_STARTS)
                 || error.status == StatusCode::SERVICE_UNAVAILABLE =>
         {
-            queue::release(app, pending, threads::now_ms()).await
+            queue::release(app, pending, wire::now_ms()).await
         }
         Err(error) => {
             tracing::warn!(%run, error = %error.message, "langgraph: a pending run could not start");

@@ -150,7 +150,7 @@ pub(super) async fn put(
         state: PendingState::Waiting,
         error: None,
     };
-    let now = super::threads::now_ms();
+    let now = super::wire::now_ms();
     let entry = OutboxEntry::new(
         run.to_string(),
         KIND,
@@ -207,7 +207,7 @@ pub(super) async fn cancel(
         if !pending.waiting() {
             break;
         }
-        let now = super::threads::now_ms();
+        let now = super::wire::now_ms();
         let taken =
             store(app).take_outbox(&id, now, now + HOLD_MS).await.map_err(ServiceError::from)?;
         if let Some(taken) = taken {
@@ -254,17 +254,6 @@ pub(super) async fn release(app: &App, mut pending: Pending, due_ms: i64) -> Api
     pending.entry.lease_until_ms = 0;
     pending.entry.due_ms = due_ms;
     store(app).put_outbox(pending.entry).await.map_err(ServiceError::from)?;
-    Ok(())
-}
-
-/// Forgets every pending run and webhook of `thread` (it is deleted).
-pub(super) async fn forget_thread(app: &App, thread: &str) -> ApiResult<()> {
-    for kind in [KIND, super::webhook::KIND] {
-        let query = OutboxQuery::new(kind, 10_000).thread(thread);
-        for entry in store(app).list_outbox(query).await.map_err(ServiceError::from)? {
-            delete(app, &entry.id).await?;
-        }
-    }
     Ok(())
 }
 

@@ -70,7 +70,7 @@ async fn prepare(
                     return Err(threads::not_found(thread));
                 }
                 let record =
-                    tollgate_checkpoint::ThreadRecord::new(thread, threads::now_ms(), json!({}));
+                    tollgate_checkpoint::ThreadRecord::new(thread, wire::now_ms(), json!({}));
                 app.runs.store().create_thread(record).await.map_err(ServiceError::from)?;
             }
             latest
@@ -463,7 +463,7 @@ async fn defer(
         .into());
     }
     let run = RunId::new();
-    let due = threads::now_ms().saturating_add(body.delay_ms().unwrap_or(0));
+    let due = wire::now_ms().saturating_add(body.delay_ms().unwrap_or(0));
     let pending = queue::put(app, run, thread, &assistant.name, body, due).await?;
     if let Some(url) = hook {
         webhook::register(app, run, thread, &url, &assistant.name, 0).await?;

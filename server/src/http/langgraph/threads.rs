@@ -125,19 +125,13 @@ pub(super) async fn create(State(app): State<App>, body: Body) -> ApiResult<Resp
     if (recorded || runs.is_some()) && raise {
         return Err(ServiceError::Conflict { message: format!("thread `{id}` exists") }.into());
     }
-    let record = ThreadRecord::new(id.clone(), now_ms(), metadata);
+    let record = ThreadRecord::new(id.clone(), wire::now_ms(), metadata);
     let (_, created) = store.create_thread(record).await.map_err(ServiceError::from)?;
     if !created && raise {
         // Created by another request since the check.
         return Err(ServiceError::Conflict { message: format!("thread `{id}` exists") }.into());
     }
     Ok(Json(view(&app, &id).await?).into_response())
-}
-
-/// Milliseconds since the Unix epoch.
-pub(super) fn now_ms() -> i64 {
-    use tollgate_engine::Clock as _;
-    tollgate_engine::SystemClock.now_ms()
 }
 
 /// A fresh thread id, formatted as a UUID (from a ULID's 128 bits), as
@@ -180,7 +174,7 @@ pub(super) async fn update(
     let body: UpdateBody = read_json(&app, body, false).await?;
     let given = object(body.metadata, "metadata")?;
     let store = app.runs.store();
-    let now = now_ms();
+    let now = wire::now_ms();
     let record = match store.thread_record(&thread).await.map_err(ServiceError::from)? {
         Some(record) => record,
         None if latest(&app, &thread).await?.is_some() => {
@@ -212,7 +206,7 @@ pub(super) async fn delete(
         return Err(not_found(&thread));
     }
     // Its pending runs first, so that none starts while it goes.
-    super::queue::forget_thread(&app, &thread).await?;
+    forget_outbox(&app, &thread).await?;
     for run in &runs {
         let id = run_id(&run.id)?;
         if matches!(run.status, RunStatus::Running | RunStatus::Queued) {
@@ -224,6 +218,18 @@ pub(super) async fn delete(
     }
     app.runs.store().delete_thread(&thread).await.map_err(ServiceError::from)?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Forgets every pending run and webhook of `thread` (it is deleted).
+async fn forget_outbox(app: &App, thread: &str) -> ApiResult<()> {
+    let store = app.runs.store();
+    for kind in [super::queue::KIND, super::webhook::KIND] {
+        let query = tollgate_checkpoint::OutboxQuery::new(kind, 10_000).thread(thread);
+        for entry in store.list_outbox(query).await.map_err(ServiceError::from)? {
+            store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
+        }
+    }
+    Ok(())
 }
 
 /// Every run of `thread`, newest first.
@@ -325,7 +331,7 @@ pub(super) async fn copy(
     }
     let id = new_id();
     let metadata = record.map_or_else(|| json!({}), |record| record.metadata);
-    let copy = ThreadRecord::new(id.clone(), now_ms(), metadata);
+    let copy = ThreadRecord::new(id.clone(), wire::now_ms(), metadata);
     app.runs.store().create_thread(copy).await.map_err(ServiceError::from)?;
     if latest.is_some() {
         app.runs.copy_thread(&thread, &id).await?;

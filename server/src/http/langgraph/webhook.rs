@@ -101,7 +101,7 @@ pub(super) async fn register(
         assistant: assistant.to_owned(),
         after_seq,
     };
-    let now = super::threads::now_ms();
+    let now = super::wire::now_ms();
     let id = format!("{}.webhook", RunId::new());
     let entry = OutboxEntry::new(id, KIND, thread.map(str::to_owned), now, now, json!(delivery));
     app.runs.store().put_outbox(entry).await.map_err(ServiceError::from)?;
@@ -121,7 +121,7 @@ const UNSENT_MS: i64 = 3_600_000;
 /// those of runs still in flight wait for the next look, as does one
 /// that fails to be read. Whether any webhook waits.
 pub(super) async fn deliver_due(app: &App) -> ApiResult<bool> {
-    let now = super::threads::now_ms();
+    let now = super::wire::now_ms();
     let query = OutboxQuery::new(KIND, 64).due_by(now);
     let entries = app.runs.store().list_outbox(query).await.map_err(ServiceError::from)?;
     let any = !entries.is_empty();
@@ -226,7 +226,7 @@ async fn deliver(app: App, mut entry: OutboxEntry, delivery: Delivery, run: RunI
     let doublings = entry.attempts.saturating_sub(1).min(8);
     let wait = (FIRST_WAIT * 2u32.pow(doublings)).min(LAST_WAIT);
     entry.lease_until_ms = 0;
-    entry.due_ms = super::threads::now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+    entry.due_ms = super::wire::now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
     if let Err(error) = store.put_outbox(entry).await {
         tracing::warn!(%run, %error, "webhook: its retry was not stored; sent again once its hold ends");
     }

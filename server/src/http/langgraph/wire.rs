@@ -236,6 +236,12 @@ pub(super) fn user_text(input: &Value) -> Option<String> {
     })
 }
 
+/// Milliseconds since the Unix epoch.
+pub(super) fn now_ms() -> i64 {
+    use tollgate_engine::Clock as _;
+    tollgate_engine::SystemClock.now_ms()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
