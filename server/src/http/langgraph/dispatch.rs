@@ -44,6 +44,11 @@ pub(crate) fn spawn(app: App) {
             let began = Instant::now();
             match tick(&app).await {
                 Ok(any) => outstanding = any,
+                // The database away (503): `/healthz` and the store-error
+                // metric say so; no warning four times a second here.
+                Err(error) if error.status == StatusCode::SERVICE_UNAVAILABLE => {
+                    tracing::debug!(error = %error.message, "langgraph outbox: not read");
+                }
                 Err(error) => tracing::warn!(error = %error.message, "langgraph outbox: not read"),
             }
             let woken = app.outbox.notified();
