@@ -15,6 +15,7 @@ use tollgate_checkpoint::{
 
 use super::error::RunError;
 use super::executor::Executor;
+use crate::event::{Clock, SystemClock};
 
 /// How long the copying process holds a copied run until its last write.
 const COPY_LEASE_MS: i64 = 60_000;
@@ -47,7 +48,7 @@ impl Executor {
     async fn copy_run(&self, source: &RunRecord, thread: &str) -> Result<RunId, RunError> {
         let store = &*self.store;
         let id = RunId::new();
-        let lease = now_ms() + COPY_LEASE_MS;
+        let lease = SystemClock.now_ms() + COPY_LEASE_MS;
         let input = store.checkpoint(source.id, Some(0)).await?;
         let times = store.history(source.id, None, source.step + 1).await?.checkpoints;
         let at = |step: u64| {
@@ -127,10 +128,4 @@ fn renamed(mut interrupt: InterruptRecord, from: RunId, to: RunId) -> InterruptR
         interrupt.id = format!("{to}{rest}");
     }
     interrupt
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
 }

@@ -40,6 +40,10 @@ pub(super) struct PendingRun {
 
 const VERSION: u32 = 1;
 
+/// The due time of a pending run that never starts (cancelled, failed):
+/// no listing of what is due finds it, so "waiting" is "due before it".
+const NEVER: i64 = i64::MAX;
+
 /// Where a pending run is.
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "snake_case")]
@@ -83,7 +87,7 @@ impl Pending {
     }
 
     /// Writes it back in `state`, never to start again.
-    async fn settle_ref(
+    async fn settle(
         &mut self,
         app: &App,
         state: PendingState,
@@ -92,7 +96,7 @@ impl Pending {
         self.run.state = state;
         self.run.error = error;
         self.entry.body = json!(self.run);
-        self.entry.due_ms = i64::MAX;
+        self.entry.due_ms = NEVER;
         self.entry.lease_until_ms = 0;
         store(app).put_outbox(self.entry.clone()).await.map_err(ServiceError::from)?;
         Ok(())
@@ -114,7 +118,7 @@ impl Pending {
             "updated_at": created,
             "status": status,
             "metadata": {"graph_id": self.run.assistant, "tollgate_status": status,
-                         "starts_after": (self.entry.due_ms < i64::MAX)
+                         "starts_after": (self.entry.due_ms < NEVER)
                              .then(|| format_rfc3339(self.entry.due_ms)),
                          "error": self.run.error},
             "multitask_strategy": self.run.request.multitask_strategy.as_deref().unwrap_or("reject"),
@@ -179,17 +183,24 @@ pub(super) async fn of_thread(app: &App, thread: &str) -> ApiResult<Vec<Pending>
     Ok(pending)
 }
 
-/// The threads that have a run waiting to start (those kept as
-/// cancelled or failed are due never: not read).
+/// Pending runs that may still start, of `thread` or of every thread, at
+/// most `limit` (cancelled and failed ones are due never: not read).
+async fn still_waiting(app: &App, thread: Option<&str>, limit: u64) -> ApiResult<Vec<OutboxEntry>> {
+    let mut query = OutboxQuery::new(KIND, limit).due_by(NEVER - 1);
+    query.thread = thread.map(str::to_owned);
+    Ok(store(app).list_outbox(query).await.map_err(ServiceError::from)?)
+}
+
+/// The threads that have a run waiting to start.
 pub(super) async fn threads_waiting(app: &App) -> ApiResult<std::collections::HashSet<String>> {
-    let query = OutboxQuery::new(KIND, 100_000).due_by(i64::MAX - 1);
-    let entries = store(app).list_outbox(query).await.map_err(ServiceError::from)?;
+    let entries = still_waiting(app, None, 100_000).await?;
     Ok(entries.into_iter().filter_map(|entry| entry.thread).collect())
 }
 
-/// Whether a run of `thread` waits to start.
+/// Whether a run of `thread` waits to start: one indexed read of one
+/// entry, as every run on a thread asks.
 pub(super) async fn any_waiting(app: &App, thread: &str) -> ApiResult<bool> {
-    Ok(of_thread(app, thread).await?.iter().any(Pending::waiting))
+    Ok(!still_waiting(app, Some(thread), 1).await?.is_empty())
 }
 
 /// Cancels pending run `pending`: it never starts, and reads
@@ -203,23 +214,24 @@ pub(super) async fn cancel(
 ) -> ApiResult<Option<Pending>> {
     let id = pending.entry.id.clone();
     let mut pending = pending;
-    loop {
-        if !pending.waiting() {
-            break;
-        }
+    while pending.waiting() {
         let now = super::wire::now_ms();
         let taken =
             store(app).take_outbox(&id, now, now + HOLD_MS).await.map_err(ServiceError::from)?;
         if let Some(taken) = taken {
-            if let Ok(run) = id.parse::<RunId>() {
-                if store(app).run(run).await.is_ok() {
-                    // Started by a server that died before it forgot it.
-                    delete(app, &id).await?;
-                    return Ok(None);
-                }
+            let started = match id.parse::<RunId>() {
+                Ok(run) => store(app).run(run).await.is_ok(),
+                Err(_) => false,
+            };
+            if started {
+                // Started by a server that died before it forgot it.
+                delete(app, &id).await?;
+                return Ok(None);
             }
             pending = Pending::read(taken)?;
-            pending.run.state = PendingState::Cancelled;
+            if !forget {
+                pending.settle(app, PendingState::Cancelled, None).await?;
+            }
             break;
         }
         // The dispatcher holds it: it starts it, or puts it back.
@@ -231,10 +243,6 @@ pub(super) async fn cancel(
     }
     if forget {
         delete(app, &id).await?;
-    } else if pending.run.state == PendingState::Cancelled {
-        let state = pending.run.state;
-        let error = pending.run.error.take();
-        pending.settle_ref(app, state, error).await?;
     }
     Ok(Some(pending))
 }
@@ -246,7 +254,7 @@ pub(super) const HOLD_MS: i64 = 30_000;
 pub(super) async fn failed(app: &App, mut pending: Pending, error: &ApiError) -> ApiResult<()> {
     let why =
         json!({"kind": error.kind, "message": error.message, "status": error.status.as_u16()});
-    pending.settle_ref(app, PendingState::Failed, Some(why)).await
+    pending.settle(app, PendingState::Failed, Some(why)).await
 }
 
 /// Puts `pending` (held by the caller) back to wait, free, at `due_ms`.

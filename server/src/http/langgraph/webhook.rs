@@ -11,16 +11,23 @@ use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tollgate_checkpoint::{OutboxEntry, OutboxQuery, RunId, RunStatus};
+use tollgate_engine::RetryPolicy;
 
 use super::super::errors::ApiResult;
 use super::super::App;
 use crate::error::ServiceError;
 
-/// Attempts a webhook gets; the waits between them double from
-/// [`FIRST_WAIT`] up to [`LAST_WAIT`].
-const ATTEMPTS: u32 = 5;
-const FIRST_WAIT: Duration = Duration::from_millis(500);
-const LAST_WAIT: Duration = Duration::from_secs(8);
+/// Attempts a webhook gets, and the waits between them: doubling from
+/// 0.5 s up to 8 s, each jittered to between half and all of it.
+fn retries() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: 5,
+        initial_backoff: Duration::from_millis(500),
+        multiplier: 2.0,
+        max_backoff: Duration::from_secs(8),
+        jitter: true,
+    }
+}
 /// Time one attempt may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -180,7 +187,8 @@ async fn consider(app: &App, entry: OutboxEntry, now: i64) -> ApiResult<()> {
 
 /// One attempt at a delivery: the run's `Run` with its `values` POSTed;
 /// done (deleted) on success, on an answer that says not to retry, or
-/// after [`ATTEMPTS`]; otherwise put back, due after a doubling wait.
+/// after its last attempt ([`retries`]); otherwise put back, due after
+/// the policy's wait.
 async fn deliver(app: App, mut entry: OutboxEntry, delivery: Delivery, run: RunId) {
     let store = app.runs.store().clone();
     let done = |why: String| {
@@ -219,12 +227,13 @@ async fn deliver(app: App, mut entry: OutboxEntry, delivery: Delivery, run: RunI
         Ok(response) => format!("{url}: status {}", response.status()),
         Err(error) => format!("{url}: {error}"),
     };
-    if !retry || entry.attempts >= ATTEMPTS {
+    let policy = retries();
+    if !retry || entry.attempts >= policy.max_attempts {
         return done(format!("{why} (attempt {})", entry.attempts)).await;
     }
     tracing::debug!(%run, attempt = entry.attempts, why, "webhook: retrying");
-    let doublings = entry.attempts.saturating_sub(1).min(8);
-    let wait = (FIRST_WAIT * 2u32.pow(doublings)).min(LAST_WAIT);
+    // The seed spreads the retries of webhooks that failed together.
+    let wait = policy.backoff(entry.attempts, entry.created_at_ms.unsigned_abs());
     entry.lease_until_ms = 0;
     entry.due_ms = super::wire::now_ms() + i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
     if let Err(error) = store.put_outbox(entry).await {
