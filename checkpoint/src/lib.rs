@@ -48,7 +48,7 @@ pub use items::{
     MAX_PARTS, MAX_PART_BYTES, MAX_SEARCH_LIMIT, MAX_VALUE_BYTES,
 };
 pub use memory::MemoryStore;
-pub use outbox::{OutboxEntry, OutboxQuery};
+pub use outbox::{GateOpens, OutboxEntry, OutboxGate, OutboxQuery, OUTBOX_NEVER};
 pub use owner::Owner;
 pub use record::{
     Answer, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, GraphRef, HistoryPage,

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use crate::codec::Blob;
 use crate::event::restore_updates;
 use crate::ids::RunId;
-use crate::outbox::{OutboxEntry, OutboxQuery};
+use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::owner::Owner;
 use crate::record::{
     CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun,
@@ -18,6 +18,7 @@ use crate::record::{
 use crate::schedule::{ScheduleFire, ScheduleRecord};
 use crate::store::{Store, StoreError};
 
+mod gates;
 mod writes;
 use writes::{check_events, check_writer};
 
@@ -503,11 +504,14 @@ impl Store for MemoryStore {
     }
 
     async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
-        Ok(self.lock().outbox.get(id).cloned())
+        let mut inner = self.lock();
+        inner.open_gates();
+        Ok(inner.outbox.get(id).cloned())
     }
 
     async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError> {
-        let inner = self.lock();
+        let mut inner = self.lock();
+        inner.open_gates();
         let mut found: Vec<&OutboxEntry> =
             inner.outbox.values().filter(|entry| query.matches(entry)).collect();
         found.sort_by(|a, b| (a.due_ms, &a.id).cmp(&(b.due_ms, &b.id)));
@@ -532,6 +536,22 @@ impl Store for MemoryStore {
 
     async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self.lock().outbox.remove(id).is_some())
+    }
+
+    async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError> {
+        let mut inner = self.lock();
+        inner.open_gates();
+        if !inner.shut(&gate) {
+            return Ok(0);
+        }
+        let mut gated = 0;
+        for id in ids {
+            if let Some(entry) = inner.outbox.get_mut(id).filter(|entry| entry.gate.is_none()) {
+                entry.gate = Some(gate);
+                gated += 1;
+            }
+        }
+        Ok(gated)
     }
 
     async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {

@@ -4,6 +4,74 @@
 //! `multitask_strategy="enqueue"` and `after_seconds`), a webhook waiting
 //! for its run to settle. The store keeps entries and their leases; what
 //! an entry means is its kind's, in its JSON body.
+//!
+//! An entry that cannot proceed until a run settles is *gated* on that
+//! run ([`Store::gate_outbox`](crate::Store::gate_outbox)): listings of
+//! what is ready ([`OutboxQuery::ready`]) pass it over, through an index,
+//! until the store opens its gate in the same transaction as the run's
+//! status change (or its deletion, or the end of the pending entry it
+//! waits for). So any number of entries that cannot proceed cost a
+//! reader nothing and never hide one that can.
+
+use crate::ids::RunId;
+
+/// The due time of an entry that never comes due again (cancelled,
+/// failed; kept to be read): listings of what is due never find it.
+pub const OUTBOX_NEVER: i64 = i64::MAX;
+
+/// What a gated entry waits for: run `run` to settle past `after_seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OutboxGate {
+    /// The run it waits for.
+    pub run: RunId,
+    /// Which of the run's statuses open the gate.
+    pub opens: GateOpens,
+    /// The gate opens only once the run's last event is past this
+    /// sequence number (a run continued from a pause: not the pause it
+    /// was continued from). `None`: whatever its last event.
+    pub after_seq: Option<u64>,
+}
+
+/// Which statuses of its run open an [`OutboxGate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GateOpens {
+    /// Any but `running` and `queued`: the run settled, paused for a
+    /// decision or ended (a webhook).
+    Settled,
+    /// Any but `running`, `queued` and `awaiting_hitl`: the run no longer
+    /// holds its thread (a run waiting for its thread).
+    Ended,
+}
+
+impl OutboxGate {
+    /// A gate on `run` that `opens` past `after_seq` (`None`: any).
+    pub fn new(run: RunId, opens: GateOpens, after_seq: Option<u64>) -> Self {
+        Self { run, opens, after_seq }
+    }
+
+    /// A gate that opens once `run` settles ([`GateOpens::Settled`]) past
+    /// `after_seq`.
+    pub fn settled(run: RunId, after_seq: u64) -> Self {
+        Self { run, opens: GateOpens::Settled, after_seq: Some(after_seq) }
+    }
+
+    /// A gate that opens once `run` no longer holds its thread
+    /// ([`GateOpens::Ended`]).
+    pub fn ended(run: RunId) -> Self {
+        Self { run, opens: GateOpens::Ended, after_seq: None }
+    }
+
+    /// Whether a run of `status` whose last event is `last_seq` keeps the
+    /// gate shut (the reference every store's SQL matches).
+    pub fn blocks(&self, status: crate::record::RunStatus, last_seq: u64) -> bool {
+        use crate::record::RunStatus;
+        matches!(status, RunStatus::Running | RunStatus::Queued)
+            || (self.opens == GateOpens::Ended && status == RunStatus::AwaitingHitl)
+            || self.after_seq.is_some_and(|after| last_seq <= after)
+    }
+}
 
 /// One entry of the outbox.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +95,9 @@ pub struct OutboxEntry {
     pub attempts: u32,
     /// What it is, as its kind's own versioned JSON record.
     pub body: serde_json::Value,
+    /// What it waits for, if anything ([`Store::gate_outbox`](crate::Store::gate_outbox)):
+    /// shut, it is not [ready](OutboxQuery::ready).
+    pub gate: Option<OutboxGate>,
 }
 
 impl OutboxEntry {
@@ -48,6 +119,7 @@ impl OutboxEntry {
             lease_until_ms: 0,
             attempts: 0,
             body,
+            gate: None,
         }
     }
 
@@ -68,6 +140,12 @@ pub struct OutboxQuery {
     /// Only those due by this time (leased or not: a caller keeping
     /// entries in order sees those another process holds).
     pub due_by_ms: Option<i64>,
+    /// Only those ready: due, and not [gated](OutboxEntry::gate) (held or
+    /// not, as with `due_by_ms`).
+    pub ready: bool,
+    /// Only those after this `(due_ms, id)`, in listing order: the next
+    /// page of a listing.
+    pub after: Option<(i64, String)>,
     /// At most this many.
     pub limit: u64,
 }
@@ -75,7 +153,7 @@ pub struct OutboxQuery {
 impl OutboxQuery {
     /// Up to `limit` entries of `kind`, every one.
     pub fn new(kind: impl Into<String>, limit: u64) -> Self {
-        Self { kind: kind.into(), thread: None, due_by_ms: None, limit }
+        Self { kind: kind.into(), thread: None, due_by_ms: None, ready: false, after: None, limit }
     }
 
     /// Only the entries of `thread`.
@@ -90,12 +168,27 @@ impl OutboxQuery {
         self
     }
 
+    /// Only the entries ready at `now_ms`: due by then and not gated.
+    pub fn ready(mut self, now_ms: i64) -> Self {
+        self.due_by_ms = Some(now_ms);
+        self.ready = true;
+        self
+    }
+
+    /// Only the entries listed after `entry` (by due time, then id).
+    pub fn after(mut self, entry: &OutboxEntry) -> Self {
+        self.after = Some((entry.due_ms, entry.id.clone()));
+        self
+    }
+
     /// Whether `entry` is one of them (the reference every store's SQL
     /// matches).
     pub fn matches(&self, entry: &OutboxEntry) -> bool {
         entry.kind == self.kind
             && self.thread.as_ref().is_none_or(|thread| entry.thread.as_ref() == Some(thread))
             && self.due_by_ms.is_none_or(|now| entry.due_ms <= now)
+            && (!self.ready || entry.gate.is_none())
+            && self.after.as_ref().is_none_or(|(due, id)| (entry.due_ms, &entry.id) > (*due, id))
     }
 }
 

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 
 use crate::codec::{Blob, CodecError};
 use crate::ids::RunId;
-use crate::outbox::{OutboxEntry, OutboxQuery};
+use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::owner::Owner;
 use crate::record::{
     DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter,
@@ -215,6 +215,20 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// Deletes outbox entry `id`; whether there was one.
     async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// Gates the entries `ids` that are not gated yet on `gate`, each only
+    /// while the gate stays shut: its run exists and keeps it shut
+    /// ([`OutboxGate::blocks`]), or does not exist yet while an outbox
+    /// entry with the run's id is due to start it (before
+    /// [`OUTBOX_NEVER`](crate::OUTBOX_NEVER)). The check and the gate are
+    /// one step no status change of the run slips between. How many were
+    /// gated (0: the gate is open, the caller goes on).
+    ///
+    /// A gated entry is not [ready](OutboxQuery::ready) until the store
+    /// opens its gate, which it does in the same transaction as what opens
+    /// it: the run's status change, the run's deletion, or the deletion
+    /// (or due time set to never) of the entry with the run's id.
+    async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError>;
 
     /// Stored events of a run with `seq > after_seq`, oldest first, at most
     /// `limit`.

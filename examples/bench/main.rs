@@ -9,6 +9,8 @@
 //! its own, dropped first; `pg_raw_commit` is the floor there)
 //! `cargo run --release --example bench -- --only store_put,store_get,store_search_filter,store_search_vector_10k`
 //! (long-term memory: `p50_us`, `p99_us` per call)
+//! `cargo run --release --example bench -- --only outbox_look` (the
+//! LangGraph dispatcher's look with 100,000 blocked outbox entries)
 //! `cargo run --release --example bench -- --only workflow_tasks,workflow_resume`
 //! (durable workflows: `per_task_us` against the `cycle` step of the same
 //! run, `resume_us` after 1,000 tasks)
@@ -31,6 +33,7 @@ use backend::{db_bytes, pg_raw_commit, Backend};
 mod backend;
 mod load;
 mod memory;
+mod outbox;
 mod page;
 mod stream;
 mod workflow;
@@ -645,6 +648,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if ["store_put", "store_get", "store_search_filter"].iter().any(|name| wanted(name)) {
         results.extend(memory::items(&backend).await?);
+    }
+    if wanted("outbox_look") {
+        results.push(outbox::outbox_look(&backend).await?);
     }
     if wanted("workflow_tasks") {
         results.push(workflow::tasks(&backend).await?);

@@ -695,4 +695,6 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     crate::schedules::SCHEDULES_MIGRATION,
     // 20: the outbox (`outbox.rs`).
     crate::outbox::OUTBOX_MIGRATION,
+    // 21: outbox gates (`outbox.rs`).
+    crate::outbox::OUTBOX_GATES_MIGRATION,
 ];

@@ -4,10 +4,10 @@ use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 use tollgate_checkpoint::{
     restore_updates, Blob, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord,
-    HistoryPage, InterruptRecord, NewRun, OutboxEntry, OutboxQuery, Owner, PageRequest, RunFilter,
-    RunId, RunPage, RunRecord, RunStatus, ScheduleFire, ScheduleRecord, Store, StoreError,
-    StoredCheckpoint, TaskKey, TaskProgress, TaskUpdate, TaskWrite, ThreadRecord, Transition,
-    Waiting,
+    HistoryPage, InterruptRecord, NewRun, OutboxEntry, OutboxGate, OutboxQuery, Owner, PageRequest,
+    RunFilter, RunId, RunPage, RunRecord, RunStatus, ScheduleFire, ScheduleRecord, Store,
+    StoreError, StoredCheckpoint, TaskKey, TaskProgress, TaskUpdate, TaskWrite, ThreadRecord,
+    Transition, Waiting,
 };
 
 use crate::announce::{announce, watched, watched_sql};
@@ -598,6 +598,10 @@ impl Store for PostgresStore {
 
     async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
         self.remove_outbox(id).await
+    }
+
+    async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError> {
+        self.gate_outbox_entries(ids, gate).await
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {

@@ -1,9 +1,13 @@
 //! The outbox (`Store::put_outbox` and the rest): the `outbox` table.
 //! Taking an entry is one `UPDATE … RETURNING` that checks its lease under the row's lock.
+//! Gating one is one `UPDATE` that checks its run under a share lock of
+//! the run's row (or of the pending entry that will start it), so the
+//! status change (or end) that opens the gate waits for the gate to be
+//! committed, and its trigger, whose statements see it, opens it.
 
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
-use tollgate_checkpoint::{OutboxEntry, OutboxQuery, StoreError};
+use tollgate_checkpoint::{GateOpens, OutboxEntry, OutboxGate, OutboxQuery, StoreError};
 
 use crate::rows::column;
 use crate::sql::Sql;
@@ -26,7 +30,60 @@ pub(crate) const OUTBOX_MIGRATION: &str = r#"
     CREATE INDEX outbox_by_thread ON outbox (thread, kind) WHERE thread IS NOT NULL;
 "#;
 
-const COLUMNS: &str = "id, kind, thread, created_at_ms, due_ms, lease_until_ms, attempts, body";
+/// Schema version 21: outbox entries gated on a run
+/// (`Store::gate_outbox`), out of the index of ready entries until a
+/// trigger opens their gate in the transaction that settles the run,
+/// deletes it, or ends the pending entry it waits for.
+pub(crate) const OUTBOX_GATES_MIGRATION: &str = r#"
+    ALTER TABLE outbox ADD COLUMN gate_run text;
+    ALTER TABLE outbox ADD COLUMN gate_ended boolean NOT NULL DEFAULT false;
+    ALTER TABLE outbox ADD COLUMN gate_seq bigint NOT NULL DEFAULT -1;
+    CREATE INDEX outbox_ready ON outbox (kind, due_ms, id) WHERE gate_run IS NULL;
+    CREATE INDEX outbox_gated ON outbox (gate_run) WHERE gate_run IS NOT NULL;
+    CREATE FUNCTION tollgate_outbox_open_on_status() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE outbox SET gate_run = NULL
+        WHERE gate_run = NEW.id AND NEW.last_seq > gate_seq
+          AND (NOT gate_ended OR NEW.status <> 'awaiting_hitl');
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER outbox_gates_open_on_status AFTER UPDATE ON runs
+    FOR EACH ROW WHEN (NEW.status NOT IN ('running', 'queued'))
+    EXECUTE FUNCTION tollgate_outbox_open_on_status();
+    CREATE FUNCTION tollgate_outbox_open_on_end() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE outbox SET gate_run = NULL WHERE gate_run = OLD.id;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER outbox_gates_open_on_run_deleted AFTER DELETE ON runs
+    FOR EACH ROW EXECUTE FUNCTION tollgate_outbox_open_on_end();
+    CREATE TRIGGER outbox_gates_open_on_entry_deleted AFTER DELETE ON outbox
+    FOR EACH ROW EXECUTE FUNCTION tollgate_outbox_open_on_end();
+    CREATE FUNCTION tollgate_outbox_open_on_entry_end() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE outbox SET gate_run = NULL WHERE gate_run = NEW.id;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER outbox_gates_open_on_entry_ended AFTER INSERT OR UPDATE OF due_ms ON outbox
+    FOR EACH ROW WHEN (NEW.due_ms = 9223372036854775807)
+    EXECUTE FUNCTION tollgate_outbox_open_on_entry_end();
+"#;
+
+const COLUMNS: &str = "id, kind, thread, created_at_ms, due_ms, lease_until_ms, attempts, body, \
+                       gate_run, gate_ended, gate_seq";
+
+/// A gate's columns: run, whether it opens only once the run ended, and
+/// the seq its run's last event must pass (-1: any).
+fn gate_columns(gate: Option<&OutboxGate>) -> (Option<String>, bool, i64) {
+    match gate {
+        Some(gate) => (
+            Some(gate.run.to_string()),
+            gate.opens == GateOpens::Ended,
+            gate.after_seq.map_or(-1, |seq| i64::try_from(seq).unwrap_or(i64::MAX)),
+        ),
+        None => (None, false, -1),
+    }
+}
 
 fn entry_from_row(row: &Row) -> Result<OutboxEntry, StoreError> {
     let id: String = column(row, 0)?;
@@ -42,6 +99,15 @@ fn entry_from_row(row: &Row) -> Result<OutboxEntry, StoreError> {
     );
     entry.lease_until_ms = column(row, 5)?;
     entry.attempts = u32::try_from(column::<i64>(row, 6)?).unwrap_or(u32::MAX);
+    if let Some(run) = column::<Option<String>>(row, 8)? {
+        let run = run.parse().map_err(|_| StoreError::Backend {
+            source: format!("outbox entry `{}`: its gate names `{run}`, not a run id", entry.id)
+                .into(),
+        })?;
+        let opens = if column(row, 9)? { GateOpens::Ended } else { GateOpens::Settled };
+        let after_seq = u64::try_from(column::<i64>(row, 10)?).ok();
+        entry.gate = Some(OutboxGate::new(run, opens, after_seq));
+    }
     Ok(entry)
 }
 
@@ -50,15 +116,18 @@ impl PostgresStore {
         let body = entry.body_text()?;
         let (client, statement) = self
             .prepared(&format!(
-                "INSERT INTO outbox ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                "INSERT INTO outbox ({COLUMNS}) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
                  ON CONFLICT (id) DO UPDATE SET kind = EXCLUDED.kind, thread = EXCLUDED.thread, \
                  created_at_ms = EXCLUDED.created_at_ms, due_ms = EXCLUDED.due_ms, \
                  lease_until_ms = EXCLUDED.lease_until_ms, attempts = EXCLUDED.attempts, \
-                 body = EXCLUDED.body"
+                 body = EXCLUDED.body, gate_run = EXCLUDED.gate_run, \
+                 gate_ended = EXCLUDED.gate_ended, gate_seq = EXCLUDED.gate_seq"
             ))
             .await?;
         let attempts = i64::from(entry.attempts);
-        let params: [&(dyn ToSql + Sync); 8] = [
+        let (gate_run, gate_ended, gate_seq) = gate_columns(entry.gate.as_ref());
+        let params: [&(dyn ToSql + Sync); 11] = [
             &entry.id,
             &entry.kind,
             &entry.thread,
@@ -67,6 +136,9 @@ impl PostgresStore {
             &entry.lease_until_ms,
             &attempts,
             &body,
+            &gate_run,
+            &gate_ended,
+            &gate_seq,
         ];
         client.exec(&statement, &params).await.map_err(client_error)?;
         Ok(())
@@ -83,18 +155,23 @@ impl PostgresStore {
         &self,
         query: OutboxQuery,
     ) -> Result<Vec<OutboxEntry>, StoreError> {
-        // Absent filters are NULL parameters: one statement for all.
+        // Absent filters are NULL parameters: one statement for all (and
+        // one for what is ready, whose partial index the planner uses only
+        // for a statement that says `gate_run IS NULL`).
+        let ready = if query.ready { "AND gate_run IS NULL" } else { "" };
         let (client, statement) = self
             .prepared(&format!(
-                "SELECT {COLUMNS} FROM outbox WHERE kind = $1 \
+                "SELECT {COLUMNS} FROM outbox WHERE kind = $1 {ready} \
                  AND ($2::text IS NULL OR thread = $2) \
                  AND ($3::bigint IS NULL OR due_ms <= $3) \
+                 AND ($5::bigint IS NULL OR (due_ms, id) > ($5, $6::text)) \
                  ORDER BY due_ms, id LIMIT $4"
             ))
             .await?;
         let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
-        let params: [&(dyn ToSql + Sync); 4] =
-            [&query.kind, &query.thread, &query.due_by_ms, &limit];
+        let (after_due, after_id) = query.after.clone().unzip();
+        let params: [&(dyn ToSql + Sync); 6] =
+            [&query.kind, &query.thread, &query.due_by_ms, &limit, &after_due, &after_id];
         let rows = client.rows(&statement, &params).await.map_err(client_error)?;
         rows.iter().map(entry_from_row).collect()
     }
@@ -115,6 +192,29 @@ impl PostgresStore {
         let params: [&(dyn ToSql + Sync); 3] = [&id, &now_ms, &lease_until_ms];
         let row = client.row_opt(&statement, &params).await.map_err(client_error)?;
         row.as_ref().map(entry_from_row).transpose()
+    }
+
+    pub(crate) async fn gate_outbox_entries(
+        &self,
+        ids: &[String],
+        gate: OutboxGate,
+    ) -> Result<u64, StoreError> {
+        let (client, statement) = self
+            .prepared(
+                "UPDATE outbox SET gate_run = $2, gate_ended = $3, gate_seq = $4 \
+                 WHERE id = ANY($1) AND gate_run IS NULL AND ( \
+                   EXISTS (SELECT 1 FROM runs r WHERE r.id = $2 AND ( \
+                     r.status IN ('running', 'queued') \
+                     OR ($3 AND r.status = 'awaiting_hitl') OR r.last_seq <= $4) FOR SHARE) \
+                   OR (NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = $2) \
+                       AND EXISTS (SELECT 1 FROM outbox p WHERE p.id = $2 \
+                                   AND p.due_ms < 9223372036854775807 FOR SHARE)))",
+            )
+            .await?;
+        let (run, ended, seq) = gate_columns(Some(&gate));
+        let ids = ids.to_vec();
+        let params: [&(dyn ToSql + Sync); 4] = [&ids, &run, &ended, &seq];
+        client.exec(&statement, &params).await.map_err(client_error)
     }
 
     pub(crate) async fn remove_outbox(&self, id: &str) -> Result<bool, StoreError> {

@@ -4,9 +4,9 @@
 use async_trait::async_trait;
 use tollgate_checkpoint::{
     Blob, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, OutboxEntry,
-    OutboxQuery, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, ScheduleFire,
-    ScheduleRecord, Store, StoreError, StoredCheckpoint, TaskProgress, TaskWrite, ThreadRecord,
-    Transition, Waiting,
+    OutboxGate, OutboxQuery, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus,
+    ScheduleFire, ScheduleRecord, Store, StoreError, StoredCheckpoint, TaskProgress, TaskWrite,
+    ThreadRecord, Transition, Waiting,
 };
 
 /// What a [`HookedStore`] calls around the wrapped store. Every hook has a
@@ -227,6 +227,11 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
     async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
         self.hooks.called("delete_outbox");
         self.inner.delete_outbox(id).await
+    }
+
+    async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError> {
+        self.hooks.called("gate_outbox");
+        self.inner.gate_outbox(ids, gate).await
     }
 
     async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {

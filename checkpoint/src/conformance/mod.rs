@@ -35,7 +35,10 @@ mod threads;
 
 use decisions::decisions_are_compare_and_set;
 pub use items::check_item_store;
-use outbox::outbox_entries_are_taken_by_one_process_at_a_time;
+use outbox::{
+    gated_entries_wait_for_their_run_out_of_sight,
+    outbox_entries_are_taken_by_one_process_at_a_time,
+};
 use progress::task_progress_is_replaced_and_dropped_with_its_step;
 use queue::{
     a_run_queued_with_a_wake_up_is_claimable_once_due,
@@ -86,6 +89,7 @@ where
     thread_records_are_created_once_and_listed_newest_first(&make().await).await;
     schedules_fire_once_per_tick_with_their_run(&make().await).await;
     outbox_entries_are_taken_by_one_process_at_a_time(&make().await).await;
+    gated_entries_wait_for_their_run_out_of_sight(&make().await).await;
 }
 
 /// What a checkpoint holds, comparably.

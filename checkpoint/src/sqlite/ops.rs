@@ -16,7 +16,7 @@ use crate::codec::Blob;
 use crate::event::restore_updates;
 use crate::frontier::RecentFrontiers;
 use crate::ids::{RunId, TaskKey};
-use crate::outbox::{OutboxEntry, OutboxQuery};
+use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::owner::Owner;
 use crate::record::{
     CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage, InterruptRecord,
@@ -563,6 +563,10 @@ impl Store for SqliteStore {
 
     async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
         self.remove_outbox(id).await
+    }
+
+    async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError> {
+        self.gate_outbox_entries(ids, gate).await
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {

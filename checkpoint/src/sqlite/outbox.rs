@@ -1,16 +1,21 @@
 //! The outbox (`Store::put_outbox` and the rest): the `outbox` table.
-//! Taking an entry is one `UPDATE … RETURNING` that checks its lease.
+//! Taking an entry is one `UPDATE … RETURNING` that checks its lease;
+//! gating one is one `UPDATE` that checks its run (writes are serialized,
+//! so no status change slips between the check and the gate). Gates open
+//! by the triggers of schema 17.
 
 use rusqlite::{params, OptionalExtension, Row};
 
 use super::writers::Touches;
 use super::{Abort, SqliteStore};
-use crate::outbox::{OutboxEntry, OutboxQuery};
+use crate::outbox::{GateOpens, OutboxEntry, OutboxGate, OutboxQuery};
 use crate::store::StoreError;
 
-const COLUMNS: &str = "id, kind, thread, created_at_ms, due_ms, lease_until_ms, attempts, body";
+const COLUMNS: &str = "id, kind, thread, created_at_ms, due_ms, lease_until_ms, attempts, body, \
+                       gate_run, gate_ended, gate_seq";
 
-type EntryRow = (String, String, Option<String>, i64, i64, i64, u32, String);
+type Gate = (Option<String>, bool, i64);
+type EntryRow = (String, String, Option<String>, i64, i64, i64, u32, String, Gate);
 
 fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<EntryRow> {
     Ok((
@@ -22,17 +27,45 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<EntryRow> {
         row.get(5)?,
         row.get(6)?,
         row.get(7)?,
+        (row.get(8)?, row.get(9)?, row.get(10)?),
     ))
 }
 
 fn decoded(
-    (id, kind, thread, created_at_ms, due_ms, lease_until_ms, attempts, body): EntryRow,
+    (id, kind, thread, created_at_ms, due_ms, lease_until_ms, attempts, body, gate): EntryRow,
 ) -> Result<OutboxEntry, Abort> {
     let body = OutboxEntry::body_from_text(&id, &body).map_err(Abort::Refused)?;
     let mut entry = OutboxEntry::new(id, kind, thread, created_at_ms, due_ms, body);
     entry.lease_until_ms = lease_until_ms;
     entry.attempts = attempts;
+    entry.gate = match gate {
+        (Some(run), ended, seq) => Some(OutboxGate {
+            run: run.parse().map_err(|_| corrupt(&entry.id, &run))?,
+            opens: if ended { GateOpens::Ended } else { GateOpens::Settled },
+            after_seq: u64::try_from(seq).ok(),
+        }),
+        (None, ..) => None,
+    };
     Ok(entry)
+}
+
+fn corrupt(id: &str, run: &str) -> Abort {
+    Abort::Refused(StoreError::Backend {
+        source: format!("outbox entry `{id}`: its gate names `{run}`, not a run id").into(),
+    })
+}
+
+/// A gate's columns: run, whether it opens only once the run ended, and
+/// the seq its run's last event must pass (-1: any).
+fn gate_columns(gate: Option<&OutboxGate>) -> Gate {
+    match gate {
+        Some(gate) => (
+            Some(gate.run.to_string()),
+            gate.opens == GateOpens::Ended,
+            gate.after_seq.map_or(-1, |seq| i64::try_from(seq).unwrap_or(i64::MAX)),
+        ),
+        None => (None, false, -1),
+    }
 }
 
 fn clamp(n: u64) -> i64 {
@@ -42,9 +75,11 @@ fn clamp(n: u64) -> i64 {
 impl SqliteStore {
     pub(crate) async fn upsert_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
         let body = entry.body_text()?;
+        let (gate_run, gate_ended, gate_seq) = gate_columns(entry.gate.as_ref());
         self.write(Touches::NoRun, move |tx| {
             tx.prepare_cached(&format!(
-                "INSERT OR REPLACE INTO outbox ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                "INSERT OR REPLACE INTO outbox ({COLUMNS}) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
             ))?
             .execute(params![
                 entry.id,
@@ -54,7 +89,10 @@ impl SqliteStore {
                 entry.due_ms,
                 entry.lease_until_ms,
                 entry.attempts,
-                body
+                body,
+                gate_run,
+                gate_ended,
+                gate_seq
             ])?;
             Ok(())
         })
@@ -76,17 +114,30 @@ impl SqliteStore {
         &self,
         query: OutboxQuery,
     ) -> Result<Vec<OutboxEntry>, StoreError> {
-        self.read(|tx| {
+        // What is ready is read through its own (partial) index, which
+        // gated entries are not in; the planner picks it only for a
+        // statement that says `gate_run IS NULL`, so that is a second one.
+        let ready = if query.ready { "AND gate_run IS NULL" } else { "" };
+        let (after_due, after_id) = query.after.clone().unzip();
+        self.read(move |tx| {
             // Absent filters are NULL parameters: one statement for all.
             let rows = tx
                 .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM outbox WHERE kind = ?1 \
+                    "SELECT {COLUMNS} FROM outbox WHERE kind = ?1 {ready} \
                      AND (?2 IS NULL OR thread = ?2) \
                      AND (?3 IS NULL OR due_ms <= ?3) \
+                     AND (?5 IS NULL OR (due_ms, id) > (?5, ?6)) \
                      ORDER BY due_ms, id LIMIT ?4"
                 ))?
                 .query_map(
-                    params![query.kind, query.thread, query.due_by_ms, clamp(query.limit)],
+                    params![
+                        query.kind,
+                        query.thread,
+                        query.due_by_ms,
+                        clamp(query.limit),
+                        after_due,
+                        after_id
+                    ],
                     entry_from_row,
                 )?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -112,6 +163,33 @@ impl SqliteStore {
                 .query_row(params![id, now_ms, lease_until_ms], entry_from_row)
                 .optional()?;
             taken.map(decoded).transpose()
+        })
+        .await
+    }
+
+    pub(crate) async fn gate_outbox_entries(
+        &self,
+        ids: &[String],
+        gate: OutboxGate,
+    ) -> Result<u64, StoreError> {
+        let ids = ids.to_vec();
+        let (run, ended, seq) = gate_columns(Some(&gate));
+        self.write(Touches::NoRun, move |tx| {
+            let mut gated = 0;
+            let mut statement = tx.prepare_cached(
+                "UPDATE outbox SET gate_run = ?2, gate_ended = ?3, gate_seq = ?4 \
+                 WHERE id = ?1 AND gate_run IS NULL AND ( \
+                   EXISTS (SELECT 1 FROM runs r WHERE r.id = ?2 AND ( \
+                     r.status IN ('running', 'queued') \
+                     OR (?3 AND r.status = 'awaiting_hitl') OR r.last_seq <= ?4)) \
+                   OR (NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = ?2) \
+                       AND EXISTS (SELECT 1 FROM outbox p WHERE p.id = ?2 \
+                                   AND p.due_ms < 9223372036854775807)))",
+            )?;
+            for id in &ids {
+                gated += statement.execute(params![id, run, ended, seq])? as u64;
+            }
+            Ok(gated)
         })
         .await
     }

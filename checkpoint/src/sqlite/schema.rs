@@ -290,6 +290,38 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX outbox_due ON outbox (kind, due_ms, id);
     CREATE INDEX outbox_by_thread ON outbox (thread, kind) WHERE thread IS NOT NULL;
 ",
+    // 17: outbox entries gated on a run (`Store::gate_outbox`): what waits
+    // for a run to settle leaves the index of ready entries, so no number
+    // of them hides one that can proceed; the store opens a gate in the
+    // transaction that settles the run, deletes it, or ends the pending
+    // entry it waits for (triggers: every write path is covered).
+    "
+    ALTER TABLE outbox ADD COLUMN gate_run TEXT;
+    ALTER TABLE outbox ADD COLUMN gate_ended INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE outbox ADD COLUMN gate_seq INTEGER NOT NULL DEFAULT -1;
+    CREATE INDEX outbox_ready ON outbox (kind, due_ms, id) WHERE gate_run IS NULL;
+    CREATE INDEX outbox_gated ON outbox (gate_run) WHERE gate_run IS NOT NULL;
+    CREATE TRIGGER outbox_gates_open_on_status AFTER UPDATE ON runs
+    WHEN new.status NOT IN ('running', 'queued')
+    BEGIN
+        UPDATE outbox SET gate_run = NULL
+        WHERE gate_run = new.id AND new.last_seq > gate_seq
+          AND (gate_ended = 0 OR new.status <> 'awaiting_hitl');
+    END;
+    CREATE TRIGGER outbox_gates_open_on_run_deleted AFTER DELETE ON runs
+    BEGIN
+        UPDATE outbox SET gate_run = NULL WHERE gate_run = old.id;
+    END;
+    CREATE TRIGGER outbox_gates_open_on_entry_deleted AFTER DELETE ON outbox
+    BEGIN
+        UPDATE outbox SET gate_run = NULL WHERE gate_run = old.id;
+    END;
+    CREATE TRIGGER outbox_gates_open_on_entry_ended AFTER INSERT ON outbox
+    WHEN new.due_ms = 9223372036854775807
+    BEGIN
+        UPDATE outbox SET gate_run = NULL WHERE gate_run = new.id;
+    END;
+",
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".

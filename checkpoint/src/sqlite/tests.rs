@@ -373,6 +373,8 @@ const STEPS_OF_VERSION_7: &str = "
     DROP TABLE item_epoch;
     DROP TABLE threads;
     DROP TABLE schedules;
+    DROP TRIGGER outbox_gates_open_on_status;
+    DROP TRIGGER outbox_gates_open_on_run_deleted;
     DROP TABLE outbox;
     DROP TABLE step_parts;
     CREATE TABLE old_steps (id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL,

@@ -200,6 +200,15 @@ pub(crate) struct Settings {
     pub(crate) metrics: tollgate_telemetry::Metrics,
     /// Where the LangGraph API is served, if it is.
     pub(crate) langgraph: Option<String>,
+    /// The addresses this server listens on (webhooks never go there).
+    pub(crate) own: std::sync::Mutex<Vec<SocketAddr>>,
+}
+
+impl Settings {
+    /// The addresses this server listens on, as far as it was told.
+    pub(crate) fn own_addrs(&self) -> Vec<SocketAddr> {
+        self.own.lock().map(|own| own.clone()).unwrap_or_default()
+    }
 }
 
 /// Refuses options that would expose runs: a non-loopback address without
@@ -272,6 +281,9 @@ impl Api {
             limits: options.limits,
             metrics: metrics::recorder()?,
             langgraph: options.langgraph_prefix.as_deref().map(checked_prefix).transpose()?,
+            own: std::sync::Mutex::new(
+                Some(options.addr).filter(|addr| addr.port() != 0).into_iter().collect(),
+            ),
         };
         let hub = Hub::default();
         // On Postgres, the events workers publish as they emit them reach
@@ -292,6 +304,18 @@ impl Api {
             langgraph::spawn_dispatcher(app.clone());
         }
         Ok(Self { app, cors })
+    }
+
+    /// Tells the API an address it is served on (besides its options'
+    /// `addr`), so that no webhook is sent to the server itself. [`serve`]
+    /// says where it listens; a service serving [`Api::router`] on a
+    /// listener of its own should say so too.
+    pub fn listening_on(&self, addr: SocketAddr) {
+        if let Ok(mut own) = self.app.settings.own.lock() {
+            if !own.contains(&addr) {
+                own.push(addr);
+            }
+        }
     }
 
     /// The router: every endpoint of docs/openapi.yaml, the streams, the
@@ -350,6 +374,7 @@ pub async fn serve(
     let local = listener.local_addr().map_err(|error| ServiceError::Failed {
         message: format!("cannot read the bound address: {error}"),
     })?;
+    api.listening_on(local);
     if open && !local.ip().is_loopback() {
         eprintln!("tollgate: warning: serving {local} without a token (--insecure-no-auth)");
     }

@@ -393,9 +393,10 @@ async fn begin(
     body: &RunBody,
     headers: &HeaderMap,
 ) -> ApiResult<Begun> {
-    let allowed = &app.settings.allow_webhook_hosts;
-    let hook =
-        body.webhook.as_deref().map(|url| webhook::checked(url, headers, allowed)).transpose()?;
+    let hook = match body.webhook.as_deref() {
+        Some(url) => Some(webhook::checked(app, url, headers).await?),
+        None => None,
+    };
     let (assistant, latest) = prepare(app, thread, body).await?;
     let waiting = match thread {
         Some(thread) => queue::any_waiting(app, thread).await?,

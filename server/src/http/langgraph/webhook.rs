@@ -10,11 +10,12 @@ use std::time::Duration;
 use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tollgate_checkpoint::{OutboxEntry, OutboxQuery, RunId, RunStatus};
+use tollgate_checkpoint::{OutboxEntry, OutboxGate, RunId};
 use tollgate_engine::RetryPolicy;
 
 use super::super::errors::ApiResult;
 use super::super::App;
+use super::target;
 use crate::error::ServiceError;
 
 /// Attempts a webhook gets, and the waits between them: doubling from
@@ -31,26 +32,22 @@ fn retries() -> RetryPolicy {
 /// Time one attempt may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The webhook URL `given`, checked: `http` or `https`, on a host the
-/// server allows (`--allow-webhook-host`), and not the address the
-/// request reached this server at (`Host`), which would have the server
-/// post to itself.
-pub(super) fn checked(
+/// The webhook URL `given`, checked ([`target::check`]): `http` or
+/// `https`, on a host the server allows (`--allow-webhook-host`), not
+/// resolving to an internal address that is not itself allowed, and not
+/// this server: neither an address it listens on nor the one the request
+/// reached it at (`Host`).
+pub(super) async fn checked(
+    app: &App,
     given: &str,
     headers: &HeaderMap,
-    allowed: &[String],
 ) -> ApiResult<reqwest::Url> {
-    let invalid = |why: &str| ServiceError::invalid(format!("webhook `{given}` {why}"));
-    let url = reqwest::Url::parse(given).map_err(|_| invalid("is not a URL"))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(invalid("must be an http or https URL with a host").into());
-    }
-    if !super::super::routes::host_allowed(given, allowed) {
-        return Err(invalid(
-            "is on a host this server does not send webhooks to (serve --allow-webhook-host HOST)",
-        )
-        .into());
-    }
+    let own = app.settings.own_addrs();
+    let allowed = &app.settings.allow_webhook_hosts;
+    let url = target::check(given, allowed, &own)
+        .await
+        .map_err(|error| ServiceError::invalid(error.to_string()))?
+        .url;
     let host = url.host_str().unwrap_or("");
     let port = url.port_or_known_default();
     let own = headers.get(axum::http::header::HOST).and_then(|value| value.to_str().ok());
@@ -65,9 +62,10 @@ pub(super) fn checked(
         if own_host.eq_ignore_ascii_case(host.trim_start_matches('[').trim_end_matches(']'))
             && own_port == port
         {
-            return Err(
-                invalid("is this server: a webhook is never sent to the server itself").into()
+            let message = format!(
+                "webhook `{given}` is this server: a webhook is never sent to the server itself"
             );
+            return Err(ServiceError::invalid(message).into());
         }
     }
     Ok(url)
@@ -125,23 +123,30 @@ const ORPHAN_MS: i64 = 60_000;
 const UNSENT_MS: i64 = 3_600_000;
 
 /// Sends the webhooks whose runs settled (each in a task of its own);
-/// those of runs still in flight wait for the next look, as does one
-/// that fails to be read. Whether any webhook waits.
-pub(super) async fn deliver_due(app: &App) -> ApiResult<bool> {
+/// those of runs still in flight (or still to start) are gated on their
+/// run, out of sight until it settles; one that fails to be read waits
+/// for the next look. Whether any webhook was ready.
+pub(super) async fn deliver_due(app: &App, cursor: &mut Option<OutboxEntry>) -> ApiResult<bool> {
     let now = super::wire::now_ms();
-    let query = OutboxQuery::new(KIND, 64).due_by(now);
-    let entries = app.runs.store().list_outbox(query).await.map_err(ServiceError::from)?;
-    let any = !entries.is_empty();
-    for entry in entries {
-        let id = entry.id.clone();
-        if let Err(error) = consider(app, entry, now).await {
-            tracing::warn!(%id, error = %error.message, "webhook: not sent");
+    let mut any = false;
+    for _ in 0..super::dispatch::PAGES {
+        let entries = super::dispatch::next_page(app, KIND, now, cursor).await?;
+        any |= !entries.is_empty();
+        for entry in entries {
+            let id = entry.id.clone();
+            if let Err(error) = consider(app, entry, now).await {
+                tracing::warn!(%id, error = %error.message, "webhook: not sent");
+            }
+        }
+        if cursor.is_none() {
+            break;
         }
     }
     Ok(any)
 }
 
-/// Sends webhook `entry` if its run settled and no server holds it.
+/// Sends webhook `entry` if its run settled and no server holds it; gates
+/// it on its run while the run has not.
 async fn consider(app: &App, entry: OutboxEntry, now: i64) -> ApiResult<()> {
     let store = app.runs.store();
     if entry.is_held(now) {
@@ -163,14 +168,16 @@ async fn consider(app: &App, entry: OutboxEntry, now: i64) -> ApiResult<()> {
         }
         return Ok(());
     }
+    let gate = OutboxGate::settled(run, delivery.after_seq);
     match store.run(run).await {
-        Ok(record)
-            if !matches!(record.status, RunStatus::Running | RunStatus::Queued)
-                && record.last_seq > delivery.after_seq => {}
-        Ok(_) => return Ok(()),
+        Ok(record) if !gate.blocks(record.status, record.last_seq) => {}
+        Ok(_) => return wait_for(app, &entry, gate).await,
         Err(tollgate_checkpoint::StoreError::RunNotFound { .. }) => {
             let waits = super::queue::get(app, &delivery.run).await?.is_some_and(|p| p.waiting());
-            if !waits && now - entry.created_at_ms > ORPHAN_MS {
+            if waits {
+                return wait_for(app, &entry, gate).await;
+            }
+            if now - entry.created_at_ms > ORPHAN_MS {
                 // Deleted, cancelled before it started, or never made.
                 store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
             }
@@ -182,6 +189,14 @@ async fn consider(app: &App, entry: OutboxEntry, now: i64) -> ApiResult<()> {
     if let Some(taken) = taken.map_err(ServiceError::from)? {
         tokio::spawn(deliver(app.clone(), taken, delivery, run));
     }
+    Ok(())
+}
+
+/// Gates webhook `entry` on `gate` (if it opened meanwhile, the next look
+/// sees the entry again).
+async fn wait_for(app: &App, entry: &OutboxEntry, gate: OutboxGate) -> ApiResult<()> {
+    let ids = [entry.id.clone()];
+    app.runs.store().gate_outbox(&ids, gate).await.map_err(ServiceError::from)?;
     Ok(())
 }
 
@@ -202,21 +217,33 @@ async fn deliver(app: App, mut entry: OutboxEntry, delivery: Delivery, run: RunI
             }
         }
     };
-    let Ok(url) = reqwest::Url::parse(&delivery.url) else {
-        return done(format!("`{}` is not a URL", delivery.url)).await;
+    // Checked again as it is sent: the host's addresses now, which the
+    // client connects to and nowhere else.
+    let own = app.settings.own_addrs();
+    let target = match target::check(&delivery.url, &app.settings.allow_webhook_hosts, &own).await {
+        Ok(target) => target,
+        Err(error) => return done(error.to_string()).await,
     };
+    let url = target.url.clone();
     let body = match super::outcome::settled_run(&app, run, &delivery.assistant).await {
         Ok(body) => body,
         Err(error) => return done(format!("the outcome did not read: {}", error.message)).await,
     };
     install_crypto();
-    let client = match reqwest::Client::builder().timeout(TIMEOUT).build() {
+    let mut builder =
+        reqwest::Client::builder().timeout(TIMEOUT).redirect(reqwest::redirect::Policy::none());
+    if let Some(host) = url.host_str().filter(|host| host.parse::<std::net::IpAddr>().is_err()) {
+        builder = builder.resolve_to_addrs(host, &target.addrs);
+    }
+    let client = match builder.build() {
         Ok(client) => client,
         Err(error) => return done(format!("no HTTP client: {error}")).await,
     };
     let sent = client.post(url.clone()).json(&body).send().await;
     let retry = match &sent {
         Ok(response) if response.status().is_success() => return done(String::new()).await,
+        // A redirect is not followed (it could lead anywhere): the
+        // delivery failed, for good.
         Ok(response) => {
             let status = response.status();
             status.as_u16() == 429 || status.is_server_error()
@@ -224,6 +251,9 @@ async fn deliver(app: App, mut entry: OutboxEntry, delivery: Delivery, run: RunI
         Err(_) => true,
     };
     let why = match sent {
+        Ok(response) if response.status().is_redirection() => {
+            format!("{url}: status {} (redirects are not followed)", response.status())
+        }
         Ok(response) => format!("{url}: status {}", response.status()),
         Err(error) => format!("{url}: {error}"),
     };
