@@ -9,7 +9,7 @@
 //! ```
 //!
 //! The graph `expenses` takes `{"amount": N}` and pauses for approval when
-//! N > 100. Every path under `/tollgate` needs the key in `x-api-key` (or,
+//! N > 100; `slow` takes three steps of 300 ms. Every path under `/tollgate` needs the key in `x-api-key` (or,
 //! for the review page in a browser, which cannot set that header, as its
 //! sign-in token: `Authorization: Bearer KEY`); the page's own files hold
 //! no data and are served without it. It prints `listening on
@@ -79,11 +79,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .filter(|key| !key.trim().is_empty())
         .ok_or("set SERVICE_API_KEY: the key every /tollgate path needs")?;
     let key = Arc::new(key.trim().to_owned());
-    let runs = Runs::open(&args.db, true).await?.with_graphs(
-        Graphs::new().graph_with_input_schema(expenses::expenses(), expenses::input_schema()),
-    );
+    let graphs = Graphs::new()
+        .graph_with_input_schema(expenses::expenses(), expenses::input_schema())
+        .graph(expenses::slow());
+    let runs = Runs::open(&args.db, true).await?.with_graphs(graphs);
     let mut options = ServeOptions::new(args.addr);
     options.auth = Auth::External;
+    // On SQLite the API also runs a worker in this process (`options.worker`,
+    // on by default): runs queued or decided from another process, sleeping
+    // workflows, runs of a process that died and schedules are driven here.
     let api = Api::new(runs, options)?;
     let check = {
         let key = Arc::clone(&key);

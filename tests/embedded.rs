@@ -132,6 +132,74 @@ async fn the_embedded_server_serves_its_graph_behind_its_own_key() {
     assert!(page.text().await.unwrap().contains("/tollgate/ui/app.js"));
 }
 
+/// Polls the embedded server until run `id` is `completed` (or 20 s).
+async fn completed(client: &reqwest::Client, base: &str, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let shown: Value = client
+            .get(format!("{base}/tollgate/runs/{id}"))
+            .header("x-api-key", "key-42")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if shown["status"] == "completed" || Instant::now() > deadline {
+            return shown;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_server_drives_runs_queued_elsewhere_and_recovers_its_own() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("service.db");
+    let mut server = start_server(&db);
+    let client = reqwest::Client::new();
+
+    // Queued by another process (the team's tool): the service drives it.
+    let queued = tool(
+        db.as_os_str(),
+        &["run", "--graph", "expenses", "--input", r#"{"amount": 50}"#, "--queue", "--json"],
+    );
+    assert_eq!(queued.status.code(), Some(0), "{}", String::from_utf8_lossy(&queued.stderr));
+    let id = json_of(&queued)["id"].as_str().unwrap().to_owned();
+    let done = completed(&client, &server.base, &id).await;
+    assert_eq!(done["result"]["log"], json!(["checked 50", "paid 50"]), "{done}");
+
+    // Killed in the middle of a run it drives: restarted, it goes on from
+    // the last step it committed.
+    let slow = tool(db.as_os_str(), &["run", "--graph", "slow", "--queue", "--json"]);
+    let id = json_of(&slow)["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let shown: Value = client
+            .get(format!("{}/tollgate/runs/{id}", server.base))
+            .header("x-api-key", "key-42")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if shown["step"].as_u64().is_some_and(|step| step >= 1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the slow run never took a step: {shown}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    server = start_server(&db);
+    let done = completed(&client, &server.base, &id).await;
+    let log: Vec<String> = serde_json::from_value(done["result"]["log"].clone()).unwrap();
+    assert_eq!(log.iter().filter(|name| *name == "a").count(), 1, "{log:?}");
+    assert_eq!(log.last().map(String::as_str), Some("c"), "{done}");
+}
+
 fn tool(db: &std::ffi::OsStr, args: &[&str]) -> Output {
     Command::new(example("expense_tool")).arg("--db").arg(db).args(args).output().unwrap()
 }

@@ -51,7 +51,6 @@ pub(crate) fn input_schema() -> serde_json::Value {
 
 /// `slow`: three nodes of 300 ms each in a chain, each appending its
 /// name to `log` (for taking a run over from a process killed mid-run).
-#[allow(dead_code)] // The embedded server serves `expenses` alone.
 pub(crate) fn slow() -> CompiledGraph<Claim> {
     let step = |name: &'static str| {
         move |_state: Arc<Claim>, _ctx: NodeContext| async move {

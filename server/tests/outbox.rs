@@ -9,6 +9,8 @@
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
+mod support;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -255,16 +257,8 @@ async fn nothing_stalls_behind_blocked_threads_and_waiting_webhooks_on_sqlite() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_stalls_behind_blocked_threads_and_waiting_webhooks_on_postgres() {
-    let Some(url) = tollgate_testkit::postgres_url() else { return };
-    // A database of its own on the server of `url`.
-    let name = format!("tg_{}", tollgate_checkpoint::RunId::new().to_string().to_lowercase());
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(connection);
-    client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
-    let (base, query) = url.split_once('?').unwrap_or((&url, ""));
-    let (server, _) = base.rsplit_once('/').unwrap();
-    let query = if query.is_empty() { String::new() } else { format!("?{query}") };
-    nothing_stalls(Path::new(&format!("{server}/{name}{query}"))).await;
+    let Some(url) = support::postgres_database().await else { return };
+    nothing_stalls(Path::new(&url)).await;
 }
 
 /// A server answering every request with `code` and a `Location` on

@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
 
-use super::ItemError;
+use super::{ItemError, MAX_FILTER_CONDITIONS, MAX_IN_VALUES};
 
 /// Conditions on the fields of items' values, all of which must hold.
 ///
@@ -139,6 +139,12 @@ impl Filter {
                 }),
             }
         }
+        if conditions.len() > MAX_FILTER_CONDITIONS {
+            return Err(ItemError::FilterTooLarge {
+                conditions: conditions.len(),
+                limit: MAX_FILTER_CONDITIONS,
+            });
+        }
         Ok(Self { conditions })
     }
 
@@ -177,6 +183,11 @@ fn check_operand(field: &str, op: FilterOp, operand: &Value) -> Result<(), ItemE
             _ => Err(invalid("a number or a string")),
         },
         FilterOp::In => match operand {
+            Value::Array(values) if values.len() > MAX_IN_VALUES => Err(ItemError::InTooLong {
+                field: field.to_owned(),
+                values: values.len(),
+                limit: MAX_IN_VALUES,
+            }),
             Value::Array(_) => Ok(()),
             _ => Err(invalid("an array")),
         },

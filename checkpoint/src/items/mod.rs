@@ -36,6 +36,10 @@ pub const MAX_PART_BYTES: usize = 256;
 pub const MAX_PARTS: usize = 32;
 /// Most items one search returns.
 pub const MAX_SEARCH_LIMIT: usize = 1000;
+/// Most conditions one filter may hold (fields and their operators).
+pub const MAX_FILTER_CONDITIONS: usize = 100;
+/// Most values one `$in` may list.
+pub const MAX_IN_VALUES: usize = 10_000;
 
 /// Where items live: a path of parts such as `users/42/memories`. Parts are
 /// non-empty, at most [`MAX_PART_BYTES`] long, and hold no `/` and no
@@ -572,6 +576,24 @@ pub enum ItemError {
     /// A filter is not a JSON object of fields.
     #[error("a filter is a JSON object of fields and conditions")]
     FilterNotObject,
+    /// A filter holds more conditions than [`MAX_FILTER_CONDITIONS`].
+    #[error("a filter of {conditions} conditions (at most {limit})")]
+    FilterTooLarge {
+        /// The conditions it holds.
+        conditions: usize,
+        /// The most allowed.
+        limit: usize,
+    },
+    /// A `$in` lists more values than [`MAX_IN_VALUES`].
+    #[error("filter on `{field}`: $in lists {values} values (at most {limit})")]
+    InTooLong {
+        /// The field.
+        field: String,
+        /// The values it lists.
+        values: usize,
+        /// The most allowed.
+        limit: usize,
+    },
     /// A search has a query but the memory has no index.
     #[error("a search with a query needs an index (an embedder and the fields to embed)")]
     NoIndex,
@@ -612,6 +634,8 @@ impl ItemError {
             ItemError::UnknownOperator { .. } => "invalid_filter",
             ItemError::InvalidOperand { .. } => "invalid_filter",
             ItemError::FilterNotObject => "invalid_filter",
+            ItemError::FilterTooLarge { .. } => "filter_too_large",
+            ItemError::InTooLong { .. } => "filter_too_large",
             ItemError::NoIndex => "no_index",
             ItemError::WrongDimensions { .. } => "wrong_dimensions",
             ItemError::Embed { .. } => "embedder",

@@ -299,6 +299,10 @@ fn range_sql(prefix: &Namespace, first: usize) -> (String, Vec<Sql>) {
     }
 }
 
+/// The longest `$in` list pushed down into SQL (SQLite refuses an
+/// expression tree deeper than 1,000).
+const PUSHED_IN_VALUES: usize = 64;
+
 /// The condition as SQL, when it translates exactly; its arguments (the
 /// JSON path among them: nothing of the filter goes into the SQL text) are
 /// appended to `args`. Rows are checked again in Rust either way.
@@ -336,7 +340,9 @@ fn pushed_down(condition: &Condition, args: &mut Vec<Sql>) -> Option<String> {
         FilterOp::Eq => equal(&condition.operand, &mut trial)?,
         FilterOp::Ne => format!("NOT IFNULL({}, 0)", equal(&condition.operand, &mut trial)?),
         FilterOp::In => {
-            let all = condition.operand.as_array()?;
+            // A long list is one `OR` term a value, as deep a tree: past
+            // `PUSHED_IN_VALUES`, the list is checked in Rust only.
+            let all = condition.operand.as_array().filter(|all| all.len() <= PUSHED_IN_VALUES)?;
             let clauses: Option<Vec<String>> =
                 all.iter().map(|one| equal(one, &mut trial)).collect();
             match clauses? {

@@ -12,6 +12,7 @@
 //!   framework's (unknown paths, wrong methods, unparsable queries).
 
 mod auth;
+mod driver;
 mod errors;
 mod follow;
 mod langgraph;
@@ -37,7 +38,6 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tollgate_engine::{DEFAULT_LEASE, DEFAULT_MAX_LEASE_LOSSES};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::error::ServiceError;
@@ -83,9 +83,12 @@ pub struct ServeOptions {
     /// Where LangGraph's server API is served (`/lg` by default; `None`:
     /// not at all): see docs/langgraph-api.md.
     pub langgraph_prefix: Option<String>,
-    /// On SQLite, [`serve`] also runs a worker ([`Runs::work`]): it drives
-    /// queued runs, wakes sleeping workflows and fires schedules (default
-    /// `true`). On Postgres, runs go to `tollgate worker` processes.
+    /// On SQLite, the API ([`Api::new`], and so [`serve`]) also runs a
+    /// worker ([`Runs::work`]) in its process: it drives queued runs (a
+    /// run decided or continued from another process among them), wakes
+    /// sleeping workflows, recovers the runs of a process that died and
+    /// fires schedules (default `true`; stopped by [`Api::release`]). On
+    /// Postgres, runs go to `tollgate worker` processes.
     pub worker: bool,
 }
 
@@ -110,9 +113,6 @@ impl ServeOptions {
         }
     }
 }
-
-/// Legs the worker of [`serve`] drives at once.
-const IN_PROCESS_LEGS: usize = 4;
 
 /// Where LangGraph's server API is served unless told otherwise.
 pub const DEFAULT_LANGGRAPH_PREFIX: &str = "/lg";
@@ -181,6 +181,8 @@ pub(crate) struct App {
     /// Wakes the LangGraph API's dispatcher (work was added to the
     /// outbox).
     pub(crate) outbox: Arc<tokio::sync::Notify>,
+    /// The worker this API runs in its process, if it does.
+    pub(crate) driver: Option<Arc<driver::Driver>>,
 }
 
 /// How long a stopping server waits for its legs to reach a step boundary.
@@ -293,12 +295,15 @@ impl Api {
         {
             runtime.spawn(hub.clone().relay(events));
         }
+        let drive = options.worker && !runs.shared();
+        let driver = drive.then(|| driver::Driver::start(&runs)).flatten().map(Arc::new);
         let app = App {
             runs,
             hub,
             legs: Legs::default(),
             settings: Arc::new(settings),
             outbox: Arc::default(),
+            driver,
         };
         if app.settings.langgraph.is_some() {
             langgraph::spawn_dispatcher(app.clone());
@@ -336,6 +341,9 @@ impl Api {
     /// the service stops. Returns how many were released, and how many
     /// were still in a step.
     pub async fn release(&self, patience: Duration) -> (usize, usize) {
+        if let Some(driver) = &self.app.driver {
+            driver.stop().await;
+        }
         self.app.legs.release_all(patience).await
     }
 }
@@ -356,17 +364,6 @@ pub async fn serve(
 ) -> Result<(), ServiceError> {
     let (addr, limits) = (options.addr, options.limits);
     let open = options.token.is_none() && matches!(options.auth, Auth::Token);
-    let worker = (options.worker && !runs.shared()).then(|| {
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let runs = runs.clone();
-        let work = async move {
-            let stopped = async move {
-                let _ = stopped.await;
-            };
-            runs.work(IN_PROCESS_LEGS, DEFAULT_LEASE, DEFAULT_MAX_LEASE_LOSSES, stopped).await
-        };
-        (stop, tokio::spawn(work))
-    });
     let api = Api::new(runs, options)?;
     let listener = TcpListener::bind(addr).await.map_err(|error| ServiceError::Failed {
         message: format!("cannot listen on {addr}: {error}"),
@@ -380,10 +377,6 @@ pub async fn serve(
     }
     println!("listening on http://{local}");
     accept(listener, api.router(), limits, shutdown).await;
-    if let Some((stop, worker)) = worker {
-        let _ = stop.send(());
-        let _ = worker.await;
-    }
     let (released, left) = api.release(RELEASE_PATIENCE).await;
     if released + left > 0 {
         eprintln!("tollgate: stopped; released {released} run(s) at a step boundary, {left} still in a step");
