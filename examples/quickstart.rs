@@ -11,7 +11,7 @@
 //!
 //! Four runs, every step checkpointed into SQLite (`$TOLLGATE_DB`, else
 //! `./tollgate.db`):
-//! 1. completes after one revision;
+//! 1. completes after two revisions (the first draft is sent back once);
 //! 2. has a reviewer that is never satisfied: the loop is stopped by the
 //!    step guard (`max_steps`);
 //! 3. needs an editor's sign-off: it pauses at the `sign_off` gate, and a

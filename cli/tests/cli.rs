@@ -178,6 +178,7 @@ fn two_concurrent_resumes_one_wins_one_conflicts(fx: Fixture) {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
+                .map(support::Reaped::new)
                 .unwrap()
         };
         let (first, second) = (spawn(), spawn());
@@ -248,6 +249,7 @@ fn continue_picks_up_a_blueprint_run_whose_process_was_killed(fx: Fixture) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(support::Reaped::new)
         .unwrap();
     // Wait until the tool runs, then kill the process in the middle of it.
     let id = loop {
@@ -313,6 +315,7 @@ fn a_second_ctrl_c_stops_a_run_at_once() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
+        .map(support::Reaped::new)
         .unwrap();
     let pid = support::written_pid(&pid_file);
     let seen = std::time::Instant::now();
@@ -372,6 +375,7 @@ fn a_run_cancelled_elsewhere_stops_the_tool_of_tollgate_run_at_once_on_postgres(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
+        .map(support::Reaped::new)
         .unwrap();
     let pid = support::written_pid(&pid_file);
     let listed = fx.json(&["runs", "list", "--json"], 0);

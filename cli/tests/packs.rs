@@ -334,7 +334,7 @@ fn a_crashed_pack_run_continues_on_the_same_verified_bundle_and_not_on_a_changed
     blueprint["tools"][1]["approval"] = json!(false);
     std::fs::write(packs.path("refunds/refunds.json"), blueprint.to_string()).unwrap();
     let built = packs.build("refunds.tgpack", Some("keys/alice"));
-    let mut child = packs
+    let child = packs
         .command(&[
             "run",
             "refunds.tgpack",
@@ -348,13 +348,15 @@ fn a_crashed_pack_run_continues_on_the_same_verified_bundle_and_not_on_a_changed
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // Killed if the wait below fails, too.
+    let mut child = Killed(child);
     let started = Instant::now();
     while !marker.exists() {
         assert!(started.elapsed() < Duration::from_secs(20), "the refund never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     let listed = packs.json(&["runs", "list", "--json"], 0);
     let run = listed["runs"][0]["id"].as_str().unwrap().to_owned();
     assert_eq!(listed["runs"][0]["status"], "running");
@@ -533,5 +535,15 @@ fn bad_packs_are_refused_with_nothing_run_and_nothing_written() {
             packs.expect(&["pack", "inspect", &file], 2);
         }
         packs.expect(&["pack", "verify", &file, "--trusted-keys", "trusted"], 2);
+    }
+}
+
+/// A child killed and reaped when dropped (on a failing assertion too).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }

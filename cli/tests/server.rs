@@ -300,6 +300,7 @@ fn cancel_stops_a_run_driven_elsewhere() {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
+            .map(support::Reaped::new)
             .unwrap();
         runtime().block_on(async {
             let id = support::first_listed(&client, &server, "/runs").await;
@@ -404,6 +405,7 @@ fn delete_and_prune_remove_runs_but_not_running_ones() {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
+            .map(support::Reaped::new)
             .unwrap();
         runtime().block_on(async {
             let running = support::first_listed(&client, &server, "/runs?status=running").await;

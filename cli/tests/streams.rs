@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use eventsource_stream::Eventsource;
@@ -17,11 +17,12 @@ use support::{client, runtime, settled, sse, Fixture, Served};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 /// Starts `blueprint` in a `tollgate run` process of its own.
-fn start(fx: &Fixture, blueprint: &str) -> Child {
+fn start(fx: &Fixture, blueprint: &str) -> support::Reaped {
     fx.command(&["run", blueprint, "--json"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(support::Reaped::new)
         .unwrap()
 }
 

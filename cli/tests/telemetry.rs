@@ -275,7 +275,7 @@ fn a_queued_run_driven_by_a_worker_joins_the_trace_that_queued_it() {
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    let worker = worker.spawn().unwrap();
+    let worker = worker.spawn().map(support::Reaped::new).unwrap();
     support::wait_for(&fx, std::slice::from_ref(&run), |s| s[0] == "completed");
     support::signal(&worker, "TERM");
     let mut worker = worker;
@@ -430,6 +430,7 @@ fn a_worker_serves_its_metrics_on_its_own_address() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
+        .map(support::Reaped::new)
         .unwrap();
     let mut line = String::new();
     std::io::BufReader::new(worker.stderr.take().unwrap()).read_line(&mut line).unwrap();

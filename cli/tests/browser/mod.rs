@@ -6,6 +6,7 @@
 //! skipped with a note, except under `CI=true`, where that fails it.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,7 +29,11 @@ pub(crate) struct Browser {
 }
 
 impl Drop for Browser {
+    /// Ends chromedriver and every Chromium it started: they share the
+    /// process group chromedriver leads (on success, failure and panic).
     fn drop(&mut self) {
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
@@ -66,7 +71,10 @@ impl Browser {
         // port found free beforehand could be taken by another test's
         // server before chromedriver binds it: chromedriver then exits, and
         // the other server answered in its place until it stopped.)
+        // A process group of its own, so that Drop ends the Chromium
+        // processes it starts with it.
         let mut driver = Command::new(driver)
+            .process_group(0)
             .arg("--port=0")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -180,13 +188,27 @@ pub(crate) async fn click(page: &Client, css: &str) {
     }
 }
 
+/// Attribute `name` of what `css` names (once it is there; read again
+/// when the page redrew it in between, as `click` does).
+pub(crate) async fn attr(page: &Client, css: &str, name: &str) -> Option<String> {
+    let started = Instant::now();
+    loop {
+        match element(page, css).await.attr(name).await {
+            Ok(value) => return value,
+            Err(error) if started.elapsed() < PATIENCE && error.to_string().contains("stale") => {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            Err(error) => panic!("attribute `{name}` of `{css}`: {error}"),
+        }
+    }
+}
+
 /// Opens `url` and signs in with `token` when the page asks for it.
 pub(crate) async fn open_signed_in(page: &Client, url: &str, token: &str) {
     // A fresh load, so that nothing of the page before is found below.
     page.goto("about:blank").await.unwrap();
     page.goto(url).await.unwrap();
-    let form = element(page, "#sign-in, #runs, #facts").await;
-    if form.attr("id").await.unwrap().as_deref() == Some("sign-in") {
+    if attr(page, "#sign-in, #runs, #facts", "id").await.as_deref() == Some("sign-in") {
         element(page, "#token").await.send_keys(token).await.unwrap();
         click(page, "#sign-in button[type=submit]").await;
         element(page, "#runs, #facts").await;

@@ -192,6 +192,45 @@ pub(crate) fn start_worker_with(fx: &Fixture, extra: &[&str]) -> std::process::C
         .unwrap()
 }
 
+/// A child process that is killed and reaped when dropped: a test that
+/// starts one ends it on success, failure and panic alike.
+#[derive(Debug)]
+pub(crate) struct Reaped(Option<std::process::Child>);
+
+impl Reaped {
+    pub(crate) fn new(child: std::process::Child) -> Self {
+        Self(Some(child))
+    }
+
+    /// Waits for it to end, with what it printed.
+    pub(crate) fn wait_with_output(mut self) -> std::io::Result<std::process::Output> {
+        self.0.take().expect("a child until dropped").wait_with_output()
+    }
+}
+
+impl std::ops::Deref for Reaped {
+    type Target = std::process::Child;
+
+    fn deref(&self) -> &std::process::Child {
+        self.0.as_ref().expect("a child until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().expect("a child until dropped")
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 pub(crate) fn signal(child: &std::process::Child, name: &str) {
     let status = Command::new("kill").args(["-s", name, &child.id().to_string()]).status();
     assert!(status.unwrap().success(), "kill -s {name}");
