@@ -9,10 +9,12 @@
 //! ```
 //!
 //! The graph `expenses` takes `{"amount": N}` and pauses for approval when
-//! N > 100; `slow` takes three steps of 300 ms. Every path under `/tollgate` needs the key in `x-api-key` (or,
-//! for the review page in a browser, which cannot set that header, as its
-//! sign-in token: `Authorization: Bearer KEY`); the page's own files hold
-//! no data and are served without it. It prints `listening on
+//! N > 100; `slow` takes three steps of 300 ms. Every path under
+//! `/tollgate` needs the key (`SERVICE_API_KEY`) as tollgate's clients send
+//! it: in `x-api-key`, or, from the review page in a browser, which cannot
+//! set that header, as its sign-in token (`Authorization: Bearer KEY`, and
+//! the WebSocket subprotocol `tollgate.token.HEX` for live updates); the
+//! page's own files hold no data and are served without it. It prints `listening on
 //! http://ADDR` and serves until SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
@@ -28,7 +30,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use clap::Parser;
 use serde_json::json;
-use tollgate_server::{Api, Auth, Graphs, Runs, ServeOptions};
+use tollgate_server::{credential, Api, Auth, Graphs, Runs, ServeOptions};
 
 #[path = "shared/expenses.rs"]
 mod expenses;
@@ -48,25 +50,20 @@ struct Args {
     db: PathBuf,
 }
 
-/// The service's own check on every path under `/tollgate`: the key in
-/// `x-api-key`, or as the page's bearer token; the page's own files (no
-/// data) are open.
+/// The service's own check on every path under `/tollgate`: the key as
+/// tollgate's clients send it (`x-api-key`, a bearer header, or from the
+/// review page's live updates the WebSocket subprotocol a browser can
+/// set: `tollgate_server::credential` reads all three); the page's own
+/// files (no data) are open.
 async fn api_key(key: Arc<String>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     if path == "/" || path.starts_with("/ui/") {
         return next.run(request).await;
     }
-    let headers = request.headers();
-    let given = headers.get("x-api-key").and_then(|value| value.to_str().ok()).or_else(|| {
-        headers
-            .get("authorization")
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-    });
-    if given == Some(key.as_str()) {
+    if credential(request.headers()).as_deref() == Some(key.as_str()) {
         next.run(request).await
     } else {
-        let body = json!({"error": {"kind": "unauthorized", "message": "this service needs its key in `x-api-key`"}});
+        let body = json!({"error": {"kind": "unauthorized", "message": "this service needs its API key (SERVICE_API_KEY) in `x-api-key`"}});
         (StatusCode::UNAUTHORIZED, Json(body)).into_response()
     }
 }
@@ -85,6 +82,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runs = Runs::open(&args.db, true).await?.with_graphs(graphs);
     let mut options = ServeOptions::new(args.addr);
     options.auth = Auth::External;
+    // The review page's sign-in form names this service's key.
+    options.sign_in_hint = Some("This service needs its API key (SERVICE_API_KEY).".into());
     // On SQLite the API also runs a worker in this process (`options.worker`,
     // on by default): runs queued or decided from another process, sleeping
     // workflows, runs of a process that died and schedules are driven here.
@@ -99,6 +98,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route("/tollgate/", get(|| async { Redirect::permanent("/tollgate") }))
         .nest("/tollgate", api.router().layer(check));
     let listener = tokio::net::TcpListener::bind(args.addr).await?;
+    // Webhooks are never sent to where this service listens.
+    api.listening_on(listener.local_addr()?);
     println!("listening on http://{}", listener.local_addr()?);
     axum::serve(listener, app).with_graceful_shutdown(stopped()).await?;
     // Runs this service was driving go back to `queued` for the next start.

@@ -314,7 +314,15 @@ fn the_nested_review_page_approves_a_rust_graph_s_run_by_clicking() {
         assert_eq!(paused["status"], "awaiting_hitl", "{paused}");
         let run = paused["id"].as_str().unwrap().to_owned();
         let page = browser.session().await;
-        // The page asks for the service's key, then shows the run's question.
+        // The page asks for the service's key in the service's words; its
+        // inbox then goes live over the WebSocket, whose key the service's
+        // own check reads from the subprotocol (`credential`).
+        page.goto(&format!("{base}/tollgate")).await.unwrap();
+        let help = browser::text_where(&page, "#token-help", |text| !text.is_empty()).await;
+        assert!(help.contains("SERVICE_API_KEY") && !help.contains("TOLLGATE_TOKEN"), "{help}");
+        browser::open_signed_in(&page, &format!("{base}/tollgate"), "key-42").await;
+        browser::text_where(&page, "#live-state", |text| text == "live").await;
+        // The run's question.
         browser::open_signed_in(&page, &format!("{base}/tollgate#/run/{run}"), "key-42").await;
         browser::element(&page, &format!("[data-interrupt^=\"{run}\"]")).await;
         browser::text_where(&page, "#main", |text| text.contains("250")).await;

@@ -127,6 +127,25 @@ async fn a_rust_graph_is_started_shown_decided_and_continued_over_http() {
         .await
         .unwrap();
     assert_eq!(history["checkpoints"][0]["values"]["amount"], 500, "{history}");
+    // A state write of fields the state does not have changes nothing: it
+    // is refused naming them, and the run still waits for its decision.
+    let refused = client
+        .post(format!("{base}/runs/{id}/state"))
+        .json(&json!({"values": {"amount": 1, "amout": 2, "note": "x"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("no fields `amout`, `note`"), "{body}");
+    let shown: Value =
+        client.get(format!("{base}/runs/{id}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        (shown["status"].as_str(), shown["step"].as_u64()),
+        (Some("awaiting_hitl"), paused["step"].as_u64()),
+        "{shown}"
+    );
     let decided = client
         .post(format!("{base}/runs/{id}/resume"))
         .json(&json!({"decision": "approve", "by": "ana"}))

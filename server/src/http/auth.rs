@@ -292,6 +292,23 @@ fn langgraph_role(method: &Method, path: &str) -> Role {
     }
 }
 
+/// The credential a request carries the way tollgate's own clients send
+/// it: `Authorization: Bearer KEY`, `x-api-key: KEY` (LangGraph's clients),
+/// or, from the review page's WebSocket (a browser cannot set headers
+/// there), the subprotocol `tollgate.token.HEX` (the key's bytes in hex).
+/// For an embedding service's own check behind [`Auth::External`]: read
+/// the key with this, and the page's live updates pass it too.
+///
+/// ```
+/// use axum::http::HeaderMap;
+/// let mut headers = HeaderMap::new();
+/// headers.insert("sec-websocket-protocol", "tollgate.token.6b6579".parse().unwrap());
+/// assert_eq!(tollgate_server::credential(&headers).as_deref(), Some("key"));
+/// ```
+pub fn credential(headers: &HeaderMap) -> Option<String> {
+    given_token(headers).and_then(|bytes| String::from_utf8(bytes).ok())
+}
+
 /// The token a request offers: the bearer header, LangGraph's clients'
 /// `x-api-key`, else the WebSocket subprotocol.
 fn given_token(headers: &HeaderMap) -> Option<Vec<u8>> {

@@ -44,7 +44,7 @@ use crate::error::ServiceError;
 use crate::service::Runs;
 
 pub(crate) use auth::Check;
-pub use auth::{Auth, Authenticate, Principal, Refusal, Role, Tokens};
+pub use auth::{credential, Auth, Authenticate, Principal, Refusal, Role, Tokens};
 pub(crate) use follow::Hub;
 pub(crate) use legs::Legs;
 pub use metrics::serve_metrics;
@@ -90,6 +90,11 @@ pub struct ServeOptions {
     /// fires schedules (default `true`; stopped by [`Api::release`]). On
     /// Postgres, runs go to `tollgate worker` processes.
     pub worker: bool,
+    /// What the review page's sign-in form says the credential is (plain
+    /// text; `None`: "This server needs its token (`TOLLGATE_TOKEN` or
+    /// `--token-file`)"). An embedding service names its own: "The
+    /// service's API key".
+    pub sign_in_hint: Option<String>,
 }
 
 impl ServeOptions {
@@ -110,6 +115,7 @@ impl ServeOptions {
             limits: Limits::default(),
             langgraph_prefix: Some(DEFAULT_LANGGRAPH_PREFIX.to_owned()),
             worker: true,
+            sign_in_hint: None,
         }
     }
 }
@@ -202,6 +208,8 @@ pub(crate) struct Settings {
     pub(crate) metrics: tollgate_telemetry::Metrics,
     /// Where the LangGraph API is served, if it is.
     pub(crate) langgraph: Option<String>,
+    /// What the page's sign-in form says the credential is.
+    pub(crate) sign_in_hint: Option<String>,
     /// The addresses this server listens on (webhooks never go there).
     pub(crate) own: std::sync::Mutex<Vec<SocketAddr>>,
 }
@@ -283,6 +291,7 @@ impl Api {
             limits: options.limits,
             metrics: metrics::recorder()?,
             langgraph: options.langgraph_prefix.as_deref().map(checked_prefix).transpose()?,
+            sign_in_hint: options.sign_in_hint,
             own: std::sync::Mutex::new(
                 Some(options.addr).filter(|addr| addr.port() != 0).into_iter().collect(),
             ),

@@ -3,11 +3,12 @@
 //! run the page shows comes through the API with the token the reviewer
 //! signs in with.
 
-use axum::extract::{OriginalUri, Path};
+use axum::extract::{OriginalUri, Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::errors::ApiError;
+use super::App;
 
 /// One embedded file: its name under `/ui/`, content type and bytes.
 struct Asset {
@@ -39,15 +40,40 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; i
 /// `GET /`: the page. Nested under a prefix (`/tollgate`), its files are
 /// named under the prefix (`/tollgate/ui/app.js`); the scripts find the
 /// API at the page's own path.
-pub(crate) async fn index(OriginalUri(original): OriginalUri) -> Response {
+pub(crate) async fn index(State(app): State<App>, OriginalUri(original): OriginalUri) -> Response {
     let prefix = original.path().trim_end_matches('/');
-    if prefix.is_empty() {
+    let hint = app.settings.sign_in_hint.as_deref();
+    if prefix.is_empty() && hint.is_none() {
         return served("text/html; charset=utf-8", INDEX);
     }
-    let html = INDEX.replace("=\"/ui/", &format!("=\"{prefix}/ui/"));
+    let mut html = INDEX.replace("=\"/ui/", &format!("=\"{prefix}/ui/"));
+    if let Some(hint) = hint {
+        let meta = format!("<meta name=\"tollgate-sign-in\" content=\"{}\">\n", escaped(hint));
+        html = html.replacen(
+            "<meta charset=\"utf-8\">\n",
+            &format!("<meta charset=\"utf-8\">\n{meta}"),
+            1,
+        );
+    }
     let mut response = served("text/html; charset=utf-8", "");
     *response.body_mut() = axum::body::Body::from(html);
     response
+}
+
+/// `text` safe inside an HTML attribute.
+fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// `GET /ui/{file}`: the page's scripts and style.

@@ -196,12 +196,28 @@ pub(crate) trait ServedGraph: Send + Sync {
 
 /// `update` (JSON) as an update of `graph`'s state.
 fn update_of<S: State>(graph: &CompiledGraph<S>, update: Value) -> Result<S::Update, ServiceError> {
-    serde_json::from_value(update).map_err(|error| {
+    let typed: S::Update = serde_json::from_value(update.clone()).map_err(|error| {
         ServiceError::invalid(format!(
             "the update does not fit graph `{}`'s state: {error}",
             graph.name()
         ))
-    })
+    })?;
+    // Fields the state does not have are dropped by the typed update: a
+    // write of only those would change nothing, silently. Named instead.
+    if let (Value::Object(given), Ok(Value::Object(kept))) = (&update, serde_json::to_value(&typed))
+    {
+        let unknown: Vec<&str> =
+            given.keys().filter(|key| !kept.contains_key(*key)).map(String::as_str).collect();
+        if !unknown.is_empty() {
+            return Err(ServiceError::invalid(format!(
+                "graph `{}`'s state has no field{} {}: nothing was written",
+                graph.name(),
+                if unknown.len() == 1 { "" } else { "s" },
+                unknown.iter().map(|key| format!("`{key}`")).collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
+    Ok(typed)
 }
 
 #[async_trait]

@@ -60,6 +60,16 @@ async function showWho() {
 }
 
 /** Shows what went wrong, or the sign-in when the server wants a token. */
+// What the sign-in form says the credential is: the embedding service's
+// words when it gave them (a meta tag the server writes), else tollgate's.
+function signInHelp() {
+  const hint = document.querySelector('meta[name="tollgate-sign-in"]');
+  if (hint) {
+    return h('p', { id: 'token-help' }, hint.content, ' It is kept for this browser tab only.');
+  }
+  return h('p', { id: 'token-help' }, 'This server needs its token (', h('code', {}, 'TOLLGATE_TOKEN'), ' or ', h('code', {}, '--token-file'), '). It is kept for this browser tab only.');
+}
+
 function fail(error) {
   if (leave) leave();
   leave = null;
@@ -94,7 +104,7 @@ function signIn(reason) {
     }
   } },
   h('h1', {}, 'Sign in'),
-  h('p', { id: 'token-help' }, 'This server needs its token (', h('code', {}, 'TOLLGATE_TOKEN'), ' or ', h('code', {}, '--token-file'), '). It is kept for this browser tab only.'),
+  signInHelp(),
   h('label', { for: 'token' }, 'Server token'),
   input,
   problem,
