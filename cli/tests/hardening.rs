@@ -40,6 +40,20 @@ fn missing_and_foreign_databases_are_refused_untouched() {
         assert!(!missing.exists(), "{args:?} created {}", missing.display());
     }
 
+    // A path in a directory that does not exist: said, exit 3, even for
+    // `run`, which creates a missing file but not its directory.
+    let nowhere = fx.path("no-such-dir").join("runs.db");
+    let output = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .arg("--db")
+        .arg(&nowhere)
+        .args(["run", "hello_bp.json"])
+        .current_dir(fx.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&output), Some(3));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no directory") && stderr.contains("mkdir -p"), "{stderr}");
+
     let foreign = fx.path("shop.db");
     let conn = rusqlite::Connection::open(&foreign).unwrap();
     conn.execute_batch("CREATE TABLE customers (id INTEGER); INSERT INTO customers VALUES (7);")
@@ -255,4 +269,19 @@ fn history_with_values_and_next_nodes() {
     let human = fx.run(&["runs", "history", &run, "--values"]);
     let text = String::from_utf8_lossy(&human.stdout);
     assert!(text.contains("next: refunds.tools") && text.contains("values: {"), "{text}");
+}
+
+#[test]
+fn a_missing_postgres_database_is_not_found_as_a_missing_file_is() {
+    let Some(url) = support::postgres_url() else { return };
+    let (base, query) = url.split_once('?').unwrap_or((&url, ""));
+    let (server, _) = base.rsplit_once('/').unwrap();
+    let missing = format!("{server}/tg_no_such_database?{query}");
+    let output = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["--db", &missing, "runs", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&output), Some(3), "{}", String::from_utf8_lossy(&output.stderr));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("does not exist") && stderr.contains("create it"), "{stderr}");
 }

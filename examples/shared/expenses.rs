@@ -20,7 +20,13 @@ pub(crate) fn expenses() -> CompiledGraph<Claim> {
     StateGraph::<Claim>::new("expenses", 1)
         .node("check", |state: Arc<Claim>, ctx: NodeContext| async move {
             if state.amount > 100 {
-                let question = json!({"title": "Approve this expense?", "amount": state.amount});
+                // What the review page shows: `title` as the question,
+                // `description` under it, the other fields as a table.
+                let question = json!({
+                    "title": "Approve this expense?",
+                    "description": "Claims over 100 EUR need a manager's approval.",
+                    "amount": state.amount,
+                });
                 ctx.interrupt(Interrupt::new("approval", question))?;
             }
             Ok(ClaimUpdate::default().log(vec![format!("checked {}", state.amount)]))

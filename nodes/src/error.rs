@@ -246,7 +246,7 @@ pub enum HarnessError {
         message: String,
     },
     /// Retryable failures continued past the retry policy's attempts.
-    #[error("gave up after {attempts} attempts: {last}")]
+    #[error("the call gave up after {attempts} attempts: {last}")]
     RetryExhausted {
         /// Attempts made.
         attempts: u32,

@@ -168,3 +168,39 @@ fn live_endpoint_when_enabled() {
     let streamed = rt.block_on(model.stream(&request, &mut joined)).unwrap();
     assert_eq!(joined, streamed.content);
 }
+
+#[test]
+fn a_stream_answered_with_json_says_what_came_back() {
+    runtime().block_on(async {
+        let server = FakeAnthropic::start().await;
+        let model = AnthropicModel::new("claude-test", server.base_url(), Some("k".into())).unwrap();
+        let request = ModelRequest {
+            agent: "a".into(),
+            system: None,
+            messages: vec![Message::user("u", "hi")],
+            tools: Vec::new(),
+            tool_choice: Default::default(),
+            response_format: Default::default(),
+            options: Default::default(),
+            call_index: 0,
+        };
+        // A JSON body where an event stream was asked for (a proxy, say).
+        server.push(tollgate_testkit::fake_anthropic::Reply::Json {
+            status: 200,
+            headers: Vec::new(),
+            body: json!({"id": "msg_1", "note": "buffered"}),
+        });
+        let mut deltas = String::new();
+        let error = model.stream(&request, &mut deltas).await.unwrap_err().to_string();
+        assert!(error.contains("got application/json, not an event stream"), "{error}");
+        assert!(error.contains("buffered"), "what came back is shown: {error}");
+        // An error the API sent as JSON is that error.
+        server.push(tollgate_testkit::fake_anthropic::Reply::Json {
+            status: 200,
+            headers: Vec::new(),
+            body: json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}),
+        });
+        let error = model.stream(&request, &mut deltas).await.unwrap_err().to_string();
+        assert!(error.contains("busy"), "{error}");
+    });
+}

@@ -155,6 +155,19 @@ impl PostgresStore {
         text.starts_with("postgres://") || text.starts_with("postgresql://")
     }
 
+    /// Whether `error` (from connecting) says the URL's database does not
+    /// exist on the server (SQLSTATE 3D000): the caller's "not found", as a
+    /// missing SQLite file is.
+    pub fn is_missing_database(error: &StoreError) -> bool {
+        let source = match error {
+            StoreError::Unavailable { source } | StoreError::Backend { source } => source,
+            _ => return false,
+        };
+        source
+            .downcast_ref::<tokio_postgres::error::DbError>()
+            .is_some_and(|db| db.code() == &SqlState::INVALID_CATALOG_NAME)
+    }
+
     /// Connects with default [`PostgresOptions`] and migrates the schema.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         Self::connect_with(url, PostgresOptions::default()).await
@@ -299,10 +312,30 @@ pub(crate) fn client_error(error: tokio_postgres::Error) -> StoreError {
         ]
         .contains(code),
     };
+    // Named statements that clash or vanish between statements: a pooler
+    // in transaction mode hands each statement another server session.
+    let pooled = error.code().is_some_and(|code| {
+        [SqlState::DUPLICATE_PSTATEMENT, SqlState::INVALID_SQL_STATEMENT_NAME].contains(code)
+    });
+    if pooled {
+        return StoreError::InvalidSettings {
+            source: format!(
+                "{}: the database is reached through a pooler in transaction mode (PgBouncer's pool_mode = transaction, or a managed pooler on its transaction port); add `pool_mode=transaction` to the URL (or set TOLLGATE_PG_POOL_MODE=transaction) so that tollgate uses no named statements across transactions",
+                error.as_db_error().map_or_else(|| error.to_string(), |db| db.message().to_owned())
+            )
+            .into(),
+        };
+    }
     // A server's error says what it is ("password authentication failed
     // for user ..."); the client's wrapper says only "db error".
     let source: Box<dyn std::error::Error + Send + Sync> = match error.as_db_error() {
         Some(db) => Box::new(db.clone()),
+        // tokio-postgres's words when the server asks for a password the
+        // URL does not give.
+        None if error.to_string().contains("password missing") => {
+            "the server asks for a password and the URL gives none (postgres://USER:PASSWORD@HOST/DB)"
+                .into()
+        }
         None => Box::new(Chain::of(&error)),
     };
     if unavailable {

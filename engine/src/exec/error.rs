@@ -28,7 +28,7 @@ pub enum RunError {
         limit: u32,
     },
     /// A node failed and its retry policy, if any, is spent.
-    #[error("node `{node}` failed at step {step} after {attempts} attempt(s): {source}")]
+    #[error("node `{node}` failed at step {step} (node attempt {attempts}): {source}")]
     NodeFailed {
         /// The node.
         node: String,

@@ -467,6 +467,26 @@ impl ChatModel for AnthropicModel {
         deltas: &mut (dyn DeltaSink + Send),
     ) -> Result<ModelResponse, HarnessError> {
         let response = self.send(&self.body(request, true)).await?;
+        let kind = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("no content type")
+            .to_owned();
+        if !kind.starts_with("text/event-stream") {
+            // Said what came back, an error the API sent in JSON included.
+            let text = response.text().await.map_err(|error| self.transport(&error))?;
+            let message: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            if message["type"] == "error" {
+                let error = &message["error"];
+                let message_text = self.scrub(error["message"].as_str().unwrap_or_default());
+                return Err(self.failure(500, error["type"].as_str(), None, message_text));
+            }
+            let start: String = self.scrub(&text).chars().take(200).collect();
+            return Err(self.protocol(format!(
+                "a streamed reply was asked for; got {kind}, not an event stream: {start}"
+            )));
+        }
         let mut events = response.bytes_stream().eventsource();
         let mut streamed = Streamed::default();
         // A forced structured answer arrives as tool input, not as text:

@@ -212,15 +212,25 @@ pub(crate) async fn check(State(app): State<App>, mut request: Request, next: Ne
         _ if exempt => return next.run(request).await,
         Check::Token(token) => match given_token(request.headers()) {
             Some(given) if same(&given, token.as_bytes()) => return next.run(request).await,
-            Some(_) => return unauthorized("the bearer token is not the server's"),
-            None => return unauthorized("this endpoint needs `Authorization: Bearer TOKEN`"),
+            Some(_) => {
+                let message =
+                    format!("the {} is not the server's token", offered_as(request.headers()));
+                return unauthorized(&message);
+            }
+            None => return unauthorized(NEEDS_TOKEN),
         },
         Check::Tokens(tokens) => match given_token(request.headers()) {
             Some(given) => match tokens.holder(&given) {
                 Some(principal) => principal,
-                None => return unauthorized("the bearer token is not one of the server's"),
+                None => {
+                    let message = format!(
+                        "the {} is not one of the server's tokens",
+                        offered_as(request.headers())
+                    );
+                    return unauthorized(&message);
+                }
             },
-            None => return unauthorized("this endpoint needs `Authorization: Bearer TOKEN`"),
+            None => return unauthorized(NEEDS_TOKEN),
         },
         Check::Custom(check) => match check.authenticate(request.headers()) {
             Ok(principal) => principal,
@@ -289,6 +299,22 @@ fn langgraph_role(method: &Method, path: &str) -> Role {
         Role::Decide
     } else {
         Role::Admin
+    }
+}
+
+/// What a request without a token is told.
+const NEEDS_TOKEN: &str =
+    "this endpoint needs the server's token: `Authorization: Bearer TOKEN` or `x-api-key: TOKEN`";
+
+/// Where the token a request offers came from, as [`given_token`] reads
+/// it: for a refusal that names what the caller sent.
+fn offered_as(headers: &HeaderMap) -> &'static str {
+    if headers.contains_key(header::AUTHORIZATION) {
+        "bearer token"
+    } else if headers.contains_key("x-api-key") {
+        "`x-api-key`"
+    } else {
+        "WebSocket subprotocol's token"
     }
 }
 

@@ -55,7 +55,10 @@ pub(crate) type ApiResult<T> = Result<T, ApiError>;
 fn described(status: StatusCode) -> (&'static str, &'static str) {
     match status.as_u16() {
         400 => ("invalid", "the request is malformed"),
-        401 => ("unauthorized", "this endpoint needs `Authorization: Bearer TOKEN`"),
+        401 => (
+            "unauthorized",
+            "this endpoint needs the server's token: `Authorization: Bearer TOKEN` or `x-api-key: TOKEN`",
+        ),
         404 => ("not_found", "no such endpoint (see docs/openapi.yaml)"),
         405 => ("method_not_allowed", "this endpoint does not take that method (see `Allow`)"),
         408 => ("timeout", "the request took too long to arrive"),

@@ -196,6 +196,18 @@ impl Runs {
                 ),
             });
         }
+        if !PostgresStore::is_url(&text) {
+            let parent = db.parent().filter(|parent| !parent.as_os_str().is_empty());
+            if let Some(parent) = parent.filter(|parent| !parent.is_dir()) {
+                return Err(ServiceError::NotFound {
+                    message: format!(
+                        "no directory {} for the database {text}: create it first (mkdir -p {})",
+                        parent.display(),
+                        parent.display()
+                    ),
+                });
+            }
+        }
         let opened = if PostgresStore::is_url(&text) {
             PostgresStore::connect(&text).await.map(|store| {
                 let store = Arc::new(store);
@@ -215,6 +227,10 @@ impl Runs {
         };
         let (wake, backend, executor) = opened.map_err(|error| {
             let message = format!("cannot open database {}: {error}", redact(&text));
+            if PostgresStore::is_missing_database(&error) {
+                let message = format!("{message} (create it first: createdb, or CREATE DATABASE)");
+                return ServiceError::NotFound { message };
+            }
             match error {
                 StoreError::InvalidSettings { .. }
                 | StoreError::ForeignDatabase { .. }
