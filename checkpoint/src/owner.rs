@@ -75,13 +75,19 @@ fn host_identity() -> String {
 }
 
 /// Field 22 of `/proc/PID/stat`: the process start time. `None` when the
-/// process does not exist (or the platform has no procfs).
+/// process does not exist, has ended and waits to be reaped (a zombie,
+/// state `Z`, or `X`: it runs nothing any more), or the platform has no
+/// procfs.
 fn process_start(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses; the
     // fields after its closing parenthesis are plain.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = rest.next()?;
+    if matches!(state, "Z" | "X" | "x") {
+        return None;
+    }
+    rest.nth(18)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -98,6 +104,23 @@ mod tests {
         assert!(reused_pid.is_dead_here(), "a pid now owned by another process is dead");
         let elsewhere = Owner { host: "other-host".into(), ..reused_pid };
         assert!(!elsewhere.is_dead_here(), "another host's owner is judged by its lease");
+    }
+
+    #[test]
+    fn a_killed_child_not_yet_reaped_is_dead() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("spawn sleep");
+        let pid = child.id();
+        let started = process_start(pid).expect("a running child has a start time");
+        let owner = Owner { host: Owner::current().host, pid, started };
+        assert!(!owner.is_dead_here(), "running");
+        child.kill().expect("kill");
+        // Not reaped yet: a zombie until `wait`, which runs nothing.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !owner.is_dead_here() {
+            assert!(std::time::Instant::now() < deadline, "a zombie counts as alive");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.wait().expect("wait");
     }
 
     #[test]

@@ -237,6 +237,17 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
         // Expired memory items are invisible at once; this reclaims them.
         runs.sweep_memory_every(std::time::Duration::from_secs(60));
     }
+    // Blueprints of the served folder that will not load are said at
+    // once (and listed by `GET /graphs` under `invalid`).
+    if let Some(folder) = serve_options.as_ref().and_then(|options| options.blueprints.as_deref()) {
+        for invalid in runs.blueprint_problems(folder) {
+            eprintln!(
+                "tollgate: warning: {} is not served: {}",
+                invalid["file"].as_str().unwrap_or_default(),
+                invalid["problems"].as_str().unwrap_or_default()
+            );
+        }
+    }
     match cli.command {
         Command::Run { graph: Some(name), input, queue, thread, json, .. } => {
             if thread.as_deref().is_some_and(|thread| thread.trim().is_empty()) {

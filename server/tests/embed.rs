@@ -53,6 +53,8 @@ fn blueprints() -> tempfile::TempDir {
     std::fs::write(dir.path().join("hello.json"), r#"[{"text": "Hello!"}]"#).unwrap();
     let hello = json!({"name": "hello", "model": "scripted:hello.json"});
     std::fs::write(dir.path().join("greeter.json"), hello.to_string()).unwrap();
+    let broken = json!({"name": "broken", "modle": "scripted:hello.json"});
+    std::fs::write(dir.path().join("broken.json"), broken.to_string()).unwrap();
     dir
 }
 
@@ -89,6 +91,13 @@ async fn the_api_nests_under_a_prefix_behind_the_service_s_own_check() {
         .collect();
     assert_eq!(names, [("greeter", "blueprint")], "{listed}");
     assert_eq!(listed["graphs"][0]["outline"]["name"], "hello");
+    // A blueprint that does not load is listed with its problems, in the
+    // folder's terms (no path of the server's).
+    assert_eq!(listed["invalid"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed["invalid"][0]["file"], "broken.json");
+    let problems = listed["invalid"][0]["problems"].as_str().unwrap();
+    assert!(problems.contains("did you mean `model`?"), "{problems}");
+    assert!(!problems.contains(&*folder.path().to_string_lossy()), "{problems}");
 
     // The service's routes stay its own; its check guards every tollgate path.
     let own = client.get(format!("{base}/own")).send().await.unwrap();

@@ -87,6 +87,14 @@ fn every_problem_of_a_blueprint_is_reported_at_once() {
         panic!("expected an invalid blueprint")
     };
     assert!(problems.len() >= 3, "{problems:#?}");
+    // A misspelt key: the nearest known one is suggested.
+    let typo = json!({"name": "t", "modle": "scripted:x", "tols": []});
+    let Err(BlueprintError::Invalid { problems }) = Blueprint::from_value(typo, dir.path()) else {
+        panic!("expected an invalid blueprint")
+    };
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert!(text.iter().any(|p| p.contains("`modle`: did you mean `model`?")), "{text:#?}");
+    assert!(text.iter().any(|p| p.contains("`tols`: did you mean `tools`?")), "{text:#?}");
     // A graph naming unknown agents.
     let graph = json!({"name": "g", "agents": [{"name": "a", "model": "openai:gpt"}],
                        "edges": [["a", "b"]]});

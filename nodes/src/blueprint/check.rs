@@ -189,19 +189,69 @@ pub(super) fn nested_blueprint(
 
 pub(super) fn structure_problems(source: &Value) -> Vec<BlueprintProblem> {
     static VALIDATOR: OnceLock<jsonschema::Validator> = OnceLock::new();
-    let validator = VALIDATOR.get_or_init(|| {
-        let schema: Value = serde_json::from_str(SCHEMA).expect("the blueprint schema is JSON");
-        jsonschema::validator_for(&schema).expect("the blueprint schema is valid")
-    });
+    static SCHEMA_JSON: OnceLock<Value> = OnceLock::new();
+    let schema = SCHEMA_JSON
+        .get_or_init(|| serde_json::from_str(SCHEMA).expect("the blueprint schema is JSON"));
+    let validator = VALIDATOR
+        .get_or_init(|| jsonschema::validator_for(schema).expect("the blueprint schema is valid"));
     let mut problems: Vec<BlueprintProblem> = validator
         .iter_errors(source)
-        .map(|error| BlueprintProblem {
-            at: error.instance_path().to_string(),
-            message: error.to_string(),
+        .map(|error| {
+            let mut message = error.to_string();
+            if let jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } =
+                error.kind()
+            {
+                // The keys allowed there: `properties` beside the
+                // `additionalProperties` that refused it.
+                let at = error.schema_path().to_string();
+                let known = at
+                    .strip_suffix("/additionalProperties")
+                    .and_then(|parent| schema.pointer(&format!("{parent}/properties")))
+                    .and_then(Value::as_object);
+                let hints: Vec<String> = unexpected
+                    .iter()
+                    .filter_map(|key| {
+                        let nearest = nearest(key, known?.keys().map(String::as_str))?;
+                        Some(format!("`{key}`: did you mean `{nearest}`?"))
+                    })
+                    .collect();
+                if !hints.is_empty() {
+                    message = format!("{message} ({})", hints.join("; "));
+                }
+            }
+            BlueprintProblem { at: error.instance_path().to_string(), message }
         })
         .collect();
     problems.dedup();
     problems
+}
+
+/// The known key nearest to `key` (by edit distance, at most a third of
+/// its length and at least 2), if any is that near.
+fn nearest<'a>(key: &str, known: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let most = (key.chars().count() / 3).max(2);
+    known
+        .map(|candidate| (distance(key, candidate), candidate))
+        .filter(|(distance, _)| *distance <= most)
+        .min()
+        .map(|(_, candidate)| candidate)
+}
+
+/// Levenshtein distance, case-insensitive.
+fn distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.to_lowercase().chars().collect();
+    let b: Vec<char> = b.to_lowercase().chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 fn problem(problems: &mut Vec<BlueprintProblem>, at: String, message: impl Into<String>) {

@@ -490,7 +490,19 @@ pub(crate) async fn create(
 /// "versions", "kind", "input_schema", "outline"}` (read off the request
 /// path's workers).
 pub(crate) async fn graphs(State(app): State<App>) -> ApiResult<Json<Value>> {
-    Ok(Json(json!({"graphs": listing(&app).await?})))
+    let graphs = listing(&app).await?;
+    let Some(folder) = app.settings.blueprints.clone() else {
+        return Ok(Json(json!({"graphs": graphs, "invalid": []})));
+    };
+    // The folder's files that fail as blueprints, with their problems.
+    let runs = app.runs.clone();
+    let invalid = tokio::task::spawn_blocking(move || runs.blueprint_problems(&folder));
+    let invalid = tokio::time::timeout(BLUEPRINT_READ_TIMEOUT, invalid)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    Ok(Json(json!({"graphs": graphs, "invalid": invalid})))
 }
 
 /// The registered graphs, then the blueprints of the `--blueprints`

@@ -22,12 +22,25 @@ impl Runs {
     }
 
     /// The blueprints of `folder` (`NAME.json` and `NAME/NAME.json` that
-    /// read as blueprints; other JSON files, such as scripted replies, are
-    /// not listed), as `GET /graphs` shows them: kind `blueprint`, the
-    /// input a user's message.
+    /// read as blueprints; JSON files that are not objects, such as
+    /// scripted replies, are not listed), as `GET /graphs` shows them:
+    /// kind `blueprint`, the input a user's message.
     pub(crate) fn blueprint_listing(&self, folder: &Path) -> Vec<Value> {
-        let mut found = Vec::new();
-        let Ok(entries) = std::fs::read_dir(folder) else { return found };
+        self.blueprint_folder(folder).0
+    }
+
+    /// The files of `folder` that look like blueprints (JSON objects) but
+    /// do not load or compile, each with its problems (paths shown from
+    /// the folder, never the server's absolute ones): what `serve` warns
+    /// of at start and `GET /graphs` lists as `invalid`.
+    pub fn blueprint_problems(&self, folder: &Path) -> Vec<Value> {
+        self.blueprint_folder(folder).1
+    }
+
+    /// The blueprints of `folder` and the files that fail as blueprints.
+    fn blueprint_folder(&self, folder: &Path) -> (Vec<Value>, Vec<Value>) {
+        let (mut found, mut invalid) = (Vec::new(), Vec::new());
+        let Ok(entries) = std::fs::read_dir(folder) else { return (found, invalid) };
         let mut files: Vec<std::path::PathBuf> = entries
             .filter_map(Result::ok)
             .map(|entry| entry.path())
@@ -44,8 +57,36 @@ impl Runs {
         files.sort();
         for file in files {
             let Some(name) = file.file_stem().and_then(|stem| stem.to_str()) else { continue };
-            let Ok(blueprint) = Blueprint::load(&file) else { continue };
-            let Ok(agent) = blueprint.compile_unstarted(&self.models) else { continue };
+            let shown = file.strip_prefix(folder).unwrap_or(&file).display().to_string();
+            let failed = |problem: String| {
+                let mut local = problem.replace(&format!("{}/", folder.display()), "");
+                if let Ok(absolute) = std::path::absolute(folder) {
+                    local = local.replace(&format!("{}/", absolute.display()), "");
+                }
+                json!({"name": name, "file": shown, "problems": local})
+            };
+            let blueprint = match Blueprint::load(&file) {
+                Ok(blueprint) => blueprint,
+                Err(tollgate_nodes::BlueprintError::Json { .. }) => continue,
+                Err(error) => {
+                    // Only what reads as a JSON object is meant as one.
+                    let object = std::fs::read_to_string(&file)
+                        .ok()
+                        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+                        .is_some_and(|value| value.is_object());
+                    if object {
+                        invalid.push(failed(error.to_string()));
+                    }
+                    continue;
+                }
+            };
+            let agent = match blueprint.compile_unstarted(&self.models) {
+                Ok(agent) => agent,
+                Err(error) => {
+                    invalid.push(failed(error.to_string()));
+                    continue;
+                }
+            };
             let outline = served::outline(agent.graph());
             found.push(json!({
                 "name": name,
@@ -60,7 +101,7 @@ impl Runs {
                 "outline": outline,
             }));
         }
-        found
+        (found, invalid)
     }
 
     /// Starts a run of the registered graph `name` (its newest version) on
