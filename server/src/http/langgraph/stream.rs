@@ -59,7 +59,7 @@ impl Streaming {
             }
             Event::NodeCompleted { update, .. } if self.wants("updates") => {
                 let name = node.unwrap_or("").to_owned();
-                self.frames.push_back(frame("updates", json!({name: wire::values(update)})));
+                self.frames.push_back(frame("updates", json!({name: wire::update(update)})));
             }
             Event::InterruptRaised { interrupt, .. }
                 if self.wants("updates") || self.wants("values") =>

@@ -155,6 +155,36 @@ pub(super) fn values(values: &Value) -> Value {
     }
 }
 
+/// A node's update with its message operations (`{"upsert": MESSAGE}`,
+/// `{"remove": {"id"}}`, `"remove_all"`) as LangChain's messages, as
+/// LangGraph's `updates` stream carries them: the message itself, and a
+/// removal as a `RemoveMessage` (`{"type": "remove", "id"}`;
+/// `__remove_all__` for all).
+pub(super) fn update(update: &Value) -> Value {
+    let Value::Object(map) = update else { return update.clone() };
+    let mut out = map.clone();
+    if let Some(Value::Array(ops)) = map.get("messages") {
+        let messages = ops
+            .iter()
+            .map(|op| match op {
+                Value::String(all) if all == "remove_all" => {
+                    json!({"type": "remove", "id": "__remove_all__", "content": ""})
+                }
+                Value::Object(op) if op.len() == 1 => match op.iter().next() {
+                    Some((kind, inner)) if kind == "upsert" => message(inner),
+                    Some((kind, inner)) if kind == "remove" => {
+                        json!({"type": "remove", "id": inner["id"], "content": ""})
+                    }
+                    _ => message(&Value::Object(op.clone())),
+                },
+                other => message(other),
+            })
+            .collect();
+        out.insert("messages".into(), Value::Array(messages));
+    }
+    Value::Object(out)
+}
+
 /// One tollgate message (`role`: system, user, assistant, tool) as
 /// LangChain's (`type`: system, human, ai, tool), `role` kept beside.
 pub(super) fn message(message: &Value) -> Value {
@@ -273,6 +303,21 @@ mod tests {
         let id = checkpoint_id("01JABC", 7);
         assert_eq!(parse_checkpoint_id(&id), Some(("01JABC".to_owned(), 7)));
         assert_eq!(parse_checkpoint_id("nope"), None);
+    }
+
+    #[test]
+    fn updates_carry_messages_not_their_operations() {
+        let update = json!({"messages": [
+            {"upsert": {"role": "assistant", "id": "m1", "content": "hi"}},
+            {"remove": {"id": "m0"}},
+            "remove_all"
+        ], "count": 1});
+        let shown = super::update(&update);
+        assert_eq!(shown["count"], 1);
+        assert_eq!(shown["messages"][0]["type"], "ai");
+        assert_eq!(shown["messages"][0]["content"], "hi");
+        assert_eq!(shown["messages"][1], json!({"type": "remove", "id": "m0", "content": ""}));
+        assert_eq!(shown["messages"][2]["id"], "__remove_all__");
     }
 
     #[test]
