@@ -80,6 +80,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .graph_with_input_schema(expenses::expenses(), expenses::input_schema())
         .graph(expenses::slow());
     let runs = Runs::open(&args.db, true).await?.with_graphs(graphs);
+    // [docs/embedding.md: the API as a router]
     let mut options = ServeOptions::new(args.addr);
     options.auth = Auth::External;
     // The review page's sign-in form names this service's key.
@@ -104,5 +105,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     axum::serve(listener, app).with_graceful_shutdown(stopped()).await?;
     // Runs this service was driving go back to `queued` for the next start.
     api.release(Duration::from_secs(30)).await;
+    // [end]
     Ok(())
 }

@@ -387,3 +387,27 @@ fn the_nested_review_page_approves_a_rust_graph_s_run_by_clicking() {
         assert_eq!(done["result"]["log"], json!(["checked 250", "paid 250"]), "{done}");
     });
 }
+
+/// docs/embedding.md shows the example's own lines, not a copy that can
+/// drift: the block after "The example's own lines" is the region of
+/// `examples/embedded_server.rs` between its `[docs/embedding.md: …]` and
+/// `[end]` markers (unindented).
+#[test]
+fn the_embedding_doc_shows_the_example_s_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let example = std::fs::read_to_string(root.join("examples/embedded_server.rs")).unwrap();
+    let start = example.find("// [docs/embedding.md: the API as a router]\n").unwrap();
+    let region = &example[start..];
+    let region = &region[region.find('\n').unwrap() + 1..region.find("    // [end]\n").unwrap()];
+    let lines: Vec<&str> =
+        region.lines().map(|line| line.strip_prefix("    ").unwrap_or(line)).collect();
+    let doc = std::fs::read_to_string(root.join("docs/embedding.md")).unwrap();
+    let after = &doc[doc.find("The example's own lines").unwrap()..];
+    let block = &after[after.find("```rust\n").unwrap() + 8..];
+    let block = &block[..block.find("```").unwrap()];
+    assert_eq!(
+        block.lines().collect::<Vec<_>>(),
+        lines,
+        "docs/embedding.md drifted from the example"
+    );
+}
