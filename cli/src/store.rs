@@ -69,6 +69,10 @@ pub(crate) async fn store_command(runs: &Runs, command: StoreCommand) -> Result<
             let items = memory.search(op).await?;
             if json {
                 print_json(&json!({"items": items}));
+            } else if items.is_empty() {
+                // Said, so that an empty answer is not taken for a failure
+                // to print (stderr: stdout stays the items, none here).
+                eprintln!("nothing under {prefix} matched");
             } else {
                 for item in &items {
                     say!("{}", line(item));

@@ -49,6 +49,11 @@ fn store_round_trip(fx: &Fixture) {
     );
     assert_eq!(compared["items"].as_array().unwrap().len(), 1);
     assert_eq!(compared["items"][0]["value"]["n"], 4);
+    // Nothing matched: said (on stderr), exit 0, stdout empty.
+    let none = fx.run(&["store", "search", "users", "--filter", r#"{"kind": "nope"}"#]);
+    assert_eq!(none.status.code(), Some(0));
+    assert!(none.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&none.stderr).contains("nothing under users matched"));
 
     let names = fx.json(&["store", "namespaces", "--prefix", "users", "--json"], 0);
     assert_eq!(
