@@ -110,20 +110,7 @@ async fn the_embedded_server_serves_its_graph_behind_its_own_key() {
         .await
         .unwrap();
     assert_eq!(approved.status(), 200);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let done = loop {
-        let shown: Value = keyed(client.get(format!("{base}/tollgate/runs/{id}")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if shown["status"] == "completed" || Instant::now() > deadline {
-            break shown;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let done = completed(&client, &base, &id).await;
     assert_eq!(done["result"]["log"], json!(["checked 500", "paid 500"]), "{done}");
 
     // The page and its files, under the prefix (`/tollgate/` leads there).
@@ -132,19 +119,18 @@ async fn the_embedded_server_serves_its_graph_behind_its_own_key() {
     assert!(page.text().await.unwrap().contains("/tollgate/ui/app.js"));
 }
 
+/// Run `id` as the embedded server shows it.
+async fn shown(client: &reqwest::Client, base: &str, id: &str) -> Value {
+    let url = format!("{base}/tollgate/runs/{id}");
+    let response = client.get(url).header("x-api-key", "key-42").send().await.unwrap();
+    response.json().await.unwrap()
+}
+
 /// Polls the embedded server until run `id` is `completed` (or 20 s).
 async fn completed(client: &reqwest::Client, base: &str, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let shown: Value = client
-            .get(format!("{base}/tollgate/runs/{id}"))
-            .header("x-api-key", "key-42")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let shown = shown(client, base, id).await;
         if shown["status"] == "completed" || Instant::now() > deadline {
             return shown;
         }
@@ -176,15 +162,7 @@ async fn the_embedded_server_drives_runs_queued_elsewhere_and_recovers_its_own()
     let id = json_of(&slow)["id"].as_str().unwrap().to_owned();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let shown: Value = client
-            .get(format!("{}/tollgate/runs/{id}", server.base))
-            .header("x-api-key", "key-42")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let shown = shown(&client, &server.base, &id).await;
         if shown["step"].as_u64().is_some_and(|step| step >= 1) {
             break;
         }

@@ -63,6 +63,30 @@ impl OutboxGate {
         Self { run, opens: GateOpens::Ended, after_seq: None }
     }
 
+    /// As a store keeps it: the run's id, whether it opens only once the
+    /// run ended ([`GateOpens::Ended`]), and the seq the run's last event
+    /// must pass (-1: any).
+    pub fn columns(&self) -> (String, bool, i64) {
+        let seq = self.after_seq.map_or(-1, |seq| i64::try_from(seq).unwrap_or(i64::MAX));
+        (self.run.to_string(), self.opens == GateOpens::Ended, seq)
+    }
+
+    /// A gate a store kept ([`columns`](Self::columns)) for entry `entry`
+    /// read back (`run` none: not gated).
+    pub fn from_columns(
+        entry: &str,
+        run: Option<&str>,
+        ended: bool,
+        seq: i64,
+    ) -> Result<Option<Self>, crate::StoreError> {
+        let Some(run) = run else { return Ok(None) };
+        let run = run.parse().map_err(|_| crate::StoreError::Backend {
+            source: format!("outbox entry `{entry}`: its gate names `{run}`, not a run id").into(),
+        })?;
+        let opens = if ended { GateOpens::Ended } else { GateOpens::Settled };
+        Ok(Some(Self { run, opens, after_seq: u64::try_from(seq).ok() }))
+    }
+
     /// Whether a run of `status` whose last event is `last_seq` keeps the
     /// gate shut (the reference every store's SQL matches).
     pub fn blocks(&self, status: crate::record::RunStatus, last_seq: u64) -> bool {
@@ -193,6 +217,15 @@ impl OutboxQuery {
 }
 
 impl OutboxEntry {
+    /// Its gate as a store keeps it ([`OutboxGate::columns`]; not gated:
+    /// no run, `false`, -1).
+    pub fn gate_columns(&self) -> (Option<String>, bool, i64) {
+        match self.gate.as_ref().map(OutboxGate::columns) {
+            Some((run, ended, seq)) => (Some(run), ended, seq),
+            None => (None, false, -1),
+        }
+    }
+
     /// Its body as a store keeps it: JSON text.
     pub fn body_text(&self) -> Result<String, crate::StoreError> {
         serde_json::to_string(&self.body).map_err(|error| crate::StoreError::Backend {

@@ -7,7 +7,7 @@
 
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
-use tollgate_checkpoint::{GateOpens, OutboxEntry, OutboxGate, OutboxQuery, StoreError};
+use tollgate_checkpoint::{OutboxEntry, OutboxGate, OutboxQuery, StoreError};
 
 use crate::rows::column;
 use crate::sql::Sql;
@@ -79,19 +79,6 @@ pub(crate) const OUTBOX_GATES_MIGRATION: &str = r#"
 const COLUMNS: &str = "id, kind, thread, created_at_ms, due_ms, lease_until_ms, attempts, body, \
                        gate_run, gate_ended, gate_seq";
 
-/// A gate's columns: run, whether it opens only once the run ended, and
-/// the seq its run's last event must pass (-1: any).
-fn gate_columns(gate: Option<&OutboxGate>) -> (Option<String>, bool, i64) {
-    match gate {
-        Some(gate) => (
-            Some(gate.run.to_string()),
-            gate.opens == GateOpens::Ended,
-            gate.after_seq.map_or(-1, |seq| i64::try_from(seq).unwrap_or(i64::MAX)),
-        ),
-        None => (None, false, -1),
-    }
-}
-
 fn entry_from_row(row: &Row) -> Result<OutboxEntry, StoreError> {
     let id: String = column(row, 0)?;
     let text: String = column(row, 7)?;
@@ -106,15 +93,9 @@ fn entry_from_row(row: &Row) -> Result<OutboxEntry, StoreError> {
     );
     entry.lease_until_ms = column(row, 5)?;
     entry.attempts = u32::try_from(column::<i64>(row, 6)?).unwrap_or(u32::MAX);
-    if let Some(run) = column::<Option<String>>(row, 8)? {
-        let run = run.parse().map_err(|_| StoreError::Backend {
-            source: format!("outbox entry `{}`: its gate names `{run}`, not a run id", entry.id)
-                .into(),
-        })?;
-        let opens = if column(row, 9)? { GateOpens::Ended } else { GateOpens::Settled };
-        let after_seq = u64::try_from(column::<i64>(row, 10)?).ok();
-        entry.gate = Some(OutboxGate::new(run, opens, after_seq));
-    }
+    let run: Option<String> = column(row, 8)?;
+    entry.gate =
+        OutboxGate::from_columns(&entry.id, run.as_deref(), column(row, 9)?, column(row, 10)?)?;
     Ok(entry)
 }
 
@@ -133,7 +114,7 @@ impl PostgresStore {
             ))
             .await?;
         let attempts = i64::from(entry.attempts);
-        let (gate_run, gate_ended, gate_seq) = gate_columns(entry.gate.as_ref());
+        let (gate_run, gate_ended, gate_seq) = entry.gate_columns();
         let params: [&(dyn ToSql + Sync); 11] = [
             &entry.id,
             &entry.kind,
@@ -218,7 +199,7 @@ impl PostgresStore {
                                    AND p.due_ms < 9223372036854775807 FOR SHARE)))",
             )
             .await?;
-        let (run, ended, seq) = gate_columns(Some(&gate));
+        let (run, ended, seq) = gate.columns();
         let ids = ids.to_vec();
         let params: [&(dyn ToSql + Sync); 4] = [&ids, &run, &ended, &seq];
         client.exec(&statement, &params).await.map_err(client_error)

@@ -8,7 +8,7 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use super::writers::Touches;
 use super::{Abort, SqliteStore};
-use crate::outbox::{GateOpens, OutboxEntry, OutboxGate, OutboxQuery};
+use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::store::StoreError;
 
 const COLUMNS: &str = "id, kind, thread, created_at_ms, due_ms, lease_until_ms, attempts, body, \
@@ -38,34 +38,10 @@ fn decoded(
     let mut entry = OutboxEntry::new(id, kind, thread, created_at_ms, due_ms, body);
     entry.lease_until_ms = lease_until_ms;
     entry.attempts = attempts;
-    entry.gate = match gate {
-        (Some(run), ended, seq) => Some(OutboxGate {
-            run: run.parse().map_err(|_| corrupt(&entry.id, &run))?,
-            opens: if ended { GateOpens::Ended } else { GateOpens::Settled },
-            after_seq: u64::try_from(seq).ok(),
-        }),
-        (None, ..) => None,
-    };
+    let (run, ended, seq) = gate;
+    entry.gate =
+        OutboxGate::from_columns(&entry.id, run.as_deref(), ended, seq).map_err(Abort::Refused)?;
     Ok(entry)
-}
-
-fn corrupt(id: &str, run: &str) -> Abort {
-    Abort::Refused(StoreError::Backend {
-        source: format!("outbox entry `{id}`: its gate names `{run}`, not a run id").into(),
-    })
-}
-
-/// A gate's columns: run, whether it opens only once the run ended, and
-/// the seq its run's last event must pass (-1: any).
-fn gate_columns(gate: Option<&OutboxGate>) -> Gate {
-    match gate {
-        Some(gate) => (
-            Some(gate.run.to_string()),
-            gate.opens == GateOpens::Ended,
-            gate.after_seq.map_or(-1, |seq| i64::try_from(seq).unwrap_or(i64::MAX)),
-        ),
-        None => (None, false, -1),
-    }
 }
 
 fn clamp(n: u64) -> i64 {
@@ -75,7 +51,7 @@ fn clamp(n: u64) -> i64 {
 impl SqliteStore {
     pub(crate) async fn upsert_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
         let body = entry.body_text()?;
-        let (gate_run, gate_ended, gate_seq) = gate_columns(entry.gate.as_ref());
+        let (gate_run, gate_ended, gate_seq) = entry.gate_columns();
         self.write(Touches::NoRun, move |tx| {
             tx.prepare_cached(&format!(
                 "INSERT OR REPLACE INTO outbox ({COLUMNS}) \
@@ -173,7 +149,7 @@ impl SqliteStore {
         gate: OutboxGate,
     ) -> Result<u64, StoreError> {
         let ids = ids.to_vec();
-        let (run, ended, seq) = gate_columns(Some(&gate));
+        let (run, ended, seq) = gate.columns();
         self.write(Touches::NoRun, move |tx| {
             let mut gated = 0;
             let mut statement = tx.prepare_cached(

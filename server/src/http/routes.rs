@@ -491,18 +491,9 @@ pub(crate) async fn create(
 /// path's workers).
 pub(crate) async fn graphs(State(app): State<App>) -> ApiResult<Json<Value>> {
     let graphs = listing(&app).await?;
-    let Some(folder) = app.settings.blueprints.clone() else {
-        return Ok(Json(json!({"graphs": graphs, "invalid": []})));
-    };
     // The folder's files that fail as blueprints, with their problems.
-    let runs = app.runs.clone();
-    let invalid = tokio::task::spawn_blocking(move || runs.blueprint_problems(&folder));
-    let invalid = tokio::time::timeout(BLUEPRINT_READ_TIMEOUT, invalid)
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    Ok(Json(json!({"graphs": graphs, "invalid": invalid})))
+    let invalid = off_workers(&app, |runs, folder| runs.blueprint_problems(folder)).await?;
+    Ok(Json(json!({"graphs": graphs, "invalid": invalid.unwrap_or_default()})))
 }
 
 /// The registered graphs, then the blueprints of the `--blueprints`
@@ -510,19 +501,25 @@ pub(crate) async fn graphs(State(app): State<App>) -> ApiResult<Json<Value>> {
 /// [`BLUEPRINT_READ_TIMEOUT`]), as `GET /graphs` lists them.
 pub(crate) async fn listing(app: &App) -> ApiResult<Vec<Value>> {
     let mut listed = app.runs.graphs().listing();
-    if let Some(folder) = app.settings.blueprints.clone() {
-        let runs = app.runs.clone();
-        let blueprints = tokio::task::spawn_blocking(move || runs.blueprint_listing(&folder));
-        let blueprints = tokio::time::timeout(BLUEPRINT_READ_TIMEOUT, blueprints)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .ok_or_else(|| ServiceError::Failed {
-                message: "the blueprint folder was not read in time".into(),
-            })?;
-        listed.extend(blueprints);
-    }
+    let blueprints = off_workers(app, |runs, folder| runs.blueprint_listing(folder)).await?;
+    listed.extend(blueprints.unwrap_or_default());
     Ok(listed)
+}
+
+/// `read` of the `--blueprints` folder (none: `None`), off the runtime's
+/// workers, within [`BLUEPRINT_READ_TIMEOUT`].
+async fn off_workers<T: Send + 'static>(
+    app: &App,
+    read: impl FnOnce(&crate::service::Runs, &std::path::Path) -> T + Send + 'static,
+) -> ApiResult<Option<T>> {
+    let Some(folder) = app.settings.blueprints.clone() else { return Ok(None) };
+    let runs = app.runs.clone();
+    let done = tokio::task::spawn_blocking(move || read(&runs, &folder));
+    let done = tokio::time::timeout(BLUEPRINT_READ_TIMEOUT, done).await.ok().and_then(Result::ok);
+    let done = done.ok_or_else(|| ServiceError::Failed {
+        message: "the blueprint folder was not read in time".into(),
+    })?;
+    Ok(Some(done))
 }
 
 /// `GET /graphs/{name}`: one of them.
