@@ -32,8 +32,8 @@ use clap::Parser;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tollgate::{
-    CompiledGraph, Decision, Event, GraphState, Interrupt, NodeContext, NodeError, StateGraph, END,
-    START,
+    CompiledGraph, Decision, DecisionKind, Event, GraphState, Interrupt, NodeContext, NodeError,
+    StateGraph, END, START,
 };
 use tollgate_server::{Graphs, Runs, ServeOptions};
 
@@ -129,6 +129,35 @@ fn gate() -> CompiledGraph<Bench> {
         .expect("gate compiles")
 }
 
+/// A graph's own question in the shape Agent Inbox shows with buttons
+/// (LangGraph's `HumanInterrupt`): accept approves, a response answers.
+fn sign_off() -> CompiledGraph<Bench> {
+    StateGraph::<Bench>::new("sign_off", 1)
+        .node("sign_off", |state: Arc<Bench>, ctx: NodeContext| async move {
+            let question = json!({
+                "action_request": {"action": "sign_off", "args": {"text": state.text}},
+                "config": {"allow_accept": true, "allow_respond": true, "allow_edit": false, "allow_ignore": true},
+                "description": format!("Sign off `{}`?", state.text),
+            });
+            let request = Interrupt::new("sign_off", question).allow([
+                DecisionKind::Approve,
+                DecisionKind::Respond,
+                DecisionKind::Reject,
+            ]);
+            let answer = match ctx.interrupt(request.handle_rejection())? {
+                Decision::Respond { value: Value::String(text) } => text,
+                Decision::Approve => "signed".to_owned(),
+                Decision::Reject { .. } => "ignored".to_owned(),
+                other => format!("{:?}", other.kind()),
+            };
+            Ok(BenchUpdate::default().answer(Some(answer)).log(vec!["sign_off".to_owned()]))
+        })
+        .edge(START, "sign_off")
+        .edge("sign_off", END)
+        .compile()
+        .expect("sign_off compiles")
+}
+
 fn pair() -> CompiledGraph<Bench> {
     let ask = |name: &'static str| {
         move |_state: Arc<Bench>, ctx: NodeContext| async move {
@@ -208,6 +237,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .graph_with_input_schema(steps(), input_schema())
         .graph_with_input_schema(gate(), input_schema())
         .graph(pair())
+        .graph(sign_off())
         .graph(slow())
         .graph(turn())
         .graph(progress());

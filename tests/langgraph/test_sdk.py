@@ -95,7 +95,12 @@ class Threads(unittest.TestCase):
             self.assertEqual([t["thread_id"] for t in waiting], [thread])
             copied = await client.threads.copy(thread)
             self.assertNotEqual(copied["thread_id"], thread)
-            self.assertEqual(copied["metadata"], {"suite": tag, "n": 2})
+            # A run writes its graph and assistant into the thread's
+            # metadata, as LangGraph's server does.
+            gate = await client.assistants.get("gate")
+            labelled = {"suite": tag, "n": 2, "graph_id": "gate", "assistant_id": gate["assistant_id"]}
+            self.assertEqual((await client.threads.get(thread))["metadata"], labelled)
+            self.assertEqual(copied["metadata"], labelled)
             self.assertEqual(copied["status"], "interrupted", "the paused gate waits on the copy too")
             self.assertEqual((await client.threads.get_state(copied["thread_id"]))["next"], ["gate"])
             await client.threads.delete(f"named-{tag}")
@@ -770,6 +775,110 @@ class Auth(unittest.TestCase):
             self.assertEqual(out["log"], ["echo:k"])
 
         run(go())
+
+
+class FrontEnds(unittest.TestCase):
+    """What Agent Chat UI (`useStream`) and Agent Inbox send, as they send
+    it (docs/langgraph-api.md, "Front-ends")."""
+
+    REFUND = {"messages": [{"role": "user", "content": "Refund order 7"}]}
+
+    def post(self, path, body, expect=200):
+        response = httpx.post(URL + path, json=body, timeout=30)
+        self.assertEqual(response.status_code, expect, response.text)
+        return response.json()
+
+    def paused_refund(self):
+        thread = self.post("/threads", {})["thread_id"]
+        self.post(f"/threads/{thread}/runs/wait", {"assistant_id": "refunds", "input": self.REFUND})
+        return thread
+
+    def head(self, thread):
+        return self.post(f"/threads/{thread}/history", {"limit": 1})[0]
+
+    def test_a_tool_approval_as_agent_chat_ui_sees_and_decides_it(self):
+        thread = self.paused_refund()
+        # Listed by graph, as both UIs list threads.
+        found = self.post("/threads/search", {"metadata": {"graph_id": "refunds"}, "limit": 1000})
+        mine = [t for t in found if t["thread_id"] == thread]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual(mine[0]["metadata"]["graph_id"], "refunds")
+        self.assertTrue(mine[0]["metadata"]["assistant_id"])
+        waiting = self.post("/threads/search", {"metadata": {"graph_id": "refunds"}, "status": "interrupted", "limit": 1000})
+        self.assertIn(thread, [t["thread_id"] for t in waiting])
+        # The history's head carries the pending interrupt.
+        head = self.head(thread)
+        request = head["tasks"][0]["interrupts"][0]["value"]["action_requests"][0]
+        self.assertEqual(head["interrupts"][0]["id"], head["tasks"][0]["interrupts"][0]["id"])
+        self.assertEqual((request["name"], request["args"], request["arguments"]), ("issue_refund", {"id": 7}, {"id": 7}))
+        checkpoint = {"checkpoint_id": head["checkpoint"]["checkpoint_id"]}
+        # New input sent with the head while the approval waits: 409, and
+        # the paused run still waits.
+        self.post(f"/threads/{thread}/runs/wait", {"assistant_id": "refunds", "checkpoint": checkpoint,
+                                                   "input": {"messages": [{"role": "user", "content": "hello?"}]}}, 409)
+        self.assertEqual(httpx.get(f"{URL}/threads/{thread}").json()["status"], "interrupted")
+        # Unknown shapes are never new arguments.
+        self.post(f"/threads/{thread}/runs/wait", {"assistant_id": "refunds", "command": {"resume": {"id": 99}}}, 422)
+        # An edit with the head, its integer as text (as both UIs send it).
+        edit = {"decisions": [{"type": "edit", "edited_action": {"name": "issue_refund", "args": {"id": "8"}}}]}
+        done = self.post(f"/threads/{thread}/runs/wait", {"assistant_id": "refunds", "checkpoint": checkpoint,
+                                                          "command": {"resume": edit}})
+        calls = [c for m in done["messages"] if m["type"] == "ai" for c in m.get("tool_calls", [])]
+        self.assertEqual([(c["name"], c["args"]) for c in calls], [("lookup_order", {"id": 7}), ("issue_refund", {"id": 8})],
+                         "the model's call shows the arguments it ran with")
+        self.assertEqual(done["messages"][-1]["content"], "Refunded 20 EUR for order 7.")
+        self.assertEqual(httpx.get(f"{URL}/threads/{thread}").json()["status"], "idle")
+
+    def test_mark_as_resolved_both_ways(self):
+        # Agent Chat UI: `command.goto = "__end__"` with the head.
+        thread = self.paused_refund()
+        checkpoint = {"checkpoint_id": self.head(thread)["checkpoint"]["checkpoint_id"]}
+        self.post(f"/threads/{thread}/runs/wait", {"assistant_id": "refunds", "checkpoint": checkpoint,
+                                                   "command": {"goto": "__end__"}})
+        view = httpx.get(f"{URL}/threads/{thread}").json()
+        self.assertEqual((view["status"], view["interrupts"]), ("idle", {}))
+        self.assertEqual(self.head(thread)["next"], [])
+        # Agent Inbox: `update_state(values=None, as_node="__end__")`.
+        thread = self.paused_refund()
+        self.post(f"/threads/{thread}/state", {"values": None, "as_node": "__end__"})
+        view = httpx.get(f"{URL}/threads/{thread}").json()
+        self.assertEqual((view["status"], view["interrupts"]), ("idle", {}))
+        runs = httpx.get(f"{URL}/threads/{thread}/runs").json()
+        self.assertEqual(runs[0]["status"], "success")
+
+    def test_agent_inbox_answers(self):
+        # accept
+        thread = self.paused_refund()
+        done = self.post(f"/threads/{thread}/runs/wait", {"assistant_id": "refunds", "command": {"resume": [{"type": "accept", "args": None}]}})
+        self.assertEqual(done["messages"][-2]["content"], '{"refunded":true}')
+        # edit: `args` is {action, args}, the values text
+        thread = self.paused_refund()
+        edit = [{"type": "edit", "args": {"action": "issue_refund", "args": {"id": "15"}}}]
+        done = self.post(f"/threads/{thread}/runs/wait", {"assistant_id": "refunds", "command": {"resume": edit}})
+        calls = [c for m in done["messages"] if m["type"] == "ai" for c in m.get("tool_calls", [])]
+        self.assertEqual(calls[-1]["args"], {"id": 15})
+        # response: the tool call refused, the text told to the model
+        thread = self.paused_refund()
+        done = self.post(f"/threads/{thread}/runs/wait", {"assistant_id": "refunds", "command": {"resume": [{"type": "response", "args": "wrong order"}]}})
+        tool = [m for m in done["messages"] if m["type"] == "tool"][-1]
+        self.assertIn("wrong order", tool["content"])
+        # ignore: refused without a reason
+        thread = self.paused_refund()
+        done = self.post(f"/threads/{thread}/runs/wait", {"assistant_id": "refunds", "command": {"resume": [{"type": "ignore", "args": None}]}})
+        tool = [m for m in done["messages"] if m["type"] == "tool"][-1]
+        self.assertIn("rejected", tool["content"])
+
+    def test_a_graphs_own_question_from_agent_inbox(self):
+        answers = {"response": ("Looks fine", "Looks fine"), "accept": (None, "signed"), "ignore": (None, "ignored")}
+        for kind, (args, expected) in answers.items():
+            thread = self.post("/threads", {})["thread_id"]
+            paused = self.post(f"/threads/{thread}/runs/wait", {"assistant_id": "sign_off", "input": {"text": "q3"}})
+            value = paused["__interrupt__"][0]["value"]
+            self.assertEqual(value["action_request"], {"action": "sign_off", "args": {"text": "q3"}})
+            listed = self.post("/threads/search", {"metadata": {"graph_id": "sign_off"}, "status": "interrupted", "limit": 1000})
+            self.assertIn(thread, [t["thread_id"] for t in listed])
+            done = self.post(f"/threads/{thread}/runs/wait", {"assistant_id": "sign_off", "command": {"resume": [{"type": kind, "args": args}]}})
+            self.assertEqual(done["answer"], expected, kind)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ pub const TOOL_APPROVAL: &str = "tool_approval";
 enum Plan {
     /// Run it with these arguments.
     Run(Value),
+    /// Run it with arguments a person edited (the model's call is
+    /// rewritten to show them).
+    Edited(Value),
     /// Do not run it; tell the model this.
     Refuse(String),
 }
@@ -63,6 +66,9 @@ pub(crate) async fn tools_turn(
         };
         plans.push(plan);
     }
+    // An edited call shows in the model's message with the arguments it
+    // ran with (as LangChain's human-in-the-loop middleware rewrites it).
+    let rewritten = rewrite_edited(message, &plans);
     // 2. Run the approved calls concurrently; results in call order.
     let ids = Ids::new(&core.name, ctx);
     let runs = calls.iter().zip(plans).map(|(call, plan)| async move {
@@ -77,7 +83,7 @@ pub(crate) async fn tools_turn(
                 );
                 (reason, true, false)
             }
-            Plan::Run(args) => {
+            Plan::Run(args) | Plan::Edited(args) => {
                 let call = ToolCall::new(call.id.clone(), call.name.clone(), args);
                 let (content, failed) = run_call(core, ctx, &state.context, call).await;
                 (content, failed, failed)
@@ -93,21 +99,35 @@ pub(crate) async fn tools_turn(
             return Err(HarnessError::ToolFailed { tool: call.name.clone(), message }.into());
         }
     }
-    let messages = calls
-        .iter()
-        .zip(results)
-        .map(|(call, (content, is_error, _))| {
-            MessageOp::Upsert(Message::Tool {
-                id: ids.next(),
-                agent: Some(core.name.clone()),
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                content,
-                is_error,
-            })
+    let tool_messages = calls.iter().zip(results).map(|(call, (content, is_error, _))| {
+        MessageOp::Upsert(Message::Tool {
+            id: ids.next(),
+            agent: Some(core.name.clone()),
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content,
+            is_error,
         })
-        .collect();
+    });
+    let messages = rewritten.map(MessageOp::Upsert).into_iter().chain(tool_messages).collect();
     Ok(AgentStateUpdate::default().messages(messages))
+}
+
+/// The model's `message` with each call a person edited carrying the
+/// edited arguments, or `None` when no call was edited.
+fn rewrite_edited(message: &Message, plans: &[Plan]) -> Option<Message> {
+    if !plans.iter().any(|plan| matches!(plan, Plan::Edited(_))) {
+        return None;
+    }
+    let mut message = message.clone();
+    if let Message::Assistant { tool_calls, .. } = &mut message {
+        for (call, plan) in tool_calls.iter_mut().zip(plans) {
+            if let Plan::Edited(args) = plan {
+                call.args = args.clone();
+            }
+        }
+    }
+    Some(message)
 }
 
 /// Asks a person about `call` (or reads the recorded answer).
@@ -127,7 +147,7 @@ fn approve(core: &AgentCore, ctx: &NodeContext, call: &ToolCall) -> Result<Plan,
     }
     Ok(match ctx.interrupt(request)? {
         Decision::Edit { value } => match validator.errors(&value) {
-            errors if errors.is_empty() => Plan::Run(value),
+            errors if errors.is_empty() => Plan::Edited(value),
             errors => Plan::Refuse(format!(
                 "Error: the edited arguments are invalid: {}",
                 errors.join("; ")

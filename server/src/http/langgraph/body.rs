@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tollgate_engine::END;
 
 use super::super::errors::{ApiError, ApiResult};
 use crate::error::ServiceError;
@@ -40,6 +41,10 @@ pub(super) struct RunBody {
     pub(super) config: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) context: Option<Value>,
+    /// Who asked (the token's principal), recorded on decisions; never
+    /// read from the body.
+    #[serde(skip)]
+    pub(super) by: Option<String>,
 }
 
 /// LangGraph's `Command` as run input.
@@ -57,7 +62,7 @@ impl CommandBody {
     }
 
     /// The nodes of `goto`: a node's name or a list of them (a `Send`,
-    /// `{"node", "arg"}`, is refused).
+    /// `{"node", "arg"}`, is refused), without `__end__`.
     pub(super) fn nodes(&self) -> ApiResult<Vec<String>> {
         let named = |value: &Value| match value {
             Value::String(node) => Ok(node.clone()),
@@ -66,11 +71,14 @@ impl CommandBody {
             }
             _ => Err(ServiceError::invalid("`goto` must name a node or a list of nodes").into()),
         };
-        match &self.goto {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(nodes)) => nodes.iter().map(named).collect(),
-            Some(node) => Ok(vec![named(node)?]),
-        }
+        let nodes = match &self.goto {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(nodes)) => nodes.iter().map(named).collect::<ApiResult<_>>()?,
+            Some(node) => vec![named(node)?],
+        };
+        // `__end__` is no node: going there plans nothing, and the run
+        // ends once continued.
+        Ok(nodes.into_iter().filter(|node| node != END).collect())
     }
 
     /// The state update, an object.

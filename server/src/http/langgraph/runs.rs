@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde_json::{json, Value};
 use tollgate_checkpoint::{RunId, RunStatus};
 use tollgate_engine::{Decision, DecisionRequest};
@@ -18,7 +18,7 @@ use tollgate_engine::{Decision, DecisionRequest};
 use super::super::errors::{ApiError, ApiResult};
 use super::super::follow::{Follow, Until};
 use super::super::routes::{blueprint, read_json, run_id};
-use super::super::App;
+use super::super::{App, Principal};
 use super::assistants::{self, Assistant};
 use super::body::{CommandBody, RunBody};
 use super::outcome::{last_seq, outcome, run_json};
@@ -47,12 +47,33 @@ enum Begun {
 }
 
 /// The assistant `body` names, and the latest run of `thread` (created
-/// first when it is new and `if_not_exists` says `create`).
+/// first when it is new and `if_not_exists` says `create`). A checkpoint
+/// that is the thread's head is no checkpoint: `useStream` sends the head
+/// beside every decision and new input, which are then what they are
+/// without it (a decision; new input, refused while a decision waits).
+/// The thread's metadata gets the run's `graph_id` and `assistant_id`,
+/// as LangGraph's server writes them, so clients listing threads by
+/// graph find it.
 async fn prepare(
     app: &App,
     thread: Option<&str>,
-    body: &RunBody,
+    body: &mut RunBody,
 ) -> ApiResult<(Assistant, Option<RunSummary>)> {
+    let (record, latest) = match thread {
+        Some(thread) => {
+            let record =
+                app.runs.store().thread_record(thread).await.map_err(ServiceError::from)?;
+            (record, latest(app, thread).await?)
+        }
+        None => (None, None),
+    };
+    let at_head = latest.as_ref().is_some_and(|latest| {
+        body.checkpoint() == Some(wire::checkpoint_id(&latest.id, latest.step).as_str())
+    });
+    if at_head {
+        body.checkpoint_id = None;
+        body.checkpoint = None;
+    }
     if let Some(refusal) = body.refusal() {
         return Err(refusal);
     }
@@ -60,24 +81,52 @@ async fn prepare(
         return Err(ServiceError::invalid("`assistant_id` is required").into());
     };
     let assistant = assistants::to_run(app, assistant_id).await?;
-    let latest = match thread {
-        Some(thread) => {
-            let record =
-                app.runs.store().thread_record(thread).await.map_err(ServiceError::from)?;
-            let latest = latest(app, thread).await?;
-            if record.is_none() && latest.is_none() {
-                if body.if_not_exists.as_deref() != Some("create") {
-                    return Err(threads::not_found(thread));
-                }
-                let record =
-                    tollgate_checkpoint::ThreadRecord::new(thread, wire::now_ms(), json!({}));
-                app.runs.store().create_thread(record).await.map_err(ServiceError::from)?;
-            }
-            latest
+    if let Some(thread) = thread {
+        if record.is_none() && latest.is_none() && body.if_not_exists.as_deref() != Some("create") {
+            return Err(threads::not_found(thread));
         }
-        None => None,
-    };
+        labelled(app, thread, record, &assistant).await?;
+    }
     Ok((assistant, latest))
+}
+
+/// Writes `graph_id` and `assistant_id` of `assistant` into `thread`'s
+/// metadata (its record made when it has none) unless they are there.
+async fn labelled(
+    app: &App,
+    thread: &str,
+    record: Option<tollgate_checkpoint::ThreadRecord>,
+    assistant: &Assistant,
+) -> ApiResult<()> {
+    let listed = assistant.to_json();
+    let labels = [("graph_id", &listed["graph_id"]), ("assistant_id", &listed["assistant_id"])];
+    let store = app.runs.store();
+    let now = wire::now_ms();
+    let mut metadata = match &record {
+        Some(record) => record.metadata.as_object().cloned().unwrap_or_default(),
+        None => serde_json::Map::new(),
+    };
+    if record.is_some() && labels.iter().all(|(key, value)| metadata.get(*key) == Some(value)) {
+        return Ok(());
+    }
+    for (key, value) in labels {
+        metadata.insert(key.to_owned(), value.clone());
+    }
+    if record.is_none() {
+        let record = tollgate_checkpoint::ThreadRecord::new(thread, now, Value::Object(metadata));
+        let (made, created) = store.create_thread(record).await.map_err(ServiceError::from)?;
+        if created {
+            return Ok(());
+        }
+        // Made by another request meanwhile: merged below.
+        let mut theirs = made.metadata.as_object().cloned().unwrap_or_default();
+        for (key, value) in labels {
+            theirs.insert(key.to_owned(), value.clone());
+        }
+        metadata = theirs;
+    }
+    store.update_thread(thread, Value::Object(metadata), now).await.map_err(ServiceError::from)?;
+    Ok(())
 }
 
 /// Whether a thread whose latest run is `latest` has one in flight or
@@ -100,7 +149,7 @@ pub(super) async fn start_pending(
     let mut body = request.clone();
     body.multitask_strategy = None;
     body.after_seconds = None;
-    let (assistant, latest) = prepare(app, thread, &body).await?;
+    let (assistant, latest) = prepare(app, thread, &mut body).await?;
     start(app, thread, &body, assistant, latest, id).await
 }
 
@@ -125,7 +174,7 @@ async fn start(
             }
             .into());
         };
-        return resume_run(app, assistant, latest, &resume).await;
+        return resume_run(app, assistant, latest, &resume, body.by.as_deref()).await;
     }
     let latest = match (&latest, body.multitask_strategy.as_deref()) {
         (Some(busy), Some(strategy @ ("interrupt" | "rollback")))
@@ -148,7 +197,7 @@ async fn start(
         _ => latest,
     };
     if let Some(command) = body.command.as_ref().filter(|c| c.update.is_some() || c.moves()) {
-        return command_run(app, assistant, thread, latest, command).await;
+        return command_run(app, assistant, thread, latest, command, body.by.as_deref()).await;
     }
     let no_input = body.input.as_ref().is_none_or(Value::is_null);
     if let Some(paused) = &latest {
@@ -158,7 +207,8 @@ async fn start(
             // LangGraph goes on from `interrupt_before`/`interrupt_after`
             // with a run without input: every breakpoint approved.
             let answers = paused.interrupts.iter().map(|i| (i.id.clone(), Decision::Approve));
-            return decided(app, assistant, &paused.id, answers.collect()).await;
+            return decided(app, assistant, &paused.id, answers.collect(), body.by.as_deref())
+                .await;
         }
     }
     if let Some(latest) = &latest {
@@ -286,6 +336,7 @@ async fn command_run(
     thread: Option<&str>,
     latest: Option<RunSummary>,
     command: &CommandBody,
+    by: Option<&str>,
 ) -> ApiResult<Started> {
     let stopped = latest.filter(|latest| {
         matches!(
@@ -307,9 +358,9 @@ async fn command_run(
     if command.moves() {
         let nodes = command.nodes()?;
         let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
-        app.runs.goto(run, update, &nodes, None).await?;
+        app.runs.goto(run, update, &nodes, by).await?;
     } else if let Some(update) = update {
-        app.runs.update_state(run, update, None, None).await?;
+        app.runs.update_state(run, update, None, by).await?;
     }
     let after_seq = last_seq(app, run).await?;
     let leg = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
@@ -322,6 +373,7 @@ async fn resume_run(
     assistant: Assistant,
     latest: RunSummary,
     resume: &Value,
+    by: Option<&str>,
 ) -> ApiResult<Started> {
     if latest.status != RunStatus::AwaitingHitl {
         return Err(ServiceError::Conflict {
@@ -332,7 +384,7 @@ async fn resume_run(
         }
         .into());
     }
-    decided(app, assistant, &latest.id, answers(&latest.interrupts, resume)?).await
+    decided(app, assistant, &latest.id, answers(&latest.interrupts, resume)?, by).await
 }
 
 /// Records `answers` on paused run `run` and continues it when they were
@@ -343,10 +395,14 @@ async fn decided(
     assistant: Assistant,
     run: &str,
     answers: Vec<(String, Decision)>,
+    by: Option<&str>,
 ) -> ApiResult<Started> {
     let run = run_id(run)?;
-    let request = DecisionRequest::all(answers)
+    let mut request = DecisionRequest::all(answers)
         .ok_or_else(|| ApiError::from(ServiceError::invalid("`resume` answers no interrupt")))?;
+    if let Some(by) = by {
+        request = request.by(by);
+    }
     let after_seq = last_seq(app, run).await?;
     let leg = match app.runs.decide(run, request, Some(app.hub.sink(run))).await? {
         Decided::Continuing(leg) => Some(leg),
@@ -377,10 +433,12 @@ fn location(thread: Option<&str>, run: RunId) -> HeaderValue {
 pub(super) async fn create(
     State(app): State<App>,
     thread: Option<Path<String>>,
+    principal: Option<Extension<Principal>>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let body: RunBody = read_json(&app, body, true).await?;
+    let mut body: RunBody = read_json(&app, body, true).await?;
+    body.by = principal.map(|Extension(principal)| principal.name);
     background(app, thread.map(|Path(thread)| thread), body, &headers).await
 }
 
@@ -390,14 +448,15 @@ pub(super) async fn create(
 async fn begin(
     app: &App,
     thread: Option<&str>,
-    body: &RunBody,
+    mut body: RunBody,
     headers: &HeaderMap,
 ) -> ApiResult<Begun> {
     let hook = match body.webhook.as_deref() {
         Some(url) => Some(webhook::checked(app, url, headers).await?),
         None => None,
     };
-    let (assistant, latest) = prepare(app, thread, body).await?;
+    let (assistant, latest) = prepare(app, thread, &mut body).await?;
+    let body = &body;
     let waiting = match thread {
         Some(thread) => queue::any_waiting(app, thread).await?,
         None => false,
@@ -425,7 +484,9 @@ async fn begin(
         Ok(started) => started,
         // The thread took a run since it was read: this one waits for it.
         Err(error) if enqueued && error.status == StatusCode::CONFLICT => {
-            let (assistant, latest) = prepare(app, thread, body).await?;
+            let mut body = body.clone();
+            let (assistant, latest) = prepare(app, thread, &mut body).await?;
+            let body = &body;
             let pending = defer(app, thread, body, &assistant, latest.as_ref(), hook).await?;
             return Ok(Begun::Pending(Box::new(pending)));
         }
@@ -509,7 +570,7 @@ async fn background(
     body: RunBody,
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
-    let started = match begin(&app, thread.as_deref(), &body, headers).await? {
+    let started = match begin(&app, thread.as_deref(), body, headers).await? {
         Begun::Started(started) => started,
         Begun::Pending(pending) => return pending_response(thread.as_deref(), &pending),
     };
@@ -527,10 +588,12 @@ async fn background(
 pub(super) async fn wait(
     State(app): State<App>,
     thread: Option<Path<String>>,
+    principal: Option<Extension<Principal>>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let body: RunBody = read_json(&app, body, true).await?;
+    let mut body: RunBody = read_json(&app, body, true).await?;
+    body.by = principal.map(|Extension(principal)| principal.name);
     waited(app, thread.map(|Path(thread)| thread), body, &headers).await
 }
 
@@ -540,7 +603,7 @@ async fn waited(
     body: RunBody,
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
-    let run = match begin(&app, thread.as_deref(), &body, headers).await? {
+    let run = match begin(&app, thread.as_deref(), body, headers).await? {
         Begun::Started(started) => settle(&app, started).await?,
         Begun::Pending(pending) => {
             let run = when_started(&app, &pending.entry.id).await?;
@@ -559,10 +622,12 @@ async fn waited(
 pub(super) async fn stream(
     State(app): State<App>,
     thread: Option<Path<String>>,
+    principal: Option<Extension<Principal>>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    let body: RunBody = read_json(&app, body, true).await?;
+    let mut body: RunBody = read_json(&app, body, true).await?;
+    body.by = principal.map(|Extension(principal)| principal.name);
     streamed(app, thread.map(|Path(thread)| thread), body, &headers).await
 }
 
@@ -573,7 +638,7 @@ async fn streamed(
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
     let modes = body.modes()?;
-    let (run, after, leg) = match begin(&app, thread.as_deref(), &body, headers).await? {
+    let (run, after, leg) = match begin(&app, thread.as_deref(), body, headers).await? {
         Begun::Started(started) => (started.run, started.after_seq, started.leg),
         Begun::Pending(pending) => (when_started(&app, &pending.entry.id).await?, 0, None),
     };

@@ -13,6 +13,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tollgate_checkpoint::{RunFilter, RunStatus, ThreadRecord};
+use tollgate_engine::END;
 
 use super::super::errors::{ApiError, ApiResult};
 use super::super::routes::{read_json, run_id};
@@ -449,7 +450,9 @@ pub(super) struct UpdateStateBody {
 /// checkpoint of the thread's latest run as if `as_node` ran (see
 /// `Executor::update_state`): the run must be paused, interrupted or
 /// failed (a finished run is refused with 409); a past checkpoint is
-/// refused.
+/// refused. `as_node: "__end__"` ends the run there (LangGraph's way of
+/// marking a thread resolved): it completes with its state as it is (or
+/// with `values` written first), its pending interrupts dropped.
 pub(super) async fn update_state(
     State(app): State<App>,
     Path(thread): Path<String>,
@@ -476,13 +479,23 @@ pub(super) async fn update_state(
         .into());
     }
     let run = run_id(&latest.id)?;
+    let by = principal.map(|Extension(principal)| principal.name);
+    if body.as_node.as_deref() == Some(END) {
+        // "Resolved" (Agent Inbox): the run ends here, its pending
+        // questions dropped, and the thread is idle.
+        let update = body.values.filter(|values| !values.is_null());
+        let step = app.runs.goto(run, update, &[], by.as_deref()).await?;
+        let leg = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
+        app.legs.wait(leg).await?;
+        return Ok(Json(json!({"checkpoint": wire::checkpoint(&thread, &latest.id, step)})));
+    }
     let step = app
         .runs
         .update_state(
             run,
             body.values.unwrap_or_else(|| json!({})),
             body.as_node.as_deref(),
-            principal.map(|Extension(principal)| principal.name).as_deref(),
+            by.as_deref(),
         )
         .await?;
     Ok(Json(json!({"checkpoint": wire::checkpoint(&thread, &latest.id, step)})))
@@ -535,12 +548,12 @@ pub(super) async fn history_get(
 
 async fn history_page(app: &App, thread: &str, body: HistoryBody) -> ApiResult<Json<Value>> {
     let limit = body.limit.unwrap_or(10).clamp(1, 1000);
-    if latest(app, thread).await?.is_none() {
+    let Some(head) = latest(app, thread).await? else {
         return match app.runs.store().thread_record(thread).await.map_err(ServiceError::from)? {
             Some(_) => Ok(Json(json!([]))),
             None => Err(not_found(thread)),
         };
-    }
+    };
     // The checkpoint `before` names, as a thread-wide number: found in
     // the pages before it.
     let mut before_number = None;
@@ -570,17 +583,24 @@ async fn history_page(app: &App, thread: &str, body: HistoryBody) -> ApiResult<J
         }
     }
     let page = app.runs.thread_history(thread, before_number, limit).await?;
-    let states: Vec<Value> = page["checkpoints"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|entry| {
-            let state = json!({
-                "id": entry["run"], "step": entry["step"], "source": entry["source"],
-                "values": entry["values"], "next": entry["next"], "tasks": [], "interrupts": [],
-            });
-            state_json(thread, &state, entry["at"].as_str())
-        })
-        .collect();
+    let mut states = Vec::new();
+    for entry in page["checkpoints"].as_array().into_iter().flatten() {
+        let at = entry["at"].as_str();
+        // The head of a run that waits carries its pending interrupts, as
+        // `/state` does: `useStream` reads them from here.
+        let waits = head.status == RunStatus::AwaitingHitl
+            && entry["run"].as_str() == Some(head.id.as_str())
+            && entry["step"].as_u64() == Some(head.step);
+        if waits {
+            let state = app.runs.state(run_id(&head.id)?, None).await?;
+            states.push(state_json(thread, &state, at));
+            continue;
+        }
+        let state = json!({
+            "id": entry["run"], "step": entry["step"], "source": entry["source"],
+            "values": entry["values"], "next": entry["next"], "tasks": [], "interrupts": [],
+        });
+        states.push(state_json(thread, &state, at));
+    }
     Ok(Json(Value::Array(states)))
 }

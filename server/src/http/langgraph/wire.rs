@@ -128,6 +128,8 @@ pub(super) fn interrupt(view: &Value) -> Value {
             "action_requests": [{
                 "name": tool,
                 "args": payload["args"],
+                // Agent Inbox reads `arguments`.
+                "arguments": payload["args"],
                 "description": format!("Agent `{}` wants to call `{}`", payload["agent"].as_str().unwrap_or(""), tool.as_str().unwrap_or("")),
             }],
             "review_configs": [{
