@@ -100,6 +100,11 @@ class Threads(unittest.TestCase):
             gate = await client.assistants.get("gate")
             labelled = {"suite": tag, "n": 2, "graph_id": "gate", "assistant_id": gate["assistant_id"]}
             self.assertEqual((await client.threads.get(thread))["metadata"], labelled)
+            # A run of another graph is refused, and does not relabel it.
+            with self.assertRaises(httpx.HTTPStatusError) as other:
+                await client.runs.wait(thread, "echo", input={"text": "x"})
+            self.assertEqual(other.exception.response.status_code, 409)
+            self.assertEqual((await client.threads.get(thread))["metadata"], labelled)
             self.assertEqual(copied["metadata"], labelled)
             self.assertEqual(copied["status"], "interrupted", "the paused gate waits on the copy too")
             self.assertEqual((await client.threads.get_state(copied["thread_id"]))["next"], ["gate"])

@@ -85,7 +85,11 @@ async fn prepare(
         if record.is_none() && latest.is_none() && body.if_not_exists.as_deref() != Some("create") {
             return Err(threads::not_found(thread));
         }
-        labelled(app, thread, record, &assistant).await?;
+        // A thread keeps to one graph: a run of another is refused later,
+        // and must not relabel it first.
+        if latest.as_ref().is_none_or(|latest| latest.graph == assistant.name) {
+            labelled(app, thread, record, &assistant).await?;
+        }
     }
     Ok((assistant, latest))
 }
