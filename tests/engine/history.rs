@@ -275,3 +275,38 @@ fn a_run_migrates_onto_a_new_graph_version_explicitly() {
         "{missing:?}"
     );
 }
+
+/// A state update at a breakpoint, then go on: the breakpoint already
+/// honoured does not pause the run again ("fix it and go on", as in
+/// LangGraph), on a join whose source the update is written as; a later
+/// visit of the node pauses as before.
+#[test]
+fn a_breakpoint_already_honoured_does_not_pause_again_after_an_update() {
+    let runtime = support::runtime();
+    let executor = Executor::new(tollgate::MemoryStore::new());
+    let joined = support::visits(Graph::new("joined", 1), &["p", "q", "j"])
+        .edge(START, "p")
+        .edge(START, "q")
+        .join(["p", "q"], "j")
+        .edge("j", END)
+        .interrupt_before(["j"])
+        .compile()
+        .unwrap();
+    let paused =
+        runtime.block_on(executor.run(&joined, Trace::default(), RunConfig::new())).unwrap();
+    assert_eq!(paused.status, RunStatus::AwaitingHitl);
+    let edit = TraceUpdate::default().visited(vec!["fixed".into()]);
+    runtime
+        .block_on(executor.update_state(&joined, paused.run_id, edit, Some("q"), RunConfig::new()))
+        .unwrap();
+    let continued =
+        runtime.block_on(executor.continue_run(&joined, paused.run_id, RunConfig::new()));
+    let done = runtime.block_on(continued.unwrap().wait()).unwrap();
+    assert_eq!(done.status, RunStatus::Completed, "j runs: its breakpoint was honoured");
+    assert_eq!(done.state.visited.last().map(String::as_str), Some("j"));
+
+    // A new run of the graph still pauses before `j`.
+    let again =
+        runtime.block_on(executor.run(&joined, Trace::default(), RunConfig::new())).unwrap();
+    assert_eq!(again.status, RunStatus::AwaitingHitl);
+}

@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use crate::event::Event;
 use crate::graph::CompiledGraph;
-use crate::hitl::{Decision, PendingInterrupt};
+use crate::hitl::{Decision, PendingInterrupt, BEFORE};
 use crate::state::State;
 use crate::telemetry;
 
@@ -424,6 +424,13 @@ impl Executor {
             emitter
                 .emit(None, event, Live::Now)
                 .map_err(|source| json_error(run, loaded.step, source))?;
+        }
+        // Breakpoints a state update found already honoured: approved.
+        let honoured = std::mem::take(&mut loaded.frontier.honoured);
+        for (index, task) in loaded.frontier.tasks.iter().enumerate() {
+            if honoured.iter().any(|name| *name == *graph.node(task.node).name) {
+                decisions.entry(index as u32).or_default().insert(BEFORE, Decision::Approve);
+            }
         }
         let decisions = decisions.into_iter().map(|(task, map)| (task, Arc::new(map))).collect();
         let leg = self.leg(graph, run, epoch, config, loaded, emitter, decisions, breakpoints);

@@ -13,6 +13,7 @@ use tollgate_checkpoint::{
 
 use crate::event::Event;
 use crate::graph::CompiledGraph;
+use crate::hitl::BREAKPOINT;
 use crate::state::{State, Write};
 use crate::START;
 
@@ -323,6 +324,22 @@ impl Executor {
             None => Self::after_writer(graph, &state, frontier, as_node)?,
         };
         next.by = config.by.clone();
+        // A breakpoint the superseded step paused at does not pause the
+        // next step again ("fix it and go on", as in LangGraph).
+        let paused_before: Vec<String> = self
+            .store
+            .interrupts(run)
+            .await?
+            .into_iter()
+            .filter(|i| i.kind == BREAKPOINT && i.payload["when"] == "before")
+            .map(|i| i.node)
+            .collect();
+        next.honoured = next
+            .tasks
+            .iter()
+            .map(|task| graph.node(task.node).name.to_string())
+            .filter(|name| paused_before.contains(name))
+            .collect();
         let frontier_blob = Codec::Json
             .encode(&next.to_record(graph), FRONTIER_VERSION)
             .map_err(|source| RunError::Encode { run, step, source })?;

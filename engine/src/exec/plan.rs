@@ -47,6 +47,9 @@ pub(crate) struct Frontier {
     /// A queued run's breakpoints for its first leg (only in the frontier
     /// it was queued with).
     pub(crate) first_leg: Option<LegBreakpoints>,
+    /// Nodes whose breakpoint before them already paused the step a state
+    /// update superseded (only in the frontier that update wrote).
+    pub(crate) honoured: Vec<String>,
 }
 
 /// Collects a step's targets in order: a node named several times runs
@@ -124,6 +127,7 @@ impl Frontier {
             source: None,
             by: None,
             first_leg: None,
+            honoured: Vec::new(),
         };
         frontier.with_tasks(graph, schedule.tasks)
     }
@@ -204,6 +208,7 @@ impl Frontier {
             source: None,
             by: None,
             first_leg: None,
+            honoured: Vec::new(),
         }
         .with_tasks(graph, schedule.tasks)
     }
@@ -344,6 +349,7 @@ impl Frontier {
             source: self.source,
             by: self.by.clone(),
             first_leg: self.first_leg.clone(),
+            honoured: self.honoured.clone(),
         }
     }
 
@@ -406,6 +412,7 @@ impl Frontier {
             source: record.source,
             by: record.by,
             first_leg: record.first_leg,
+            honoured: record.honoured,
         })
     }
 }

@@ -14,8 +14,8 @@ pub(crate) const TASK_OUTPUT_VERSION: u16 = 1;
 /// Schema version of [`FrontierRecord`]: 2 added `fired` and `source`
 /// (version 1 records read as neither: no join pending, the loop's own
 /// checkpoint); 3 added `by` (older records read as nobody named) and
-/// `first_leg` (none).
-pub(crate) const FRONTIER_VERSION: u16 = 3;
+/// `first_leg` (none); 4 added `honoured` (none).
+pub(crate) const FRONTIER_VERSION: u16 = 4;
 /// Schema version of state snapshots (the user's state; its shape is pinned
 /// by the graph version).
 pub(crate) const STATE_VERSION: u16 = 1;
@@ -102,6 +102,11 @@ pub(crate) struct FrontierRecord {
     /// with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) first_leg: Option<LegBreakpoints>,
+    /// Nodes whose breakpoint before them the step this checkpoint
+    /// superseded had paused at: the next leg's first step runs them
+    /// without pausing there again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) honoured: Vec<String>,
 }
 
 /// Nodes a leg pauses before and after, besides the graph's breakpoints.
