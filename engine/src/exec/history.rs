@@ -325,21 +325,24 @@ impl Executor {
         };
         next.by = config.by.clone();
         // A breakpoint the superseded step paused at does not pause the
-        // next step again ("fix it and go on", as in LangGraph).
-        let paused_before: Vec<String> = self
-            .store
-            .interrupts(run)
-            .await?
-            .into_iter()
-            .filter(|i| i.kind == BREAKPOINT && i.payload["when"] == "before")
-            .map(|i| i.node)
-            .collect();
-        next.honoured = next
-            .tasks
-            .iter()
-            .map(|task| graph.node(task.node).name.to_string())
-            .filter(|name| paused_before.contains(name))
-            .collect();
+        // next step again ("fix it and go on", as in LangGraph). Only a
+        // paused run has a step in flight with interrupts to read.
+        if record.status == RunStatus::AwaitingHitl {
+            let paused_before: Vec<String> = self
+                .store
+                .interrupts(run)
+                .await?
+                .into_iter()
+                .filter(|i| i.kind == BREAKPOINT && i.payload["when"] == "before")
+                .map(|i| i.node)
+                .collect();
+            next.honoured = next
+                .tasks
+                .iter()
+                .map(|task| graph.node(task.node).name.to_string())
+                .filter(|name| paused_before.contains(name))
+                .collect();
+        }
         let frontier_blob = Codec::Json
             .encode(&next.to_record(graph), FRONTIER_VERSION)
             .map_err(|source| RunError::Encode { run, step, source })?;

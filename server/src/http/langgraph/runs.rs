@@ -106,28 +106,29 @@ async fn labelled(
     let labels = [("graph_id", &listed["graph_id"]), ("assistant_id", &listed["assistant_id"])];
     let store = app.runs.store();
     let now = wire::now_ms();
-    let mut metadata = match &record {
-        Some(record) => record.metadata.as_object().cloned().unwrap_or_default(),
-        None => serde_json::Map::new(),
+    let record = match record {
+        Some(record) => record,
+        None => {
+            let labelled = labels.iter().map(|(key, value)| ((*key).to_owned(), (*value).clone()));
+            let fresh = tollgate_checkpoint::ThreadRecord::new(
+                thread,
+                now,
+                Value::Object(labelled.collect()),
+            );
+            let (made, created) = store.create_thread(fresh).await.map_err(ServiceError::from)?;
+            if created {
+                return Ok(());
+            }
+            // Made by another request meanwhile: labelled below.
+            made
+        }
     };
-    if record.is_some() && labels.iter().all(|(key, value)| metadata.get(*key) == Some(value)) {
+    let mut metadata = record.metadata.as_object().cloned().unwrap_or_default();
+    if labels.iter().all(|(key, value)| metadata.get(*key) == Some(*value)) {
         return Ok(());
     }
     for (key, value) in labels {
         metadata.insert(key.to_owned(), value.clone());
-    }
-    if record.is_none() {
-        let record = tollgate_checkpoint::ThreadRecord::new(thread, now, Value::Object(metadata));
-        let (made, created) = store.create_thread(record).await.map_err(ServiceError::from)?;
-        if created {
-            return Ok(());
-        }
-        // Made by another request meanwhile: merged below.
-        let mut theirs = made.metadata.as_object().cloned().unwrap_or_default();
-        for (key, value) in labels {
-            theirs.insert(key.to_owned(), value.clone());
-        }
-        metadata = theirs;
     }
     store.update_thread(thread, Value::Object(metadata), now).await.map_err(ServiceError::from)?;
     Ok(())
