@@ -33,6 +33,8 @@
 //! # });
 //! ```
 
+#[cfg(feature = "browser")]
+pub mod browser;
 mod clock;
 pub mod conformance;
 #[cfg(feature = "provider-suite")]
