@@ -25,7 +25,7 @@ use std::time::Duration;
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use clap::Parser;
@@ -95,9 +95,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let app = Router::new()
         .route("/", get(|| async { "expenses service: the API and review page are at /tollgate" }))
-        // axum's nested root is `/tollgate`; the page is also at `/tollgate/`.
-        .route("/tollgate/", get(|| async { Redirect::permanent("/tollgate") }))
-        .nest("/tollgate", api.router().layer(check));
+        // The API and the page at `/tollgate` (and `/tollgate/`), behind the check.
+        .merge(api.router_under("/tollgate").layer(check));
     let listener = tokio::net::TcpListener::bind(args.addr).await?;
     // Webhooks are never sent to where this service listens.
     api.listening_on(listener.local_addr()?);

@@ -241,11 +241,7 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
     // once (and listed by `GET /graphs` under `invalid`).
     if let Some(folder) = serve_options.as_ref().and_then(|options| options.blueprints.as_deref()) {
         for invalid in runs.blueprint_problems(folder) {
-            eprintln!(
-                "tollgate: warning: {} is not served: {}",
-                invalid["file"].as_str().unwrap_or_default(),
-                invalid["problems"].as_str().unwrap_or_default()
-            );
+            eprintln!("tollgate: warning: {} is not served: {}", invalid.file, invalid.problems);
         }
     }
     match cli.command {

@@ -188,6 +188,10 @@ pub(crate) fn split(
 pub(crate) fn connector(
     settings: &TlsSettings,
 ) -> Result<(WireMode, MakeRustlsConnect), StoreError> {
+    // ring rather than aws-lc-rs: a smaller build that needs no CMake. rustls
+    // 0.23.48 deprecates ring's provider (no post-quantum key exchange); the
+    // choice stands, so a newer rustls does not warn in a dependent's build.
+    #[allow(deprecated)]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let wire = match settings.mode {
         SslMode::Disable => WireMode::Disable,

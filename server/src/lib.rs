@@ -40,5 +40,6 @@ pub use pack::{build_pack, inspect_pack, is_pack, keygen, load_pack, verify_pack
 pub use printable::printable;
 pub use service::{
     decision_request, embedder, parse_event, schedule_json, user_message, DamagedRun, Decided,
-    Graphs, InterruptView, Leg, Listing, RunSummary, Runs, UserInput, MAX_SCHEDULES_LISTED,
+    Graphs, InterruptView, InvalidBlueprint, Leg, Listing, RunSummary, Runs, UserInput,
+    MAX_SCHEDULES_LISTED,
 };

@@ -69,7 +69,7 @@ async fn the_api_nests_under_a_prefix_behind_the_service_s_own_check() {
     let api = Api::new(runs, options).unwrap();
     let app = Router::new()
         .route("/own", get(|| async { "the service's own route" }))
-        .nest("/tollgate", api.router().layer(axum::middleware::from_fn(api_key)));
+        .merge(api.router_under("/tollgate").layer(axum::middleware::from_fn(api_key)));
     let base = started(app).await;
     let client =
         reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
@@ -98,6 +98,20 @@ async fn the_api_nests_under_a_prefix_behind_the_service_s_own_check() {
     let problems = listed["invalid"][0]["problems"].as_str().unwrap();
     assert!(problems.contains("did you mean `model`?"), "{problems}");
     assert!(!problems.contains(&*folder.path().to_string_lossy()), "{problems}");
+    // LangGraph's API, asked for it as an assistant, says why it cannot
+    // be one (422), not that there is none; an unknown one is a 404.
+    for (id, status) in [("broken", 422), ("missing", 404)] {
+        let url = format!("{base}/tollgate/lg/assistants/{id}");
+        let answer = keyed(client.get(url)).send().await.unwrap();
+        assert_eq!(answer.status(), status, "assistant {id}");
+        let body: Value = answer.json().await.unwrap();
+        let message = body["error"]["message"].as_str().unwrap().to_owned();
+        if status == 422 {
+            assert!(message.contains("broken.json"), "{message}");
+            assert!(message.contains("did you mean `model`?"), "{message}");
+            assert!(!message.contains(&*folder.path().to_string_lossy()), "{message}");
+        }
+    }
 
     // The service's routes stay its own; its check guards every tollgate path.
     let own = client.get(format!("{base}/own")).send().await.unwrap();
@@ -148,6 +162,11 @@ async fn the_api_nests_under_a_prefix_behind_the_service_s_own_check() {
     let html = page.text().await.unwrap();
     assert!(html.contains(r#"src="/tollgate/ui/app.js""#), "asset URLs: {html}");
     assert!(html.contains(r#"href="/tollgate/ui/app.css""#), "asset URLs: {html}");
+    // And at `/tollgate/` (which axum's `nest` alone leaves a 404):
+    // `router_under` redirects it to the page.
+    let slash = keyed(client.get(format!("{base}/tollgate/"))).send().await.unwrap();
+    assert_eq!(slash.status(), 308, "GET /tollgate/");
+    assert_eq!(slash.headers()["location"], "/tollgate");
     let script = keyed(client.get(format!("{base}/tollgate/ui/api.js"))).send().await.unwrap();
     assert_eq!(script.status(), 200);
     assert!(script.text().await.unwrap().contains("BASE + path"));

@@ -246,3 +246,47 @@ async fn a_workflow_is_started_decided_and_continued_over_http() {
     let text = events.text().await.unwrap();
     assert_eq!(text.matches("event: task_completed").count(), 1, "{text}");
 }
+
+/// A workflow that sleeps, served by the API alone (`Api::new(..).router()`
+/// in a service's own app, no `serve`): the API's worker wakes it when
+/// its timer is due, and it completes with no one asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleeping_workflow_is_woken_by_the_embedded_api() {
+    use tollgate_engine::{Workflow, WorkflowContext};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let nap = Workflow::new("nap", 1, |ctx: WorkflowContext, millis: u64| async move {
+        let before = ctx.task("before", || async { Ok("rested".to_owned()) }).await?;
+        ctx.sleep(Duration::from_millis(millis)).await?;
+        Ok(json!({"before": before, "slept": millis}))
+    })
+    .unwrap();
+    let graphs = Graphs::new().graph(nap.into_graph());
+    let runs = Runs::open(&dir.path().join("runs.db"), true).await.unwrap().with_graphs(graphs);
+    let (base, _api) = serve(runs).await;
+    let client = reqwest::Client::new();
+    let started = std::time::Instant::now();
+    let asleep: Value = client
+        .post(format!("{base}/runs?wait=true"))
+        .json(&json!({"graph": "nap", "input": {"input": 1500}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = asleep["id"].as_str().unwrap().to_owned();
+    assert_ne!(asleep["status"], "completed", "returned before its sleep ended: {asleep}");
+    let url = format!("{base}/runs/{id}");
+    let mut shown = Value::Null;
+    while started.elapsed() < Duration::from_secs(15) {
+        shown = client.get(&url).send().await.unwrap().json().await.unwrap();
+        if shown["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(shown["status"], "completed", "never woken: {shown}");
+    assert_eq!(shown["result"]["output"], json!({"before": "rested", "slept": 1500}));
+    assert!(started.elapsed() >= Duration::from_millis(1500), "woke early");
+}

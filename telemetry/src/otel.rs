@@ -89,6 +89,10 @@ impl Otel {
         };
         // The HTTP client's TLS (an https endpoint) uses ring, as the
         // OpenAI provider does; a provider installed earlier stays.
+        // ring rather than aws-lc-rs: a smaller build that needs no CMake. rustls
+        // 0.23.48 deprecates ring's provider (no post-quantum key exchange); the
+        // choice stands, so a newer rustls does not warn in a dependent's build.
+        #[allow(deprecated)]
         let _ = rustls::crypto::ring::default_provider().install_default();
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()

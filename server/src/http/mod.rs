@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{header, HeaderValue, Method};
+use axum::response::Redirect;
 use axum::routing::{get, post};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -341,6 +342,23 @@ impl Api {
             router = router.layer(cors);
         }
         router.layer(axum::middleware::map_response(errors::json_errors))
+    }
+
+    /// [`Api::router`] nested under `prefix` (`/tollgate`), for a service's
+    /// own app to `merge`: the API and the page at `prefix`, and
+    /// `prefix/` redirected to the page (axum's `nest` leaves `prefix/`
+    /// outside the nested router, a 404 otherwise). Layer the service's
+    /// own check on what this returns, as on [`Api::router`].
+    ///
+    /// # Panics
+    ///
+    /// When `prefix` is not a path of its own (`/` or empty, or not
+    /// starting with `/`), as axum's `nest` does.
+    pub fn router_under(&self, prefix: &str) -> Router {
+        let root = prefix.to_owned();
+        Router::new()
+            .route(&format!("{prefix}/"), get(move || async move { Redirect::permanent(&root) }))
+            .nest(prefix, self.router())
     }
 
     /// Releases the legs this API drives (runs it started, decided or

@@ -15,7 +15,7 @@ use tollgate_engine::{Decision, DecisionRequest};
 use tollgate_nodes::Blueprint;
 
 use crate::error::ServiceError;
-use crate::service::{self, Decided, Launch};
+use crate::service::{self, Decided, InvalidBlueprint, Launch};
 
 use super::errors::{ApiError, ApiResult};
 use super::{App, Principal, Settings};
@@ -490,20 +490,20 @@ pub(crate) async fn create(
 /// "versions", "kind", "input_schema", "outline"}` (read off the request
 /// path's workers).
 pub(crate) async fn graphs(State(app): State<App>) -> ApiResult<Json<Value>> {
-    let graphs = listing(&app).await?;
-    // The folder's files that fail as blueprints, with their problems.
-    let invalid = off_workers(&app, |runs, folder| runs.blueprint_problems(folder)).await?;
-    Ok(Json(json!({"graphs": graphs, "invalid": invalid.unwrap_or_default()})))
+    let (graphs, invalid) = listing(&app).await?;
+    Ok(Json(json!({"graphs": graphs, "invalid": invalid})))
 }
 
 /// The registered graphs, then the blueprints of the `--blueprints`
-/// folder (read off the runtime's workers within
-/// [`BLUEPRINT_READ_TIMEOUT`]), as `GET /graphs` lists them.
-pub(crate) async fn listing(app: &App) -> ApiResult<Vec<Value>> {
+/// folder, as `GET /graphs` lists them; and the folder's files that fail
+/// as blueprints, each with its problems. The folder is read once, off
+/// the runtime's workers, within [`BLUEPRINT_READ_TIMEOUT`].
+pub(crate) async fn listing(app: &App) -> ApiResult<(Vec<Value>, Vec<InvalidBlueprint>)> {
     let mut listed = app.runs.graphs().listing();
-    let blueprints = off_workers(app, |runs, folder| runs.blueprint_listing(folder)).await?;
-    listed.extend(blueprints.unwrap_or_default());
-    Ok(listed)
+    let folder = off_workers(app, |runs, folder| runs.blueprint_folder(folder)).await?;
+    let folder = folder.unwrap_or_default();
+    listed.extend(folder.listed);
+    Ok((listed, folder.invalid))
 }
 
 /// `read` of the `--blueprints` folder (none: `None`), off the runtime's

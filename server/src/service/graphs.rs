@@ -15,32 +15,48 @@ use super::served::{self, Graphs, Leg, ServedGraph};
 use super::{with_events, Launch, Rebuilt, RunSummary, Runs};
 use crate::error::ServiceError;
 
+/// What a blueprint folder holds, as `GET /graphs` shows it.
+#[derive(Debug, Default)]
+pub(crate) struct BlueprintFolder {
+    /// The blueprints that load and compile.
+    pub(crate) listed: Vec<Value>,
+    /// The files that fail as blueprints, each with its problems.
+    pub(crate) invalid: Vec<InvalidBlueprint>,
+}
+
+/// A file of a blueprint folder that fails as a blueprint.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct InvalidBlueprint {
+    /// Its name (the file's stem).
+    pub name: String,
+    /// The file, from the folder.
+    pub file: String,
+    /// Its problems, paths shown from the folder.
+    pub problems: String,
+}
+
 impl Runs {
     /// The typed graphs this process serves.
     pub(crate) fn graphs(&self) -> &Graphs {
         &self.graphs
     }
 
-    /// The blueprints of `folder` (`NAME.json` and `NAME/NAME.json` that
-    /// read as blueprints; JSON files that are not objects, such as
-    /// scripted replies, are not listed), as `GET /graphs` shows them:
-    /// kind `blueprint`, the input a user's message.
-    pub(crate) fn blueprint_listing(&self, folder: &Path) -> Vec<Value> {
-        self.blueprint_folder(folder).0
-    }
-
     /// The files of `folder` that look like blueprints (JSON objects) but
     /// do not load or compile, each with its problems (paths shown from
     /// the folder, never the server's absolute ones): what `serve` warns
     /// of at start and `GET /graphs` lists as `invalid`.
-    pub fn blueprint_problems(&self, folder: &Path) -> Vec<Value> {
-        self.blueprint_folder(folder).1
+    pub fn blueprint_problems(&self, folder: &Path) -> Vec<InvalidBlueprint> {
+        self.blueprint_folder(folder).invalid
     }
 
-    /// The blueprints of `folder` and the files that fail as blueprints.
-    fn blueprint_folder(&self, folder: &Path) -> (Vec<Value>, Vec<Value>) {
+    /// The blueprints of `folder` (`NAME.json` and `NAME/NAME.json` that
+    /// read as blueprints; JSON files that are not objects, such as
+    /// scripted replies, are not listed), as `GET /graphs` shows them
+    /// (kind `blueprint`, the input a user's message), and the files that
+    /// fail as blueprints; read once.
+    pub(crate) fn blueprint_folder(&self, folder: &Path) -> BlueprintFolder {
         let (mut found, mut invalid) = (Vec::new(), Vec::new());
-        let Ok(entries) = std::fs::read_dir(folder) else { return (found, invalid) };
+        let Ok(entries) = std::fs::read_dir(folder) else { return BlueprintFolder::default() };
         let mut files: Vec<std::path::PathBuf> = entries
             .filter_map(Result::ok)
             .map(|entry| entry.path())
@@ -63,7 +79,7 @@ impl Runs {
                 if let Ok(absolute) = std::path::absolute(folder) {
                     local = local.replace(&format!("{}/", absolute.display()), "");
                 }
-                json!({"name": name, "file": shown, "problems": local})
+                InvalidBlueprint { name: name.to_owned(), file: shown.clone(), problems: local }
             };
             let blueprint = match Blueprint::load(&file) {
                 Ok(blueprint) => blueprint,
@@ -101,7 +117,7 @@ impl Runs {
                 "outline": outline,
             }));
         }
-        (found, invalid)
+        BlueprintFolder { listed: found, invalid }
     }
 
     /// Starts a run of the registered graph `name` (its newest version) on

@@ -13,6 +13,7 @@ mod state_json;
 mod view;
 mod worker;
 
+pub use graphs::InvalidBlueprint;
 pub(crate) use leg::leg_result;
 pub use schedules::{schedule_json, MAX_SCHEDULES_LISTED};
 use served::Continued;

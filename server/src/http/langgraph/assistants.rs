@@ -12,6 +12,7 @@ use super::super::errors::ApiResult;
 use super::super::App;
 use super::wire::assistant_uuid;
 use crate::error::ServiceError;
+use crate::service::InvalidBlueprint;
 
 /// One assistant: what `GET /graphs` lists of a graph or blueprint.
 #[derive(Debug, Clone)]
@@ -45,15 +46,21 @@ impl Assistant {
 /// Every assistant of the server: its registered graphs, then its
 /// blueprints.
 pub(super) async fn all(app: &App) -> ApiResult<Vec<Assistant>> {
-    let listed = super::super::routes::listing(app).await?;
-    Ok(listed
+    Ok(with_invalid(app).await?.0)
+}
+
+/// [`all`], and the blueprints of the folder that do not load.
+async fn with_invalid(app: &App) -> ApiResult<(Vec<Assistant>, Vec<InvalidBlueprint>)> {
+    let (listed, invalid) = super::super::routes::listing(app).await?;
+    let assistants = listed
         .into_iter()
         .filter_map(|listed| {
             let name = listed["name"].as_str()?.to_owned();
             let kind = listed["kind"].as_str().unwrap_or("graph").to_owned();
             Some(Assistant { name, kind, listed })
         })
-        .collect())
+        .collect();
+    Ok((assistants, invalid))
 }
 
 /// The assistant `id` names (its name, or its UUID), or 404. A
@@ -62,18 +69,28 @@ pub(super) async fn find(app: &App, id: &str) -> ApiResult<Assistant> {
     if let Some(listed) = app.runs.graphs().described(id) {
         return Ok(Assistant { name: id.to_owned(), kind: "graph".into(), listed });
     }
-    all(app)
-        .await?
-        .into_iter()
-        .find(|assistant| assistant.name == id || assistant_uuid(&assistant.name) == id)
-        .ok_or_else(|| {
-            ServiceError::NotFound {
-                message: format!(
-                    "no assistant `{id}`: assistants are the server's graphs and blueprints (POST /assistants/search lists them)"
-                ),
-            }
-            .into()
-        })
+    let named = |name: &str| name == id || assistant_uuid(name) == id;
+    let (assistants, invalid) = with_invalid(app).await?;
+    if let Some(found) = assistants.into_iter().find(|assistant| named(&assistant.name)) {
+        return Ok(found);
+    }
+    // A blueprint of the folder that does not load: say why (422), not
+    // that there is none.
+    if let Some(bad) = invalid.iter().find(|bad| named(&bad.name)) {
+        let (file, problems) = (&bad.file, &bad.problems);
+        return Err(ServiceError::Invalid {
+            message: format!(
+                "assistant `{id}` is a blueprint that does not load ({file}): {problems}"
+            ),
+        }
+        .into());
+    }
+    Err(ServiceError::NotFound {
+        message: format!(
+            "no assistant `{id}`: assistants are the server's graphs and blueprints (POST /assistants/search lists them)"
+        ),
+    }
+    .into())
 }
 
 /// The assistant a run names: as [`find`], but a blueprint named by name

@@ -276,6 +276,10 @@ async fn deliver(app: App, mut entry: OutboxEntry, delivery: Delivery, run: RunI
 fn install_crypto() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
+        // ring rather than aws-lc-rs: a smaller build that needs no CMake. rustls
+        // 0.23.48 deprecates ring's provider (no post-quantum key exchange); the
+        // choice stands, so a newer rustls does not warn in a dependent's build.
+        #[allow(deprecated)]
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
 }
