@@ -136,6 +136,9 @@ fn approving_from_the_page_completes_the_run_and_the_timeline_shows_it() {
         assert!(ask.ends_with("wants to call issue_refund with id = 7"), "{ask}");
         let args = element(&page, "[data-interrupt] table.args").await.text().await.unwrap();
         assert!(args.contains("id") && args.contains('7'), "{args}");
+        // And what the tool does, in its own words.
+        let what = element(&page, "[data-interrupt] .description").await.text().await.unwrap();
+        assert_eq!(what, "Refund an order");
         assert!(!element(&page, "[data-interrupt] details.raw pre").await.is_displayed().await.unwrap());
         let said = text_where(&page, "#transcript", |text| text.contains("Refund order 7")).await;
         assert!(said.contains("lookup_order"), "the tool call is in the transcript: {said}");

@@ -160,6 +160,9 @@ fn two_approvals_in_one_turn_are_asked_one_by_one_before_anything_runs() {
         .unwrap();
     let first = rt.block_on(agent.run(&executor, "go", RunConfig::new())).unwrap();
     assert_eq!(first.interrupts[0].payload["call_id"], "c1");
+    // The person deciding reads what the tool does and what it was given.
+    assert_eq!(first.interrupts[0].payload["description"], "The issue_refund tool");
+    assert_eq!(first.interrupts[0].payload["args"], json!({"id": 1}));
     let approve = || DecisionRequest::new(Decision::Approve);
     let second =
         rt.block_on(agent.resume(&executor, first.run_id, approve(), RunConfig::new())).unwrap();

@@ -132,14 +132,17 @@ fn rewrite_edited(message: &Message, plans: &[Plan]) -> Option<Message> {
 
 /// Asks a person about `call` (or reads the recorded answer).
 fn approve(core: &AgentCore, ctx: &NodeContext, call: &ToolCall) -> Result<Plan, NodeError> {
-    let (_, validator) = &core.tools[&call.name];
-    let parameters = core.tools[&call.name].0.spec().parameters.clone();
-    let mut request = Interrupt::new(
-        TOOL_APPROVAL,
-        json!({"agent": core.name, "tool": call.name, "call_id": call.id, "args": call.args}),
-    )
-    .allow([DecisionKind::Approve, DecisionKind::Edit, DecisionKind::Reject])
-    .schema(parameters);
+    let (tool, validator) = &core.tools[&call.name];
+    let spec = tool.spec();
+    let mut payload =
+        json!({"agent": core.name, "tool": call.name, "call_id": call.id, "args": call.args});
+    // What the tool does, in its own words, for the person deciding.
+    if !spec.description.is_empty() {
+        payload["description"] = json!(spec.description);
+    }
+    let mut request = Interrupt::new(TOOL_APPROVAL, payload)
+        .allow([DecisionKind::Approve, DecisionKind::Edit, DecisionKind::Reject])
+        .schema(spec.parameters.clone());
     // A rejection comes back here to be told to the model, unless it ends
     // the run.
     if !core.ends_on_reject.contains(&call.name) {
