@@ -20,6 +20,14 @@ pub(crate) fn summary(run: &RunSummary) -> String {
     if let Some(wakes) = &run.wakes_at {
         let _ = writeln!(out, "wakes    {wakes} (a sleeping workflow; a worker takes it then)");
     }
+    if let Some(origin) = &run.forked_from {
+        let by = origin.by.as_ref().map(|by| format!(" by {by}")).unwrap_or_default();
+        let changed = match origin.changed.is_empty() {
+            true => String::new(),
+            false => format!("; changed: {}", origin.changed.join(", ")),
+        };
+        let _ = writeln!(out, "forked   from {} at step {}{by}{changed}", origin.run, origin.step);
+    }
     for interrupt in &run.interrupts {
         let _ = writeln!(
             out,

@@ -12,7 +12,7 @@ use fantoccini::Client;
 use serde_json::{json, Value};
 
 use browser::{
-    check_drawing, click, element, has, open_signed_in, screenshot, text_where, Browser,
+    attr, check_drawing, click, element, has, open_signed_in, screenshot, text_where, Browser,
 };
 use support::{client, get_json, runtime, Fixture, Served, TOKEN};
 
@@ -682,6 +682,26 @@ fn the_history_page_forks_with_an_edit_and_writes_the_latest_state() {
         let first = server.url(&format!("/runs/{forked}/state?step=0"));
         let first = get_json(&client(), &first, 200).await;
         assert_eq!((&first["source"], &first["by"]), (&json!("fork"), &json!("Rita")), "{first}");
+        // The fork's page says where it came from (a link to the source),
+        // who forked it and what the fork changed.
+        let said = text_where(&page, "#forked-from", |text| !text.is_empty()).await;
+        let short = &run[run.len() - 8..];
+        assert!(
+            said.starts_with(&format!("…{short} at step 1 by Rita; changed: context")),
+            "{said}"
+        );
+        assert_eq!(
+            attr(&page, "#forked-from a", "href").await.as_deref(),
+            Some(format!("#/run/{run}").as_str())
+        );
+        // So does its row in the inbox (it waits at the same approval).
+        page.goto(&server.url("/#/")).await.unwrap();
+        let row = format!("[data-preview=\"{forked}\"]");
+        let said = text_where(&page, &row, |text| text.contains("forked from")).await;
+        assert!(
+            said.ends_with(&format!("forked from …{short} at step 1 by Rita; changed: context")),
+            "{said}"
+        );
         assert_eq!(summary(&server, &run).await, before, "the source run is unchanged");
         // A write on the latest checkpoint of the source.
         page.goto(&server.url(&format!("/#/run/{run}/history"))).await.unwrap();

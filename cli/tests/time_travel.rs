@@ -45,6 +45,11 @@ fn the_cli_edits_a_paused_run_and_forks_from_a_past_checkpoint() {
     let first = fx.json(&["runs", "history", new, "--values", "--json"], 0);
     let first = first["checkpoints"].as_array().unwrap().last().unwrap().clone();
     assert_eq!((&first["source"], &first["by"]), (&json!("fork"), &json!("alice")), "{first}");
+    // The fork's own summary says where it came from and what changed.
+    let origin = json!({"run": run, "step": 1, "by": "alice", "changed": ["context"]});
+    assert_eq!(forked["forked_from"], origin, "{forked}");
+    assert_eq!(fx.json(&["runs", "show", new, "--json"], 0)["forked_from"], origin);
+    assert!(before.get("forked_from").is_none(), "the source is no fork: {before}");
     assert_eq!(
         fx.json(&["runs", "show", &run, "--json"], 0),
         before,
@@ -102,6 +107,16 @@ fn the_api_edits_a_paused_run_and_forks_it() {
         let forked_from =
             get_json(&http, &server.url(&format!("/runs/{new}/state?step=0")), 200).await;
         assert_eq!((&forked_from["source"], &forked_from["by"]), (&json!("fork"), &json!("carol")));
+        // Where it came from, in its summary and in every state view.
+        let step = before["step"].as_u64().unwrap();
+        let origin = json!({"run": run, "step": step, "by": "carol", "changed": ["context"]});
+        assert_eq!(forked["forked_from"], origin, "{forked}");
+        assert_eq!(
+            get_json(&http, &server.url(&format!("/runs/{new}")), 200).await["forked_from"],
+            origin
+        );
+        assert_eq!(state["forked_from"], origin, "{state}");
+        assert_eq!(forked_from["forked_from"], origin);
         assert_eq!(get_json(&http, &url(""), 200).await, before, "the source run is unchanged");
         // Edit the source's state.
         let body = json!({"values": {"context": {"reviewed": "yes"}}, "by": "dan"});

@@ -44,6 +44,20 @@ fn fork_and_update_state_travel_in_time() {
         ["a", "b", "c"],
         "the source run is unchanged"
     );
+    // The fork says where it came from, at every checkpoint, and what it
+    // changed; the source says nothing of the kind.
+    for step in [Some(0), None] {
+        let shown = runtime.block_on(executor.get_state(&graph, forked.run_id, step));
+        let origin = shown.unwrap().forked_from.expect("a fork says so");
+        assert_eq!(
+            (origin.run, origin.step, origin.by, origin.changed),
+            (run, 1, None, vec!["visited".to_owned()])
+        );
+    }
+    let origin = runtime.block_on(executor.forked_from(forked.run_id)).unwrap().unwrap();
+    assert_eq!((origin.run, origin.step), (run, 1));
+    assert_eq!(runtime.block_on(executor.forked_from(run)).unwrap(), None);
+    assert!(runtime.block_on(executor.get_state(&graph, run, None)).unwrap().forked_from.is_none());
 
     // update_state on an interrupted run, as if `b` had written it.
     let gate = support::Gate::closed();
@@ -167,13 +181,21 @@ fn update_state_infers_the_writer_and_forks_past_checkpoints() {
     // A past checkpoint: a fork, queued, the source unchanged.
     let before = runtime.block_on(executor.state_at(&linear, done.run_id, 1)).unwrap();
     let edit = TraceUpdate::default().visited(vec!["past".into()]);
+    let by_ann = RunConfig::new().by("ann");
     let fork = runtime
-        .block_on(executor.update_state_at(&linear, done.run_id, 1, edit, None, RunConfig::new()))
+        .block_on(executor.update_state_at(&linear, done.run_id, 1, edit, None, by_ann))
         .unwrap();
     assert_eq!(runtime.block_on(executor.store().run(fork)).unwrap().status, RunStatus::Queued);
     let forked = runtime.block_on(executor.continue_run(&linear, fork, RunConfig::new()));
     let forked = runtime.block_on(forked.unwrap().wait()).unwrap();
     assert_eq!(forked.state.visited, ["a", "past", "b", "c"], "written as `a` (it wrote step 1)");
+    // Run to its end, it still says where it came from, who forked it
+    // and what changed.
+    let origin = runtime.block_on(executor.forked_from(fork)).unwrap().expect("a fork");
+    assert_eq!(
+        (origin.run, origin.step, origin.by.as_deref(), origin.changed),
+        (done.run_id, 1, Some("ann"), vec!["visited".to_owned()])
+    );
     assert_eq!(runtime.block_on(executor.state_at(&linear, done.run_id, 1)).unwrap(), before);
     // The input: written as `__start__`, the graph runs from its entry.
     let edit = TraceUpdate::default().visited(vec!["first".into()]);

@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use serde_json::Value;
+
 use tollgate_checkpoint::{
     Blob, Codec, CodecError, Owner, RunId, RunStatus, StepRecord, Store, StoreError,
     StoredCheckpoint, TaskKey, TaskUpdate, Transition,
@@ -23,7 +25,9 @@ use super::emit::{node_id, Emitter, Live};
 use super::error::RunError;
 use super::executor::{check_graph, emit_run_started, json_error, Executor, RunHandle};
 use super::plan::Frontier;
-use super::record::{CheckpointSource, FrontierRecord, TaskOutputRecord, FRONTIER_VERSION};
+use super::record::{
+    CheckpointSource, ForkOrigin, FrontierRecord, TaskOutputRecord, FRONTIER_VERSION,
+};
 use super::task::{encode_checked, encode_output};
 use super::workflow::TaskResults;
 
@@ -166,12 +170,20 @@ impl Executor {
             load(&*self.store, graph, run, Some(step)).await?;
         frontier.source = Some(CheckpointSource::Fork);
         frontier.by = config.by.clone();
+        let before = edit.is_some().then(|| state_json(&state));
         if let Some(update) = edit {
             let write = Write { node: Arc::from("__fork__"), update };
             state
                 .apply(graph.schema(), vec![write])
                 .map_err(|source| RunError::InvalidUpdate { step, source })?;
         }
+        let changed = before.map(|before| ForkOrigin::changed_fields(&before, &state_json(&state)));
+        frontier.origin = Some(Arc::new(ForkOrigin {
+            run,
+            step,
+            by: config.by.clone(),
+            changed: changed.unwrap_or_default(),
+        }));
         Ok(super::executor::spawn(self.start_from(graph, state, frontier, config).await?))
     }
 
@@ -218,6 +230,7 @@ impl Executor {
         if as_node == START {
             let mut next = Frontier::start(graph, state)?;
             next.settings = frontier.settings;
+            next.origin = frontier.origin;
             next.source = Some(CheckpointSource::Update);
             return Ok(next);
         }
@@ -508,12 +521,22 @@ impl Executor {
             None => self.writer_of(graph, run, step).await?,
         };
         let Loaded { mut state, frontier, .. } = load(&*self.store, graph, run, Some(step)).await?;
+        let before = state_json(&state);
         let write = Write { node: Arc::from(as_node.as_str()), update };
         state
             .apply(graph.schema(), vec![write])
             .map_err(|source| RunError::InvalidUpdate { step, source })?;
         let mut next = Self::after_writer(graph, &state, frontier, &as_node)?;
         next.by = config.by.clone();
+        // A new run from `run`'s checkpoint: it says so.
+        let changed = ForkOrigin::changed_fields(&before, &state_json(&state));
+        next.origin = Some(Arc::new(ForkOrigin { run, step, by: config.by.clone(), changed }));
         Ok((state, next))
     }
+}
+
+/// A state as JSON, to compare before and after a fork's edit (`Null`
+/// when it does not serialise: then no field is named as changed).
+fn state_json<S: State>(state: &S) -> Value {
+    serde_json::to_value(state).unwrap_or(Value::Null)
 }

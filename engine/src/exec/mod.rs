@@ -28,7 +28,7 @@ pub use error::RunError;
 pub(crate) use executor::{encode_queued, graph_ref};
 pub use executor::{Executor, RunHandle, RunOutcome};
 pub(crate) use plan::Frontier;
-pub use record::CheckpointSource;
+pub use record::{CheckpointSource, ForkOrigin};
 pub use resume::{DecisionOutcome, Resumed};
 pub use state_view::{
     NestedState, StatePage, StateSnapshot, TaskError, TaskState, ThreadCheckpoint,

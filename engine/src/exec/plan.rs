@@ -12,7 +12,9 @@ use crate::route::{Goto, START};
 use crate::state::State;
 
 use super::error::RunError;
-use super::record::{CheckpointSource, FrontierRecord, LegBreakpoints, RunSettings, TaskRecord};
+use super::record::{
+    CheckpointSource, ForkOrigin, FrontierRecord, LegBreakpoints, RunSettings, TaskRecord,
+};
 
 /// One task of a frontier.
 #[derive(Debug, Clone)]
@@ -50,6 +52,8 @@ pub(crate) struct Frontier {
     /// Nodes whose breakpoint before them already paused the step a state
     /// update superseded (only in the frontier that update wrote).
     pub(crate) honoured: Vec<String>,
+    /// Where the run was forked from, carried from step to step.
+    pub(crate) origin: Option<Arc<ForkOrigin>>,
 }
 
 /// Collects a step's targets in order: a node named several times runs
@@ -128,6 +132,7 @@ impl Frontier {
             by: None,
             first_leg: None,
             honoured: Vec::new(),
+            origin: None,
         };
         frontier.with_tasks(graph, schedule.tasks)
     }
@@ -209,6 +214,7 @@ impl Frontier {
             by: None,
             first_leg: None,
             honoured: Vec::new(),
+            origin: self.origin.clone(),
         }
         .with_tasks(graph, schedule.tasks)
     }
@@ -350,6 +356,7 @@ impl Frontier {
             by: self.by.clone(),
             first_leg: self.first_leg.clone(),
             honoured: self.honoured.clone(),
+            origin: self.origin.as_deref().map(ForkOrigin::record),
         }
     }
 
@@ -413,6 +420,7 @@ impl Frontier {
             by: record.by,
             first_leg: record.first_leg,
             honoured: record.honoured,
+            origin: record.origin.and_then(ForkOrigin::from_record).map(Arc::new),
         })
     }
 }

@@ -14,8 +14,9 @@ pub(crate) const TASK_OUTPUT_VERSION: u16 = 1;
 /// Schema version of [`FrontierRecord`]: 2 added `fired` and `source`
 /// (version 1 records read as neither: no join pending, the loop's own
 /// checkpoint); 3 added `by` (older records read as nobody named) and
-/// `first_leg` (none); 4 added `honoured` (none).
-pub(crate) const FRONTIER_VERSION: u16 = 4;
+/// `first_leg` (none); 4 added `honoured` (none); 5 added `origin` (none:
+/// not a fork).
+pub(crate) const FRONTIER_VERSION: u16 = 5;
 /// Schema version of state snapshots (the user's state; its shape is pinned
 /// by the graph version).
 pub(crate) const STATE_VERSION: u16 = 1;
@@ -107,6 +108,73 @@ pub(crate) struct FrontierRecord {
     /// without pausing there again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) honoured: Vec<String>,
+    /// Where the run was forked from, carried from step to step (absent:
+    /// not a fork).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) origin: Option<ForkOriginRecord>,
+}
+
+/// [`ForkOrigin`] as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ForkOriginRecord {
+    pub(crate) run: String,
+    pub(crate) step: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) by: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) changed: Vec<String>,
+}
+
+/// Where a run was forked from: a run started from a checkpoint of another
+/// (`Executor::fork`, `fork_as`, `update_state_at`), and what the fork
+/// changed there. Carried by every checkpoint of the forked run
+/// ([`StateSnapshot::forked_from`](crate::StateSnapshot::forked_from)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ForkOrigin {
+    /// The run it was forked from.
+    pub run: tollgate_checkpoint::RunId,
+    /// The checkpoint of that run it started from.
+    pub step: u64,
+    /// Who asked for the fork, when they said.
+    pub by: Option<String>,
+    /// The state's top-level fields whose values the fork changed (sorted;
+    /// empty for a fork without an edit).
+    pub changed: Vec<String>,
+}
+
+impl ForkOrigin {
+    pub(crate) fn record(&self) -> ForkOriginRecord {
+        ForkOriginRecord {
+            run: self.run.to_string(),
+            step: self.step,
+            by: self.by.clone(),
+            changed: self.changed.clone(),
+        }
+    }
+
+    /// The stored form back; `None` when its run id does not read.
+    pub(crate) fn from_record(record: ForkOriginRecord) -> Option<Self> {
+        let run = record.run.parse().ok()?;
+        Some(Self { run, step: record.step, by: record.by, changed: record.changed })
+    }
+
+    /// The top-level fields of `before` and `after` (a state as JSON)
+    /// whose values differ.
+    pub(crate) fn changed_fields(before: &Value, after: &Value) -> Vec<String> {
+        let empty = serde_json::Map::new();
+        let (before, after) =
+            (before.as_object().unwrap_or(&empty), after.as_object().unwrap_or(&empty));
+        let mut changed: Vec<String> = after
+            .iter()
+            .filter(|(key, value)| before.get(*key) != Some(*value))
+            .map(|(key, _)| key.clone())
+            .chain(before.keys().filter(|key| !after.contains_key(*key)).cloned())
+            .collect();
+        changed.sort();
+        changed.dedup();
+        changed
+    }
 }
 
 /// Nodes a leg pauses before and after, besides the graph's breakpoints.

@@ -18,7 +18,7 @@ use super::emit::node_id;
 use super::error::RunError;
 use super::executor::{check_graph, Executor};
 use super::history::{decode, decode_state};
-use super::record::{CheckpointSource, FrontierRecord};
+use super::record::{CheckpointSource, ForkOrigin, FrontierRecord};
 use super::subgraph::{KeptOutput, MappedInterrupt, ProgressRecord, ProgressTree};
 
 /// A run's state at one checkpoint, with what comes next
@@ -37,6 +37,9 @@ pub struct StateSnapshot<S> {
     /// said ([`RunConfig::by`](crate::RunConfig::by)); `None` for the
     /// run's own steps.
     pub by: Option<String>,
+    /// Where the run was forked from, and what the fork changed, when it
+    /// was (every checkpoint of a forked run says so).
+    pub forked_from: Option<ForkOrigin>,
     /// The run's status now.
     pub status: RunStatus,
     /// The state at that checkpoint.
@@ -181,6 +184,19 @@ impl Executor {
         Ok(StatePage { checkpoints, next_before: page.next_before })
     }
 
+    /// Where `run` was forked from and what the fork changed, when it was
+    /// ([`StateSnapshot::forked_from`]), read from its last checkpoint
+    /// without its graph.
+    pub async fn forked_from(&self, run: RunId) -> Result<Option<ForkOrigin>, RunError> {
+        let checkpoint = self.store.checkpoint(run, None).await?;
+        let step = checkpoint.run.step;
+        let frontier: FrontierRecord = checkpoint
+            .frontier
+            .decode()
+            .map_err(|source| RunError::StateDecode { run, step, source })?;
+        Ok(frontier.origin.and_then(ForkOrigin::from_record))
+    }
+
     /// The run's state at checkpoint `at` (the last when `None`): values,
     /// next nodes, the source that wrote it, open interrupts, and each
     /// task of the next step with its error, finished output, interrupts
@@ -200,6 +216,7 @@ impl Executor {
         let step = loaded.step;
         let source = CheckpointSource::of(step, loaded.frontier.source);
         let by = loaded.frontier.by.clone();
+        let forked_from = loaded.frontier.origin.as_deref().cloned();
         let name = |task: &super::plan::Task| graph.node(task.node).name.to_string();
         let next: Vec<String> = loaded.frontier.tasks.iter().map(name).collect();
         let mut pending_writes: Vec<(u32, String)> = loaded
@@ -258,6 +275,7 @@ impl Executor {
             step,
             source,
             by,
+            forked_from,
             status: record.status,
             values: loaded.state,
             next,
@@ -367,6 +385,7 @@ impl Executor {
             step,
             source: CheckpointSource::of(step, frontier.source),
             by: frontier.by,
+            forked_from: frontier.origin.and_then(ForkOrigin::from_record),
             status: record.status,
             values,
             next: frontier.tasks.into_iter().map(|task| task.node).collect(),

@@ -10,9 +10,10 @@ use tollgate_engine::{
     format_rfc3339, NestedState, PendingInterrupt, StateSnapshot, TaskState, ThreadHistoryPage,
 };
 
-/// `{"id", "step", "source", "by", "status", "values", "next",
-/// "interrupts", "pending_writes", "tasks"}` (`by`: who asked for the
-/// update or fork that wrote it, or null).
+/// `{"id", "step", "source", "by", "forked_from", "status", "values",
+/// "next", "interrupts", "pending_writes", "tasks"}` (`by`: who asked for
+/// the update or fork that wrote it, or null; `forked_from`: `{"run",
+/// "step", "by", "changed"}` of a run forked from another, or null).
 pub(crate) fn state<S: Serialize>(state: &StateSnapshot<S>) -> Value {
     let pending: Vec<Value> = state
         .pending_writes
@@ -24,6 +25,7 @@ pub(crate) fn state<S: Serialize>(state: &StateSnapshot<S>) -> Value {
         "step": state.step,
         "source": state.source,
         "by": state.by,
+        "forked_from": state.forked_from,
         "status": state.status,
         "values": serde_json::to_value(&state.values).unwrap_or(Value::Null),
         "next": state.next,
@@ -79,11 +81,12 @@ pub(crate) fn info(info: &CheckpointInfo) -> Value {
 }
 
 /// A run-history entry with its state: the checkpoint's place, its
-/// `source`, `by`, `values` and `next`.
+/// `source`, `by`, `forked_from`, `values` and `next`.
 pub(crate) fn history_entry<S: Serialize>(at: &CheckpointInfo, state: &StateSnapshot<S>) -> Value {
     let mut entry = info(at);
     entry["source"] = json!(state.source);
     entry["by"] = json!(state.by);
+    entry["forked_from"] = json!(state.forked_from);
     entry["values"] = serde_json::to_value(&state.values).unwrap_or(Value::Null);
     entry["next"] = json!(state.next);
     entry

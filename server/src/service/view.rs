@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use tollgate_checkpoint::{
     Cursor, DamagedRun, PageRequest, RunFailure, RunFilter, RunId, RunRecord, RunStatus,
 };
-use tollgate_engine::{format_rfc3339, Event, RunConfig};
+use tollgate_engine::{format_rfc3339, Event, ForkOrigin, RunConfig};
 
 use crate::error::ServiceError;
 
@@ -62,6 +62,10 @@ pub struct RunSummary {
     pub result: Value,
     /// Why it failed or was rejected.
     pub error: Value,
+    /// Where it was forked from (`{"run", "step", "by", "changed"}`), in
+    /// the summary of one run; absent in listings and for other runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
 }
 
 impl RunSummary {
@@ -222,6 +226,12 @@ impl Runs {
             interrupts,
             result,
             error,
+            // Read with the whole summary of one run only; a checkpoint
+            // that does not read leaves it out rather than fail the rest.
+            forked_from: match with_result {
+                true => self.executor.forked_from(record.id).await.ok().flatten(),
+                false => None,
+            },
         })
     }
 

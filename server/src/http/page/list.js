@@ -3,7 +3,7 @@
 
 import { api, socket } from './api.js';
 import { age, badge, clock, h, statusWord } from './dom.js';
-import { preview, sayInterrupt } from './words.js';
+import { preview, sayFork, sayInterrupt, shortId } from './words.js';
 
 const STATUSES = ['awaiting_hitl', 'running', 'queued', 'completed', 'failed', 'rejected', 'interrupted'];
 const PAGE = 25;
@@ -79,7 +79,9 @@ export async function listing(main, params, { inbox, fail }) {
       if (asks.has(run.id)) continue;
       asks.set(run.id, '');
       api(`/runs/${encodeURIComponent(run.id)}/state`).then((state) => {
-        const text = preview(state.values);
+        // What it was asked, and where it came from when it is a fork.
+        const fork = state.forked_from ? sayFork(state.forked_from) : '';
+        const text = [preview(state.values), fork].filter(Boolean).join(' · ');
         asks.set(run.id, text);
         for (const cell of body.querySelectorAll(`[data-preview="${run.id}"]`)) cell.textContent = text;
       }).catch(() => asks.delete(run.id));
@@ -153,9 +155,4 @@ export async function listing(main, params, { inbox, fail }) {
     ws?.close();
     clearInterval(timer);
   };
-}
-
-/** A run id short enough for a narrow screen (its end, which varies). */
-function shortId(id) {
-  return id.length > 10 ? `…${id.slice(-8)}` : id;
 }

@@ -5,7 +5,7 @@ import { api, ApiError, socket, Unauthorized } from './api.js';
 import { badge, clock, h, pretty, reviewerField, statusWord } from './dom.js';
 import { formable, jsonEditor, schemaForm } from './form.js';
 import { drawGraph, nodeStates } from './graph.js';
-import { interruptDetails, sayInterrupt, transcript } from './words.js';
+import { interruptDetails, sayFork, sayInterrupt, shortId, transcript } from './words.js';
 
 const FINAL = new Set(['completed', 'failed', 'rejected', 'interrupted']);
 
@@ -80,6 +80,13 @@ export async function runPage(main, id, { fail }) {
     ].filter(Boolean);
     const answer = finalText(summary.result);
     const items = entries.flatMap(([term, value]) => [h('dt', {}, term), h('dd', {}, value)]);
+    const fork = summary.forked_from;
+    if (fork) {
+      // The run it came from, a link; when, who, and what the fork changed.
+      const from = h('a', { href: `#/run/${fork.run}`, class: 'mono', title: fork.run }, shortId(fork.run));
+      const rest = sayFork(fork).replace(/^forked from \S+/, '');
+      items.push(h('dt', {}, 'Forked from'), h('dd', { id: 'forked-from' }, from, rest));
+    }
     if (answer) items.push(h('dt', {}, 'Answer'), h('dd', { id: 'final-answer' }, answer));
     if (summary.error) {
       items.push(h('dt', {}, 'Error'), h('dd', { class: 'error', id: 'run-error' }, `${summary.error.class ?? summary.error.kind}: ${summary.error.message}`));

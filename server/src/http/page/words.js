@@ -15,6 +15,21 @@ function argsOf(payload) {
   return args && typeof args === 'object' && !Array.isArray(args) ? args : null;
 }
 
+/** A run id short enough for a narrow screen (its end, which varies). */
+export function shortId(id) {
+  return id.length > 10 ? `…${id.slice(-8)}` : id;
+}
+
+/**
+ * Where a forked run came from, in words: "forked from …3F9KQ2ZM at step
+ * 2 by ann; changed: amount".
+ */
+export function sayFork(origin) {
+  const by = origin.by ? ` by ${origin.by}` : '';
+  const changed = origin.changed?.length ? `; changed: ${origin.changed.join(', ')}` : '';
+  return `forked from ${shortId(origin.run)} at step ${origin.step}${by}${changed}`;
+}
+
 /**
  * What an interrupt asks, as a sentence: "Agent refunds wants to call
  * issue_refund with id = 7"; a graph's own interrupt by its `title`, its
