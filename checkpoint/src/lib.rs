@@ -44,8 +44,9 @@ pub use ids::{InvalidRunId, RunId, TaskKey};
 pub use items::{
     decode_vector, encode_vector, Condition, EmbedError, Embedder, Filter, FilterOp, GetOp,
     InMemoryItemStore, IndexConfig, Item, ItemError, ItemOp, ItemResult, ItemStore, Memory,
-    Namespace, NamespaceQuery, PutOp, SearchOp, VectorCache, VectorChange, MAX_FILTER_CONDITIONS,
-    MAX_IN_VALUES, MAX_KEY_BYTES, MAX_PARTS, MAX_PART_BYTES, MAX_SEARCH_LIMIT, MAX_VALUE_BYTES,
+    Namespace, NamespaceQuery, PutOp, Ranked, Ranking, SearchOp, VectorCache, VectorChange,
+    MAX_FILTER_CONDITIONS, MAX_IN_VALUES, MAX_KEY_BYTES, MAX_PARTS, MAX_PART_BYTES,
+    MAX_SEARCH_LIMIT, MAX_VALUE_BYTES,
 };
 pub use memory::MemoryStore;
 pub use outbox::{GateOpens, OutboxEntry, OutboxGate, OutboxQuery, OUTBOX_NEVER};

@@ -63,19 +63,32 @@ pub(crate) async fn store_command(runs: &Runs, command: StoreCommand) -> Result<
             };
             let mut op =
                 SearchOp::new(namespace(&prefix)?).filter(filter).limit(limit).offset(offset);
+            let semantic = query.is_some();
             if let Some(query) = query {
                 op = op.query(query);
             }
-            let items = memory.search(op).await?;
+            let found = memory.search_ranked(op).await?;
+            let items = &found.items;
             if json {
-                print_json(&json!({"items": items}));
-            } else if items.is_empty() {
-                // Said, so that an empty answer is not taken for a failure
-                // to print (stderr: stdout stays the items, none here).
-                eprintln!("nothing under {prefix} matched");
+                let mut shown = json!({"items": items});
+                if semantic {
+                    shown["unindexed"] = json!(found.unindexed);
+                }
+                print_json(&shown);
             } else {
-                for item in &items {
+                if items.is_empty() {
+                    // Said, so that an empty answer is not taken for a
+                    // failure to print (stderr: stdout stays the items).
+                    eprintln!("nothing under {prefix} matched");
+                }
+                for item in items {
                     say!("{}", line(item));
+                }
+                if found.unindexed > 0 {
+                    eprintln!(
+                        "{} item(s) under {prefix} have no vector (stored without an embedder): no query can match them",
+                        found.unindexed
+                    );
                 }
             }
             Ok(code::OK)

@@ -135,3 +135,50 @@ fn the_store_endpoints_read_and_write_the_items_the_cli_sees() {
     });
     drop(server);
 }
+
+/// A semantic search says what it could not match: items stored without an
+/// embedder are counted (stderr, and `unindexed` in JSON); a query of
+/// other dimensions than the stored vectors is exit 2 naming both sizes.
+#[test]
+fn a_semantic_search_tells_what_it_could_not_match() {
+    use tollgate_testkit::fake_openai::{FakeOpenAi, Reply};
+    let fx = Fixture::new();
+    let embedding = |vector: Value| Reply::Json {
+        status: 200,
+        headers: Vec::new(),
+        body: json!({"object": "list", "model": "m", "data": [{"object": "embedding", "index": 0, "embedding": vector}],
+                     "usage": {"prompt_tokens": 1, "total_tokens": 1}}),
+    };
+    runtime().block_on(async {
+        let server = FakeOpenAi::start_embeddings().await;
+        let base = server.base_url().to_owned();
+        let run = |args: &[&str], dims: &str| {
+            let mut command = fx.command(&["--embedder", "openai:m", "--embed-dims", dims]);
+            command.args(args).env("OPENAI_BASE_URL", &base).env("OPENAI_API_KEY", "sk-test");
+            command.output().unwrap()
+        };
+        // One item stored without an embedder, one with (two dimensions).
+        let plain = fx.run(&["store", "put", "notes", "plain", r#"{"text": "no vector"}"#]);
+        assert_eq!(code(&plain), Some(0));
+        server.push(embedding(json!([1.0, 0.0])));
+        let put = run(&["store", "put", "notes", "embedded", r#"{"text": "a vector"}"#], "2");
+        assert_eq!(code(&put), Some(0), "{}", String::from_utf8_lossy(&put.stderr));
+        // The search finds the embedded one and counts the other.
+        server.push(embedding(json!([1.0, 0.0])));
+        let found = run(&["store", "search", "notes", "--query", "vector"], "2");
+        assert_eq!(code(&found), Some(0), "{}", String::from_utf8_lossy(&found.stderr));
+        assert!(String::from_utf8_lossy(&found.stdout).contains("embedded"));
+        let said = String::from_utf8_lossy(&found.stderr);
+        assert!(said.contains("1 item(s) under notes have no vector"), "{said}");
+        server.push(embedding(json!([1.0, 0.0])));
+        let found = run(&["store", "search", "notes", "--query", "vector", "--json"], "2");
+        let shown: Value = serde_json::from_slice(&found.stdout).unwrap();
+        assert_eq!((shown["items"].as_array().unwrap().len(), &shown["unindexed"]), (1, &json!(1)));
+        // A query embedded with three dimensions over vectors of two.
+        server.push(embedding(json!([1.0, 0.0, 0.0])));
+        let other = run(&["store", "search", "notes", "--query", "vector"], "3");
+        assert_eq!(code(&other), Some(2));
+        let said = String::from_utf8_lossy(&other.stderr);
+        assert!(said.contains("with 3 dimensions") && said.contains("embedded with 2"), "{said}");
+    });
+}

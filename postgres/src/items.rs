@@ -16,7 +16,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use tollgate_checkpoint::{
     decode_vector, encode_vector, Condition, FilterOp, GetOp, Item, ItemError, ItemOp, ItemResult,
-    ItemStore, Namespace, PutOp, SearchOp, StoreError, VectorChange,
+    ItemStore, Namespace, PutOp, Ranked, Ranking, SearchOp, StoreError, VectorChange,
 };
 
 use crate::rows::{column, damaged};
@@ -210,9 +210,9 @@ impl Batch<'_> {
         Ok(Some(item))
     }
 
-    async fn search(&mut self, search: &SearchOp) -> Result<Vec<Item>, StoreError> {
+    async fn search(&mut self, search: &SearchOp) -> Result<ItemResult, StoreError> {
         if search.limit == 0 {
-            return Ok(Vec::new());
+            return Ok(ItemResult::Items(Vec::new()));
         }
         let refresh = search.refresh_ttl.then_some(self.now_ms);
         let mut params: Vec<Param> = vec![Box::new(self.now_ms)];
@@ -224,6 +224,7 @@ impl Batch<'_> {
             sql.push_str(&condition_sql(condition, &mut params));
         }
         let mut found = Vec::new();
+        let mut ranking = None;
         match &search.vector {
             None => {
                 params.push(Box::new(i64::try_from(search.limit).unwrap_or(i64::MAX)));
@@ -242,7 +243,9 @@ impl Batch<'_> {
             Some(query) => {
                 let wanted = search.offset.saturating_add(search.limit);
                 let top = search.filter.is_empty().then_some(wanted);
-                let ranked = self.rank(&search.prefix, query, top).await?;
+                let Ranking { scored: ranked, other_dimensions } =
+                    self.rank(&search.prefix, query, top).await?;
+                ranking = Some(other_dimensions);
                 params.push(Box::new(Vec::<i64>::new()));
                 let ids_at = params.len();
                 sql.push_str(&format!(" AND id = ANY(${ids_at})"));
@@ -277,7 +280,26 @@ impl Batch<'_> {
             }
             items.push(item);
         }
-        Ok(items)
+        let Some(other_dimensions) = ranking else { return Ok(ItemResult::Items(items)) };
+        let unindexed = self.unindexed(search).await?;
+        Ok(ItemResult::Ranked(Ranked::new(items, unindexed, other_dimensions)))
+    }
+
+    /// Live items under the search's prefix that pass its filter but have
+    /// no vector: no query can match them.
+    async fn unindexed(&mut self, search: &SearchOp) -> Result<u64, StoreError> {
+        let mut params: Vec<Param> = vec![Box::new(self.now_ms)];
+        let mut sql = format!("SELECT count(*) FROM items WHERE {LIVE} AND vector IS NULL");
+        sql.push_str(" AND ");
+        sql.push_str(&range_sql(&search.prefix, &mut params));
+        for condition in search.filter.conditions() {
+            sql.push_str(" AND ");
+            sql.push_str(&condition_sql(condition, &mut params));
+        }
+        let row =
+            self.tx.row_of(self.store.unnamed, &sql, &refs(&params)).await.map_err(client_error)?;
+        let count: i64 = column(&row, 0)?;
+        Ok(u64::try_from(count).unwrap_or(0))
     }
 
     /// Rows under `prefix` best first, from this process's copy of the
@@ -288,7 +310,7 @@ impl Batch<'_> {
         prefix: &Namespace,
         query: &[f32],
         top: Option<usize>,
-    ) -> Result<Vec<(f32, i64)>, StoreError> {
+    ) -> Result<Ranking, StoreError> {
         let stored = prefix.stored();
         let load = |sql: String, params: Vec<Param>| async move {
             let rows = self
@@ -377,7 +399,7 @@ impl ItemStore for PostgresStore {
                     ItemResult::Deleted(batch.delete(namespace, key).await?)
                 }
                 ItemOp::Get(get) => ItemResult::Item(batch.get(get).await?),
-                ItemOp::Search(search) => ItemResult::Items(batch.search(search).await?),
+                ItemOp::Search(search) => batch.search(search).await?,
                 ItemOp::ListNamespaces(query) => {
                     ItemResult::Namespaces(batch.namespaces(query).await?)
                 }

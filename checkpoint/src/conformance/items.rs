@@ -379,6 +379,27 @@ async fn vector_searches_rank_after_the_filter(c: &Clocked) {
     assert!((scores[0] - 1.0).abs() < 1e-5, "cosine of the same direction: {scores:?}");
     assert!((scores[1] - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-5, "{scores:?}");
     assert!(scores[2].abs() < 1e-5, "{scores:?}");
+    // What could not match is told: items without a vector that pass the
+    // filter are counted; a query of other dimensions than every vector
+    // under the prefix is refused, naming both.
+    let ranked = |prefix: &str, filter: Value, vector: Vec<f32>| {
+        let mut search =
+            SearchOp::new(ns(prefix)).filter(Filter::from_json(&filter).expect("a valid filter"));
+        search.vector = Some(vector);
+        m.search_ranked(search)
+    };
+    let told = ranked("docs/a", json!({}), vec![0.0, 5.0, 0.0]).await.expect("the store answers");
+    assert_eq!((told.unindexed, told.other_dimensions), (1, None), "`plain` has no vector");
+    let facts = ranked("docs/a", json!({"kind": "fact"}), vec![0.0, 5.0, 0.0]).await;
+    assert_eq!(facts.expect("the store answers").unindexed, 0, "`plain` is no fact");
+    match ranked("docs/b", json!({}), vec![0.0, 1.0]).await {
+        Err(ItemError::StoredDimensions { query: 2, stored: 3 }) => {}
+        other => panic!("a query of 2 dimensions over vectors of 3: {other:?}"),
+    }
+    let none = ranked("docs/z", json!({}), vec![0.0, 1.0]).await.expect("the store answers");
+    assert_eq!((none.items.len(), none.unindexed, none.other_dimensions), (0, 0, None));
+    let without = m.search_ranked(SearchOp::new(ns("docs/a"))).await.expect("the store answers");
+    assert_eq!((without.items.len(), without.unindexed), (5, 0), "no query: nothing to count");
     let prefs = query("docs", json!({"kind": "pref"}), vec![0.0, 1.0, 0.0], 2)
         .await
         .expect("the store answers");
@@ -408,7 +429,7 @@ async fn vector_searches_rank_after_the_filter(c: &Clocked) {
     let results =
         m.batch(vec![ItemOp::Put(fresh), ItemOp::Search(within)]).await.expect("the store answers");
     assert!(
-        matches!(&results[1], ItemResult::Items(items) if keys(items) == ["docs/c:fresh"]),
+        matches!(&results[1], ItemResult::Ranked(ranked) if keys(&ranked.items) == ["docs/c:fresh"]),
         "a batch's search ranks the batch's own puts: {results:?}"
     );
     c.advance(1);

@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use super::vector::{dot, unit};
 use super::{
-    ttl_ms, GetOp, Item, ItemError, ItemOp, ItemResult, ItemStore, Namespace, PutOp, SearchOp,
+    ttl_ms, GetOp, Item, ItemError, ItemOp, ItemResult, ItemStore, Namespace, PutOp, Ranked,
+    SearchOp,
 };
 
 /// [`ItemStore`] in memory (gone when the process ends): the reference the
@@ -92,7 +93,7 @@ fn get(rows: &mut Rows, get: GetOp, now_ms: i64) -> Option<Item> {
     Some(row.item(&slot.0, &slot.1, None))
 }
 
-fn search(rows: &mut Rows, search: SearchOp, now_ms: i64) -> Vec<Item> {
+fn search(rows: &mut Rows, search: SearchOp, now_ms: i64) -> ItemResult {
     let start = (search.prefix.stored(), String::new());
     let end = match search.prefix.stored_end() {
         Some(end) => Bound::Excluded((end, String::new())),
@@ -100,17 +101,35 @@ fn search(rows: &mut Rows, search: SearchOp, now_ms: i64) -> Vec<Item> {
     };
     let query = search.vector.map(unit);
     let mut found: Vec<(Option<f32>, i64, &(String, String))> = Vec::new();
+    let (mut unindexed, mut other, mut same) = (0u64, None, false);
     for (slot, row) in rows.range((Bound::Included(start), end)) {
-        if !row.live(now_ms) || !search.filter.matches(&row.value) {
+        if !row.live(now_ms) {
+            continue;
+        }
+        // As the SQL stores rank: other dimensions are noticed before the
+        // filter, items without vectors after it.
+        if let (Some(query), Some(vector)) = (&query, &row.vector) {
+            if vector.len() != query.len() {
+                other = other.or(Some(vector.len()));
+                continue;
+            }
+            same = true;
+        }
+        if !search.filter.matches(&row.value) {
             continue;
         }
         let score = match (&query, &row.vector) {
             (None, _) => None,
-            (Some(query), Some(vector)) if vector.len() == query.len() => Some(dot(query, vector)),
-            (Some(_), _) => continue,
+            (Some(query), Some(vector)) => Some(dot(query, vector)),
+            (Some(_), None) => {
+                unindexed += 1;
+                continue;
+            }
         };
         found.push((score, row.updated_at_ms, slot));
     }
+    let ranked = query.is_some();
+    let other = other.filter(|_| !same);
     found.sort_by(|a, b| match (a.0, b.0) {
         (Some(x), Some(y)) => y.total_cmp(&x).then_with(|| a.2.cmp(b.2)),
         _ => b.1.cmp(&a.1).then_with(|| a.2.cmp(b.2)),
@@ -121,7 +140,7 @@ fn search(rows: &mut Rows, search: SearchOp, now_ms: i64) -> Vec<Item> {
         .take(search.limit)
         .map(|(score, _, slot)| (score, slot.clone()))
         .collect();
-    chosen
+    let items = chosen
         .into_iter()
         .filter_map(|(score, slot)| {
             let row = rows.get_mut(&slot)?;
@@ -130,7 +149,11 @@ fn search(rows: &mut Rows, search: SearchOp, now_ms: i64) -> Vec<Item> {
             }
             Some(row.item(&slot.0, &slot.1, score))
         })
-        .collect()
+        .collect();
+    match ranked {
+        true => ItemResult::Ranked(Ranked::new(items, unindexed, other)),
+        false => ItemResult::Items(items),
+    }
 }
 
 #[async_trait]
@@ -152,7 +175,7 @@ impl ItemStore for InMemoryItemStore {
                     ItemResult::Deleted(removed.is_some_and(|row| row.live(now_ms)))
                 }
                 ItemOp::Get(op) => ItemResult::Item(get(&mut rows, op, now_ms)),
-                ItemOp::Search(op) => ItemResult::Items(search(&mut rows, op, now_ms)),
+                ItemOp::Search(op) => search(&mut rows, op, now_ms),
                 ItemOp::ListNamespaces(query) => {
                     let prefix = query.literal_prefix().stored();
                     let mut namespaces: Vec<Namespace> = rows

@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use super::{
     GetOp, Item, ItemError, ItemOp, ItemResult, ItemStore, Namespace, NamespaceQuery, PutOp,
-    SearchOp,
+    Ranked, SearchOp,
 };
 
 /// Turns texts into vectors for semantic search.
@@ -291,11 +291,31 @@ impl Memory {
         Ok(matches!(self.one(op).await?, ItemResult::Deleted(true)))
     }
 
-    /// The matches of `search`.
+    /// The matches of `search`. A semantic search whose query has other
+    /// dimensions than every vector stored under its prefix is
+    /// [`ItemError::StoredDimensions`], not an empty answer.
     pub async fn search(&self, search: SearchOp) -> Result<Vec<Item>, ItemError> {
-        match self.one(ItemOp::Search(search)).await? {
-            ItemResult::Items(items) => Ok(items),
-            _ => Ok(Vec::new()),
+        Ok(self.search_ranked(search).await?.items)
+    }
+
+    /// As [`Memory::search`], with what a semantic search could not match:
+    /// the items under the prefix that pass the filter but have no vector
+    /// ([`Ranked::unindexed`]; 0 for a search without a query).
+    pub async fn search_ranked(&self, search: SearchOp) -> Result<Ranked, ItemError> {
+        // The query's dimensions: the caller's vector, else the index's.
+        let query = match (&search.vector, &search.query, &self.index) {
+            (Some(vector), _, _) => vector.len(),
+            (None, Some(_), Some((config, _))) => config.dims,
+            _ => 0,
+        };
+        let mut results = self.batch(vec![ItemOp::Search(search)]).await?;
+        match results.pop() {
+            Some(ItemResult::Ranked(ranked)) => match ranked.other_dimensions {
+                Some(stored) => Err(ItemError::StoredDimensions { query, stored }),
+                None => Ok(ranked),
+            },
+            Some(ItemResult::Items(items)) => Ok(Ranked::new(items, 0, None)),
+            _ => Ok(Ranked::new(Vec::new(), 0, None)),
         }
     }
 

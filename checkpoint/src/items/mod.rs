@@ -24,7 +24,7 @@ mod vector;
 pub use filter::{Condition, Filter, FilterOp};
 pub use in_memory::InMemoryItemStore;
 pub use memory::{EmbedError, Embedder, IndexConfig, Memory};
-pub use vector::{decode_vector, encode_vector, VectorCache, VectorChange};
+pub use vector::{decode_vector, encode_vector, Ranking, VectorCache, VectorChange};
 
 /// Longest serialised value a store takes, in bytes.
 pub const MAX_VALUE_BYTES: usize = 1 << 20;
@@ -476,8 +476,33 @@ pub enum ItemResult {
     Item(Option<Item>),
     /// A search: the matches, best (or newest) first.
     Items(Vec<Item>),
+    /// A search with a vector: the matches, best first, and what the
+    /// store saw that could not match.
+    Ranked(Ranked),
     /// A namespace listing, in order.
     Namespaces(Vec<Namespace>),
+}
+
+/// What a search with a vector ([`SearchOp::vector`]) found.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Ranked {
+    /// The matches, best first.
+    pub items: Vec<Item>,
+    /// Live items under the prefix that pass the filter but have no
+    /// vector (stored without an embedder): no query can match them.
+    pub unindexed: u64,
+    /// When no vector under the prefix has the query's dimensions but some
+    /// have others: those (the first seen).
+    pub other_dimensions: Option<usize>,
+}
+
+impl Ranked {
+    /// `items` found, with `unindexed` items that could not match and the
+    /// `other_dimensions` of stored vectors when none had the query's.
+    pub fn new(items: Vec<Item>, unindexed: u64, other_dimensions: Option<usize>) -> Self {
+        Self { items, unindexed, other_dimensions }
+    }
 }
 
 /// Storage of long-term memory.
@@ -605,6 +630,17 @@ pub enum ItemError {
         /// The vector's.
         found: usize,
     },
+    /// A semantic search's vector has other dimensions than every vector
+    /// stored under its prefix (they were embedded by another embedder).
+    #[error(
+        "the query was embedded with {query} dimensions, but the items under this prefix were embedded with {stored}: search with the embedder that stored them, or store them again with this one"
+    )]
+    StoredDimensions {
+        /// The query vector's.
+        query: usize,
+        /// The stored vectors'.
+        stored: usize,
+    },
     /// The embedder failed.
     #[error("embedder `{embedder}` failed: {source}")]
     Embed {
@@ -638,6 +674,7 @@ impl ItemError {
             ItemError::InTooLong { .. } => "filter_too_large",
             ItemError::NoIndex => "no_index",
             ItemError::WrongDimensions { .. } => "wrong_dimensions",
+            ItemError::StoredDimensions { .. } => "wrong_dimensions",
             ItemError::Embed { .. } => "embedder",
             ItemError::Store(_) => "store",
         }

@@ -147,34 +147,72 @@ impl VectorCache {
         prefix: &str,
         query: &[f32],
         top: Option<usize>,
-    ) -> Option<Vec<(f32, i64)>> {
-        let query = unit(query.to_vec());
-        let query = query.as_slice();
+    ) -> Option<Ranking> {
         let guard = self.lock();
         let loaded = guard.as_ref().filter(|loaded| loaded.epoch == epoch)?;
-        let mut scored: Vec<(f32, i64)> = loaded
-            .rows
-            .iter()
-            .filter(|entry| {
-                entry.vector.len() == query.len() && entry.namespace.starts_with(prefix)
-            })
-            .map(|entry| (dot(&entry.vector, query), entry.row))
-            .collect();
+        let ranking = Ranking::of(
+            loaded
+                .rows
+                .iter()
+                .map(|entry| (entry.row, entry.namespace.as_str(), &entry.vector[..])),
+            prefix,
+            query,
+            top,
+        );
         drop(guard);
+        Some(ranking)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Loaded>> {
+        self.loaded.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Rows scored against a query, best first ([`VectorCache::rank`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ranking {
+    /// (cosine similarity, row), best first.
+    pub scored: Vec<(f32, i64)>,
+    /// When no vector under the prefix had the query's dimensions but some
+    /// had others: those (the first seen).
+    pub other_dimensions: Option<usize>,
+}
+
+impl Ranking {
+    /// Ranks `rows` (row id, stored namespace, unit vector) under the
+    /// stored namespace `prefix` against `query`; with `top`, only that
+    /// many best.
+    pub fn of<'a>(
+        rows: impl Iterator<Item = (i64, &'a str, &'a [f32])>,
+        prefix: &str,
+        query: &[f32],
+        top: Option<usize>,
+    ) -> Self {
+        let query = unit(query.to_vec());
+        let query = query.as_slice();
+        let mut other = None;
+        let mut scored: Vec<(f32, i64)> = Vec::new();
+        for (row, namespace, vector) in rows {
+            if !namespace.starts_with(prefix) {
+                continue;
+            }
+            if vector.len() == query.len() {
+                scored.push((dot(vector, query), row));
+            } else if other.is_none() {
+                other = Some(vector.len());
+            }
+        }
+        let other_dimensions = other.filter(|_| scored.is_empty());
         let best_first = |a: &(f32, i64), b: &(f32, i64)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
         if let Some(top) = top.filter(|top| *top < scored.len()) {
             if top == 0 {
-                return Some(Vec::new());
+                return Self { scored: Vec::new(), other_dimensions };
             }
             scored.select_nth_unstable_by(top - 1, best_first);
             scored.truncate(top);
         }
         scored.sort_unstable_by(best_first);
-        Some(scored)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Loaded>> {
-        self.loaded.lock().unwrap_or_else(PoisonError::into_inner)
+        Self { scored, other_dimensions }
     }
 }
 
@@ -210,11 +248,14 @@ mod tests {
         assert!(cache.rank(0, "", &[1.0, 0.0], None).is_none());
         cache.replace(3, [(1, "a/".into(), vec![1.0, 0.0]), (2, "b/".into(), vec![0.0, 1.0])]);
         let ranked = cache.rank(3, "", &[0.6, 0.8], None).unwrap();
-        assert_eq!(ranked.iter().map(|(_, row)| *row).collect::<Vec<_>>(), [2, 1]);
-        assert_eq!(cache.rank(3, "a/", &[0.6, 0.8], None).unwrap().len(), 1);
+        assert_eq!(ranked.scored.iter().map(|(_, row)| *row).collect::<Vec<_>>(), [2, 1]);
+        assert_eq!(cache.rank(3, "a/", &[0.6, 0.8], None).unwrap().scored.len(), 1);
+        // A query of other dimensions than every stored vector says so.
+        let other = cache.rank(3, "", &[1.0, 0.0, 0.0], None).unwrap();
+        assert_eq!((other.scored.len(), other.other_dimensions), (0, Some(2)));
         // A write that follows the epoch is kept; one that skips drops it.
         cache.apply(4, vec![VectorChange::Remove { row: 2 }]);
-        assert_eq!(cache.rank(4, "", &[0.0, 1.0], Some(5)).unwrap().len(), 1);
+        assert_eq!(cache.rank(4, "", &[0.0, 1.0], Some(5)).unwrap().scored.len(), 1);
         cache.apply(6, vec![VectorChange::Remove { row: 1 }]);
         assert_eq!(cache.epoch(), None);
     }

@@ -18,7 +18,7 @@ use super::writers::Touches;
 use super::{Abort, SqliteStore};
 use crate::items::{
     decode_vector, encode_vector, ttl_ms, Condition, FilterOp, GetOp, Item, ItemError, ItemOp,
-    ItemResult, ItemStore, Namespace, PutOp, SearchOp, VectorCache, VectorChange,
+    ItemResult, ItemStore, Namespace, PutOp, Ranked, Ranking, SearchOp, VectorCache, VectorChange,
 };
 use crate::store::StoreError;
 
@@ -136,7 +136,7 @@ impl Work {
                     // A search after a write of its own batch ranks the
                     // table itself: the copy does not hold those writes.
                     let cache = cache.filter(|_| !effects.wrote);
-                    ItemResult::Items(self.search(tx, search, cache, &mut effects)?)
+                    self.search(tx, search, cache, &mut effects)?
                 }
                 ItemOp::ListNamespaces(query) => {
                     let prefix = query.literal_prefix();
@@ -221,10 +221,10 @@ impl Work {
         search: &SearchOp,
         cache: Option<&VectorCache>,
         effects: &mut Effects,
-    ) -> Result<Vec<Item>, Abort> {
+    ) -> Result<ItemResult, Abort> {
         let wanted = search.offset.saturating_add(search.limit);
         if search.limit == 0 {
-            return Ok(Vec::new());
+            return Ok(ItemResult::Items(Vec::new()));
         }
         let refresh = search.refresh_ttl.then_some(self.now_ms);
         let mut items = Vec::new();
@@ -254,13 +254,14 @@ impl Work {
             let ranked = rank(tx, &search.prefix, query, cache, top)?;
             let mut read =
                 tx.prepare_cached(&format!("SELECT {COLUMNS} FROM items WHERE id = ?1"))?;
-            for (score, id) in ranked {
+            for (score, id) in ranked.scored {
                 let Some(found) = read.query_row([id], row).optional()? else { continue };
                 if take(found, Some(score), &mut items)? {
                     break;
                 }
             }
-            return Ok(items);
+            let unindexed = self.unindexed(tx, search)?;
+            return Ok(ItemResult::Ranked(Ranked::new(items, unindexed, ranked.other_dimensions)));
         }
         let (range, mut args) = range_sql(&search.prefix, 1);
         args.push(Sql::Integer(self.now_ms));
@@ -283,7 +284,32 @@ impl Work {
                 break;
             }
         }
-        Ok(items)
+        Ok(ItemResult::Items(items))
+    }
+
+    /// Live items under the search's prefix that pass its filter but have
+    /// no vector: no query can match them.
+    fn unindexed(&self, tx: &Connection, search: &SearchOp) -> Result<u64, Abort> {
+        let (range, mut args) = range_sql(&search.prefix, 1);
+        args.push(Sql::Integer(self.now_ms));
+        let sql = format!(
+            "SELECT {COLUMNS} FROM items WHERE {range} \
+             AND (expires_at_ms IS NULL OR expires_at_ms > ?{}) \
+             AND NOT EXISTS (SELECT 1 FROM item_vectors v WHERE v.id = items.id)",
+            args.len()
+        );
+        let mut statement = tx.prepare_cached(&sql)?;
+        let mut rows = statement.query(rusqlite::params_from_iter(args))?;
+        let mut count = 0;
+        while let Some(found) = rows.next()? {
+            let found = row(found)?;
+            let value: Value =
+                serde_json::from_str(&found.value).map_err(|e| undecodable(&found, e))?;
+            if search.filter.matches(&value) {
+                count += 1;
+            }
+        }
+        Ok(count)
     }
 }
 
@@ -381,7 +407,7 @@ fn rank(
     query: &[f32],
     cache: Option<&VectorCache>,
     top: Option<usize>,
-) -> Result<Vec<(f32, i64)>, Abort> {
+) -> Result<Ranking, Abort> {
     let stored = prefix.stored();
     let Some(cache) = cache else {
         let (range, args) = range_sql(prefix, 1);

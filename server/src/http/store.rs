@@ -164,7 +164,8 @@ pub(crate) fn search_op(
 }
 
 /// `POST /store/search`: items under a prefix, filtered, newest first or
-/// ranked by similarity to `query`.
+/// ranked by similarity to `query` (then with `unindexed`, the items that
+/// pass the filter but have no vector).
 pub(crate) async fn search(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
     let body: SearchBody = read_json(&app, body, false).await?;
     let op = search_op(
@@ -175,8 +176,14 @@ pub(crate) async fn search(State(app): State<App>, body: Body) -> ApiResult<Json
         body.offset,
         body.refresh_ttl,
     )?;
-    let items = app.runs.memory().search(op).await.map_err(ServiceError::from)?;
-    Ok(Json(json!({"items": items})))
+    let semantic = op.query.is_some();
+    let found = app.runs.memory().search_ranked(op).await.map_err(ServiceError::from)?;
+    let mut answer = json!({"items": found.items});
+    // A semantic search also says how many items could not match it.
+    if semantic {
+        answer["unindexed"] = json!(found.unindexed);
+    }
+    Ok(Json(answer))
 }
 
 #[derive(Deserialize)]
