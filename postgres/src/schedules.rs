@@ -14,29 +14,6 @@ use crate::rows::{CreateArgs, CREATE_RUN};
 use crate::sql::Sql;
 use crate::store::{client_error, PostgresStore, Refusal};
 
-/// Schema version 19: schedules. What their runs start from (the input's
-/// snapshot and frontier, encoded once), their timing as a versioned JSON
-/// spec, and the next tick.
-pub(crate) const SCHEDULES_MIGRATION: &str = r#"
-    CREATE TABLE schedules (
-        id               text PRIMARY KEY,
-        graph            text NOT NULL,
-        graph_version    bigint NOT NULL,
-        spec             text NOT NULL,       -- JSON: {v, timing, missed, grace_ms}
-        input            text NOT NULL,       -- JSON
-        snapshot         bytea NOT NULL,
-        frontier         bytea NOT NULL,
-        attachment       text,
-        created_at_ms    bigint NOT NULL,
-        next_at_ms       bigint,
-        last_run         text,
-        last_fired_at_ms bigint,
-        runs_started     bigint NOT NULL,
-        ticks_skipped    bigint NOT NULL
-    );
-    CREATE INDEX schedules_due ON schedules (next_at_ms) WHERE next_at_ms IS NOT NULL;
-"#;
-
 const COLUMNS: &str = "id, graph, graph_version, spec, input, snapshot, frontier, attachment, \
      created_at_ms, next_at_ms, last_run, last_fired_at_ms, runs_started, ticks_skipped";
 
