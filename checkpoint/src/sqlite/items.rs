@@ -292,13 +292,26 @@ impl Work {
     fn unindexed(&self, tx: &Connection, search: &SearchOp) -> Result<u64, Abort> {
         let (range, mut args) = range_sql(&search.prefix, 1);
         args.push(Sql::Integer(self.now_ms));
-        let sql = format!(
-            "SELECT {COLUMNS} FROM items WHERE {range} \
+        let mut sql = format!(
+            "FROM items WHERE {range} \
              AND (expires_at_ms IS NULL OR expires_at_ms > ?{}) \
              AND NOT EXISTS (SELECT 1 FROM item_vectors v WHERE v.id = items.id)",
             args.len()
         );
-        let mut statement = tx.prepare_cached(&sql)?;
+        if search.filter.is_empty() {
+            let count: i64 = tx
+                .prepare_cached(&format!("SELECT count(*) {sql}"))?
+                .query_row(rusqlite::params_from_iter(args), |r| r.get(0))?;
+            return Ok(u64::try_from(count).unwrap_or(0));
+        }
+        // The conditions SQL can check narrow the rows; the filter decides.
+        for condition in search.filter.conditions() {
+            if let Some(clause) = pushed_down(condition, &mut args) {
+                sql.push_str(" AND ");
+                sql.push_str(&clause);
+            }
+        }
+        let mut statement = tx.prepare_cached(&format!("SELECT {COLUMNS} {sql}"))?;
         let mut rows = statement.query(rusqlite::params_from_iter(args))?;
         let mut count = 0;
         while let Some(found) = rows.next()? {
