@@ -30,7 +30,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use clap::Parser;
 use serde_json::json;
-use tollgate_server::{credential, Api, Auth, Graphs, Runs, ServeOptions};
+use tollgate_server::{credential, nest_under, Api, Auth, Graphs, Runs, ServeOptions};
 
 #[path = "shared/expenses.rs"]
 mod expenses;
@@ -96,7 +96,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let app = Router::new()
         .route("/", get(|| async { "expenses service: the API and review page are at /tollgate" }))
         // The API and the page at `/tollgate` (and `/tollgate/`), behind the check.
-        .merge(api.router_under("/tollgate").layer(check));
+        .merge(nest_under("/tollgate", api.router().layer(check)));
     let listener = tokio::net::TcpListener::bind(args.addr).await?;
     // Webhooks are never sent to where this service listens.
     api.listening_on(listener.local_addr()?);

@@ -33,8 +33,8 @@ mod service;
 
 pub use error::{code, ServiceError};
 pub use http::{
-    check_exposure, credential, router, serve, serve_metrics, Api, Auth, Authenticate, Limits,
-    Principal, Refusal, Role, ServeOptions, Tokens, DEFAULT_LANGGRAPH_PREFIX,
+    check_exposure, credential, nest_under, router, serve, serve_metrics, Api, Auth, Authenticate,
+    Limits, Principal, Refusal, Role, ServeOptions, Tokens, DEFAULT_LANGGRAPH_PREFIX,
 };
 pub use pack::{build_pack, inspect_pack, is_pack, keygen, load_pack, verify_pack, Loaded};
 pub use printable::printable;

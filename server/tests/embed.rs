@@ -15,7 +15,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Value};
-use tollgate_server::{Api, Auth, Authenticate, Principal, Refusal, Role, Runs, ServeOptions};
+use tollgate_server::{
+    nest_under, Api, Auth, Authenticate, Principal, Refusal, Role, Runs, ServeOptions,
+};
 
 const KEY: &str = "service-key-1";
 
@@ -69,7 +71,7 @@ async fn the_api_nests_under_a_prefix_behind_the_service_s_own_check() {
     let api = Api::new(runs, options).unwrap();
     let app = Router::new()
         .route("/own", get(|| async { "the service's own route" }))
-        .merge(api.router_under("/tollgate").layer(axum::middleware::from_fn(api_key)));
+        .merge(nest_under("/tollgate", api.router().layer(axum::middleware::from_fn(api_key))));
     let base = started(app).await;
     let client =
         reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
@@ -163,7 +165,7 @@ async fn the_api_nests_under_a_prefix_behind_the_service_s_own_check() {
     assert!(html.contains(r#"src="/tollgate/ui/app.js""#), "asset URLs: {html}");
     assert!(html.contains(r#"href="/tollgate/ui/app.css""#), "asset URLs: {html}");
     // And at `/tollgate/` (which axum's `nest` alone leaves a 404):
-    // `router_under` redirects it to the page.
+    // `nest_under` redirects it to the page.
     let slash = keyed(client.get(format!("{base}/tollgate/"))).send().await.unwrap();
     assert_eq!(slash.status(), 308, "GET /tollgate/");
     assert_eq!(slash.headers()["location"], "/tollgate");

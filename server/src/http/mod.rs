@@ -344,23 +344,6 @@ impl Api {
         router.layer(axum::middleware::map_response(errors::json_errors))
     }
 
-    /// [`Api::router`] nested under `prefix` (`/tollgate`), for a service's
-    /// own app to `merge`: the API and the page at `prefix`, and
-    /// `prefix/` redirected to the page (axum's `nest` leaves `prefix/`
-    /// outside the nested router, a 404 otherwise). Layer the service's
-    /// own check on what this returns, as on [`Api::router`].
-    ///
-    /// # Panics
-    ///
-    /// When `prefix` is not a path of its own (`/` or empty, or not
-    /// starting with `/`), as axum's `nest` does.
-    pub fn router_under(&self, prefix: &str) -> Router {
-        let root = prefix.to_owned();
-        Router::new()
-            .route(&format!("{prefix}/"), get(move || async move { Redirect::permanent(&root) }))
-            .nest(prefix, self.router())
-    }
-
     /// Releases the legs this API drives (runs it started, decided or
     /// continued): each goes back to `queued` at its next step boundary,
     /// waiting up to `patience`, for a worker or `runs continue`, rather
@@ -373,6 +356,24 @@ impl Api {
         }
         self.app.legs.release_all(patience).await
     }
+}
+
+/// `router` (an [`Api::router`], layered as the service wants, with its
+/// own check say) nested under `prefix` (`/tollgate`), for a service's
+/// own app to `merge`: the API and the page at `prefix`, and `prefix/`
+/// redirected to the page (axum's `nest` alone leaves `prefix/` outside
+/// the nested router, a 404). Paths inside `router` stay as the API sees
+/// them (`/`, `/ui/app.js`, `/runs`), whatever the prefix.
+///
+/// # Panics
+///
+/// When `prefix` is not a path of its own (`/` or empty, or not starting
+/// with `/`), as axum's `nest` does.
+pub fn nest_under(prefix: &str, router: Router) -> Router {
+    let root = prefix.to_owned();
+    Router::new()
+        .route(&format!("{prefix}/"), get(move || async move { Redirect::permanent(&root) }))
+        .nest(prefix, router)
 }
 
 /// [`Api::new`] and [`Api::router`] in one call, for a service that
