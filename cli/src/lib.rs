@@ -351,7 +351,7 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, ServiceEr
             Ok(code::OK)
         }
         RunsCommand::Show { run, json } => {
-            let summary = runs.summary(run_id(&run)?).await?;
+            let summary = runs.show(run_id(&run)?).await?;
             print_summary(&summary, json);
             Ok(code::OK)
         }
@@ -399,7 +399,7 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, ServiceEr
             let into = RunId::new();
             let leg = runs.fork(run, step, edit, into, progress(json), by.as_deref()).await?;
             runs.wait(leg).await?;
-            Ok(report(&runs.summary(into).await?, json))
+            Ok(report(&runs.show(into).await?, json))
         }
         RunsCommand::Continue { run, json } => {
             let run = run_id(&run)?;

@@ -281,7 +281,10 @@ impl Batch<'_> {
             items.push(item);
         }
         let Some(other_dimensions) = ranking else { return Ok(ItemResult::Items(items)) };
-        let unindexed = self.unindexed(search).await?;
+        let unindexed = match search.count_unindexed {
+            true => self.unindexed(search).await?,
+            false => 0,
+        };
         Ok(ItemResult::Ranked(Ranked::new(items, unindexed, other_dimensions)))
     }
 

@@ -122,7 +122,7 @@ fn search(rows: &mut Rows, search: SearchOp, now_ms: i64) -> ItemResult {
             (None, _) => None,
             (Some(query), Some(vector)) => Some(dot(query, vector)),
             (Some(_), None) => {
-                unindexed += 1;
+                unindexed += u64::from(search.count_unindexed);
                 continue;
             }
         };

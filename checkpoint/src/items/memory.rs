@@ -301,7 +301,8 @@ impl Memory {
     /// As [`Memory::search`], with what a semantic search could not match:
     /// the items under the prefix that pass the filter but have no vector
     /// ([`Ranked::unindexed`]; 0 for a search without a query).
-    pub async fn search_ranked(&self, search: SearchOp) -> Result<Ranked, ItemError> {
+    pub async fn search_ranked(&self, mut search: SearchOp) -> Result<Ranked, ItemError> {
+        search.count_unindexed = true;
         // The query's dimensions: the caller's vector, else the index's.
         let query = match (&search.vector, &search.query, &self.index) {
             (Some(vector), _, _) => vector.len(),

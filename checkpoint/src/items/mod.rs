@@ -274,6 +274,11 @@ pub struct SearchOp {
     pub vector: Option<Vec<f32>>,
     /// Whether returning items restarts their TTLs (default `true`).
     pub refresh_ttl: bool,
+    /// With a vector: also count the items that could not match it
+    /// ([`Ranked::unindexed`]; default `false`, 0 then). Counting reads
+    /// every item under the prefix without a vector: asked for by
+    /// [`Memory::search_ranked`], not by every search.
+    pub count_unindexed: bool,
 }
 
 impl SearchOp {
@@ -287,6 +292,7 @@ impl SearchOp {
             query: None,
             vector: None,
             refresh_ttl: true,
+            count_unindexed: false,
         }
     }
 
@@ -490,7 +496,8 @@ pub struct Ranked {
     /// The matches, best first.
     pub items: Vec<Item>,
     /// Live items under the prefix that pass the filter but have no
-    /// vector (stored without an embedder): no query can match them.
+    /// vector (stored without an embedder): no query can match them
+    /// (counted when [`SearchOp::count_unindexed`], else 0).
     pub unindexed: u64,
     /// When no vector under the prefix has the query's dimensions but some
     /// have others: those (the first seen).

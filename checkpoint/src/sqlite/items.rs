@@ -260,7 +260,10 @@ impl Work {
                     break;
                 }
             }
-            let unindexed = self.unindexed(tx, search)?;
+            let unindexed = match search.count_unindexed {
+                true => self.unindexed(tx, search)?,
+                false => 0,
+            };
             return Ok(ItemResult::Ranked(Ranked::new(items, unindexed, ranked.other_dimensions)));
         }
         let (range, mut args) = range_sql(&search.prefix, 1);

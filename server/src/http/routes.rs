@@ -112,7 +112,7 @@ pub(crate) async fn list(
 }
 
 pub(crate) async fn show(State(app): State<App>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    Ok(summary_json(&app.runs.summary(run_id(&id)?).await?))
+    Ok(summary_json(&app.runs.show(run_id(&id)?).await?))
 }
 
 pub(crate) async fn delete(
@@ -428,7 +428,7 @@ pub(crate) async fn fork(
     let sink = Some(app.hub.sink(into));
     let leg = app.runs.fork(run, body.step, body.values, into, sink, by.as_deref()).await?;
     app.legs.wait_or_drive(leg, query.wait.unwrap_or(false)).await?;
-    Ok((StatusCode::CREATED, summary_json(&app.runs.summary(into).await?)))
+    Ok((StatusCode::CREATED, summary_json(&app.runs.show(into).await?)))
 }
 
 #[derive(Deserialize, Default)]

@@ -63,7 +63,8 @@ pub struct RunSummary {
     /// Why it failed or was rejected.
     pub error: Value,
     /// Where it was forked from (`{"run", "step", "by", "changed"}`), in
-    /// the summary of one run; absent in listings and for other runs.
+    /// [`Runs::show`]'s view of one run; absent elsewhere and for runs
+    /// that are no fork.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
 }
@@ -167,6 +168,17 @@ impl Runs {
         self.summarize(record, true).await
     }
 
+    /// [`Runs::summary`] with where the run was forked from, for a view of
+    /// one run (`GET /runs/{id}`, `runs show`, a fork's answer). Not in
+    /// every summary: it reads the run's last checkpoint, and the origin
+    /// never changes over a run's life. A checkpoint that does not read
+    /// leaves it out rather than fail the rest.
+    pub async fn show(&self, run: RunId) -> Result<RunSummary, ServiceError> {
+        let mut summary = self.summary(run).await?;
+        summary.forked_from = self.executor.forked_from(run).await.ok().flatten();
+        Ok(summary)
+    }
+
     /// The summary of `record`. A completed run's result (its final state,
     /// possibly a whole conversation) is read only `with_result`: listings
     /// leave it null rather than load every run's state.
@@ -226,12 +238,7 @@ impl Runs {
             interrupts,
             result,
             error,
-            // Read with the whole summary of one run only; a checkpoint
-            // that does not read leaves it out rather than fail the rest.
-            forked_from: match with_result {
-                true => self.executor.forked_from(record.id).await.ok().flatten(),
-                false => None,
-            },
+            forked_from: None,
         })
     }
 

@@ -11,6 +11,9 @@ const FINAL = new Set(['completed', 'failed', 'rejected', 'interrupted']);
 
 export async function runPage(main, id, { fail }) {
   let summary = await api(`/runs/${encodeURIComponent(id)}`);
+  // Where a forked run came from: in this first view only (later
+  // summaries, after a decision, leave it out); it never changes.
+  const origin = summary.forked_from;
   let graph = null;
   let graphNote = '';
   // Subgraph nodes drawn open, by path.
@@ -80,11 +83,10 @@ export async function runPage(main, id, { fail }) {
     ].filter(Boolean);
     const answer = finalText(summary.result);
     const items = entries.flatMap(([term, value]) => [h('dt', {}, term), h('dd', {}, value)]);
-    const fork = summary.forked_from;
-    if (fork) {
+    if (origin) {
       // The run it came from, a link; when, who, and what the fork changed.
-      const from = h('a', { href: `#/run/${fork.run}`, class: 'mono', title: fork.run }, shortId(fork.run));
-      const rest = sayFork(fork).replace(/^forked from \S+/, '');
+      const from = h('a', { href: `#/run/${origin.run}`, class: 'mono', title: origin.run }, shortId(origin.run));
+      const rest = sayFork(origin).replace(/^forked from \S+/, '');
       items.push(h('dt', {}, 'Forked from'), h('dd', { id: 'forked-from' }, from, rest));
     }
     if (answer) items.push(h('dt', {}, 'Answer'), h('dd', { id: 'final-answer' }, answer));
