@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 use tollgate_checkpoint::RunStatus;
-use tollgate_engine::{Event, EventEnvelope};
+use tollgate_engine::{format_rfc3339, Event, EventEnvelope};
 
 use tollgate_server::RunSummary;
 
@@ -15,9 +15,9 @@ pub(crate) fn summary(run: &RunSummary) -> String {
     let _ = writeln!(out, "graph    {}", run.graph);
     let _ = writeln!(out, "status   {}", run.status);
     let _ = writeln!(out, "step     {}", run.step);
-    let _ = writeln!(out, "created  {}", run.created_at);
-    let _ = writeln!(out, "updated  {}", run.updated_at);
-    if let Some(wakes) = &run.wakes_at {
+    let _ = writeln!(out, "created  {}", format_rfc3339(run.created_at_ms));
+    let _ = writeln!(out, "updated  {}", format_rfc3339(run.updated_at_ms));
+    if let Some(wakes) = run.wakes_at_ms.map(format_rfc3339) {
         let _ = writeln!(out, "wakes    {wakes} (a sleeping workflow; a worker takes it then)");
     }
     if let Some(origin) = &run.forked_from {
@@ -73,7 +73,11 @@ pub(crate) fn table(runs: &[RunSummary], next: Option<&str>) -> String {
         let _ = writeln!(
             out,
             "{:<26}  {:<20}  {:<13}  {:>5}  {}",
-            run.id, graph, run.status, run.step, run.updated_at
+            run.id,
+            graph,
+            run.status,
+            run.step,
+            format_rfc3339(run.updated_at_ms)
         );
     }
     if runs.is_empty() {

@@ -528,9 +528,13 @@ fn four_workers_drain_200_runs_through_random_kills_on_postgres() {
     }
     for worker in workers {
         let report = stopped_report(worker);
+        let log = std::fs::read_to_string(fx.path("workers.log")).unwrap_or_default();
+        let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
         assert_eq!(
             (report["failed"].as_u64(), report["dead_lettered"].as_u64()),
-            (Some(0), Some(0))
+            (Some(0), Some(0)),
+            "{report}; the workers warned:\n{}",
+            warnings.join("\n")
         );
     }
     let list = fx.json(&["runs", "list", "--limit", "1000", "--json"], 0);

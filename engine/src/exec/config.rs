@@ -7,7 +7,7 @@ use tollgate_checkpoint::{Codec, RunId};
 
 use crate::event::{Clock, EventSink, SystemClock};
 
-use super::cancel::CancelToken;
+use super::token::CancelToken;
 
 /// Default super-step budget of a run: generous for agents, small enough
 /// that a runaway cycle fails in well under a second of engine time.

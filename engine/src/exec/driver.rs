@@ -18,15 +18,16 @@ use crate::node::Namespace;
 use crate::state::{State, Write};
 use crate::telemetry;
 
-use super::cancel::{cancelled_elsewhere, stop, Stop};
 use super::config::RunConfig;
 use super::emit::{node_id, Emitter, Live};
-use super::error::RunError;
-use super::executor::{json_error, RunOutcome};
+use super::error::{json_error, RunError};
+use super::handle::{RunHandle, RunOutcome};
 use super::plan::Frontier;
 use super::record::{TaskOutputRecord, FRONTIER_VERSION};
+use super::setup::Breakpoints;
 use super::subgraph::Nest;
 use super::task::{encode_checked, Outcome};
+use super::token::{cancelled_elsewhere, stop, Stop};
 
 /// Tracks delta bytes since the last snapshot (see `SnapshotPolicy`).
 #[derive(Debug, Clone, Default)]
@@ -92,18 +93,21 @@ pub(crate) struct Leg<S: State> {
 /// line (the store puts them back when it reads it).
 const UPDATE_STORED_ONCE: usize = 512;
 
-/// Nodes to pause before and after (graph breakpoints and the run's own).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Breakpoints {
-    pub(crate) before: Vec<bool>,
-    pub(crate) after: Vec<bool>,
-}
-
 /// What the run does after a checkpoint.
 enum Verdict {
     Continue,
     End(RunStatus),
     Fail(RunError),
+}
+
+impl<S: State> Leg<S> {
+    /// Drives the leg on its own task.
+    pub(crate) fn spawn(self) -> RunHandle<S> {
+        let run_id = self.run;
+        let cancel = Arc::clone(&self.cancel);
+        let join = tokio::spawn(self.drive());
+        RunHandle { run_id, cancel, join }
+    }
 }
 
 impl<S: State> Leg<S> {

@@ -310,3 +310,15 @@ impl RunError {
         }
     }
 }
+
+/// A JSON encoding failure at `step` of `run`, as the run's error.
+pub(crate) fn json_error(run: RunId, step: u64, source: serde_json::Error) -> RunError {
+    RunError::Encode {
+        run,
+        step,
+        source: CodecError::Encode {
+            codec: tollgate_checkpoint::Codec::Json,
+            source: Box::new(source),
+        },
+    }
+}

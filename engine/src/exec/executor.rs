@@ -3,10 +3,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use tokio::task::JoinHandle;
 use tollgate_checkpoint::{
-    Blob, Codec, CodecError, GraphRef, NewRun, Owner, PageRequest, RunFilter, RunId, RunStatus,
-    Store, StoreError, StoredCheckpoint, Transition,
+    Blob, Codec, NewRun, Owner, PageRequest, RunFilter, RunId, RunStatus, Store, StoreError,
+    StoredCheckpoint, Transition,
 };
 use tracing::Instrument;
 
@@ -16,14 +15,15 @@ use crate::hitl::{Decision, PendingInterrupt, BEFORE};
 use crate::state::State;
 use crate::telemetry;
 
-use super::cancel::{CancelToken, Stop};
 use super::config::RunConfig;
-use super::driver::{Breakpoints, Leg, SnapshotTracker};
+use super::driver::{Leg, SnapshotTracker};
 use super::emit::{Emitter, Live};
-use super::error::RunError;
-use super::history::{decode, Loaded};
+use super::error::{json_error, RunError};
+use super::handle::{RunHandle, RunOutcome};
+use super::load::{decode, Loaded};
 use super::plan::Frontier;
 use super::record::{LegBreakpoints, FRONTIER_VERSION};
+use super::setup::{breakpoints, check_graph, emit_run_started, graph_ref, Breakpoints};
 use super::task::encode_checked;
 
 /// A run this process has just taken over, and where its leg starts.
@@ -67,67 +67,6 @@ pub struct Executor {
     pub(crate) store: Arc<dyn Store>,
     /// Long-term memory handed to nodes ([`Executor::with_memory`]).
     pub(crate) memory: Option<tollgate_checkpoint::Memory>,
-}
-
-/// How a run (or leg) that did not fail ended.
-#[derive(Debug, Clone)]
-pub struct RunOutcome<S> {
-    /// The run.
-    pub run_id: RunId,
-    /// `completed`, `interrupted` or `awaiting_hitl`.
-    pub status: RunStatus,
-    /// Last committed step.
-    pub step: u64,
-    /// The state at that step.
-    pub state: S,
-    /// What the run waits for, when `awaiting_hitl`.
-    pub interrupts: Vec<PendingInterrupt>,
-}
-
-/// A run in progress: wait for it, or cancel it at the next step boundary.
-#[derive(Debug)]
-pub struct RunHandle<S> {
-    run_id: RunId,
-    cancel: Arc<Stop>,
-    join: JoinHandle<Result<RunOutcome<S>, RunError>>,
-}
-
-impl<S> RunHandle<S> {
-    /// The run's id.
-    pub fn run_id(&self) -> RunId {
-        self.run_id
-    }
-
-    /// Asks the run to stop at the next step boundary; it ends
-    /// `interrupted` and can be continued later. Tasks already running
-    /// finish first and their step is committed. The leg also renews its
-    /// lease at once: after [`Executor::cancel_run`] took the run over, it
-    /// thus stops its tasks at once instead of at their end.
-    pub fn cancel(&self) {
-        self.cancel_token().cancel();
-    }
-
-    /// Asks the run to stop at the next step boundary and go back to the
-    /// queue: it ends the leg `queued`, with no owner and no lease, for
-    /// any process (a [`Worker`](crate::Worker)) to continue from that
-    /// step. Tasks already running finish first and their step is
-    /// committed. What a worker does when it shuts down.
-    pub fn release(&self) {
-        self.cancel_token().release();
-    }
-
-    /// A handle that cancels this run (like [`RunHandle::cancel`]) from
-    /// elsewhere, while another task waits on the run.
-    pub fn cancel_token(&self) -> CancelToken {
-        CancelToken(Arc::clone(&self.cancel))
-    }
-
-    /// Waits for the leg to end: `Ok` when it completed, was interrupted
-    /// or paused for a decision, `Err` when it failed.
-    pub async fn wait(self) -> Result<RunOutcome<S>, RunError> {
-        let run = self.run_id;
-        self.join.await.unwrap_or(Err(RunError::DriverLost { run }))
-    }
 }
 
 impl Executor {
@@ -178,7 +117,7 @@ impl Executor {
         config: RunConfig,
     ) -> Result<RunHandle<S>, RunError> {
         let frontier = Frontier::start(graph, &input)?;
-        Ok(spawn(self.start_from(graph, input, frontier, config).await?))
+        Ok(self.start_from(graph, input, frontier, config).await?.spawn())
     }
 
     /// Creates a run at step 0 with `state` and `frontier`, and drives it.
@@ -345,7 +284,7 @@ impl Executor {
         let epoch =
             self.store.claim(run, record.epoch, Owner::current(), config.lease_until()).await?;
         let claimed = Claimed { run, epoch, last_seq: record.last_seq, checkpoint: None };
-        Ok(spawn(self.continue_claimed(graph, claimed, breakpoints, config).await?))
+        Ok(self.continue_claimed(graph, claimed, breakpoints, config).await?.spawn())
     }
 
     /// The leg that continues a run this process has just claimed.
@@ -535,29 +474,6 @@ impl Executor {
     }
 }
 
-/// The run's breakpoints: the graph's, plus those its config adds.
-pub(crate) fn breakpoints<S: State>(
-    graph: &CompiledGraph<S>,
-    config: &RunConfig,
-) -> Result<Breakpoints, RunError> {
-    let count = graph.node_names().count();
-    let mut points = Breakpoints { before: vec![false; count], after: vec![false; count] };
-    for i in 0..count {
-        points.before[i] = graph.node(i).break_before;
-        points.after[i] = graph.node(i).break_after;
-    }
-    for (names, flags) in
-        [(&config.break_before, &mut points.before), (&config.break_after, &mut points.after)]
-    {
-        for name in names {
-            let index =
-                graph.index_of(name).ok_or_else(|| RunError::UnknownNode { node: name.clone() })?;
-            flags[index] = true;
-        }
-    }
-    Ok(points)
-}
-
 /// A new run's step-0 snapshot and frontier, encoded.
 /// What a queued run starts from (run `run`, or a schedule's runs): the
 /// input checkpoint and the first frontier carrying `config`'s settings
@@ -596,71 +512,4 @@ fn encode_input<S: State>(
         .encode(&frontier.to_record(graph), FRONTIER_VERSION)
         .map_err(|source| RunError::Encode { run, step: 0, source })?;
     Ok((snapshot, frontier))
-}
-
-pub(crate) fn spawn<S: State>(leg: Leg<S>) -> RunHandle<S> {
-    let run_id = leg.run;
-    let cancel = Arc::clone(&leg.cancel);
-    let join = tokio::spawn(leg.drive());
-    RunHandle { run_id, cancel, join }
-}
-
-/// The run's record, if it belongs to `graph` (name and version).
-pub(crate) async fn check_graph<S: State>(
-    store: &dyn Store,
-    graph: &CompiledGraph<S>,
-    run: RunId,
-) -> Result<tollgate_checkpoint::RunRecord, RunError> {
-    let record = store.run(run).await?;
-    same_graph(graph, &record)?;
-    Ok(record)
-}
-
-/// Refuses a run recorded by another graph (name or version).
-pub(crate) fn same_graph<S: State>(
-    graph: &CompiledGraph<S>,
-    record: &tollgate_checkpoint::RunRecord,
-) -> Result<(), RunError> {
-    if record.graph != graph_ref(graph) {
-        let stored = record.graph.clone();
-        return Err(RunError::GraphMismatch { run: record.id, stored, graph: graph_ref(graph) });
-    }
-    Ok(())
-}
-
-pub(crate) fn graph_ref<S: State>(graph: &CompiledGraph<S>) -> GraphRef {
-    GraphRef { name: graph.name().to_owned(), version: graph.version() }
-}
-
-pub(crate) fn json_error(run: RunId, step: u64, source: serde_json::Error) -> RunError {
-    RunError::Encode {
-        run,
-        step,
-        source: CodecError::Encode { codec: Codec::Json, source: Box::new(source) },
-    }
-}
-
-/// `run_started` and the events the config announces, sent live `when`
-/// given: a new run's only once it is stored (a run that could not be
-/// created was never started).
-pub(crate) fn emit_run_started<S: State>(
-    emitter: &Emitter,
-    graph: &CompiledGraph<S>,
-    from_step: u64,
-    run: RunId,
-    when: Live,
-    announced: &[Event],
-) -> Result<(), RunError> {
-    let event = Event::RunStarted {
-        graph: graph.name().to_owned(),
-        graph_version: graph.version(),
-        from_step,
-    };
-    emitter.emit(None, event, when).map_err(|source| json_error(run, from_step, source))?;
-    for event in announced {
-        emitter
-            .emit(None, event.clone(), when)
-            .map_err(|source| json_error(run, from_step, source))?;
-    }
-    Ok(())
 }

@@ -19,7 +19,9 @@ use super::config::RunConfig;
 use super::driver::Leg;
 use super::emit::{Emitter, Live};
 use super::error::RunError;
-use super::executor::{breakpoints, same_graph, spawn, Claimed, Executor, RunHandle, RunOutcome};
+use super::executor::{Claimed, Executor};
+use super::handle::{RunHandle, RunOutcome};
+use super::setup::{breakpoints, same_graph};
 
 /// What a recorded decision did to its run.
 #[derive(Debug, Clone, PartialEq)]
@@ -282,7 +284,7 @@ impl Executor {
         config: RunConfig,
     ) -> Result<Resumed<RunHandle<S>>, RunError> {
         Ok(match self.resume_leg(graph, run, request, config).await? {
-            Resumed::Continuing(leg) => Resumed::Continuing(spawn(leg)),
+            Resumed::Continuing(leg) => Resumed::Continuing(leg.spawn()),
             Resumed::Waiting(outcome) => Resumed::Waiting(outcome),
             Resumed::Rejected(outcome) => Resumed::Rejected(outcome),
         })

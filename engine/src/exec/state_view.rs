@@ -16,9 +16,10 @@ use crate::state::State;
 
 use super::emit::node_id;
 use super::error::RunError;
-use super::executor::{check_graph, Executor};
-use super::history::{decode, decode_state};
+use super::executor::Executor;
+use super::load::{decode, decode_state};
 use super::record::{CheckpointSource, ForkOrigin, FrontierRecord};
+use super::setup::check_graph;
 use super::subgraph::{KeptOutput, MappedInterrupt, ProgressRecord, ProgressTree};
 
 /// A run's state at one checkpoint, with what comes next
@@ -236,7 +237,7 @@ impl Executor {
             let writes = match loaded.reused.get(&index) {
                 Some((output, _)) => Some(
                     serde_json::to_value(&output.update)
-                        .map_err(|source| super::executor::json_error(run, step, source))?,
+                        .map_err(|source| super::error::json_error(run, step, source))?,
                 ),
                 None => None,
             };
@@ -371,7 +372,7 @@ impl Executor {
             return Err(RunError::GraphMismatch {
                 run: record.id,
                 stored: record.graph.clone(),
-                graph: super::executor::graph_ref(graph),
+                graph: super::setup::graph_ref(graph),
             });
         }
         let checkpoint = self.store.checkpoint(record.id, Some(step)).await?;

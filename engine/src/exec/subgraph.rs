@@ -40,15 +40,15 @@ use crate::hitl::{Decision, Interrupt, Raised};
 use crate::node::{Namespace, NodeContext, NodeError, NodeFn, NodeOutput, Signal};
 use crate::state::State;
 
-use super::cancel::Stop;
 use super::config::RunConfig;
 use super::driver::{Leg, SnapshotTracker};
 use super::emit::node_id;
 use super::error::RunError;
-use super::executor::breakpoints;
 use super::plan::Frontier;
 use super::record::{FrontierRecord, TaskOutputRecord, TaskOutputRef};
+use super::setup::breakpoints;
 use super::task::encode_output;
+use super::token::Stop;
 
 /// Schema version of the progress record (2: calls beside children).
 const PROGRESS_VERSION: u16 = 2;

@@ -66,7 +66,7 @@ impl Executor {
     ) -> Result<S, RunError> {
         if record.graph.name == graph.name() && record.graph.version != graph.version() {
             let checkpoint = self.store.checkpoint(record.id, None).await?;
-            return Ok(super::history::decode_state(graph, &checkpoint)?.0);
+            return Ok(super::load::decode_state(graph, &checkpoint)?.0);
         }
         Ok(self.get_state(graph, record.id, None).await?.values)
     }

@@ -17,11 +17,14 @@ use crate::graph::CompiledGraph;
 use crate::state::State;
 use crate::telemetry;
 
-use super::cancel::CancelToken;
 use super::config::RunConfig;
 use super::emit::{Emitter, Live};
+use super::error::json_error;
 use super::error::RunError;
-use super::executor::{graph_ref, json_error, Executor, RunHandle, RunOutcome};
+use super::executor::Executor;
+use super::handle::{RunHandle, RunOutcome};
+use super::setup::graph_ref;
+use super::token::CancelToken;
 
 /// What a [`Worker`] can drive. A [`CompiledGraph`] drives the runs of its
 /// own name and version; a program whose graphs are rebuilt per run (a

@@ -14,10 +14,10 @@ use tollgate_checkpoint::{Blob, Codec, TaskKey, TaskProgress, TaskUpdate};
 use crate::event::Event;
 use crate::node::{NodeContext, NodeError, Signal};
 
-use super::cancel::stop;
 use super::emit::{node_id, Live};
+use super::error::json_error;
 use super::error::RunError;
-use super::executor::json_error;
+use super::token::stop;
 
 /// Task number of the progress record holding a workflow's task 0; task
 /// `n` is at `TASK_RESULTS + n` (subgraph progress stays below: a task's

@@ -38,7 +38,7 @@ pub struct InterruptView {
 #[non_exhaustive]
 pub struct RunSummary {
     /// The run's id.
-    pub id: String,
+    pub id: RunId,
     /// Its graph's name.
     pub graph: String,
     /// The thread the run was started on.
@@ -48,14 +48,22 @@ pub struct RunSummary {
     pub status: RunStatus,
     /// Its last step.
     pub step: u64,
-    /// When it was created (RFC 3339).
-    pub created_at: String,
-    /// When it last changed (RFC 3339).
-    pub updated_at: String,
-    /// A queued run not to be taken before this time (RFC 3339): a
-    /// sleeping workflow's wake-up.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wakes_at: Option<String>,
+    /// When it was created (Unix milliseconds; RFC 3339 `created_at` in
+    /// JSON).
+    #[serde(rename = "created_at", serialize_with = "rfc3339")]
+    pub created_at_ms: i64,
+    /// When it last changed (Unix milliseconds; RFC 3339 `updated_at` in
+    /// JSON).
+    #[serde(rename = "updated_at", serialize_with = "rfc3339")]
+    pub updated_at_ms: i64,
+    /// A queued run not to be taken before this time (Unix milliseconds;
+    /// RFC 3339 `wakes_at` in JSON): a sleeping workflow's wake-up.
+    #[serde(
+        rename = "wakes_at",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "rfc3339_opt"
+    )]
+    pub wakes_at_ms: Option<i64>,
     /// What it waits for.
     pub interrupts: Vec<InterruptView>,
     /// The final state of a completed run.
@@ -67,6 +75,18 @@ pub struct RunSummary {
     /// that are no fork.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+}
+
+/// Unix milliseconds as RFC 3339, in JSON.
+fn rfc3339<S: serde::Serializer>(ms: &i64, to: S) -> Result<S::Ok, S::Error> {
+    to.serialize_str(&format_rfc3339(*ms))
+}
+
+fn rfc3339_opt<S: serde::Serializer>(ms: &Option<i64>, to: S) -> Result<S::Ok, S::Error> {
+    match ms {
+        Some(ms) => rfc3339(ms, to),
+        None => to.serialize_none(),
+    }
 }
 
 impl RunSummary {
@@ -227,14 +247,14 @@ impl Runs {
             }
         }
         Ok(RunSummary {
-            id: record.id.to_string(),
+            id: record.id,
             graph: record.graph.name.clone(),
             thread: record.thread.clone(),
             status: record.status,
             step: record.step,
-            created_at: format_rfc3339(record.created_at_ms),
-            updated_at: format_rfc3339(record.updated_at_ms),
-            wakes_at: record.wakes_at_ms().map(format_rfc3339),
+            created_at_ms: record.created_at_ms,
+            updated_at_ms: record.updated_at_ms,
+            wakes_at_ms: record.wakes_at_ms(),
             interrupts,
             result,
             error,

@@ -68,7 +68,7 @@ async fn prepare(
         None => (None, None),
     };
     let at_head = latest.as_ref().is_some_and(|latest| {
-        body.checkpoint() == Some(wire::checkpoint_id(&latest.id, latest.step).as_str())
+        body.checkpoint() == Some(wire::checkpoint_id(latest.id, latest.step).as_str())
     });
     if at_head {
         body.checkpoint_id = None;
@@ -188,7 +188,7 @@ async fn start(
             // The thread's run in flight stops (at its next step
             // boundary, its tasks dropped) before the new one starts;
             // with `rollback` it is deleted too.
-            let id = run_id(&busy.id)?;
+            let id = busy.id;
             app.runs.cancel(id).await?;
             app.legs.cancelled(id);
             app.runs.settled(id).await?;
@@ -212,8 +212,7 @@ async fn start(
             // LangGraph goes on from `interrupt_before`/`interrupt_after`
             // with a run without input: every breakpoint approved.
             let answers = paused.interrupts.iter().map(|i| (i.id.clone(), Decision::Approve));
-            return decided(app, assistant, &paused.id, answers.collect(), body.by.as_deref())
-                .await;
+            return decided(app, assistant, paused.id, answers.collect(), body.by.as_deref()).await;
         }
     }
     if let Some(latest) = &latest {
@@ -221,7 +220,7 @@ async fn start(
             RunStatus::Running | RunStatus::Queued => return Err(busy_thread(thread, latest)),
             RunStatus::Interrupted | RunStatus::Failed if no_input => {
                 // No input: the thread's stopped run goes on.
-                let run = run_id(&latest.id)?;
+                let run = latest.id;
                 let after_seq = last_seq(app, run).await?;
                 let leg = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
                 return Ok(Started { run, assistant: assistant.name, after_seq, leg: Some(leg) });
@@ -295,7 +294,6 @@ async fn checkpoint_run(
         .into()
     };
     let (run, step) = wire::parse_checkpoint_id(checkpoint).ok_or_else(unknown)?;
-    let run = run_id(&run).map_err(|_| unknown())?;
     let source = app.runs.summary(run).await.map_err(|_| unknown())?;
     if source.thread.as_deref() != Some(thread) || step > source.step {
         return Err(unknown());
@@ -358,7 +356,7 @@ async fn command_run(
         }
         .into());
     };
-    let run = run_id(&latest.id)?;
+    let run = latest.id;
     let update = command.state_update()?;
     if command.moves() {
         let nodes = command.nodes()?;
@@ -389,7 +387,7 @@ async fn resume_run(
         }
         .into());
     }
-    decided(app, assistant, &latest.id, answers(&latest.interrupts, resume)?, by).await
+    decided(app, assistant, latest.id, answers(&latest.interrupts, resume)?, by).await
 }
 
 /// Records `answers` on paused run `run` and continues it when they were
@@ -398,11 +396,10 @@ async fn resume_run(
 async fn decided(
     app: &App,
     assistant: Assistant,
-    run: &str,
+    run: RunId,
     answers: Vec<(String, Decision)>,
     by: Option<&str>,
 ) -> ApiResult<Started> {
-    let run = run_id(run)?;
     let mut request = DecisionRequest::all(answers)
         .ok_or_else(|| ApiError::from(ServiceError::invalid("`resume` answers no interrupt")))?;
     if let Some(by) = by {

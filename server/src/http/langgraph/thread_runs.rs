@@ -86,8 +86,9 @@ pub(super) async fn list(
 ) -> ApiResult<Json<Value>> {
     let pending = queue::of_thread(&app, &thread).await?;
     let runs = threads::thread_runs(&app, &thread).await?;
-    let started: std::collections::HashSet<&str> = runs.iter().map(|r| r.id.as_str()).collect();
-    let waiting = pending.iter().rev().filter(|p| !started.contains(p.entry.id.as_str()));
+    let started: std::collections::HashSet<String> =
+        runs.iter().map(|r| r.id.to_string()).collect();
+    let waiting = pending.iter().rev().filter(|p| !started.contains(&p.entry.id));
     let shown: Vec<Value> = waiting
         .map(Pending::json)
         .chain(runs.iter().map(|summary| wire::run(summary, &summary.graph)))
@@ -105,7 +106,7 @@ pub(super) async fn join(
     Path((thread, run)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let id = match started_or_pending(&app, &thread, &run).await? {
-        ThreadRun::Started(summary) => run_id(&summary.id)?,
+        ThreadRun::Started(summary) => summary.id,
         ThreadRun::Pending(pending) => {
             match queue::started(&app, run_id(&pending.entry.id)?).await? {
                 Some(id) => id,
@@ -134,7 +135,7 @@ pub(super) async fn join_stream(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let id = match started_or_pending(&app, &thread, &run).await? {
-        ThreadRun::Started(summary) => run_id(&summary.id)?,
+        ThreadRun::Started(summary) => summary.id,
         ThreadRun::Pending(pending) => when_started(&app, &pending.entry.id).await?,
     };
     let after = match headers.get("last-event-id").and_then(|value| value.to_str().ok()) {
@@ -182,7 +183,7 @@ pub(super) async fn cancel(
             None => thread_run(&app, &thread, &run).await?,
         },
     };
-    let id = run_id(&summary.id)?;
+    let id = summary.id;
     if matches!(summary.status, RunStatus::Running | RunStatus::Queued) {
         app.runs.cancel(id).await?;
         app.legs.cancelled(id);
@@ -203,11 +204,11 @@ pub(super) async fn delete(
     Path((thread, run)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     match started_or_pending(&app, &thread, &run).await? {
-        ThreadRun::Started(summary) => app.runs.delete(run_id(&summary.id)?).await?,
+        ThreadRun::Started(summary) => app.runs.delete(summary.id).await?,
         ThreadRun::Pending(pending) => {
             if queue::cancel(&app, *pending, true).await?.is_none() {
                 // It started meanwhile: deleted as a run (refused while it runs).
-                app.runs.delete(run_id(&thread_run(&app, &thread, &run).await?.id)?).await?;
+                app.runs.delete(thread_run(&app, &thread, &run).await?.id).await?;
             }
         }
     }

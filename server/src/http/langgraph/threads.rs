@@ -16,11 +16,12 @@ use tollgate_checkpoint::{RunFilter, RunStatus, ThreadRecord};
 use tollgate_engine::END;
 
 use super::super::errors::{ApiError, ApiResult};
-use super::super::routes::{read_json, run_id};
+use super::super::routes::read_json;
 use super::super::{App, Principal};
 use super::wire;
 use crate::error::ServiceError;
 use crate::service::RunSummary;
+use tollgate_checkpoint::RunId;
 
 /// Whether `metadata` holds every key of `filter` with the same value
 /// (no filter: yes).
@@ -61,7 +62,7 @@ async fn view_among(
         return Err(not_found(thread));
     }
     let values = match &latest {
-        Some(latest) => match app.runs.state(run_id(&latest.id)?, None).await {
+        Some(latest) => match app.runs.state(latest.id, None).await {
             Ok(state) => wire::values(&state["values"]),
             Err(_) => Value::Null,
         },
@@ -209,7 +210,7 @@ pub(super) async fn delete(
     // Its pending runs first, so that none starts while it goes.
     forget_outbox(&app, &thread).await?;
     for run in &runs {
-        let id = run_id(&run.id)?;
+        let id = run.id;
         if matches!(run.status, RunStatus::Running | RunStatus::Queued) {
             app.runs.cancel(id).await?;
             app.legs.cancelled(id);
@@ -345,7 +346,7 @@ pub(super) async fn copy(
 pub(super) async fn thread_state(
     app: &App,
     thread: &str,
-    at: Option<(String, u64)>,
+    at: Option<(RunId, u64)>,
 ) -> ApiResult<Value> {
     let (run, step) = match at {
         Some((run, step)) => (run, Some(step)),
@@ -370,8 +371,7 @@ pub(super) async fn thread_state(
             }
         },
     };
-    let id = run_id(&run)?;
-    let state = app.runs.state(id, step).await?;
+    let state = app.runs.state(run, step).await?;
     Ok(state_json(thread, &state, None))
 }
 
@@ -464,7 +464,7 @@ pub(super) async fn update_state(
         return Err(not_found(&thread));
     };
     if let Some(checkpoint) = &body.checkpoint_id {
-        let current = wire::checkpoint_id(&latest.id, latest.step);
+        let current = wire::checkpoint_id(latest.id, latest.step);
         if *checkpoint != current {
             return Err(super::unsupported_error("updating the state at a past checkpoint"));
         }
@@ -478,7 +478,7 @@ pub(super) async fn update_state(
         }
         .into());
     }
-    let run = run_id(&latest.id)?;
+    let run = latest.id;
     let by = principal.map(|Extension(principal)| principal.name);
     if body.as_node.as_deref() == Some(END) {
         // "Resolved" (Agent Inbox): the run ends here, its pending
@@ -487,7 +487,7 @@ pub(super) async fn update_state(
         let step = app.runs.goto(run, update, &[], by.as_deref()).await?;
         let leg = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
         app.legs.wait(leg).await?;
-        return Ok(Json(json!({"checkpoint": wire::checkpoint(&thread, &latest.id, step)})));
+        return Ok(Json(json!({"checkpoint": wire::checkpoint(&thread, latest.id, step)})));
     }
     let step = app
         .runs
@@ -498,7 +498,7 @@ pub(super) async fn update_state(
             by.as_deref(),
         )
         .await?;
-    Ok(Json(json!({"checkpoint": wire::checkpoint(&thread, &latest.id, step)})))
+    Ok(Json(json!({"checkpoint": wire::checkpoint(&thread, latest.id, step)})))
 }
 
 #[derive(Deserialize, Default)]
@@ -589,10 +589,10 @@ async fn history_page(app: &App, thread: &str, body: HistoryBody) -> ApiResult<J
         // The head of a run that waits carries its pending interrupts, as
         // `/state` does: `useStream` reads them from here.
         let waits = head.status == RunStatus::AwaitingHitl
-            && entry["run"].as_str() == Some(head.id.as_str())
+            && entry["run"].as_str() == Some(head.id.to_string().as_str())
             && entry["step"].as_u64() == Some(head.step);
         if waits {
-            let state = app.runs.state(run_id(&head.id)?, None).await?;
+            let state = app.runs.state(head.id, None).await?;
             states.push(state_json(thread, &state, at));
             continue;
         }

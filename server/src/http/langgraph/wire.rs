@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
-use tollgate_checkpoint::{RunStatus, ThreadRecord};
+use tollgate_checkpoint::{RunId, RunStatus, ThreadRecord};
 use tollgate_engine::format_rfc3339;
 
 use crate::service::RunSummary;
@@ -55,8 +55,8 @@ pub(super) fn run(summary: &RunSummary, assistant: &str) -> Value {
         "run_id": summary.id,
         "thread_id": summary.thread,
         "assistant_id": assistant_uuid(assistant),
-        "created_at": summary.created_at,
-        "updated_at": summary.updated_at,
+        "created_at": format_rfc3339(summary.created_at_ms),
+        "updated_at": format_rfc3339(summary.updated_at_ms),
         "status": run_status(summary.status),
         "metadata": {"graph_id": summary.graph, "tollgate_status": summary.status},
         "multitask_strategy": "reject",
@@ -77,10 +77,12 @@ pub(super) fn thread(
     let (created, updated, metadata) = match (record, latest) {
         (Some(record), _) => (
             format_rfc3339(record.created_at_ms),
-            latest.map_or_else(|| format_rfc3339(record.updated_at_ms), |l| l.updated_at.clone()),
+            format_rfc3339(latest.map_or(record.updated_at_ms, |l| l.updated_at_ms)),
             record.metadata.clone(),
         ),
-        (None, Some(latest)) => (latest.created_at.clone(), latest.updated_at.clone(), json!({})),
+        (None, Some(latest)) => {
+            (format_rfc3339(latest.created_at_ms), format_rfc3339(latest.updated_at_ms), json!({}))
+        }
         (None, None) => (String::new(), String::new(), json!({})),
     };
     let by_task: Map<String, Value> = match interrupts.is_empty() {
@@ -100,19 +102,19 @@ pub(super) fn thread(
 }
 
 /// A checkpoint's id: its run and step (`RUN-STEP`), opaque to clients.
-pub(super) fn checkpoint_id(run: &str, step: u64) -> String {
+pub(super) fn checkpoint_id(run: impl std::fmt::Display, step: u64) -> String {
     format!("{run}-{step}")
 }
 
 /// The run and step a checkpoint id names.
-pub(super) fn parse_checkpoint_id(id: &str) -> Option<(String, u64)> {
+pub(super) fn parse_checkpoint_id(id: &str) -> Option<(RunId, u64)> {
     let (run, step) = id.rsplit_once('-')?;
-    Some((run.to_owned(), step.parse().ok()?))
+    Some((run.parse().ok()?, step.parse().ok()?))
 }
 
 /// A checkpoint reference: `{"thread_id", "checkpoint_ns": "",
 /// "checkpoint_id"}`.
-pub(super) fn checkpoint(thread: &str, run: &str, step: u64) -> Value {
+pub(super) fn checkpoint(thread: &str, run: impl std::fmt::Display, step: u64) -> Value {
     json!({"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": checkpoint_id(run, step),
            "checkpoint_map": null})
 }
@@ -302,9 +304,11 @@ mod tests {
 
     #[test]
     fn checkpoint_ids_round_trip() {
-        let id = checkpoint_id("01JABC", 7);
-        assert_eq!(parse_checkpoint_id(&id), Some(("01JABC".to_owned(), 7)));
+        let run = RunId::new();
+        let id = checkpoint_id(run, 7);
+        assert_eq!(parse_checkpoint_id(&id), Some((run, 7)));
         assert_eq!(parse_checkpoint_id("nope"), None);
+        assert_eq!(parse_checkpoint_id("01JABC-7"), None, "not a run id");
     }
 
     #[test]
