@@ -14,6 +14,7 @@
 mod auth;
 mod driver;
 mod errors;
+mod extract;
 mod follow;
 mod langgraph;
 mod legs;

@@ -2,12 +2,10 @@
 
 use std::collections::BTreeSet;
 
-use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Extension;
 use axum::Json;
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{RunFilter, RunId, RunStatus};
@@ -18,6 +16,7 @@ use crate::error::ServiceError;
 use crate::service::{self, Decided, InvalidBlueprint, Launch};
 
 use super::errors::{ApiError, ApiResult};
+use super::extract::{JsonBody, JsonOrDefault, RunPath};
 use super::{App, Principal, Settings};
 
 /// `GET /healthz`: the server is up (`ok`, always 200: a database that is
@@ -41,46 +40,6 @@ pub(crate) async fn health(State(app): State<App>) -> Json<Value> {
 
 /// How long `/healthz` waits for the store.
 const HEALTH_PROBE: std::time::Duration = std::time::Duration::from_secs(2);
-
-pub(crate) fn run_id(text: &str) -> ApiResult<RunId> {
-    text.parse().map_err(|_| ServiceError::invalid(format!("`{text}` is not a run id")).into())
-}
-
-/// Reads a JSON body within the size and time limits; an empty body is
-/// the default value unless `required`.
-pub(crate) async fn read_json<T: DeserializeOwned + Default>(
-    app: &App,
-    body: Body,
-    required: bool,
-) -> ApiResult<T> {
-    let limits = app.settings.limits;
-    let read = axum::body::to_bytes(body, limits.max_body);
-    let bytes = match tokio::time::timeout(limits.body_timeout, read).await {
-        Err(_) => {
-            let message = format!(
-                "the request body did not arrive within {} s",
-                limits.body_timeout.as_secs_f64()
-            );
-            return Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "timeout", message));
-        }
-        Ok(Err(error)) => {
-            let too_large = std::error::Error::source(&error)
-                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-            return Err(if too_large {
-                let message = format!("the request body is larger than {} bytes", limits.max_body);
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
-            } else {
-                ServiceError::invalid(format!("cannot read the request body: {error}")).into()
-            });
-        }
-        Ok(Ok(bytes)) => bytes,
-    };
-    if bytes.iter().all(u8::is_ascii_whitespace) && !required {
-        return Ok(T::default());
-    }
-    serde_json::from_slice(&bytes)
-        .map_err(|error| ServiceError::invalid(format!("bad request body: {error}")).into())
-}
 
 fn summary_json(summary: &service::RunSummary) -> Json<Value> {
     Json(serde_json::to_value(summary).unwrap_or(Value::Null))
@@ -111,15 +70,14 @@ pub(crate) async fn list(
     Ok(Json(listing.json()))
 }
 
-pub(crate) async fn show(State(app): State<App>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    Ok(summary_json(&app.runs.show(run_id(&id)?).await?))
+pub(crate) async fn show(State(app): State<App>, RunPath(run): RunPath) -> ApiResult<Json<Value>> {
+    Ok(summary_json(&app.runs.show(run).await?))
 }
 
 pub(crate) async fn delete(
     State(app): State<App>,
-    Path(id): Path<String>,
+    RunPath(run): RunPath,
 ) -> ApiResult<Json<Value>> {
-    let run = run_id(&id)?;
     app.runs.delete(run).await?;
     Ok(Json(json!({"id": run.to_string(), "deleted": true})))
 }
@@ -132,10 +90,10 @@ pub(crate) struct StateQuery {
 
 pub(crate) async fn state(
     State(app): State<App>,
-    Path(id): Path<String>,
+    RunPath(run): RunPath,
     Query(query): Query<StateQuery>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(app.runs.state(run_id(&id)?, query.step).await?))
+    Ok(Json(app.runs.state(run, query.step).await?))
 }
 
 /// `GET /threads/{thread}`: the thread's latest run and the state its
@@ -158,10 +116,10 @@ pub(crate) struct GraphQuery {
 /// (paths, comma-separated) drawn open.
 pub(crate) async fn graph(
     State(app): State<App>,
-    Path(id): Path<String>,
+    RunPath(run): RunPath,
     Query(query): Query<GraphQuery>,
 ) -> ApiResult<Json<Value>> {
-    let mut graph = app.runs.graph(run_id(&id)?).await?;
+    let mut graph = app.runs.graph(run).await?;
     let open: BTreeSet<String> = query
         .open
         .iter()
@@ -202,17 +160,17 @@ pub(crate) struct HistoryQuery {
 
 pub(crate) async fn history(
     State(app): State<App>,
-    Path(id): Path<String>,
+    RunPath(run): RunPath,
     Query(query): Query<HistoryQuery>,
 ) -> ApiResult<Json<Value>> {
     let limit = query.limit.unwrap_or(20);
     let values = query.values.unwrap_or(false);
-    Ok(Json(app.runs.history(run_id(&id)?, query.before, limit, values).await?))
+    Ok(Json(app.runs.history(run, query.before, limit, values).await?))
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct ResumeBody {
+pub(crate) struct ResumeBody {
     interrupt: Option<String>,
     decision: Option<String>,
     value: Option<Value>,
@@ -224,7 +182,7 @@ struct ResumeBody {
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct RejectBody {
+pub(crate) struct RejectBody {
     interrupt: Option<String>,
     reason: Option<String>,
     by: Option<String>,
@@ -246,12 +204,10 @@ fn as_caller(request: DecisionRequest, principal: Option<Extension<Principal>>) 
 
 pub(crate) async fn resume(
     State(app): State<App>,
-    Path(id): Path<String>,
+    RunPath(run): RunPath,
     principal: Option<Extension<Principal>>,
-    body: Body,
+    JsonBody(body): JsonBody<ResumeBody>,
 ) -> ApiResult<Json<Value>> {
-    let run = run_id(&id)?;
-    let body: ResumeBody = read_json(&app, body, true).await?;
     if let Some(answers) = body.answers {
         if body.decision.is_some() || body.interrupt.is_some() || body.value.is_some() {
             return Err(ServiceError::invalid(
@@ -300,12 +256,10 @@ pub(crate) async fn resume(
 
 pub(crate) async fn reject(
     State(app): State<App>,
-    Path(id): Path<String>,
+    RunPath(run): RunPath,
     principal: Option<Extension<Principal>>,
-    body: Body,
+    JsonOrDefault(body): JsonOrDefault<RejectBody>,
 ) -> ApiResult<Json<Value>> {
-    let run = run_id(&id)?;
-    let body: RejectBody = read_json(&app, body, false).await?;
     let decision = Decision::Reject { reason: body.reason };
     let request = service::decision_request(body.interrupt, decision, body.by);
     decided(&app, run, as_caller(request, principal)).await
@@ -333,9 +287,8 @@ async fn decided(app: &App, run: RunId, request: DecisionRequest) -> ApiResult<J
 
 pub(crate) async fn cancel(
     State(app): State<App>,
-    Path(id): Path<String>,
+    RunPath(run): RunPath,
 ) -> ApiResult<Json<Value>> {
-    let run = run_id(&id)?;
     let summary = app.runs.cancel(run).await?;
     app.legs.cancelled(run);
     Ok(summary_json(&summary))
@@ -352,10 +305,9 @@ pub(crate) struct WaitQuery {
 /// when the leg ends with `?wait=true`.
 pub(crate) async fn resume_leg(
     State(app): State<App>,
-    Path(id): Path<String>,
+    RunPath(run): RunPath,
     Query(query): Query<WaitQuery>,
 ) -> ApiResult<Json<Value>> {
-    let run = run_id(&id)?;
     let handle = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
     app.legs.wait_or_drive(handle, query.wait.unwrap_or(false)).await?;
     Ok(summary_json(&app.runs.summary(run).await?))
@@ -363,7 +315,7 @@ pub(crate) async fn resume_leg(
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct UpdateStateBody {
+pub(crate) struct UpdateStateBody {
     values: Value,
     as_node: Option<String>,
     by: Option<String>,
@@ -382,12 +334,10 @@ fn asker(principal: Option<Extension<Principal>>, by: Option<String>) -> Option<
 /// once it is finished. Recorded with who asked (see [`asker`]).
 pub(crate) async fn update_state(
     State(app): State<App>,
-    Path(id): Path<String>,
+    RunPath(run): RunPath,
     principal: Option<Extension<Principal>>,
-    body: Body,
+    JsonBody(body): JsonBody<UpdateStateBody>,
 ) -> ApiResult<Json<Value>> {
-    let run = run_id(&id)?;
-    let body: UpdateStateBody = read_json(&app, body, true).await?;
     if !body.values.is_object() {
         return Err(ServiceError::invalid("`values` must be an object: the fields to write").into());
     }
@@ -400,7 +350,7 @@ pub(crate) async fn update_state(
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct ForkBody {
+pub(crate) struct ForkBody {
     step: Option<u64>,
     values: Option<Value>,
     by: Option<String>,
@@ -413,13 +363,11 @@ struct ForkBody {
 /// (see [`asker`]).
 pub(crate) async fn fork(
     State(app): State<App>,
-    Path(id): Path<String>,
+    RunPath(run): RunPath,
     Query(query): Query<WaitQuery>,
     principal: Option<Extension<Principal>>,
-    body: Body,
+    JsonOrDefault(body): JsonOrDefault<ForkBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let run = run_id(&id)?;
-    let body: ForkBody = read_json(&app, body, false).await?;
     if body.values.as_ref().is_some_and(|values| !values.is_object()) {
         return Err(ServiceError::invalid("`values` must be an object: the fields to write").into());
     }
@@ -433,7 +381,7 @@ pub(crate) async fn fork(
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct CreateBody {
+pub(crate) struct CreateBody {
     blueprint: Option<Value>,
     graph: Option<String>,
     #[serde(default)]
@@ -450,9 +398,8 @@ struct CreateBody {
 pub(crate) async fn create(
     State(app): State<App>,
     Query(query): Query<WaitQuery>,
-    body: Body,
+    JsonBody(body): JsonBody<CreateBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let body: CreateBody = read_json(&app, body, true).await?;
     if body.max_steps == Some(0) {
         return Err(ServiceError::invalid("`max_steps` must be at least 1").into());
     }

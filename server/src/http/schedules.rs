@@ -1,7 +1,6 @@
 //! `/schedules`: runs of a registered graph or a blueprint on a cron
 //! expression or at a time (`docs/workflows.md`, Schedules).
 
-use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -11,7 +10,8 @@ use tollgate_checkpoint::MissedTicks;
 use tollgate_engine::{parse_rfc3339, Schedule};
 
 use super::errors::ApiResult;
-use super::routes::{blueprint, read_json};
+use super::extract::JsonBody;
+use super::routes::blueprint;
 use super::App;
 use crate::error::ServiceError;
 use crate::service::UserInput;
@@ -35,7 +35,7 @@ pub(crate) async fn list(
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct AddBody {
+pub(crate) struct AddBody {
     id: String,
     blueprint: Option<Value>,
     graph: Option<String>,
@@ -54,9 +54,8 @@ struct AddBody {
 /// its id is taken.
 pub(crate) async fn add(
     State(app): State<App>,
-    body: Body,
+    JsonBody(body): JsonBody<AddBody>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let body: AddBody = read_json(&app, body, true).await?;
     let schedule = schedule_of(&body)?;
     let added = match (body.blueprint, body.graph) {
         (Some(given), None) => {

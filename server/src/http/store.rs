@@ -1,7 +1,6 @@
 //! The long-term memory endpoints (`/store/...`, docs/openapi.yaml): items
 //! by namespace (written with slashes, `users/42/memories`) and key.
 
-use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::Json;
 use serde::Deserialize;
@@ -11,7 +10,7 @@ use tollgate_checkpoint::{Filter, GetOp, Namespace, NamespaceQuery, PutOp, Searc
 use crate::error::ServiceError;
 
 use super::errors::ApiResult;
-use super::routes::read_json;
+use super::extract::{JsonBody, JsonOrDefault};
 use super::App;
 
 /// A namespace given as `users/42` or `["users", "42"]`.
@@ -65,8 +64,10 @@ pub(crate) fn index_fields(index: Option<Value>) -> Result<Option<Vec<String>>, 
 }
 
 /// `PUT /store/items`: stores an item (replacing any), answers it.
-pub(crate) async fn put(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
-    let body: PutBody = read_json(&app, body, true).await?;
+pub(crate) async fn put(
+    State(app): State<App>,
+    JsonBody(body): JsonBody<PutBody>,
+) -> ApiResult<Json<Value>> {
     let namespace = body.namespace.parse()?;
     let mut op = PutOp::new(namespace.clone(), body.key.clone(), body.value);
     if let Some(ms) = body.ttl_ms {
@@ -166,8 +167,10 @@ pub(crate) fn search_op(
 /// `POST /store/search`: items under a prefix, filtered, newest first or
 /// ranked by similarity to `query` (then with `unindexed`, the items that
 /// pass the filter but have no vector).
-pub(crate) async fn search(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
-    let body: SearchBody = read_json(&app, body, false).await?;
+pub(crate) async fn search(
+    State(app): State<App>,
+    JsonOrDefault(body): JsonOrDefault<SearchBody>,
+) -> ApiResult<Json<Value>> {
     let op = search_op(
         body.prefix.parse()?,
         body.filter.as_ref(),

@@ -21,8 +21,8 @@ use crate::error::ServiceError;
 use crate::service::ServedGraph;
 
 use super::errors::ApiResult;
+use super::extract::run_id;
 use super::follow::{Follow, Item, Logged, Until};
-use super::routes::run_id;
 use super::App;
 
 fn orphan_notice(run: RunId, owner: &str) -> Value {

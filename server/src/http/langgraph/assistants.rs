@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::super::errors::ApiResult;
+use super::super::extract::JsonOrDefault;
 use super::super::App;
 use super::wire::assistant_uuid;
 use crate::error::ServiceError;
@@ -136,9 +137,8 @@ impl SearchBody {
 /// (a part of it) and `metadata`, `offset` skipped, at most `limit` (10).
 pub(super) async fn search(
     State(app): State<App>,
-    body: axum::body::Body,
+    JsonOrDefault(body): JsonOrDefault<SearchBody>,
 ) -> ApiResult<Json<Value>> {
-    let body: SearchBody = super::super::routes::read_json(&app, body, false).await?;
     let (offset, limit) = (body.offset.unwrap_or(0) as usize, body.limit.unwrap_or(10) as usize);
     let found: Vec<Value> = all(&app)
         .await?
@@ -154,9 +154,8 @@ pub(super) async fn search(
 /// `POST /assistants/count`.
 pub(super) async fn count(
     State(app): State<App>,
-    body: axum::body::Body,
+    JsonOrDefault(body): JsonOrDefault<SearchBody>,
 ) -> ApiResult<Json<Value>> {
-    let body: SearchBody = super::super::routes::read_json(&app, body, false).await?;
     let found = all(&app).await?.iter().filter(|assistant| body.matches(assistant)).count();
     Ok(Json(json!(found)))
 }

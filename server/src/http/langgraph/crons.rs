@@ -5,7 +5,6 @@
 //! zones other than UTC, an end time, disabled crons, per-run breakpoints
 //! and webhooks, and updates are refused with a 422 naming what.
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -16,7 +15,8 @@ use tollgate_checkpoint::{RunId, ScheduleRecord, ScheduleTiming};
 use tollgate_engine::{format_rfc3339, Schedule};
 
 use super::super::errors::{ApiError, ApiResult};
-use super::super::routes::{blueprint, read_json};
+use super::super::extract::{JsonBody, JsonOrDefault};
+use super::super::routes::blueprint;
 use super::super::App;
 use super::assistants;
 use super::wire::{assistant_uuid, user_text, uuid_of};
@@ -115,8 +115,10 @@ impl CreateBody {
 }
 
 /// `POST /runs/crons`: a stateless cron.
-pub(super) async fn create(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
-    let body: CreateBody = read_json(&app, body, true).await?;
+pub(super) async fn create(
+    State(app): State<App>,
+    JsonBody(body): JsonBody<CreateBody>,
+) -> ApiResult<Json<Value>> {
     if let Some(refusal) = body.refusal() {
         return Err(refusal);
     }
@@ -287,8 +289,10 @@ async fn found(app: &App, body: &SearchBody) -> ApiResult<Vec<Value>> {
 }
 
 /// `POST /runs/crons/search`.
-pub(super) async fn search(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
-    let body: SearchBody = read_json(&app, body, false).await?;
+pub(super) async fn search(
+    State(app): State<App>,
+    JsonOrDefault(body): JsonOrDefault<SearchBody>,
+) -> ApiResult<Json<Value>> {
     let crons = found(&app, &body).await?;
     let (offset, limit) = (body.offset.unwrap_or(0), body.limit.unwrap_or(10));
     let page = crons.into_iter().skip(usize::try_from(offset).unwrap_or(usize::MAX));
@@ -305,8 +309,10 @@ pub(super) async fn search(State(app): State<App>, body: Body) -> ApiResult<Json
 }
 
 /// `POST /runs/crons/count`.
-pub(super) async fn count(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
-    let body: SearchBody = read_json(&app, body, false).await?;
+pub(super) async fn count(
+    State(app): State<App>,
+    JsonOrDefault(body): JsonOrDefault<SearchBody>,
+) -> ApiResult<Json<Value>> {
     Ok(Json(json!(found(&app, &body).await?.len())))
 }
 

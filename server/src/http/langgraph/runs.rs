@@ -6,7 +6,6 @@
 //! run (`queue.rs`) and they answer it pending, or once it ran.
 //! `thread_runs.rs` reads and changes runs once asked for.
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -16,8 +15,9 @@ use tollgate_checkpoint::{RunId, RunStatus};
 use tollgate_engine::{Decision, DecisionRequest};
 
 use super::super::errors::{ApiError, ApiResult};
+use super::super::extract::{run_id, JsonBody};
 use super::super::follow::{Follow, Until};
-use super::super::routes::{blueprint, read_json, run_id};
+use super::super::routes::blueprint;
 use super::super::{App, Principal};
 use super::assistants::{self, Assistant};
 use super::body::{CommandBody, RunBody};
@@ -437,9 +437,8 @@ pub(super) async fn create(
     thread: Option<Path<String>>,
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
-    body: Body,
+    JsonBody(mut body): JsonBody<RunBody>,
 ) -> ApiResult<Response> {
-    let mut body: RunBody = read_json(&app, body, true).await?;
     body.by = principal.map(|Extension(principal)| principal.name);
     background(app, thread.map(|Path(thread)| thread), body, &headers).await
 }
@@ -592,9 +591,8 @@ pub(super) async fn wait(
     thread: Option<Path<String>>,
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
-    body: Body,
+    JsonBody(mut body): JsonBody<RunBody>,
 ) -> ApiResult<Response> {
-    let mut body: RunBody = read_json(&app, body, true).await?;
     body.by = principal.map(|Extension(principal)| principal.name);
     waited(app, thread.map(|Path(thread)| thread), body, &headers).await
 }
@@ -626,9 +624,8 @@ pub(super) async fn stream(
     thread: Option<Path<String>>,
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
-    body: Body,
+    JsonBody(mut body): JsonBody<RunBody>,
 ) -> ApiResult<Response> {
-    let mut body: RunBody = read_json(&app, body, true).await?;
     body.by = principal.map(|Extension(principal)| principal.name);
     streamed(app, thread.map(|Path(thread)| thread), body, &headers).await
 }

@@ -2,7 +2,6 @@
 //! `/store/namespaces`) over tollgate's long-term memory: namespaces as
 //! lists of parts, TTLs in minutes, times as RFC 3339.
 
-use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -11,9 +10,9 @@ use serde_json::{json, Value};
 use tollgate_checkpoint::{Item, Namespace, NamespaceQuery, PutOp};
 use tollgate_engine::format_rfc3339;
 
+use super::super::extract::{JsonBody, JsonOrDefault};
 use crate::error::ServiceError;
 use crate::http::errors::ApiResult;
-use crate::http::routes::read_json;
 use crate::http::store::{get_item, index_fields, search_op};
 use crate::http::App;
 
@@ -46,8 +45,10 @@ pub(super) struct PutBody {
 }
 
 /// `PUT /store/items`: 204 once stored.
-pub(super) async fn put(State(app): State<App>, body: Body) -> ApiResult<StatusCode> {
-    let body: PutBody = read_json(&app, body, true).await?;
+pub(super) async fn put(
+    State(app): State<App>,
+    JsonBody(body): JsonBody<PutBody>,
+) -> ApiResult<StatusCode> {
     if !body.value.is_object() {
         return Err(ServiceError::invalid("`value` must be a JSON object").into());
     }
@@ -98,8 +99,10 @@ pub(super) struct DeleteBody {
 }
 
 /// `DELETE /store/items` with `{namespace, key}`: 204.
-pub(super) async fn delete(State(app): State<App>, body: Body) -> ApiResult<StatusCode> {
-    let body: DeleteBody = read_json(&app, body, true).await?;
+pub(super) async fn delete(
+    State(app): State<App>,
+    JsonBody(body): JsonBody<DeleteBody>,
+) -> ApiResult<StatusCode> {
     let namespace = Namespace::new(body.namespace).map_err(ServiceError::from)?;
     app.runs.memory().delete(&namespace, &body.key).await.map_err(ServiceError::from)?;
     Ok(StatusCode::NO_CONTENT)
@@ -117,8 +120,10 @@ pub(super) struct SearchBody {
 }
 
 /// `POST /store/items/search`.
-pub(super) async fn search(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
-    let body: SearchBody = read_json(&app, body, false).await?;
+pub(super) async fn search(
+    State(app): State<App>,
+    JsonOrDefault(body): JsonOrDefault<SearchBody>,
+) -> ApiResult<Json<Value>> {
     let prefix = Namespace::new(body.namespace_prefix).map_err(ServiceError::from)?;
     let op = search_op(
         prefix,
@@ -142,8 +147,10 @@ pub(super) struct NamespacesBody {
 }
 
 /// `POST /store/namespaces`.
-pub(super) async fn namespaces(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
-    let body: NamespacesBody = read_json(&app, body, false).await?;
+pub(super) async fn namespaces(
+    State(app): State<App>,
+    JsonOrDefault(body): JsonOrDefault<NamespacesBody>,
+) -> ApiResult<Json<Value>> {
     let mut query = NamespaceQuery::new()
         .prefix(body.prefix.unwrap_or_default())
         .suffix(body.suffix.unwrap_or_default())

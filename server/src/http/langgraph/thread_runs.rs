@@ -11,8 +11,8 @@ use serde_json::Value;
 use tollgate_checkpoint::RunStatus;
 
 use super::super::errors::{ApiError, ApiResult};
+use super::super::extract::run_id;
 use super::super::follow::{Follow, Until};
-use super::super::routes::run_id;
 use super::super::App;
 use super::outcome::{last_seq, outcome};
 use super::queue::{self, Pending};

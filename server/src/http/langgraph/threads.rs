@@ -4,7 +4,6 @@
 
 use std::collections::HashSet;
 
-use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -16,7 +15,7 @@ use tollgate_checkpoint::{RunFilter, RunStatus, ThreadRecord};
 use tollgate_engine::END;
 
 use super::super::errors::{ApiError, ApiResult};
-use super::super::routes::read_json;
+use super::super::extract::{JsonBody, JsonOrDefault};
 use super::super::{App, Principal};
 use super::wire;
 use crate::error::ServiceError;
@@ -101,8 +100,10 @@ pub(super) struct CreateBody {
 /// `POST /threads`: a thread with the given id (a new UUID-like id
 /// otherwise) and metadata; `if_exists`: `raise` (409, the default) or
 /// `do_nothing` (the existing thread).
-pub(super) async fn create(State(app): State<App>, body: Body) -> ApiResult<Response> {
-    let body: CreateBody = read_json(&app, body, false).await?;
+pub(super) async fn create(
+    State(app): State<App>,
+    JsonOrDefault(body): JsonOrDefault<CreateBody>,
+) -> ApiResult<Response> {
     let id = match body.thread_id {
         Some(id) if id.trim().is_empty() => {
             return Err(ServiceError::invalid("`thread_id` must not be empty").into())
@@ -171,9 +172,8 @@ pub(super) struct UpdateBody {
 pub(super) async fn update(
     State(app): State<App>,
     Path(thread): Path<String>,
-    body: Body,
+    JsonOrDefault(body): JsonOrDefault<UpdateBody>,
 ) -> ApiResult<Json<Value>> {
-    let body: UpdateBody = read_json(&app, body, false).await?;
     let given = object(body.metadata, "metadata")?;
     let store = app.runs.store();
     let now = wire::now_ms();
@@ -294,16 +294,20 @@ async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<
 /// `POST /threads/search`: threads with a record, newest first, matching
 /// `metadata` (every key equal), `status` and `ids`; `offset` skipped, at
 /// most `limit` (10).
-pub(super) async fn search(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
-    let body: SearchBody = read_json(&app, body, false).await?;
+pub(super) async fn search(
+    State(app): State<App>,
+    JsonOrDefault(body): JsonOrDefault<SearchBody>,
+) -> ApiResult<Json<Value>> {
     let (offset, limit) = (body.offset.unwrap_or(0) as usize, body.limit.unwrap_or(10) as usize);
     let found = matching(&app, &body, offset.saturating_add(limit)).await?;
     Ok(Json(Value::Array(found.into_iter().skip(offset).take(limit).collect())))
 }
 
 /// `POST /threads/count`.
-pub(super) async fn count(State(app): State<App>, body: Body) -> ApiResult<Json<Value>> {
-    let body: SearchBody = read_json(&app, body, false).await?;
+pub(super) async fn count(
+    State(app): State<App>,
+    JsonOrDefault(body): JsonOrDefault<SearchBody>,
+) -> ApiResult<Json<Value>> {
     Ok(Json(json!(matching(&app, &body, usize::MAX).await?.len())))
 }
 
@@ -457,9 +461,8 @@ pub(super) async fn update_state(
     State(app): State<App>,
     Path(thread): Path<String>,
     principal: Option<Extension<Principal>>,
-    body: Body,
+    JsonBody(body): JsonBody<UpdateStateBody>,
 ) -> ApiResult<Json<Value>> {
-    let body: UpdateStateBody = read_json(&app, body, true).await?;
     let Some(latest) = latest(&app, &thread).await? else {
         return Err(not_found(&thread));
     };
@@ -524,9 +527,8 @@ fn before_id(before: Option<&Value>) -> Option<String> {
 pub(super) async fn history(
     State(app): State<App>,
     Path(thread): Path<String>,
-    body: Body,
+    JsonOrDefault(body): JsonOrDefault<HistoryBody>,
 ) -> ApiResult<Json<Value>> {
-    let body: HistoryBody = read_json(&app, body, false).await?;
     history_page(&app, &thread, body).await
 }
 

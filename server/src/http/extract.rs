@@ -1,0 +1,96 @@
+//! What handlers take from a request, written once: a JSON body read
+//! within the server's size and time limits ([`JsonBody`], and [`JsonOrDefault`]
+//! where an empty body means the defaults), and a run id from the path
+//! ([`RunPath`]). Each refuses bad input with the API's error shape.
+
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+use tollgate_checkpoint::RunId;
+
+use crate::error::ServiceError;
+
+use super::errors::{ApiError, ApiResult};
+use super::App;
+
+/// A JSON request body that must be there: an empty body is refused (400)
+/// like one that does not parse; a body over the size limit is 413, one
+/// slower than the body timeout 408.
+pub(crate) struct JsonBody<T>(pub(crate) T);
+
+/// A JSON request body whose absence (an empty or all-blank body) means
+/// `T::default()`; otherwise as [`JsonBody`].
+pub(crate) struct JsonOrDefault<T>(pub(crate) T);
+
+impl<T: DeserializeOwned> FromRequest<App> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, app: &App) -> Result<Self, Self::Rejection> {
+        let bytes = read(app, request.into_body()).await?;
+        parse(&bytes).map(JsonBody)
+    }
+}
+
+impl<T: DeserializeOwned + Default> FromRequest<App> for JsonOrDefault<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, app: &App) -> Result<Self, Self::Rejection> {
+        let bytes = read(app, request.into_body()).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(JsonOrDefault(T::default()));
+        }
+        parse(&bytes).map(JsonOrDefault)
+    }
+}
+
+/// The body's bytes, within the limits.
+async fn read(app: &App, body: axum::body::Body) -> ApiResult<axum::body::Bytes> {
+    let limits = app.settings.limits;
+    let read = axum::body::to_bytes(body, limits.max_body);
+    match tokio::time::timeout(limits.body_timeout, read).await {
+        Err(_) => {
+            let message = format!(
+                "the request body did not arrive within {} s",
+                limits.body_timeout.as_secs_f64()
+            );
+            Err(ApiError::new(StatusCode::REQUEST_TIMEOUT, "timeout", message))
+        }
+        Ok(Err(error)) => {
+            let too_large = std::error::Error::source(&error)
+                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+            Err(if too_large {
+                let message = format!("the request body is larger than {} bytes", limits.max_body);
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+            } else {
+                ServiceError::invalid(format!("cannot read the request body: {error}")).into()
+            })
+        }
+        Ok(Ok(bytes)) => Ok(bytes),
+    }
+}
+
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice(bytes)
+        .map_err(|error| ServiceError::invalid(format!("bad request body: {error}")).into())
+}
+
+/// The run id of a `/runs/{id}/…` path; one that is not a run id is
+/// refused (400).
+pub(crate) struct RunPath(pub(crate) RunId);
+
+impl<S: Send + Sync> FromRequestParts<S> for RunPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(text) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection| ServiceError::invalid(rejection.body_text()))?;
+        run_id(&text).map(RunPath)
+    }
+}
+
+/// `text` as a run id, or a 400 that names it.
+pub(crate) fn run_id(text: &str) -> ApiResult<RunId> {
+    text.parse().map_err(|_| ServiceError::invalid(format!("`{text}` is not a run id")).into())
+}
