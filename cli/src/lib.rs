@@ -308,7 +308,7 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
         Command::Pack(command) => pack::pack_command(command),
         Command::Schedule(command) => schedule::schedule_command(&runs, command).await,
         Command::Threads(ThreadsCommand::Show { thread, json }) => {
-            let shown = runs.thread(&thread).await?;
+            let shown = tollgate_server::thread_json(&runs.thread(&thread).await?);
             if json {
                 print_json(&shown);
             } else {
@@ -421,8 +421,13 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, ServiceEr
         }
         RunsCommand::History { run, thread, before, limit, values, json } => {
             let page = match (run, thread) {
-                (_, Some(thread)) => runs.thread_history(&thread, before, limit).await?,
-                (Some(run), None) => runs.history(run_id(&run)?, before, limit, values).await?,
+                (_, Some(thread)) => tollgate_server::thread_history_json(
+                    &thread,
+                    &runs.thread_history(&thread, before, limit).await?,
+                ),
+                (Some(run), None) => tollgate_server::run_history_json(
+                    &runs.history(run_id(&run)?, before, limit, values).await?,
+                ),
                 (None, None) => unreachable!("clap requires a run or --thread"),
             };
             if json {

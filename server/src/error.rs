@@ -79,6 +79,16 @@ pub enum ServiceError {
         /// What is unavailable.
         message: String,
     },
+    /// Something the request needed did not finish in time (reading a
+    /// blueprint's files): exit 1; HTTP 422, since the server itself is
+    /// fine.
+    #[error("{what} within {} s", after.as_secs_f64())]
+    TimedOut {
+        /// What did not finish.
+        what: String,
+        /// How long it was given.
+        after: std::time::Duration,
+    },
     /// The store or the run failed.
     #[error("{message}")]
     Failed {
@@ -95,6 +105,7 @@ impl ServiceError {
             ServiceError::NotFound { .. } => code::NOT_FOUND,
             ServiceError::Conflict { .. } | ServiceError::MissingVersion { .. } => code::CONFLICT,
             ServiceError::Unusable { .. }
+            | ServiceError::TimedOut { .. }
             | ServiceError::Unavailable { .. }
             | ServiceError::Failed { .. } => code::FAILED,
         }
@@ -106,7 +117,7 @@ impl ServiceError {
             ServiceError::Invalid { .. } => 400,
             ServiceError::NotFound { .. } => 404,
             ServiceError::Conflict { .. } | ServiceError::MissingVersion { .. } => 409,
-            ServiceError::Unusable { .. } => 422,
+            ServiceError::Unusable { .. } | ServiceError::TimedOut { .. } => 422,
             ServiceError::Unavailable { .. } => 503,
             ServiceError::Failed { .. } => 500,
         }
@@ -120,6 +131,7 @@ impl ServiceError {
             ServiceError::Conflict { .. } => "conflict",
             ServiceError::MissingVersion { .. } => "missing_version",
             ServiceError::Unusable { .. } => "unusable",
+            ServiceError::TimedOut { .. } => "timeout",
             ServiceError::Unavailable { .. } => "unavailable",
             ServiceError::Failed { .. } => "failed",
         }

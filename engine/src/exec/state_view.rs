@@ -164,6 +164,59 @@ pub struct ThreadHistoryPage<S> {
     pub total: u64,
 }
 
+impl<S> StateSnapshot<S> {
+    /// The same snapshot with its values turned by `f`: a service that
+    /// serves graphs of several state types shows each as JSON.
+    pub fn map_values<T>(self, f: impl FnOnce(S) -> T) -> StateSnapshot<T> {
+        StateSnapshot {
+            run: self.run,
+            step: self.step,
+            source: self.source,
+            by: self.by,
+            forked_from: self.forked_from,
+            status: self.status,
+            values: f(self.values),
+            next: self.next,
+            interrupts: self.interrupts,
+            pending_writes: self.pending_writes,
+            tasks: self.tasks,
+        }
+    }
+}
+
+impl<S> StatePage<S> {
+    /// The same page with each checkpoint's values turned by `f`.
+    pub fn map_values<T>(self, mut f: impl FnMut(S) -> T) -> StatePage<T> {
+        StatePage {
+            checkpoints: self
+                .checkpoints
+                .into_iter()
+                .map(|(info, state)| (info, state.map_values(&mut f)))
+                .collect(),
+            next_before: self.next_before,
+        }
+    }
+}
+
+impl<S> ThreadHistoryPage<S> {
+    /// The same page with each checkpoint's values turned by `f`.
+    pub fn map_values<T>(self, mut f: impl FnMut(S) -> T) -> ThreadHistoryPage<T> {
+        ThreadHistoryPage {
+            checkpoints: self
+                .checkpoints
+                .into_iter()
+                .map(|entry| ThreadCheckpoint {
+                    number: entry.number,
+                    info: entry.info,
+                    state: entry.state.map_values(&mut f),
+                })
+                .collect(),
+            next_before: self.next_before,
+            total: self.total,
+        }
+    }
+}
+
 impl Executor {
     /// The run's checkpoints before step `before` (all when `None`),
     /// newest first, at most `limit`, each with its values and next nodes

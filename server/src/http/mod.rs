@@ -19,12 +19,9 @@ mod follow;
 mod langgraph;
 mod legs;
 mod metrics;
+mod native;
 mod page;
-mod routes;
-mod schedules;
-mod store;
-mod streams;
-mod wire;
+mod parse_errors;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -34,7 +31,7 @@ use std::time::Duration;
 
 use axum::http::{header, HeaderValue, Method};
 use axum::response::Redirect;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -50,6 +47,7 @@ pub use auth::{credential, Auth, Authenticate, Principal, Refusal, Role, Tokens}
 pub(crate) use follow::Hub;
 pub(crate) use legs::Legs;
 pub use metrics::serve_metrics;
+pub use native::wire::{run_history_json, state_json, thread_history_json, thread_json};
 
 /// How [`serve`] is configured.
 #[derive(Debug)]
@@ -200,11 +198,8 @@ const RELEASE_PATIENCE: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub(crate) struct Settings {
     pub(crate) auth: Check,
-    pub(crate) blueprints: Option<PathBuf>,
-    pub(crate) allow_inline_commands: bool,
-    pub(crate) allow_mcp_hosts: Vec<String>,
-    pub(crate) allow_webhook_hosts: Vec<String>,
-    pub(crate) pass_env: Vec<String>,
+    /// What callers may have the server run and reach.
+    pub(crate) admission: Arc<crate::service::Admission>,
     pub(crate) limits: Limits,
     /// The process's Prometheus recorder.
     pub(crate) metrics: tollgate_telemetry::Metrics,
@@ -285,11 +280,13 @@ impl Api {
                 Auth::External => Check::Open,
                 Auth::Custom(check) => Check::Custom(check),
             },
-            blueprints: options.blueprints,
-            allow_inline_commands: options.allow_inline_commands,
-            allow_mcp_hosts: options.allow_mcp_hosts,
-            allow_webhook_hosts: options.allow_webhook_hosts,
-            pass_env: options.pass_env,
+            admission: Arc::new(crate::service::Admission {
+                blueprints: options.blueprints,
+                inline_commands: options.allow_inline_commands,
+                mcp_hosts: options.allow_mcp_hosts,
+                webhook_hosts: options.allow_webhook_hosts,
+                pass_env: options.pass_env,
+            }),
             limits: options.limits,
             metrics: metrics::recorder()?,
             langgraph: options.langgraph_prefix.as_deref().map(checked_prefix).transpose()?,
@@ -419,31 +416,8 @@ fn routes(app: App) -> Router {
         router = router.nest(prefix, langgraph::routes());
     }
     router
-        .route("/healthz", get(routes::health))
-        .route("/me", get(routes::me))
+        .merge(native::routes())
         .route("/metrics", get(metrics::scrape))
-        .route("/runs", get(routes::list).post(routes::create))
-        .route("/runs/{id}", get(routes::show).delete(routes::delete))
-        .route("/runs/{id}/state", get(routes::state).post(routes::update_state))
-        .route("/runs/{id}/fork", post(routes::fork))
-        .route("/runs/{id}/history", get(routes::history))
-        .route("/runs/{id}/resume", post(routes::resume))
-        .route("/runs/{id}/reject", post(routes::reject))
-        .route("/runs/{id}/cancel", post(routes::cancel))
-        .route("/runs/{id}/continue", post(routes::resume_leg))
-        .route("/runs/{id}/events", get(streams::sse))
-        .route("/runs/{id}/ws", get(streams::ws))
-        .route("/runs/{id}/graph", get(routes::graph))
-        .route("/changes", get(streams::changes))
-        .route("/threads/{thread}", get(routes::thread))
-        .route("/threads/{thread}/history", get(routes::thread_history))
-        .route("/store/items", get(store::get).put(store::put).delete(store::delete))
-        .route("/store/search", post(store::search))
-        .route("/store/namespaces", get(store::namespaces))
-        .route("/schedules", get(schedules::list).post(schedules::add))
-        .route("/schedules/{id}", get(schedules::show).delete(schedules::delete))
-        .route("/graphs", get(routes::graphs))
-        .route("/graphs/{name}", get(routes::graph_named))
         .route("/", get(page::index))
         .route("/ui/{file}", get(page::asset))
         .fallback(errors::no_route)
@@ -525,7 +499,7 @@ async fn accept(
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
             if let Err(error) = http
-                .serve_connection(TokioIo::new(wire::JsonParseErrors::new(stream)), service)
+                .serve_connection(TokioIo::new(parse_errors::JsonParseErrors::new(stream)), service)
                 .with_upgrades()
                 .await
             {

@@ -5,22 +5,25 @@
 //! graphs whatever their state type in [`served`]; finding a run's graph
 //! and starting registered graphs in [`graphs`]; workers in [`worker`].
 
+mod admission;
 mod graphs;
 mod leg;
+mod memory;
 mod schedules;
 mod served;
-mod state_json;
 mod view;
 mod worker;
 
+pub(crate) use admission::{host_allowed, Admission};
 pub use graphs::InvalidBlueprint;
 pub(crate) use leg::leg_result;
+pub(crate) use memory::{index_fields, search_op};
 pub use schedules::{schedule_json, MAX_SCHEDULES_LISTED};
 use served::Continued;
 pub(crate) use served::ServedGraph;
 pub use served::{Graphs, Leg};
 pub use tollgate_checkpoint::DamagedRun;
-pub use view::{InterruptView, Listing, RunSummary};
+pub use view::{InterruptView, Listing, RunHistory, RunSummary, ThreadView};
 
 use std::collections::BTreeMap;
 use std::path::Path;

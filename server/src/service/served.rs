@@ -15,10 +15,10 @@ use tokio::sync::watch;
 use tollgate_checkpoint::{RunId, RunRecord, RunStatus, ScheduleRecord};
 use tollgate_engine::{
     CancelToken, CompiledGraph, DecisionRequest, Executor, GraphShape, Resumed, RunConfig,
-    RunError, RunHandle, Schedule, State, Workload, Write,
+    RunError, RunHandle, Schedule, State, StatePage, StateSnapshot, ThreadHistoryPage, Workload,
+    Write,
 };
 
-use super::state_json;
 use crate::error::ServiceError;
 
 /// A leg of a run this process drives, whatever its graph's state type:
@@ -119,17 +119,16 @@ pub(crate) trait ServedGraph: Send + Sync {
         executor: &Executor,
         run: RunId,
         at: Option<u64>,
-    ) -> Result<Value, ServiceError>;
+    ) -> Result<StateSnapshot<Value>, ServiceError>;
     /// A page of the run's checkpoints with the state at each, newest
-    /// first: `{"checkpoints": [{"step", "at", "tasks", "snapshot",
-    /// "source", "values", "next"}], "next_before"}`.
+    /// first.
     async fn history(
         &self,
         executor: &Executor,
         run: RunId,
         before: Option<u64>,
         limit: u64,
-    ) -> Result<Value, ServiceError>;
+    ) -> Result<StatePage<Value>, ServiceError>;
     /// A new run from checkpoint `step` of `run` (`Executor::fork`), with
     /// `edit` (JSON of the state's update) merged through the reducers,
     /// driven here.
@@ -183,7 +182,7 @@ pub(crate) trait ServedGraph: Send + Sync {
         thread: &str,
         before: Option<u64>,
         limit: u64,
-    ) -> Result<Value, ServiceError>;
+    ) -> Result<ThreadHistoryPage<Value>, ServiceError>;
     /// Drives a leg of `run` for a worker (see `Workload::drive`).
     async fn drive(
         &self,
@@ -192,6 +191,12 @@ pub(crate) trait ServedGraph: Send + Sync {
         config: RunConfig,
         shutdown: watch::Receiver<bool>,
     ) -> Option<Result<RunStatus, RunError>>;
+}
+
+/// A state as JSON, the form the service shows every graph's state in
+/// (null in the impossible case of a state that does not serialize).
+fn as_json<S: serde::Serialize>(state: S) -> Value {
+    serde_json::to_value(state).unwrap_or(Value::Null)
 }
 
 /// `update` (JSON) as an update of `graph`'s state.
@@ -300,9 +305,8 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         executor: &Executor,
         run: RunId,
         at: Option<u64>,
-    ) -> Result<Value, ServiceError> {
-        let state = executor.get_state(self, run, at).await?;
-        Ok(state_json::state(&state))
+    ) -> Result<StateSnapshot<Value>, ServiceError> {
+        Ok(executor.get_state(self, run, at).await?.map_values(as_json))
     }
 
     async fn history(
@@ -311,14 +315,8 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         run: RunId,
         before: Option<u64>,
         limit: u64,
-    ) -> Result<Value, ServiceError> {
-        let page = executor.state_history(self, run, before, limit).await?;
-        let checkpoints: Vec<Value> = page
-            .checkpoints
-            .iter()
-            .map(|(info, state)| state_json::history_entry(info, state))
-            .collect();
-        Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}))
+    ) -> Result<StatePage<Value>, ServiceError> {
+        Ok(executor.state_history(self, run, before, limit).await?.map_values(as_json))
     }
 
     async fn fork(
@@ -377,9 +375,8 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         thread: &str,
         before: Option<u64>,
         limit: u64,
-    ) -> Result<Value, ServiceError> {
-        let page = executor.thread_history(self, thread, before, limit).await?;
-        Ok(state_json::thread_history(thread, &page))
+    ) -> Result<ThreadHistoryPage<Value>, ServiceError> {
+        Ok(executor.thread_history(self, thread, before, limit).await?.map_values(as_json))
     }
 
     async fn drive(

@@ -4,9 +4,12 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::{
-    Cursor, DamagedRun, PageRequest, RunFailure, RunFilter, RunId, RunRecord, RunStatus,
+    Cursor, DamagedRun, HistoryPage, PageRequest, RunFailure, RunFilter, RunId, RunRecord,
+    RunStatus,
 };
-use tollgate_engine::{format_rfc3339, Event, ForkOrigin, RunConfig};
+use tollgate_engine::{
+    format_rfc3339, Event, ForkOrigin, RunConfig, StatePage, StateSnapshot, ThreadHistoryPage,
+};
 
 use crate::error::ServiceError;
 
@@ -103,6 +106,33 @@ impl RunSummary {
     }
 }
 
+/// A thread ([`Runs::thread`]): its latest run, and the state the next run
+/// starts from.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ThreadView {
+    /// The thread.
+    pub thread: String,
+    /// Its latest run.
+    pub latest: RunSummary,
+    /// The step of the latest run's last checkpoint.
+    pub step: u64,
+    /// The state there, when the latest run's graph is one this process
+    /// has (`None` otherwise).
+    pub values: Option<Value>,
+}
+
+/// A page of a run's history ([`Runs::history`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum RunHistory {
+    /// Each checkpoint's place (when, how many tasks, whether a snapshot),
+    /// without its state.
+    Checkpoints(HistoryPage),
+    /// Each checkpoint with the state there.
+    States(StatePage<Value>),
+}
+
 /// One page of runs, and the rows of it that could not be read.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -141,10 +171,9 @@ impl Runs {
         })
     }
 
-    /// A thread: `{"thread", "latest": SUMMARY, "step", "values"}`, the
-    /// state its next run starts from (`values` null when the latest run
-    /// is not a blueprint run). Not found when it has no run.
-    pub async fn thread(&self, thread: &str) -> Result<Value, ServiceError> {
+    /// A thread: its latest run and the state its next run starts from.
+    /// Not found when it has no run.
+    pub async fn thread(&self, thread: &str) -> Result<ThreadView, ServiceError> {
         let Some(record) = self.executor.thread_latest(thread).await? else {
             return Err(ServiceError::NotFound {
                 message: format!("thread `{thread}` has no runs"),
@@ -153,16 +182,14 @@ impl Runs {
         let run = record.id;
         let rebuilt = self.rebuild(&record).await?;
         let latest = self.summarize(record, true).await?;
-        let state = match rebuilt {
-            Some(rebuilt) => rebuilt.graph.state(&self.executor, run, None).await?,
-            None => json!({"step": latest.step, "values": null}),
+        let (step, values) = match rebuilt {
+            Some(rebuilt) => {
+                let state = rebuilt.graph.state(&self.executor, run, None).await?;
+                (state.step, Some(state.values))
+            }
+            None => (latest.step, None),
         };
-        Ok(json!({
-            "thread": thread,
-            "latest": latest,
-            "step": state["step"],
-            "values": state["values"],
-        }))
+        Ok(ThreadView { thread: thread.to_owned(), latest, step, values })
     }
 
     /// The run's graph: `{"name", "version", "nodes": [{"name",
@@ -176,7 +203,11 @@ impl Runs {
     /// The run's state at checkpoint `at` (the last when `None`), for
     /// runs whose graph this process has: values, next nodes, open
     /// interrupts with their schemas, finished tasks of the step in flight.
-    pub(crate) async fn state(&self, run: RunId, at: Option<u64>) -> Result<Value, ServiceError> {
+    pub async fn state(
+        &self,
+        run: RunId,
+        at: Option<u64>,
+    ) -> Result<StateSnapshot<Value>, ServiceError> {
         let rebuilt = self.blueprint_graph(run, "read its state with Executor::get_state").await?;
         rebuilt.graph.state(&self.executor, run, at).await
     }
@@ -294,19 +325,16 @@ impl Runs {
         before: Option<u64>,
         limit: u64,
         values: bool,
-    ) -> Result<Value, ServiceError> {
+    ) -> Result<RunHistory, ServiceError> {
         if limit == 0 || limit > 1000 {
             return Err(ServiceError::invalid("limit must be between 1 and 1000"));
         }
         if !values {
-            let page = self.store().history(run, before, limit).await?;
-            let checkpoints: Vec<Value> =
-                page.checkpoints.iter().map(super::state_json::info).collect();
-            return Ok(json!({"checkpoints": checkpoints, "next_before": page.next_before}));
+            return Ok(RunHistory::Checkpoints(self.store().history(run, before, limit).await?));
         }
         let rebuilt =
             self.blueprint_graph(run, "read its states with Executor::state_history").await?;
-        rebuilt.graph.history(&self.executor, run, before, limit).await
+        Ok(RunHistory::States(rebuilt.graph.history(&self.executor, run, before, limit).await?))
     }
 
     /// Writes `update` on the run's latest checkpoint as if `as_node` ran
@@ -416,7 +444,7 @@ impl Runs {
         thread: &str,
         before: Option<u64>,
         limit: u64,
-    ) -> Result<Value, ServiceError> {
+    ) -> Result<ThreadHistoryPage<Value>, ServiceError> {
         if limit == 0 || limit > 1000 {
             return Err(ServiceError::invalid("limit must be between 1 and 1000"));
         }

@@ -52,7 +52,7 @@ pub(super) async fn all(app: &App) -> ApiResult<Vec<Assistant>> {
 
 /// [`all`], and the blueprints of the folder that do not load.
 async fn with_invalid(app: &App) -> ApiResult<(Vec<Assistant>, Vec<InvalidBlueprint>)> {
-    let (listed, invalid) = super::super::routes::listing(app).await?;
+    let (listed, invalid) = app.settings.admission.listing(&app.runs).await?;
     let assistants = listed
         .into_iter()
         .filter_map(|listed| {
@@ -98,7 +98,7 @@ pub(super) async fn find(app: &App, id: &str) -> ApiResult<Assistant> {
 /// is taken from its file without compiling the folder's others (the
 /// run reads it anyway).
 pub(super) async fn to_run(app: &App, id: &str) -> ApiResult<Assistant> {
-    if let Some(folder) = &app.settings.blueprints {
+    if let Some(folder) = &app.settings.admission.blueprints {
         let plain = !id.is_empty()
             && id.len() <= 64
             && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');

@@ -16,7 +16,6 @@ use tollgate_engine::{format_rfc3339, Schedule};
 
 use super::super::errors::{ApiError, ApiResult};
 use super::super::extract::{JsonBody, JsonOrDefault};
-use super::super::routes::blueprint;
 use super::super::App;
 use super::assistants;
 use super::wire::{assistant_uuid, user_text, uuid_of};
@@ -147,7 +146,8 @@ pub(super) async fn create(
     let input = body.input.clone().unwrap_or(Value::Null);
     let added = match assistant.kind.as_str() {
         "blueprint" => {
-            let found = blueprint(&app, Value::String(assistant.name.clone())).await?;
+            let found =
+                app.settings.admission.blueprint(Value::String(assistant.name.clone())).await?;
             let mut given = service::UserInput::from_json(&input);
             if let Some(text) = user_text(&input) {
                 given.message = text;

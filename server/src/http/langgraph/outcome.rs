@@ -21,12 +21,11 @@ pub(super) async fn last_seq(app: &App, run: RunId) -> ApiResult<u64> {
 pub(super) async fn outcome(app: &App, run: RunId) -> ApiResult<Value> {
     let summary = app.runs.summary(run).await?;
     let mut values = match app.runs.state(run, None).await {
-        Ok(state) => wire::values(&state["values"]),
+        Ok(state) => wire::values(&state.values),
         Err(_) => summary.result.clone(),
     };
     if !summary.interrupts.is_empty() {
-        let interrupts: Vec<Value> =
-            summary.interrupts.iter().map(|i| wire::interrupt(&json!(i))).collect();
+        let interrupts: Vec<Value> = summary.interrupts.iter().map(wire::interrupt).collect();
         values["__interrupt__"] = json!(interrupts);
     }
     if matches!(summary.status, RunStatus::Failed | RunStatus::Rejected) {

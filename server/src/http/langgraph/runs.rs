@@ -17,7 +17,6 @@ use tollgate_engine::{Decision, DecisionRequest};
 use super::super::errors::{ApiError, ApiResult};
 use super::super::extract::{run_id, JsonBody};
 use super::super::follow::{Follow, Until};
-use super::super::routes::blueprint;
 use super::super::{App, Principal};
 use super::assistants::{self, Assistant};
 use super::body::{CommandBody, RunBody};
@@ -245,7 +244,8 @@ async fn start(
     let input = body.input.clone().unwrap_or(Value::Null);
     let leg = match assistant.kind.as_str() {
         "blueprint" => {
-            let found = blueprint(app, Value::String(assistant.name.clone())).await?;
+            let found =
+                app.settings.admission.blueprint(Value::String(assistant.name.clone())).await?;
             let mut given = service::UserInput::from_json(&input);
             if let Some(text) = wire::user_text(&input) {
                 given.message = text;

@@ -13,8 +13,8 @@ use tollgate_engine::format_rfc3339;
 use super::super::extract::{JsonBody, JsonOrDefault};
 use crate::error::ServiceError;
 use crate::http::errors::ApiResult;
-use crate::http::store::{get_item, index_fields, search_op};
 use crate::http::App;
+use crate::service::{index_fields, search_op};
 
 /// An item as LangGraph's clients read it.
 fn item_json(item: &Item) -> Value {
@@ -86,7 +86,7 @@ pub(super) async fn get(
         text => text.split('.').collect(),
     };
     let namespace = Namespace::new(parts).map_err(ServiceError::from)?;
-    let item = get_item(&app, namespace, query.key, query.refresh_ttl.unwrap_or(true)).await?;
+    let item = app.runs.item(namespace, query.key, query.refresh_ttl.unwrap_or(true)).await?;
     Ok(Json(item_json(&item)))
 }
 

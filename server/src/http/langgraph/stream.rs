@@ -54,7 +54,7 @@ impl Streaming {
                 if self.wants("values") =>
             {
                 if let Ok(state) = self.app.runs.state(run, Some(*from_step)).await {
-                    self.frames.push_back(frame("values", wire::values(&state["values"])));
+                    self.frames.push_back(frame("values", wire::values(&state.values)));
                 }
             }
             Event::NodeCompleted { update, .. } if self.wants("updates") => {
@@ -67,7 +67,7 @@ impl Streaming {
                 // As LangGraph streams a pause: in `updates`, and in
                 // `values` as a chunk of its own (what `useStream` reads
                 // its `interrupt` from).
-                let shown = json!({"__interrupt__": [wire::interrupt(&json!(interrupt))]});
+                let shown = json!({"__interrupt__": [wire::interrupt(interrupt)]});
                 for mode in ["updates", "values"] {
                     if self.wants(mode) {
                         self.frames.push_back(frame(mode, shown.clone()));

@@ -12,7 +12,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tollgate_checkpoint::{RunFilter, RunStatus, ThreadRecord};
-use tollgate_engine::END;
+use tollgate_engine::{format_rfc3339, StateSnapshot, END};
 
 use super::super::errors::{ApiError, ApiResult};
 use super::super::extract::{JsonBody, JsonOrDefault};
@@ -62,16 +62,13 @@ async fn view_among(
     }
     let values = match &latest {
         Some(latest) => match app.runs.state(latest.id, None).await {
-            Ok(state) => wire::values(&state["values"]),
+            Ok(state) => wire::values(&state.values),
             Err(_) => Value::Null,
         },
         None => json!({}),
     };
-    let interrupts: Vec<Value> = latest
-        .iter()
-        .flat_map(|latest| latest.interrupts.iter())
-        .map(|interrupt| wire::interrupt(&json!(interrupt)))
-        .collect();
+    let interrupts: Vec<Value> =
+        latest.iter().flat_map(|latest| latest.interrupts.iter()).map(wire::interrupt).collect();
     let mut shown = wire::thread(thread, record.as_ref(), latest.as_ref(), &values, &interrupts);
     let busy = shown["status"] == "busy";
     let waits = match waiting {
@@ -376,40 +373,49 @@ pub(super) async fn thread_state(
         },
     };
     let state = app.runs.state(run, step).await?;
-    Ok(state_json(thread, &state, None))
+    Ok(state_json(thread, &state, None, true))
 }
 
-/// Our state JSON (`state_json::state`) as LangGraph's `ThreadState`.
-pub(super) fn state_json(thread: &str, state: &Value, created_at: Option<&str>) -> Value {
-    let run = state["id"].as_str().unwrap_or("");
-    let step = state["step"].as_u64().unwrap_or(0);
-    let tasks: Vec<Value> = state["tasks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|task| {
-            let interrupts: Vec<Value> =
-                task["interrupts"].as_array().into_iter().flatten().map(wire::interrupt).collect();
-            json!({
-                "id": task["id"],
-                "name": task["node"],
-                "error": task["error"]["message"],
-                "interrupts": interrupts,
-                "checkpoint": null,
-                "state": null,
-                "result": task["writes"],
+/// A checkpoint's state as LangGraph's `ThreadState`; with `tasks`, the
+/// tasks of the step in flight and the interrupts (the thread's head),
+/// without, as a past entry of its history shows.
+pub(super) fn state_json(
+    thread: &str,
+    state: &StateSnapshot<Value>,
+    created_at: Option<&str>,
+    tasks: bool,
+) -> Value {
+    let (run, step) = (state.run, state.step);
+    let shown_tasks: Vec<Value> = match tasks {
+        false => Vec::new(),
+        true => state
+            .tasks
+            .iter()
+            .map(|task| {
+                let interrupts: Vec<Value> = task.interrupts.iter().map(wire::interrupt).collect();
+                json!({
+                    "id": task.id,
+                    "name": task.node,
+                    "error": task.error.as_ref().map(|error| &error.message),
+                    "interrupts": interrupts,
+                    "checkpoint": null,
+                    "state": null,
+                    "result": task.writes,
+                })
             })
-        })
-        .collect();
-    let interrupts: Vec<Value> =
-        state["interrupts"].as_array().into_iter().flatten().map(wire::interrupt).collect();
+            .collect(),
+    };
+    let interrupts: Vec<Value> = match tasks {
+        false => Vec::new(),
+        true => state.interrupts.iter().map(wire::interrupt).collect(),
+    };
     json!({
-        "values": wire::values(&state["values"]),
-        "next": state["next"],
-        "tasks": tasks,
+        "values": wire::values(&state.values),
+        "next": state.next,
+        "tasks": shown_tasks,
         "interrupts": interrupts,
         "checkpoint": wire::checkpoint(thread, run, step),
-        "metadata": {"source": state["source"], "step": step, "run_id": run, "thread_id": thread},
+        "metadata": {"source": state.source, "step": step, "run_id": run.to_string(), "thread_id": thread},
         "created_at": created_at,
         "parent_checkpoint": if step > 0 { wire::checkpoint(thread, run, step - 1) } else { Value::Null },
     })
@@ -563,17 +569,13 @@ async fn history_page(app: &App, thread: &str, body: HistoryBody) -> ApiResult<J
         let mut page_before = None;
         'search: loop {
             let page = app.runs.thread_history(thread, page_before, 1000).await?;
-            for entry in page["checkpoints"].as_array().into_iter().flatten() {
-                let here = wire::checkpoint_id(
-                    entry["run"].as_str().unwrap_or(""),
-                    entry["step"].as_u64().unwrap_or(0),
-                );
-                if here == id {
-                    before_number = entry["number"].as_u64();
+            for entry in &page.checkpoints {
+                if wire::checkpoint_id(entry.state.run, entry.state.step) == id {
+                    before_number = Some(entry.number);
                     break 'search;
                 }
             }
-            match page["next_before"].as_u64() {
+            match page.next_before {
                 Some(next) => page_before = Some(next),
                 None => {
                     return Err(ServiceError::NotFound {
@@ -586,23 +588,19 @@ async fn history_page(app: &App, thread: &str, body: HistoryBody) -> ApiResult<J
     }
     let page = app.runs.thread_history(thread, before_number, limit).await?;
     let mut states = Vec::new();
-    for entry in page["checkpoints"].as_array().into_iter().flatten() {
-        let at = entry["at"].as_str();
+    for entry in &page.checkpoints {
+        let at = format_rfc3339(entry.info.at_ms);
         // The head of a run that waits carries its pending interrupts, as
         // `/state` does: `useStream` reads them from here.
         let waits = head.status == RunStatus::AwaitingHitl
-            && entry["run"].as_str() == Some(head.id.to_string().as_str())
-            && entry["step"].as_u64() == Some(head.step);
+            && entry.state.run == head.id
+            && entry.state.step == head.step;
         if waits {
             let state = app.runs.state(head.id, None).await?;
-            states.push(state_json(thread, &state, at));
+            states.push(state_json(thread, &state, Some(&at), true));
             continue;
         }
-        let state = json!({
-            "id": entry["run"], "step": entry["step"], "source": entry["source"],
-            "values": entry["values"], "next": entry["next"], "tasks": [], "interrupts": [],
-        });
-        states.push(state_json(thread, &state, at));
+        states.push(state_json(thread, &entry.state, Some(&at), false));
     }
     Ok(Json(Value::Array(states)))
 }

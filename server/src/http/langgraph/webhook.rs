@@ -43,7 +43,7 @@ pub(super) async fn checked(
     headers: &HeaderMap,
 ) -> ApiResult<reqwest::Url> {
     let own = app.settings.own_addrs();
-    let allowed = &app.settings.allow_webhook_hosts;
+    let allowed = &app.settings.admission.webhook_hosts;
     let url = target::check(given, allowed, &own)
         .await
         .map_err(|error| ServiceError::invalid(error.to_string()))?
@@ -161,7 +161,7 @@ async fn consider(app: &App, entry: OutboxEntry, now: i64) -> ApiResult<()> {
     // The hosts allowed here (servers of one database may be configured
     // apart, and restarted with other hosts since): a server that does
     // not allow it leaves it to one that does.
-    if !super::super::routes::host_allowed(&delivery.url, &app.settings.allow_webhook_hosts) {
+    if !app.settings.admission.webhook_allowed(&delivery.url) {
         if now - entry.created_at_ms > UNSENT_MS {
             tracing::warn!(%run, url = %delivery.url, "webhook: no server allows its host; dropped");
             store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
@@ -220,10 +220,11 @@ async fn deliver(app: App, mut entry: OutboxEntry, delivery: Delivery, run: RunI
     // Checked again as it is sent: the host's addresses now, which the
     // client connects to and nowhere else.
     let own = app.settings.own_addrs();
-    let target = match target::check(&delivery.url, &app.settings.allow_webhook_hosts, &own).await {
-        Ok(target) => target,
-        Err(error) => return done(error.to_string()).await,
-    };
+    let target =
+        match target::check(&delivery.url, &app.settings.admission.webhook_hosts, &own).await {
+            Ok(target) => target,
+            Err(error) => return done(error.to_string()).await,
+        };
     let url = target.url.clone();
     let body = match super::outcome::settled_run(&app, run, &delivery.assistant).await {
         Ok(body) => body,

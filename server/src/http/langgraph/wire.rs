@@ -4,9 +4,9 @@
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use tollgate_checkpoint::{RunId, RunStatus, ThreadRecord};
-use tollgate_engine::format_rfc3339;
+use tollgate_engine::{format_rfc3339, PendingInterrupt};
 
-use crate::service::RunSummary;
+use crate::service::{InterruptView, RunSummary};
 
 /// A stable UUID for assistant `name` (SHA-256 of it, version 8 and the
 /// RFC 4122 variant set), so that clients that keep assistant ids as
@@ -122,9 +122,10 @@ pub(super) fn checkpoint(thread: &str, run: impl std::fmt::Display, step: u64) -
 /// An interrupt as LangGraph's `Interrupt` (`{"value", "id"}`): a tool
 /// approval in the shape of LangChain's human-in-the-loop middleware
 /// (`action_requests`, `review_configs`), any other with its payload.
-pub(super) fn interrupt(view: &Value) -> Value {
-    let payload = &view["payload"];
-    let value = if view["kind"] == tollgate_nodes::TOOL_APPROVAL {
+pub(super) fn interrupt<'a>(asked: impl Into<Asked<'a>>) -> Value {
+    let asked = asked.into();
+    let payload = asked.payload;
+    let value = if asked.kind == tollgate_nodes::TOOL_APPROVAL {
         let tool = payload["tool"].clone();
         json!({
             "action_requests": [{
@@ -136,13 +137,44 @@ pub(super) fn interrupt(view: &Value) -> Value {
             }],
             "review_configs": [{
                 "action_name": tool,
-                "allowed_decisions": view["decisions"],
+                "allowed_decisions": asked.decisions,
             }],
         })
     } else {
         payload.clone()
     };
-    json!({"value": value, "id": view["id"]})
+    json!({"value": value, "id": asked.id})
+}
+
+/// What a LangGraph `Interrupt` is made of, from a summary's interrupt or
+/// a state's.
+pub(super) struct Asked<'a> {
+    id: &'a str,
+    kind: &'a str,
+    payload: &'a Value,
+    decisions: Vec<&'a str>,
+}
+
+impl<'a> From<&'a InterruptView> for Asked<'a> {
+    fn from(view: &'a InterruptView) -> Self {
+        Asked {
+            id: &view.id,
+            kind: &view.kind,
+            payload: &view.payload,
+            decisions: view.decisions.clone(),
+        }
+    }
+}
+
+impl<'a> From<&'a PendingInterrupt> for Asked<'a> {
+    fn from(pending: &'a PendingInterrupt) -> Self {
+        Asked {
+            id: &pending.id,
+            kind: &pending.kind,
+            payload: &pending.payload,
+            decisions: pending.decisions.iter().map(|kind| kind.as_str()).collect(),
+        }
+    }
 }
 
 /// State values with an agent's messages in LangGraph's shape.

@@ -5,13 +5,14 @@ use axum::extract::{Query, State};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tollgate_checkpoint::{Filter, GetOp, Namespace, NamespaceQuery, PutOp, SearchOp};
+use tollgate_checkpoint::{GetOp, Namespace, NamespaceQuery, PutOp};
 
 use crate::error::ServiceError;
 
-use super::errors::ApiResult;
-use super::extract::{JsonBody, JsonOrDefault};
-use super::App;
+use super::super::errors::ApiResult;
+use super::super::extract::{JsonBody, JsonOrDefault};
+use super::super::App;
+use crate::service::{index_fields, search_op};
 
 /// A namespace given as `users/42` or `["users", "42"]`.
 #[derive(Deserialize, Default)]
@@ -46,23 +47,6 @@ pub(crate) struct PutBody {
     index: Option<Value>,
 }
 
-/// `index` as a put takes it: `false` (not embedded) or the fields.
-pub(crate) fn index_fields(index: Option<Value>) -> Result<Option<Vec<String>>, ServiceError> {
-    match index {
-        None | Some(Value::Null) | Some(Value::Bool(true)) => Ok(None),
-        Some(Value::Bool(false)) => Ok(Some(Vec::new())),
-        Some(Value::Array(fields)) => fields
-            .into_iter()
-            .map(|field| match field {
-                Value::String(field) => Ok(field),
-                _ => Err(ServiceError::invalid("`index` lists field names (strings)")),
-            })
-            .collect::<Result<_, _>>()
-            .map(Some),
-        Some(_) => Err(ServiceError::invalid("`index` is false or a list of fields")),
-    }
-}
-
 /// `PUT /store/items`: stores an item (replacing any), answers it.
 pub(crate) async fn put(
     State(app): State<App>,
@@ -90,27 +74,13 @@ pub(crate) struct ItemQuery {
     refresh_ttl: Option<bool>,
 }
 
-/// The item, or a 404 naming it.
-pub(crate) async fn get_item(
-    app: &App,
-    namespace: Namespace,
-    key: String,
-    refresh_ttl: bool,
-) -> Result<tollgate_checkpoint::Item, ServiceError> {
-    let mut op = GetOp::new(namespace.clone(), key.clone());
-    op.refresh_ttl = refresh_ttl;
-    app.runs.memory().get_op(op).await?.ok_or_else(|| ServiceError::NotFound {
-        message: format!("no item `{key}` in namespace `{namespace}`"),
-    })
-}
-
 /// `GET /store/items?namespace=…&key=…`.
 pub(crate) async fn get(
     State(app): State<App>,
     Query(query): Query<ItemQuery>,
 ) -> ApiResult<Json<Value>> {
     let namespace = Namespace::parse(&query.namespace).map_err(ServiceError::from)?;
-    let item = get_item(&app, namespace, query.key, query.refresh_ttl.unwrap_or(true)).await?;
+    let item = app.runs.item(namespace, query.key, query.refresh_ttl.unwrap_or(true)).await?;
     Ok(Json(serde_json::to_value(item).unwrap_or(Value::Null)))
 }
 
@@ -142,26 +112,6 @@ pub(crate) struct SearchBody {
     limit: Option<usize>,
     offset: Option<usize>,
     refresh_ttl: Option<bool>,
-}
-
-/// A search as the API bodies describe it.
-pub(crate) fn search_op(
-    prefix: Namespace,
-    filter: Option<&Value>,
-    query: Option<String>,
-    limit: Option<usize>,
-    offset: Option<usize>,
-    refresh_ttl: Option<bool>,
-) -> Result<SearchOp, ServiceError> {
-    let mut op = SearchOp::new(prefix)
-        .filter(Filter::from_json(filter.unwrap_or(&Value::Null))?)
-        .limit(limit.unwrap_or(10))
-        .offset(offset.unwrap_or(0));
-    if let Some(query) = query.filter(|query| !query.trim().is_empty()) {
-        op = op.query(query);
-    }
-    op.refresh_ttl = refresh_ttl.unwrap_or(true);
-    Ok(op)
 }
 
 /// `POST /store/search`: items under a prefix, filtered, newest first or

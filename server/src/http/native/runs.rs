@@ -13,11 +13,12 @@ use tollgate_engine::{Decision, DecisionRequest};
 use tollgate_nodes::Blueprint;
 
 use crate::error::ServiceError;
-use crate::service::{self, Decided, InvalidBlueprint, Launch};
+use crate::service::{self, Decided, Launch};
 
-use super::errors::{ApiError, ApiResult};
-use super::extract::{JsonBody, JsonOrDefault, RunPath};
-use super::{App, Principal, Settings};
+use super::super::errors::ApiResult;
+use super::super::extract::{JsonBody, JsonOrDefault, RunPath};
+use super::super::{App, Principal};
+use super::wire;
 
 /// `GET /healthz`: the server is up (`ok`, always 200: a database that is
 /// away needs no restart of the server); `status` `degraded`, with the
@@ -93,7 +94,7 @@ pub(crate) async fn state(
     RunPath(run): RunPath,
     Query(query): Query<StateQuery>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(app.runs.state(run, query.step).await?))
+    Ok(Json(wire::state_json(&app.runs.state(run, query.step).await?)))
 }
 
 /// `GET /threads/{thread}`: the thread's latest run and the state its
@@ -102,7 +103,7 @@ pub(crate) async fn thread(
     State(app): State<App>,
     Path(thread): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(app.runs.thread(&thread).await?))
+    Ok(Json(wire::thread_json(&app.runs.thread(&thread).await?)))
 }
 
 #[derive(Deserialize)]
@@ -147,7 +148,10 @@ pub(crate) async fn thread_history(
     Query(query): Query<ThreadHistoryQuery>,
 ) -> ApiResult<Json<Value>> {
     let limit = query.limit.unwrap_or(20);
-    Ok(Json(app.runs.thread_history(&thread, query.before, limit).await?))
+    Ok(Json(wire::thread_history_json(
+        &thread,
+        &app.runs.thread_history(&thread, query.before, limit).await?,
+    )))
 }
 
 #[derive(Deserialize)]
@@ -165,7 +169,7 @@ pub(crate) async fn history(
 ) -> ApiResult<Json<Value>> {
     let limit = query.limit.unwrap_or(20);
     let values = query.values.unwrap_or(false);
-    Ok(Json(app.runs.history(run, query.before, limit, values).await?))
+    Ok(Json(wire::run_history_json(&app.runs.history(run, query.before, limit, values).await?)))
 }
 
 #[derive(Deserialize, Default)]
@@ -437,36 +441,8 @@ pub(crate) async fn create(
 /// "versions", "kind", "input_schema", "outline"}` (read off the request
 /// path's workers).
 pub(crate) async fn graphs(State(app): State<App>) -> ApiResult<Json<Value>> {
-    let (graphs, invalid) = listing(&app).await?;
+    let (graphs, invalid) = app.settings.admission.listing(&app.runs).await?;
     Ok(Json(json!({"graphs": graphs, "invalid": invalid})))
-}
-
-/// The registered graphs, then the blueprints of the `--blueprints`
-/// folder, as `GET /graphs` lists them; and the folder's files that fail
-/// as blueprints, each with its problems. The folder is read once, off
-/// the runtime's workers, within [`BLUEPRINT_READ_TIMEOUT`].
-pub(crate) async fn listing(app: &App) -> ApiResult<(Vec<Value>, Vec<InvalidBlueprint>)> {
-    let mut listed = app.runs.graphs().listing();
-    let folder = off_workers(app, |runs, folder| runs.blueprint_folder(folder)).await?;
-    let folder = folder.unwrap_or_default();
-    listed.extend(folder.listed);
-    Ok((listed, folder.invalid))
-}
-
-/// `read` of the `--blueprints` folder (none: `None`), off the runtime's
-/// workers, within [`BLUEPRINT_READ_TIMEOUT`].
-async fn off_workers<T: Send + 'static>(
-    app: &App,
-    read: impl FnOnce(&crate::service::Runs, &std::path::Path) -> T + Send + 'static,
-) -> ApiResult<Option<T>> {
-    let Some(folder) = app.settings.blueprints.clone() else { return Ok(None) };
-    let runs = app.runs.clone();
-    let done = tokio::task::spawn_blocking(move || read(&runs, &folder));
-    let done = tokio::time::timeout(BLUEPRINT_READ_TIMEOUT, done).await.ok().and_then(Result::ok);
-    let done = done.ok_or_else(|| ServiceError::Failed {
-        message: "the blueprint folder was not read in time".into(),
-    })?;
-    Ok(Some(done))
 }
 
 /// `GET /graphs/{name}`: one of them.
@@ -479,131 +455,7 @@ pub(crate) async fn graph_named(
     })
 }
 
-/// How long reading a request's blueprint (its files included) may take.
-const BLUEPRINT_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The blueprint a request names, read off the runtime's workers within
-/// [`BLUEPRINT_READ_TIMEOUT`] (see [`blueprint_now`]).
+/// The blueprint a request names, as the server admits it.
 pub(crate) async fn blueprint(app: &App, given: Value) -> ApiResult<Blueprint> {
-    let settings = std::sync::Arc::clone(&app.settings);
-    let read = tokio::task::spawn_blocking(move || blueprint_now(&settings, &given));
-    match tokio::time::timeout(BLUEPRINT_READ_TIMEOUT, read).await {
-        Ok(Ok(blueprint)) => {
-            let blueprint = blueprint?;
-            Ok(blueprint.with_inherited_env(&app.settings.pass_env))
-        }
-        Ok(Err(_)) => {
-            Err(ServiceError::Failed { message: "reading the blueprint failed".into() }.into())
-        }
-        Err(_) => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "timeout",
-            format!(
-                "the blueprint's files were not read within {} s",
-                BLUEPRINT_READ_TIMEOUT.as_secs()
-            ),
-        )),
-    }
-}
-
-/// The blueprint a request names: the name of one in the `--blueprints`
-/// folder (`NAME.json` or `NAME/NAME.json`), or inline JSON, which may
-/// name files only inside that folder (none without one), start programs
-/// (command tools, MCP servers from a command) only with
-/// `--allow-inline-commands`, and reach MCP servers over HTTP only on the
-/// hosts `--allow-mcp-host` lists.
-fn blueprint_now(settings: &Settings, given: &Value) -> ApiResult<Blueprint> {
-    match given {
-        Value::String(name) => {
-            let Some(dir) = &settings.blueprints else {
-                return Err(ServiceError::invalid(
-                    "this server has no folder of blueprints to run by name; send the blueprint's JSON instead",
-                )
-                .into());
-            };
-            let plain = !name.is_empty()
-                && name.len() <= 64
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-            if !plain {
-                return Err(ServiceError::invalid(format!(
-                    "`{name}` is not a blueprint name (letters, digits, `-`, `_`)"
-                ))
-                .into());
-            }
-            let candidates =
-                [dir.join(format!("{name}.json")), dir.join(name).join(format!("{name}.json"))];
-            let Some(path) = candidates.iter().find(|path| path.is_file()) else {
-                return Err(ServiceError::NotFound {
-                    message: format!("no blueprint `{name}` in the server's blueprint folder"),
-                }
-                .into());
-            };
-            Ok(Blueprint::load(path).map_err(ServiceError::from)?)
-        }
-        Value::Object(_) => {
-            let blueprint = Blueprint::from_client(given.clone(), settings.blueprints.as_deref())
-                .map_err(ServiceError::from)?;
-            let programs = blueprint.programs();
-            if !programs.is_empty() && !settings.allow_inline_commands {
-                return Err(ServiceError::invalid(format!(
-                    "an inline blueprint may not run programs on this server (command tools and MCP servers started from a command: {}); name one of the server's own blueprints instead (its operator can allow inline programs)",
-                    programs.join(", ")
-                ))
-                .into());
-            }
-            for (server, url) in blueprint.mcp_urls() {
-                if !host_allowed(&url, &settings.allow_mcp_hosts) {
-                    return Err(ServiceError::invalid(format!(
-                        "an inline blueprint may reach MCP servers over HTTP only on hosts the server's operator allows; `{server}` names another"
-                    ))
-                    .into());
-                }
-            }
-            Ok(blueprint)
-        }
-        _ => Err(ServiceError::invalid(
-            "`blueprint` is a blueprint's JSON object or the name of one the server has",
-        )
-        .into()),
-    }
-}
-
-/// Whether `url`'s host (and port, when the entry gives one) is one of
-/// `allowed` (`HOST` or `HOST:PORT`).
-/// Whether `url`'s host (and port, when the entry names one) is one of
-/// `allowed` (`HOST` or `HOST:PORT`): MCP servers of inline blueprints,
-/// webhooks.
-pub(crate) fn host_allowed(url: &str, allowed: &[String]) -> bool {
-    let Ok(url) = url::Url::parse(url) else { return false };
-    let Some(host) = url.host_str() else { return false };
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
-    let port = url.port_or_known_default();
-    allowed.iter().any(|entry| {
-        let entry = entry.to_ascii_lowercase();
-        let (entry_host, entry_port) = match entry.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(':') && port.parse::<u16>().is_ok() => {
-                (host.trim_start_matches('[').trim_end_matches(']').to_owned(), port.parse().ok())
-            }
-            _ => (entry.trim_start_matches('[').trim_end_matches(']').to_owned(), None),
-        };
-        entry_host == host && entry_port.is_none_or(|entry_port| Some(entry_port) == port)
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::host_allowed;
-
-    #[test]
-    fn mcp_hosts_match_by_host_and_optional_port() {
-        let allowed = ["tools.internal".to_owned(), "127.0.0.1:9000".to_owned()];
-        assert!(host_allowed("https://tools.internal/mcp", &allowed));
-        assert!(host_allowed("http://TOOLS.internal:8080/mcp", &allowed));
-        assert!(host_allowed("http://127.0.0.1:9000/mcp", &allowed));
-        assert!(!host_allowed("http://127.0.0.1:8080/healthz", &allowed));
-        assert!(!host_allowed("http://tools.internal.evil.example/mcp", &allowed));
-        assert!(!host_allowed("http://user@evil.example/#@tools.internal", &allowed));
-        assert!(!host_allowed("not a url", &allowed));
-        assert!(!host_allowed("http://localhost/mcp", &[]));
-    }
+    Ok(app.settings.admission.blueprint(given).await?)
 }

@@ -1,20 +1,23 @@
-//! The JSON a client reads about a run's state: a checkpoint's values,
-//! source, next nodes, interrupts and the tasks of the step in flight
-//! (with their errors, finished outputs and nested graphs), and the
-//! entries of run and thread histories.
+//! The native API's JSON (docs/openapi.yaml) of what the service
+//! returns about a run's state: a checkpoint's values, source, next
+//! nodes, interrupts and the tasks of the step in flight (with their
+//! errors, finished outputs and nested graphs), run and thread histories,
+//! and a thread. The CLI's `--json` prints the same.
 
-use serde::Serialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::CheckpointInfo;
 use tollgate_engine::{
-    format_rfc3339, NestedState, PendingInterrupt, StateSnapshot, TaskState, ThreadHistoryPage,
+    format_rfc3339, NestedState, PendingInterrupt, StatePage, StateSnapshot, TaskState,
+    ThreadHistoryPage,
 };
+
+use crate::service::{RunHistory, ThreadView};
 
 /// `{"id", "step", "source", "by", "forked_from", "status", "values",
 /// "next", "interrupts", "pending_writes", "tasks"}` (`by`: who asked for
 /// the update or fork that wrote it, or null; `forked_from`: `{"run",
 /// "step", "by", "changed"}` of a run forked from another, or null).
-pub(crate) fn state<S: Serialize>(state: &StateSnapshot<S>) -> Value {
+pub fn state_json(state: &StateSnapshot<Value>) -> Value {
     let pending: Vec<Value> = state
         .pending_writes
         .iter()
@@ -27,7 +30,7 @@ pub(crate) fn state<S: Serialize>(state: &StateSnapshot<S>) -> Value {
         "by": state.by,
         "forked_from": state.forked_from,
         "status": state.status,
-        "values": serde_json::to_value(&state.values).unwrap_or(Value::Null),
+        "values": state.values,
         "next": state.next,
         "interrupts": state.interrupts.iter().map(interrupt).collect::<Vec<_>>(),
         "pending_writes": pending,
@@ -75,19 +78,19 @@ fn nested(state: &NestedState) -> Value {
 
 /// A checkpoint's place in a history: `{"step", "at", "tasks",
 /// "snapshot"}`.
-pub(crate) fn info(info: &CheckpointInfo) -> Value {
+fn info(info: &CheckpointInfo) -> Value {
     json!({"step": info.step, "at": format_rfc3339(info.at_ms), "tasks": info.tasks,
            "snapshot": info.snapshot})
 }
 
 /// A run-history entry with its state: the checkpoint's place, its
 /// `source`, `by`, `forked_from`, `values` and `next`.
-pub(crate) fn history_entry<S: Serialize>(at: &CheckpointInfo, state: &StateSnapshot<S>) -> Value {
+fn history_entry(at: &CheckpointInfo, state: &StateSnapshot<Value>) -> Value {
     let mut entry = info(at);
     entry["source"] = json!(state.source);
     entry["by"] = json!(state.by);
     entry["forked_from"] = json!(state.forked_from);
-    entry["values"] = serde_json::to_value(&state.values).unwrap_or(Value::Null);
+    entry["values"] = state.values.clone();
     entry["next"] = json!(state.next);
     entry
 }
@@ -95,7 +98,7 @@ pub(crate) fn history_entry<S: Serialize>(at: &CheckpointInfo, state: &StateSnap
 /// A page of a thread's history: `{"thread", "total", "checkpoints":
 /// [{"number", "run", "step", "at", "tasks", "snapshot", "source", "by",
 /// "values", "next"}], "next_before"}`.
-pub(crate) fn thread_history<S: Serialize>(thread: &str, page: &ThreadHistoryPage<S>) -> Value {
+pub fn thread_history_json(thread: &str, page: &ThreadHistoryPage<Value>) -> Value {
     let checkpoints: Vec<Value> = page
         .checkpoints
         .iter()
@@ -108,4 +111,30 @@ pub(crate) fn thread_history<S: Serialize>(thread: &str, page: &ThreadHistoryPag
         .collect();
     json!({"thread": thread, "total": page.total, "checkpoints": checkpoints,
            "next_before": page.next_before})
+}
+
+/// A page of a run's history: `{"checkpoints": [{"step", "at", "tasks",
+/// "snapshot"}, with the states: "source", "by", "forked_from", "values",
+/// "next"], "next_before"}`.
+pub fn run_history_json(page: &RunHistory) -> Value {
+    match page {
+        RunHistory::Checkpoints(page) => {
+            let checkpoints: Vec<Value> = page.checkpoints.iter().map(info).collect();
+            json!({"checkpoints": checkpoints, "next_before": page.next_before})
+        }
+        RunHistory::States(page) => states(page),
+    }
+}
+
+fn states(page: &StatePage<Value>) -> Value {
+    let checkpoints: Vec<Value> =
+        page.checkpoints.iter().map(|(at, state)| history_entry(at, state)).collect();
+    json!({"checkpoints": checkpoints, "next_before": page.next_before})
+}
+
+/// A thread: `{"thread", "latest": SUMMARY, "step", "values"}` (`values`
+/// null when the latest run's graph is not one this process has).
+pub fn thread_json(view: &ThreadView) -> Value {
+    json!({"thread": view.thread, "latest": view.latest, "step": view.step,
+           "values": view.values})
 }

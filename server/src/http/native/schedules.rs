@@ -9,10 +9,10 @@ use serde_json::{json, Value};
 use tollgate_checkpoint::MissedTicks;
 use tollgate_engine::{parse_rfc3339, Schedule};
 
-use super::errors::ApiResult;
-use super::extract::JsonBody;
-use super::routes::blueprint;
-use super::App;
+use super::super::errors::ApiResult;
+use super::super::extract::JsonBody;
+use super::super::App;
+use super::runs::blueprint;
 use crate::error::ServiceError;
 use crate::service::UserInput;
 

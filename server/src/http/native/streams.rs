@@ -20,10 +20,10 @@ use tollgate_engine::{Event, EventEnvelope, StreamMode};
 use crate::error::ServiceError;
 use crate::service::ServedGraph;
 
-use super::errors::ApiResult;
-use super::extract::run_id;
-use super::follow::{Follow, Item, Logged, Until};
-use super::App;
+use super::super::errors::ApiResult;
+use super::super::extract::run_id;
+use super::super::follow::{Follow, Item, Logged, Until};
+use super::super::App;
 
 fn orphan_notice(run: RunId, owner: &str) -> Value {
     json!({
@@ -143,7 +143,7 @@ async fn sse_event(
             (Event::CheckpointSaved { step, .. }, Some(agent)) => {
                 let state = agent.state(follow.runs.executor(), follow.run, Some(*step)).await;
                 let data = match state {
-                    Ok(state) => json!({"step": step, "values": state["values"]}),
+                    Ok(state) => json!({"step": step, "values": state.values}),
                     Err(error) => json!({"step": step, "error": error.to_string()}),
                 };
                 Some(frame.event("values").data(data.to_string()))
