@@ -130,8 +130,7 @@ fn blueprint_now(rules: &Admission, given: &Value) -> Result<Blueprint, ServiceE
                 if !host_allowed(&url, &rules.mcp_hosts) {
                     return Err(ServiceError::invalid(format!(
                         "an inline blueprint may reach MCP servers over HTTP only on hosts the server's operator allows; `{server}` names another"
-                    ))
-                    .into());
+                    )));
                 }
             }
             Ok(blueprint)
