@@ -4,7 +4,7 @@ use serde_json::{json, Value};
 use tollgate_checkpoint::{InvalidMissedTicks, MissedTicks};
 use tollgate_engine::{parse_rfc3339, Schedule};
 use tollgate_nodes::Blueprint;
-use tollgate_server::{code, Runs, ServiceError, MAX_SCHEDULES_LISTED};
+use tollgate_server::{code, schedule_json, Runs, ServiceError, MAX_SCHEDULES_LISTED};
 
 use crate::args::ScheduleCommand;
 use crate::{json_arg, print_json, user_message};
@@ -72,6 +72,7 @@ pub(crate) async fn schedule_command(
                 }
                 (None, None) => return Err(ServiceError::invalid("give a --blueprint or --graph")),
             };
+            let added = schedule_json(&added);
             if json {
                 print_json(&added);
             } else {
@@ -80,7 +81,8 @@ pub(crate) async fn schedule_command(
             Ok(code::OK)
         }
         ScheduleCommand::List { json } => {
-            let listed = runs.schedules(0, MAX_SCHEDULES_LISTED).await?;
+            let listed: Vec<Value> =
+                runs.schedules(0, MAX_SCHEDULES_LISTED).await?.iter().map(schedule_json).collect();
             if json {
                 print_json(&json!({"schedules": listed}));
             } else if listed.is_empty() {
@@ -93,7 +95,7 @@ pub(crate) async fn schedule_command(
             Ok(code::OK)
         }
         ScheduleCommand::Show { id, json } => {
-            let schedule = runs.schedule(&id).await?;
+            let schedule = schedule_json(&runs.schedule(&id).await?);
             if json {
                 print_json(&schedule);
             } else {

@@ -33,14 +33,14 @@ mod service;
 
 pub use error::{code, ServiceError};
 pub use http::{
-    check_exposure, credential, nest_under, router, run_history_json, serve, serve_metrics,
-    state_json, thread_history_json, thread_json, Api, Auth, Authenticate, Limits, Principal,
-    Refusal, Role, ServeOptions, Tokens, DEFAULT_LANGGRAPH_PREFIX,
+    check_exposure, credential, nest_under, router, run_history_json, schedule_json, serve,
+    serve_metrics, state_json, thread_history_json, thread_json, Api, Auth, Authenticate, Limits,
+    Principal, Refusal, Role, ServeOptions, Tokens, DEFAULT_LANGGRAPH_PREFIX,
 };
 pub use pack::{build_pack, inspect_pack, is_pack, keygen, load_pack, verify_pack, Loaded};
 pub use printable::printable;
 pub use service::{
-    decision_request, embedder, parse_event, schedule_json, user_message, DamagedRun, Decided,
-    Graphs, InterruptView, InvalidBlueprint, Leg, Listing, RunHistory, RunSummary, Runs,
-    ThreadView, UserInput, MAX_SCHEDULES_LISTED,
+    decision_request, embedder, parse_event, user_message, DamagedRun, Decided, Graphs,
+    InterruptView, InvalidBlueprint, Leg, Listing, RunHistory, RunSummary, Runs, ThreadView,
+    UserInput, MAX_SCHEDULES_LISTED,
 };

@@ -272,7 +272,7 @@ impl Follow {
                 if self.read_store().await? {
                     continue;
                 }
-                let record = self.runs.store().run(self.run).await?;
+                let record = self.runs.record(self.run).await?;
                 if record.last_seq > self.stored {
                     // Committed after the read: read again.
                     self.look = true;

@@ -34,7 +34,8 @@ async fn render(metrics: &Metrics, store: &dyn Store) -> Response {
 
 /// `GET /metrics` on `serve`.
 pub(crate) async fn scrape(State(app): State<App>) -> Response {
-    render(&app.settings.metrics, app.runs.store().as_ref()).await
+    let text = app.runs.metrics_text(&app.settings.metrics).await;
+    ([(header::CONTENT_TYPE, TEXT_FORMAT)], text).into_response()
 }
 
 /// Serves `GET /metrics` alone on `addr`, in the background, for a worker.

@@ -47,7 +47,9 @@ pub use auth::{credential, Auth, Authenticate, Principal, Refusal, Role, Tokens}
 pub(crate) use follow::Hub;
 pub(crate) use legs::Legs;
 pub use metrics::serve_metrics;
-pub use native::wire::{run_history_json, state_json, thread_history_json, thread_json};
+pub use native::wire::{
+    run_history_json, schedule_json, state_json, thread_history_json, thread_json,
+};
 
 /// How [`serve`] is configured.
 #[derive(Debug)]

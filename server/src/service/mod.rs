@@ -11,6 +11,7 @@ mod leg;
 mod memory;
 mod schedules;
 mod served;
+mod threads;
 mod view;
 mod worker;
 
@@ -18,10 +19,11 @@ pub(crate) use admission::{host_allowed, Admission};
 pub use graphs::InvalidBlueprint;
 pub(crate) use leg::leg_result;
 pub(crate) use memory::{index_fields, search_op};
-pub use schedules::{schedule_json, MAX_SCHEDULES_LISTED};
+pub use schedules::MAX_SCHEDULES_LISTED;
 use served::Continued;
 pub(crate) use served::ServedGraph;
 pub use served::{Graphs, Leg};
+pub(crate) use threads::{thread_not_found, IfExists};
 pub use tollgate_checkpoint::DamagedRun;
 pub use view::{InterruptView, Listing, RunHistory, RunSummary, ThreadView};
 

@@ -1,10 +1,9 @@
 //! What the run service does with schedules: adding one of a registered
-//! graph or of a blueprint, listing, showing and deleting them, and their
-//! JSON.
+//! graph or of a blueprint, listing, showing and deleting them.
 
-use serde_json::{json, Value};
-use tollgate_checkpoint::{ScheduleRecord, ScheduleTiming};
-use tollgate_engine::{format_rfc3339, Schedule};
+use serde_json::Value;
+use tollgate_checkpoint::ScheduleRecord;
+use tollgate_engine::Schedule;
 use tollgate_nodes::Blueprint;
 
 use super::{input_state, Runs, UserInput};
@@ -21,12 +20,11 @@ impl Runs {
         name: &str,
         input: Value,
         schedule: Schedule,
-    ) -> Result<Value, ServiceError> {
+    ) -> Result<ScheduleRecord, ServiceError> {
         let graph = self.graphs().newest_entry(name).ok_or_else(|| ServiceError::NotFound {
             message: format!("no graph `{name}` is served here (GET /graphs lists them)"),
         })?;
-        let record = graph.schedule(&self.executor, input, schedule).await?;
-        Ok(schedule_json(&record))
+        graph.schedule(&self.executor, input, schedule).await
     }
 
     /// Adds `schedule`: runs of `blueprint` on `input` (a message, or a
@@ -37,28 +35,31 @@ impl Runs {
         blueprint: &Blueprint,
         input: impl Into<UserInput>,
         schedule: Schedule,
-    ) -> Result<Value, ServiceError> {
+    ) -> Result<ScheduleRecord, ServiceError> {
         let agent = blueprint.compile_unstarted(&self.models)?;
         let state = input_state(&input.into());
         let record = self
             .executor
             .add_schedule(agent.graph(), state, schedule, blueprint.run_config())
             .await?;
-        Ok(schedule_json(&record))
+        Ok(record)
     }
 
     /// Schedules by id, skipping `offset`, at most `limit` (at most
     /// [`MAX_SCHEDULES_LISTED`]).
-    pub async fn schedules(&self, offset: u64, limit: u64) -> Result<Vec<Value>, ServiceError> {
+    pub async fn schedules(
+        &self,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<ScheduleRecord>, ServiceError> {
         let limit = limit.min(MAX_SCHEDULES_LISTED);
-        let listed = self.store().list_schedules(offset, limit).await?;
-        Ok(listed.iter().map(schedule_json).collect())
+        Ok(self.store().list_schedules(offset, limit).await?)
     }
 
     /// One schedule.
-    pub async fn schedule(&self, id: &str) -> Result<Value, ServiceError> {
+    pub async fn schedule(&self, id: &str) -> Result<ScheduleRecord, ServiceError> {
         match self.store().schedule(id).await? {
-            Some(record) => Ok(schedule_json(&record)),
+            Some(record) => Ok(record),
             None => Err(ServiceError::NotFound { message: format!("schedule `{id}` not found") }),
         }
     }
@@ -70,33 +71,4 @@ impl Runs {
             false => Err(ServiceError::NotFound { message: format!("schedule `{id}` not found") }),
         }
     }
-}
-
-/// A schedule as the API and `--json` show it: times as RFC 3339 (and
-/// milliseconds), no encoded blobs.
-pub fn schedule_json(record: &ScheduleRecord) -> Value {
-    let time = |ms: Option<i64>| ms.map(format_rfc3339);
-    let (cron, at) = match &record.timing {
-        ScheduleTiming::Cron { expression } => (Some(expression.clone()), None),
-        ScheduleTiming::At { at_ms } => (None, Some(format_rfc3339(*at_ms))),
-        _ => (None, None),
-    };
-    json!({
-        "id": record.id,
-        "graph": record.graph.name,
-        "version": record.graph.version,
-        "cron": cron,
-        "at": at,
-        "missed": record.missed.as_str(),
-        "grace_ms": record.grace_ms,
-        "input": record.input,
-        "created_at": format_rfc3339(record.created_at_ms),
-        "next_at": time(record.next_at_ms),
-        "next_at_ms": record.next_at_ms,
-        "last_run": record.last_run.map(|run| run.to_string()),
-        "last_fired_at": time(record.last_fired_at_ms),
-        "runs_started": record.runs_started,
-        "ticks_skipped": record.ticks_skipped,
-        "metadata": record.metadata,
-    })
 }

@@ -212,6 +212,23 @@ impl Runs {
         rebuilt.graph.state(&self.executor, run, at).await
     }
 
+    /// The stored record of `run` (its status, step, last event, owner).
+    pub(crate) async fn record(&self, run: RunId) -> Result<RunRecord, ServiceError> {
+        Ok(self.store().run(run).await?)
+    }
+
+    /// Whether the database answers: one cheap read.
+    pub(crate) async fn probe(&self) -> Result<(), ServiceError> {
+        self.store().waiting().await?;
+        Ok(())
+    }
+
+    /// The Prometheus text of `metrics` with the store's gauges now.
+    pub(crate) async fn metrics_text(&self, metrics: &tollgate_telemetry::Metrics) -> String {
+        use tollgate_engine::Clock as _;
+        metrics.render(self.store().as_ref(), tollgate_engine::SystemClock.now_ms()).await
+    }
+
     /// The summary of `run`: status, step, open interrupts, result or
     /// error.
     pub async fn summary(&self, run: RunId) -> Result<RunSummary, ServiceError> {

@@ -165,12 +165,7 @@ pub(super) async fn create(
             app.runs.add_graph_schedule(&assistant.name, input, schedule).await?
         }
     };
-    let id = added["id"].as_str().unwrap_or_default().to_owned();
-    let record = app.runs.store().schedule(&id).await.map_err(ServiceError::from)?;
-    let record = record.ok_or_else(|| ServiceError::Failed {
-        message: format!("cron {id} was added but cannot be read back"),
-    })?;
-    Ok(Json(cron_json(&record)))
+    Ok(Json(cron_json(&added)))
 }
 
 /// `POST /threads/{thread_id}/runs/crons`: refused.
@@ -242,8 +237,7 @@ async fn found(app: &App, body: &SearchBody) -> ApiResult<Vec<Value>> {
     let mut all = Vec::new();
     let mut offset = 0;
     loop {
-        let page =
-            app.runs.store().list_schedules(offset, PAGE).await.map_err(ServiceError::from)?;
+        let page = app.runs.schedules(offset, PAGE).await?;
         let len = page.len() as u64;
         all.extend(page);
         if len < PAGE {

@@ -8,11 +8,10 @@ use tollgate_checkpoint::{RunId, RunStatus};
 use super::super::errors::ApiResult;
 use super::super::App;
 use super::wire;
-use crate::error::ServiceError;
 
 /// The run's last event: a stream of what it does next starts after it.
 pub(super) async fn last_seq(app: &App, run: RunId) -> ApiResult<u64> {
-    Ok(app.runs.store().run(run).await.map_err(ServiceError::from)?.last_seq)
+    Ok(app.runs.record(run).await?.last_seq)
 }
 
 /// The run's outcome as `runs.wait` returns it: the values at its last

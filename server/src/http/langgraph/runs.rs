@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tollgate_checkpoint::{RunId, RunStatus};
 use tollgate_engine::{Decision, DecisionRequest};
 
@@ -59,11 +59,7 @@ async fn prepare(
     body: &mut RunBody,
 ) -> ApiResult<(Assistant, Option<RunSummary>)> {
     let (record, latest) = match thread {
-        Some(thread) => {
-            let record =
-                app.runs.store().thread_record(thread).await.map_err(ServiceError::from)?;
-            (record, latest(app, thread).await?)
-        }
+        Some(thread) => (app.runs.thread_record(thread).await?, latest(app, thread).await?),
         None => (None, None),
     };
     let at_head = latest.as_ref().is_some_and(|latest| {
@@ -101,36 +97,11 @@ async fn labelled(
     record: Option<tollgate_checkpoint::ThreadRecord>,
     assistant: &Assistant,
 ) -> ApiResult<()> {
-    let listed = assistant.to_json();
-    let labels = [("graph_id", &listed["graph_id"]), ("assistant_id", &listed["assistant_id"])];
-    let store = app.runs.store();
-    let now = wire::now_ms();
-    let record = match record {
-        Some(record) => record,
-        None => {
-            let labelled = labels.iter().map(|(key, value)| ((*key).to_owned(), (*value).clone()));
-            let fresh = tollgate_checkpoint::ThreadRecord::new(
-                thread,
-                now,
-                Value::Object(labelled.collect()),
-            );
-            let (made, created) = store.create_thread(fresh).await.map_err(ServiceError::from)?;
-            if created {
-                return Ok(());
-            }
-            // Made by another request meanwhile: labelled below.
-            made
-        }
-    };
-    let mut metadata = record.metadata.as_object().cloned().unwrap_or_default();
-    if labels.iter().all(|(key, value)| metadata.get(*key) == Some(*value)) {
-        return Ok(());
-    }
-    for (key, value) in labels {
-        metadata.insert(key.to_owned(), value.clone());
-    }
-    store.update_thread(thread, Value::Object(metadata), now).await.map_err(ServiceError::from)?;
-    Ok(())
+    let labels = Map::from_iter([
+        ("graph_id".to_owned(), Value::String(assistant.name.clone())),
+        ("assistant_id".to_owned(), Value::String(wire::assistant_uuid(&assistant.name))),
+    ]);
+    Ok(app.runs.label_thread(thread, record, labels, wire::now_ms()).await?)
 }
 
 /// Whether a thread whose latest run is `latest` has one in flight or

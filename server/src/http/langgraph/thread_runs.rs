@@ -85,7 +85,7 @@ pub(super) async fn list(
     Query(query): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let pending = queue::of_thread(&app, &thread).await?;
-    let runs = threads::thread_runs(&app, &thread).await?;
+    let runs = app.runs.thread_runs(&thread).await?;
     let started: std::collections::HashSet<String> =
         runs.iter().map(|r| r.id.to_string()).collect();
     let waiting = pending.iter().rev().filter(|p| !started.contains(&p.entry.id));

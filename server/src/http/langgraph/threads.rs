@@ -11,7 +11,7 @@ use axum::Extension;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tollgate_checkpoint::{RunFilter, RunStatus, ThreadRecord};
+use tollgate_checkpoint::RunStatus;
 use tollgate_engine::{format_rfc3339, StateSnapshot, END};
 
 use super::super::errors::{ApiError, ApiResult};
@@ -19,7 +19,7 @@ use super::super::extract::{JsonBody, JsonOrDefault};
 use super::super::{App, Principal};
 use super::wire;
 use crate::error::ServiceError;
-use crate::service::RunSummary;
+use crate::service::{thread_not_found, IfExists, RunSummary};
 use tollgate_checkpoint::RunId;
 
 /// Whether `metadata` holds every key of `filter` with the same value
@@ -35,11 +35,7 @@ pub(super) fn metadata_matches(filter: Option<&Value>, metadata: &Value) -> bool
 
 /// The latest run of `thread`, summarised.
 pub(super) async fn latest(app: &App, thread: &str) -> ApiResult<Option<RunSummary>> {
-    let record = app.runs.executor().thread_latest(thread).await.map_err(ServiceError::from)?;
-    match record {
-        Some(record) => Ok(Some(app.runs.summary(record.id).await?)),
-        None => Ok(None),
-    }
+    Ok(app.runs.latest_run(thread).await?)
 }
 
 /// The thread as LangGraph's `Thread`, or 404 when it has neither a
@@ -55,7 +51,7 @@ async fn view_among(
     thread: &str,
     waiting: Option<&HashSet<String>>,
 ) -> ApiResult<Value> {
-    let record = app.runs.store().thread_record(thread).await.map_err(ServiceError::from)?;
+    let record = app.runs.thread_record(thread).await?;
     let latest = latest(app, thread).await?;
     if record.is_none() && latest.is_none() {
         return Err(not_found(thread));
@@ -84,7 +80,7 @@ async fn view_among(
 }
 
 pub(super) fn not_found(thread: &str) -> ApiError {
-    ServiceError::NotFound { message: format!("thread `{thread}` not found") }.into()
+    thread_not_found(thread).into()
 }
 
 #[derive(Deserialize, Default)]
@@ -109,9 +105,9 @@ pub(super) async fn create(
         None => new_id(),
     };
     let metadata = object(body.metadata, "metadata")?;
-    let raise = match body.if_exists.as_deref() {
-        None | Some("raise") => true,
-        Some("do_nothing") => false,
+    let if_exists = match body.if_exists.as_deref() {
+        None | Some("raise") => IfExists::Raise,
+        Some("do_nothing") => IfExists::DoNothing,
         Some(other) => {
             return Err(ServiceError::invalid(format!(
                 "`if_exists` must be `raise` or `do_nothing`, not `{other}`"
@@ -119,18 +115,7 @@ pub(super) async fn create(
             .into())
         }
     };
-    let store = app.runs.store();
-    let recorded = store.thread_record(&id).await.map_err(ServiceError::from)?.is_some();
-    let runs = app.runs.executor().thread_latest(&id).await.map_err(ServiceError::from)?;
-    if (recorded || runs.is_some()) && raise {
-        return Err(ServiceError::Conflict { message: format!("thread `{id}` exists") }.into());
-    }
-    let record = ThreadRecord::new(id.clone(), wire::now_ms(), metadata);
-    let (_, created) = store.create_thread(record).await.map_err(ServiceError::from)?;
-    if !created && raise {
-        // Created by another request since the check.
-        return Err(ServiceError::Conflict { message: format!("thread `{id}` exists") }.into());
-    }
+    app.runs.create_thread(&id, metadata, if_exists, wire::now_ms()).await?;
     Ok(Json(view(&app, &id).await?).into_response())
 }
 
@@ -171,25 +156,11 @@ pub(super) async fn update(
     Path(thread): Path<String>,
     JsonOrDefault(body): JsonOrDefault<UpdateBody>,
 ) -> ApiResult<Json<Value>> {
-    let given = object(body.metadata, "metadata")?;
-    let store = app.runs.store();
-    let now = wire::now_ms();
-    let record = match store.thread_record(&thread).await.map_err(ServiceError::from)? {
-        Some(record) => record,
-        None if latest(&app, &thread).await?.is_some() => {
-            store
-                .create_thread(ThreadRecord::new(thread.clone(), now, json!({})))
-                .await
-                .map_err(ServiceError::from)?
-                .0
-        }
-        None => return Err(not_found(&thread)),
+    let given = match object(body.metadata, "metadata")? {
+        Value::Object(given) => given,
+        _ => Map::new(),
     };
-    let mut merged: Map<String, Value> = record.metadata.as_object().cloned().unwrap_or_default();
-    if let Value::Object(given) = given {
-        merged.extend(given);
-    }
-    store.update_thread(&thread, Value::Object(merged), now).await.map_err(ServiceError::from)?;
+    app.runs.update_thread(&thread, given, wire::now_ms()).await?;
     Ok(Json(view(&app, &thread).await?))
 }
 
@@ -199,8 +170,8 @@ pub(super) async fn delete(
     State(app): State<App>,
     Path(thread): Path<String>,
 ) -> ApiResult<Response> {
-    let runs = thread_runs(&app, &thread).await?;
-    let had_record = app.runs.store().thread_record(&thread).await.map_err(ServiceError::from)?;
+    let runs = app.runs.thread_runs(&thread).await?;
+    let had_record = app.runs.thread_record(&thread).await?;
     if runs.is_empty() && had_record.is_none() {
         return Err(not_found(&thread));
     }
@@ -215,35 +186,13 @@ pub(super) async fn delete(
         }
         app.runs.delete(id).await?;
     }
-    app.runs.store().delete_thread(&thread).await.map_err(ServiceError::from)?;
+    app.runs.forget_thread(&thread).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// Forgets every pending run and webhook of `thread` (it is deleted).
 async fn forget_outbox(app: &App, thread: &str) -> ApiResult<()> {
-    let store = app.runs.store();
-    for kind in [super::queue::KIND, super::webhook::KIND] {
-        let query = tollgate_checkpoint::OutboxQuery::new(kind, 10_000).thread(thread);
-        for entry in store.list_outbox(query).await.map_err(ServiceError::from)? {
-            store.delete_outbox(&entry.id).await.map_err(ServiceError::from)?;
-        }
-    }
-    Ok(())
-}
-
-/// Every run of `thread`, newest first.
-pub(super) async fn thread_runs(app: &App, thread: &str) -> ApiResult<Vec<RunSummary>> {
-    let filter = RunFilter { thread: Some(thread.to_owned()), ..RunFilter::default() };
-    let mut runs = Vec::new();
-    let mut cursor = None;
-    loop {
-        let page = app.runs.list(filter.clone(), 1000, cursor).await?;
-        runs.extend(page.runs);
-        match page.next {
-            Some(next) => cursor = Some(next),
-            None => return Ok(runs),
-        }
-    }
+    Ok(app.runs.forget_outbox(thread, &[super::queue::KIND, super::webhook::KIND]).await?)
 }
 
 #[derive(Deserialize, Default)]
@@ -263,7 +212,7 @@ async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<
     let mut found = Vec::new();
     let mut offset = 0;
     loop {
-        let page = app.runs.store().list_threads(offset, 200).await.map_err(ServiceError::from)?;
+        let page = app.runs.thread_records(offset, 200).await?;
         let last = page.len() < 200;
         offset += page.len() as u64;
         for record in page {
@@ -316,29 +265,8 @@ pub(super) async fn copy(
     State(app): State<App>,
     Path(thread): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let record = app.runs.store().thread_record(&thread).await.map_err(ServiceError::from)?;
-    let latest = latest(&app, &thread).await?;
-    if record.is_none() && latest.is_none() {
-        return Err(not_found(&thread));
-    }
-    if let Some(busy) =
-        latest.as_ref().filter(|l| matches!(l.status, RunStatus::Running | RunStatus::Queued))
-    {
-        return Err(ServiceError::Conflict {
-            message: format!(
-                "thread `{thread}` is busy (run {} is {}): copy it once it settles",
-                busy.id, busy.status
-            ),
-        }
-        .into());
-    }
     let id = new_id();
-    let metadata = record.map_or_else(|| json!({}), |record| record.metadata);
-    let copy = ThreadRecord::new(id.clone(), wire::now_ms(), metadata);
-    app.runs.store().create_thread(copy).await.map_err(ServiceError::from)?;
-    if latest.is_some() {
-        app.runs.copy_thread(&thread, &id).await?;
-    }
+    app.runs.copy_thread_as(&thread, &id, wire::now_ms()).await?;
     Ok(Json(view(&app, &id).await?))
 }
 
@@ -354,14 +282,7 @@ pub(super) async fn thread_state(
         None => match latest(app, thread).await? {
             Some(latest) => (latest.id, None),
             None => {
-                if app
-                    .runs
-                    .store()
-                    .thread_record(thread)
-                    .await
-                    .map_err(ServiceError::from)?
-                    .is_none()
-                {
+                if app.runs.thread_record(thread).await?.is_none() {
                     return Err(not_found(thread));
                 }
                 return Ok(json!({
@@ -557,7 +478,7 @@ pub(super) async fn history_get(
 async fn history_page(app: &App, thread: &str, body: HistoryBody) -> ApiResult<Json<Value>> {
     let limit = body.limit.unwrap_or(10).clamp(1, 1000);
     let Some(head) = latest(app, thread).await? else {
-        return match app.runs.store().thread_record(thread).await.map_err(ServiceError::from)? {
+        return match app.runs.thread_record(thread).await? {
             Some(_) => Ok(Json(json!([]))),
             None => Err(not_found(thread)),
         };

@@ -25,10 +25,10 @@ use super::wire;
 /// database's error, when a probe of the store fails or takes more than
 /// [`HEALTH_PROBE`].
 pub(crate) async fn health(State(app): State<App>) -> Json<Value> {
-    let probe = tokio::time::timeout(HEALTH_PROBE, app.runs.store().waiting()).await;
+    let probe = tokio::time::timeout(HEALTH_PROBE, app.runs.probe()).await;
     let database = match probe {
-        Ok(Ok(_)) => None,
-        Ok(Err(error)) => Some(ServiceError::from(error).to_string()),
+        Ok(Ok(())) => None,
+        Ok(Err(error)) => Some(error.to_string()),
         Err(_) => Some(format!("no answer within {} s", HEALTH_PROBE.as_secs())),
     };
     Json(match database {

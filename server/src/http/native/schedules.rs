@@ -13,6 +13,7 @@ use super::super::errors::ApiResult;
 use super::super::extract::JsonBody;
 use super::super::App;
 use super::runs::blueprint;
+use super::wire;
 use crate::error::ServiceError;
 use crate::service::UserInput;
 
@@ -30,7 +31,9 @@ pub(crate) async fn list(
     Query(query): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let (offset, limit) = (query.offset.unwrap_or(0), query.limit.unwrap_or(100));
-    Ok(Json(json!({"schedules": app.runs.schedules(offset, limit).await?})))
+    let listed: Vec<Value> =
+        app.runs.schedules(offset, limit).await?.iter().map(wire::schedule_json).collect();
+    Ok(Json(json!({"schedules": listed})))
 }
 
 #[derive(Deserialize, Default)]
@@ -71,7 +74,7 @@ pub(crate) async fn add(
             .into())
         }
     };
-    Ok((StatusCode::CREATED, Json(added)))
+    Ok((StatusCode::CREATED, Json(wire::schedule_json(&added))))
 }
 
 /// The schedule a body asks for.
@@ -122,7 +125,7 @@ fn at_ms(at: &Value) -> Result<i64, ServiceError> {
 
 /// `GET /schedules/{id}`.
 pub(crate) async fn show(State(app): State<App>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    Ok(Json(app.runs.schedule(&id).await?))
+    Ok(Json(wire::schedule_json(&app.runs.schedule(&id).await?)))
 }
 
 /// `DELETE /schedules/{id}`: the schedule goes; its runs stay.

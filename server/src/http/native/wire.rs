@@ -5,7 +5,7 @@
 //! and a thread. The CLI's `--json` prints the same.
 
 use serde_json::{json, Value};
-use tollgate_checkpoint::CheckpointInfo;
+use tollgate_checkpoint::{CheckpointInfo, ScheduleRecord, ScheduleTiming};
 use tollgate_engine::{
     format_rfc3339, NestedState, PendingInterrupt, StatePage, StateSnapshot, TaskState,
     ThreadHistoryPage,
@@ -137,4 +137,33 @@ fn states(page: &StatePage<Value>) -> Value {
 pub fn thread_json(view: &ThreadView) -> Value {
     json!({"thread": view.thread, "latest": view.latest, "step": view.step,
            "values": view.values})
+}
+
+/// A schedule as the API and `--json` show it: times as RFC 3339 (and
+/// milliseconds), no encoded blobs.
+pub fn schedule_json(record: &ScheduleRecord) -> Value {
+    let time = |ms: Option<i64>| ms.map(format_rfc3339);
+    let (cron, at) = match &record.timing {
+        ScheduleTiming::Cron { expression } => (Some(expression.clone()), None),
+        ScheduleTiming::At { at_ms } => (None, Some(format_rfc3339(*at_ms))),
+        _ => (None, None),
+    };
+    json!({
+        "id": record.id,
+        "graph": record.graph.name,
+        "version": record.graph.version,
+        "cron": cron,
+        "at": at,
+        "missed": record.missed.as_str(),
+        "grace_ms": record.grace_ms,
+        "input": record.input,
+        "created_at": format_rfc3339(record.created_at_ms),
+        "next_at": time(record.next_at_ms),
+        "next_at_ms": record.next_at_ms,
+        "last_run": record.last_run.map(|run| run.to_string()),
+        "last_fired_at": time(record.last_fired_at_ms),
+        "runs_started": record.runs_started,
+        "ticks_skipped": record.ticks_skipped,
+        "metadata": record.metadata,
+    })
 }

@@ -1,0 +1,211 @@
+//! Threads, whichever API asks: their records (metadata kept apart from
+//! runs), their latest run and all their runs, and the rules of creating,
+//! updating, copying and deleting them.
+
+use serde_json::{json, Map, Value};
+use tollgate_checkpoint::{OutboxQuery, RunFilter, RunStatus, ThreadRecord};
+
+use crate::error::ServiceError;
+
+use super::{RunSummary, Runs};
+
+/// What creating a thread that exists does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IfExists {
+    /// Refuse it (a conflict).
+    Raise,
+    /// Leave it as it is.
+    DoNothing,
+}
+
+impl Runs {
+    /// The thread's record, if it has one (a thread only runs named has
+    /// none).
+    pub(crate) async fn thread_record(
+        &self,
+        thread: &str,
+    ) -> Result<Option<ThreadRecord>, ServiceError> {
+        Ok(self.store().thread_record(thread).await?)
+    }
+
+    /// The summary of the thread's latest run, if it has one.
+    pub(crate) async fn latest_run(
+        &self,
+        thread: &str,
+    ) -> Result<Option<RunSummary>, ServiceError> {
+        match self.executor.thread_latest(thread).await? {
+            Some(record) => Ok(Some(self.summary(record.id).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every run of `thread`, newest first.
+    pub(crate) async fn thread_runs(&self, thread: &str) -> Result<Vec<RunSummary>, ServiceError> {
+        let filter = RunFilter { thread: Some(thread.to_owned()), ..RunFilter::default() };
+        let mut runs = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self.list(filter.clone(), 1000, cursor).await?;
+            runs.extend(page.runs);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(runs),
+            }
+        }
+    }
+
+    /// Records thread `id` with `metadata` at `now_ms`. A thread that
+    /// exists (a record or a run) is a conflict with
+    /// [`IfExists::Raise`], also when another request created it
+    /// meanwhile.
+    pub(crate) async fn create_thread(
+        &self,
+        id: &str,
+        metadata: Value,
+        if_exists: IfExists,
+        now_ms: i64,
+    ) -> Result<(), ServiceError> {
+        let raise = if_exists == IfExists::Raise;
+        let recorded = self.thread_record(id).await?.is_some();
+        let has_runs = self.executor.thread_latest(id).await?.is_some();
+        if (recorded || has_runs) && raise {
+            return Err(exists(id));
+        }
+        let record = ThreadRecord::new(id.to_owned(), now_ms, metadata);
+        let (_, created) = self.store().create_thread(record).await?;
+        if !created && raise {
+            return Err(exists(id));
+        }
+        Ok(())
+    }
+
+    /// Merges `given` into the thread's metadata (a thread only runs
+    /// named gets a record first). Not found when the thread has neither.
+    pub(crate) async fn update_thread(
+        &self,
+        thread: &str,
+        given: Map<String, Value>,
+        now_ms: i64,
+    ) -> Result<(), ServiceError> {
+        let store = self.store();
+        let record = match store.thread_record(thread).await? {
+            Some(record) => record,
+            None if self.executor.thread_latest(thread).await?.is_some() => {
+                let record = ThreadRecord::new(thread.to_owned(), now_ms, json!({}));
+                store.create_thread(record).await?.0
+            }
+            None => return Err(thread_not_found(thread)),
+        };
+        let mut merged: Map<String, Value> =
+            record.metadata.as_object().cloned().unwrap_or_default();
+        merged.extend(given);
+        store.update_thread(thread, Value::Object(merged), now_ms).await?;
+        Ok(())
+    }
+
+    /// Sets `labels` in the thread's metadata unless they are there (its
+    /// `record` as read, `None`: made now, with the labels).
+    pub(crate) async fn label_thread(
+        &self,
+        thread: &str,
+        record: Option<ThreadRecord>,
+        labels: Map<String, Value>,
+        now_ms: i64,
+    ) -> Result<(), ServiceError> {
+        let store = self.store();
+        let record = match record {
+            Some(record) => record,
+            None => {
+                let fresh = ThreadRecord::new(thread, now_ms, Value::Object(labels.clone()));
+                let (made, created) = store.create_thread(fresh).await?;
+                if created {
+                    return Ok(());
+                }
+                // Made by another request meanwhile: labelled below.
+                made
+            }
+        };
+        let mut metadata = record.metadata.as_object().cloned().unwrap_or_default();
+        if labels.iter().all(|(key, value)| metadata.get(key) == Some(value)) {
+            return Ok(());
+        }
+        metadata.extend(labels);
+        store.update_thread(thread, Value::Object(metadata), now_ms).await?;
+        Ok(())
+    }
+
+    /// Thread records, newest first: `limit` after `offset`.
+    pub(crate) async fn thread_records(
+        &self,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<ThreadRecord>, ServiceError> {
+        Ok(self.store().list_threads(offset, limit).await?)
+    }
+
+    /// Forgets the thread's record (its runs are deleted apart).
+    pub(crate) async fn forget_thread(&self, thread: &str) -> Result<(), ServiceError> {
+        self.store().delete_thread(thread).await?;
+        Ok(())
+    }
+
+    /// Forgets every entry of the outbox of `kinds` kept for `thread`
+    /// (pending runs, webhooks: it is deleted).
+    pub(crate) async fn forget_outbox(
+        &self,
+        thread: &str,
+        kinds: &[&str],
+    ) -> Result<(), ServiceError> {
+        let store = self.store();
+        for kind in kinds {
+            let query = OutboxQuery::new(*kind, 10_000).thread(thread);
+            for entry in store.list_outbox(query).await? {
+                store.delete_outbox(&entry.id).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A new thread `into` with the metadata of `thread` and a copy of
+    /// every run of it, going on apart from it. A busy thread (a run
+    /// running or queued) is a conflict; one with neither record nor run
+    /// is not found.
+    pub(crate) async fn copy_thread_as(
+        &self,
+        thread: &str,
+        into: &str,
+        now_ms: i64,
+    ) -> Result<(), ServiceError> {
+        let record = self.thread_record(thread).await?;
+        let latest = self.latest_run(thread).await?;
+        if record.is_none() && latest.is_none() {
+            return Err(thread_not_found(thread));
+        }
+        if let Some(busy) =
+            latest.as_ref().filter(|l| matches!(l.status, RunStatus::Running | RunStatus::Queued))
+        {
+            return Err(ServiceError::Conflict {
+                message: format!(
+                    "thread `{thread}` is busy (run {} is {}): copy it once it settles",
+                    busy.id, busy.status
+                ),
+            });
+        }
+        let metadata = record.map_or_else(|| json!({}), |record| record.metadata);
+        let copy = ThreadRecord::new(into.to_owned(), now_ms, metadata);
+        self.store().create_thread(copy).await?;
+        if latest.is_some() {
+            self.copy_thread(thread, into).await?;
+        }
+        Ok(())
+    }
+}
+
+/// A thread with neither record nor run.
+pub(crate) fn thread_not_found(thread: &str) -> ServiceError {
+    ServiceError::NotFound { message: format!("thread `{thread}` not found") }
+}
+
+fn exists(thread: &str) -> ServiceError {
+    ServiceError::Conflict { message: format!("thread `{thread}` exists") }
+}
