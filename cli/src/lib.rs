@@ -285,9 +285,9 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
                 .ok()
                 .filter(|lease| *lease >= std::time::Duration::from_millis(100))
                 .ok_or_else(|| ServiceError::invalid("--lease takes seconds, at least 0.1"))?;
-            let shutdown = shutdown.take().ok_or_else(|| ServiceError::Failed {
-                message: "the worker's signal watch is missing".into(),
-            })?;
+            let shutdown = shutdown
+                .take()
+                .ok_or_else(|| ServiceError::failed("the worker's signal watch is missing"))?;
             if let Some(addr) = metrics_addr {
                 tollgate_server::serve_metrics(runs.store().clone(), addr).await?;
             }
@@ -317,12 +317,11 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
             Ok(code::OK)
         }
         Command::Serve { .. } => {
-            let options = serve_options.ok_or_else(|| ServiceError::Failed {
-                message: "the server's options are missing".into(),
-            })?;
-            let shutdown = shutdown.take().ok_or_else(|| ServiceError::Failed {
-                message: "the server's signal watch is missing".into(),
-            })?;
+            let options = serve_options
+                .ok_or_else(|| ServiceError::failed("the server's options are missing"))?;
+            let shutdown = shutdown
+                .take()
+                .ok_or_else(|| ServiceError::failed("the server's signal watch is missing"))?;
             tollgate_server::serve(runs, options, shutdown).await?;
             Ok(code::OK)
         }
@@ -334,8 +333,9 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, ServiceEr
         RunsCommand::List { status, graph, thread, limit, cursor, json } => {
             let status = status
                 .map(|text| {
-                    text.parse::<RunStatus>()
-                        .map_err(|error| ServiceError::invalid(error.to_string()))
+                    text.parse::<RunStatus>().map_err(|error| {
+                        ServiceError::invalid(error.to_string()).with_source(error)
+                    })
                 })
                 .transpose()?;
             let filter = RunFilter { status, graph, thread };
@@ -453,8 +453,9 @@ async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8, ServiceEr
             let statuses = status
                 .iter()
                 .map(|text| {
-                    text.parse::<RunStatus>()
-                        .map_err(|error| ServiceError::invalid(error.to_string()))
+                    text.parse::<RunStatus>().map_err(|error| {
+                        ServiceError::invalid(error.to_string()).with_source(error)
+                    })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             if statuses.contains(&RunStatus::Running) {
@@ -640,8 +641,9 @@ fn run_id(text: &str) -> Result<RunId, ServiceError> {
 }
 
 fn json_arg(flag: &str, text: &str) -> Result<Value, ServiceError> {
-    serde_json::from_str(text)
-        .map_err(|error| ServiceError::invalid(format!("{flag} takes JSON: {error}")))
+    serde_json::from_str(text).map_err(|error| {
+        ServiceError::invalid(format!("{flag} takes JSON: {error}")).with_source(error)
+    })
 }
 
 /// The user's message from `--input`: text, a JSON string, or a JSON object

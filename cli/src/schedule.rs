@@ -35,8 +35,9 @@ pub(crate) async fn schedule_command(
     match command {
         ScheduleCommand::Add { id, blueprint, graph, cron, at, input, missed, grace, json } => {
             let mut schedule = match (cron, at) {
-                (Some(cron), _) => Schedule::cron(id, &cron)
-                    .map_err(|error| ServiceError::invalid(format!("--cron: {error}")))?,
+                (Some(cron), _) => Schedule::cron(id, &cron).map_err(|error| {
+                    ServiceError::invalid(format!("--cron: {error}")).with_source(error)
+                })?,
                 (None, Some(at)) => {
                     let at_ms = parse_rfc3339(&at).ok_or_else(|| {
                         ServiceError::invalid(format!(

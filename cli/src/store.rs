@@ -45,9 +45,7 @@ pub(crate) async fn store_command(runs: &Runs, command: StoreCommand) -> Result<
         }
         StoreCommand::Get { namespace: ns, key, json } => {
             let Some(item) = memory.get(&namespace(&ns)?, &key).await? else {
-                return Err(ServiceError::NotFound {
-                    message: format!("no item `{key}` in namespace `{ns}`"),
-                });
+                return Err(ServiceError::missing(format!("no item `{key}` in namespace `{ns}`")));
             };
             if json {
                 print_json(&item);
@@ -95,9 +93,7 @@ pub(crate) async fn store_command(runs: &Runs, command: StoreCommand) -> Result<
         }
         StoreCommand::Delete { namespace: ns, key, json } => {
             if !memory.delete(&namespace(&ns)?, &key).await? {
-                return Err(ServiceError::NotFound {
-                    message: format!("no item `{key}` in namespace `{ns}`"),
-                });
+                return Err(ServiceError::missing(format!("no item `{key}` in namespace `{ns}`")));
             }
             if json {
                 print_json(&json!({"deleted": true, "namespace": ns, "key": key}));

@@ -23,6 +23,9 @@ pub mod code {
     pub const REJECTED: u8 = 11;
 }
 
+/// The error a [`ServiceError`] comes from.
+pub type ErrorSource = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// A command or a request failed before it could report a run's status.
 /// Each kind has the exit code ([`ServiceError::exit_code`]) and the HTTP
 /// status ([`ServiceError::http_status`]) of the same meaning.
@@ -34,12 +37,18 @@ pub enum ServiceError {
     Invalid {
         /// What is wrong, and what to do.
         message: String,
+        /// The error it comes from, when it has one.
+        #[source]
+        source: Option<ErrorSource>,
     },
     /// No such run or interrupt.
     #[error("{message}")]
     NotFound {
         /// What was not found.
         message: String,
+        /// The error it comes from, when it has one.
+        #[source]
+        source: Option<ErrorSource>,
     },
     /// Someone else changed the run first (a concurrent or stale decision,
     /// a run owned by a live process).
@@ -47,6 +56,9 @@ pub enum ServiceError {
     Conflict {
         /// What conflicts.
         message: String,
+        /// The error it comes from, when it has one.
+        #[source]
+        source: Option<ErrorSource>,
     },
     /// The run started on a version of its graph this process does not
     /// have (it has others of the same name): a process with that version
@@ -70,6 +82,9 @@ pub enum ServiceError {
     Unusable {
         /// What could not be used, and why.
         message: String,
+        /// The error it comes from, when it has one.
+        #[source]
+        source: Option<ErrorSource>,
     },
     /// The database cannot be reached (down, restarting, failing over) or
     /// stayed busy: try again shortly. Exit 1; HTTP 503 with
@@ -78,6 +93,9 @@ pub enum ServiceError {
     Unavailable {
         /// What is unavailable.
         message: String,
+        /// The error it comes from, when it has one.
+        #[source]
+        source: Option<ErrorSource>,
     },
     /// Something the request needed did not finish in time (reading a
     /// blueprint's files): exit 1; HTTP 422, since the server itself is
@@ -94,6 +112,9 @@ pub enum ServiceError {
     Failed {
         /// What failed.
         message: String,
+        /// The error it comes from, when it has one.
+        #[source]
+        source: Option<ErrorSource>,
     },
 }
 
@@ -139,48 +160,87 @@ impl ServiceError {
 
     /// Invalid input, saying `message`.
     pub fn invalid(message: impl Into<String>) -> Self {
-        ServiceError::Invalid { message: message.into() }
+        ServiceError::Invalid { message: message.into(), source: None }
+    }
+
+    /// Not found, saying what.
+    pub fn missing(message: impl Into<String>) -> Self {
+        ServiceError::NotFound { message: message.into(), source: None }
+    }
+
+    /// A conflict with what is stored, saying what.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        ServiceError::Conflict { message: message.into(), source: None }
+    }
+
+    /// Something the request names could not be used, saying why.
+    pub fn unusable(message: impl Into<String>) -> Self {
+        ServiceError::Unusable { message: message.into(), source: None }
+    }
+
+    /// The database is away, saying how.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        ServiceError::Unavailable { message: message.into(), source: None }
+    }
+
+    /// The store or the run failed, saying how.
+    pub fn failed(message: impl Into<String>) -> Self {
+        ServiceError::Failed { message: message.into(), source: None }
+    }
+
+    /// The same error, coming from `error` (its
+    /// [`source`](std::error::Error::source)); the message stays.
+    pub fn with_source(mut self, error: impl Into<ErrorSource>) -> Self {
+        match &mut self {
+            ServiceError::Invalid { source, .. }
+            | ServiceError::NotFound { source, .. }
+            | ServiceError::Conflict { source, .. }
+            | ServiceError::Unusable { source, .. }
+            | ServiceError::Unavailable { source, .. }
+            | ServiceError::Failed { source, .. } => *source = Some(error.into()),
+            ServiceError::MissingVersion { .. } | ServiceError::TimedOut { .. } => {}
+        }
+        self
     }
 
     pub(crate) fn not_found(run: RunId) -> Self {
-        ServiceError::NotFound {
-            message: format!("run {run} not found (check the id, and that this is its database)"),
-        }
+        ServiceError::missing(format!(
+            "run {run} not found (check the id, and that this is its database)"
+        ))
     }
 }
 
 impl From<StoreError> for ServiceError {
     fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::RunNotFound { run } => ServiceError::not_found(run),
+        let shown = match &error {
+            StoreError::RunNotFound { run } => ServiceError::not_found(*run),
             StoreError::CheckpointNotFound { .. }
             | StoreError::ThreadNotFound { .. }
-            | StoreError::ScheduleNotFound { .. } => {
-                ServiceError::NotFound { message: error.to_string() }
-            }
+            | StoreError::ScheduleNotFound { .. } => ServiceError::missing(error.to_string()),
             StoreError::ScheduleExists { .. } | StoreError::ScheduleMoved { .. } => {
-                ServiceError::Conflict { message: error.to_string() }
+                ServiceError::conflict(error.to_string())
             }
-            StoreError::Fenced { .. } => ServiceError::Conflict {
-                message: format!("{error}; another process took the run over"),
-            },
+            StoreError::Fenced { .. } => {
+                ServiceError::conflict(format!("{error}; another process took the run over"))
+            }
             StoreError::InvalidCursor { .. } => ServiceError::invalid(error.to_string()),
             StoreError::ThreadBusy { .. } | StoreError::ThreadMoved { .. } => {
-                ServiceError::Conflict { message: error.to_string() }
+                ServiceError::conflict(error.to_string())
             }
-            StoreError::RunTerminal { .. } => ServiceError::Conflict {
-                message: format!("{error}: it finished before this request took effect"),
-            },
+            StoreError::RunTerminal { .. } => ServiceError::conflict(format!(
+                "{error}: it finished before this request took effect"
+            )),
             StoreError::RunInFlight { run } => {
-                ServiceError::Conflict { message: format!("{error} (tollgate runs cancel {run})") }
+                ServiceError::conflict(format!("{error} (tollgate runs cancel {run})"))
             }
             StoreError::Unavailable { .. }
             | StoreError::Busy { .. }
             | StoreError::PoolExhausted { .. } => {
-                ServiceError::Unavailable { message: format!("{error}; try again shortly") }
+                ServiceError::unavailable(format!("{error}; try again shortly"))
             }
-            other => ServiceError::Failed { message: other.to_string() },
-        }
+            other => ServiceError::failed(other.to_string()),
+        };
+        shown.with_source(error)
     }
 }
 
@@ -188,8 +248,10 @@ impl From<tollgate_checkpoint::ItemError> for ServiceError {
     fn from(error: tollgate_checkpoint::ItemError) -> Self {
         match error {
             tollgate_checkpoint::ItemError::Store(error) => error.into(),
-            error if error.is_invalid_input() => ServiceError::invalid(error.to_string()),
-            error => ServiceError::Failed { message: error.to_string() },
+            error if error.is_invalid_input() => {
+                ServiceError::invalid(error.to_string()).with_source(error)
+            }
+            error => ServiceError::failed(error.to_string()).with_source(error),
         }
     }
 }
@@ -198,14 +260,17 @@ impl From<DecisionError> for ServiceError {
     fn from(error: DecisionError) -> Self {
         let message = error.to_string();
         match error {
-            DecisionError::InterruptNotFound { .. } => ServiceError::NotFound { message },
+            DecisionError::InterruptNotFound { .. } => {
+                ServiceError::missing(message).with_source(error)
+            }
             DecisionError::Conflict { .. }
             | DecisionError::AlreadyAnswered { .. }
-            | DecisionError::NotPaused { .. } => ServiceError::Conflict {
-                message: format!("{message} (someone decided first; `tollgate runs show` it)"),
-            },
+            | DecisionError::NotPaused { .. } => ServiceError::conflict(format!(
+                "{message} (someone decided first; `tollgate runs show` it)"
+            ))
+            .with_source(error),
             DecisionError::Store(store) => store.into(),
-            _ => ServiceError::Invalid { message },
+            _ => ServiceError::invalid(message).with_source(error),
         }
     }
 }
@@ -215,23 +280,24 @@ impl From<RunError> for ServiceError {
         match error {
             RunError::Decision(decision) => decision.into(),
             RunError::Store(store) => store.into(),
-            RunError::Schedule(_) => ServiceError::invalid(error.to_string()),
-            RunError::RunOwned { .. } => ServiceError::Conflict {
-                message: format!("{error} (wait for its lease to expire, or let its owner finish)"),
-            },
-            RunError::NotCancellable { .. } => ServiceError::Conflict { message: error.to_string() },
-            // A thread (or run) of another graph or version: the request
-            // conflicts with what is stored.
-            RunError::GraphMismatch { .. } => ServiceError::Conflict { message: error.to_string() },
-            RunError::UnknownNode { .. } | RunError::AmbiguousWriter { .. } => {
-                ServiceError::invalid(error.to_string())
+            RunError::Schedule(_) => ServiceError::invalid(error.to_string()).with_source(error),
+            RunError::RunOwned { .. } => ServiceError::conflict(format!(
+                "{error} (wait for its lease to expire, or let its owner finish)"
+            ))
+            .with_source(error),
+            // Not cancellable; or a thread (or run) of another graph or
+            // version: the request conflicts with what is stored.
+            RunError::NotCancellable { .. } | RunError::GraphMismatch { .. } => {
+                ServiceError::conflict(error.to_string()).with_source(error)
             }
-            RunError::AwaitingDecision { run, .. } => ServiceError::Conflict {
-                message: format!(
-                    "{error}: decide it first (approve, edit, respond or reject; `tollgate runs show {run}` lists what it waits for)"
-                ),
-            },
-            other => ServiceError::Failed { message: other.to_failure().message },
+            RunError::UnknownNode { .. } | RunError::AmbiguousWriter { .. } => {
+                ServiceError::invalid(error.to_string()).with_source(error)
+            }
+            RunError::AwaitingDecision { run, .. } => ServiceError::conflict(format!(
+                "{error}: decide it first (approve, edit, respond or reject; `tollgate runs show {run}` lists what it waits for)"
+            ))
+            .with_source(error),
+            other => ServiceError::failed(other.to_failure().message).with_source(other),
         }
     }
 }
@@ -243,11 +309,11 @@ impl From<HarnessError> for ServiceError {
             HarnessError::MissingModel { .. }
             | HarnessError::MissingTool { .. }
             | HarnessError::InvalidToolSchema { .. }
-            | HarnessError::Graph(_) => ServiceError::invalid(error.to_string()),
+            | HarnessError::Graph(_) => ServiceError::invalid(error.to_string()).with_source(error),
             HarnessError::Mcp(source) if source.is_start_failure() => {
-                ServiceError::Unusable { message: source.to_string() }
+                ServiceError::unusable(source.to_string()).with_source(source)
             }
-            other => ServiceError::Failed { message: other.to_string() },
+            other => ServiceError::failed(other.to_string()).with_source(other),
         }
     }
 }
@@ -258,6 +324,7 @@ impl From<BlueprintError> for ServiceError {
             BlueprintError::Compile { source } => match source {
                 HarnessError::MissingModel { .. } => {
                     ServiceError::invalid(format!("blueprint does not compile: {source}"))
+                        .with_source(source)
                 }
                 other => other.into(),
             },
@@ -269,9 +336,42 @@ impl From<BlueprintError> for ServiceError {
                     McpError::UnknownTool { .. } | McpError::DuplicateTool { .. }
                 ) =>
             {
-                ServiceError::Unusable { message: format!("blueprint's MCP servers: {source}") }
+                ServiceError::unusable(format!("blueprint's MCP servers: {source}"))
+                    .with_source(source)
             }
-            other => ServiceError::invalid(other.to_string()),
+            other => ServiceError::invalid(other.to_string()).with_source(other),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use tollgate_checkpoint::{RunId, StoreError};
+
+    use super::ServiceError;
+
+    #[test]
+    fn a_converted_error_keeps_what_it_comes_from() {
+        let run = RunId::new();
+        let error = ServiceError::from(StoreError::RunInFlight { run });
+        assert_eq!(error.kind(), "conflict");
+        let source = error.source().expect("the store's error is the source");
+        assert_eq!(
+            source.downcast_ref::<StoreError>().map(ToString::to_string),
+            Some(StoreError::RunInFlight { run }.to_string())
+        );
+        assert!(error.to_string().contains("tollgate runs cancel"), "{error}");
+    }
+
+    #[test]
+    fn a_made_error_has_no_source_until_given_one() {
+        let error = ServiceError::failed("it broke");
+        assert!(error.source().is_none());
+        let io = std::io::Error::other("disk gone");
+        let error = error.with_source(io);
+        assert_eq!(error.to_string(), "it broke");
+        assert_eq!(error.source().map(ToString::to_string).as_deref(), Some("disk gone"));
     }
 }

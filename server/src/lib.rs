@@ -31,7 +31,7 @@ mod pack;
 mod printable;
 mod service;
 
-pub use error::{code, ServiceError};
+pub use error::{code, ErrorSource, ServiceError};
 pub use http::{
     check_exposure, credential, nest_under, router, run_history_json, schedule_json, serve,
     serve_metrics, state_json, thread_history_json, thread_json, Api, Auth, Authenticate, Limits,

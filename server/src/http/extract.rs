@@ -71,8 +71,9 @@ async fn read(app: &App, body: axum::body::Body) -> ApiResult<axum::body::Bytes>
 }
 
 fn parse<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
-    serde_json::from_slice(bytes)
-        .map_err(|error| ServiceError::invalid(format!("bad request body: {error}")).into())
+    serde_json::from_slice(bytes).map_err(|error| {
+        ServiceError::invalid(format!("bad request body: {error}")).with_source(error).into()
+    })
 }
 
 /// The run id of a `/runs/{id}/…` path; one that is not a run id is

@@ -22,8 +22,8 @@ const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The process's recorder (installed on first use).
 pub(crate) fn recorder() -> Result<Metrics, ServiceError> {
-    Metrics::install().map_err(|error| ServiceError::Failed {
-        message: format!("cannot record metrics: {error}"),
+    Metrics::install().map_err(|error| {
+        ServiceError::failed(format!("cannot record metrics: {error}")).with_source(error)
     })
 }
 
@@ -42,11 +42,13 @@ pub(crate) async fn scrape(State(app): State<App>) -> Response {
 /// Prints `metrics on http://ADDR/metrics` to stderr once it listens.
 pub async fn serve_metrics(store: Arc<dyn Store>, addr: SocketAddr) -> Result<(), ServiceError> {
     let metrics = recorder()?;
-    let listener = TcpListener::bind(addr).await.map_err(|error| ServiceError::Failed {
-        message: format!("cannot listen on {addr} for metrics: {error}"),
+    let listener = TcpListener::bind(addr).await.map_err(|error| {
+        ServiceError::failed(format!("cannot listen on {addr} for metrics: {error}"))
+            .with_source(error)
     })?;
-    let local = listener.local_addr().map_err(|error| ServiceError::Failed {
-        message: format!("cannot read the bound metrics address: {error}"),
+    let local = listener.local_addr().map_err(|error| {
+        ServiceError::failed(format!("cannot read the bound metrics address: {error}"))
+            .with_source(error)
     })?;
     let router = Router::new().route(
         "/metrics",

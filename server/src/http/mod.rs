@@ -393,11 +393,11 @@ pub async fn serve(
     let (addr, limits) = (options.addr, options.limits);
     let open = options.token.is_none() && matches!(options.auth, Auth::Token);
     let api = Api::new(runs, options)?;
-    let listener = TcpListener::bind(addr).await.map_err(|error| ServiceError::Failed {
-        message: format!("cannot listen on {addr}: {error}"),
+    let listener = TcpListener::bind(addr).await.map_err(|error| {
+        ServiceError::failed(format!("cannot listen on {addr}: {error}")).with_source(error)
     })?;
-    let local = listener.local_addr().map_err(|error| ServiceError::Failed {
-        message: format!("cannot read the bound address: {error}"),
+    let local = listener.local_addr().map_err(|error| {
+        ServiceError::failed(format!("cannot read the bound address: {error}")).with_source(error)
     })?;
     api.listening_on(local);
     if open && !local.ip().is_loopback() {

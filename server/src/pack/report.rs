@@ -17,10 +17,10 @@ impl From<PackError> for ServiceError {
     fn from(error: PackError) -> Self {
         match &error {
             PackError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                ServiceError::NotFound { message: error.to_string() }
+                ServiceError::missing(error.to_string())
             }
-            PackError::Io { .. } => ServiceError::Failed { message: error.to_string() },
-            _ => ServiceError::Invalid { message: error.to_string() },
+            PackError::Io { .. } => ServiceError::failed(error.to_string()),
+            _ => ServiceError::invalid(error.to_string()),
         }
     }
 }
@@ -193,8 +193,12 @@ fn with_work_dir(
     bundle_hash: &str,
 ) -> Result<Blueprint, ServiceError> {
     let work = cache.join("work").join(bundle_hash);
-    std::fs::create_dir_all(&work).map_err(|error| ServiceError::Failed {
-        message: format!("cannot create the pack's work folder {}: {error}", work.display()),
+    std::fs::create_dir_all(&work).map_err(|error| {
+        ServiceError::failed(format!(
+            "cannot create the pack's work folder {}: {error}",
+            work.display()
+        ))
+        .with_source(error)
     })?;
     Ok(blueprint.with_program_env("TOLLGATE_PACK_WORK_DIR", work.display().to_string()))
 }

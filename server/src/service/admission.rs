@@ -46,9 +46,7 @@ impl Admission {
         let read = tokio::task::spawn_blocking(move || blueprint_now(&rules, &given));
         match tokio::time::timeout(BLUEPRINT_READ_TIMEOUT, read).await {
             Ok(Ok(blueprint)) => Ok(blueprint?.with_inherited_env(&self.pass_env)),
-            Ok(Err(_)) => {
-                Err(ServiceError::Failed { message: "reading the blueprint failed".into() })
-            }
+            Ok(Err(_)) => Err(ServiceError::failed("reading the blueprint failed")),
             Err(_) => Err(ServiceError::TimedOut {
                 what: "the blueprint's files were not read".into(),
                 after: BLUEPRINT_READ_TIMEOUT,
@@ -110,9 +108,9 @@ fn blueprint_now(rules: &Admission, given: &Value) -> Result<Blueprint, ServiceE
             let candidates =
                 [dir.join(format!("{name}.json")), dir.join(name).join(format!("{name}.json"))];
             let Some(path) = candidates.iter().find(|path| path.is_file()) else {
-                return Err(ServiceError::NotFound {
-                    message: format!("no blueprint `{name}` in the server's blueprint folder"),
-                });
+                return Err(ServiceError::missing(format!(
+                    "no blueprint `{name}` in the server's blueprint folder"
+                )));
             };
             Ok(Blueprint::load(path)?)
         }

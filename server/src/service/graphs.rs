@@ -141,8 +141,10 @@ impl Runs {
 
     /// The newest version of the registered graph `name`.
     fn graph_named(&self, name: &str) -> Result<&Arc<dyn ServedGraph>, ServiceError> {
-        self.graphs.newest_entry(name).ok_or_else(|| ServiceError::NotFound {
-            message: format!("no graph `{name}` is served here (GET /graphs lists them)"),
+        self.graphs.newest_entry(name).ok_or_else(|| {
+            ServiceError::missing(format!(
+                "no graph `{name}` is served here (GET /graphs lists them)"
+            ))
         })
     }
 

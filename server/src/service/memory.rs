@@ -18,8 +18,8 @@ impl Runs {
     ) -> Result<Item, ServiceError> {
         let mut op = GetOp::new(namespace.clone(), key.clone());
         op.refresh_ttl = refresh_ttl;
-        self.memory().get_op(op).await?.ok_or_else(|| ServiceError::NotFound {
-            message: format!("no item `{key}` in namespace `{namespace}`"),
+        self.memory().get_op(op).await?.ok_or_else(|| {
+            ServiceError::missing(format!("no item `{key}` in namespace `{namespace}`"))
         })
     }
 }

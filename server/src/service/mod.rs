@@ -196,22 +196,18 @@ impl Runs {
     pub async fn open(db: &Path, create: bool) -> Result<Self, ServiceError> {
         let text = db.to_string_lossy();
         if !create && !PostgresStore::is_url(&text) && !db.exists() {
-            return Err(ServiceError::NotFound {
-                message: format!(
+            return Err(ServiceError::missing(format!(
                     "no database at {text} (check --db or TOLLGATE_DB; `tollgate run` and `tollgate serve --create` create one)"
-                ),
-            });
+                )));
         }
         if !PostgresStore::is_url(&text) {
             let parent = db.parent().filter(|parent| !parent.as_os_str().is_empty());
             if let Some(parent) = parent.filter(|parent| !parent.is_dir()) {
-                return Err(ServiceError::NotFound {
-                    message: format!(
-                        "no directory {} for the database {text}: create it first (mkdir -p {})",
-                        parent.display(),
-                        parent.display()
-                    ),
-                });
+                return Err(ServiceError::missing(format!(
+                    "no directory {} for the database {text}: create it first (mkdir -p {})",
+                    parent.display(),
+                    parent.display()
+                )));
             }
         }
         let opened = if PostgresStore::is_url(&text) {
@@ -235,13 +231,15 @@ impl Runs {
             let message = format!("cannot open database {}: {error}", redact(&text));
             if PostgresStore::is_missing_database(&error) {
                 let message = format!("{message} (create it first: createdb, or CREATE DATABASE)");
-                return ServiceError::NotFound { message };
+                return ServiceError::missing(message).with_source(error);
             }
             match error {
                 StoreError::InvalidSettings { .. }
                 | StoreError::ForeignDatabase { .. }
-                | StoreError::UnknownSchemaVersion { .. } => ServiceError::Invalid { message },
-                _ => ServiceError::Failed { message },
+                | StoreError::UnknownSchemaVersion { .. } => {
+                    ServiceError::invalid(message).with_source(error)
+                }
+                _ => ServiceError::failed(message).with_source(error),
             }
         })?;
         Ok(Self {
@@ -514,7 +512,7 @@ impl Runs {
             }
             status => format!("run {run} is {status}; there is nothing to decide"),
         };
-        ServiceError::Conflict { message }
+        ServiceError::conflict(message)
     }
 
     /// Continues a blueprint run that was interrupted, failed or lost its
@@ -538,9 +536,10 @@ impl Runs {
         let record = self.store().run(run).await?;
         if record.status.is_terminal() {
             // As `resume` on a finished run: a conflict with its state.
-            return Err(ServiceError::Conflict {
-                message: format!("run {run} is {}; there is nothing to continue", record.status),
-            });
+            return Err(ServiceError::conflict(format!(
+                "run {run} is {}; there is nothing to continue",
+                record.status
+            )));
         }
         let Some(rebuilt) = self.rebuild(&record).await? else {
             return Err(ServiceError::invalid(format!(
@@ -789,8 +788,9 @@ pub fn embedder(spec: &str, dims: usize) -> Result<Arc<dyn Embedder>, ServiceErr
 
 /// A stored event line as its envelope; a damaged line is named.
 pub fn parse_event(record: &EventRecord) -> Result<EventEnvelope, ServiceError> {
-    serde_json::from_str(&record.json).map_err(|error| ServiceError::Failed {
-        message: format!("stored event {} is not valid JSON: {error}", record.seq),
+    serde_json::from_str(&record.json).map_err(|error| {
+        ServiceError::failed(format!("stored event {} is not valid JSON: {error}", record.seq))
+            .with_source(error)
     })
 }
 

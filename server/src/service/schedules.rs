@@ -21,8 +21,10 @@ impl Runs {
         input: Value,
         schedule: Schedule,
     ) -> Result<ScheduleRecord, ServiceError> {
-        let graph = self.graphs().newest_entry(name).ok_or_else(|| ServiceError::NotFound {
-            message: format!("no graph `{name}` is served here (GET /graphs lists them)"),
+        let graph = self.graphs().newest_entry(name).ok_or_else(|| {
+            ServiceError::missing(format!(
+                "no graph `{name}` is served here (GET /graphs lists them)"
+            ))
         })?;
         graph.schedule(&self.executor, input, schedule).await
     }
@@ -60,7 +62,7 @@ impl Runs {
     pub async fn schedule(&self, id: &str) -> Result<ScheduleRecord, ServiceError> {
         match self.store().schedule(id).await? {
             Some(record) => Ok(record),
-            None => Err(ServiceError::NotFound { message: format!("schedule `{id}` not found") }),
+            None => Err(ServiceError::missing(format!("schedule `{id}` not found"))),
         }
     }
 
@@ -68,7 +70,7 @@ impl Runs {
     pub async fn delete_schedule(&self, id: &str) -> Result<(), ServiceError> {
         match self.store().delete_schedule(id).await? {
             true => Ok(()),
-            false => Err(ServiceError::NotFound { message: format!("schedule `{id}` not found") }),
+            false => Err(ServiceError::missing(format!("schedule `{id}` not found"))),
         }
     }
 }

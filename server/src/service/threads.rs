@@ -184,12 +184,10 @@ impl Runs {
         if let Some(busy) =
             latest.as_ref().filter(|l| matches!(l.status, RunStatus::Running | RunStatus::Queued))
         {
-            return Err(ServiceError::Conflict {
-                message: format!(
-                    "thread `{thread}` is busy (run {} is {}): copy it once it settles",
-                    busy.id, busy.status
-                ),
-            });
+            return Err(ServiceError::conflict(format!(
+                "thread `{thread}` is busy (run {} is {}): copy it once it settles",
+                busy.id, busy.status
+            )));
         }
         let metadata = record.map_or_else(|| json!({}), |record| record.metadata);
         let copy = ThreadRecord::new(into.to_owned(), now_ms, metadata);
@@ -203,9 +201,9 @@ impl Runs {
 
 /// A thread with neither record nor run.
 pub(crate) fn thread_not_found(thread: &str) -> ServiceError {
-    ServiceError::NotFound { message: format!("thread `{thread}` not found") }
+    ServiceError::missing(format!("thread `{thread}` not found"))
 }
 
 fn exists(thread: &str) -> ServiceError {
-    ServiceError::Conflict { message: format!("thread `{thread}` exists") }
+    ServiceError::conflict(format!("thread `{thread}` exists"))
 }

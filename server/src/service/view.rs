@@ -175,9 +175,7 @@ impl Runs {
     /// Not found when it has no run.
     pub async fn thread(&self, thread: &str) -> Result<ThreadView, ServiceError> {
         let Some(record) = self.executor.thread_latest(thread).await? else {
-            return Err(ServiceError::NotFound {
-                message: format!("thread `{thread}` has no runs"),
-            });
+            return Err(ServiceError::missing(format!("thread `{thread}` has no runs")));
         };
         let run = record.id;
         let rebuilt = self.rebuild(&record).await?;
@@ -466,9 +464,7 @@ impl Runs {
             return Err(ServiceError::invalid("limit must be between 1 and 1000"));
         }
         let Some(record) = self.executor.thread_latest(thread).await? else {
-            return Err(ServiceError::NotFound {
-                message: format!("thread `{thread}` has no runs"),
-            });
+            return Err(ServiceError::missing(format!("thread `{thread}` has no runs")));
         };
         let run = record.id;
         let rebuilt = self.rebuild(&record).await?.ok_or_else(|| {

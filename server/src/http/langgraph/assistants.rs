@@ -79,18 +79,14 @@ pub(super) async fn find(app: &App, id: &str) -> ApiResult<Assistant> {
     // that there is none.
     if let Some(bad) = invalid.iter().find(|bad| named(&bad.name)) {
         let (file, problems) = (&bad.file, &bad.problems);
-        return Err(ServiceError::Invalid {
-            message: format!(
-                "assistant `{id}` is a blueprint that does not load ({file}): {problems}"
-            ),
-        }
+        return Err(ServiceError::invalid(format!(
+            "assistant `{id}` is a blueprint that does not load ({file}): {problems}"
+        ))
         .into());
     }
-    Err(ServiceError::NotFound {
-        message: format!(
+    Err(ServiceError::missing(format!(
             "no assistant `{id}`: assistants are the server's graphs and blueprints (POST /assistants/search lists them)"
-        ),
-    }
+        ))
     .into())
 }
 

@@ -141,7 +141,7 @@ pub(super) async fn create(
         "on_run_completed": body.on_run_completed.clone().unwrap_or_else(|| "delete".into()),
     }});
     let schedule = Schedule::cron(id, &expression)
-        .map_err(|error| ServiceError::invalid(error.to_string()))?
+        .map_err(|error| ServiceError::invalid(error.to_string()).with_source(error))?
         .metadata(kept);
     let input = body.input.clone().unwrap_or(Value::Null);
     let added = match assistant.kind.as_str() {

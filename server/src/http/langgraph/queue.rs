@@ -65,17 +65,16 @@ pub(super) struct Pending {
 impl Pending {
     pub(super) fn read(entry: OutboxEntry) -> ApiResult<Self> {
         let run = serde_json::from_value::<PendingRun>(entry.body.clone()).map_err(|error| {
-            ServiceError::Failed {
-                message: format!("pending run {}: its record does not read: {error}", entry.id),
-            }
+            ServiceError::failed(format!(
+                "pending run {}: its record does not read: {error}",
+                entry.id
+            ))
         })?;
         if run.v > VERSION {
-            return Err(ServiceError::Failed {
-                message: format!(
-                    "pending run {} is a record of version {}; this build reads up to {VERSION}",
-                    entry.id, run.v
-                ),
-            }
+            return Err(ServiceError::failed(format!(
+                "pending run {} is a record of version {}; this build reads up to {VERSION}",
+                entry.id, run.v
+            ))
             .into());
         }
         Ok(Self { entry, run })

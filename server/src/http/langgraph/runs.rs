@@ -144,9 +144,9 @@ async fn start(
     }
     if let Some(resume) = body.command.as_ref().and_then(|command| command.resume.clone()) {
         let Some(latest) = latest else {
-            return Err(ServiceError::Conflict {
-                message: "`Command(resume=…)` needs a thread whose run waits for a decision".into(),
-            }
+            return Err(ServiceError::conflict(
+                "`Command(resume=…)` needs a thread whose run waits for a decision",
+            )
             .into());
         };
         return resume_run(app, assistant, latest, &resume, body.by.as_deref()).await;
@@ -259,10 +259,7 @@ async fn checkpoint_run(
         .into());
     };
     let unknown = || -> ApiError {
-        ServiceError::NotFound {
-            message: format!("thread `{thread}` has no checkpoint `{checkpoint}`"),
-        }
-        .into()
+        ServiceError::missing(format!("thread `{thread}` has no checkpoint `{checkpoint}`")).into()
     };
     let (run, step) = wire::parse_checkpoint_id(checkpoint).ok_or_else(unknown)?;
     let source = app.runs.summary(run).await.map_err(|_| unknown())?;
@@ -272,12 +269,10 @@ async fn checkpoint_run(
     if let Some(busy) =
         latest.filter(|l| matches!(l.status, RunStatus::Running | RunStatus::Queued))
     {
-        return Err(ServiceError::Conflict {
-            message: format!(
-                "thread `{thread}` is busy: run {} is {} (multitask strategy `reject`)",
-                busy.id, busy.status
-            ),
-        }
+        return Err(ServiceError::conflict(format!(
+            "thread `{thread}` is busy: run {} is {} (multitask strategy `reject`)",
+            busy.id, busy.status
+        ))
         .into());
     }
     let into = RunId::new();
@@ -319,12 +314,10 @@ async fn command_run(
         )
     });
     let Some(latest) = stopped else {
-        return Err(ServiceError::Conflict {
-            message: format!(
+        return Err(ServiceError::conflict(format!(
                 "`Command(update=…)` and `Command(goto=…)` go to a thread whose latest run is paused, interrupted or failed; thread `{}` has none (start a run with input)",
                 thread.unwrap_or("")
-            ),
-        }
+            ))
         .into());
     };
     let run = latest.id;
@@ -350,12 +343,10 @@ async fn resume_run(
     by: Option<&str>,
 ) -> ApiResult<Started> {
     if latest.status != RunStatus::AwaitingHitl {
-        return Err(ServiceError::Conflict {
-            message: format!(
-                "run {} is {}: there is no interrupt to resume",
-                latest.id, latest.status
-            ),
-        }
+        return Err(ServiceError::conflict(format!(
+            "run {} is {}: there is no interrupt to resume",
+            latest.id, latest.status
+        ))
         .into());
     }
     decided(app, assistant, latest.id, answers(&latest.interrupts, resume)?, by).await
@@ -443,12 +434,10 @@ async fn begin(
     let new_input = body.command.is_none() && body.input.as_ref().is_some_and(|i| !i.is_null());
     let strategy = body.multitask_strategy.as_deref();
     if waiting && new_input && !matches!(strategy, Some("interrupt" | "rollback")) {
-        return Err(ServiceError::Conflict {
-            message: format!(
+        return Err(ServiceError::conflict(format!(
                 "thread `{}` is busy: runs wait to start on it (multitask strategy `reject`; `enqueue` queues this one behind them)",
                 thread.unwrap_or("")
-            ),
-        }
+            ))
         .into());
     }
     let name = assistant.name.clone();
@@ -507,14 +496,12 @@ async fn defer(
 }
 
 fn busy_thread(thread: Option<&str>, busy: &RunSummary) -> ApiError {
-    ServiceError::Conflict {
-        message: format!(
-            "thread `{}` is busy: run {} is {} (multitask strategy `reject`)",
-            thread.unwrap_or(""),
-            busy.id,
-            busy.status
-        ),
-    }
+    ServiceError::conflict(format!(
+        "thread `{}` is busy: run {} is {} (multitask strategy `reject`)",
+        thread.unwrap_or(""),
+        busy.id,
+        busy.status
+    ))
     .into()
 }
 
@@ -531,8 +518,7 @@ fn pending_response(thread: Option<&str>, pending: &Pending) -> ApiResult<Respon
 pub(super) async fn when_started(app: &App, run: &str) -> ApiResult<RunId> {
     let id = run_id(run)?;
     queue::started(app, id).await?.ok_or_else(|| {
-        ServiceError::Conflict { message: format!("run {run} was cancelled before it started") }
-            .into()
+        ServiceError::conflict(format!("run {run} was cancelled before it started")).into()
     })
 }
 

@@ -56,7 +56,7 @@ async fn started_or_pending(app: &App, thread: &str, run: &str) -> ApiResult<Thr
 }
 
 fn run_not_found(thread: &str, run: &str) -> ApiError {
-    ServiceError::NotFound { message: format!("no run `{run}` on thread `{thread}`") }.into()
+    ServiceError::missing(format!("no run `{run}` on thread `{thread}`")).into()
 }
 
 /// `GET /threads/{thread}/runs/{run}`.

@@ -363,9 +363,9 @@ pub(super) async fn state_at(
     Path((thread, checkpoint)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let at = wire::parse_checkpoint_id(&checkpoint).ok_or_else(|| {
-        ApiError::from(ServiceError::NotFound {
-            message: format!("no checkpoint `{checkpoint}` on thread `{thread}`"),
-        })
+        ApiError::from(ServiceError::missing(format!(
+            "no checkpoint `{checkpoint}` on thread `{thread}`"
+        )))
     })?;
     Ok(Json(thread_state(&app, &thread, Some(at)).await?))
 }
@@ -400,12 +400,10 @@ pub(super) async fn update_state(
         }
     }
     if latest.status.is_terminal() {
-        return Err(ServiceError::Conflict {
-            message: format!(
+        return Err(ServiceError::conflict(format!(
                 "thread `{thread}`'s latest run {} is {}: its state can no longer be updated; start a run with input",
                 latest.id, latest.status
-            ),
-        }
+            ))
         .into());
     }
     let run = latest.id;
@@ -499,9 +497,9 @@ async fn history_page(app: &App, thread: &str, body: HistoryBody) -> ApiResult<J
             match page.next_before {
                 Some(next) => page_before = Some(next),
                 None => {
-                    return Err(ServiceError::NotFound {
-                        message: format!("no checkpoint `{id}` on thread `{thread}`"),
-                    }
+                    return Err(ServiceError::missing(format!(
+                        "no checkpoint `{id}` on thread `{thread}`"
+                    ))
                     .into())
                 }
             }

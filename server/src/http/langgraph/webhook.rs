@@ -46,7 +46,7 @@ pub(super) async fn checked(
     let allowed = &app.settings.admission.webhook_hosts;
     let url = target::check(given, allowed, &own)
         .await
-        .map_err(|error| ServiceError::invalid(error.to_string()))?
+        .map_err(|error| ServiceError::invalid(error.to_string()).with_source(error))?
         .url;
     let host = url.host_str().unwrap_or("");
     let port = url.port_or_known_default();

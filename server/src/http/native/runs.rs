@@ -63,7 +63,8 @@ pub(crate) async fn list(
     let status = query
         .status
         .map(|text| {
-            text.parse::<RunStatus>().map_err(|error| ServiceError::invalid(error.to_string()))
+            text.parse::<RunStatus>()
+                .map_err(|error| ServiceError::invalid(error.to_string()).with_source(error))
         })
         .transpose()?;
     let filter = RunFilter { status, graph: query.graph, thread: query.thread };
@@ -450,9 +451,11 @@ pub(crate) async fn graph_named(
     State(app): State<App>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    app.runs.graphs().described(&name).map(Json).ok_or_else(|| {
-        ServiceError::NotFound { message: format!("this server has no graph `{name}`") }.into()
-    })
+    app.runs
+        .graphs()
+        .described(&name)
+        .map(Json)
+        .ok_or_else(|| ServiceError::missing(format!("this server has no graph `{name}`")).into())
 }
 
 /// The blueprint a request names, as the server admits it.

@@ -82,7 +82,7 @@ fn schedule_of(body: &AddBody) -> Result<Schedule, ServiceError> {
     let mut schedule =
         match (&body.cron, &body.at) {
             (Some(cron), None) => Schedule::cron(body.id.clone(), cron)
-                .map_err(|error| ServiceError::invalid(error.to_string()))?,
+                .map_err(|error| ServiceError::invalid(error.to_string()).with_source(error))?,
             (None, Some(at)) => Schedule::at(body.id.clone(), at_ms(at)?),
             _ => return Err(ServiceError::invalid(
                 "give `cron` (an expression, read in UTC) or `at` (an RFC 3339 time), one of them",
