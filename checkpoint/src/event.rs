@@ -108,11 +108,11 @@ pub fn restore_updates(
     step: u64,
     events: &mut [EventRecord],
     updates: &[TaskUpdate],
-) -> Result<(), crate::store::StoreError> {
+) -> Result<(), crate::error::StoreError> {
     for event in events {
         let Some(task) = event.update_left_out() else { continue };
         let stored = updates.iter().find(|u| u.task.index == task).ok_or_else(|| {
-            crate::store::StoreError::Backend {
+            crate::error::StoreError::Backend {
                 source: format!(
                     "run {run}: event {} left its update to task {task} of step {step}, \
                      which has none",
@@ -123,7 +123,7 @@ pub fn restore_updates(
         })?;
         event
             .restore_update(&stored.update)
-            .map_err(|source| crate::store::StoreError::CorruptCheckpoint { run, step, source })?;
+            .map_err(|source| crate::error::StoreError::CorruptCheckpoint { run, step, source })?;
     }
     Ok(())
 }

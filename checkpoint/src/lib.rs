@@ -22,6 +22,7 @@ mod codec;
 mod compact;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod error;
 mod event;
 mod failpoint;
 mod frontier;
@@ -37,6 +38,7 @@ mod sqlite;
 mod store;
 
 pub use codec::{Blob, Codec, CodecError};
+pub use error::StoreError;
 pub use event::{restore_updates, EventRecord};
 pub use failpoint::__failpoint;
 pub use frontier::{frontier_reference, RecentFrontiers};
@@ -64,4 +66,4 @@ pub use schedule::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Checkpointing, Durability, SqliteOptions, SqliteStore};
-pub use store::{Store, StoreError};
+pub use store::Store;

@@ -6,6 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use crate::codec::Blob;
+use crate::error::StoreError;
 use crate::event::restore_updates;
 use crate::ids::RunId;
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
@@ -16,7 +17,7 @@ use crate::record::{
     TaskProgress, TaskUpdate, TaskWrite, ThreadRecord, Transition, Waiting,
 };
 use crate::schedule::{ScheduleFire, ScheduleRecord};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 mod gates;
 mod writes;

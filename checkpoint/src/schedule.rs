@@ -5,9 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::codec::Blob;
+use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::record::{GraphRef, NewRun};
-use crate::store::StoreError;
 
 /// When a schedule starts runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,12 +1,13 @@
 //! Conformance case: decisions are compare-and-set, several answers all
 //! or none.
 
+use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{Answer, DecisionWrite, RunFailure, RunStatus, Transition};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
-use super::{event, interrupt, kind, new_run, step};
+use super::fixtures::{event, interrupt, kind, new_run, step};
 
 pub(super) async fn decisions_are_compare_and_set(store: &dyn Store) {
     let run = RunId::new();

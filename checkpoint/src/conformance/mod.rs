@@ -14,16 +14,18 @@
 use std::future::Future;
 
 use crate::codec::{Blob, Codec};
+use crate::error::StoreError;
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::Waiting;
 use crate::record::{
-    Cursor, EventRecord, GraphRef, InterruptRecord, NewRun, PageRequest, RunFailure, RunFilter,
-    RunStatus, StepRecord, StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite, Transition,
+    Cursor, EventRecord, InterruptRecord, PageRequest, RunFailure, RunFilter, RunStatus,
+    StepRecord, StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite, Transition,
 };
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 mod decisions;
+mod fixtures;
 mod items;
 mod outbox;
 mod progress;
@@ -34,6 +36,8 @@ mod takeovers;
 mod threads;
 
 use decisions::decisions_are_compare_and_set;
+pub(crate) use fixtures::interrupt;
+use fixtures::{blob, event, kind, new_run, step, update};
 pub use items::check_item_store;
 use outbox::{
     gated_entries_wait_for_their_run_out_of_sight,
@@ -223,57 +227,6 @@ async fn waiting_runs_are_counted_with_the_oldest_pause(store: &dyn Store) {
     store.commit(ended).await.expect("end");
     let waiting = store.waiting().await.expect("waiting");
     assert_eq!(waiting, Waiting { runs: 1, oldest_since_ms: Some(9_000) });
-}
-
-fn blob(value: u32) -> Blob {
-    Codec::Json.encode(&value, 1).expect("a u32 encodes")
-}
-
-fn event(seq: u64) -> EventRecord {
-    EventRecord { seq, json: format!("{{\"seq\":{seq}}}") }
-}
-
-fn new_run(id: RunId, graph: &str, thread: Option<&str>) -> NewRun {
-    NewRun {
-        id,
-        graph: GraphRef { name: graph.into(), version: 1 },
-        thread: thread.map(str::to_owned),
-        created_at_ms: id.timestamp_ms() as i64,
-        snapshot: blob(0),
-        frontier: blob(0),
-        events: vec![event(1)],
-        claim: Some((Owner::current(), i64::MAX)),
-        attachment: None,
-        thread_turn: None,
-        trace: None,
-    }
-}
-
-fn update(step: u64, index: u32, value: u32) -> TaskUpdate {
-    TaskUpdate { task: TaskKey { step, index, node: format!("n{index}") }, update: blob(value) }
-}
-
-fn step(run: RunId, epoch: u64, number: u64, seq: u64, snapshot: bool) -> Transition {
-    Transition {
-        run,
-        epoch,
-        step: Some(StepRecord {
-            step: number,
-            updates: vec![update(number, 0, number as u32)],
-            snapshot: snapshot.then(|| blob(100 + number as u32)),
-            frontier: blob(number as u32),
-        }),
-        status: RunStatus::Running,
-        failure: None,
-        events: vec![event(seq)],
-        at_ms: 1_000 + number as i64,
-        lease_until_ms: Some(i64::MAX),
-        interrupts: Vec::new(),
-    }
-}
-
-fn kind(error: &StoreError) -> String {
-    format!("{error:?}").split([' ', '{', '(']).next().unwrap_or_default().to_owned()
 }
 
 async fn transitions_apply_in_order_or_not_at_all(store: &dyn Store) {
@@ -567,23 +520,6 @@ async fn orphaned_runs_are_recognised(store: &dyn Store) {
         store.claim(expired, record.epoch, Owner::current(), i64::MAX).await.expect("claim");
     assert!(!store.run(expired).await.expect("run").is_orphaned(now), "claimed again");
     assert_eq!(epoch, 2);
-}
-
-pub(crate) fn interrupt(run: RunId, step: u64, task: u32) -> InterruptRecord {
-    InterruptRecord {
-        id: format!("{run}.{step}.{task}.0"),
-        step,
-        task,
-        ordinal: 0,
-        node: format!("n{task}"),
-        kind: "approval".into(),
-        payload: serde_json::json!({"task": task}),
-        decisions: vec!["approve".into(), "reject".into()],
-        schema: None,
-        rejection_routed: false,
-        decision: None,
-        raised_at_ms: 7,
-    }
 }
 
 async fn past_checkpoints_are_readable(store: &dyn Store) {

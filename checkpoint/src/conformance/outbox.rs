@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::{event, interrupt, new_run, step};
+use super::fixtures::{event, interrupt, new_run, step};
 use crate::ids::RunId;
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery, OUTBOX_NEVER};
 use crate::owner::Owner;

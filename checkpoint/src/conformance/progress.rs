@@ -1,11 +1,12 @@
 //! Conformance case: the progress records of tasks that run subgraphs.
 
+use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{RunStatus, TaskProgress, TaskWrite, Transition};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
-use super::{event, interrupt, kind, new_run, step, update};
+use super::fixtures::{event, interrupt, kind, new_run, step, update};
 
 /// `(task, value)` of each progress record of the run's last checkpoint.
 async fn progress_of(store: &dyn Store, run: RunId) -> Vec<(u32, u32)> {

@@ -2,12 +2,13 @@
 //! claimable (queued and due, or orphaned), wake-ups of sleeping runs,
 //! and the count of lost leases.
 
+use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{NewRun, PageRequest, RunFilter, RunStatus, Transition};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
-use super::{event, new_run, step};
+use super::fixtures::{event, new_run, step};
 
 pub(super) async fn claimable_runs_are_queued_then_lost_oldest_first(store: &dyn Store) {
     let ids: Vec<RunId> = (0..5).map(|i| RunId::from_parts(2_000 + i, 9)).collect();

@@ -1,12 +1,13 @@
 //! Conformance cases: schedules are fired once per tick, each firing and
 //! its run in one transaction.
 
+use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::record::{GraphRef, RunStatus};
 use crate::schedule::{MissedTicks, ScheduleFire, ScheduleRecord, ScheduleTiming};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
-use super::blob;
+use super::fixtures::blob;
 
 fn schedule(id: &str, next_at_ms: Option<i64>) -> ScheduleRecord {
     let mut schedule = ScheduleRecord::new(

@@ -1,6 +1,6 @@
 //! Updates of every size, committed by runs in turn, read back whole.
 
-use super::{event, new_run, step};
+use super::fixtures::{event, new_run, step};
 use crate::codec::Codec;
 use crate::ids::{RunId, TaskKey};
 use crate::record::{RunStatus, StepRecord, TaskUpdate, Transition};

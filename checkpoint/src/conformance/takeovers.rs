@@ -5,12 +5,13 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 
-use super::{new_run, step};
+use super::fixtures::{new_run, step};
 use crate::codec::{Blob, Codec};
+use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::Transition;
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 /// Runs taken over at once.
 const RUNS: usize = 16;

@@ -1,12 +1,13 @@
 //! Conformance cases: a thread runs one leg at a time; cached node
 //! outputs.
 
+use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{NewRun, PageRequest, RunFilter, RunStatus, ThreadTurn, Transition};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
-use super::{blob, event, interrupt, new_run, step};
+use super::fixtures::{blob, event, interrupt, new_run, step};
 
 pub(super) async fn cached_outputs_expire_and_stay_in_their_scope(store: &dyn Store) {
     let get = |scope: &'static str, key: &'static str, now: i64| async move {

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::store::StoreError;
+use crate::error::StoreError;
 
 mod filter;
 mod in_memory;

@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 
 use super::{Inner, StoredRun};
+use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::record::{EventRecord, NewRun, RunRecord, RunStatus};
-use crate::store::StoreError;
 
 impl Inner {
     /// Creates a run (`Store::create_run`).

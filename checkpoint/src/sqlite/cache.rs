@@ -6,7 +6,7 @@ use rusqlite::{params, OptionalExtension};
 use super::writers::Touches;
 use super::SqliteStore;
 use crate::codec::Blob;
-use crate::store::StoreError;
+use crate::error::StoreError;
 
 impl SqliteStore {
     /// An unexpired cached output.

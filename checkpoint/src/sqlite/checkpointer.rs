@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-use super::{backend, is_busy};
-use crate::store::StoreError;
+use super::fault::{backend, is_busy};
+use crate::error::StoreError;
 
 /// The background checkpoint thread and how to wake and stop it.
 #[derive(Debug)]

@@ -9,14 +9,14 @@ use rusqlite::params;
 
 use super::rows::{
     check_events, check_writer, failure_text, insert_events, insert_interrupts, key, load_writer,
-    Writer, MAX_STEP,
+    MAX_STEP,
 };
-use super::writers::{Known, Touches};
+use super::writers::{Known, Touches, Writer};
 use super::{frame, parts, SqliteStore};
 use crate::codec::Blob;
+use crate::error::StoreError;
 use crate::frontier::RecentFrontiers;
 use crate::record::{EventRecord, RunStatus, Transition};
-use crate::store::StoreError;
 
 /// The encoded parts of a committed step.
 struct StepRow {

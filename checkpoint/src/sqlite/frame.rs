@@ -2,9 +2,9 @@
 //! repeated `[task u32 LE][node length u16 LE][node][blob length u32 LE][blob]`.
 
 use crate::codec::Blob;
+use crate::error::StoreError;
 use crate::ids::{RunId, TaskKey};
 use crate::record::TaskUpdate;
-use crate::store::StoreError;
 use crate::CodecError;
 
 pub(crate) fn encode(updates: &[TaskUpdate]) -> Vec<u8> {

@@ -6,8 +6,8 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::fault::Abort;
 use super::rows::{blob_at, corrupt_row};
-use super::Abort;
 use crate::codec::Blob;
 use crate::frontier::frontier_reference;
 use crate::ids::RunId;

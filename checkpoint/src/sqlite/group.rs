@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use super::fault::{backend, is_busy, Abort};
 use super::writers::Writers;
-use super::{backend, is_busy, Abort, CheckpointShared, Tx, FIRST_PAUSE, LAST_PAUSE};
+use super::{CheckpointShared, Tx, FIRST_PAUSE, LAST_PAUSE};
+use crate::error::StoreError;
 use crate::failpoint::__failpoint;
-use crate::store::StoreError;
 
 /// A write, with its answer's type erased.
 pub(super) type Work = Box<dyn Fn(&Connection) -> Result<Box<dyn Any + Send>, Abort> + Send + Sync>;

@@ -14,13 +14,14 @@ use rusqlite::types::Value as Sql;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
+use super::fault::Abort;
 use super::writers::Touches;
-use super::{Abort, SqliteStore};
+use super::SqliteStore;
+use crate::error::StoreError;
 use crate::items::{
     decode_vector, encode_vector, ttl_ms, Condition, FilterOp, GetOp, Item, ItemError, ItemOp,
     ItemResult, ItemStore, Namespace, PutOp, Ranked, Ranking, SearchOp, VectorCache, VectorChange,
 };
-use crate::store::StoreError;
 
 /// The value is stored as SQLite's binary JSON (JSONB): filters read its
 /// fields without parsing text; `json()` gives the text back.

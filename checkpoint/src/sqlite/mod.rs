@@ -3,6 +3,7 @@
 mod cache;
 mod checkpointer;
 mod commit;
+mod fault;
 mod frame;
 mod frontier;
 mod group;
@@ -31,13 +32,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, ErrorCode};
+use rusqlite::Connection;
 
+use crate::error::StoreError;
 use crate::failpoint::__failpoint;
-use crate::store::StoreError;
 use checkpointer::{count_commits, CheckpointShared, Checkpointer, RESTART_AT, SAFETY_NET};
 #[cfg(test)]
 use checkpointer::{CHECKPOINT_EVERY, CHECKPOINT_PERIOD};
+pub(crate) use fault::backend;
+use fault::{is_busy, Abort};
 use writers::{Touches, Writers};
 
 /// How much a committed transition survives.
@@ -199,36 +202,6 @@ impl Drop for Tx<'_> {
                 tracing::warn!(%error, "rollback failed");
             }
         }
-    }
-}
-
-pub(crate) fn backend(error: rusqlite::Error) -> StoreError {
-    StoreError::Backend { source: Box::new(error) }
-}
-
-fn is_busy(error: &rusqlite::Error) -> bool {
-    matches!(
-        error,
-        rusqlite::Error::SqliteFailure(failure, _)
-            if matches!(failure.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-    )
-}
-
-/// Why a write closure stopped: a refusal to report, or SQLite trouble.
-pub(crate) enum Abort {
-    Refused(StoreError),
-    Sqlite(rusqlite::Error),
-}
-
-impl From<rusqlite::Error> for Abort {
-    fn from(error: rusqlite::Error) -> Self {
-        Abort::Sqlite(error)
-    }
-}
-
-impl From<StoreError> for Abort {
-    fn from(error: StoreError) -> Self {
-        Abort::Refused(error)
     }
 }
 

@@ -5,14 +5,16 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
+use super::fault::Abort;
 use super::frontier;
 use super::rows::{
     blob_at, check_events, check_writer, corrupt_row, failure_text, insert_events, interrupts_at,
-    key, load_owner, load_run, load_writer, run_from_row, NewRunRow, Writer, MAX_STEP, SELECT_RUN,
+    key, load_owner, load_run, load_writer, run_from_row, NewRunRow, MAX_STEP, SELECT_RUN,
 };
-use super::writers::{Known, Touches};
-use super::{frame, parts, Abort, SqliteStore};
+use super::writers::{Known, Touches, Writer};
+use super::{frame, parts, SqliteStore};
 use crate::codec::Blob;
+use crate::error::StoreError;
 use crate::event::restore_updates;
 use crate::frontier::RecentFrontiers;
 use crate::ids::{RunId, TaskKey};
@@ -24,7 +26,7 @@ use crate::record::{
     TaskUpdate, TaskWrite, ThreadRecord, Transition, Waiting,
 };
 use crate::schedule::{ScheduleFire, ScheduleRecord};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 #[async_trait]
 impl Store for SqliteStore {

@@ -6,10 +6,11 @@
 
 use rusqlite::{params, OptionalExtension, Row};
 
+use super::fault::Abort;
 use super::writers::Touches;
-use super::{Abort, SqliteStore};
+use super::SqliteStore;
+use crate::error::StoreError;
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
-use crate::store::StoreError;
 
 const COLUMNS: &str = "id, kind, thread, created_at_ms, due_ms, lease_until_ms, attempts, body, \
                        gate_run, gate_ended, gate_seq";

@@ -17,8 +17,8 @@
 use rusqlite::{params, Connection};
 
 use super::Abort;
+use crate::error::StoreError;
 use crate::ids::RunId;
-use crate::store::StoreError;
 use crate::CodecError;
 
 /// Bits of a part's id that number it within its step.

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::{read_on, Abort};
+use super::fault::Abort;
+use super::read_on;
 
 /// Idle read connections kept for the next reads; more are opened when
 /// more reads run at once, and closed once done.

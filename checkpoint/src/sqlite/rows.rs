@@ -3,16 +3,16 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use super::writers::{Known, Writers};
-use super::Abort;
+use super::fault::Abort;
+use super::writers::{Known, Writer, Writers};
 use crate::codec::Blob;
+use crate::error::StoreError;
 use crate::frontier::RecentFrontiers;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{
     EventRecord, GraphRef, InterruptRecord, NewRun, RunFailure, RunRecord, RunStatus,
 };
-use crate::store::StoreError;
 
 /// Selects a run with its effective step, update time and last event: the
 /// newest of its `runs` row and its newest `steps` row (and, for the last
@@ -107,18 +107,6 @@ pub(super) fn load_run(tx: &Connection, run: RunId) -> Result<(RunRecord, i64), 
         Some(record) => record,
         None => Err(StoreError::RunNotFound { run }.into()),
     }
-}
-
-/// What a writer checks before a commit: the run's status, epoch, number,
-/// effective step and last event, and its lease.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Writer {
-    pub(super) status: RunStatus,
-    pub(super) epoch: u64,
-    pub(super) num: i64,
-    pub(super) step: u64,
-    pub(super) last_seq: u64,
-    pub(super) lease_until_ms: Option<i64>,
 }
 
 /// Reads [`Writer`]: the part of `SELECT_RUN` a commit needs, without

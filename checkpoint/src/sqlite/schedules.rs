@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use rusqlite::{params, OptionalExtension, Row};
 
+use super::fault::Abort;
 use super::rows::NewRunRow;
 use super::writers::Touches;
-use super::{Abort, SqliteStore};
+use super::SqliteStore;
+use crate::error::StoreError;
 use crate::schedule::{ScheduleFire, ScheduleRecord, ScheduleRow};
-use crate::store::StoreError;
 
 const COLUMNS: &str = "id, graph, graph_version, spec, input, snapshot, frontier, attachment, \
      created_at_ms, next_at_ms, last_run, last_fired_at_ms, runs_started, ticks_skipped";

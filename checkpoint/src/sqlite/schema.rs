@@ -2,7 +2,7 @@
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use crate::store::StoreError;
+use crate::error::StoreError;
 
 /// Migrations in order: `MIGRATIONS[i]` takes the schema from version `i`
 /// to `i + 1`. Never edit one that has shipped; append a new one.

@@ -3,10 +3,11 @@
 
 use rusqlite::{params, OptionalExtension, Row};
 
+use super::fault::Abort;
 use super::writers::Touches;
-use super::{Abort, SqliteStore};
+use super::SqliteStore;
+use crate::error::StoreError;
 use crate::record::ThreadRecord;
-use crate::store::StoreError;
 
 const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata";
 

@@ -134,7 +134,7 @@ fn only_committed_transactions_leave_anything_known() {
     let writers = Writers::new(&conn).expect("writers");
     let (run, other) = (RunId::new(), RunId::new());
     let known = |step| Known {
-        writer: super::rows::Writer {
+        writer: super::writers::Writer {
             status: RunStatus::Running,
             epoch: 1,
             num: 1,

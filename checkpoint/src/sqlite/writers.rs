@@ -19,9 +19,21 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rusqlite::Connection;
 
-use super::rows::Writer;
 use crate::frontier::RecentFrontiers;
 use crate::ids::RunId;
+use crate::record::RunStatus;
+
+/// What a writer checks before a commit: the run's status, epoch, number,
+/// effective step and last event, and its lease.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Writer {
+    pub(super) status: RunStatus,
+    pub(super) epoch: u64,
+    pub(super) num: i64,
+    pub(super) step: u64,
+    pub(super) last_seq: u64,
+    pub(super) lease_until_ms: Option<i64>,
+}
 
 /// Which runs' writer state a write may change.
 #[derive(Debug, Clone, Copy)]
