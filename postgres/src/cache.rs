@@ -5,9 +5,10 @@ use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
 use tollgate_checkpoint::{Blob, StoreError, ThreadTurn};
 
+use crate::conn::client_error;
 use crate::rows::column;
 use crate::sql::Sql;
-use crate::store::{client_error, PostgresStore};
+use crate::store::PostgresStore;
 
 impl PostgresStore {
     /// An unexpired cached output.

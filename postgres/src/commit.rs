@@ -32,10 +32,10 @@ use tokio_postgres::error::Severity;
 use tollgate_checkpoint::{Blob, EventRecord, RunStatus, StepRecord, StoreError, Transition};
 
 use crate::announce::{announce, watched, watched_sql};
+use crate::conn::{prepared, Refusal};
 use crate::frontiers::Frontiers;
 use crate::rows::{event_span, interrupts_json, json_text, sql_int};
 use crate::sql::Sql;
-use crate::store::{prepared, Refusal};
 
 /// Steps in one call at most.
 const MAX_BATCH: usize = 256;

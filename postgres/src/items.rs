@@ -19,9 +19,10 @@ use tollgate_checkpoint::{
     ItemStore, Namespace, PutOp, Ranked, Ranking, SearchOp, StoreError, VectorChange,
 };
 
+use crate::conn::client_error;
 use crate::rows::{column, damaged};
 use crate::sql::Sql;
-use crate::store::{client_error, PostgresStore};
+use crate::store::PostgresStore;
 
 const COLUMNS: &str =
     "id, namespace, key, value::text, created_at_ms, updated_at_ms, ttl_ms, expires_at_ms";

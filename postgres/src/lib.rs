@@ -21,6 +21,8 @@
 mod announce;
 mod cache;
 mod commit;
+mod conn;
+mod delete;
 mod frontiers;
 mod items;
 mod listen;

@@ -8,8 +8,9 @@ use tokio::sync::{broadcast, Notify};
 use tokio_postgres::AsyncMessage;
 use tollgate_checkpoint::{RunId, StoreError};
 
+use crate::conn::client_error;
 use crate::sql::Sql;
-use crate::store::{client_error, PostgresStore};
+use crate::store::PostgresStore;
 
 /// The channel status changes are announced on (payload `RUN STATUS`).
 const RUNS: &str = "LISTEN tollgate_runs";
@@ -164,7 +165,7 @@ impl PostgresStore {
                                         }
                                         Some(Ok(_)) => {}
                                         Some(Err(error)) => {
-                                            tracing::warn!(error = %crate::store::Chain::of(&error), statement, "notifications: connection lost");
+                                            tracing::warn!(error = %crate::conn::Chain::of(&error), statement, "notifications: connection lost");
                                             break;
                                         }
                                         None => break,
@@ -179,7 +180,7 @@ impl PostgresStore {
                         }
                     }
                     Err(error) => {
-                        tracing::warn!(error = %crate::store::Chain::of(&error), ?backoff, statement, "notifications: cannot connect");
+                        tracing::warn!(error = %crate::conn::Chain::of(&error), ?backoff, statement, "notifications: cannot connect");
                     }
                 }
                 // Jittered (half to all of it), so that many processes

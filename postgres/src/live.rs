@@ -130,7 +130,7 @@ impl PostgresStore {
                  WHERE until_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
             )
             .await?;
-        let rows = client.rows(&statement, &[]).await.map_err(crate::store::client_error)?;
+        let rows = client.rows(&statement, &[]).await.map_err(crate::conn::client_error)?;
         Ok(rows.iter().filter_map(|row| row.try_get::<_, String>(0).ok()).collect())
     }
 
@@ -141,7 +141,7 @@ impl PostgresStore {
         let (client, statement) = self
             .prepared("SELECT pg_notify('tollgate_live', p) FROM unnest($1::text[]) AS p")
             .await?;
-        client.exec(&statement, &[&payloads]).await.map_err(crate::store::client_error)?;
+        client.exec(&statement, &[&payloads]).await.map_err(crate::conn::client_error)?;
         Ok(())
     }
 }

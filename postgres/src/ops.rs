@@ -12,13 +12,14 @@ use tollgate_checkpoint::{
 
 use crate::announce::{announce, watched, watched_sql};
 use crate::cache::check_turn;
+use crate::conn::{client_error, Refusal};
 use crate::rows::{
     blob_at, column, damaged, event_span, frontier_from_row, interrupt_from_row, json_text,
     run_from_row, sql_int, CreateArgs, Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, CREATE_RUN,
     RUN_BY_ID, SELECT_RUN,
 };
 use crate::sql::Sql;
-use crate::store::{client_error, PostgresStore, Refusal};
+use crate::store::PostgresStore;
 
 /// The step a checkpoint read is at, in its statements: `$2`, or the
 /// run's last step.

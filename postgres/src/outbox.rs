@@ -9,9 +9,10 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use tollgate_checkpoint::{OutboxEntry, OutboxGate, OutboxQuery, StoreError};
 
+use crate::conn::client_error;
 use crate::rows::column;
 use crate::sql::Sql;
-use crate::store::{client_error, PostgresStore};
+use crate::store::PostgresStore;
 
 const COLUMNS: &str = "id, kind, thread, created_at_ms, due_ms, lease_until_ms, attempts, body, \
                        gate_run, gate_ended, gate_seq";

@@ -11,8 +11,6 @@ use tollgate_checkpoint::{
 };
 
 use crate::announce::watched_sql;
-use crate::sql::Sql;
-use crate::store::{client_error, PostgresStore};
 
 /// A run's columns, with its open interrupts counted. Append a `WHERE`.
 macro_rules! select_run {
@@ -247,35 +245,5 @@ impl CreateArgs {
             &run.attachment,
             &run.trace,
         ]
-    }
-}
-
-impl PostgresStore {
-    /// `Store::delete_run`: every row of one run, in one transaction,
-    /// refused while it runs.
-    pub(crate) async fn remove_run(&self, run: RunId) -> Result<(), StoreError> {
-        self.frontiers.forget(run);
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(client_error)?;
-        let id = run.to_string();
-        let row = tx
-            .row_opt_of(self.unnamed, "SELECT status FROM runs WHERE id = $1 FOR UPDATE", &[&id])
-            .await
-            .map_err(client_error)?
-            .ok_or(StoreError::RunNotFound { run })?;
-        if column::<String>(&row, 0)? == RunStatus::Running.as_str() {
-            return Err(StoreError::RunInFlight { run });
-        }
-        for table in ["steps", "snapshots", "pending_writes", "interrupts", "events", "attachments"]
-        {
-            // The names are this list's; the run id is a parameter.
-            tx.exec_of(self.unnamed, &format!("DELETE FROM {table} WHERE run = $1"), &[&id])
-                .await
-                .map_err(client_error)?;
-        }
-        tx.exec_of(self.unnamed, "DELETE FROM runs WHERE id = $1", &[&id])
-            .await
-            .map_err(client_error)?;
-        tx.commit().await.map_err(client_error)
     }
 }

@@ -9,10 +9,11 @@ use tollgate_checkpoint::{
 };
 
 use crate::announce::{announce, watched};
+use crate::conn::{client_error, Refusal};
 use crate::rows::column;
 use crate::rows::{CreateArgs, CREATE_RUN};
 use crate::sql::Sql;
-use crate::store::{client_error, PostgresStore, Refusal};
+use crate::store::PostgresStore;
 
 const COLUMNS: &str = "id, graph, graph_version, spec, input, snapshot, frontier, attachment, \
      created_at_ms, next_at_ms, last_run, last_fired_at_ms, runs_started, ticks_skipped";

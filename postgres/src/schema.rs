@@ -4,9 +4,9 @@
 
 use tollgate_checkpoint::StoreError;
 
+use crate::conn::client_error;
 use crate::migrations::MIGRATIONS;
 use crate::sql::Sql;
-use crate::store::client_error;
 
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;

@@ -5,9 +5,10 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use tollgate_checkpoint::{StoreError, ThreadRecord};
 
+use crate::conn::client_error;
 use crate::rows::{column, damaged};
 use crate::sql::Sql;
-use crate::store::{client_error, PostgresStore};
+use crate::store::PostgresStore;
 
 const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata";
 
