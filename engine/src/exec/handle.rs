@@ -43,7 +43,7 @@ impl<S> RunHandle<S> {
     /// Asks the run to stop at the next step boundary; it ends
     /// `interrupted` and can be continued later. Tasks already running
     /// finish first and their step is committed. The leg also renews its
-    /// lease at once: after [`Executor::cancel_run`] took the run over, it
+    /// lease at once: after [`Executor::cancel_run`](crate::Executor::cancel_run) took the run over, it
     /// thus stops its tasks at once instead of at their end.
     pub fn cancel(&self) {
         self.cancel_token().cancel();

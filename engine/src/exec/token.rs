@@ -82,7 +82,7 @@ impl CancelToken {
 
     /// Has the leg renew its lease at once if a step is waiting on its
     /// tasks (otherwise when the next one waits): when the run is no longer
-    /// the leg's (cancelled with [`Executor::cancel_run`] or claimed by
+    /// the leg's (cancelled with [`Executor::cancel_run`](crate::Executor::cancel_run) or claimed by
     /// another process) the leg stops at once, its tasks dropped, instead
     /// of at its next renewal (a third of the lease). Otherwise nothing
     /// changes. For a process told that a run it drives changed elsewhere
