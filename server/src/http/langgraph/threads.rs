@@ -307,29 +307,27 @@ pub(super) fn state_json(
     tasks: bool,
 ) -> Value {
     let (run, step) = (state.run, state.step);
-    let shown_tasks: Vec<Value> = match tasks {
-        false => Vec::new(),
-        true => state
-            .tasks
-            .iter()
-            .map(|task| {
-                let interrupts: Vec<Value> = task.interrupts.iter().map(wire::interrupt).collect();
-                json!({
-                    "id": task.id,
-                    "name": task.node,
-                    "error": task.error.as_ref().map(|error| &error.message),
-                    "interrupts": interrupts,
-                    "checkpoint": null,
-                    "state": null,
-                    "result": task.writes,
-                })
+    // A past entry of a history shows neither.
+    let (shown, asked) = match tasks {
+        true => (state.tasks.as_slice(), state.interrupts.as_slice()),
+        false => (&[][..], &[][..]),
+    };
+    let shown_tasks: Vec<Value> = shown
+        .iter()
+        .map(|task| {
+            let interrupts: Vec<Value> = task.interrupts.iter().map(wire::interrupt).collect();
+            json!({
+                "id": task.id,
+                "name": task.node,
+                "error": task.error.as_ref().map(|error| &error.message),
+                "interrupts": interrupts,
+                "checkpoint": null,
+                "state": null,
+                "result": task.writes,
             })
-            .collect(),
-    };
-    let interrupts: Vec<Value> = match tasks {
-        false => Vec::new(),
-        true => state.interrupts.iter().map(wire::interrupt).collect(),
-    };
+        })
+        .collect();
+    let interrupts: Vec<Value> = asked.iter().map(wire::interrupt).collect();
     json!({
         "values": wire::values(&state.values),
         "next": state.next,
