@@ -64,7 +64,8 @@ pub use exec::{
     drive_leg, CancelToken, CheckpointSource, DecisionOutcome, Executor, ForkOrigin, NestedState,
     Resumed, RunConfig, RunError, RunHandle, RunOutcome, SnapshotPolicy, StatePage, StateSnapshot,
     TaskError, TaskState, ThreadCheckpoint, ThreadHistoryPage, Worker, WorkerReport, Workload,
-    DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_LEASE_LOSSES, DEFAULT_MAX_STEPS, INPUT_NODE,
+    WriteContinued, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_LEASE_LOSSES, DEFAULT_MAX_STEPS,
+    INPUT_NODE,
 };
 pub use graph::{
     CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, GraphShape, ShapeEdge,

@@ -332,3 +332,98 @@ fn a_breakpoint_already_honoured_does_not_pause_again_after_an_update() {
         runtime.block_on(executor.run(&joined, Trace::default(), RunConfig::new())).unwrap();
     assert_eq!(again.status, RunStatus::AwaitingHitl);
 }
+
+/// `update_state_and_continue` and `goto_and_continue`: the write and the
+/// takeover are one claim. While the leg runs, the run is `running` under
+/// this process (never `interrupted`), another continue is refused, and
+/// the leg's events follow the write's.
+#[test]
+fn a_write_continued_at_once_is_never_seen_stopped() {
+    let runtime = support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let executor = sqlite(dir.path());
+    let gate = support::Gate::closed();
+    let held = gate.clone();
+    let graph = support::visits(Graph::new("line", 1), &["a", "b"])
+        .node("c", move |_s: Arc<Trace>, _ctx| {
+            let held = held.clone();
+            async move {
+                held.pass().await;
+                Ok(TraceUpdate::default().visited(vec!["c".into()]))
+            }
+        })
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", "c")
+        .edge("c", END)
+        .compile()
+        .unwrap();
+    let before_c = || RunConfig::new().interrupt_before(["c"]);
+    let paused = runtime.block_on(executor.run(&graph, Trace::default(), before_c())).unwrap();
+    assert_eq!(paused.status, RunStatus::AwaitingHitl);
+    let run = paused.run_id;
+
+    let edit = TraceUpdate::default().visited(vec!["edit".into()]);
+    let config = RunConfig::new().by("ann");
+    let continued = runtime
+        .block_on(executor.update_state_and_continue(&graph, run, edit, Some("b"), config))
+        .unwrap();
+    assert_eq!(continued.step, 3);
+    let record = runtime.block_on(executor.store().run(run)).unwrap();
+    assert_eq!(record.status, RunStatus::Running, "claimed from the write on");
+    let again = runtime.block_on(executor.continue_run(&graph, run, RunConfig::new()));
+    assert!(matches!(again, Err(RunError::RunOwned { .. })), "{again:?}");
+    gate.open();
+    let done = runtime.block_on(continued.leg.wait()).unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.state.visited, ["a", "b", "edit", "c"], "the breakpoint honoured once");
+    let events = runtime.block_on(executor.store().events(run, continued.last_seq, 100)).unwrap();
+    let first = events.first().expect("the leg's events");
+    assert_eq!(first.seq, continued.last_seq + 1);
+    assert!(first.json.contains("\"run_started\""), "{}", first.json);
+
+    // `goto` nowhere (`__end__`): the paused run completes as it is, its
+    // question dropped.
+    let asking = support::visits(Graph::new("asking", 1), &["a"])
+        .node("ask", |_s: Arc<Trace>, ctx: NodeContext| async move {
+            ctx.interrupt(approval())?;
+            Ok(TraceUpdate::default().visited(vec!["ask".into()]))
+        })
+        .edge(START, "a")
+        .edge("a", "ask")
+        .edge("ask", END)
+        .compile()
+        .unwrap();
+    let paused = runtime.block_on(crate::hitl::paused(&executor, &asking));
+    let update = TraceUpdate::default().visited(vec!["resolved".into()]);
+    let continued = runtime
+        .block_on(executor.goto_and_continue(
+            &asking,
+            paused.run_id,
+            Some(update),
+            &[],
+            RunConfig::new(),
+        ))
+        .unwrap();
+    let done = runtime.block_on(continued.leg.wait()).unwrap();
+    assert_eq!(
+        (done.status, done.state.visited),
+        (RunStatus::Completed, vec!["a".into(), "resolved".into()])
+    );
+    let record = runtime.block_on(executor.store().run(paused.run_id)).unwrap();
+    assert_eq!((record.status, record.pending_interrupts), (RunStatus::Completed, 0));
+    // A node that is not there is refused before anything is written.
+    let paused = runtime.block_on(crate::hitl::paused(&executor, &asking));
+    let unknown = runtime
+        .block_on(executor.goto_and_continue(
+            &asking,
+            paused.run_id,
+            None,
+            &["nowhere"],
+            RunConfig::new(),
+        ))
+        .unwrap_err();
+    assert!(matches!(unknown, RunError::UnknownNode { .. }), "{unknown:?}");
+    let record = runtime.block_on(executor.store().run(paused.run_id)).unwrap();
+    assert_eq!(record.status, RunStatus::AwaitingHitl);
+}

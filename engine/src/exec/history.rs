@@ -144,7 +144,9 @@ impl Executor {
         as_node: Option<&str>,
         config: RunConfig,
     ) -> Result<u64, RunError> {
-        self.write_checkpoint(graph, run, Some(update), as_node, None, config).await
+        let written =
+            self.write_checkpoint(graph, run, Some(update), as_node, None, Then::Stop, config);
+        Ok(written.await?.step)
     }
 
     /// Sends the run elsewhere from its latest checkpoint (LangGraph's
@@ -165,29 +167,36 @@ impl Executor {
         nodes: &[&str],
         config: RunConfig,
     ) -> Result<u64, RunError> {
-        let targets = nodes
-            .iter()
-            .map(|name| {
-                graph
-                    .index_of(name)
-                    .ok_or_else(|| RunError::UnknownNode { node: (*name).to_owned() })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        self.write_checkpoint(graph, run, update, Some(START), Some(targets), config).await
+        let targets = targets(graph, nodes)?;
+        let written = self.write_checkpoint(
+            graph,
+            run,
+            update,
+            Some(START),
+            Some(targets),
+            Then::Stop,
+            config,
+        );
+        Ok(written.await?.step)
     }
 
-    /// What [`Executor::update_state`] and [`Executor::goto`] share: a
-    /// checkpoint written on the run's latest with `update` as `as_node`,
-    /// its next step `as_node`'s successors or, given, `goto`'s nodes.
-    async fn write_checkpoint<S: State>(
+    /// What [`Executor::update_state`] and [`Executor::goto`] (and their
+    /// `_and_continue` forms) share: a checkpoint written on the run's
+    /// latest with `update` as `as_node`, its next step `as_node`'s
+    /// successors or, given, `goto`'s nodes. With [`Then::Continue`] the
+    /// run stays claimed by this process (`running`, under its lease)
+    /// instead of left `interrupted`.
+    #[allow(clippy::too_many_arguments)] // The two public forms' inputs, and what follows.
+    pub(super) async fn write_checkpoint<S: State>(
         &self,
         graph: &CompiledGraph<S>,
         run: RunId,
         update: Option<S::Update>,
         as_node: Option<&str>,
         goto: Option<Vec<usize>>,
+        then: Then,
         config: RunConfig,
-    ) -> Result<u64, RunError> {
+    ) -> Result<Written, RunError> {
         let record = check_graph(&*self.store, graph, run).await?;
         if record.status == RunStatus::Running {
             return Err(RunError::RunOwned {
@@ -279,6 +288,12 @@ impl Executor {
                 .map_err(|source| json_error(run, step, source))?;
         }
         let task = TaskKey { step, index: 0, node: as_node.to_owned() };
+        let events = emitter.take_batch();
+        let last_seq = events.last().map_or(record.last_seq, |event| event.seq);
+        let (status, lease_until_ms) = match then {
+            Then::Stop => (RunStatus::Interrupted, None),
+            Then::Continue => (RunStatus::Running, Some(config.lease_until())),
+        };
         let transition = Transition {
             run,
             epoch,
@@ -288,15 +303,15 @@ impl Executor {
                 snapshot: Some(snapshot),
                 frontier: frontier_blob,
             }),
-            status: RunStatus::Interrupted,
+            status,
             failure: None,
-            events: emitter.take_batch(),
+            events,
             at_ms: emitter.now_ms(),
-            lease_until_ms: None,
+            lease_until_ms,
             interrupts: Vec::new(),
         };
         self.store.commit(transition).await?;
-        Ok(step)
+        Ok(Written { step, epoch, last_seq })
     }
 
     /// Moves a run of an older version of a graph onto `to`, a newer one
@@ -426,4 +441,37 @@ impl Executor {
 /// when it does not serialise: then no field is named as changed).
 fn state_json<S: State>(state: &S) -> Value {
     serde_json::to_value(state).unwrap_or(Value::Null)
+}
+
+/// What a written checkpoint leaves the run as.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Then {
+    /// `interrupted`, ready to be continued.
+    Stop,
+    /// `running`, claimed by this process, which continues it at once.
+    Continue,
+}
+
+/// A checkpoint written by [`Executor::write_checkpoint`].
+pub(super) struct Written {
+    /// Its step.
+    pub(super) step: u64,
+    /// The run's epoch (the claim the write was made under).
+    pub(super) epoch: u64,
+    /// The run's last event sequence number after the write.
+    pub(super) last_seq: u64,
+}
+
+/// The nodes `names` name, by index (an unknown one is
+/// [`RunError::UnknownNode`]).
+pub(super) fn targets<S: State>(
+    graph: &CompiledGraph<S>,
+    names: &[&str],
+) -> Result<Vec<usize>, RunError> {
+    names
+        .iter()
+        .map(|name| {
+            graph.index_of(name).ok_or_else(|| RunError::UnknownNode { node: (*name).to_owned() })
+        })
+        .collect()
 }

@@ -3,6 +3,7 @@
 mod cache;
 mod cancel;
 mod config;
+mod continuing;
 mod copy;
 mod driver;
 mod emit;
@@ -26,6 +27,7 @@ pub(crate) mod workflow;
 
 pub(crate) use cache::{cached, CacheAccess};
 pub use config::{RunConfig, SnapshotPolicy, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
+pub use continuing::WriteContinued;
 pub(crate) use emit::{node_id, Emitter, Live};
 pub use error::RunError;
 pub(crate) use executor::encode_queued;

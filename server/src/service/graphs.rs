@@ -11,7 +11,8 @@ use tollgate_checkpoint::{RunId, RunRecord};
 use tollgate_engine::{EventSink, RunConfig};
 use tollgate_nodes::Blueprint;
 
-use super::served::{self, Graphs, Leg, ServedGraph};
+use super::registry::Graphs;
+use super::served::{self, Leg, ServedGraph};
 use super::{with_events, Launch, Rebuilt, RunSummary, Runs};
 use crate::error::ServiceError;
 

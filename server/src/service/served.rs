@@ -4,7 +4,6 @@
 //! [`ServedGraph`], which speaks JSON at its edges (input, state) and
 //! hands back legs as [`Leg`]s, whatever `S` is inside.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -16,7 +15,7 @@ use tollgate_checkpoint::{RunId, RunRecord, RunStatus, ScheduleRecord};
 use tollgate_engine::{
     CancelToken, CompiledGraph, DecisionRequest, Executor, GraphShape, Resumed, RunConfig,
     RunError, RunHandle, Schedule, State, StatePage, StateSnapshot, ThreadHistoryPage, Workload,
-    Write,
+    Write, WriteContinued,
 };
 
 use crate::error::ServiceError;
@@ -57,6 +56,38 @@ impl Leg {
     pub(crate) async fn wait(self) -> Result<RunStatus, RunError> {
         self.outcome.await
     }
+}
+
+/// A state write given from outside the run.
+pub(crate) enum StateWrite<'a> {
+    /// `update` (JSON of the state's update) as if `as_node` ran (the
+    /// node that wrote the latest checkpoint when `None`), the next step
+    /// its successors.
+    Update {
+        /// The update.
+        update: Value,
+        /// As which node.
+        as_node: Option<&'a str>,
+    },
+    /// `update` (if any) written as `__start__`, the next step `nodes`
+    /// (none: the run completes when continued).
+    Goto {
+        /// The update.
+        update: Option<Value>,
+        /// Where the run goes.
+        nodes: &'a [&'a str],
+    },
+}
+
+/// A state write continued at once (`Runs::write_and_continue`).
+pub(crate) struct Continuing {
+    /// The step the write made.
+    pub(crate) step: u64,
+    /// The run's last event sequence number after the write (the leg's
+    /// events follow it).
+    pub(crate) last_seq: u64,
+    /// The leg that continues the run.
+    pub(crate) leg: Leg,
 }
 
 /// What a decision led to, for a graph that continues here.
@@ -140,17 +171,26 @@ pub(crate) trait ServedGraph: Send + Sync {
         edit: Option<Value>,
         config: RunConfig,
     ) -> Result<Leg, ServiceError>;
-    /// Writes `update` (JSON of the state's update) on the run's latest
-    /// checkpoint as if `as_node` ran (`Executor::update_state`, with
-    /// `config`'s `by`); the new step.
-    async fn update_state(
+    /// Writes `write` on the run's latest checkpoint
+    /// (`Executor::update_state` or `Executor::goto`, with `config`'s
+    /// `by`), leaving the run `interrupted`; the new step.
+    async fn write(
         &self,
         executor: &Executor,
         run: RunId,
-        update: Value,
-        as_node: Option<&str>,
+        write: StateWrite<'_>,
         config: RunConfig,
     ) -> Result<u64, ServiceError>;
+    /// Writes `write` and continues the run here at once, under the claim
+    /// the write was made with (`Executor::update_state_and_continue` or
+    /// `Executor::goto_and_continue`).
+    async fn write_and_continue(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        write: StateWrite<'_>,
+        config: RunConfig,
+    ) -> Result<Continuing, ServiceError>;
     /// A new run from checkpoint `step` of `run` with `input` (JSON of the
     /// state's update) written there as the graph's input, started again
     /// from the graph's entry (`Executor::fork_as` as `__start__`), driven
@@ -163,17 +203,6 @@ pub(crate) trait ServedGraph: Send + Sync {
         input: Value,
         config: RunConfig,
     ) -> Result<Leg, ServiceError>;
-    /// Sends the run to `nodes` from its latest checkpoint, with `update`
-    /// (JSON of the state's update) written first (`Executor::goto`);
-    /// the new step.
-    async fn goto(
-        &self,
-        executor: &Executor,
-        run: RunId,
-        update: Option<Value>,
-        nodes: &[&str],
-        config: RunConfig,
-    ) -> Result<u64, ServiceError>;
     /// A page of the thread's history across its runs (see
     /// `Executor::thread_history`).
     async fn thread_history(
@@ -331,16 +360,44 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         Ok(Leg::of(executor.fork(self, run, step, edit, config).await?))
     }
 
-    async fn update_state(
+    async fn write(
         &self,
         executor: &Executor,
         run: RunId,
-        update: Value,
-        as_node: Option<&str>,
+        write: StateWrite<'_>,
         config: RunConfig,
     ) -> Result<u64, ServiceError> {
-        let update = update_of(self, update)?;
-        Ok(executor.update_state(self, run, update, as_node, config).await?)
+        Ok(match write {
+            StateWrite::Update { update, as_node } => {
+                let update = update_of(self, update)?;
+                executor.update_state(self, run, update, as_node, config).await?
+            }
+            StateWrite::Goto { update, nodes } => {
+                let update = update.map(|update| update_of(self, update)).transpose()?;
+                executor.goto(self, run, update, nodes, config).await?
+            }
+        })
+    }
+
+    async fn write_and_continue(
+        &self,
+        executor: &Executor,
+        run: RunId,
+        write: StateWrite<'_>,
+        config: RunConfig,
+    ) -> Result<Continuing, ServiceError> {
+        let continued = match write {
+            StateWrite::Update { update, as_node } => {
+                let update = update_of(self, update)?;
+                executor.update_state_and_continue(self, run, update, as_node, config).await?
+            }
+            StateWrite::Goto { update, nodes } => {
+                let update = update.map(|update| update_of(self, update)).transpose()?;
+                executor.goto_and_continue(self, run, update, nodes, config).await?
+            }
+        };
+        let WriteContinued { step, last_seq, leg } = continued;
+        Ok(Continuing { step, last_seq, leg: Leg::of(leg) })
     }
 
     async fn restart_at(
@@ -355,18 +412,6 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         let started =
             executor.fork_as(self, run, step, update, Some(tollgate_engine::START), config).await?;
         Ok(Leg::of(started))
-    }
-
-    async fn goto(
-        &self,
-        executor: &Executor,
-        run: RunId,
-        update: Option<Value>,
-        nodes: &[&str],
-        config: RunConfig,
-    ) -> Result<u64, ServiceError> {
-        let update = update.map(|update| update_of(self, update)).transpose()?;
-        Ok(executor.goto(self, run, update, nodes, config).await?)
     }
 
     async fn thread_history(
@@ -426,126 +471,6 @@ fn shape_json(shape: &GraphShape) -> Value {
         })
         .collect();
     json!({"name": shape.name, "nodes": nodes, "edges": edges})
-}
-
-/// The typed Rust graphs a process can run, several versions of a name
-/// allowed: the API starts them by name (`POST /runs {"graph": NAME,
-/// "input": …}`, on the newest version), decides and continues their runs
-/// on the version each run started with, workers drive them, and the page
-/// draws them. Blueprints need no registration: their runs carry their
-/// blueprint.
-///
-/// ```
-/// use std::sync::Arc;
-/// use tollgate_engine::{NodeContext, StateGraph, END, START};
-///
-/// #[derive(tollgate_macros::GraphState, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
-/// #[graph_state(crate = tollgate_engine)]
-/// struct Claim {
-///     amount: u32,
-/// }
-///
-/// let expenses = StateGraph::<Claim>::new("expenses", 1)
-///     .node("check", |_state: Arc<Claim>, _ctx: NodeContext| async move {
-///         Ok(ClaimUpdate::default())
-///     })
-///     .edge(START, "check")
-///     .edge("check", END)
-///     .compile()
-///     .unwrap();
-/// let graphs = tollgate_server::Graphs::new().graph(expenses);
-/// assert_eq!(graphs.newest("expenses"), Some(("expenses", 1)));
-/// ```
-#[derive(Clone, Default)]
-pub struct Graphs {
-    entries: BTreeMap<(String, u32), Arc<dyn ServedGraph>>,
-    /// JSON Schemas of inputs, where given.
-    schemas: BTreeMap<(String, u32), Value>,
-}
-
-impl std::fmt::Debug for Graphs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.entries.keys()).finish()
-    }
-}
-
-impl Graphs {
-    /// No graphs.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds `graph` (its name and version; the same pair again replaces
-    /// it). Its state is shown as JSON and its input taken as JSON of its
-    /// update, merged through its reducers.
-    pub fn graph<S: State + Default>(mut self, graph: CompiledGraph<S>) -> Self {
-        let key = (graph.name().to_owned(), graph.version());
-        self.schemas.remove(&key);
-        self.entries.insert(key, Arc::new(graph));
-        self
-    }
-
-    /// Adds `graph` with the JSON Schema of its input (shown by `GET
-    /// /graphs` for clients and forms; the input is still checked by
-    /// decoding it as the state's update).
-    pub fn graph_with_input_schema<S: State + Default>(
-        self,
-        graph: CompiledGraph<S>,
-        schema: Value,
-    ) -> Self {
-        let key = (graph.name().to_owned(), graph.version());
-        let mut graphs = self.graph(graph);
-        graphs.schemas.insert(key, schema);
-        graphs
-    }
-
-    /// The newest version of `name`, as `(name, version)`.
-    pub fn newest(&self, name: &str) -> Option<(&str, u32)> {
-        self.newest_entry(name).map(|entry| (entry.name(), entry.version()))
-    }
-
-    pub(crate) fn newest_entry(&self, name: &str) -> Option<&Arc<dyn ServedGraph>> {
-        self.entries
-            .range((name.to_owned(), 0)..=(name.to_owned(), u32::MAX))
-            .next_back()
-            .map(|(_, g)| g)
-    }
-
-    pub(crate) fn exact(&self, name: &str, version: u32) -> Option<&Arc<dyn ServedGraph>> {
-        self.entries.get(&(name.to_owned(), version))
-    }
-
-    /// The versions of `name` there are, oldest first.
-    pub(crate) fn versions(&self, name: &str) -> Vec<u32> {
-        self.entries
-            .keys()
-            .filter(|(entry, _)| entry == name)
-            .map(|(_, version)| *version)
-            .collect()
-    }
-
-    /// Every graph: `[{"name", "versions": [..], "outline"}]` (the newest
-    /// version's outline), by name.
-    pub(crate) fn listing(&self) -> Vec<Value> {
-        let mut names: Vec<&str> = self.entries.keys().map(|(name, _)| name.as_str()).collect();
-        names.dedup();
-        names.into_iter().filter_map(|name| self.described(name)).collect()
-    }
-
-    /// One graph by name, as in [`Graphs::listing`].
-    pub(crate) fn described(&self, name: &str) -> Option<Value> {
-        let newest = self.newest_entry(name)?;
-        let versions = self.versions(name);
-        let schema = self.schemas.get(&(name.to_owned(), newest.version()));
-        Some(json!({
-            "name": name,
-            "version": newest.version(),
-            "versions": versions,
-            "kind": "graph",
-            "input_schema": schema,
-            "outline": newest.outline(),
-        }))
-    }
 }
 
 /// `input` as an update of `graph`'s state.

@@ -13,7 +13,7 @@ use tollgate_engine::{
 
 use crate::error::ServiceError;
 
-use super::{parse_event, Rebuilt, Runs};
+use super::{parse_event, Continuing, Rebuilt, Runs, StateWrite};
 
 /// One interrupt in a summary.
 #[derive(Debug, Clone, Serialize)]
@@ -368,26 +368,30 @@ impl Runs {
         if let Some(by) = by {
             config = config.by(by);
         }
-        rebuilt.graph.update_state(&self.executor, run, update, as_node, config).await
+        let write = StateWrite::Update { update, as_node };
+        rebuilt.graph.write(&self.executor, run, write, config).await
     }
 
-    /// Sends the run to `nodes` from its latest checkpoint, `update`
-    /// written first (see `Executor::goto`), for runs whose graph this
-    /// process has, recorded as asked for `by` someone when given; the
-    /// new step.
-    pub(crate) async fn goto(
+    /// Writes `write` on the run's latest checkpoint and continues the run
+    /// here at once, with `sink` (see `Executor::goto_and_continue`): the
+    /// run is never seen stopped in between. For runs whose graph this
+    /// process has, recorded as asked for `by` someone when given.
+    pub(crate) async fn write_and_continue(
         &self,
         run: RunId,
-        update: Option<Value>,
-        nodes: &[&str],
+        write: StateWrite<'_>,
         by: Option<&str>,
-    ) -> Result<u64, ServiceError> {
-        let rebuilt = self.blueprint_graph(run, "send it elsewhere with Executor::goto").await?;
-        let mut config = RunConfig::new();
+        sink: Option<tollgate_engine::EventSink>,
+    ) -> Result<Continuing, ServiceError> {
+        let rebuilt = self.blueprint_graph(run, "write its state and continue it").await?;
+        let mut config = rebuilt.config;
         if let Some(by) = by {
             config = config.by(by);
         }
-        rebuilt.graph.goto(&self.executor, run, update, nodes, config).await
+        if let Some(sink) = sink {
+            config = config.events(sink);
+        }
+        rebuilt.graph.write_and_continue(&self.executor, run, write, config).await
     }
 
     /// A new run `into` on `thread` from checkpoint `step` of `run`: with

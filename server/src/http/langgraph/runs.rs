@@ -27,7 +27,7 @@ use super::stream::sse;
 use super::threads::{self, latest};
 use super::{webhook, wire};
 use crate::error::ServiceError;
-use crate::service::{self, Decided, Launch, Leg, RunSummary};
+use crate::service::{self, Decided, Launch, Leg, RunSummary, StateWrite};
 
 /// A run started (or continued) for a request.
 pub(super) struct Started {
@@ -322,16 +322,24 @@ async fn command_run(
     };
     let run = latest.id;
     let update = command.state_update()?;
-    if command.moves() {
-        let nodes = command.nodes()?;
-        let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
-        app.runs.goto(run, update, &nodes, by).await?;
-    } else if let Some(update) = update {
-        app.runs.update_state(run, update, None, by).await?;
-    }
-    let after_seq = last_seq(app, run).await?;
-    let leg = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
-    Ok(Started { run, assistant: assistant.name, after_seq, leg: Some(leg) })
+    let nodes = command.nodes()?;
+    let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let write = match (command.moves(), update) {
+        (true, update) => StateWrite::Goto { update, nodes: &nodes },
+        (false, Some(update)) => StateWrite::Update { update, as_node: None },
+        (false, None) => {
+            let after_seq = last_seq(app, run).await?;
+            let leg = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
+            return Ok(Started { run, assistant: assistant.name, after_seq, leg: Some(leg) });
+        }
+    };
+    // Written and continued under one claim: the thread is never seen
+    // idle with its run `interrupted` in between. The stream shows what
+    // follows the write.
+    let sink = Some(app.hub.sink(run));
+    let continuing = app.runs.write_and_continue(run, write, by, sink).await?;
+    let (after_seq, leg) = (continuing.last_seq, Some(continuing.leg));
+    Ok(Started { run, assistant: assistant.name, after_seq, leg })
 }
 
 /// `Command(resume=…)`: the thread's paused run decided and continued.

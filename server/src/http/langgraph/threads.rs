@@ -19,7 +19,7 @@ use super::super::extract::{JsonBody, JsonOrDefault};
 use super::super::{App, Principal};
 use super::wire;
 use crate::error::ServiceError;
-use crate::service::{thread_not_found, IfExists, RunSummary};
+use crate::service::{thread_not_found, IfExists, RunSummary, StateWrite};
 use tollgate_checkpoint::RunId;
 
 /// Whether `metadata` holds every key of `filter` with the same value
@@ -410,9 +410,11 @@ pub(super) async fn update_state(
         // "Resolved" (Agent Inbox): the run ends here, its pending
         // questions dropped, and the thread is idle.
         let update = body.values.filter(|values| !values.is_null());
-        let step = app.runs.goto(run, update, &[], by.as_deref()).await?;
-        let leg = app.runs.continue_leg(run, Some(app.hub.sink(run))).await?;
-        app.legs.wait(leg).await?;
+        let write = StateWrite::Goto { update, nodes: &[] };
+        let sink = Some(app.hub.sink(run));
+        let continuing = app.runs.write_and_continue(run, write, by.as_deref(), sink).await?;
+        let step = continuing.step;
+        app.legs.wait(continuing.leg).await?;
         return Ok(Json(json!({"checkpoint": wire::checkpoint(&thread, latest.id, step)})));
     }
     let step = app
