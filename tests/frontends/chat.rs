@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tollgate_testkit::browser::{element, shown, PATIENCE};
 use tollgate_testkit::fake_openai::FakeOpenAi;
 
-use crate::page::{button, page_text, text_shown, type_into};
+use crate::page::{button, history_read_after_stream, page_text, text_shown, type_into};
 use crate::support::{refund_call, runs, streamed_text, thread_becomes, TOKEN};
 use crate::Stack;
 
@@ -172,8 +172,10 @@ async fn ask_for_refund(
         tokio::time::sleep(Duration::from_millis(25)).await;
     };
     thread_becomes(&stack.client, &stack.server.api, &thread, "interrupted").await;
-    // The card with its buttons (judged once the thread settled: the page
-    // re-reads the thread's history then).
+    // The card with its buttons, once drawn from the history the page
+    // reads again when the stream ended (a card drawn before is drawn
+    // anew, what was typed into it gone).
+    history_read_after_stream(page).await;
     element(page, "textarea[placeholder='Share feedback with the agent...']").await;
     text_shown(page, "//button[normalize-space()='Mark as Resolved']").await;
     let card = page_text(page).await;

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use fantoccini::elements::Element;
 use fantoccini::{Client, Locator};
+use serde_json::Value;
 use tollgate_testkit::browser::{shown, PATIENCE};
 
 /// `//…` is XPath, anything else CSS.
@@ -31,7 +32,7 @@ async fn usable(page: &Client, what: &str) -> Element {
             }
         }
         if started.elapsed() > PATIENCE {
-            panic!("no usable `{what}`; the page shows:\n{}", shown(page).await);
+            panic!("no usable `{what}`; {}", diagnosis(page).await);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -86,5 +87,48 @@ pub(crate) async fn page_text(page: &Client) -> String {
     match page.execute("return document.body ? document.body.innerText : ''", vec![]).await {
         Ok(serde_json::Value::String(text)) => text,
         _ => String::new(),
+    }
+}
+
+/// What a failure's message says of the page: its address, its text, and
+/// the requests it made (each with when it started and ended, in ms since
+/// the page loaded, and its status; an end of 0 is a request still open).
+pub(crate) async fn diagnosis(page: &Client) -> String {
+    let url = page.current_url().await.map(|url| url.to_string()).unwrap_or_default();
+    let script = "return performance.getEntriesByType('resource')
+        .filter(e => e.initiatorType === 'fetch' || e.initiatorType === 'xmlhttprequest')
+        .map(e => `${Math.round(e.startTime)}..${Math.round(e.responseEnd)} ${e.responseStatus ?? ''} ${e.name}`)
+        .join('\\n')";
+    let requests = match page.execute(script, vec![]).await {
+        Ok(Value::String(list)) => list,
+        other => format!("(unreadable: {other:?})"),
+    };
+    format!("the page at {url} shows:\n{}\nits requests:\n{requests}", shown(page).await)
+}
+
+/// Waits until the page has read its thread's history again after its
+/// last run's stream ended. `useStream` does so when a stream ends, and
+/// Agent Chat UI then draws the approval card again from the history's
+/// head, resetting what was typed or chosen in it: a decision made before
+/// that read is lost (the card's default, approve, is what gets sent).
+/// Seen through the page's resource timings (an entry is there once its
+/// request has ended).
+pub(crate) async fn history_read_after_stream(page: &Client) {
+    let script = "const all = performance.getEntriesByType('resource');
+        const streams = all.filter(e => e.name.includes('/runs/stream'));
+        if (!streams.length) return false;
+        const ended = streams[streams.length - 1].responseEnd;
+        return all.some(e => e.name.includes('/history') && e.startTime >= ended - 1);";
+    let started = Instant::now();
+    loop {
+        if let Ok(Value::Bool(true)) = page.execute(script, vec![]).await {
+            // The read's answer is drawn within a frame or two.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            return;
+        }
+        if started.elapsed() > PATIENCE {
+            panic!("the history was not read after the stream; {}", diagnosis(page).await);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
