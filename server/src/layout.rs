@@ -15,6 +15,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{json, Value};
 
+use crate::service::Outline;
+
 /// Height of a closed node.
 const NODE_H: f64 = 36.0;
 /// Narrowest and widest node (longer names are cut by the page).
@@ -132,26 +134,25 @@ impl Drawing {
     }
 }
 
-/// The drawing of `outline` (`{"nodes": [{"name", "kind", "subgraph"?}],
-/// "edges": [{"from", "to", "kind", "label"?}]}`), the subgraph nodes
-/// whose paths are in `open` drawn open.
-pub(crate) fn draw(outline: &Value, open: &BTreeSet<String>) -> Drawing {
+/// The drawing of `outline`, the subgraph nodes whose paths are in `open`
+/// drawn open.
+pub(crate) fn draw(outline: &Outline, open: &BTreeSet<String>) -> Drawing {
     draw_at(outline, "", 0, open)
 }
 
-fn draw_at(outline: &Value, prefix: &str, depth: usize, open: &BTreeSet<String>) -> Drawing {
-    let listed = outline["nodes"].as_array().map(Vec::as_slice).unwrap_or_default();
+fn draw_at(outline: &Outline, prefix: &str, depth: usize, open: &BTreeSet<String>) -> Drawing {
+    let listed = &outline.nodes;
     let mut index = HashMap::new();
     let mut nodes = Vec::with_capacity(listed.len());
     let mut inner: Vec<Option<Drawing>> = Vec::with_capacity(listed.len());
     for node in listed {
-        let Some(name) = node["name"].as_str() else { continue };
+        let name = node.name.as_str();
         if index.contains_key(name) {
             continue;
         }
-        let kind = node["kind"].as_str().unwrap_or("node");
+        let kind = node.kind.as_str();
         let path = format!("{prefix}{name}");
-        let nested = node.get("subgraph").filter(|sub| sub.is_object());
+        let nested = node.subgraph.as_deref();
         let label = match kind {
             "start" => "start",
             "end" => "end",
@@ -186,18 +187,15 @@ fn draw_at(outline: &Value, prefix: &str, depth: usize, open: &BTreeSet<String>)
     }
     let mut edges = Vec::new();
     let mut lines = Vec::new();
-    for edge in outline["edges"].as_array().map(Vec::as_slice).unwrap_or_default() {
-        let ends = edge["from"]
-            .as_str()
-            .and_then(|f| index.get(f))
-            .zip(edge["to"].as_str().and_then(|t| index.get(t)));
+    for edge in &outline.edges {
+        let ends = index.get(edge.from.as_str()).zip(index.get(edge.to.as_str()));
         let Some((&from, &to)) = ends else { continue };
         edges.push((from, to));
         lines.push(Line {
             from: nodes[from].path.clone(),
             to: nodes[to].path.clone(),
-            kind: edge["kind"].as_str().unwrap_or("static").to_owned(),
-            label: edge["label"].as_str().map(str::to_owned),
+            kind: edge.kind.clone(),
+            label: edge.label.clone(),
             points: Vec::new(),
             label_at: None,
             label_anchor: "start",

@@ -3,7 +3,7 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-use super::{draw, Drawing, Placed};
+use super::{Drawing, Placed};
 
 /// Whether the segment from `p` to `q` enters the inside of `node`'s box.
 fn enters(p: (f64, f64), q: (f64, f64), node: &Placed) -> bool {
@@ -88,6 +88,11 @@ fn check(drawing: &Drawing) {
     }
 }
 
+/// The drawing of an outline given as JSON.
+fn draw(outline: &Value, open: &BTreeSet<String>) -> Drawing {
+    super::draw(&serde_json::from_value(outline.clone()).unwrap(), open)
+}
+
 fn outline(nodes: &[&str], edges: &[(&str, &str)]) -> Value {
     let mut listed = vec![
         json!({"name": "__start__", "kind": "start"}),
@@ -96,7 +101,7 @@ fn outline(nodes: &[&str], edges: &[(&str, &str)]) -> Value {
     listed.extend(nodes.iter().map(|n| json!({"name": n, "kind": "node"})));
     let edges: Vec<Value> =
         edges.iter().map(|(f, t)| json!({"from": f, "to": t, "kind": "static"})).collect();
-    json!({"nodes": listed, "edges": edges})
+    json!({"name": "g", "nodes": listed, "edges": edges})
 }
 
 #[test]

@@ -728,6 +728,19 @@ class Crons(unittest.TestCase):
             self.assertEqual([c["cron_id"] for c in found], [cron["cron_id"]])
             self.assertEqual(await client.crons.count(metadata={"tag": tag}), 1)
             self.assertEqual(await client.crons.search(metadata={"tag": "other"}), [])
+            # Sorted, and only the fields selected; an unknown sort key is refused.
+            other = await client.crons.create("echo", schedule="0 0 1 1 *", metadata={"tag": tag})
+            async with httpx.AsyncClient() as http:
+                body = {"metadata": {"tag": tag}, "sort_by": "cron_id", "sort_order": "asc",
+                        "select": ["cron_id", "enabled"]}
+                listed = (await http.post(f"{URL}/runs/crons/search", json=body)).json()
+                ids = sorted([cron["cron_id"], other["cron_id"]])
+                self.assertEqual(listed, [{"cron_id": ids[0], "enabled": True},
+                                          {"cron_id": ids[1], "enabled": True}])
+                body["sort_by"] = "schedule"
+                refused = await http.post(f"{URL}/runs/crons/search", json=body)
+                self.assertEqual(refused.status_code, 422, refused.text)
+            await client.crons.delete(other["cron_id"])
             # Each second's tick starts a run of `echo` on the server's worker.
             async with httpx.AsyncClient() as http:
                 shown = {}

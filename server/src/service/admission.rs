@@ -12,7 +12,7 @@ use tollgate_nodes::Blueprint;
 
 use crate::error::ServiceError;
 
-use super::{InvalidBlueprint, Runs};
+use super::{GraphListing, InvalidBlueprint, Runs};
 
 /// What callers may have this server run and reach (`tollgate serve`'s
 /// `--blueprints`, `--allow-inline-commands`, `--allow-mcp-host`,
@@ -61,7 +61,7 @@ impl Admission {
     pub(crate) async fn listing(
         &self,
         runs: &Runs,
-    ) -> Result<(Vec<Value>, Vec<InvalidBlueprint>), ServiceError> {
+    ) -> Result<(Vec<GraphListing>, Vec<InvalidBlueprint>), ServiceError> {
         let mut listed = runs.graphs().listing();
         if let Some(folder) = self.blueprints.clone() {
             let reader = runs.clone();

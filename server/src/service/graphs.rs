@@ -11,6 +11,7 @@ use tollgate_checkpoint::{RunId, RunRecord};
 use tollgate_engine::{EventSink, RunConfig};
 use tollgate_nodes::Blueprint;
 
+use super::outline::{GraphListing, ListingKind};
 use super::registry::Graphs;
 use super::served::{self, Leg, ServedGraph};
 use super::{with_events, Launch, Rebuilt, RunSummary, Runs};
@@ -20,7 +21,7 @@ use crate::error::ServiceError;
 #[derive(Debug, Default)]
 pub(crate) struct BlueprintFolder {
     /// The blueprints that load and compile.
-    pub(crate) listed: Vec<Value>,
+    pub(crate) listed: Vec<GraphListing>,
     /// The files that fail as blueprints, each with its problems.
     pub(crate) invalid: Vec<InvalidBlueprint>,
 }
@@ -104,19 +105,19 @@ impl Runs {
                     continue;
                 }
             };
-            let outline = served::outline(agent.graph());
-            found.push(json!({
-                "name": name,
-                "version": outline["version"],
-                "versions": [outline["version"]],
-                "kind": "blueprint",
-                "graph": blueprint.name(),
-                "input_schema": {"oneOf": [
+            let graph = agent.graph();
+            found.push(GraphListing {
+                name: name.to_owned(),
+                version: graph.version(),
+                versions: vec![graph.version()],
+                kind: ListingKind::Blueprint,
+                graph: Some(blueprint.name().to_owned()),
+                input_schema: Some(json!({"oneOf": [
                     {"type": "string", "description": "the user's message"},
                     {"type": "object", "properties": {"message": {"type": "string"}}}
-                ]},
-                "outline": outline,
-            }));
+                ]})),
+                outline: served::outline(graph),
+            });
         }
         BlueprintFolder { listed: found, invalid }
     }

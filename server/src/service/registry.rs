@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tollgate_engine::{CompiledGraph, State};
 
+use super::outline::{GraphListing, ListingKind};
 use super::served::ServedGraph;
 
 /// The typed Rust graphs a process can run, several versions of a name
@@ -105,26 +106,24 @@ impl Graphs {
             .collect()
     }
 
-    /// Every graph: `[{"name", "versions": [..], "outline"}]` (the newest
-    /// version's outline), by name.
-    pub(crate) fn listing(&self) -> Vec<Value> {
+    /// Every graph (the newest version's outline), by name.
+    pub(crate) fn listing(&self) -> Vec<GraphListing> {
         let mut names: Vec<&str> = self.entries.keys().map(|(name, _)| name.as_str()).collect();
         names.dedup();
         names.into_iter().filter_map(|name| self.described(name)).collect()
     }
 
     /// One graph by name, as in [`Graphs::listing`].
-    pub(crate) fn described(&self, name: &str) -> Option<Value> {
+    pub(crate) fn described(&self, name: &str) -> Option<GraphListing> {
         let newest = self.newest_entry(name)?;
-        let versions = self.versions(name);
-        let schema = self.schemas.get(&(name.to_owned(), newest.version()));
-        Some(json!({
-            "name": name,
-            "version": newest.version(),
-            "versions": versions,
-            "kind": "graph",
-            "input_schema": schema,
-            "outline": newest.outline(),
-        }))
+        Some(GraphListing {
+            name: name.to_owned(),
+            version: newest.version(),
+            versions: self.versions(name),
+            kind: ListingKind::Graph,
+            graph: None,
+            input_schema: self.schemas.get(&(name.to_owned(), newest.version())).cloned(),
+            outline: newest.outline(),
+        })
     }
 }

@@ -9,15 +9,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::watch;
 use tollgate_checkpoint::{RunId, RunRecord, RunStatus, ScheduleRecord};
 use tollgate_engine::{
-    CancelToken, CompiledGraph, DecisionRequest, Executor, GraphShape, Resumed, RunConfig,
-    RunError, RunHandle, Schedule, State, StatePage, StateSnapshot, ThreadHistoryPage, Workload,
-    Write, WriteContinued,
+    CancelToken, CompiledGraph, DecisionRequest, Executor, Resumed, RunConfig, RunError, RunHandle,
+    Schedule, State, StatePage, StateSnapshot, ThreadHistoryPage, Workload, Write, WriteContinued,
 };
 
+use super::outline::Outline;
 use crate::error::ServiceError;
 
 /// A leg of a run this process drives, whatever its graph's state type:
@@ -107,7 +107,7 @@ pub(crate) trait ServedGraph: Send + Sync {
     /// Its version.
     fn version(&self) -> u32;
     /// Its nodes and edges, for drawing.
-    fn outline(&self) -> Value;
+    fn outline(&self) -> Outline;
     /// Starts a run on `input` (JSON of the state's update, merged through
     /// the reducers into the default state, or into the thread's latest
     /// state), driven here; or with `queue`, stores it `queued` for a
@@ -264,7 +264,7 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         CompiledGraph::version(self)
     }
 
-    fn outline(&self) -> Value {
+    fn outline(&self) -> Outline {
         outline(self)
     }
 
@@ -435,42 +435,9 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
     }
 }
 
-/// A graph's nodes and edges: `{"name", "version", "nodes": [{"name",
-/// "kind", "subgraph"?}], "edges": [{"from", "to", "kind", "label"?}]}`,
-/// nodes in the order they were added (`__start__` and `__end__` first),
-/// kinds `start`, `end`, `node` and `static`, `conditional`, `command`,
-/// `join`; a subgraph node's `subgraph` is its graph's `{"name", "nodes",
-/// "edges"}` in the same form.
-pub(crate) fn outline<S: State>(compiled: &CompiledGraph<S>) -> Value {
-    let mut outline = shape_json(&compiled.shape());
-    outline["version"] = json!(compiled.version());
-    outline
-}
-
-fn shape_json(shape: &GraphShape) -> Value {
-    let nodes: Vec<Value> = shape
-        .nodes
-        .iter()
-        .map(|node| {
-            let mut shown = json!({"name": node.name, "kind": node.kind});
-            if let Some(inner) = &node.subgraph {
-                shown["subgraph"] = shape_json(inner);
-            }
-            shown
-        })
-        .collect();
-    let edges: Vec<Value> = shape
-        .edges
-        .iter()
-        .map(|edge| {
-            let mut shown = json!({"from": edge.from, "to": edge.to, "kind": edge.kind});
-            if let Some(label) = &edge.label {
-                shown["label"] = json!(label);
-            }
-            shown
-        })
-        .collect();
-    json!({"name": shape.name, "nodes": nodes, "edges": edges})
+/// A graph's outline: its shape at its version.
+pub(crate) fn outline<S: State>(compiled: &CompiledGraph<S>) -> Outline {
+    Outline::of(&compiled.shape(), Some(compiled.version()))
 }
 
 /// `input` as an update of `graph`'s state.

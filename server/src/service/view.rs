@@ -13,7 +13,7 @@ use tollgate_engine::{
 
 use crate::error::ServiceError;
 
-use super::{parse_event, Continuing, Rebuilt, Runs, StateWrite};
+use super::{parse_event, Continuing, Outline, Rebuilt, Runs, StateWrite};
 
 /// One interrupt in a summary.
 #[derive(Debug, Clone, Serialize)]
@@ -190,10 +190,8 @@ impl Runs {
         Ok(ThreadView { thread: thread.to_owned(), latest, step, values })
     }
 
-    /// The run's graph: `{"name", "version", "nodes": [{"name",
-    /// "kind"}], "edges": [{"from", "to", "kind"}]}` (see
-    /// `served::outline`).
-    pub(crate) async fn graph(&self, run: RunId) -> Result<Value, ServiceError> {
+    /// The run's graph: its outline at the run's version.
+    pub(crate) async fn graph(&self, run: RunId) -> Result<Outline, ServiceError> {
         let rebuilt = self.blueprint_graph(run, "draw it from the process that has it").await?;
         Ok(rebuilt.graph.outline())
     }

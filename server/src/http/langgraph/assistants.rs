@@ -11,19 +11,20 @@ use serde_json::{json, Value};
 use super::super::errors::ApiResult;
 use super::super::extract::JsonOrDefault;
 use super::super::App;
-use super::wire::assistant_uuid;
+use super::wire::{self, assistant_uuid};
 use crate::error::ServiceError;
-use crate::service::InvalidBlueprint;
+use crate::service::{GraphListing, InvalidBlueprint, ListingKind};
 
 /// One assistant: what `GET /graphs` lists of a graph or blueprint.
 #[derive(Debug, Clone)]
 pub(super) struct Assistant {
     /// Its name (the graph's, or the blueprint's file name).
     pub(super) name: String,
-    /// `graph` or `blueprint`.
-    pub(super) kind: String,
-    /// Its listing: version, input schema, outline.
-    pub(super) listed: Value,
+    /// A registered graph or a blueprint.
+    pub(super) kind: ListingKind,
+    /// Its listing: version, input schema, outline (none when taken to
+    /// run, without reading the others: see [`to_run`]).
+    pub(super) listed: Option<GraphListing>,
 }
 
 impl Assistant {
@@ -37,7 +38,7 @@ impl Assistant {
             "config": {},
             "context": {},
             "metadata": {"created_by": "system", "kind": self.kind},
-            "version": self.listed["version"],
+            "version": self.listed.as_ref().map(|listed| listed.version),
             "created_at": "1970-01-01T00:00:00Z",
             "updated_at": "1970-01-01T00:00:00Z",
         })
@@ -55,10 +56,10 @@ async fn with_invalid(app: &App) -> ApiResult<(Vec<Assistant>, Vec<InvalidBluepr
     let (listed, invalid) = app.settings.admission.listing(&app.runs).await?;
     let assistants = listed
         .into_iter()
-        .filter_map(|listed| {
-            let name = listed["name"].as_str()?.to_owned();
-            let kind = listed["kind"].as_str().unwrap_or("graph").to_owned();
-            Some(Assistant { name, kind, listed })
+        .map(|listed| Assistant {
+            name: listed.name.clone(),
+            kind: listed.kind,
+            listed: Some(listed),
         })
         .collect();
     Ok((assistants, invalid))
@@ -68,7 +69,8 @@ async fn with_invalid(app: &App) -> ApiResult<(Vec<Assistant>, Vec<InvalidBluepr
 /// registered graph named by name is found without listing the others.
 pub(super) async fn find(app: &App, id: &str) -> ApiResult<Assistant> {
     if let Some(listed) = app.runs.graphs().described(id) {
-        return Ok(Assistant { name: id.to_owned(), kind: "graph".into(), listed });
+        let (name, kind) = (id.to_owned(), ListingKind::Graph);
+        return Ok(Assistant { name, kind, listed: Some(listed) });
     }
     let named = |name: &str| name == id || assistant_uuid(name) == id;
     let (assistants, invalid) = with_invalid(app).await?;
@@ -104,8 +106,8 @@ pub(super) async fn to_run(app: &App, id: &str) -> ApiResult<Assistant> {
             && (file(folder.join(format!("{id}.json")))
                 || file(folder.join(id).join(format!("{id}.json"))))
         {
-            let listed = json!({"name": id, "kind": "blueprint"});
-            return Ok(Assistant { name: id.to_owned(), kind: "blueprint".into(), listed });
+            let (name, kind) = (id.to_owned(), ListingKind::Blueprint);
+            return Ok(Assistant { name, kind, listed: None });
         }
     }
     find(app, id).await
@@ -168,26 +170,10 @@ pub(super) async fn graph(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let assistant = find(&app, &id).await?;
-    let outline = &assistant.listed["outline"];
-    let nodes: Vec<Value> = outline["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|node| {
-            let kind = if node["kind"] == "node" { "runnable" } else { "schema" };
-            json!({"id": node["name"], "type": kind, "data": node["name"]})
-        })
-        .collect();
-    let edges: Vec<Value> = outline["edges"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|edge| {
-            json!({"source": edge["from"], "target": edge["to"],
-                   "conditional": edge["kind"] == "conditional" || edge["kind"] == "command"})
-        })
-        .collect();
-    Ok(Json(json!({"nodes": nodes, "edges": edges})))
+    let Some(listed) = &assistant.listed else {
+        return Err(ServiceError::missing(format!("assistant `{id}` has no outline")).into());
+    };
+    Ok(Json(wire::drawing(&listed.outline)))
 }
 
 /// `GET /assistants/{id}/schemas`: the input schema where known (a
@@ -198,14 +184,16 @@ pub(super) async fn schemas(
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let assistant = find(&app, &id).await?;
-    let input = match assistant.kind.as_str() {
-        "blueprint" => json!({
+    let input = match assistant.kind {
+        ListingKind::Blueprint => json!({
             "type": "object",
             "properties": {"messages": {"type": "array", "items": {"type": "object",
                 "properties": {"role": {"type": "string"}, "type": {"type": "string"},
                                "content": {}}}}},
         }),
-        _ => assistant.listed["input_schema"].clone(),
+        ListingKind::Graph => {
+            assistant.listed.and_then(|listed| listed.input_schema).unwrap_or(Value::Null)
+        }
     };
     Ok(Json(json!({
         "graph_id": assistant.name,

@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use tollgate_checkpoint::{RunId, ScheduleRecord, ScheduleTiming};
 use tollgate_engine::{format_rfc3339, Schedule};
@@ -20,7 +20,7 @@ use super::super::App;
 use super::assistants;
 use super::wire::{assistant_uuid, user_text, uuid_of};
 use crate::error::ServiceError;
-use crate::service;
+use crate::service::{self, ListingKind};
 
 /// The key of a schedule's metadata under which the LangGraph API keeps
 /// its cron: the assistant, the user's metadata and the payload.
@@ -117,7 +117,7 @@ impl CreateBody {
 pub(super) async fn create(
     State(app): State<App>,
     JsonBody(body): JsonBody<CreateBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Cron>> {
     if let Some(refusal) = body.refusal() {
         return Err(refusal);
     }
@@ -128,24 +128,24 @@ pub(super) async fn create(
         return Err(ServiceError::invalid("`schedule` (a cron expression) is required").into());
     };
     let metadata = match body.metadata.clone() {
-        None | Some(Value::Null) => json!({}),
-        Some(object @ Value::Object(_)) => object,
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(object)) => object,
         Some(_) => return Err(ServiceError::invalid("`metadata` must be an object").into()),
     };
     let assistant = assistants::to_run(&app, &assistant_id).await?;
     let id = uuid_of(&format!("tollgate-cron:{}", RunId::new()));
-    let kept = json!({CRON: {
-        "assistant": assistant.name,
-        "metadata": metadata,
-        "payload": body.payload(&assistant_id, &expression),
-        "on_run_completed": body.on_run_completed.clone().unwrap_or_else(|| "delete".into()),
-    }});
+    let kept = KeptCron {
+        assistant: Some(assistant.name.clone()),
+        metadata,
+        payload: Some(body.payload(&assistant_id, &expression)),
+        on_run_completed: body.on_run_completed.clone().or_else(|| Some("delete".into())),
+    };
     let schedule = Schedule::cron(id, &expression)
         .map_err(|error| ServiceError::invalid(error.to_string()).with_source(error))?
-        .metadata(kept);
+        .metadata(kept.into_metadata());
     let input = body.input.clone().unwrap_or(Value::Null);
-    let added = match assistant.kind.as_str() {
-        "blueprint" => {
+    let added = match assistant.kind {
+        ListingKind::Blueprint => {
             let found =
                 app.settings.admission.blueprint(Value::String(assistant.name.clone())).await?;
             let mut given = service::UserInput::from_json(&input);
@@ -165,7 +165,7 @@ pub(super) async fn create(
             app.runs.add_graph_schedule(&assistant.name, input, schedule).await?
         }
     };
-    Ok(Json(cron_json(&added)))
+    Ok(Json(Cron::of(&added)))
 }
 
 /// `POST /threads/{thread_id}/runs/crons`: refused.
@@ -178,41 +178,126 @@ pub(super) async fn update(Path(_cron): Path<String>) -> ApiError {
     refused("updating a cron (delete it and create another)")
 }
 
-/// A schedule as LangGraph's `Cron`.
-fn cron_json(record: &ScheduleRecord) -> Value {
-    let kept = &record.metadata[CRON];
-    let assistant = kept["assistant"].as_str().unwrap_or(&record.graph.name);
-    let schedule = match &record.timing {
-        ScheduleTiming::Cron { expression } => expression.clone(),
-        ScheduleTiming::At { at_ms } => format_rfc3339(*at_ms),
-        _ => String::new(),
-    };
-    let created = format_rfc3339(record.created_at_ms);
-    let updated = format_rfc3339(record.last_fired_at_ms.unwrap_or(record.created_at_ms));
-    let payload = match &kept["payload"] {
-        Value::Null => {
-            json!({"assistant_id": assistant, "schedule": schedule, "input": record.input})
-        }
-        payload => payload.clone(),
-    };
-    json!({
-        "cron_id": record.id,
-        "assistant_id": assistant_uuid(assistant),
-        "thread_id": null,
-        "user_id": null,
-        "on_run_completed": kept["on_run_completed"].as_str().unwrap_or("keep"),
-        "end_time": null,
-        "schedule": schedule,
-        "timezone": null,
-        "created_at": created,
-        "updated_at": updated,
-        "payload": payload,
-        "next_run_date": record.next_at_ms.map(format_rfc3339),
-        "metadata": match &kept["metadata"] { Value::Object(m) => Value::Object(m.clone()), _ => json!({}) },
-        // A cron whose ticks ended (a one-off that ran) is disabled.
-        "enabled": record.next_at_ms.is_some(),
-    })
+/// What a schedule made by this API keeps of its cron, in the schedule's
+/// metadata under [`CRON`]. Every field may be missing (a schedule made
+/// elsewhere has none of them).
+#[derive(Serialize, Deserialize, Default)]
+#[serde(default)]
+struct KeptCron {
+    /// The assistant's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    assistant: Option<String>,
+    /// The user's metadata.
+    metadata: Map<String, Value>,
+    /// What LangGraph shows as its payload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<Value>,
+    /// `delete` or `keep`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_run_completed: Option<String>,
 }
+
+impl KeptCron {
+    /// What `record` keeps (nothing of a schedule made elsewhere).
+    fn of(record: &ScheduleRecord) -> Self {
+        record
+            .metadata
+            .get(CRON)
+            .and_then(|kept| serde_json::from_value(kept.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// The schedule's metadata that keeps it.
+    fn into_metadata(self) -> Value {
+        json!({CRON: self})
+    }
+}
+
+/// A schedule as LangGraph's `Cron`.
+#[derive(Serialize)]
+pub(super) struct Cron {
+    cron_id: String,
+    /// The assistant's UUID.
+    assistant_id: String,
+    thread_id: Option<String>,
+    user_id: Option<String>,
+    on_run_completed: String,
+    end_time: Option<String>,
+    schedule: String,
+    timezone: Option<String>,
+    created_at: String,
+    updated_at: String,
+    payload: Value,
+    next_run_date: Option<String>,
+    metadata: Map<String, Value>,
+    /// A cron whose ticks ended (a one-off that ran) is disabled.
+    enabled: bool,
+}
+
+impl Cron {
+    fn of(record: &ScheduleRecord) -> Self {
+        let kept = KeptCron::of(record);
+        let assistant = kept.assistant.as_deref().unwrap_or(&record.graph.name);
+        let schedule = match &record.timing {
+            ScheduleTiming::Cron { expression } => expression.clone(),
+            ScheduleTiming::At { at_ms } => format_rfc3339(*at_ms),
+            _ => String::new(),
+        };
+        let payload = kept.payload.clone().unwrap_or_else(
+            || json!({"assistant_id": assistant, "schedule": schedule, "input": record.input}),
+        );
+        Self {
+            cron_id: record.id.clone(),
+            assistant_id: assistant_uuid(assistant),
+            thread_id: None,
+            user_id: None,
+            on_run_completed: kept.on_run_completed.clone().unwrap_or_else(|| "keep".into()),
+            end_time: None,
+            schedule,
+            timezone: None,
+            created_at: format_rfc3339(record.created_at_ms),
+            updated_at: format_rfc3339(record.last_fired_at_ms.unwrap_or(record.created_at_ms)),
+            payload,
+            next_run_date: record.next_at_ms.map(format_rfc3339),
+            metadata: kept.metadata,
+            enabled: record.next_at_ms.is_some(),
+        }
+    }
+
+    /// Whether `wanted` names its assistant (by name or UUID, as its
+    /// payload or as the cron does).
+    fn of_assistant(&self, wanted: &str) -> bool {
+        self.assistant_id == wanted
+            || self.payload.get("assistant_id").and_then(Value::as_str) == Some(wanted)
+            || assistant_uuid(wanted) == self.assistant_id
+    }
+
+    /// What a search sorts by `key` on (one of [`SORT_KEYS`]); a missing
+    /// value after every present one (ascending), as Postgres sorts nulls.
+    fn sort_key(&self, key: &str) -> (bool, String) {
+        let value = match key {
+            "cron_id" => Some(&self.cron_id),
+            "assistant_id" => Some(&self.assistant_id),
+            "next_run_date" => self.next_run_date.as_ref(),
+            "updated_at" => Some(&self.updated_at),
+            "created_at" => Some(&self.created_at),
+            // `thread_id`, `end_time`: none has one.
+            _ => None,
+        };
+        (value.is_none(), value.cloned().unwrap_or_default())
+    }
+}
+
+/// What crons can be sorted by.
+const SORT_KEYS: [&str; 7] = [
+    "cron_id",
+    "assistant_id",
+    "thread_id",
+    "next_run_date",
+    "end_time",
+    "created_at",
+    "updated_at",
+];
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
@@ -229,10 +314,14 @@ pub(super) struct SearchBody {
 }
 
 /// The crons a search's filters keep, sorted.
-async fn found(app: &App, body: &SearchBody) -> ApiResult<Vec<Value>> {
+async fn found(app: &App, body: &SearchBody) -> ApiResult<Vec<Cron>> {
     if body.thread_id.is_some() {
         // No cron is on a thread.
         return Ok(Vec::new());
+    }
+    let key = body.sort_by.as_deref().unwrap_or("created_at");
+    if !SORT_KEYS.contains(&key) {
+        return Err(ServiceError::invalid(format!("cannot sort crons by `{key}`")).into());
     }
     let mut all = Vec::new();
     let mut offset = 0;
@@ -245,37 +334,19 @@ async fn found(app: &App, body: &SearchBody) -> ApiResult<Vec<Value>> {
         }
         offset += len;
     }
-    let mut crons: Vec<Value> = all
+    let mut crons: Vec<Cron> = all
         .iter()
-        .map(cron_json)
-        .filter(|cron| {
-            body.assistant_id.as_ref().is_none_or(|wanted| {
-                cron["assistant_id"] == json!(wanted)
-                    || cron["payload"]["assistant_id"] == json!(wanted)
-                    || assistant_uuid(wanted) == cron["assistant_id"]
-            })
-        })
-        .filter(|cron| body.enabled.is_none_or(|enabled| cron["enabled"] == enabled))
+        .map(Cron::of)
+        .filter(|cron| body.assistant_id.as_ref().is_none_or(|wanted| cron.of_assistant(wanted)))
+        .filter(|cron| body.enabled.is_none_or(|enabled| cron.enabled == enabled))
         .filter(|cron| {
             body.metadata.as_ref().is_none_or(|wanted| {
-                wanted.iter().all(|(key, value)| &cron["metadata"][key] == value)
+                let field = |key: &String| cron.metadata.get(key).unwrap_or(&Value::Null);
+                wanted.iter().all(|(key, value)| field(key) == value)
             })
         })
         .collect();
-    let key = body.sort_by.as_deref().unwrap_or("created_at");
-    if !matches!(
-        key,
-        "cron_id"
-            | "assistant_id"
-            | "thread_id"
-            | "next_run_date"
-            | "end_time"
-            | "created_at"
-            | "updated_at"
-    ) {
-        return Err(ServiceError::invalid(format!("cannot sort crons by `{key}`")).into());
-    }
-    crons.sort_by(|a, b| a[key].to_string().cmp(&b[key].to_string()));
+    crons.sort_by_cached_key(|cron| cron.sort_key(key));
     if body.sort_order.as_deref().unwrap_or("desc") == "desc" {
         crons.reverse();
     }
@@ -292,11 +363,14 @@ pub(super) async fn search(
     let page = crons.into_iter().skip(usize::try_from(offset).unwrap_or(usize::MAX));
     let page: Vec<Value> = page
         .take(usize::try_from(limit).unwrap_or(usize::MAX))
-        .map(|cron| match &body.select {
-            Some(fields) if !fields.is_empty() => {
-                Value::Object(fields.iter().map(|f| (f.clone(), cron[f].clone())).collect())
+        .map(|cron| {
+            let cron = serde_json::to_value(cron).unwrap_or(Value::Null);
+            match &body.select {
+                Some(fields) if !fields.is_empty() => {
+                    Value::Object(fields.iter().map(|f| (f.clone(), cron[f].clone())).collect())
+                }
+                _ => cron,
             }
-            _ => cron,
         })
         .collect();
     Ok(Json(Value::Array(page)))

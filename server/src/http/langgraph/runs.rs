@@ -27,7 +27,7 @@ use super::stream::sse;
 use super::threads::{self, latest};
 use super::{webhook, wire};
 use crate::error::ServiceError;
-use crate::service::{self, Decided, Launch, Leg, RunSummary, StateWrite};
+use crate::service::{self, Decided, Launch, Leg, ListingKind, RunSummary, StateWrite};
 
 /// A run started (or continued) for a request.
 pub(super) struct Started {
@@ -213,8 +213,8 @@ async fn start(
     };
     let sink = Some(app.hub.sink(run));
     let input = body.input.clone().unwrap_or(Value::Null);
-    let leg = match assistant.kind.as_str() {
-        "blueprint" => {
+    let leg = match assistant.kind {
+        ListingKind::Blueprint => {
             let found =
                 app.settings.admission.blueprint(Value::String(assistant.name.clone())).await?;
             let mut given = service::UserInput::from_json(&input);
@@ -277,7 +277,7 @@ async fn checkpoint_run(
     }
     let into = RunId::new();
     let input = match body.input.clone().filter(|input| !input.is_null()) {
-        Some(input) if assistant.kind == "blueprint" => {
+        Some(input) if assistant.kind == ListingKind::Blueprint => {
             let Some(text) = wire::user_text(&input) else {
                 return Err(ServiceError::invalid(
                     "a blueprint agent's input is `{\"messages\": [...]}` with a user message",

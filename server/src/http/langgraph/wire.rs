@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use tollgate_checkpoint::{RunId, RunStatus, ThreadRecord};
 use tollgate_engine::{format_rfc3339, PendingInterrupt};
 
-use crate::service::{InterruptView, RunSummary};
+use crate::service::{InterruptView, Outline, RunSummary};
 
 /// A stable UUID for assistant `name` (SHA-256 of it, version 8 and the
 /// RFC 4122 variant set), so that clients that keep assistant ids as
@@ -306,6 +306,29 @@ pub(super) fn user_text(input: &Value) -> Option<String> {
 pub(super) fn now_ms() -> i64 {
     use tollgate_engine::Clock as _;
     tollgate_engine::SystemClock.now_ms()
+}
+
+/// A graph as LangGraph draws it (`GET /assistants/{id}/graph`): nodes
+/// `{"id", "type", "data"}` (`runnable`, or `schema` for the start and the
+/// end) and edges `{"source", "target", "conditional"}`.
+pub(super) fn drawing(outline: &Outline) -> Value {
+    let nodes: Vec<Value> = outline
+        .nodes
+        .iter()
+        .map(|node| {
+            let kind = if node.kind == "node" { "runnable" } else { "schema" };
+            json!({"id": node.name, "type": kind, "data": node.name})
+        })
+        .collect();
+    let edges: Vec<Value> = outline
+        .edges
+        .iter()
+        .map(|edge| {
+            let conditional = edge.kind == "conditional" || edge.kind == "command";
+            json!({"source": edge.from, "target": edge.to, "conditional": conditional})
+        })
+        .collect();
+    json!({"nodes": nodes, "edges": edges})
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use tollgate_engine::{Decision, DecisionRequest};
 use tollgate_nodes::Blueprint;
 
 use crate::error::ServiceError;
-use crate::service::{self, Decided, Launch};
+use crate::service::{self, Decided, GraphListing, Launch};
 
 use super::super::errors::ApiResult;
 use super::super::extract::{JsonBody, JsonOrDefault, RunPath};
@@ -120,8 +120,8 @@ pub(crate) async fn graph(
     State(app): State<App>,
     RunPath(run): RunPath,
     Query(query): Query<GraphQuery>,
-) -> ApiResult<Json<Value>> {
-    let mut graph = app.runs.graph(run).await?;
+) -> ApiResult<Json<wire::Drawn>> {
+    let outline = app.runs.graph(run).await?;
     let open: BTreeSet<String> = query
         .open
         .iter()
@@ -130,8 +130,8 @@ pub(crate) async fn graph(
         .filter(|path| !path.is_empty())
         .map(str::to_owned)
         .collect();
-    graph["layout"] = crate::layout::draw(&graph, &open).to_json();
-    Ok(Json(graph))
+    let layout = crate::layout::draw(&outline, &open).to_json();
+    Ok(Json(wire::Drawn { outline, layout }))
 }
 
 #[derive(Deserialize)]
@@ -450,7 +450,7 @@ pub(crate) async fn graphs(State(app): State<App>) -> ApiResult<Json<Value>> {
 pub(crate) async fn graph_named(
     State(app): State<App>,
     Path(name): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<GraphListing>> {
     app.runs
         .graphs()
         .described(&name)

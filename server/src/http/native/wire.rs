@@ -11,7 +11,7 @@ use tollgate_engine::{
     ThreadHistoryPage,
 };
 
-use crate::service::{RunHistory, ThreadView};
+use crate::service::{Outline, RunHistory, ThreadView};
 
 /// `{"id", "step", "source", "by", "forked_from", "status", "values",
 /// "next", "interrupts", "pending_writes", "tasks"}` (`by`: who asked for
@@ -166,4 +166,15 @@ pub fn schedule_json(record: &ScheduleRecord) -> Value {
         "ticks_skipped": record.ticks_skipped,
         "metadata": record.metadata,
     })
+}
+
+/// A run's graph with its drawing (`GET /runs/{id}/graph`): the outline's
+/// fields, and `layout`.
+#[derive(serde::Serialize)]
+pub(crate) struct Drawn {
+    /// The graph's outline.
+    #[serde(flatten)]
+    pub(crate) outline: Outline,
+    /// Its layered drawing.
+    pub(crate) layout: Value,
 }
