@@ -6,31 +6,41 @@
 //! and starting registered graphs in [`graphs`]; workers in [`worker`].
 
 mod admission;
+mod dispatch;
 mod graphs;
 mod leg;
 mod memory;
 mod open;
+mod outbox;
 mod outline;
+mod pending;
 mod registry;
 mod schedules;
 mod served;
+mod target;
 mod threads;
 mod view;
+mod webhooks;
 mod worker;
 
-pub(crate) use admission::{host_allowed, Admission};
+pub(crate) use admission::Admission;
+pub(crate) use dispatch::spawn_dispatcher;
 pub use graphs::InvalidBlueprint;
 pub(crate) use leg::leg_result;
 pub(crate) use memory::{index_fields, search_op};
+pub(crate) use outbox::{OutboxWork, Retry, StartRefused};
 pub(crate) use outline::{GraphListing, ListingKind, Outline};
+pub(crate) use pending::{Pending, PendingEnd, PendingState, PENDING_KIND};
 pub use registry::Graphs;
 pub use schedules::MAX_SCHEDULES_LISTED;
 use served::Continued;
 pub use served::Leg;
 pub(crate) use served::{Continuing, ServedGraph, StateWrite};
+pub(crate) use target::check as webhook_target;
 pub(crate) use threads::{thread_not_found, IfExists};
 pub use tollgate_checkpoint::DamagedRun;
 pub use view::{InterruptView, Listing, RunHistory, RunSummary, ThreadView};
+pub(crate) use webhooks::WEBHOOK_KIND;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

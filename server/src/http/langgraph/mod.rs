@@ -33,7 +33,6 @@ mod resume;
 mod runs;
 mod store;
 mod stream;
-mod target;
 mod thread_runs;
 mod threads;
 mod webhook;

@@ -5,19 +5,19 @@
 use serde_json::{json, Value};
 use tollgate_checkpoint::{RunId, RunStatus};
 
-use super::super::errors::ApiResult;
 use super::super::App;
 use super::wire;
+use crate::error::ServiceError;
 
 /// The run's last event: a stream of what it does next starts after it.
-pub(super) async fn last_seq(app: &App, run: RunId) -> ApiResult<u64> {
+pub(super) async fn last_seq(app: &App, run: RunId) -> Result<u64, ServiceError> {
     Ok(app.runs.record(run).await?.last_seq)
 }
 
 /// The run's outcome as `runs.wait` returns it: the values at its last
 /// checkpoint, with `__interrupt__` when it waits and `__error__` when it
 /// failed.
-pub(super) async fn outcome(app: &App, run: RunId) -> ApiResult<Value> {
+pub(super) async fn outcome(app: &App, run: RunId) -> Result<Value, ServiceError> {
     let summary = app.runs.summary(run).await?;
     let mut values = match app.runs.state(run, None).await {
         Ok(state) => wire::values(&state.values),
@@ -36,12 +36,20 @@ pub(super) async fn outcome(app: &App, run: RunId) -> ApiResult<Value> {
 
 /// A settled run as a webhook posts it: its `Run`, with `values` as
 /// `runs.wait` returns them.
-pub(super) async fn settled_run(app: &App, run: RunId, assistant: &str) -> ApiResult<Value> {
+pub(super) async fn settled_run(
+    app: &App,
+    run: RunId,
+    assistant: &str,
+) -> Result<Value, ServiceError> {
     let mut body = run_json(app, run, assistant).await?;
     body["values"] = outcome(app, run).await?;
     Ok(body)
 }
 
-pub(super) async fn run_json(app: &App, run: RunId, assistant: &str) -> ApiResult<Value> {
+pub(super) async fn run_json(
+    app: &App,
+    run: RunId,
+    assistant: &str,
+) -> Result<Value, ServiceError> {
     Ok(wire::run(&app.runs.summary(run).await?, assistant))
 }

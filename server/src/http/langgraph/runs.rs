@@ -516,7 +516,7 @@ fn busy_thread(thread: Option<&str>, busy: &RunSummary) -> ApiError {
 /// A pending run's answer to `runs.create`.
 fn pending_response(thread: Option<&str>, pending: &Pending) -> ApiResult<Response> {
     let run = run_id(&pending.entry.id)?;
-    let mut response = Json(pending.json()).into_response();
+    let mut response = Json(queue::view(pending)).into_response();
     response.headers_mut().insert(header::CONTENT_LOCATION, location(thread, run));
     Ok(response)
 }

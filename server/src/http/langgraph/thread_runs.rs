@@ -66,7 +66,7 @@ pub(super) async fn get(
 ) -> ApiResult<Json<Value>> {
     Ok(Json(match started_or_pending(&app, &thread, &run).await? {
         ThreadRun::Started(summary) => wire::run(&summary, &summary.graph),
-        ThreadRun::Pending(pending) => pending.json(),
+        ThreadRun::Pending(pending) => queue::view(&pending),
     }))
 }
 
@@ -90,7 +90,7 @@ pub(super) async fn list(
         runs.iter().map(|r| r.id.to_string()).collect();
     let waiting = pending.iter().rev().filter(|p| !started.contains(&p.entry.id));
     let shown: Vec<Value> = waiting
-        .map(Pending::json)
+        .map(queue::view)
         .chain(runs.iter().map(|summary| wire::run(summary, &summary.graph)))
         .filter(|run| query.status.as_ref().is_none_or(|status| run["status"] == status.as_str()))
         .skip(query.offset.unwrap_or(0))
@@ -178,7 +178,7 @@ pub(super) async fn cancel(
         ThreadRun::Started(summary) => *summary,
         ThreadRun::Pending(pending) => match queue::cancel(&app, *pending, rollback).await? {
             Some(_) if rollback => return Ok(StatusCode::NO_CONTENT.into_response()),
-            Some(cancelled) => return Ok(Json(cancelled.json()).into_response()),
+            Some(cancelled) => return Ok(Json(queue::view(&cancelled)).into_response()),
             // It started meanwhile: cancelled as a run.
             None => thread_run(&app, &thread, &run).await?,
         },

@@ -192,7 +192,7 @@ pub(super) async fn delete(
 
 /// Forgets every pending run and webhook of `thread` (it is deleted).
 async fn forget_outbox(app: &App, thread: &str) -> ApiResult<()> {
-    Ok(app.runs.forget_outbox(thread, &[super::queue::KIND, super::webhook::KIND]).await?)
+    Ok(app.runs.forget_outbox(thread, &[super::queue::KIND, crate::service::WEBHOOK_KIND]).await?)
 }
 
 #[derive(Deserialize, Default)]

@@ -8,7 +8,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use crate::service::host_allowed;
+use super::admission::host_allowed;
 
 /// Why a webhook URL is refused.
 #[derive(Debug, thiserror::Error)]
