@@ -5,10 +5,9 @@
 
 mod cache;
 mod keys;
+mod read;
 mod report;
 
-use std::collections::HashSet;
-use std::io::Read;
 use std::path::{Component, Path};
 
 use serde::{Deserialize, Serialize};
@@ -18,6 +17,7 @@ use crate::hex::{decode as unhex, encode as hex};
 
 pub(crate) use cache::{cache_dir, check_cached, unpack};
 pub(crate) use keys::{generate, key_id, SigningKeyFile, TrustedKeys};
+pub(crate) use read::read_file;
 pub(crate) use report::recheck;
 pub use report::{build_pack, inspect_pack, is_pack, keygen, load_pack, verify_pack, Loaded};
 
@@ -27,8 +27,8 @@ pub(crate) const MANIFEST: &str = "tgpack.json";
 pub(crate) const SIGNATURE: &str = "tgpack.sig";
 /// What the signature signs: this, then the bundle hash's 32 bytes.
 const SIGNED_PREFIX: &[u8] = b"tollgate-pack-v1\0";
-const FORMAT: &str = "tgpack";
-const FORMAT_VERSION: u32 = 1;
+pub(super) const FORMAT: &str = "tgpack";
+pub(super) const FORMAT_VERSION: u32 = 1;
 
 /// Sizes a pack may have (archive bombs stop here, before anything is
 /// read into memory or written).
@@ -162,7 +162,7 @@ pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
 
 /// A path of a pack entry: relative, `/`-separated, no `.`/`..`/empty
 /// components, at most [`MAX_PATH`] bytes, no control characters.
-fn safe_path(path: &str) -> bool {
+pub(super) fn safe_path(path: &str) -> bool {
     !path.is_empty()
         && path.len() <= MAX_PATH
         && !path.starts_with('/')
@@ -261,7 +261,7 @@ impl Pack {
 /// Whether a signature entry is whole, whoever signed it: its key id is
 /// its key's, and the signature verifies with that key. (Trust is checked
 /// separately, against the trusted keys.)
-fn whole(doc: &SignatureDoc, bundle_hash: &[u8; 32]) -> bool {
+pub(super) fn whole(doc: &SignatureDoc, bundle_hash: &[u8; 32]) -> bool {
     let embedded = unhex(&doc.public_key)
         .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
         .and_then(|bytes| ed25519_dalek::VerifyingKey::from_bytes(&bytes).ok());
@@ -419,191 +419,6 @@ fn collect(root: &Path, dir: &Path, found: &mut Vec<String>) -> Result<(), PackE
         }
     }
     Ok(())
-}
-
-/// Reads a pack's file (at most the limits allow, plus the archive's own
-/// overhead).
-pub(crate) fn read_file(path: &Path) -> Result<Pack, PackError> {
-    let shown = path.display().to_string();
-    let file = std::fs::File::open(path)
-        .map_err(|source| PackError::Io { path: shown.clone(), source })?;
-    let size =
-        file.metadata().map_err(|source| PackError::Io { path: shown.clone(), source })?.len();
-    let most = LIMITS.total + (LIMITS.entries as u64 + 3) * 1024 + 64 * 1024;
-    if size > most {
-        return Err(PackError::TooLarge { what: shown, size, limit: most });
-    }
-    let mut bytes = Vec::with_capacity(size as usize);
-    file.take(most + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|source| PackError::Io { path: shown.clone(), source })?;
-    read(&bytes, &shown)
-}
-
-/// Parses and checks a pack: regular files only, safe unique paths, within
-/// the limits, the manifest first and matching every file, the signature
-/// (if any) last, and the bytes exactly those `pack build` would write.
-pub(crate) fn read(bytes: &[u8], shown: &str) -> Result<Pack, PackError> {
-    read_within(bytes, shown, LIMITS)
-}
-
-/// [`read`] with other limits.
-fn read_within(bytes: &[u8], shown: &str, limits: Limits) -> Result<Pack, PackError> {
-    let not_a_pack =
-        |reason: &str| PackError::NotAPack { path: shown.to_owned(), reason: reason.to_owned() };
-    if bytes.len() < 1024 {
-        return Err(if bytes.is_empty() {
-            not_a_pack("it is empty")
-        } else {
-            PackError::Truncated { path: shown.to_owned() }
-        });
-    }
-    if bytes.get(257..263) != Some(b"ustar\0".as_slice()) {
-        return Err(not_a_pack("no tar header"));
-    }
-    if bytes.len() % 512 != 0 {
-        return Err(PackError::Truncated { path: shown.to_owned() });
-    }
-    let mut archive = tar::Archive::new(bytes);
-    let entries = archive.entries().map_err(|error| not_a_pack(&error.to_string()))?;
-    let mut seen = HashSet::new();
-    let mut read_entries: Vec<(String, Vec<u8>, bool)> = Vec::new();
-    let mut total = 0u64;
-    for entry in entries {
-        let mut entry = entry.map_err(|error| read_error(error, shown))?;
-        let header = entry.header();
-        let path = String::from_utf8(entry.path_bytes().into_owned()).map_err(|_| {
-            PackError::UnsafePath {
-                path: String::from_utf8_lossy(&entry.path_bytes()).into_owned(),
-            }
-        })?;
-        let kind = header.entry_type();
-        if kind != tar::EntryType::Regular {
-            let what = match kind {
-                tar::EntryType::Symlink => "symbolic link".to_owned(),
-                tar::EntryType::Link => "hard link".to_owned(),
-                tar::EntryType::Directory => "directory".to_owned(),
-                other => format!("entry of type {:?}", other.as_byte() as char),
-            };
-            return Err(PackError::NotAFile { path, kind: what });
-        }
-        if !safe_path(&path) {
-            return Err(PackError::UnsafePath { path });
-        }
-        if !seen.insert(path.clone()) {
-            return Err(PackError::Duplicate { path });
-        }
-        if seen.len() > limits.entries + 2 {
-            return Err(PackError::TooManyEntries { limit: limits.entries });
-        }
-        let size = header.size().map_err(|error| not_a_pack(&error.to_string()))?;
-        if size > limits.entry {
-            return Err(PackError::TooLarge { what: path, size, limit: limits.entry });
-        }
-        total += size;
-        if total > limits.total {
-            return Err(PackError::TooLarge {
-                what: "the pack's files".into(),
-                size: total,
-                limit: limits.total,
-            });
-        }
-        let executable =
-            header.mode().map_err(|error| not_a_pack(&error.to_string()))? & 0o111 != 0;
-        let mut data = Vec::with_capacity(size as usize);
-        entry.read_to_end(&mut data).map_err(|error| read_error(error, shown))?;
-        if data.len() as u64 != size {
-            return Err(PackError::Truncated { path: shown.to_owned() });
-        }
-        read_entries.push((path, data, executable));
-    }
-    let mut entries = read_entries.into_iter();
-    let Some((first, manifest_bytes, _)) = entries.next() else {
-        return Err(PackError::NoManifest);
-    };
-    if first != MANIFEST {
-        return Err(PackError::NoManifest);
-    }
-    let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
-        .map_err(|error| PackError::BadManifest { reason: error.to_string() })?;
-    if manifest.format != FORMAT || manifest.version != FORMAT_VERSION {
-        return Err(PackError::BadManifest {
-            reason: format!(
-                "format `{}` version {}, this tollgate reads `{FORMAT}` version {FORMAT_VERSION}",
-                manifest.format, manifest.version
-            ),
-        });
-    }
-    let mut rest: Vec<(String, Vec<u8>, bool)> = entries.collect();
-    let signature = match rest.last() {
-        Some((path, _, _)) if path == SIGNATURE => {
-            let (_, bytes, _) = rest.pop().ok_or(PackError::NotCanonical)?;
-            let doc: SignatureDoc = serde_json::from_slice(&bytes)
-                .map_err(|error| PackError::BadSignature { reason: error.to_string() })?;
-            if doc.version != 1 {
-                return Err(PackError::BadSignature {
-                    reason: format!("version {}, this tollgate reads 1", doc.version),
-                });
-            }
-            Some(doc)
-        }
-        _ => None,
-    };
-    if rest.len() != manifest.files.len() {
-        return Err(PackError::Mismatch {
-            path: MANIFEST.into(),
-            reason: format!(
-                "it lists {} files, the pack holds {}",
-                manifest.files.len(),
-                rest.len()
-            ),
-        });
-    }
-    if !manifest.files.iter().any(|file| file.path == manifest.blueprint) {
-        return Err(PackError::BadManifest {
-            reason: format!("the blueprint `{}` is not among its files", manifest.blueprint),
-        });
-    }
-    let mut files = Vec::with_capacity(rest.len());
-    for (listed, (path, data, executable)) in manifest.files.iter().zip(rest) {
-        let mismatch = |reason: String| PackError::Mismatch { path: path.clone(), reason };
-        if listed.path != path {
-            return Err(mismatch(format!("the manifest lists `{}` here", listed.path)));
-        }
-        if listed.size != data.len() as u64 || listed.sha256 != hex(&sha256(&data)) {
-            return Err(mismatch("its SHA-256 differs".into()));
-        }
-        if listed.executable != executable {
-            return Err(mismatch("its mode differs".into()));
-        }
-        files.push((listed.clone(), data));
-    }
-    let bundle_hash = sha256(&manifest_bytes);
-    if let Some(doc) = &signature {
-        if !whole(doc, &bundle_hash) {
-            return Err(PackError::BadSignature {
-                reason: format!(
-                    "it does not verify with its own key, or the key id `{}` is not that key's: the pack was changed",
-                    doc.key_id
-                ),
-            });
-        }
-    }
-    let pack = Pack { manifest, manifest_bytes, files, signature, bundle_hash };
-    // Canonical: the manifest and signature as `build` encodes them, and
-    // every byte of the archive as `build` writes it.
-    if canonical(&pack.manifest)? != pack.manifest_bytes || pack.to_bytes()? != bytes {
-        return Err(PackError::NotCanonical);
-    }
-    Ok(pack)
-}
-
-fn read_error(error: std::io::Error, shown: &str) -> PackError {
-    if error.kind() == std::io::ErrorKind::UnexpectedEof {
-        PackError::Truncated { path: shown.to_owned() }
-    } else {
-        PackError::NotAPack { path: shown.to_owned(), reason: error.to_string() }
-    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::json;
 
+use super::read::{read, read_within};
 use super::*;
 
 /// A blueprint folder: the blueprint, its replies, a program.

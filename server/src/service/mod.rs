@@ -8,6 +8,7 @@
 mod admission;
 mod dispatch;
 mod graphs;
+mod input;
 mod leg;
 mod memory;
 mod open;
@@ -26,6 +27,8 @@ mod worker;
 pub(crate) use admission::Admission;
 pub(crate) use dispatch::spawn_dispatcher;
 pub use graphs::InvalidBlueprint;
+use input::input_state;
+pub use input::{user_message, UserInput};
 pub(crate) use leg::leg_result;
 pub(crate) use memory::{index_fields, search_op};
 pub(crate) use outbox::{OutboxWork, Retry, StartRefused};
@@ -42,13 +45,11 @@ pub use tollgate_checkpoint::DamagedRun;
 pub use view::{InterruptView, Listing, RunHistory, RunSummary, ThreadView};
 pub(crate) use webhooks::WEBHOOK_KIND;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use serde_json::Value;
 use tollgate_checkpoint::{
     Embedder, EventRecord, PageRequest, RunFilter, RunId, RunStatus, SqliteStore, Store, StoreError,
 };
@@ -57,9 +58,7 @@ use tollgate_engine::{
     Decision, DecisionError, DecisionRequest, EventEnvelope, EventSink, Executor, RunConfig,
     RunError, RunHandle,
 };
-use tollgate_nodes::{
-    AgentState, AgentStateUpdate, Blueprint, CompiledAgent, Message, ModelRegistry,
-};
+use tollgate_nodes::{AgentState, AgentStateUpdate, Blueprint, CompiledAgent, ModelRegistry};
 use tollgate_postgres::PostgresStore;
 
 use crate::error::ServiceError;
@@ -511,71 +510,6 @@ impl Runs {
         limit: u64,
     ) -> Result<Vec<EventRecord>, ServiceError> {
         Ok(self.store().events(run, after, limit).await?)
-    }
-}
-
-/// The user's message from `--input` or an API body's `input`: a JSON
-/// string is its text; a JSON object gives its `message` field, else the
-/// whole object as JSON text; anything else is taken as it is.
-pub fn user_message(input: &Value) -> String {
-    match input {
-        Value::String(text) => text.clone(),
-        Value::Object(object) => match object.get("message").and_then(Value::as_str) {
-            Some(text) => text.to_owned(),
-            None => input.to_string(),
-        },
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-/// What a blueprint run starts with: the user's message, and values its
-/// agents' memory namespaces and tools read ([`AgentState::context`]).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct UserInput {
-    /// The user's message.
-    pub message: String,
-    /// Values for the run (`{"user_id": "42"}`).
-    pub context: BTreeMap<String, Value>,
-}
-
-impl UserInput {
-    /// An input of `input` as an API body or `--input` gives it: its text
-    /// as [`user_message`] reads it, and the object's `context` (an
-    /// object) as the run's values.
-    pub fn from_json(input: &Value) -> Self {
-        let context = match &input["context"] {
-            Value::Object(values) => values.clone().into_iter().collect(),
-            _ => BTreeMap::new(),
-        };
-        Self { message: user_message(input), context }
-    }
-
-    /// With these values too (taking precedence over those it has).
-    pub fn with_context(mut self, values: impl IntoIterator<Item = (String, Value)>) -> Self {
-        self.context.extend(values);
-        self
-    }
-}
-
-impl From<&str> for UserInput {
-    fn from(message: &str) -> Self {
-        Self { message: message.to_owned(), context: BTreeMap::new() }
-    }
-}
-
-impl From<String> for UserInput {
-    fn from(message: String) -> Self {
-        Self { message, context: BTreeMap::new() }
-    }
-}
-
-/// A blueprint run's input: the user's message and the run's values.
-fn input_state(input: &UserInput) -> AgentState {
-    AgentState {
-        messages: vec![Message::user("input.0", &input.message)],
-        context: input.context.clone(),
-        ..AgentState::default()
     }
 }
 

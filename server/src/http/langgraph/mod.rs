@@ -25,6 +25,7 @@
 
 mod assistants;
 mod body;
+mod continued;
 mod crons;
 mod dispatch;
 mod outcome;
