@@ -45,11 +45,9 @@ pub(crate) fn summary(run: &RunSummary) -> String {
             run.id, interrupt.id
         );
     }
-    if let Some(message) = run.error["message"].as_str() {
-        let _ = writeln!(out, "error    {message}");
-        if let Some(class) = run.error["class"].as_str() {
-            let _ = writeln!(out, "class    {class}");
-        }
+    if let Some(error) = &run.error {
+        let _ = writeln!(out, "error    {}", error.message);
+        let _ = writeln!(out, "class    {}", error.class);
     }
     match (run.status, run.final_text()) {
         (RunStatus::Completed, Some(text)) => {

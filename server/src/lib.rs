@@ -40,7 +40,7 @@ pub use http::{
 pub use pack::{build_pack, inspect_pack, is_pack, keygen, load_pack, verify_pack, Loaded};
 pub use printable::printable;
 pub use service::{
-    decision_request, embedder, parse_event, user_message, DamagedRun, Decided, Graphs,
-    InterruptView, InvalidBlueprint, Leg, Listing, RunHistory, RunSummary, Runs, ThreadView,
-    UserInput, MAX_SCHEDULES_LISTED,
+    decision_request, embedder, parse_event, user_message, DamagedRun, Decided, FailureView,
+    Graphs, InterruptView, InvalidBlueprint, Leg, Listing, RunHistory, RunSummary, Runs,
+    ThreadView, UserInput, MAX_SCHEDULES_LISTED,
 };

@@ -107,7 +107,7 @@ async fn remembered_in_one_thread_recalled_in_another(runs: Runs, dir: &Path) {
         .start(&recall, UserInput::from("Which language?"), Some("thread-d"), None)
         .await
         .unwrap();
-    let text = format!("{}", missing.error);
+    let text = missing.error.map(|error| error.message).unwrap_or_default();
     assert!(text.contains("user_id"), "the failure names the missing value: {text}");
 }
 

@@ -42,7 +42,7 @@ pub(crate) use served::{Continuing, ServedGraph, StateWrite};
 pub(crate) use target::check as webhook_target;
 pub(crate) use threads::{thread_not_found, IfExists};
 pub use tollgate_checkpoint::DamagedRun;
-pub use view::{InterruptView, Listing, RunHistory, RunSummary, ThreadView};
+pub use view::{FailureView, InterruptView, Listing, RunHistory, RunSummary, ThreadView};
 pub(crate) use webhooks::WEBHOOK_KIND;
 
 use std::sync::Arc;

@@ -72,12 +72,37 @@ pub struct RunSummary {
     /// The final state of a completed run.
     pub result: Value,
     /// Why it failed or was rejected.
-    pub error: Value,
+    pub error: Option<FailureView>,
     /// Where it was forked from (`{"run", "step", "by", "changed"}`), in
     /// [`Runs::show`]'s view of one run; absent elsewhere and for runs
     /// that are no fork.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+}
+
+/// Why a run failed or was rejected, as a summary shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct FailureView {
+    /// What kind of failure (`node_failed`, `rejected`, ...).
+    pub kind: String,
+    /// The error's class, else its kind.
+    pub class: String,
+    /// The node it happened in, if one.
+    pub node: Option<String>,
+    /// What happened.
+    pub message: String,
+}
+
+impl FailureView {
+    fn of(failure: &RunFailure) -> Self {
+        Self {
+            kind: failure.kind.clone(),
+            class: failure.class_or_kind().to_owned(),
+            node: failure.node.clone(),
+            message: failure.message.clone(),
+        }
+    }
 }
 
 /// Unix milliseconds as RFC 3339, in JSON.
@@ -273,10 +298,10 @@ impl Runs {
         // The closing event of the last leg carries the result (and the
         // reason of a rejection, for runs rejected before records kept it).
         let mut result = Value::Null;
-        let mut error = record.failure.as_ref().map_or(Value::Null, failure_json);
+        let mut error = record.failure.as_ref().map(FailureView::of);
         let wanted = match record.status {
             RunStatus::Completed => with_result,
-            RunStatus::Rejected => error.is_null(),
+            RunStatus::Rejected => error.is_none(),
             _ => false,
         };
         if wanted && record.last_seq > 0 {
@@ -284,8 +309,8 @@ impl Runs {
             if let Some(envelope) = last.first().and_then(|e| parse_event(e).ok()) {
                 if let Event::RunEnded { result: value, error: failure, .. } = envelope.event {
                     result = value.unwrap_or(Value::Null);
-                    if let (Value::Null, Some(failure)) = (&error, failure) {
-                        error = failure_json(&failure);
+                    if let (None, Some(failure)) = (&error, failure) {
+                        error = Some(FailureView::of(&failure));
                     }
                 }
             }
@@ -476,11 +501,6 @@ impl Runs {
         })?;
         rebuilt.graph.thread_history(&self.executor, thread, before, limit).await
     }
-}
-
-fn failure_json(failure: &RunFailure) -> Value {
-    json!({"kind": failure.kind, "class": failure.class_or_kind(), "node": failure.node,
-           "message": failure.message})
 }
 
 fn allowed(decisions: &[String]) -> Vec<&'static str> {

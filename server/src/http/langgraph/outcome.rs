@@ -28,8 +28,9 @@ pub(super) async fn outcome(app: &App, run: RunId) -> Result<Value, ServiceError
         values["__interrupt__"] = json!(interrupts);
     }
     if matches!(summary.status, RunStatus::Failed | RunStatus::Rejected) {
-        let error = &summary.error;
-        values["__error__"] = json!({"error": error["class"], "message": error["message"]});
+        let error = summary.error.as_ref();
+        let (class, message) = (error.map(|e| &e.class), error.map(|e| &e.message));
+        values["__error__"] = json!({"error": class, "message": message});
     }
     Ok(values)
 }
