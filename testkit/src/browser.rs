@@ -73,8 +73,15 @@ impl Browser {
         // the other server answered in its place until it stopped.)
         // A process group of its own, so that Drop ends the Chromium
         // processes it starts with it.
+        // Chromium's own temporary folders (`org.chromium.Chromium.*`) go
+        // under the profiles' folder, removed with it once the processes
+        // are killed: a killed Chromium cannot clean up after itself.
+        let profiles = tempfile::tempdir().expect("a folder for Chromium profiles");
+        let scratch = profiles.path().join("tmp");
+        std::fs::create_dir(&scratch).expect("a temporary folder for Chromium");
         let mut driver = Command::new(driver)
             .process_group(0)
+            .env("TMPDIR", &scratch)
             .arg("--port=0")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -94,12 +101,7 @@ impl Browser {
             }
         });
         let port = port.recv_timeout(Duration::from_secs(20)).expect("chromedriver listens");
-        Some(Self {
-            driver,
-            url: format!("http://127.0.0.1:{port}"),
-            chromium,
-            profiles: tempfile::tempdir().expect("a folder for Chromium profiles"),
-        })
+        Some(Self { driver, url: format!("http://127.0.0.1:{port}"), chromium, profiles })
     }
 
     /// A new browser window (a fresh Chromium with an empty profile).
