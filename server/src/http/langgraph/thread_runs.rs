@@ -111,7 +111,7 @@ pub(super) async fn join(
             match queue::started(&app, run_id(&pending.entry.id)?).await? {
                 Some(id) => id,
                 // Cancelled before it started: the thread's values as they are.
-                None => return Ok(Json(threads::view(&app, &thread).await?["values"].take())),
+                None => return Ok(Json(threads::view(&app, &thread).await?.values)),
             }
         }
     };

@@ -40,7 +40,7 @@ pub(super) async fn latest(app: &App, thread: &str) -> ApiResult<Option<RunSumma
 
 /// The thread as LangGraph's `Thread`, or 404 when it has neither a
 /// record nor a run.
-pub(super) async fn view(app: &App, thread: &str) -> ApiResult<Value> {
+pub(super) async fn view(app: &App, thread: &str) -> ApiResult<wire::Thread> {
     view_among(app, thread, None).await
 }
 
@@ -50,7 +50,7 @@ async fn view_among(
     app: &App,
     thread: &str,
     waiting: Option<&HashSet<String>>,
-) -> ApiResult<Value> {
+) -> ApiResult<wire::Thread> {
     let record = app.runs.thread_record(thread).await?;
     let latest = latest(app, thread).await?;
     if record.is_none() && latest.is_none() {
@@ -65,16 +65,15 @@ async fn view_among(
     };
     let interrupts: Vec<Value> =
         latest.iter().flat_map(|latest| latest.interrupts.iter()).map(wire::interrupt).collect();
-    let mut shown = wire::thread(thread, record.as_ref(), latest.as_ref(), &values, &interrupts);
-    let busy = shown["status"] == "busy";
+    let mut shown = wire::thread(thread, record.as_ref(), latest.as_ref(), values, &interrupts);
     let waits = match waiting {
-        _ if busy => false,
+        _ if shown.status == "busy" => false,
         Some(waiting) => waiting.contains(thread),
         None => super::queue::any_waiting(app, thread).await?,
     };
     if waits {
         // A run waits to start on it (`enqueue`, `after_seconds`).
-        shown["status"] = json!("busy");
+        shown.status = "busy";
     }
     Ok(shown)
 }
@@ -140,7 +139,7 @@ fn object(value: Option<Value>, what: &str) -> ApiResult<Value> {
 pub(super) async fn get(
     State(app): State<App>,
     Path(thread): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<wire::Thread>> {
     Ok(Json(view(&app, &thread).await?))
 }
 
@@ -155,7 +154,7 @@ pub(super) async fn update(
     State(app): State<App>,
     Path(thread): Path<String>,
     JsonOrDefault(body): JsonOrDefault<UpdateBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<wire::Thread>> {
     let given = match object(body.metadata, "metadata")? {
         Value::Object(given) => given,
         _ => Map::new(),
@@ -206,7 +205,7 @@ pub(super) struct SearchBody {
 
 /// The threads matching `body`, newest first, all of them (offset and
 /// limit are the caller's): the thread records read a page at a time.
-async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<Value>> {
+async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<wire::Thread>> {
     // One read for every thread's pending runs, not one per thread.
     let waiting = super::queue::threads_waiting(app).await?;
     let mut found = Vec::new();
@@ -223,7 +222,7 @@ async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<
                 continue;
             }
             let thread = view_among(app, &record.id, Some(&waiting)).await?;
-            if body.status.as_ref().is_some_and(|status| thread["status"] != status.as_str()) {
+            if body.status.as_ref().is_some_and(|status| thread.status != status.as_str()) {
                 continue;
             }
             found.push(thread);
@@ -243,10 +242,10 @@ async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<
 pub(super) async fn search(
     State(app): State<App>,
     JsonOrDefault(body): JsonOrDefault<SearchBody>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Vec<wire::Thread>>> {
     let (offset, limit) = (body.offset.unwrap_or(0) as usize, body.limit.unwrap_or(10) as usize);
     let found = matching(&app, &body, offset.saturating_add(limit)).await?;
-    Ok(Json(Value::Array(found.into_iter().skip(offset).take(limit).collect())))
+    Ok(Json(found.into_iter().skip(offset).take(limit).collect()))
 }
 
 /// `POST /threads/count`.
@@ -264,7 +263,7 @@ pub(super) async fn count(
 pub(super) async fn copy(
     State(app): State<App>,
     Path(thread): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<wire::Thread>> {
     let id = new_id();
     app.runs.copy_thread_as(&thread, &id, wire::now_ms()).await?;
     Ok(Json(view(&app, &id).await?))

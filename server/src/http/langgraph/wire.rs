@@ -1,6 +1,7 @@
 //! The shapes LangGraph's clients read: assistant ids, threads, runs,
 //! thread states, checkpoints and messages, made from tollgate's.
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use tollgate_checkpoint::{RunId, RunStatus, ThreadRecord};
@@ -64,6 +65,21 @@ pub(super) fn run(summary: &RunSummary, assistant: &str) -> Value {
     })
 }
 
+/// LangGraph's `Thread`.
+#[derive(Serialize)]
+pub(super) struct Thread {
+    thread_id: String,
+    created_at: String,
+    updated_at: String,
+    metadata: Value,
+    /// `idle`, `busy`, `interrupted` or `error`.
+    pub(super) status: &'static str,
+    config: Value,
+    /// The state the next run starts from.
+    pub(super) values: Value,
+    interrupts: Map<String, Value>,
+}
+
 /// A thread as LangGraph's `Thread`: its record (or, for a thread only
 /// runs name, times taken from them), the status of its latest run, its
 /// values and open interrupts.
@@ -71,9 +87,9 @@ pub(super) fn thread(
     id: &str,
     record: Option<&ThreadRecord>,
     latest: Option<&RunSummary>,
-    values: &Value,
+    values: Value,
     interrupts: &[Value],
-) -> Value {
+) -> Thread {
     let (created, updated, metadata) = match (record, latest) {
         (Some(record), _) => (
             format_rfc3339(record.created_at_ms),
@@ -89,16 +105,16 @@ pub(super) fn thread(
         true => Map::new(),
         false => Map::from_iter([(String::from("__interrupt__"), json!(interrupts))]),
     };
-    json!({
-        "thread_id": id,
-        "created_at": created,
-        "updated_at": updated,
-        "metadata": metadata,
-        "status": thread_status(latest.map(|l| l.status)),
-        "config": {},
-        "values": values,
-        "interrupts": by_task,
-    })
+    Thread {
+        thread_id: id.to_owned(),
+        created_at: created,
+        updated_at: updated,
+        metadata,
+        status: thread_status(latest.map(|l| l.status)),
+        config: json!({}),
+        values,
+        interrupts: by_task,
+    }
 }
 
 /// A checkpoint's id: its run and step (`RUN-STEP`), opaque to clients.
