@@ -171,14 +171,15 @@ pub(crate) trait ServedGraph: Send + Sync {
         edit: Option<Value>,
         config: RunConfig,
     ) -> Result<Leg, ServiceError>;
-    /// Writes `write` on the run's latest checkpoint
-    /// (`Executor::update_state` or `Executor::goto`, with `config`'s
-    /// `by`), leaving the run `interrupted`; the new step.
-    async fn write(
+    /// Writes `update` (JSON of the state's update) on the run's latest
+    /// checkpoint as if `as_node` ran (`Executor::update_state`, with
+    /// `config`'s `by`), leaving the run `interrupted`; the new step.
+    async fn update_state(
         &self,
         executor: &Executor,
         run: RunId,
-        write: StateWrite<'_>,
+        update: Value,
+        as_node: Option<&str>,
         config: RunConfig,
     ) -> Result<u64, ServiceError>;
     /// Writes `write` and continues the run here at once, under the claim
@@ -360,23 +361,16 @@ impl<S: State + Default> ServedGraph for CompiledGraph<S> {
         Ok(Leg::of(executor.fork(self, run, step, edit, config).await?))
     }
 
-    async fn write(
+    async fn update_state(
         &self,
         executor: &Executor,
         run: RunId,
-        write: StateWrite<'_>,
+        update: Value,
+        as_node: Option<&str>,
         config: RunConfig,
     ) -> Result<u64, ServiceError> {
-        Ok(match write {
-            StateWrite::Update { update, as_node } => {
-                let update = update_of(self, update)?;
-                executor.update_state(self, run, update, as_node, config).await?
-            }
-            StateWrite::Goto { update, nodes } => {
-                let update = update.map(|update| update_of(self, update)).transpose()?;
-                executor.goto(self, run, update, nodes, config).await?
-            }
-        })
+        let update = update_of(self, update)?;
+        Ok(executor.update_state(self, run, update, as_node, config).await?)
     }
 
     async fn write_and_continue(

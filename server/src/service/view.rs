@@ -391,8 +391,7 @@ impl Runs {
         if let Some(by) = by {
             config = config.by(by);
         }
-        let write = StateWrite::Update { update, as_node };
-        rebuilt.graph.write(&self.executor, run, write, config).await
+        rebuilt.graph.update_state(&self.executor, run, update, as_node, config).await
     }
 
     /// Writes `write` on the run's latest checkpoint and continues the run
