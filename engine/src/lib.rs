@@ -62,10 +62,10 @@ pub use event::{
 };
 pub use exec::{
     drive_leg, CancelToken, CheckpointSource, DecisionOutcome, Executor, ForkOrigin, NestedState,
-    Resumed, RunConfig, RunError, RunHandle, RunOutcome, SnapshotPolicy, StatePage, StateSnapshot,
-    TaskError, TaskState, ThreadCheckpoint, ThreadHistoryPage, Worker, WorkerReport, Workload,
-    WriteContinued, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_LEASE_LOSSES, DEFAULT_MAX_STEPS,
-    INPUT_NODE,
+    Resumed, RunConfig, RunError, RunHandle, RunOutcome, ScheduleError, SnapshotPolicy, StatePage,
+    StateSnapshot, TaskError, TaskScript, TaskState, ThreadCheckpoint, ThreadHistoryPage, Worker,
+    WorkerReport, Workload, WriteContinued, DEFAULT_EVENT_CAP, DEFAULT_LEASE,
+    DEFAULT_MAX_LEASE_LOSSES, DEFAULT_MAX_STEPS, INPUT_NODE,
 };
 pub use graph::{
     CompileError, CompiledGraph, EdgeKind, GraphNode, GraphProblem, GraphShape, ShapeEdge,
@@ -77,7 +77,7 @@ pub use hitl::{
 };
 pub use node::{EmitError, InputError, NodeContext, NodeError, Paused, RetryPolicy};
 pub use route::{Command, Goto, Route, Send, END, START};
-pub use schedule::{next_tick, parse_rfc3339, Schedule, ScheduleError};
+pub use schedule::{next_tick, parse_rfc3339, Schedule};
 pub use state::{
     Append, CustomReducer, DynReducer, DynSchema, DynState, HasId, LastValue, Max, MergeMap,
     MessageOp, Messages, Min, Reducer, State, StateError, Sum, Write,
@@ -87,8 +87,7 @@ pub use telemetry::{
 };
 pub use tollgate_macros::GraphState;
 pub use workflow::{
-    TaskOptions, TaskScript, Workflow, WorkflowContext, WorkflowError, WORKFLOW_INPUT,
-    WORKFLOW_OUTPUT,
+    TaskOptions, Workflow, WorkflowContext, WorkflowError, WORKFLOW_INPUT, WORKFLOW_OUTPUT,
 };
 
 #[doc(hidden)]

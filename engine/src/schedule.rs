@@ -19,7 +19,9 @@ use tollgate_checkpoint::{
 };
 use tracing::Instrument;
 
-use crate::exec::{encode_queued, graph_ref, Executor, Frontier, RunConfig, RunError};
+use crate::exec::{
+    encode_queued, graph_ref, Executor, Frontier, RunConfig, RunError, ScheduleError,
+};
 use crate::graph::CompiledGraph;
 use crate::state::State;
 
@@ -90,37 +92,6 @@ impl Schedule {
     pub fn id(&self) -> &str {
         &self.id
     }
-}
-
-/// A schedule could not be added or fired.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ScheduleError {
-    /// The id is empty, longer than 128 bytes, or has characters other
-    /// than letters, digits, `-`, `_` and `.`.
-    #[error("`{id}` is not a schedule id: use 1 to 128 letters, digits, `-`, `_` or `.`")]
-    InvalidId {
-        /// The id.
-        id: String,
-    },
-    /// The cron expression does not parse.
-    #[error("`{expression}` is not a cron expression: {source}")]
-    InvalidCron {
-        /// The expression.
-        expression: String,
-        /// The parser's error.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// The cron expression has no tick after a time (`0 0 30 2 *`: the
-    /// 30th of February).
-    #[error("the cron expression `{expression}` has no tick after {after_ms} ms")]
-    NoTick {
-        /// The expression.
-        expression: String,
-        /// The time after which there is none.
-        after_ms: i64,
-    },
 }
 
 fn parse(expression: &str) -> Result<Cron, ScheduleError> {

@@ -486,16 +486,6 @@ impl WorkflowContext {
     }
 }
 
-/// Results a test gives workflow tasks instead of running them (set with
-/// [`RunConfig::task_script`](crate::RunConfig::task_script); the
-/// testkit's `ScriptedTasks` is one).
-pub trait TaskScript: Send + Sync + std::fmt::Debug {
-    /// The result of the task named `name` (as its events name it:
-    /// `child/task` inside a called workflow) at attempt `attempt` (from
-    /// 1), as JSON; `None` runs the task.
-    fn result(&self, name: &str, attempt: u32) -> Option<Result<Value, NodeError>>;
-}
-
 /// A workflow could not run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -542,7 +532,7 @@ pub enum WorkflowError {
         /// The task.
         task: String,
     },
-    /// A scripted result ([`TaskScript`]) does not decode as the task's
+    /// A scripted result ([`TaskScript`](crate::TaskScript)) does not decode as the task's
     /// result type.
     #[error("task `{task}`: its scripted result does not decode: {source}")]
     ScriptedResult {

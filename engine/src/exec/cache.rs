@@ -2,34 +2,18 @@
 //! store under the SHA-256 of its input, served to later tasks with the
 //! same input until it expires.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use tollgate_checkpoint::{Codec, Store};
+use tollgate_checkpoint::Codec;
 
-use crate::event::Clock;
 use crate::node::{NodeContext, NodeFn, NodeOutput};
 use crate::route::Command;
 use crate::state::State;
 
 use super::record::{TaskOutputRecord, TASK_OUTPUT_VERSION};
-
-/// What a cached node's context carries: the store, the clock, and
-/// whether this task's output came from the cache.
-#[derive(Debug)]
-pub(crate) struct CacheAccess {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) hit: AtomicBool,
-}
-
-impl CacheAccess {
-    pub(crate) fn hit(&self) -> bool {
-        self.hit.load(Ordering::SeqCst)
-    }
-}
 
 /// `run`, cached under `scope` (`graph@version:node`) for `ttl`.
 pub(crate) fn cached<S: State>(run: NodeFn<S>, scope: String, ttl: Duration) -> NodeFn<S> {

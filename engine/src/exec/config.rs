@@ -3,21 +3,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::Value;
 use tollgate_checkpoint::{Codec, RunId};
 
 use crate::event::{Clock, EventSink, SystemClock};
+use crate::node::NodeError;
 
+use super::emit::DEFAULT_EVENT_CAP;
 use super::token::CancelToken;
 
 /// Default super-step budget of a run: generous for agents, small enough
 /// that a runaway cycle fails in well under a second of engine time.
 pub const DEFAULT_MAX_STEPS: u64 = 1_000;
-
-/// Default cap of stored events per run: past it, detail events
-/// (`model_delta`, `tool_delta`, `middleware_*`, `custom`) are dropped (an
-/// `events_capped` event says so); run, node, checkpoint, interrupt, model
-/// and tool call events are always kept.
-pub const DEFAULT_EVENT_CAP: u64 = 10_000;
 
 /// Default ownership lease of a running run. The owner renews it at every
 /// step and every third of the lease while a step runs. Another process
@@ -75,7 +72,7 @@ pub struct RunConfig {
     /// Long-term memory for the leg's nodes (the executor's when unset).
     pub(crate) memory: Option<tollgate_checkpoint::Memory>,
     /// Results given to workflow tasks instead of running them (tests).
-    pub(crate) task_script: Option<Arc<dyn crate::workflow::TaskScript>>,
+    pub(crate) task_script: Option<Arc<dyn TaskScript>>,
     /// Who asks for a state update or fork ([`RunConfig::by`]).
     pub(crate) by: Option<String>,
 }
@@ -229,7 +226,7 @@ impl RunConfig {
     /// Workflow tasks of this leg take their results from `script` where
     /// it has one, instead of running (the testkit's `ScriptedTasks`);
     /// those results are stored as real ones are. Not stored with the run.
-    pub fn task_script(mut self, script: Arc<dyn crate::workflow::TaskScript>) -> Self {
+    pub fn task_script(mut self, script: Arc<dyn TaskScript>) -> Self {
         self.task_script = Some(script);
         self
     }
@@ -297,4 +294,14 @@ impl RunConfig {
         self.codec = codec;
         self
     }
+}
+
+/// Results a test gives workflow tasks instead of running them (set with
+/// [`RunConfig::task_script`]; the
+/// testkit's `ScriptedTasks` is one).
+pub trait TaskScript: Send + Sync + std::fmt::Debug {
+    /// The result of the task named `name` (as its events name it:
+    /// `child/task` inside a called workflow) at attempt `attempt` (from
+    /// 1), as JSON; `None` runs the task.
+    fn result(&self, name: &str, attempt: u32) -> Option<Result<Value, NodeError>>;
 }

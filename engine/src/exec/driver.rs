@@ -7,26 +7,27 @@ use std::sync::Arc;
 
 use tollgate_checkpoint::{
     Blob, Codec, InterruptRecord, RunId, RunStatus, StepRecord, Store, StoreError, TaskFailure,
-    TaskKey, TaskUpdate, Transition,
+    TaskUpdate, Transition,
 };
 use tracing::Instrument;
 
 use crate::event::Event;
 use crate::graph::CompiledGraph;
-use crate::hitl::{interrupt_id, Decision, PendingInterrupt};
+use crate::hitl::{Decision, PendingInterrupt};
 use crate::node::Namespace;
+use crate::route::Goto;
 use crate::state::{State, Write};
 use crate::telemetry;
 
 use super::config::RunConfig;
-use super::emit::{node_id, Emitter, Live};
+use super::emit::{Emitter, Live};
 use super::error::{json_error, RunError};
 use super::handle::{RunHandle, RunOutcome};
 use super::plan::Frontier;
 use super::record::{TaskOutputRecord, FRONTIER_VERSION};
 use super::setup::Breakpoints;
 use super::subgraph::Nest;
-use super::task::{encode_checked, Outcome};
+use super::task::encode_checked;
 use super::token::{cancelled_elsewhere, stop, Stop};
 
 /// Tracks delta bytes since the last snapshot (see `SnapshotPolicy`).
@@ -76,9 +77,9 @@ pub(crate) struct Leg<S: State> {
     /// Progress records of subgraph tasks of the next step, by task index.
     pub(crate) progress: HashMap<u32, Blob>,
     /// A workflow's finished tasks in the next step (its only task's).
-    pub(crate) tasks: Arc<super::workflow::TaskResults>,
+    pub(crate) tasks: Arc<super::access::TaskResults>,
     /// What its tasks need to run graphs nested in them, once one asked.
-    pub(crate) access: Option<Arc<super::subgraph::LegAccess>>,
+    pub(crate) access: Option<Arc<super::access::LegAccess>>,
     /// Inside a subgraph: where (node ids and paths are qualified by it).
     pub(crate) ns: Option<Arc<Namespace>>,
     /// Inside a subgraph: where its progress goes instead of commits.
@@ -87,11 +88,6 @@ pub(crate) struct Leg<S: State> {
     /// in its parent's node span).
     pub(crate) span: tracing::Span,
 }
-
-/// Updates whose JSON is at least this long (bytes) are stored once, in the
-/// step's record, and left out of their `node_completed` event's stored
-/// line (the store puts them back when it reads it).
-const UPDATE_STORED_ONCE: usize = 512;
 
 /// What the run does after a checkpoint.
 enum Verdict {
@@ -214,166 +210,36 @@ impl<S: State> Leg<S> {
         result
     }
 
+    /// One step in phases: run the tasks, gather what they produced at the
+    /// barrier (ending the step there on a failure, stop, sleep or pause),
+    /// merge and plan, encode the step's record, commit it.
     async fn step_inner(&mut self) -> Result<Option<RunStatus>, RunError> {
         let step = self.step + 1;
         self.emitter.tick();
         let done = self.execute(step).await?;
         self.emitter.tick();
-
-        let mut failure = None;
-        let mut failed_tasks = Vec::new();
-        let mut stopped = false;
-        let mut sleeping: Option<i64> = None;
-        let mut pauses = Vec::new();
-        let mut updates = Vec::with_capacity(done.len());
-        let mut writes = Vec::with_capacity(done.len());
-        let mut gotos = Vec::with_capacity(done.len());
-        for task in done {
-            let name = Arc::clone(&self.graph.node(task.node).name);
-            let id = node_id(&name, step, task.index);
-            let label = || Some((&*name, id.as_str()));
-            for (attempt, delay, error) in &task.retries {
-                let event = Event::RetryScheduled {
-                    step,
-                    task: task.index,
-                    attempt: *attempt,
-                    delay_ms: delay.as_millis() as u64,
-                    error: error.clone(),
-                    call_id: None,
-                };
-                self.emit(label(), event, Live::Now)?;
-            }
-            match task.outcome {
-                Outcome::Output(output, blob) => {
-                    let update = serde_json::to_value(&output.update)
-                        .map_err(|source| json_error(self.run, step, source))?;
-                    // A large update is stored once: in the step's record,
-                    // which holds it as JSON too; the event's line leaves
-                    // it out and the store puts it back when it is read.
-                    let once = self.nest.is_none()
-                        && blob.codec() == Codec::Json
-                        && blob.payload().len() >= UPDATE_STORED_ONCE;
-                    let text = once.then(|| update.to_string());
-                    let event = Event::NodeCompleted {
-                        step,
-                        task: task.index,
-                        update,
-                        goto: output.goto.iter().map(|goto| goto.node().to_owned()).collect(),
-                        reused: task.reused,
-                        cached: task.cached,
-                    };
-                    self.emit(label(), event, Live::Now)?;
-                    if let Some(text) = text {
-                        self.emitter.update_in_step(text);
-                    }
-                    updates.push(TaskUpdate {
-                        task: TaskKey { step, index: task.index, node: name.to_string() },
-                        update: blob,
-                    });
-                    if let Some(update) = output.update {
-                        writes.push(Write { node: Arc::clone(&name), update });
-                    }
-                    gotos.push((output.goto, task.rejected));
-                }
-                Outcome::Paused { raised, .. } => {
-                    for raised in raised {
-                        let (path, at) = match raised.origin {
-                            Some(origin) => origin,
-                            None => self.qualify(&name, &id),
-                        };
-                        let record = InterruptRecord {
-                            id: interrupt_id(self.run, step, task.index, raised.ordinal),
-                            step,
-                            task: task.index,
-                            ordinal: raised.ordinal,
-                            node: path.clone(),
-                            kind: raised.request.kind,
-                            payload: raised.request.payload,
-                            decisions: raised
-                                .request
-                                .decisions
-                                .iter()
-                                .map(|d| d.as_str().to_owned())
-                                .collect(),
-                            schema: raised.request.schema,
-                            rejection_routed: self.graph.node(task.node).on_reject.is_some()
-                                || raised.request.handles_rejection,
-                            decision: None,
-                            raised_at_ms: self.emitter.now_ms(),
-                        };
-                        let interrupt = PendingInterrupt::from_record(&record);
-                        let event = Event::InterruptRaised {
-                            step,
-                            task: task.index,
-                            interrupt: interrupt.clone(),
-                        };
-                        self.emit_at(Some((&path, &at)), event, Live::Now)?;
-                        pauses.push((record, interrupt, (path, at)));
-                    }
-                    gotos.push((Vec::new(), false));
-                }
-                Outcome::Stopped => {
-                    stopped = true;
-                    gotos.push((Vec::new(), false));
-                }
-                Outcome::Sleeping(until) => {
-                    sleeping = Some(sleeping.map_or(until, |other| other.min(until)));
-                    gotos.push((Vec::new(), false));
-                }
-                Outcome::Failed(error) => {
-                    let event = Event::NodeFailed {
-                        step,
-                        task: task.index,
-                        attempts: task.attempts,
-                        error: error.to_string(),
-                    };
-                    self.emit(label(), event, Live::Now)?;
-                    let message = error.to_failure().message;
-                    failed_tasks.push(TaskFailure::new(task.index, &*name, error.class(), message));
-                    failure.get_or_insert(error);
-                    gotos.push((Vec::new(), false));
-                }
-            }
-        }
-        if let Some(error) = failure {
-            return Err(self.fail_tasks(error, failed_tasks).await);
-        }
-        if stopped {
-            // A subgraph stopped with the run: so does the run, its step
-            // unfinished (the subgraph's progress is stored).
-            let status = match self.cancel.asked() {
-                stop::RELEASE => RunStatus::Queued,
-                _ => RunStatus::Interrupted,
-            };
-            self.emit_run_ended(status, None)?;
-            self.commit(None, status, None).await?;
+        let mut gathered = self.gather(step, done)?;
+        if let Some(status) = self.end_early(&mut gathered).await? {
             return Ok(Some(status));
         }
-        if let (Some(until), true) = (sleeping, pauses.is_empty()) {
-            // A workflow sleeps: back to the queue, not to be claimed
-            // before `until`; the step stays in flight (its stored tasks
-            // with it).
-            self.wake = Some(until);
-            self.emit_run_ended(RunStatus::Queued, None)?;
-            self.commit(None, RunStatus::Queued, None).await?;
-            return Ok(Some(RunStatus::Queued));
-        }
-        if !pauses.is_empty() {
-            // The step stays in flight: finished siblings are stored as
-            // pending writes, the interrupts with this transition.
-            let (mut records, mut pending) = (Vec::new(), Vec::new());
-            for (record, interrupt, origin) in pauses {
-                records.push(record);
-                pending.push(interrupt);
-                self.origins.push(origin);
-            }
-            self.raised = records;
-            self.paused = pending;
-            self.emit_run_ended(RunStatus::AwaitingHitl, None)?;
-            self.commit(None, RunStatus::AwaitingHitl, None).await?;
-            return Ok(Some(RunStatus::AwaitingHitl));
-        }
+        let tasks = self.frontier.tasks.len() as u32;
+        let repeated = self.merge(step, gathered.writes, gathered.gotos).await?;
+        let record = self.step_record(step, gathered.updates, repeated)?;
+        let event = Event::CheckpointSaved { step, tasks, snapshot: record.snapshot.is_some() };
+        self.emit(None, event, Live::AfterCommit)?;
+        self.step = step;
+        self.commit_step(step, record).await
+    }
 
+    /// Merges the step's writes into the state and plans the next
+    /// frontier (the step's bookkeeping cleared); whether it repeats the
+    /// last one.
+    async fn merge(
+        &mut self,
+        step: u64,
+        writes: Vec<Write<S::Update>>,
+        gotos: Vec<(Vec<Goto>, bool)>,
+    ) -> Result<bool, RunError> {
         let state = Arc::make_mut(&mut self.state);
         if let Err(source) = state.apply(self.graph.schema(), writes) {
             return Err(self.fail(RunError::InvalidUpdate { step, source }).await);
@@ -382,14 +248,24 @@ impl<S: State> Leg<S> {
             Ok(next) => next,
             Err(error) => return Err(self.fail(error).await),
         };
-        let tasks = self.frontier.tasks.len() as u32;
         let repeated = next.same_as(&self.frontier);
         self.frontier = next;
         self.reused.clear();
         self.progress.clear();
         self.tasks = Arc::default();
         self.decisions.clear();
+        Ok(repeated)
+    }
 
+    /// The step's record: its updates, the new frontier (its stored form
+    /// reused while it repeats) and a snapshot of the state when the
+    /// snapshot policy asks for one.
+    fn step_record(
+        &mut self,
+        step: u64,
+        updates: Vec<TaskUpdate>,
+        repeated: bool,
+    ) -> Result<StepRecord, RunError> {
         let codec = self.config.codec;
         let encode_error = |source| RunError::Encode { run: self.run, step, source };
         let frontier = match self.frontier_blob.take() {
@@ -415,13 +291,17 @@ impl<S: State> Leg<S> {
         } else {
             None
         };
+        Ok(StepRecord { step, updates, snapshot, frontier })
+    }
 
-        let event = Event::CheckpointSaved { step, tasks, snapshot: snapshot.is_some() };
-        self.emit(None, event, Live::AfterCommit)?;
-        self.step = step;
-        let verdict = self.verdict(step);
-        let record = StepRecord { step, updates, snapshot, frontier };
-        match verdict {
+    /// Commits the step's record with the status the verdict gives: on,
+    /// ended, or failed.
+    async fn commit_step(
+        &mut self,
+        step: u64,
+        record: StepRecord,
+    ) -> Result<Option<RunStatus>, RunError> {
+        match self.verdict(step) {
             Verdict::Continue => {
                 self.commit(Some(record), RunStatus::Running, None).await?;
                 Ok(None)
@@ -468,7 +348,7 @@ impl<S: State> Leg<S> {
     /// subgraph the run's own events are left to the parent: checkpoints
     /// and ends are the subgraph's progress, its interrupts are raised
     /// again by the parent task.
-    fn emit_at(
+    pub(super) fn emit_at(
         &mut self,
         node: Option<(&str, &str)>,
         event: Event,
@@ -485,7 +365,7 @@ impl<S: State> Leg<S> {
         self.emitter.emit(node, event, live).map_err(|source| json_error(run, step, source))
     }
 
-    fn emit_run_ended(
+    pub(super) fn emit_run_ended(
         &mut self,
         status: RunStatus,
         error: Option<tollgate_checkpoint::RunFailure>,
@@ -503,7 +383,7 @@ impl<S: State> Leg<S> {
         )
     }
 
-    async fn commit(
+    pub(super) async fn commit(
         &mut self,
         step: Option<StepRecord>,
         status: RunStatus,
@@ -574,7 +454,11 @@ impl<S: State> Leg<S> {
 
     /// [`Leg::fail`] for a step whose `tasks` failed (stored with the
     /// failure, for the state view).
-    async fn fail_tasks(&mut self, error: RunError, tasks: Vec<TaskFailure>) -> RunError {
+    pub(super) async fn fail_tasks(
+        &mut self,
+        error: RunError,
+        tasks: Vec<TaskFailure>,
+    ) -> RunError {
         if matches!(error, RunError::Store(_)) || self.nest.is_some() {
             return error;
         }

@@ -8,7 +8,12 @@ use tollgate_checkpoint::{EventRecord, RunId};
 use crate::event::{
     format_rfc3339, push_padded, Clock, Event, EventEnvelope, EventSink, EVENT_VERSION,
 };
-use crate::exec::config::DEFAULT_EVENT_CAP;
+
+/// Default cap of stored events per run: past it, detail events
+/// (`model_delta`, `tool_delta`, `middleware_*`, `custom`) are dropped (an
+/// `events_capped` event says so); run, node, checkpoint, interrupt, model
+/// and tool call events are always kept.
+pub const DEFAULT_EVENT_CAP: u64 = 10_000;
 
 /// When a live subscriber sees an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -199,7 +199,7 @@ pub enum RunError {
     Store(#[from] StoreError),
     /// A schedule could not be added or fired.
     #[error(transparent)]
-    Schedule(#[from] crate::schedule::ScheduleError),
+    Schedule(#[from] ScheduleError),
     /// The driver task itself died.
     #[error("run {run}: the driver task ended abnormally")]
     DriverLost {
@@ -321,4 +321,35 @@ pub(crate) fn json_error(run: RunId, step: u64, source: serde_json::Error) -> Ru
             source: Box::new(source),
         },
     }
+}
+
+/// A schedule could not be added or fired.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScheduleError {
+    /// The id is empty, longer than 128 bytes, or has characters other
+    /// than letters, digits, `-`, `_` and `.`.
+    #[error("`{id}` is not a schedule id: use 1 to 128 letters, digits, `-`, `_` or `.`")]
+    InvalidId {
+        /// The id.
+        id: String,
+    },
+    /// The cron expression does not parse.
+    #[error("`{expression}` is not a cron expression: {source}")]
+    InvalidCron {
+        /// The expression.
+        expression: String,
+        /// The parser's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The cron expression has no tick after a time (`0 0 30 2 *`: the
+    /// 30th of February).
+    #[error("the cron expression `{expression}` has no tick after {after_ms} ms")]
+    NoTick {
+        /// The expression.
+        expression: String,
+        /// The time after which there is none.
+        after_ms: i64,
+    },
 }

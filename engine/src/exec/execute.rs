@@ -14,10 +14,10 @@ use crate::node::NodeContext;
 use crate::state::State;
 use crate::telemetry;
 
+use super::access::{LegAccess, SubgraphAccess};
 use super::driver::Leg;
 use super::emit::{node_id, Live};
 use super::error::RunError;
-use super::subgraph::{LegAccess, SubgraphAccess};
 use super::task::{is_rejected, rejected, Outcome, TaskDone, TaskRunner};
 
 impl<S: State> Leg<S> {

@@ -11,11 +11,11 @@ use tollgate_checkpoint::{Blob, CodecError, RunId, Store, StoreError, StoredChec
 use crate::graph::CompiledGraph;
 use crate::state::{State, Write};
 
+use super::access::TaskResults;
 use super::driver::SnapshotTracker;
 use super::error::RunError;
 use super::plan::Frontier;
 use super::record::{FrontierRecord, TaskOutputRecord};
-use super::workflow::TaskResults;
 
 /// A run's checkpoint, decoded against a graph.
 pub(crate) struct Loaded<S: State> {

@@ -1,5 +1,7 @@
 //! Running graphs: the pure planner, the async driver and the executor.
 
+mod access;
+mod barrier;
 mod cache;
 mod cancel;
 mod config;
@@ -25,11 +27,13 @@ mod token;
 mod worker;
 pub(crate) mod workflow;
 
-pub(crate) use cache::{cached, CacheAccess};
-pub use config::{RunConfig, SnapshotPolicy, DEFAULT_EVENT_CAP, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
+pub(crate) use access::{CacheAccess, SubgraphAccess};
+pub(crate) use cache::cached;
+pub use config::{RunConfig, SnapshotPolicy, TaskScript, DEFAULT_LEASE, DEFAULT_MAX_STEPS};
 pub use continuing::WriteContinued;
+pub use emit::DEFAULT_EVENT_CAP;
 pub(crate) use emit::{node_id, Emitter, Live};
-pub use error::RunError;
+pub use error::{RunError, ScheduleError};
 pub(crate) use executor::encode_queued;
 pub use executor::Executor;
 pub use handle::{RunHandle, RunOutcome};
@@ -41,7 +45,7 @@ pub use state_view::{
     NestedState, StatePage, StateSnapshot, TaskError, TaskState, ThreadCheckpoint,
     ThreadHistoryPage,
 };
-pub(crate) use subgraph::{call_graph, subgraph_node, SubgraphAccess};
+pub(crate) use subgraph::subgraph_node;
 pub use thread::INPUT_NODE;
 pub use token::CancelToken;
 pub use worker::{drive_leg, Worker, WorkerReport, Workload, DEFAULT_MAX_LEASE_LOSSES};

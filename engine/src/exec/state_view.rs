@@ -14,13 +14,14 @@ use crate::graph::CompiledGraph;
 use crate::hitl::PendingInterrupt;
 use crate::state::State;
 
+use super::access::ProgressTree;
 use super::emit::node_id;
 use super::error::RunError;
 use super::executor::Executor;
 use super::load::{decode, decode_state};
 use super::record::{CheckpointSource, ForkOrigin, FrontierRecord};
 use super::setup::check_graph;
-use super::subgraph::{KeptOutput, MappedInterrupt, ProgressRecord, ProgressTree};
+use super::subgraph::{KeptOutput, MappedInterrupt, ProgressRecord};
 
 /// A run's state at one checkpoint, with what comes next
 /// ([`Executor::get_state`]).

@@ -27,12 +27,13 @@
 //! `(call + 1) << 20` so that they never meet the node's own.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
-use tollgate_checkpoint::{Blob, Codec, CodecError, Store, TaskKey, TaskProgress, TaskUpdate};
+use tollgate_checkpoint::{Codec, CodecError, TaskKey, TaskProgress, TaskUpdate};
 use tracing::Instrument;
 
 use crate::graph::CompiledGraph;
@@ -40,6 +41,7 @@ use crate::hitl::{Decision, Interrupt, Raised};
 use crate::node::{Namespace, NodeContext, NodeError, NodeFn, NodeOutput, Signal};
 use crate::state::State;
 
+use super::access::{Part, ProgressRoot, ProgressTree};
 use super::config::RunConfig;
 use super::driver::{Leg, SnapshotTracker};
 use super::emit::node_id;
@@ -48,7 +50,6 @@ use super::plan::Frontier;
 use super::record::{FrontierRecord, TaskOutputRecord, TaskOutputRef};
 use super::setup::breakpoints;
 use super::task::encode_output;
-use super::token::Stop;
 
 /// Schema version of the progress record (2: calls beside children).
 const PROGRESS_VERSION: u16 = 2;
@@ -57,83 +58,6 @@ const PROGRESS_VERSION: u16 = 2;
 /// interrupts are numbered from `(i + 1) << CALL_ORDINAL_SHIFT`.
 const MAX_CALLS: u32 = 4094;
 const CALL_ORDINAL_SHIFT: u32 = 20;
-
-/// What every task of a leg may need to run a graph nested in it: the
-/// leg's store, epoch, settings and stop flag. One per leg, shared.
-#[derive(Debug)]
-pub(crate) struct LegAccess {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) epoch: u64,
-    pub(crate) config: RunConfig,
-    pub(crate) cancel: Arc<Stop>,
-}
-
-/// What a task's context carries to run a graph nested in it (a subgraph
-/// node, or [`NodeContext::call`]): its leg's access, the progress stored
-/// by an earlier attempt, and where its tree is.
-#[derive(Debug)]
-pub(crate) struct SubgraphAccess {
-    pub(crate) leg: Arc<LegAccess>,
-    /// A task of the run itself: its stored progress tree, if any.
-    pub(crate) progress: Option<Blob>,
-    /// A task of a subgraph: the tree it belongs to and the path of the
-    /// subgraph it is a task of.
-    pub(crate) within: Option<(Arc<ProgressRoot>, Vec<Part>)>,
-    /// A task of the run itself: its tree, once a nested leg opened it
-    /// (shared by the task's calls).
-    pub(crate) root: std::sync::OnceLock<Arc<ProgressRoot>>,
-    /// A workflow's finished tasks (`exec/workflow.rs`): the leg's for the
-    /// step's first task, empty for the others.
-    pub(crate) tasks: Arc<super::workflow::TaskResults>,
-}
-
-/// One step down a progress tree: a subgraph task's position, or a call's
-/// number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Part {
-    Task(u32),
-    Call(u32),
-}
-
-/// The progress tree of one task of the run, shared by every subgraph
-/// below it; each write stores the whole tree.
-#[derive(Debug)]
-pub(crate) struct ProgressRoot {
-    store: Arc<dyn Store>,
-    run: tollgate_checkpoint::RunId,
-    epoch: u64,
-    /// The run's task the tree is stored under.
-    key: TaskKey,
-    emitter: Arc<super::emit::Emitter>,
-    tree: tokio::sync::Mutex<ProgressTree>,
-}
-
-/// One level's progress record (JSON of [`ProgressRef`], kept as its text
-/// so that writing the tree copies the other levels' records rather than
-/// serialising them again), those of its subgraph tasks, by task
-/// position, and those of the graphs its task called, by call number.
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub(crate) struct ProgressTree {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) record: Option<Box<RawValue>>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) children: BTreeMap<u32, ProgressTree>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) calls: BTreeMap<u32, ProgressTree>,
-    /// A call's graph (its name), so that a node calling another graph at
-    /// that position when it runs again is refused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) graph: Option<String>,
-}
-
-impl ProgressTree {
-    fn at(&mut self, path: &[Part]) -> &mut ProgressTree {
-        path.iter().fold(self, |tree, part| match part {
-            Part::Task(task) => tree.children.entry(*task).or_default(),
-            Part::Call(call) => tree.calls.entry(*call).or_default(),
-        })
-    }
-}
 
 /// A nested leg's bookkeeping: where its progress goes and what it holds
 /// besides the leg's own state.
@@ -248,6 +172,42 @@ impl<S> NestedEnd<S> {
                     .with_class(class))
             }
         }
+    }
+}
+
+impl NodeContext {
+    /// Runs `graph` from `input` inside this node, durably, and returns its
+    /// final state: its steps are checkpointed with this task (as a
+    /// subgraph's are), so that
+    ///
+    /// - an interrupt inside `graph` pauses the run (return the error with
+    ///   `?`, as with [`NodeContext::interrupt`]); once decided, this node
+    ///   runs again from its start, and the same call continues the child
+    ///   where it paused: its finished steps do not run again;
+    /// - after a crash, a cancel or a retry of this node, a call whose
+    ///   child already finished returns its stored final state at once.
+    ///
+    /// Calls are matched by order within the node, like interrupts: a node
+    /// that runs again must make the same calls in the same order (a
+    /// different graph at a position is refused as a fatal error). At most
+    /// 4,094 calls per attempt. The child's events carry the namespace
+    /// `NODE_ID~CALL` (`plan:2.0~0/search:1.0`), its state shows under
+    /// this task in [`Executor::get_state`](crate::Executor::get_state).
+    ///
+    /// ```
+    /// # use tollgate_engine::{CompiledGraph, DynState, NodeContext, NodeError};
+    /// async fn plan(
+    ///     research: CompiledGraph<DynState>,
+    ///     ctx: NodeContext,
+    /// ) -> Result<serde_json::Map<String, serde_json::Value>, NodeError> {
+    ///     let found = ctx.call(&research, DynState::default()).await?;
+    ///     let notes = found.get("notes").cloned().unwrap_or_default();
+    ///     Ok(serde_json::Map::from_iter([("notes".to_owned(), notes)]))
+    /// }
+    /// ```
+    pub async fn call<T: State>(&self, graph: &CompiledGraph<T>, input: T) -> Result<T, NodeError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        call_graph(self, graph, input, call).await
     }
 }
 

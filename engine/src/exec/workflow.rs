@@ -6,56 +6,21 @@
 //! commits. A continued run thus reads every finished task's result in
 //! the one checkpoint read, and a task costs one write.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use tollgate_checkpoint::{Blob, Codec, TaskKey, TaskProgress, TaskUpdate};
+use tollgate_checkpoint::{Codec, TaskKey, TaskProgress, TaskUpdate};
 
 use crate::event::Event;
 use crate::node::{NodeContext, NodeError, Signal};
 
+use super::access::{TaskResults, TASK_RESULTS};
 use super::emit::{node_id, Live};
 use super::error::json_error;
 use super::error::RunError;
 use super::token::stop;
 
-/// Task number of the progress record holding a workflow's task 0; task
-/// `n` is at `TASK_RESULTS + n` (subgraph progress stays below: a task's
-/// position in a frontier). Kept under 2^30 so that every store's task
-/// column (a signed 32-bit integer in Postgres, progress negated) holds
-/// it.
-pub(crate) const TASK_RESULTS: u32 = 1 << 29;
-
 /// Schema version of a stored task result (its JSON).
 const RESULT_VERSION: u16 = 1;
-
-/// A workflow's finished tasks, by position: the task's name and its
-/// stored result. Loaded with the checkpoint and added to as tasks finish
-/// (a retried node sees what its earlier attempt stored).
-#[derive(Debug, Default)]
-pub(crate) struct TaskResults {
-    stored: Mutex<BTreeMap<u32, (String, Blob)>>,
-}
-
-impl TaskResults {
-    /// The results among a checkpoint's progress records (the others are
-    /// left in `progress`).
-    pub(crate) fn split(progress: &mut Vec<TaskUpdate>) -> Self {
-        let mut stored = BTreeMap::new();
-        progress.retain(|record| match record.task.index.checked_sub(TASK_RESULTS) {
-            Some(position) => {
-                stored.insert(position, (record.task.node.clone(), record.update.clone()));
-                false
-            }
-            None => true,
-        });
-        Self { stored: Mutex::new(stored) }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, (String, Blob)>> {
-        self.stored.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 /// What a stored task says about the task asked for at `position`.
 pub(crate) enum Stored<T> {

@@ -7,8 +7,9 @@ use crate::node::{NodeContext, NodeError, NodeFn, NodeOutput, RetryPolicy, Route
 use crate::route::{Command, Route};
 use crate::state::State;
 
+use super::compile;
 use super::compiled::{CompiledGraph, Outline};
-use super::validate::{self, CompileError};
+use super::validate::CompileError;
 
 /// Builds a graph of nodes over state `S`; [`StateGraph::compile`] checks it.
 ///
@@ -363,6 +364,6 @@ impl<S: State> StateGraph<S> {
     /// Validates the graph and compiles it. Every problem is reported at
     /// once.
     pub fn compile(self) -> Result<CompiledGraph<S>, CompileError> {
-        validate::compile(self)
+        compile::compile(self)
     }
 }

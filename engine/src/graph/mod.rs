@@ -1,6 +1,7 @@
 //! Building graphs and compiling them into a validated petgraph.
 
 mod builder;
+mod compile;
 mod compiled;
 mod export;
 mod shape;
