@@ -10,9 +10,10 @@ pub use tollgate_checkpoint::{
     Blob, CheckpointInfo, Codec, CodecError, Condition, Cursor, EmbedError, Embedder, EventRecord,
     Filter, FilterOp, GetOp, GraphRef, HistoryPage, InMemoryItemStore, IndexConfig, Item,
     ItemError, ItemOp, ItemResult, ItemStore, Memory, MemoryStore, MissedTicks, Namespace,
-    NamespaceQuery, OutboxEntry, OutboxGate, OutboxQuery, Owner, PageRequest, PutOp, RunFailure,
-    RunFilter, RunId, RunPage, RunRecord, RunStatus, ScheduleRecord, ScheduleTiming, SearchOp,
-    Store, StoreError, TaskFailure, Waiting,
+    NamespaceQuery, NodeCacheStore, OutboxEntry, OutboxGate, OutboxQuery, OutboxStore, Owner,
+    PageRequest, PutOp, RunFailure, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunStore,
+    ScheduleRecord, ScheduleStore, ScheduleTiming, SearchOp, Store, StoreError, TaskFailure,
+    ThreadStore, Waiting,
 };
 #[cfg(feature = "sqlite")]
 pub use tollgate_checkpoint::{Checkpointing, Durability, SqliteOptions, SqliteStore};

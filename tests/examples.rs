@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use tollgate::{Event, EventEnvelope, PageRequest, RunFilter, RunStatus, SqliteStore, Store};
+use tollgate::{Event, EventEnvelope, PageRequest, RunFilter, RunStatus, RunStore, SqliteStore};
 
 /// `target/<profile>/examples/NAME`, next to this test's own binary
 /// (`target/<profile>/deps/examples-HASH`).

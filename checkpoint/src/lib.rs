@@ -6,8 +6,13 @@
 //! frontier, status, events) and [`TaskWrite`]s for finished tasks; a store
 //! applies each atomically. [`MemoryStore`] keeps all of it in memory.
 //!
+//! [`Store`] is one trait per table ([`RunStore`], [`ThreadStore`],
+//! [`ScheduleStore`], [`OutboxStore`], [`NodeCacheStore`]): through an
+//! `Arc<dyn Store>` or a `S: Store` bound every method is at hand; on a
+//! concrete store, import the table's trait to call its methods.
+//!
 //! ```
-//! use tollgate_checkpoint::{MemoryStore, PageRequest, RunFilter, Store};
+//! use tollgate_checkpoint::{MemoryStore, PageRequest, RunFilter, RunStore};
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let store = MemoryStore::new();
@@ -66,4 +71,4 @@ pub use schedule::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Checkpointing, Durability, SqliteOptions, SqliteStore};
-pub use store::Store;
+pub use store::{NodeCacheStore, OutboxStore, RunStore, ScheduleStore, Store, ThreadStore};

@@ -9,17 +9,18 @@ use crate::codec::Blob;
 use crate::error::StoreError;
 use crate::event::restore_updates;
 use crate::ids::RunId;
-use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
+use crate::outbox::OutboxEntry;
 use crate::owner::Owner;
 use crate::record::{
     CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun,
     PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord, StoredCheckpoint,
     TaskProgress, TaskUpdate, TaskWrite, ThreadRecord, Transition, Waiting,
 };
-use crate::schedule::{ScheduleFire, ScheduleRecord};
-use crate::store::Store;
+use crate::schedule::ScheduleRecord;
+use crate::store::RunStore;
 
 mod gates;
+mod tables;
 mod writes;
 use writes::{check_events, check_writer};
 
@@ -93,7 +94,7 @@ impl MemoryStore {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl RunStore for MemoryStore {
     async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
         self.lock().create_run(run)
     }
@@ -415,220 +416,12 @@ impl Store for MemoryStore {
         Ok(stored.attachment.clone())
     }
 
-    async fn cache_get(
-        &self,
-        scope: &str,
-        key: &str,
-        now_ms: i64,
-    ) -> Result<Option<Blob>, StoreError> {
-        let inner = self.lock();
-        Ok(inner
-            .cache
-            .get(&(scope.to_owned(), key.to_owned()))
-            .filter(|(expires, _)| *expires > now_ms)
-            .map(|(_, value)| value.clone()))
-    }
-
-    async fn cache_put(
-        &self,
-        scope: &str,
-        key: &str,
-        value: Blob,
-        expires_at_ms: i64,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        let mut inner = self.lock();
-        inner
-            .cache
-            .retain(|(entry_scope, _), (expires, _)| entry_scope != scope || *expires > now_ms);
-        inner.cache.insert((scope.to_owned(), key.to_owned()), (expires_at_ms, value));
-        Ok(())
-    }
-
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {
         let mut inner = self.lock();
         if inner.get_mut(run)?.record.status == RunStatus::Running {
             return Err(StoreError::RunInFlight { run });
         }
         inner.runs.remove(&run);
-        Ok(())
-    }
-
-    async fn create_thread(
-        &self,
-        record: ThreadRecord,
-    ) -> Result<(ThreadRecord, bool), StoreError> {
-        let mut inner = self.lock();
-        if let Some(found) = inner.threads.get(&record.id) {
-            return Ok((found.clone(), false));
-        }
-        inner.threads.insert(record.id.clone(), record.clone());
-        Ok((record, true))
-    }
-
-    async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
-        Ok(self.lock().threads.get(thread).cloned())
-    }
-
-    async fn update_thread(
-        &self,
-        thread: &str,
-        metadata: serde_json::Value,
-        at_ms: i64,
-    ) -> Result<ThreadRecord, StoreError> {
-        let mut inner = self.lock();
-        let record = inner
-            .threads
-            .get_mut(thread)
-            .ok_or_else(|| StoreError::ThreadNotFound { thread: thread.to_owned() })?;
-        record.metadata = metadata;
-        record.updated_at_ms = at_ms;
-        Ok(record.clone())
-    }
-
-    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError> {
-        let inner = self.lock();
-        let mut threads: Vec<&ThreadRecord> = inner.threads.values().collect();
-        threads.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
-        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
-        let take = usize::try_from(limit).unwrap_or(usize::MAX);
-        Ok(threads.into_iter().skip(skip).take(take).cloned().collect())
-    }
-
-    async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
-        Ok(self.lock().threads.remove(thread).is_some())
-    }
-
-    async fn put_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
-        self.lock().outbox.insert(entry.id.clone(), entry);
-        Ok(())
-    }
-
-    async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
-        let mut inner = self.lock();
-        inner.open_gates();
-        Ok(inner.outbox.get(id).cloned())
-    }
-
-    async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError> {
-        let mut inner = self.lock();
-        inner.open_gates();
-        let mut found: Vec<&OutboxEntry> =
-            inner.outbox.values().filter(|entry| query.matches(entry)).collect();
-        found.sort_by(|a, b| (a.due_ms, &a.id).cmp(&(b.due_ms, &b.id)));
-        let take = usize::try_from(query.limit).unwrap_or(usize::MAX);
-        Ok(found.into_iter().take(take).cloned().collect())
-    }
-
-    async fn take_outbox(
-        &self,
-        id: &str,
-        now_ms: i64,
-        lease_until_ms: i64,
-    ) -> Result<Option<OutboxEntry>, StoreError> {
-        let mut inner = self.lock();
-        let Some(entry) = inner.outbox.get_mut(id).filter(|entry| !entry.is_held(now_ms)) else {
-            return Ok(None);
-        };
-        entry.lease_until_ms = lease_until_ms;
-        entry.attempts = entry.attempts.saturating_add(1);
-        Ok(Some(entry.clone()))
-    }
-
-    async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
-        Ok(self.lock().outbox.remove(id).is_some())
-    }
-
-    async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError> {
-        let mut inner = self.lock();
-        inner.open_gates();
-        if !inner.shut(&gate) {
-            return Ok(0);
-        }
-        let mut gated = 0;
-        for id in ids {
-            if let Some(entry) = inner.outbox.get_mut(id).filter(|entry| entry.gate.is_none()) {
-                entry.gate = Some(gate);
-                gated += 1;
-            }
-        }
-        Ok(gated)
-    }
-
-    async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {
-        let mut inner = self.lock();
-        if inner.schedules.contains_key(&schedule.id) {
-            return Err(StoreError::ScheduleExists { schedule: schedule.id });
-        }
-        inner.schedules.insert(schedule.id.clone(), schedule);
-        Ok(())
-    }
-
-    async fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, StoreError> {
-        Ok(self.lock().schedules.get(id).cloned())
-    }
-
-    async fn list_schedules(
-        &self,
-        offset: u64,
-        limit: u64,
-    ) -> Result<Vec<ScheduleRecord>, StoreError> {
-        let (offset, limit) = (
-            usize::try_from(offset).unwrap_or(usize::MAX),
-            usize::try_from(limit).unwrap_or(usize::MAX),
-        );
-        Ok(self.lock().schedules.values().skip(offset).take(limit).cloned().collect())
-    }
-
-    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
-        Ok(self.lock().schedules.remove(id).is_some())
-    }
-
-    async fn due_schedules(
-        &self,
-        now_ms: i64,
-        limit: u64,
-    ) -> Result<Vec<ScheduleRecord>, StoreError> {
-        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        let inner = self.lock();
-        let mut due: Vec<ScheduleRecord> = inner
-            .schedules
-            .values()
-            .filter(|schedule| schedule.next_at_ms.is_some_and(|at| at <= now_ms))
-            .cloned()
-            .collect();
-        due.sort_by(|a, b| (a.next_at_ms, &a.id).cmp(&(b.next_at_ms, &b.id)));
-        due.truncate(limit);
-        Ok(due)
-    }
-
-    async fn fire_schedule(&self, fire: ScheduleFire) -> Result<(), StoreError> {
-        let mut inner = self.lock();
-        let schedule = inner
-            .schedules
-            .get(&fire.schedule)
-            .ok_or_else(|| StoreError::ScheduleNotFound { schedule: fire.schedule.clone() })?;
-        if schedule.next_at_ms != Some(fire.expected_next_ms) {
-            return Err(StoreError::ScheduleMoved {
-                schedule: fire.schedule,
-                expected: fire.expected_next_ms,
-                found: schedule.next_at_ms,
-            });
-        }
-        let started = fire.run.as_ref().map(|run| run.id);
-        if let Some(run) = fire.run {
-            inner.create_run(run)?;
-        }
-        let Some(schedule) = inner.schedules.get_mut(&fire.schedule) else {
-            return Err(StoreError::ScheduleNotFound { schedule: fire.schedule });
-        };
-        schedule.next_at_ms = fire.next_at_ms;
-        schedule.last_fired_at_ms = Some(fire.at_ms);
-        schedule.ticks_skipped += fire.skipped;
-        if let Some(run) = started {
-            schedule.last_run = Some(run);
-            schedule.runs_started += 1;
-        }
         Ok(())
     }
 

@@ -14,14 +14,28 @@ use crate::record::{
 };
 use crate::schedule::{ScheduleFire, ScheduleRecord};
 
-/// Durable home of runs, checkpoints, pending task writes and events.
+/// Durable home of runs, checkpoints, pending task writes and events, with
+/// the thread records, schedules, outbox and node cache that live beside
+/// them: one trait per table ([`RunStore`], [`ThreadStore`],
+/// [`ScheduleStore`], [`OutboxStore`], [`NodeCacheStore`]), each backend
+/// implementing each in the file of that table. Any type that implements
+/// all five is a `Store`; the engine and the server hold an
+/// `Arc<dyn Store>`. Each trait's conformance cases pin a backend that
+/// implements only that part (`conformance::check_run_store` and the
+/// others).
+pub trait Store: RunStore + ThreadStore + ScheduleStore + OutboxStore + NodeCacheStore {}
+
+impl<T> Store for T where T: RunStore + ThreadStore + ScheduleStore + OutboxStore + NodeCacheStore {}
+
+/// Runs: their records, checkpoints, pending task writes, decisions and
+/// events; claims, leases and the queue.
 ///
 /// Every method is one atomic operation: a [`Transition`] is applied whole
 /// or not at all, so after any crash a run is at checkpoint k or k+1. Writes
 /// carry the writer's ownership epoch; a writer whose epoch is stale (another
 /// process claimed the run) is refused with [`StoreError::Fenced`].
 #[async_trait]
-pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+pub trait RunStore: Send + Sync + std::fmt::Debug + 'static {
     /// Creates a run with its input checkpoint, owned by the caller at
     /// epoch 1, status `running`. Returns the epoch.
     async fn create_run(&self, run: NewRun) -> Result<u64, StoreError>;
@@ -109,27 +123,23 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// first), and nothing changes.
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError>;
 
-    /// A node's cached output under `key` in `scope` (a graph's node), if
-    /// one is stored and has not expired at `now_ms`.
-    async fn cache_get(
-        &self,
-        scope: &str,
-        key: &str,
-        now_ms: i64,
-    ) -> Result<Option<Blob>, StoreError>;
+    /// How many runs wait for a decision (`awaiting_hitl`), and since when
+    /// the one that waited longest has waited: what a metrics scrape reads.
+    async fn waiting(&self) -> Result<Waiting, StoreError>;
 
-    /// Stores a node's output under `key` in `scope` until `expires_at_ms`,
-    /// replacing any; entries of `scope` that expired by `now_ms` are
-    /// removed.
-    async fn cache_put(
+    /// Stored events of a run with `seq > after_seq`, oldest first, at most
+    /// `limit`.
+    async fn events(
         &self,
-        scope: &str,
-        key: &str,
-        value: Blob,
-        expires_at_ms: i64,
-        now_ms: i64,
-    ) -> Result<(), StoreError>;
+        run: RunId,
+        after_seq: u64,
+        limit: u64,
+    ) -> Result<Vec<EventRecord>, StoreError>;
+}
 
+/// Thread records: a thread's metadata, kept apart from its runs.
+#[async_trait]
+pub trait ThreadStore: Send + Sync + std::fmt::Debug + 'static {
     /// Stores a thread's record unless one with its id exists. Returns
     /// the stored record: `record` (true) or the one that was there
     /// (false).
@@ -155,11 +165,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// Removes a thread's record (its runs are the caller's to delete);
     /// whether there was one.
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError>;
+}
 
-    /// How many runs wait for a decision (`awaiting_hitl`), and since when
-    /// the one that waited longest has waited: what a metrics scrape reads.
-    async fn waiting(&self) -> Result<Waiting, StoreError>;
-
+/// Schedules: what starts runs on a timetable, fired once per tick
+/// across processes.
+#[async_trait]
+pub trait ScheduleStore: Send + Sync + std::fmt::Debug + 'static {
     /// Adds a schedule; [`StoreError::ScheduleExists`] when its id is
     /// taken, nothing written.
     async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError>;
@@ -190,7 +201,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// otherwise [`StoreError::ScheduleMoved`] (another process fired
     /// it) or [`StoreError::ScheduleNotFound`], nothing written.
     async fn fire_schedule(&self, fire: ScheduleFire) -> Result<(), StoreError>;
+}
 
+/// The outbox: deferred work (runs waiting to start, webhook deliveries)
+/// taken by one process at a time, gated on a run's status.
+#[async_trait]
+pub trait OutboxStore: Send + Sync + std::fmt::Debug + 'static {
     /// Stores an outbox entry, replacing the one with its id if any (the
     /// caller that took an entry writes it back so, with its new due
     /// time, lease or body).
@@ -230,13 +246,30 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// it: the run's status change, the run's deletion, or the deletion
     /// (or due time set to never) of the entry with the run's id.
     async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError>;
+}
 
-    /// Stored events of a run with `seq > after_seq`, oldest first, at most
-    /// `limit`.
-    async fn events(
+/// Node caching: a node's output kept under its input's key until it
+/// expires.
+#[async_trait]
+pub trait NodeCacheStore: Send + Sync + std::fmt::Debug + 'static {
+    /// A node's cached output under `key` in `scope` (a graph's node), if
+    /// one is stored and has not expired at `now_ms`.
+    async fn cache_get(
         &self,
-        run: RunId,
-        after_seq: u64,
-        limit: u64,
-    ) -> Result<Vec<EventRecord>, StoreError>;
+        scope: &str,
+        key: &str,
+        now_ms: i64,
+    ) -> Result<Option<Blob>, StoreError>;
+
+    /// Stores a node's output under `key` in `scope` until `expires_at_ms`,
+    /// replacing any; entries of `scope` that expired by `now_ms` are
+    /// removed.
+    async fn cache_put(
+        &self,
+        scope: &str,
+        key: &str,
+        value: Blob,
+        expires_at_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError>;
 }

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use tollgate_checkpoint::{
-    Answer, DecisionWrite, EventRecord, InterruptRecord, Owner, RunId, RunStatus, Store, TaskKey,
-    TaskProgress, TaskUpdate, Transition,
+    Answer, DecisionWrite, EventRecord, InterruptRecord, Owner, RunId, RunStatus, RunStore,
+    TaskKey, TaskProgress, TaskUpdate, Transition,
 };
 use tollgate_testkit::postgres_url;
 

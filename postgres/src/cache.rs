@@ -1,18 +1,20 @@
 //! The node cache (`Store::cache_get` / `cache_put`) and the thread check
 //! of a run that continues its thread.
 
+use async_trait::async_trait;
 use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
-use tollgate_checkpoint::{Blob, StoreError, ThreadTurn};
+use tollgate_checkpoint::{Blob, NodeCacheStore, StoreError, ThreadTurn};
 
 use crate::conn::client_error;
 use crate::rows::column;
 use crate::sql::Sql;
 use crate::store::PostgresStore;
 
-impl PostgresStore {
+#[async_trait]
+impl NodeCacheStore for PostgresStore {
     /// An unexpired cached output.
-    pub(crate) async fn cached(
+    async fn cache_get(
         &self,
         scope: &str,
         key: &str,
@@ -40,7 +42,7 @@ impl PostgresStore {
 
     /// Stores a cached output, removing the scope's expired ones: one
     /// statement, one round trip.
-    pub(crate) async fn cache(
+    async fn cache_put(
         &self,
         scope: &str,
         key: &str,

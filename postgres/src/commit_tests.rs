@@ -10,8 +10,8 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio_postgres::NoTls;
 use tollgate_checkpoint::{
-    Codec, EventRecord, GraphRef, NewRun, Owner, RunId, RunStatus, StepRecord, Store, StoreError,
-    TaskKey, TaskUpdate, TaskWrite, Transition,
+    Codec, EventRecord, GraphRef, NewRun, Owner, RunId, RunStatus, RunStore, StepRecord,
+    StoreError, TaskKey, TaskUpdate, TaskWrite, Transition,
 };
 
 use tollgate_testkit::postgres_url;

@@ -1,12 +1,13 @@
-//! The [`Store`] operations of [`PostgresStore`].
+//! The [`RunStore`] operations of [`PostgresStore`] (the other tables'
+//! traits are implemented in their files: `threads.rs`, `schedules.rs`,
+//! `outbox.rs`, `cache.rs`).
 
 use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 use tollgate_checkpoint::{
-    restore_updates, Blob, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord,
-    HistoryPage, InterruptRecord, NewRun, OutboxEntry, OutboxGate, OutboxQuery, Owner, PageRequest,
-    RunFilter, RunId, RunPage, RunRecord, RunStatus, ScheduleFire, ScheduleRecord, Store,
-    StoreError, StoredCheckpoint, TaskKey, TaskProgress, TaskUpdate, TaskWrite, ThreadRecord,
+    restore_updates, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage,
+    InterruptRecord, NewRun, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus,
+    RunStore, StoreError, StoredCheckpoint, TaskKey, TaskProgress, TaskUpdate, TaskWrite,
     Transition, Waiting,
 };
 
@@ -38,7 +39,7 @@ macro_rules! checkpoint_is_last {
 }
 
 #[async_trait]
-impl Store for PostgresStore {
+impl RunStore for PostgresStore {
     async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
         let (first, count) = event_span(run.id, &run.events)?;
         if count > 0 && first != 1 {
@@ -72,38 +73,6 @@ impl Store for PostgresStore {
         let changed = run.claim.is_none().then_some((run.id, RunStatus::Queued));
         announce(&client, self.unnamed, changed, &watched(&row, 1)).await;
         Ok(1)
-    }
-
-    async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {
-        self.insert_schedule(schedule).await
-    }
-
-    async fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, StoreError> {
-        self.read_schedule(id).await
-    }
-
-    async fn list_schedules(
-        &self,
-        offset: u64,
-        limit: u64,
-    ) -> Result<Vec<ScheduleRecord>, StoreError> {
-        self.schedules_page(offset, limit).await
-    }
-
-    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
-        self.remove_schedule(id).await
-    }
-
-    async fn due_schedules(
-        &self,
-        now_ms: i64,
-        limit: u64,
-    ) -> Result<Vec<ScheduleRecord>, StoreError> {
-        self.due_schedule_rows(now_ms, limit).await
-    }
-
-    async fn fire_schedule(&self, fire: ScheduleFire) -> Result<(), StoreError> {
-        self.fire(fire).await
     }
 
     async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
@@ -526,83 +495,6 @@ impl Store for PostgresStore {
             queued.iter().chain(&lost).map(run_from_row).collect::<Result<Vec<_>, _>>()?;
         runs.truncate(limit as usize);
         Ok(runs)
-    }
-
-    async fn cache_get(
-        &self,
-        scope: &str,
-        key: &str,
-        now_ms: i64,
-    ) -> Result<Option<Blob>, StoreError> {
-        self.cached(scope, key, now_ms).await
-    }
-
-    async fn cache_put(
-        &self,
-        scope: &str,
-        key: &str,
-        value: Blob,
-        expires_at_ms: i64,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.cache(scope, key, value, expires_at_ms, now_ms).await
-    }
-
-    async fn create_thread(
-        &self,
-        record: ThreadRecord,
-    ) -> Result<(ThreadRecord, bool), StoreError> {
-        self.insert_thread(record).await
-    }
-
-    async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
-        self.read_thread(thread).await
-    }
-
-    async fn update_thread(
-        &self,
-        thread: &str,
-        metadata: serde_json::Value,
-        at_ms: i64,
-    ) -> Result<ThreadRecord, StoreError> {
-        self.set_thread_metadata(thread, metadata, at_ms).await
-    }
-
-    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError> {
-        self.threads_page(offset, limit).await
-    }
-
-    async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
-        self.remove_thread(thread).await
-    }
-
-    async fn put_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
-        self.upsert_outbox(entry).await
-    }
-
-    async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
-        self.read_outbox(id).await
-    }
-
-    async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError> {
-        self.outbox_page(query).await
-    }
-
-    async fn take_outbox(
-        &self,
-        id: &str,
-        now_ms: i64,
-        lease_until_ms: i64,
-    ) -> Result<Option<OutboxEntry>, StoreError> {
-        self.take_outbox_entry(id, now_ms, lease_until_ms).await
-    }
-
-    async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
-        self.remove_outbox(id).await
-    }
-
-    async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError> {
-        self.gate_outbox_entries(ids, gate).await
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {

@@ -5,9 +5,10 @@
 //! status change (or end) that opens the gate waits for the gate to be
 //! committed, and its trigger, whose statements see it, opens it.
 
+use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
-use tollgate_checkpoint::{OutboxEntry, OutboxGate, OutboxQuery, StoreError};
+use tollgate_checkpoint::{OutboxEntry, OutboxGate, OutboxQuery, OutboxStore, StoreError};
 
 use crate::conn::client_error;
 use crate::rows::column;
@@ -37,8 +38,9 @@ fn entry_from_row(row: &Row) -> Result<OutboxEntry, StoreError> {
     Ok(entry)
 }
 
-impl PostgresStore {
-    pub(crate) async fn upsert_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
+#[async_trait]
+impl OutboxStore for PostgresStore {
+    async fn put_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
         let body = entry.body_text()?;
         let (client, statement) = self
             .prepared(&format!(
@@ -70,17 +72,14 @@ impl PostgresStore {
         Ok(())
     }
 
-    pub(crate) async fn read_outbox(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
+    async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
         let (client, statement) =
             self.prepared(&format!("SELECT {COLUMNS} FROM outbox WHERE id = $1")).await?;
         let row = client.row_opt(&statement, &[&id]).await.map_err(client_error)?;
         row.as_ref().map(entry_from_row).transpose()
     }
 
-    pub(crate) async fn outbox_page(
-        &self,
-        query: OutboxQuery,
-    ) -> Result<Vec<OutboxEntry>, StoreError> {
+    async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError> {
         // Absent filters are NULL parameters: one statement for all (and
         // one for what is ready, whose partial index the planner uses only
         // for a statement that says `gate_run IS NULL`).
@@ -102,7 +101,7 @@ impl PostgresStore {
         rows.iter().map(entry_from_row).collect()
     }
 
-    pub(crate) async fn take_outbox_entry(
+    async fn take_outbox(
         &self,
         id: &str,
         now_ms: i64,
@@ -120,11 +119,7 @@ impl PostgresStore {
         row.as_ref().map(entry_from_row).transpose()
     }
 
-    pub(crate) async fn gate_outbox_entries(
-        &self,
-        ids: &[String],
-        gate: OutboxGate,
-    ) -> Result<u64, StoreError> {
+    async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError> {
         let (client, statement) = self
             .prepared(
                 "UPDATE outbox SET gate_run = $2, gate_ended = $3, gate_seq = $4 \
@@ -143,7 +138,7 @@ impl PostgresStore {
         client.exec(&statement, &params).await.map_err(client_error)
     }
 
-    pub(crate) async fn remove_outbox(&self, id: &str) -> Result<bool, StoreError> {
+    async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
         let (client, statement) = self.prepared("DELETE FROM outbox WHERE id = $1").await?;
         Ok(client.exec(&statement, &[&id]).await.map_err(client_error)? == 1)
     }

@@ -2,10 +2,12 @@
 //! table. A firing moves the next tick (the row locked, compared) and
 //! creates its run in one transaction.
 
+use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use tollgate_checkpoint::{
-    __ScheduleRow as ScheduleRow, RunStatus, ScheduleFire, ScheduleRecord, StoreError,
+    __ScheduleRow as ScheduleRow, RunStatus, ScheduleFire, ScheduleRecord, ScheduleStore,
+    StoreError,
 };
 
 use crate::announce::{announce, watched};
@@ -42,8 +44,9 @@ fn clamp(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-impl PostgresStore {
-    pub(crate) async fn insert_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {
+#[async_trait]
+impl ScheduleStore for PostgresStore {
+    async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {
         let row = ScheduleRow::encode(&schedule)?;
         let (client, statement) = self
             .prepared(&format!(
@@ -74,17 +77,14 @@ impl PostgresStore {
         }
     }
 
-    pub(crate) async fn read_schedule(
-        &self,
-        id: &str,
-    ) -> Result<Option<ScheduleRecord>, StoreError> {
+    async fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, StoreError> {
         let (client, statement) =
             self.prepared(&format!("SELECT {COLUMNS} FROM schedules WHERE id = $1")).await?;
         let row = client.row_opt(&statement, &[&id]).await.map_err(client_error)?;
         row.as_ref().map(schedule_from_row).transpose()
     }
 
-    pub(crate) async fn schedules_page(
+    async fn list_schedules(
         &self,
         offset: u64,
         limit: u64,
@@ -101,7 +101,7 @@ impl PostgresStore {
         rows.iter().map(schedule_from_row).collect()
     }
 
-    pub(crate) async fn due_schedule_rows(
+    async fn due_schedules(
         &self,
         now_ms: i64,
         limit: u64,
@@ -117,12 +117,12 @@ impl PostgresStore {
         rows.iter().map(schedule_from_row).collect()
     }
 
-    pub(crate) async fn remove_schedule(&self, id: &str) -> Result<bool, StoreError> {
+    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
         let (client, statement) = self.prepared("DELETE FROM schedules WHERE id = $1").await?;
         Ok(client.exec(&statement, &[&id]).await.map_err(client_error)? == 1)
     }
 
-    pub(crate) async fn fire(&self, fire: ScheduleFire) -> Result<(), StoreError> {
+    async fn fire_schedule(&self, fire: ScheduleFire) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(client_error)?;
         let found = tx

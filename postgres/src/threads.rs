@@ -1,9 +1,10 @@
 //! Thread records (`Store::create_thread` and the rest): the `threads`
 //! table.
 
+use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
-use tollgate_checkpoint::{StoreError, ThreadRecord};
+use tollgate_checkpoint::{StoreError, ThreadRecord, ThreadStore};
 
 use crate::conn::client_error;
 use crate::rows::{column, damaged};
@@ -26,8 +27,9 @@ fn metadata_text(metadata: &serde_json::Value) -> Result<String, StoreError> {
     serde_json::to_string(metadata).map_err(|error| StoreError::Backend { source: Box::new(error) })
 }
 
-impl PostgresStore {
-    pub(crate) async fn insert_thread(
+#[async_trait]
+impl ThreadStore for PostgresStore {
+    async fn create_thread(
         &self,
         record: ThreadRecord,
     ) -> Result<(ThreadRecord, bool), StoreError> {
@@ -47,17 +49,14 @@ impl PostgresStore {
         Ok((thread_from_row(&row)?, column(&row, 4)?))
     }
 
-    pub(crate) async fn read_thread(
-        &self,
-        thread: &str,
-    ) -> Result<Option<ThreadRecord>, StoreError> {
+    async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
         let (client, statement) =
             self.prepared(&format!("SELECT {COLUMNS} FROM threads WHERE id = $1")).await?;
         let row = client.row_opt(&statement, &[&thread]).await.map_err(client_error)?;
         row.as_ref().map(thread_from_row).transpose()
     }
 
-    pub(crate) async fn set_thread_metadata(
+    async fn update_thread(
         &self,
         thread: &str,
         metadata: serde_json::Value,
@@ -77,11 +76,7 @@ impl PostgresStore {
         }
     }
 
-    pub(crate) async fn threads_page(
-        &self,
-        offset: u64,
-        limit: u64,
-    ) -> Result<Vec<ThreadRecord>, StoreError> {
+    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError> {
         let (offset, limit) =
             (i64::try_from(offset).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX));
         let (client, statement) = self
@@ -94,7 +89,7 @@ impl PostgresStore {
         rows.iter().map(thread_from_row).collect()
     }
 
-    pub(crate) async fn remove_thread(&self, thread: &str) -> Result<bool, StoreError> {
+    async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         let (client, statement) = self.prepared("DELETE FROM threads WHERE id = $1").await?;
         Ok(client.exec(&statement, &[&thread]).await.map_err(client_error)? == 1)
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::NoTls;
 use tollgate_checkpoint::{
-    Codec, EventRecord, GraphRef, NewRun, Owner, RunId, Store, StoreError, ThreadTurn,
+    Codec, EventRecord, GraphRef, NewRun, Owner, RunId, RunStore, StoreError, ThreadTurn,
 };
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 use tollgate_testkit::postgres_url;

@@ -16,7 +16,7 @@ use tokio_postgres::NoTls;
 use tollgate_checkpoint::conformance::check_store;
 use tollgate_checkpoint::{
     Codec, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, Owner, PageRequest,
-    RunFilter, RunId, RunStatus, StepRecord, Store, StoreError, TaskKey, TaskUpdate, Transition,
+    RunFilter, RunId, RunStatus, RunStore, StepRecord, StoreError, TaskKey, TaskUpdate, Transition,
 };
 use tollgate_postgres::{PostgresOptions, PostgresStore};
 use tollgate_testkit::conformance::check_engine;

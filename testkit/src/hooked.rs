@@ -3,10 +3,11 @@
 
 use async_trait::async_trait;
 use tollgate_checkpoint::{
-    Blob, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, OutboxEntry,
-    OutboxGate, OutboxQuery, Owner, PageRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus,
-    ScheduleFire, ScheduleRecord, Store, StoreError, StoredCheckpoint, TaskProgress, TaskWrite,
-    ThreadRecord, Transition, Waiting,
+    Blob, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, NodeCacheStore,
+    OutboxEntry, OutboxGate, OutboxQuery, OutboxStore, Owner, PageRequest, RunFilter, RunId,
+    RunPage, RunRecord, RunStatus, RunStore, ScheduleFire, ScheduleRecord, ScheduleStore, Store,
+    StoreError, StoredCheckpoint, TaskProgress, TaskWrite, ThreadRecord, ThreadStore, Transition,
+    Waiting,
 };
 
 /// What a [`HookedStore`] calls around the wrapped store. Every hook has a
@@ -60,7 +61,7 @@ impl<S: Store, H: StoreHooks> HookedStore<S, H> {
 }
 
 #[async_trait]
-impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
+impl<S: Store, H: StoreHooks> RunStore for HookedStore<S, H> {
     async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
         self.hooks.called("create_run");
         let id = run.id;
@@ -166,6 +167,29 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         self.inner.delete_run(run).await
     }
 
+    async fn waiting(&self) -> Result<Waiting, StoreError> {
+        self.hooks.called("waiting");
+        self.inner.waiting().await
+    }
+
+    async fn events(
+        &self,
+        run: RunId,
+        after: u64,
+        limit: u64,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.hooks.called("events");
+        self.inner.events(run, after, limit).await
+    }
+
+    async fn claimable(&self, now_ms: i64, limit: u64) -> Result<Vec<RunRecord>, StoreError> {
+        self.hooks.called("claimable");
+        self.inner.claimable(now_ms, limit).await
+    }
+}
+
+#[async_trait]
+impl<S: Store, H: StoreHooks> ThreadStore for HookedStore<S, H> {
     async fn create_thread(
         &self,
         record: ThreadRecord,
@@ -198,42 +222,10 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         self.hooks.called("delete_thread");
         self.inner.delete_thread(thread).await
     }
+}
 
-    async fn put_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
-        self.hooks.called("put_outbox");
-        self.inner.put_outbox(entry).await
-    }
-
-    async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
-        self.hooks.called("outbox_entry");
-        self.inner.outbox_entry(id).await
-    }
-
-    async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError> {
-        self.hooks.called("list_outbox");
-        self.inner.list_outbox(query).await
-    }
-
-    async fn take_outbox(
-        &self,
-        id: &str,
-        now_ms: i64,
-        lease_until_ms: i64,
-    ) -> Result<Option<OutboxEntry>, StoreError> {
-        self.hooks.called("take_outbox");
-        self.inner.take_outbox(id, now_ms, lease_until_ms).await
-    }
-
-    async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
-        self.hooks.called("delete_outbox");
-        self.inner.delete_outbox(id).await
-    }
-
-    async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError> {
-        self.hooks.called("gate_outbox");
-        self.inner.gate_outbox(ids, gate).await
-    }
-
+#[async_trait]
+impl<S: Store, H: StoreHooks> ScheduleStore for HookedStore<S, H> {
     async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {
         self.hooks.called("create_schedule");
         self.inner.create_schedule(schedule).await
@@ -271,12 +263,48 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
         self.hooks.called("fire_schedule");
         self.inner.fire_schedule(fire).await
     }
+}
 
-    async fn waiting(&self) -> Result<Waiting, StoreError> {
-        self.hooks.called("waiting");
-        self.inner.waiting().await
+#[async_trait]
+impl<S: Store, H: StoreHooks> OutboxStore for HookedStore<S, H> {
+    async fn put_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
+        self.hooks.called("put_outbox");
+        self.inner.put_outbox(entry).await
     }
 
+    async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
+        self.hooks.called("outbox_entry");
+        self.inner.outbox_entry(id).await
+    }
+
+    async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError> {
+        self.hooks.called("list_outbox");
+        self.inner.list_outbox(query).await
+    }
+
+    async fn take_outbox(
+        &self,
+        id: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<Option<OutboxEntry>, StoreError> {
+        self.hooks.called("take_outbox");
+        self.inner.take_outbox(id, now_ms, lease_until_ms).await
+    }
+
+    async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
+        self.hooks.called("delete_outbox");
+        self.inner.delete_outbox(id).await
+    }
+
+    async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError> {
+        self.hooks.called("gate_outbox");
+        self.inner.gate_outbox(ids, gate).await
+    }
+}
+
+#[async_trait]
+impl<S: Store, H: StoreHooks> NodeCacheStore for HookedStore<S, H> {
     async fn cache_get(
         &self,
         scope: &str,
@@ -297,20 +325,5 @@ impl<S: Store, H: StoreHooks> Store for HookedStore<S, H> {
     ) -> Result<(), StoreError> {
         self.hooks.called("cache_put");
         self.inner.cache_put(scope, key, value, expires_at_ms, now_ms).await
-    }
-
-    async fn events(
-        &self,
-        run: RunId,
-        after: u64,
-        limit: u64,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.hooks.called("events");
-        self.inner.events(run, after, limit).await
-    }
-
-    async fn claimable(&self, now_ms: i64, limit: u64) -> Result<Vec<RunRecord>, StoreError> {
-        self.hooks.called("claimable");
-        self.inner.claimable(now_ms, limit).await
     }
 }

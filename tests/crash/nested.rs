@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use tollgate::{
-    Blob, Executor, NodeContext, Route, RunConfig, RunId, RunStatus, Send, SqliteStore, StateGraph,
-    Store, END, START,
+    Blob, Executor, NodeContext, Route, RunConfig, RunId, RunStatus, RunStore, Send, SqliteStore,
+    StateGraph, END, START,
 };
 use tollgate_testkit::{HookedStore, StoreHooks};
 

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use tollgate::{Executor, RunConfig, RunStatus, SqliteStore, Store};
+use tollgate::{Executor, RunConfig, RunStatus, RunStore, SqliteStore};
 
 use crate::child::{self, Job, SOAK_STEPS, STEPS};
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use tollgate::{
     Blob, Event, EventSink, Executor, GraphState, MemoryStore, NodeError, Route, RunConfig,
-    RunError, RunId, RunStatus, StateGraph, Store, StoreError, END, START,
+    RunError, RunId, RunStatus, RunStore, StateGraph, StoreError, END, START,
 };
 use tollgate_checkpoint::{StoredCheckpoint, Transition};
 use tollgate_testkit::{HookedStore, StoreHooks};

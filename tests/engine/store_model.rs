@@ -6,6 +6,7 @@
 //! that doing so never changes an answer.
 
 use proptest::prelude::*;
+use tollgate::RunStore;
 use tollgate::{MemoryStore, Owner, RunId, RunStatus, SqliteStore, Store, StoreError};
 use tollgate_checkpoint::{
     Answer, Codec, DecisionWrite, EventRecord, GraphRef, InterruptRecord, NewRun, StepRecord,

@@ -5,11 +5,11 @@ use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{Answer, DecisionWrite, RunFailure, RunStatus, Transition};
-use crate::store::Store;
+use crate::store::RunStore;
 
 use super::fixtures::{event, interrupt, kind, new_run, step};
 
-pub(super) async fn decisions_are_compare_and_set(store: &dyn Store) {
+pub(super) async fn decisions_are_compare_and_set(store: &dyn RunStore) {
     let run = RunId::new();
     store.create_run(new_run(run, "g", None)).await.expect("create");
     store.commit(step(run, 1, 1, 2, false)).await.expect("step 1");

@@ -1,7 +1,10 @@
 //! The store conformance suite: the contract every [`Store`] must keep.
 //!
 //! Call [`check_store`] from a test with a function that makes a fresh,
-//! empty store; each case gets its own. A failure panics with the case and
+//! empty store; each case gets its own. A backend that implements only
+//! some of the table traits is pinned by their suites alone
+//! ([`check_run_store`], [`check_thread_store`], [`check_schedule_store`],
+//! [`check_outbox_store`], [`check_node_cache_store`]). A failure panics with the case and
 //! what differed.
 //!
 //! ```text
@@ -22,7 +25,7 @@ use crate::record::{
     Cursor, EventRecord, InterruptRecord, PageRequest, RunFailure, RunFilter, RunStatus,
     StepRecord, StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite, Transition,
 };
-use crate::store::Store;
+use crate::store::{NodeCacheStore, OutboxStore, RunStore, ScheduleStore, Store, ThreadStore};
 
 mod decisions;
 mod fixtures;
@@ -57,10 +60,27 @@ use threads::{
     thread_records_are_created_once_and_listed_newest_first,
 };
 
-/// Runs every case, each on a fresh store from `make`.
+/// Runs every case, each on a fresh store from `make`: the five suites
+/// below, one per table trait.
 pub async fn check_store<S, F, Fut>(make: F)
 where
     S: Store,
+    F: Fn() -> Fut,
+    Fut: Future<Output = S>,
+{
+    check_run_store(&make).await;
+    check_thread_store(&make).await;
+    check_schedule_store(&make).await;
+    check_outbox_store(&make).await;
+    check_node_cache_store(&make).await;
+}
+
+/// The [`RunStore`] cases: transitions, claims and fencing, checkpoints,
+/// pending writes and progress, listings and history, events, decisions,
+/// the queue, deletion, and a thread's one leg at a time.
+pub async fn check_run_store<S, F, Fut>(make: F)
+where
+    S: RunStore,
     F: Fn() -> Fut,
     Fut: Future<Output = S>,
 {
@@ -87,13 +107,51 @@ where
     a_run_queued_with_a_wake_up_is_claimable_once_due(&make().await).await;
     deleting_removes_every_row_of_one_run(&make().await).await;
     a_thread_runs_one_leg_at_a_time(&make().await).await;
-    cached_outputs_expire_and_stay_in_their_scope(&make().await).await;
     task_progress_is_replaced_and_dropped_with_its_step(&make().await).await;
     updates_of_every_size_read_back_whole(&make().await).await;
+}
+
+/// The [`ThreadStore`] cases: thread records.
+pub async fn check_thread_store<S, F, Fut>(make: F)
+where
+    S: ThreadStore,
+    F: Fn() -> Fut,
+    Fut: Future<Output = S>,
+{
     thread_records_are_created_once_and_listed_newest_first(&make().await).await;
+}
+
+/// The [`ScheduleStore`] cases (a schedule fires runs: the store keeps
+/// runs too).
+pub async fn check_schedule_store<S, F, Fut>(make: F)
+where
+    S: RunStore + ScheduleStore,
+    F: Fn() -> Fut,
+    Fut: Future<Output = S>,
+{
     schedules_fire_once_per_tick_with_their_run(&make().await).await;
+}
+
+/// The [`OutboxStore`] cases (entries are gated on runs: the store keeps
+/// runs too).
+pub async fn check_outbox_store<S, F, Fut>(make: F)
+where
+    S: RunStore + OutboxStore,
+    F: Fn() -> Fut,
+    Fut: Future<Output = S>,
+{
     outbox_entries_are_taken_by_one_process_at_a_time(&make().await).await;
     gated_entries_wait_for_their_run_out_of_sight(&make().await).await;
+}
+
+/// The [`NodeCacheStore`] cases.
+pub async fn check_node_cache_store<S, F, Fut>(make: F)
+where
+    S: NodeCacheStore,
+    F: Fn() -> Fut,
+    Fut: Future<Output = S>,
+{
+    cached_outputs_expire_and_stay_in_their_scope(&make().await).await;
 }
 
 /// What a checkpoint holds, comparably.
@@ -102,7 +160,7 @@ fn shape(checkpoint: StoredCheckpoint) -> (u64, usize, usize, usize, Vec<Interru
     (snapshot_step, deltas.len(), pending.len(), progress.len(), interrupts)
 }
 
-async fn deleting_removes_every_row_of_one_run(store: &dyn Store) {
+async fn deleting_removes_every_row_of_one_run(store: &dyn RunStore) {
     let (gone, kept) = (RunId::new(), RunId::new());
     for run in [gone, kept] {
         let mut created = new_run(run, "g", None);
@@ -158,7 +216,7 @@ async fn deleting_removes_every_row_of_one_run(store: &dyn Store) {
     assert_eq!(store.events(again, 0, 100).await.expect("events"), [event(1)]);
 }
 
-async fn attachments_are_kept_verbatim(store: &impl Store) {
+async fn attachments_are_kept_verbatim(store: &impl RunStore) {
     let (with, without) = (RunId::new(), RunId::new());
     let body = r#"{"name":"refunds","tools":["é",1]}"#;
     let mut run = new_run(with, "g", None);
@@ -170,7 +228,7 @@ async fn attachments_are_kept_verbatim(store: &impl Store) {
     assert!(matches!(store.attachment(RunId::new()).await, Err(StoreError::RunNotFound { .. })));
 }
 
-async fn trace_context_stays_with_the_run(store: &dyn Store) {
+async fn trace_context_stays_with_the_run(store: &dyn RunStore) {
     let (traced, queued, plain) = (RunId::new(), RunId::new(), RunId::new());
     let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let mut run = new_run(traced, "g", None);
@@ -196,7 +254,7 @@ async fn trace_context_stays_with_the_run(store: &dyn Store) {
     assert_eq!(listed.trace.as_deref(), Some(parent));
 }
 
-async fn waiting_runs_are_counted_with_the_oldest_pause(store: &dyn Store) {
+async fn waiting_runs_are_counted_with_the_oldest_pause(store: &dyn RunStore) {
     assert_eq!(store.waiting().await.expect("waiting"), Waiting::default(), "empty store");
     let pause = |run, at_ms| Transition {
         step: None,
@@ -229,7 +287,7 @@ async fn waiting_runs_are_counted_with_the_oldest_pause(store: &dyn Store) {
     assert_eq!(waiting, Waiting { runs: 1, oldest_since_ms: Some(9_000) });
 }
 
-async fn transitions_apply_in_order_or_not_at_all(store: &dyn Store) {
+async fn transitions_apply_in_order_or_not_at_all(store: &dyn RunStore) {
     let run = RunId::new();
     assert_eq!(store.create_run(new_run(run, "g", None)).await.expect("create"), 1);
     let again = store.create_run(new_run(run, "g", None)).await.expect_err("duplicate id");
@@ -255,7 +313,7 @@ async fn transitions_apply_in_order_or_not_at_all(store: &dyn Store) {
     assert!(matches!(missing, StoreError::RunNotFound { .. }), "{missing:?}");
 }
 
-async fn claims_are_compare_and_set_and_fence_old_owners(store: &dyn Store) {
+async fn claims_are_compare_and_set_and_fence_old_owners(store: &dyn RunStore) {
     let run = RunId::new();
     store.create_run(new_run(run, "g", None)).await.expect("create");
     let first = store.claim(run, 1, Owner::current(), i64::MAX).await;
@@ -299,7 +357,7 @@ async fn claims_are_compare_and_set_and_fence_old_owners(store: &dyn Store) {
     store.commit(step(run, 3, 1, 3, false)).await.expect("the new owner commits");
 }
 
-async fn terminal_runs_never_change(store: &dyn Store) {
+async fn terminal_runs_never_change(store: &dyn RunStore) {
     for status in [RunStatus::Completed, RunStatus::Rejected] {
         let run = RunId::new();
         store.create_run(new_run(run, "g", None)).await.expect("create");
@@ -317,7 +375,7 @@ async fn terminal_runs_never_change(store: &dyn Store) {
     }
 }
 
-async fn checkpoint_is_snapshot_plus_deltas_plus_pending(store: &dyn Store) {
+async fn checkpoint_is_snapshot_plus_deltas_plus_pending(store: &dyn RunStore) {
     let run = RunId::new();
     store.create_run(new_run(run, "g", None)).await.expect("create");
     let fresh = store.checkpoint(run, None).await.expect("checkpoint");
@@ -338,7 +396,7 @@ async fn checkpoint_is_snapshot_plus_deltas_plus_pending(store: &dyn Store) {
     assert_eq!(checkpoint.run.step, 4);
 }
 
-async fn pending_writes_keep_the_first_and_clear_on_commit(store: &dyn Store) {
+async fn pending_writes_keep_the_first_and_clear_on_commit(store: &dyn RunStore) {
     let run = RunId::new();
     store.create_run(new_run(run, "g", None)).await.expect("create");
     store
@@ -369,7 +427,7 @@ async fn pending_writes_keep_the_first_and_clear_on_commit(store: &dyn Store) {
     assert!(store.checkpoint(run, None).await.expect("checkpoint").pending.is_empty());
 }
 
-async fn listing_is_newest_first_without_gaps_or_duplicates(store: &dyn Store) {
+async fn listing_is_newest_first_without_gaps_or_duplicates(store: &dyn RunStore) {
     let ids: Vec<RunId> = (0..7).map(|i| RunId::from_parts(1_000 + i, 7)).collect();
     for (i, id) in ids.iter().enumerate() {
         let graph = if i % 2 == 0 { "even" } else { "odd" };
@@ -411,7 +469,7 @@ async fn listing_is_newest_first_without_gaps_or_duplicates(store: &dyn Store) {
     assert!(matches!(error, StoreError::InvalidCursor { .. }), "{error:?}");
 }
 
-async fn history_is_newest_first_and_paginated(store: &dyn Store) {
+async fn history_is_newest_first_and_paginated(store: &dyn RunStore) {
     let run = RunId::new();
     store.create_run(new_run(run, "g", None)).await.expect("create");
     for number in 1..=4 {
@@ -429,7 +487,7 @@ async fn history_is_newest_first_and_paginated(store: &dyn Store) {
     assert_eq!(rest.next_before, None);
 }
 
-async fn events_are_stored_in_order(store: &dyn Store) {
+async fn events_are_stored_in_order(store: &dyn RunStore) {
     let run = RunId::new();
     store.create_run(new_run(run, "g", None)).await.expect("create");
     for number in 1..=3 {
@@ -444,7 +502,7 @@ async fn events_are_stored_in_order(store: &dyn Store) {
 
 /// A `node_completed` line may leave a large update to its step's record
 /// (`EventRecord::leave_out_update`): the store hands it back whole.
-async fn updates_left_to_their_step_come_back_with_the_events(store: &dyn Store) {
+async fn updates_left_to_their_step_come_back_with_the_events(store: &dyn RunStore) {
     let run = RunId::new();
     store.create_run(new_run(run, "g", None)).await.expect("create");
     let text = format!("{{\"lines\":[\"{}\"]}}", "é\\\"x".repeat(300));
@@ -485,7 +543,7 @@ async fn updates_left_to_their_step_come_back_with_the_events(store: &dyn Store)
     assert_eq!(later.len(), 1);
 }
 
-async fn corruption_is_confined_to_its_run(store: &dyn Store) {
+async fn corruption_is_confined_to_its_run(store: &dyn RunStore) {
     let (damaged, healthy) = (RunId::new(), RunId::new());
     let mut bytes = blob(7).to_bytes();
     let last = bytes.len() - 1;
@@ -505,7 +563,7 @@ async fn corruption_is_confined_to_its_run(store: &dyn Store) {
     assert_eq!(fine.snapshot.decode::<u32>().expect("decodes"), 0);
 }
 
-async fn orphaned_runs_are_recognised(store: &dyn Store) {
+async fn orphaned_runs_are_recognised(store: &dyn RunStore) {
     let (expired, alive) = (RunId::new(), RunId::new());
     let mut stale = new_run(expired, "g", None);
     stale.claim = Some((Owner::current(), 10));
@@ -522,7 +580,7 @@ async fn orphaned_runs_are_recognised(store: &dyn Store) {
     assert_eq!(epoch, 2);
 }
 
-async fn past_checkpoints_are_readable(store: &dyn Store) {
+async fn past_checkpoints_are_readable(store: &dyn RunStore) {
     let run = RunId::new();
     store.create_run(new_run(run, "g", None)).await.expect("create");
     for (number, snapshot) in [(1, false), (2, true), (3, false)] {

@@ -9,13 +9,15 @@ use crate::ids::RunId;
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery, OUTBOX_NEVER};
 use crate::owner::Owner;
 use crate::record::{Answer, DecisionWrite, RunStatus, Transition};
-use crate::store::Store;
+use crate::store::{OutboxStore, RunStore};
 
 fn ids(entries: Vec<OutboxEntry>) -> Vec<String> {
     entries.into_iter().map(|entry| entry.id).collect()
 }
 
-pub(super) async fn outbox_entries_are_taken_by_one_process_at_a_time(store: &dyn Store) {
+pub(super) async fn outbox_entries_are_taken_by_one_process_at_a_time(
+    store: &(impl RunStore + OutboxStore + ?Sized),
+) {
     let body = json!({"v": 1, "input": {"text": "ä"}, "list": [1, null]});
     let first = OutboxEntry::new("01A", "run", Some("t1".into()), 100, 1_000, body.clone());
     store.put_outbox(first.clone()).await.expect("put");
@@ -81,11 +83,13 @@ pub(super) async fn outbox_entries_are_taken_by_one_process_at_a_time(store: &dy
 }
 
 /// Whether the entries `ids` are ready (in listing order) at `now`.
-async fn ready(store: &dyn Store, kind: &str) -> Vec<String> {
+async fn ready(store: &(impl OutboxStore + ?Sized), kind: &str) -> Vec<String> {
     ids(store.list_outbox(OutboxQuery::new(kind, 100).ready(1_000)).await.expect("ready"))
 }
 
-pub(super) async fn gated_entries_wait_for_their_run_out_of_sight(store: &dyn Store) {
+pub(super) async fn gated_entries_wait_for_their_run_out_of_sight(
+    store: &(impl RunStore + OutboxStore + ?Sized),
+) {
     let entry = |id: &str, kind: &str, due: i64| {
         OutboxEntry::new(id, kind, Some("t".into()), 10, due, json!({}))
     };

@@ -4,12 +4,12 @@ use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{RunStatus, TaskProgress, TaskWrite, Transition};
-use crate::store::Store;
+use crate::store::RunStore;
 
 use super::fixtures::{event, interrupt, kind, new_run, step, update};
 
 /// `(task, value)` of each progress record of the run's last checkpoint.
-async fn progress_of(store: &dyn Store, run: RunId) -> Vec<(u32, u32)> {
+async fn progress_of(store: &dyn RunStore, run: RunId) -> Vec<(u32, u32)> {
     let checkpoint = store.checkpoint(run, None).await.expect("checkpoint");
     checkpoint
         .progress
@@ -34,7 +34,7 @@ fn progress(
     }
 }
 
-pub(super) async fn task_progress_is_replaced_and_dropped_with_its_step(store: &dyn Store) {
+pub(super) async fn task_progress_is_replaced_and_dropped_with_its_step(store: &dyn RunStore) {
     let run = RunId::new();
     store.create_run(new_run(run, "g", None)).await.expect("create");
     store.commit(step(run, 1, 1, 2, false)).await.expect("step 1");

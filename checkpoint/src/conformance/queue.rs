@@ -6,11 +6,11 @@ use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{NewRun, PageRequest, RunFilter, RunStatus, Transition};
-use crate::store::Store;
+use crate::store::RunStore;
 
 use super::fixtures::{event, new_run, step};
 
-pub(super) async fn claimable_runs_are_queued_then_lost_oldest_first(store: &dyn Store) {
+pub(super) async fn claimable_runs_are_queued_then_lost_oldest_first(store: &dyn RunStore) {
     let ids: Vec<RunId> = (0..5).map(|i| RunId::from_parts(2_000 + i, 9)).collect();
     let queued = |id| NewRun { claim: None, ..new_run(id, "g", None) };
     let leased =
@@ -41,7 +41,7 @@ pub(super) async fn claimable_runs_are_queued_then_lost_oldest_first(store: &dyn
 /// A leg that ends `queued` with a wake-up (a sleeping workflow): no owner,
 /// shown with its wake-up, not claimable before it, claimable after; a
 /// leg that ends `queued` without one is due at once.
-pub(super) async fn a_run_queued_with_a_wake_up_is_claimable_once_due(store: &dyn Store) {
+pub(super) async fn a_run_queued_with_a_wake_up_is_claimable_once_due(store: &dyn RunStore) {
     let run = RunId::from_parts(3_000, 7);
     store.create_run(new_run(run, "g", None)).await.expect("create");
     let parked = Transition {
@@ -76,7 +76,7 @@ pub(super) async fn a_run_queued_with_a_wake_up_is_claimable_once_due(store: &dy
     assert_eq!(at(0).await, [run]);
 }
 
-pub(super) async fn lease_losses_count_takeovers_until_a_leg_ends(store: &dyn Store) {
+pub(super) async fn lease_losses_count_takeovers_until_a_leg_ends(store: &dyn RunStore) {
     let run = RunId::new();
     store.create_run(new_run(run, "g", None)).await.expect("create");
     assert_eq!(store.run(run).await.expect("run").lease_losses, 0);
@@ -100,7 +100,7 @@ pub(super) async fn lease_losses_count_takeovers_until_a_leg_ends(store: &dyn St
     assert_eq!(store.run(run).await.expect("run").lease_losses, 0);
 }
 
-pub(super) async fn queued_runs_have_no_owner_until_claimed(store: &dyn Store) {
+pub(super) async fn queued_runs_have_no_owner_until_claimed(store: &dyn RunStore) {
     let run = RunId::new();
     store.create_run(NewRun { claim: None, ..new_run(run, "g", None) }).await.expect("queue");
     let record = store.run(run).await.expect("run");

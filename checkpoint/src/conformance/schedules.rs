@@ -5,7 +5,7 @@ use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::record::{GraphRef, RunStatus};
 use crate::schedule::{MissedTicks, ScheduleFire, ScheduleRecord, ScheduleTiming};
-use crate::store::Store;
+use crate::store::{RunStore, ScheduleStore};
 
 use super::fixtures::blob;
 
@@ -27,7 +27,9 @@ fn schedule(id: &str, next_at_ms: Option<i64>) -> ScheduleRecord {
     schedule
 }
 
-pub(super) async fn schedules_fire_once_per_tick_with_their_run(store: &dyn Store) {
+pub(super) async fn schedules_fire_once_per_tick_with_their_run(
+    store: &(impl RunStore + ScheduleStore + ?Sized),
+) {
     let nightly = schedule("nightly", Some(10_000));
     store.create_schedule(nightly.clone()).await.expect("create");
     let taken = store.create_schedule(schedule("nightly", Some(1))).await;

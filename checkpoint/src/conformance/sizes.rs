@@ -4,7 +4,7 @@ use super::fixtures::{event, new_run, step};
 use crate::codec::Codec;
 use crate::ids::{RunId, TaskKey};
 use crate::record::{RunStatus, StepRecord, TaskUpdate, Transition};
-use crate::store::Store;
+use crate::store::RunStore;
 
 /// Lengths around the sizes a store may treat apart (a quarter, a half and
 /// a whole page of common page sizes, and far beyond).
@@ -40,7 +40,7 @@ fn texts(updates: &[TaskUpdate]) -> Vec<(u32, String)> {
         .collect()
 }
 
-pub(super) async fn updates_of_every_size_read_back_whole(store: &dyn Store) {
+pub(super) async fn updates_of_every_size_read_back_whole(store: &dyn RunStore) {
     let runs = [('a', RunId::new()), ('b', RunId::new())];
     for (_, run) in runs {
         store.create_run(new_run(run, "g", None)).await.expect("create");

@@ -11,7 +11,7 @@ use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::Transition;
-use crate::store::Store;
+use crate::store::RunStore;
 
 /// Runs taken over at once.
 const RUNS: usize = 16;
@@ -42,7 +42,7 @@ type Owning<'a> = Pin<Box<dyn Future<Output = (RunId, Seen)> + Send + 'a>>;
 /// reference to an earlier step's may not point at a refused step). The
 /// old owner's steps answered `Ok` are exactly those its successor read,
 /// its next is `Fenced`, and each run reads back one gapless history.
-pub(super) async fn takeovers_mid_flight_keep_one_history(store: &dyn Store) {
+pub(super) async fn takeovers_mid_flight_keep_one_history(store: &dyn RunStore) {
     let mut runs = Vec::with_capacity(RUNS);
     for _ in 0..RUNS {
         let run = RunId::new();

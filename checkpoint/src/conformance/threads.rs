@@ -5,11 +5,11 @@ use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::owner::Owner;
 use crate::record::{NewRun, PageRequest, RunFilter, RunStatus, ThreadTurn, Transition};
-use crate::store::Store;
+use crate::store::{NodeCacheStore, RunStore, ThreadStore};
 
 use super::fixtures::{blob, event, interrupt, new_run, step};
 
-pub(super) async fn cached_outputs_expire_and_stay_in_their_scope(store: &dyn Store) {
+pub(super) async fn cached_outputs_expire_and_stay_in_their_scope(store: &dyn NodeCacheStore) {
     let get = |scope: &'static str, key: &'static str, now: i64| async move {
         store.cache_get(scope, key, now).await.expect("cache_get").map(|blob| blob.to_bytes())
     };
@@ -30,7 +30,7 @@ pub(super) async fn cached_outputs_expire_and_stay_in_their_scope(store: &dyn St
     assert_eq!(get("g@2:n", "old", 5).await, Some(blob(4).to_bytes()));
 }
 
-pub(super) async fn a_thread_runs_one_leg_at_a_time(store: &dyn Store) {
+pub(super) async fn a_thread_runs_one_leg_at_a_time(store: &dyn RunStore) {
     let turn = |run: RunId, after: Option<RunId>| NewRun {
         thread_turn: Some(ThreadTurn { after }),
         trace: None,
@@ -99,7 +99,9 @@ pub(super) async fn a_thread_runs_one_leg_at_a_time(store: &dyn Store) {
 /// Thread records: created once (a second create returns the first),
 /// read, their metadata replaced, listed newest first with offsets,
 /// deleted; a missing one is `None`, `ThreadNotFound` or `false`.
-pub(super) async fn thread_records_are_created_once_and_listed_newest_first(store: &dyn Store) {
+pub(super) async fn thread_records_are_created_once_and_listed_newest_first(
+    store: &dyn ThreadStore,
+) {
     use crate::record::ThreadRecord;
     use serde_json::json;
     assert_eq!(store.thread_record("t-1").await.expect("read"), None, "none yet");

@@ -1,16 +1,19 @@
 //! The node cache (`Store::cache_get` / `cache_put`): the `node_cache`
 //! table.
 
+use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
 use super::writers::Touches;
 use super::SqliteStore;
 use crate::codec::Blob;
 use crate::error::StoreError;
+use crate::store::NodeCacheStore;
 
-impl SqliteStore {
+#[async_trait]
+impl NodeCacheStore for SqliteStore {
     /// An unexpired cached output.
-    pub(crate) async fn cached(
+    async fn cache_get(
         &self,
         scope: &str,
         key: &str,
@@ -33,7 +36,7 @@ impl SqliteStore {
     }
 
     /// Stores a cached output, removing the scope's expired ones.
-    pub(crate) async fn cache(
+    async fn cache_put(
         &self,
         scope: &str,
         key: &str,

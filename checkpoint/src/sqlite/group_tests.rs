@@ -5,7 +5,7 @@
 use super::tests::{block_on, new_run};
 use super::*;
 use crate::record::EventRecord;
-use crate::{RunId, Store};
+use crate::{RunId, RunStore};
 
 /// A runtime with two workers, as on the machines the benchmarks run on.
 fn two_workers() -> tokio::runtime::Runtime {

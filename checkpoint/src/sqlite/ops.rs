@@ -1,4 +1,6 @@
-//! The [`Store`] operations of [`SqliteStore`].
+//! The [`RunStore`] operations of [`SqliteStore`] (the other tables'
+//! traits are implemented in their files: `threads.rs`, `schedules.rs`,
+//! `outbox.rs`, `cache.rs`).
 
 use std::sync::Arc;
 
@@ -13,23 +15,21 @@ use super::rows::{
 };
 use super::writers::{Known, Touches, Writer};
 use super::{frame, parts, SqliteStore};
-use crate::codec::Blob;
+
 use crate::error::StoreError;
 use crate::event::restore_updates;
 use crate::frontier::RecentFrontiers;
 use crate::ids::{RunId, TaskKey};
-use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::owner::Owner;
 use crate::record::{
     CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage, InterruptRecord,
     NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress,
-    TaskUpdate, TaskWrite, ThreadRecord, Transition, Waiting,
+    TaskUpdate, TaskWrite, Transition, Waiting,
 };
-use crate::schedule::{ScheduleFire, ScheduleRecord};
-use crate::store::Store;
+use crate::store::RunStore;
 
 #[async_trait]
-impl Store for SqliteStore {
+impl RunStore for SqliteStore {
     async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
         let row = NewRunRow::of(run)?;
         let writers = Arc::clone(&self.writers);
@@ -38,38 +38,6 @@ impl Store for SqliteStore {
 
     async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
         self.commit_transition(transition).await
-    }
-
-    async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {
-        self.insert_schedule(schedule).await
-    }
-
-    async fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, StoreError> {
-        self.read_schedule(id).await
-    }
-
-    async fn list_schedules(
-        &self,
-        offset: u64,
-        limit: u64,
-    ) -> Result<Vec<ScheduleRecord>, StoreError> {
-        self.schedules_page(offset, limit).await
-    }
-
-    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
-        self.remove_schedule(id).await
-    }
-
-    async fn due_schedules(
-        &self,
-        now_ms: i64,
-        limit: u64,
-    ) -> Result<Vec<ScheduleRecord>, StoreError> {
-        self.due_schedule_rows(now_ms, limit).await
-    }
-
-    async fn fire_schedule(&self, fire: ScheduleFire) -> Result<(), StoreError> {
-        self.fire(fire).await
     }
 
     async fn put_task_writes(&self, write: TaskWrite) -> Result<(), StoreError> {
@@ -492,83 +460,6 @@ impl Store for SqliteStore {
                 .optional()?)
         })
         .await
-    }
-
-    async fn cache_get(
-        &self,
-        scope: &str,
-        key: &str,
-        now_ms: i64,
-    ) -> Result<Option<Blob>, StoreError> {
-        self.cached(scope, key, now_ms).await
-    }
-
-    async fn cache_put(
-        &self,
-        scope: &str,
-        key: &str,
-        value: Blob,
-        expires_at_ms: i64,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.cache(scope, key, value, expires_at_ms, now_ms).await
-    }
-
-    async fn create_thread(
-        &self,
-        record: ThreadRecord,
-    ) -> Result<(ThreadRecord, bool), StoreError> {
-        self.insert_thread(record).await
-    }
-
-    async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
-        self.read_thread(thread).await
-    }
-
-    async fn update_thread(
-        &self,
-        thread: &str,
-        metadata: serde_json::Value,
-        at_ms: i64,
-    ) -> Result<ThreadRecord, StoreError> {
-        self.set_thread_metadata(thread, metadata, at_ms).await
-    }
-
-    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError> {
-        self.threads_page(offset, limit).await
-    }
-
-    async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
-        self.remove_thread(thread).await
-    }
-
-    async fn put_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
-        self.upsert_outbox(entry).await
-    }
-
-    async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
-        self.read_outbox(id).await
-    }
-
-    async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError> {
-        self.outbox_page(query).await
-    }
-
-    async fn take_outbox(
-        &self,
-        id: &str,
-        now_ms: i64,
-        lease_until_ms: i64,
-    ) -> Result<Option<OutboxEntry>, StoreError> {
-        self.take_outbox_entry(id, now_ms, lease_until_ms).await
-    }
-
-    async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
-        self.remove_outbox(id).await
-    }
-
-    async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError> {
-        self.gate_outbox_entries(ids, gate).await
     }
 
     async fn delete_run(&self, run: RunId) -> Result<(), StoreError> {

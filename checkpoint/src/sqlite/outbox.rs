@@ -4,6 +4,7 @@
 //! so no status change slips between the check and the gate). Gates open
 //! by the triggers of schema 17.
 
+use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, Row};
 
 use super::fault::Abort;
@@ -11,6 +12,7 @@ use super::writers::Touches;
 use super::SqliteStore;
 use crate::error::StoreError;
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
+use crate::store::OutboxStore;
 
 const COLUMNS: &str = "id, kind, thread, created_at_ms, due_ms, lease_until_ms, attempts, body, \
                        gate_run, gate_ended, gate_seq";
@@ -49,8 +51,9 @@ fn clamp(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-impl SqliteStore {
-    pub(crate) async fn upsert_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
+#[async_trait]
+impl OutboxStore for SqliteStore {
+    async fn put_outbox(&self, entry: OutboxEntry) -> Result<(), StoreError> {
         let body = entry.body_text()?;
         let (gate_run, gate_ended, gate_seq) = entry.gate_columns();
         self.write(Touches::NoRun, move |tx| {
@@ -76,7 +79,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn read_outbox(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
+    async fn outbox_entry(&self, id: &str) -> Result<Option<OutboxEntry>, StoreError> {
         self.read(|tx| {
             let found = tx
                 .prepare_cached(&format!("SELECT {COLUMNS} FROM outbox WHERE id = ?1"))?
@@ -87,10 +90,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn outbox_page(
-        &self,
-        query: OutboxQuery,
-    ) -> Result<Vec<OutboxEntry>, StoreError> {
+    async fn list_outbox(&self, query: OutboxQuery) -> Result<Vec<OutboxEntry>, StoreError> {
         // What is ready is read through its own (partial) index, which
         // gated entries are not in; the planner picks it only for a
         // statement that says `gate_run IS NULL`, so that is a second one.
@@ -123,7 +123,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn take_outbox_entry(
+    async fn take_outbox(
         &self,
         id: &str,
         now_ms: i64,
@@ -144,11 +144,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn gate_outbox_entries(
-        &self,
-        ids: &[String],
-        gate: OutboxGate,
-    ) -> Result<u64, StoreError> {
+    async fn gate_outbox(&self, ids: &[String], gate: OutboxGate) -> Result<u64, StoreError> {
         let ids = ids.to_vec();
         let (run, ended, seq) = gate.columns();
         self.write(Touches::NoRun, move |tx| {
@@ -171,7 +167,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn remove_outbox(&self, id: &str) -> Result<bool, StoreError> {
+    async fn delete_outbox(&self, id: &str) -> Result<bool, StoreError> {
         let id = id.to_owned();
         self.write(Touches::NoRun, move |tx| {
             Ok(tx.prepare_cached("DELETE FROM outbox WHERE id = ?1")?.execute([&id])? == 1)

@@ -5,7 +5,7 @@ use rusqlite::Connection;
 use super::tests::{block_on, new_run, step_of};
 use super::*;
 use crate::record::{RunStatus, TaskUpdate, Transition};
-use crate::{Codec, CodecError, RunId, Store, TaskKey};
+use crate::{Codec, CodecError, RunId, RunStore, TaskKey};
 
 /// Step `number` of `run` with one update of `len` bytes of text, and the
 /// events `seq..seq + 2` of [`step_of`].

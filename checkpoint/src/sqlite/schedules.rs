@@ -2,6 +2,7 @@
 //! table. A firing moves the next tick with a compare-and-set and creates
 //! its run in the same transaction.
 
+use async_trait::async_trait;
 use std::sync::Arc;
 
 use rusqlite::{params, OptionalExtension, Row};
@@ -12,6 +13,7 @@ use super::writers::Touches;
 use super::SqliteStore;
 use crate::error::StoreError;
 use crate::schedule::{ScheduleFire, ScheduleRecord, ScheduleRow};
+use crate::store::ScheduleStore;
 
 const COLUMNS: &str = "id, graph, graph_version, spec, input, snapshot, frontier, attachment, \
      created_at_ms, next_at_ms, last_run, last_fired_at_ms, runs_started, ticks_skipped";
@@ -43,8 +45,9 @@ fn clamp(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-impl SqliteStore {
-    pub(crate) async fn insert_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {
+#[async_trait]
+impl ScheduleStore for SqliteStore {
+    async fn create_schedule(&self, schedule: ScheduleRecord) -> Result<(), StoreError> {
         let row = ScheduleRow::encode(&schedule)?;
         self.write(Touches::NoRun, move |tx| {
             let inserted = tx
@@ -77,10 +80,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn read_schedule(
-        &self,
-        id: &str,
-    ) -> Result<Option<ScheduleRecord>, StoreError> {
+    async fn schedule(&self, id: &str) -> Result<Option<ScheduleRecord>, StoreError> {
         self.read(|tx| {
             let found = tx
                 .prepare_cached(&format!("SELECT {COLUMNS} FROM schedules WHERE id = ?1"))?
@@ -91,7 +91,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn schedules_page(
+    async fn list_schedules(
         &self,
         offset: u64,
         limit: u64,
@@ -108,7 +108,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn due_schedule_rows(
+    async fn due_schedules(
         &self,
         now_ms: i64,
         limit: u64,
@@ -126,7 +126,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn remove_schedule(&self, id: &str) -> Result<bool, StoreError> {
+    async fn delete_schedule(&self, id: &str) -> Result<bool, StoreError> {
         let id = id.to_owned();
         self.write(Touches::NoRun, move |tx| {
             Ok(tx.prepare_cached("DELETE FROM schedules WHERE id = ?1")?.execute([&id])? == 1)
@@ -134,7 +134,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn fire(&self, fire: ScheduleFire) -> Result<(), StoreError> {
+    async fn fire_schedule(&self, fire: ScheduleFire) -> Result<(), StoreError> {
         let run = fire.run.clone().map(NewRunRow::of).transpose()?;
         let touches = match &fire.run {
             Some(run) => Touches::Run(run.id),

@@ -4,7 +4,7 @@ use rusqlite::Connection;
 
 use super::*;
 use crate::record::{EventRecord, GraphRef, NewRun};
-use crate::{Owner, RunId, Store};
+use crate::{Owner, RunId, RunStore};
 
 /// A run of graph `g` v1 with a one-byte state, to create in tests.
 pub(super) fn new_run(id: RunId) -> NewRun {

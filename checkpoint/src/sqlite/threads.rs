@@ -1,6 +1,7 @@
 //! Thread records (`Store::create_thread` and the rest): the `threads`
 //! table.
 
+use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, Row};
 
 use super::fault::Abort;
@@ -8,6 +9,7 @@ use super::writers::Touches;
 use super::SqliteStore;
 use crate::error::StoreError;
 use crate::record::ThreadRecord;
+use crate::store::ThreadStore;
 
 const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata";
 
@@ -30,8 +32,9 @@ fn metadata_text(metadata: &serde_json::Value) -> Result<String, StoreError> {
     serde_json::to_string(metadata).map_err(|error| StoreError::Backend { source: Box::new(error) })
 }
 
-impl SqliteStore {
-    pub(crate) async fn insert_thread(
+#[async_trait]
+impl ThreadStore for SqliteStore {
+    async fn create_thread(
         &self,
         record: ThreadRecord,
     ) -> Result<(ThreadRecord, bool), StoreError> {
@@ -59,10 +62,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn read_thread(
-        &self,
-        thread: &str,
-    ) -> Result<Option<ThreadRecord>, StoreError> {
+    async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
         self.read(|tx| {
             let found = tx
                 .prepare_cached(&format!("SELECT {COLUMNS} FROM threads WHERE id = ?1"))?
@@ -73,7 +73,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn set_thread_metadata(
+    async fn update_thread(
         &self,
         thread: &str,
         metadata: serde_json::Value,
@@ -97,11 +97,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn threads_page(
-        &self,
-        offset: u64,
-        limit: u64,
-    ) -> Result<Vec<ThreadRecord>, StoreError> {
+    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError> {
         let (offset, limit) =
             (i64::try_from(offset).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX));
         self.read(|tx| {
@@ -117,7 +113,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn remove_thread(&self, thread: &str) -> Result<bool, StoreError> {
+    async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         let thread = thread.to_owned();
         self.write(Touches::NoRun, move |tx| {
             Ok(tx.prepare_cached("DELETE FROM threads WHERE id = ?1")?.execute([&thread])? == 1)

@@ -7,7 +7,7 @@ use super::tests::{block_on, new_run, step_of};
 use super::writers::{Known, Touches, Writers};
 use super::SqliteStore;
 use crate::record::{TaskUpdate, TaskWrite};
-use crate::{Owner, RunId, RunStatus, Store, StoreError, TaskKey};
+use crate::{Owner, RunId, RunStatus, RunStore, StoreError, TaskKey};
 
 /// Step `number` of `run` (events `2n-1`, `2n`) by the writer of `epoch`.
 fn step(run: RunId, number: u64, epoch: u64) -> crate::Transition {
