@@ -24,7 +24,7 @@ mod tables;
 mod writes;
 use writes::{check_events, check_writer};
 
-/// In-memory [`Store`]: the same contract as the durable stores (epochs,
+/// In-memory [`Store`](crate::Store): the same contract as the durable stores (epochs,
 /// step order, gap-free events, newest-first listing), nothing survives the
 /// process. For tests, examples and runs that need no durability.
 #[derive(Debug, Default)]

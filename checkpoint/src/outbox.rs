@@ -6,7 +6,7 @@
 //! an entry means is its kind's, in its JSON body.
 //!
 //! An entry that cannot proceed until a run settles is *gated* on that
-//! run ([`Store::gate_outbox`](crate::Store::gate_outbox)): listings of
+//! run ([`OutboxStore::gate_outbox`](crate::OutboxStore::gate_outbox)): listings of
 //! what is ready ([`OutboxQuery::ready`]) pass it over, through an index,
 //! until the store opens its gate in the same transaction as the run's
 //! status change (or its deletion, or the end of the pending entry it
@@ -119,7 +119,7 @@ pub struct OutboxEntry {
     pub attempts: u32,
     /// What it is, as its kind's own versioned JSON record.
     pub body: serde_json::Value,
-    /// What it waits for, if anything ([`Store::gate_outbox`](crate::Store::gate_outbox)):
+    /// What it waits for, if anything ([`OutboxStore::gate_outbox`](crate::OutboxStore::gate_outbox)):
     /// shut, it is not [ready](OutboxQuery::ready).
     pub gate: Option<OutboxGate>,
 }
@@ -153,7 +153,7 @@ impl OutboxEntry {
     }
 }
 
-/// Which entries [`Store::list_outbox`](crate::Store::list_outbox) reads.
+/// Which entries [`OutboxStore::list_outbox`](crate::OutboxStore::list_outbox) reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OutboxQuery {

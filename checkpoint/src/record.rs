@@ -218,7 +218,7 @@ pub struct NewRun {
     /// it at epoch 1 and drives it from step 0.
     pub claim: Option<(Owner, i64)>,
     /// JSON text kept with the run and never changed, read back with
-    /// [`Store::attachment`](crate::Store::attachment): what another
+    /// [`RunStore::attachment`](crate::RunStore::attachment): what another
     /// process needs to rebuild the graph (a blueprint run stores its
     /// blueprint).
     pub attachment: Option<String>,
@@ -540,7 +540,7 @@ pub struct StoredCheckpoint {
     pub interrupts: Vec<InterruptRecord>,
 }
 
-/// Runs waiting for a decision ([`Store::waiting`](crate::Store::waiting)).
+/// Runs waiting for a decision ([`RunStore::waiting`](crate::RunStore::waiting)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Waiting {
     /// Runs with status `awaiting_hitl`.

@@ -146,7 +146,7 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug + 'static {
     async fn create_thread(&self, record: ThreadRecord)
         -> Result<(ThreadRecord, bool), StoreError>;
 
-    /// A thread's record, if it was created ([`Store::create_thread`]).
+    /// A thread's record, if it was created ([`ThreadStore::create_thread`]).
     async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError>;
 
     /// Replaces a thread's metadata at `at_ms`; the updated record.

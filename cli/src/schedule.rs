@@ -7,7 +7,8 @@ use tollgate_nodes::Blueprint;
 use tollgate_server::{code, schedule_json, Runs, ServiceError, MAX_SCHEDULES_LISTED};
 
 use crate::args::ScheduleCommand;
-use crate::{json_arg, print_json, user_message};
+use crate::run::user_message;
+use crate::{json_arg, print_json};
 
 /// One line per schedule: id, what, when, next tick, runs started.
 fn line(schedule: &Value) -> String {

@@ -1,4 +1,4 @@
-//! The node cache (`Store::cache_get` / `cache_put`) and the thread check
+//! The node cache (`NodeCacheStore::cache_get` / `cache_put`) and the thread check
 //! of a run that continues its thread.
 
 use async_trait::async_trait;

@@ -149,7 +149,7 @@ impl Commits {
         Some(jobs.clone())
     }
 
-    /// [`Store::commit`](tollgate_checkpoint::Store::commit).
+    /// [`RunStore::commit`](tollgate_checkpoint::RunStore::commit).
     pub(crate) async fn commit(&self, transition: Transition) -> Result<(), StoreError> {
         let grouped = transition.status == RunStatus::Running
             && transition.interrupts.is_empty()

@@ -8,7 +8,7 @@ use crate::sql::Sql;
 use crate::store::PostgresStore;
 
 impl PostgresStore {
-    /// `Store::delete_run`: every row of one run, in one transaction,
+    /// `RunStore::delete_run`: every row of one run, in one transaction,
     /// refused while it runs.
     pub(crate) async fn remove_run(&self, run: RunId) -> Result<(), StoreError> {
         self.frontiers.forget(run);

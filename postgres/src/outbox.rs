@@ -1,4 +1,4 @@
-//! The outbox (`Store::put_outbox` and the rest): the `outbox` table.
+//! The outbox (`OutboxStore::put_outbox` and the rest): the `outbox` table.
 //! Taking an entry is one `UPDATE … RETURNING` that checks its lease under the row's lock.
 //! Gating one is one `UPDATE` that checks its run under a share lock of
 //! the run's row (or of the pending entry that will start it), so the

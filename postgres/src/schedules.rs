@@ -1,4 +1,4 @@
-//! Schedules (`Store::create_schedule` and the rest): the `schedules`
+//! Schedules (`ScheduleStore::create_schedule` and the rest): the `schedules`
 //! table. A firing moves the next tick (the row locked, compared) and
 //! creates its run in one transaction.
 

@@ -33,9 +33,9 @@ mod service;
 
 pub use error::{code, ErrorSource, ServiceError};
 pub use http::{
-    check_exposure, credential, nest_under, router, run_history_json, schedule_json, serve,
-    serve_metrics, state_json, thread_history_json, thread_json, Api, Auth, Authenticate, Limits,
-    Principal, Refusal, Role, ServeOptions, Tokens, DEFAULT_LANGGRAPH_PREFIX,
+    check_exposure, credential, listing_json, nest_under, router, run_history_json, schedule_json,
+    serve, serve_metrics, state_json, thread_history_json, thread_json, Api, Auth, Authenticate,
+    Limits, Principal, Refusal, Role, ServeOptions, Tokens, DEFAULT_LANGGRAPH_PREFIX,
 };
 pub use pack::{build_pack, inspect_pack, is_pack, keygen, load_pack, verify_pack, Loaded};
 pub use printable::printable;

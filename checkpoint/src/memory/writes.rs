@@ -9,7 +9,7 @@ use crate::ids::RunId;
 use crate::record::{EventRecord, NewRun, RunRecord, RunStatus};
 
 impl Inner {
-    /// Creates a run (`Store::create_run`).
+    /// Creates a run (`RunStore::create_run`).
     pub(super) fn create_run(&mut self, run: NewRun) -> Result<u64, StoreError> {
         let inner = self;
         if inner.runs.contains_key(&run.id) {

@@ -1,4 +1,4 @@
-//! The node cache (`Store::cache_get` / `cache_put`): the `node_cache`
+//! The node cache (`NodeCacheStore::cache_get` / `cache_put`): the `node_cache`
 //! table.
 
 use async_trait::async_trait;

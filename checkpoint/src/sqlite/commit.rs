@@ -28,7 +28,7 @@ struct StepRow {
 }
 
 impl SqliteStore {
-    /// [`Store::commit`](crate::Store::commit).
+    /// [`RunStore::commit`](crate::RunStore::commit).
     pub(super) async fn commit_transition(&self, transition: Transition) -> Result<(), StoreError> {
         let run = transition.run;
         let failure = failure_text(transition.failure.as_ref())?;

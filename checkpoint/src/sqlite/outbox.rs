@@ -1,4 +1,4 @@
-//! The outbox (`Store::put_outbox` and the rest): the `outbox` table.
+//! The outbox (`OutboxStore::put_outbox` and the rest): the `outbox` table.
 //! Taking an entry is one `UPDATE … RETURNING` that checks its lease;
 //! gating one is one `UPDATE` that checks its run (writes are serialized,
 //! so no status change slips between the check and the gate). Gates open

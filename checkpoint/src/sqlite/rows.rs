@@ -296,7 +296,7 @@ pub(super) fn insert_events(
     Ok(())
 }
 
-/// A new run as its rows are written (`Store::create_run`, and the run a
+/// A new run as its rows are written (`RunStore::create_run`, and the run a
 /// schedule starts).
 pub(super) struct NewRunRow {
     run: NewRun,

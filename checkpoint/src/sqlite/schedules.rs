@@ -1,4 +1,4 @@
-//! Schedules (`Store::create_schedule` and the rest): the `schedules`
+//! Schedules (`ScheduleStore::create_schedule` and the rest): the `schedules`
 //! table. A firing moves the next tick with a compare-and-set and creates
 //! its run in the same transaction.
 

@@ -1,4 +1,4 @@
-//! Thread records (`Store::create_thread` and the rest): the `threads`
+//! Thread records (`ThreadStore::create_thread` and the rest): the `threads`
 //! table.
 
 use async_trait::async_trait;

@@ -2,7 +2,7 @@
 //!
 //! The subgraph runs in its parent's task as a nested [`Leg`]: the same
 //! driver, with its own state, frontier and step count, whose "commits"
-//! are progress records ([`Store::put_task_progress`]): at each inner step
+//! are progress records ([`RunStore::put_task_progress`]): at each inner step
 //! the subgraph's state, frontier, the outputs of its finished tasks of
 //! the step in flight and the mapping of its interrupts to the parent
 //! task's are written in one transaction, with the events since the run's

@@ -1,5 +1,5 @@
 //! Where a workflow's task results live: progress records of the step in
-//! flight (`Store::put_task_progress`), one per finished task, under task
+//! flight (`RunStore::put_task_progress`), one per finished task, under task
 //! numbers from [`TASK_RESULTS`] up (the workflow's node is the step's
 //! only task). Written once each, with the events since the run's last
 //! write; read back with the checkpoint; dropped when the workflow's step

@@ -159,7 +159,7 @@ impl<S: State> StateGraph<S> {
     /// `output` turns its final state into the parent's update.
     ///
     /// The subgraph's steps are checkpointed as part of the parent run
-    /// (see [`Store::put_task_progress`](tollgate_checkpoint::Store::put_task_progress)):
+    /// (see [`RunStore::put_task_progress`](tollgate_checkpoint::RunStore::put_task_progress)):
     /// a crash inside it continues inside it; an interrupt inside it
     /// pauses the parent run, is decided on the parent run like any other,
     /// and resumes inside it. Its events carry the enclosing task in their

@@ -20,7 +20,7 @@ const IN_PROCESS_LEGS: usize = 4;
 #[derive(Debug)]
 pub(crate) struct Driver {
     stop: Mutex<Option<oneshot::Sender<()>>>,
-    task: Mutex<Option<JoinHandle<serde_json::Value>>>,
+    task: Mutex<Option<JoinHandle<tollgate_engine::WorkerReport>>>,
 }
 
 impl Driver {

@@ -48,7 +48,7 @@ pub(crate) use follow::Hub;
 pub(crate) use legs::Legs;
 pub use metrics::serve_metrics;
 pub use native::wire::{
-    run_history_json, schedule_json, state_json, thread_history_json, thread_json,
+    listing_json, run_history_json, schedule_json, state_json, thread_history_json, thread_json,
 };
 
 /// How [`serve`] is configured.

@@ -2,7 +2,7 @@
 //! run's state and its history.
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tollgate_checkpoint::{
     Cursor, DamagedRun, HistoryPage, PageRequest, RunFailure, RunFilter, RunId, RunRecord,
     RunStatus,
@@ -168,15 +168,6 @@ pub struct Listing {
     pub damaged: Vec<DamagedRun>,
     /// The cursor of the next page, if there is one.
     pub next: Option<String>,
-}
-
-impl Listing {
-    /// `{"runs", "damaged": [{"id", "error"}], "next_cursor"}`.
-    pub fn json(&self) -> Value {
-        let damaged: Vec<Value> =
-            self.damaged.iter().map(|row| json!({"id": row.id, "error": row.reason})).collect();
-        json!({"runs": self.runs, "damaged": damaged, "next_cursor": self.next})
-    }
 }
 
 impl Runs {

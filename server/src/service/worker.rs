@@ -5,24 +5,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{json, Value};
 use tokio::sync::watch;
 use tollgate_checkpoint::{RunId, RunRecord, RunStatus, StoreError};
-use tollgate_engine::{EventSink, Executor, RunConfig, RunError, Worker, Workload};
+use tollgate_engine::{EventSink, Executor, RunConfig, RunError, Worker, WorkerReport, Workload};
 
 use super::{Backend, Runs};
 
 impl Runs {
     /// Drives runs no process drives whose graph this process has (blueprint
     /// runs, and runs of its registered graphs), `concurrency` legs at
-    /// once, until `shutdown`; returns the worker's report as JSON.
+    /// once, until `shutdown`; returns the worker's report.
     pub async fn work(
         &self,
         concurrency: usize,
         lease: Duration,
         max_lease_losses: u32,
         shutdown: impl std::future::Future<Output = ()>,
-    ) -> Value {
+    ) -> WorkerReport {
         let live = self.live_publisher();
         let mut worker = Worker::new((*self.executor).clone())
             .workload(Arc::new(KnownRuns { runs: self.clone(), lease, live }))
@@ -35,15 +34,7 @@ impl Runs {
         if let Backend::Postgres(store) = &self.backend {
             worker = worker.wake_legs_on(store.run_changes());
         }
-        let report = worker.run(shutdown).await;
-        json!({
-            "legs": report.legs,
-            "completed": report.completed,
-            "failed": report.failed,
-            "released": report.released,
-            "lost_claims": report.lost_claims,
-            "dead_lettered": report.dead_lettered,
-        })
+        worker.run(shutdown).await
     }
 }
 

@@ -7,7 +7,7 @@
 //! What maps to what (docs/langgraph-api.md): an *assistant* is a
 //! registered graph or a blueprint of the server's folder (its id is its
 //! name, or a UUID derived from it); a *thread* is a tollgate thread,
-//! with a record of its own once created (`Store::create_thread`); a
+//! with a record of its own once created (`ThreadStore::create_thread`); a
 //! *run* is a tollgate run on it; `Command(resume=…)` is a decision on the
 //! thread's paused run.
 //!

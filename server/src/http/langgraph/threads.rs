@@ -1,5 +1,5 @@
 //! Threads: tollgate's durable threads, with a record of their own once
-//! created (`Store::create_thread`: id, times, metadata). A thread that
+//! created (`ThreadStore::create_thread`: id, times, metadata). A thread that
 //! only runs name (started through the native API) is shown too.
 
 use std::collections::HashSet;

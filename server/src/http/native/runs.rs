@@ -69,7 +69,7 @@ pub(crate) async fn list(
         .transpose()?;
     let filter = RunFilter { status, graph: query.graph, thread: query.thread };
     let listing = app.runs.list(filter, query.limit.unwrap_or(20), query.cursor).await?;
-    Ok(Json(listing.json()))
+    Ok(Json(super::wire::listing_json(&listing)))
 }
 
 pub(crate) async fn show(State(app): State<App>, RunPath(run): RunPath) -> ApiResult<Json<Value>> {

@@ -11,7 +11,7 @@ use tollgate_engine::{
     ThreadHistoryPage,
 };
 
-use crate::service::{Outline, RunHistory, ThreadView};
+use crate::service::{Listing, Outline, RunHistory, ThreadView};
 
 /// `{"id", "step", "source", "by", "forked_from", "status", "values",
 /// "next", "interrupts", "pending_writes", "tasks"}` (`by`: who asked for
@@ -137,6 +137,13 @@ fn states(page: &StatePage<Value>) -> Value {
 pub fn thread_json(view: &ThreadView) -> Value {
     json!({"thread": view.thread, "latest": view.latest, "step": view.step,
            "values": view.values})
+}
+
+/// A page of runs: `{"runs", "damaged": [{"id", "error"}], "next_cursor"}`.
+pub fn listing_json(listing: &Listing) -> Value {
+    let damaged: Vec<Value> =
+        listing.damaged.iter().map(|row| json!({"id": row.id, "error": row.reason})).collect();
+    json!({"runs": listing.runs, "damaged": damaged, "next_cursor": listing.next})
 }
 
 /// A schedule as the API and `--json` show it: times as RFC 3339 (and
