@@ -3,7 +3,7 @@
 
 use crate::codec::CodecError;
 use crate::ids::RunId;
-use crate::record::RunStatus;
+use crate::status::RunStatus;
 
 /// Why a store operation was refused or failed.
 #[derive(Debug, thiserror::Error)]

@@ -33,6 +33,7 @@ mod failpoint;
 mod frontier;
 mod ids;
 mod items;
+mod listing;
 mod memory;
 mod outbox;
 mod owner;
@@ -40,6 +41,7 @@ mod record;
 mod schedule;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod status;
 mod store;
 
 pub use codec::{Blob, Codec, CodecError};
@@ -55,14 +57,14 @@ pub use items::{
     MAX_FILTER_CONDITIONS, MAX_IN_VALUES, MAX_KEY_BYTES, MAX_PARTS, MAX_PART_BYTES,
     MAX_SEARCH_LIMIT, MAX_VALUE_BYTES,
 };
+pub use listing::{Cursor, DamagedRun, PageRequest, RunFilter, RunPage, ThreadRecord, Waiting};
 pub use memory::MemoryStore;
 pub use outbox::{GateOpens, OutboxEntry, OutboxGate, OutboxQuery, OUTBOX_NEVER};
 pub use owner::Owner;
 pub use record::{
-    Answer, CheckpointInfo, Cursor, DamagedRun, DecisionWrite, GraphRef, HistoryPage,
-    InterruptRecord, InvalidRunStatus, NewRun, PageRequest, RunFailure, RunFilter, RunPage,
-    RunRecord, RunStatus, StepRecord, StoredCheckpoint, TaskFailure, TaskProgress, TaskUpdate,
-    TaskWrite, ThreadRecord, ThreadTurn, Transition, Waiting,
+    Answer, CheckpointInfo, DecisionWrite, GraphRef, HistoryPage, InterruptRecord, NewRun,
+    RunFailure, RunRecord, StepRecord, StoredCheckpoint, TaskFailure, TaskProgress, TaskUpdate,
+    TaskWrite, ThreadTurn, Transition,
 };
 #[doc(hidden)]
 pub use schedule::ScheduleRow as __ScheduleRow;
@@ -71,4 +73,5 @@ pub use schedule::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Checkpointing, Durability, SqliteOptions, SqliteStore};
+pub use status::{InvalidRunStatus, RunStatus};
 pub use store::{NodeCacheStore, OutboxStore, RunStore, ScheduleStore, Store, ThreadStore};

@@ -9,14 +9,15 @@ use crate::codec::Blob;
 use crate::error::StoreError;
 use crate::event::restore_updates;
 use crate::ids::RunId;
+use crate::listing::{Cursor, PageRequest, RunFilter, RunPage, ThreadRecord, Waiting};
 use crate::outbox::OutboxEntry;
 use crate::owner::Owner;
 use crate::record::{
-    CheckpointInfo, Cursor, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun,
-    PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StepRecord, StoredCheckpoint,
-    TaskProgress, TaskUpdate, TaskWrite, ThreadRecord, Transition, Waiting,
+    CheckpointInfo, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, RunRecord,
+    StepRecord, StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite, Transition,
 };
 use crate::schedule::ScheduleRecord;
+use crate::status::RunStatus;
 use crate::store::RunStore;
 
 mod gates;

@@ -89,8 +89,8 @@ impl OutboxGate {
 
     /// Whether a run of `status` whose last event is `last_seq` keeps the
     /// gate shut (the reference every store's SQL matches).
-    pub fn blocks(&self, status: crate::record::RunStatus, last_seq: u64) -> bool {
-        use crate::record::RunStatus;
+    pub fn blocks(&self, status: crate::status::RunStatus, last_seq: u64) -> bool {
+        use crate::status::RunStatus;
         matches!(status, RunStatus::Running | RunStatus::Queued)
             || (self.opens == GateOpens::Ended && status == RunStatus::AwaitingHitl)
             || self.after_seq.is_some_and(|after| last_seq <= after)

@@ -5,12 +5,12 @@ use async_trait::async_trait;
 use crate::codec::Blob;
 use crate::error::StoreError;
 use crate::ids::RunId;
+use crate::listing::{PageRequest, RunFilter, RunPage, ThreadRecord, Waiting};
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::owner::Owner;
 use crate::record::{
-    DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, PageRequest, RunFilter,
-    RunPage, RunRecord, StoredCheckpoint, TaskProgress, TaskWrite, ThreadRecord, Transition,
-    Waiting,
+    DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, RunRecord, StoredCheckpoint,
+    TaskProgress, TaskWrite, Transition,
 };
 use crate::schedule::{ScheduleFire, ScheduleRecord};
 

@@ -4,7 +4,8 @@
 use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::owner::Owner;
-use crate::record::{Answer, DecisionWrite, RunFailure, RunStatus, Transition};
+use crate::record::{Answer, DecisionWrite, RunFailure, Transition};
+use crate::status::RunStatus;
 use crate::store::RunStore;
 
 use super::fixtures::{event, interrupt, kind, new_run, step};

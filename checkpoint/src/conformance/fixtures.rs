@@ -6,8 +6,9 @@ use crate::error::StoreError;
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
-    EventRecord, GraphRef, InterruptRecord, NewRun, RunStatus, StepRecord, TaskUpdate, Transition,
+    EventRecord, GraphRef, InterruptRecord, NewRun, StepRecord, TaskUpdate, Transition,
 };
+use crate::status::RunStatus;
 
 pub(super) fn blob(value: u32) -> Blob {
     Codec::Json.encode(&value, 1).expect("a u32 encodes")

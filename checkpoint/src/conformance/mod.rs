@@ -19,12 +19,14 @@ use std::future::Future;
 use crate::codec::{Blob, Codec};
 use crate::error::StoreError;
 use crate::ids::{RunId, TaskKey};
+use crate::listing::Waiting;
+use crate::listing::{Cursor, PageRequest, RunFilter};
 use crate::owner::Owner;
-use crate::record::Waiting;
 use crate::record::{
-    Cursor, EventRecord, InterruptRecord, PageRequest, RunFailure, RunFilter, RunStatus,
-    StepRecord, StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite, Transition,
+    EventRecord, InterruptRecord, RunFailure, StepRecord, StoredCheckpoint, TaskProgress,
+    TaskUpdate, TaskWrite, Transition,
 };
+use crate::status::RunStatus;
 use crate::store::{NodeCacheStore, OutboxStore, RunStore, ScheduleStore, Store, ThreadStore};
 
 mod decisions;

@@ -8,7 +8,8 @@ use super::fixtures::{event, interrupt, new_run, step};
 use crate::ids::RunId;
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery, OUTBOX_NEVER};
 use crate::owner::Owner;
-use crate::record::{Answer, DecisionWrite, RunStatus, Transition};
+use crate::record::{Answer, DecisionWrite, Transition};
+use crate::status::RunStatus;
 use crate::store::{OutboxStore, RunStore};
 
 fn ids(entries: Vec<OutboxEntry>) -> Vec<String> {

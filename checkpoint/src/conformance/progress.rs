@@ -3,7 +3,8 @@
 use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::owner::Owner;
-use crate::record::{RunStatus, TaskProgress, TaskWrite, Transition};
+use crate::record::{TaskProgress, TaskWrite, Transition};
+use crate::status::RunStatus;
 use crate::store::RunStore;
 
 use super::fixtures::{event, interrupt, kind, new_run, step, update};

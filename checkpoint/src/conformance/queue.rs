@@ -4,8 +4,10 @@
 
 use crate::error::StoreError;
 use crate::ids::RunId;
+use crate::listing::{PageRequest, RunFilter};
 use crate::owner::Owner;
-use crate::record::{NewRun, PageRequest, RunFilter, RunStatus, Transition};
+use crate::record::{NewRun, Transition};
+use crate::status::RunStatus;
 use crate::store::RunStore;
 
 use super::fixtures::{event, new_run, step};

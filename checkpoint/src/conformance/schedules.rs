@@ -3,8 +3,9 @@
 
 use crate::error::StoreError;
 use crate::ids::RunId;
-use crate::record::{GraphRef, RunStatus};
+use crate::record::GraphRef;
 use crate::schedule::{MissedTicks, ScheduleFire, ScheduleRecord, ScheduleTiming};
+use crate::status::RunStatus;
 use crate::store::{RunStore, ScheduleStore};
 
 use super::fixtures::blob;

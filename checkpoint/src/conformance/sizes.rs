@@ -3,7 +3,8 @@
 use super::fixtures::{event, new_run, step};
 use crate::codec::Codec;
 use crate::ids::{RunId, TaskKey};
-use crate::record::{RunStatus, StepRecord, TaskUpdate, Transition};
+use crate::record::{StepRecord, TaskUpdate, Transition};
+use crate::status::RunStatus;
 use crate::store::RunStore;
 
 /// Lengths around the sizes a store may treat apart (a quarter, a half and

@@ -3,8 +3,10 @@
 
 use crate::error::StoreError;
 use crate::ids::RunId;
+use crate::listing::{PageRequest, RunFilter};
 use crate::owner::Owner;
-use crate::record::{NewRun, PageRequest, RunFilter, RunStatus, ThreadTurn, Transition};
+use crate::record::{NewRun, ThreadTurn, Transition};
+use crate::status::RunStatus;
 use crate::store::{NodeCacheStore, RunStore, ThreadStore};
 
 use super::fixtures::{blob, event, interrupt, new_run, step};
@@ -102,7 +104,7 @@ pub(super) async fn a_thread_runs_one_leg_at_a_time(store: &dyn RunStore) {
 pub(super) async fn thread_records_are_created_once_and_listed_newest_first(
     store: &dyn ThreadStore,
 ) {
-    use crate::record::ThreadRecord;
+    use crate::listing::ThreadRecord;
     use serde_json::json;
     assert_eq!(store.thread_record("t-1").await.expect("read"), None, "none yet");
     let first = ThreadRecord::new("t-1", 100, json!({"user": "ann"}));

@@ -9,8 +9,8 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::{
-    GetOp, Item, ItemError, ItemOp, ItemResult, ItemStore, Namespace, NamespaceQuery, PutOp,
-    Ranked, SearchOp,
+    EmbedError, GetOp, Item, ItemError, ItemOp, ItemResult, ItemStore, Namespace, NamespaceQuery,
+    PutOp, Ranked, SearchOp,
 };
 
 /// Turns texts into vectors for semantic search.
@@ -21,42 +21,6 @@ pub trait Embedder: Send + Sync + fmt::Debug {
 
     /// One vector per text, in order.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
-}
-
-/// An embedder failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum EmbedError {
-    /// The request did not get an answer.
-    #[error("request failed: {source}")]
-    Request {
-        /// Why.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// The service answered with an error status.
-    #[error("HTTP status {status}: {body}")]
-    Status {
-        /// The status.
-        status: u16,
-        /// The start of its body (keys scrubbed).
-        body: String,
-    },
-    /// The answer is not a list of embeddings.
-    #[error("the answer is not a list of embeddings: {source}")]
-    Response {
-        /// Why.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// The answer has another number of vectors than texts asked for.
-    #[error("{found} vectors for {asked} texts")]
-    Count {
-        /// Texts asked for.
-        asked: usize,
-        /// Vectors returned.
-        found: usize,
-    },
 }
 
 /// What a [`Memory`] embeds: the fields of each value, and the vectors'

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use super::MemoryStore;
 use crate::codec::Blob;
 use crate::error::StoreError;
+use crate::listing::ThreadRecord;
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
-use crate::record::ThreadRecord;
 use crate::schedule::{ScheduleFire, ScheduleRecord};
 use crate::store::{NodeCacheStore, OutboxStore, ScheduleStore, ThreadStore};
 

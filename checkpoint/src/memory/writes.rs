@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use super::{Inner, StoredRun};
 use crate::error::StoreError;
 use crate::ids::RunId;
-use crate::record::{EventRecord, NewRun, RunRecord, RunStatus};
+use crate::record::{EventRecord, NewRun, RunRecord};
+use crate::status::RunStatus;
 
 impl Inner {
     /// Creates a run (`RunStore::create_run`).

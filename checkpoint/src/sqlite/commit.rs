@@ -16,7 +16,8 @@ use super::{frame, parts, SqliteStore};
 use crate::codec::Blob;
 use crate::error::StoreError;
 use crate::frontier::RecentFrontiers;
-use crate::record::{EventRecord, RunStatus, Transition};
+use crate::record::{EventRecord, Transition};
+use crate::status::RunStatus;
 
 /// The encoded parts of a committed step.
 struct StepRow {

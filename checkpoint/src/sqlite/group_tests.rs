@@ -50,7 +50,8 @@ fn wait_for_handed_over(store: &SqliteStore, n: u64) {
 /// on its own (a fenced one refused, the others stored), nothing lost.
 #[test]
 fn concurrent_writes_are_committed_in_groups_each_answered_on_its_own() {
-    use crate::record::{RunStatus, StepRecord, Transition};
+    use crate::record::{StepRecord, Transition};
+    use crate::status::RunStatus;
     let dir = tempfile::tempdir().expect("temp dir");
     let store = std::sync::Arc::new(SqliteStore::open(dir.path().join("group.db")).expect("open"));
     let runtime = two_workers();

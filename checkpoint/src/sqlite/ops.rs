@@ -20,12 +20,13 @@ use crate::error::StoreError;
 use crate::event::restore_updates;
 use crate::frontier::RecentFrontiers;
 use crate::ids::{RunId, TaskKey};
+use crate::listing::{Cursor, DamagedRun, PageRequest, RunFilter, RunPage, Waiting};
 use crate::owner::Owner;
 use crate::record::{
-    CheckpointInfo, Cursor, DamagedRun, DecisionWrite, EventRecord, HistoryPage, InterruptRecord,
-    NewRun, PageRequest, RunFilter, RunPage, RunRecord, RunStatus, StoredCheckpoint, TaskProgress,
-    TaskUpdate, TaskWrite, Transition, Waiting,
+    CheckpointInfo, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, RunRecord,
+    StoredCheckpoint, TaskProgress, TaskUpdate, TaskWrite, Transition,
 };
+use crate::status::RunStatus;
 use crate::store::RunStore;
 
 #[async_trait]

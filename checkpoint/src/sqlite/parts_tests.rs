@@ -4,7 +4,8 @@ use rusqlite::Connection;
 
 use super::tests::{block_on, new_run, step_of};
 use super::*;
-use crate::record::{RunStatus, TaskUpdate, Transition};
+use crate::record::{TaskUpdate, Transition};
+use crate::status::RunStatus;
 use crate::{Codec, CodecError, RunId, RunStore, TaskKey};
 
 /// Step `number` of `run` with one update of `len` bytes of text, and the

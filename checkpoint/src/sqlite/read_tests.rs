@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::tests::{block_on, new_run, step_of};
 use super::*;
-use crate::record::RunStatus;
+use crate::status::RunStatus;
 use crate::{RunId, RunStore};
 
 /// How long the other process's lock is held at most (the test fails if

@@ -10,9 +10,8 @@ use crate::error::StoreError;
 use crate::frontier::RecentFrontiers;
 use crate::ids::RunId;
 use crate::owner::Owner;
-use crate::record::{
-    EventRecord, GraphRef, InterruptRecord, NewRun, RunFailure, RunRecord, RunStatus,
-};
+use crate::record::{EventRecord, GraphRef, InterruptRecord, NewRun, RunFailure, RunRecord};
+use crate::status::RunStatus;
 
 /// Selects a run with its effective step, update time and last event: the
 /// newest of its `runs` row and its newest `steps` row (and, for the last

@@ -8,7 +8,7 @@ use super::fault::Abort;
 use super::writers::Touches;
 use super::SqliteStore;
 use crate::error::StoreError;
-use crate::record::ThreadRecord;
+use crate::listing::ThreadRecord;
 use crate::store::ThreadStore;
 
 const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata";

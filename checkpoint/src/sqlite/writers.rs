@@ -21,7 +21,7 @@ use rusqlite::Connection;
 
 use crate::frontier::RecentFrontiers;
 use crate::ids::RunId;
-use crate::record::RunStatus;
+use crate::status::RunStatus;
 
 /// What a writer checks before a commit: the run's status, epoch, number,
 /// effective step and last event, and its lease.
