@@ -1,9 +1,15 @@
 //! Typed run events, their envelope, and the live event channel.
 
+mod clock;
+mod sink;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::mpsc;
 use tollgate_checkpoint::{RunFailure, RunId, RunStatus};
+
+pub(crate) use self::clock::push_padded;
+pub use self::clock::{format_rfc3339, Clock, SystemClock};
+pub use self::sink::{EventSink, EventStream, StreamMode};
 
 use crate::hitl::PendingInterrupt;
 
@@ -389,212 +395,6 @@ impl Event {
     }
 }
 
-/// A view of the one event stream (docs/events.md, stream modes): a
-/// filter, not another stream. Every mode but `final` keeps the run's
-/// bookends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StreamMode {
-    /// Model calls: `model_started`, `model_delta`, `model_completed`.
-    Messages,
-    /// Tool calls: `tool_started`, `tool_delta`, `tool_completed`.
-    Tools,
-    /// State changes: `node_completed`, `task_completed`,
-    /// `checkpoint_saved`, `interrupt_raised`, `run_resumed`.
-    Updates,
-    /// Everything.
-    Events,
-    /// Only `run_ended`, with the result or error.
-    Final,
-}
-
-impl StreamMode {
-    /// Every mode.
-    pub const ALL: [StreamMode; 5] = [
-        StreamMode::Messages,
-        StreamMode::Tools,
-        StreamMode::Updates,
-        StreamMode::Events,
-        StreamMode::Final,
-    ];
-
-    /// The snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StreamMode::Messages => "messages",
-            StreamMode::Tools => "tools",
-            StreamMode::Updates => "updates",
-            StreamMode::Events => "events",
-            StreamMode::Final => "final",
-        }
-    }
-
-    /// Whether this mode shows `event`.
-    pub fn accepts(self, event: &Event) -> bool {
-        let bookend = matches!(event, Event::RunStarted { .. } | Event::RunEnded { .. });
-        match self {
-            StreamMode::Events => true,
-            StreamMode::Final => matches!(event, Event::RunEnded { .. }),
-            StreamMode::Messages => {
-                bookend
-                    || matches!(
-                        event,
-                        Event::ModelStarted { .. }
-                            | Event::ModelDelta { .. }
-                            | Event::ModelCompleted { .. }
-                    )
-            }
-            StreamMode::Tools => {
-                bookend
-                    || matches!(
-                        event,
-                        Event::ToolStarted { .. }
-                            | Event::ToolDelta { .. }
-                            | Event::ToolCompleted { .. }
-                    )
-            }
-            StreamMode::Updates => {
-                bookend
-                    || matches!(
-                        event,
-                        Event::NodeCompleted { .. }
-                            | Event::TaskCompleted { .. }
-                            | Event::CheckpointSaved { .. }
-                            | Event::InterruptRaised { .. }
-                            | Event::RunResumed { .. }
-                    )
-            }
-        }
-    }
-}
-
-impl std::str::FromStr for StreamMode {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        StreamMode::ALL.into_iter().find(|mode| mode.as_str() == text).ok_or_else(|| {
-            format!("unknown stream mode `{text}` (messages, tools, updates, events, final)")
-        })
-    }
-}
-
-/// Where a run sends its events live, as they happen. Create one with
-/// [`EventSink::channel`] and pass it in the run's config.
-#[derive(Debug, Clone)]
-pub struct EventSink {
-    sender: mpsc::UnboundedSender<EventEnvelope>,
-}
-
-/// The receiving end of an [`EventSink`].
-#[derive(Debug)]
-pub struct EventStream {
-    receiver: mpsc::UnboundedReceiver<EventEnvelope>,
-}
-
-impl EventSink {
-    /// A connected sink and stream. The stream ends when every run holding
-    /// the sink has ended.
-    pub fn channel() -> (EventSink, EventStream) {
-        let (sender, receiver) = mpsc::unbounded_channel();
-        (EventSink { sender }, EventStream { receiver })
-    }
-
-    pub(crate) fn send(&self, event: EventEnvelope) {
-        // A dropped stream means nobody listens; the run goes on.
-        let _ = self.sender.send(event);
-    }
-}
-
-impl EventStream {
-    /// The next event; `None` once every sender is gone.
-    pub async fn recv(&mut self) -> Option<EventEnvelope> {
-        self.receiver.recv().await
-    }
-
-    /// The next event if one is waiting.
-    pub fn try_recv(&mut self) -> Option<EventEnvelope> {
-        self.receiver.try_recv().ok()
-    }
-}
-
-/// Source of wall-clock time for events and records; inject a fixed clock
-/// for reproducible logs.
-pub trait Clock: Send + Sync + std::fmt::Debug {
-    /// Milliseconds since the Unix epoch.
-    fn now_ms(&self) -> i64;
-}
-
-/// The system clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_millis() as i64)
-    }
-}
-
-/// Formats milliseconds since the Unix epoch as RFC 3339 UTC
-/// (`2026-11-30T07:39:48.123Z`).
-pub fn format_rfc3339(ms: i64) -> String {
-    let fields = civil(ms);
-    if !(0..=9999).contains(&fields[0]) {
-        // Outside four-digit years (never for a real clock).
-        return with_format(fields);
-    }
-    // Written digit by digit: `format!` costs several times as much, and
-    // every event carries a time.
-    let mut text = String::with_capacity(24);
-    let (widths, after) = ([4, 2, 2, 2, 2, 2, 3], ['-', '-', 'T', ':', ':', '.', 'Z']);
-    for ((value, width), after) in fields.into_iter().zip(widths).zip(after) {
-        push_padded(&mut text, value as u64, width);
-        text.push(after);
-    }
-    text
-}
-
-/// Year, month, day, hour, minute, second and millisecond (UTC) of `ms`
-/// milliseconds since the Unix epoch.
-fn civil(ms: i64) -> [i64; 7] {
-    let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let of_day = secs.rem_euclid(86_400);
-    // Civil-from-days (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    [year, month, day, of_day / 3600, of_day % 3600 / 60, of_day % 60, millis]
-}
-
-/// [`civil`]'s fields as RFC 3339, with `format!`.
-fn with_format([year, month, day, hour, minute, second, millis]: [i64; 7]) -> String {
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
-}
-
-/// Appends `value` in decimal, zero-padded to `width` digits (at most 20).
-pub(crate) fn push_padded(text: &mut String, mut value: u64, width: usize) {
-    let mut digits = [b'0'; 20];
-    let mut at = digits.len();
-    while value > 0 || at == digits.len() {
-        at -= 1;
-        digits[at] = b'0' + (value % 10) as u8;
-        value /= 10;
-    }
-    let start = at.min(digits.len() - width.min(digits.len()));
-    for &digit in &digits[start..] {
-        text.push(char::from(digit));
-    }
-}
-
 /// `model_delta` lines written before deltas carried their attempt.
 fn first_attempt() -> u32 {
     1
@@ -603,43 +403,6 @@ fn first_attempt() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_is_what_format_wrote() {
-        // Field boundaries, the ends of the four-digit years, and random
-        // instants in between.
-        let mut instants = vec![0i64, 9, 99, 999, 1_000, 59_999, 3_599_999, 86_399_999];
-        instants.extend([-62_167_219_200_000, 253_402_300_799_999, 951_868_799_999]);
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        for _ in 0..5_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            instants.push((state % 316_000_000_000_000) as i64 - 62_167_219_200_000);
-        }
-        for ms in instants {
-            assert_eq!(format_rfc3339(ms), with_format(civil(ms)), "{ms}");
-        }
-        let mut padded = String::new();
-        push_padded(&mut padded, 7, 3);
-        push_padded(&mut padded, 0, 1);
-        push_padded(&mut padded, 12_345, 2);
-        push_padded(&mut padded, u64::MAX, 2);
-        assert_eq!(padded, format!("007012345{}", u64::MAX));
-    }
-
-    #[test]
-    fn rfc3339_matches_known_instants() {
-        let cases = [
-            (0, "1970-01-01T00:00:00.000Z"),
-            (951_782_400_000, "2000-02-29T00:00:00.000Z"),
-            (1_795_937_988_123, "2026-11-29T07:39:48.123Z"),
-            (-1, "1969-12-31T23:59:59.999Z"),
-        ];
-        for (ms, text) in cases {
-            assert_eq!(format_rfc3339(ms), text, "{ms}");
-        }
-    }
 
     #[test]
     fn envelope_is_one_flat_object_with_event_type() {
