@@ -14,18 +14,19 @@ use std::time::Duration;
 use async_trait::async_trait;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
+mod request;
 mod stream;
 
+pub use request::anthropic_request_body;
+use request::forced_tool;
 use stream::Streamed;
 
 use crate::error::HarnessError;
 use crate::http::{client_parts, error_chain, redact_key, retry_after};
-use crate::message::{Message, ToolCall, Usage};
-use crate::model::{
-    ChatModel, DeltaSink, ModelRegistry, ModelRequest, ModelResponse, ResponseFormat, ToolChoice,
-};
+use crate::message::{ToolCall, Usage};
+use crate::model::{ChatModel, DeltaSink, ModelRegistry, ModelRequest, ModelResponse};
 
 /// The public API, used when `ANTHROPIC_BASE_URL` is not set.
 pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
@@ -211,7 +212,7 @@ impl AnthropicModel {
     }
 
     fn body(&self, request: &ModelRequest, stream: bool) -> Value {
-        let mut body = request_body(&self.model, request, stream, self.cache_prompt);
+        let mut body = anthropic_request_body(&self.model, request, stream, self.cache_prompt);
         if let Some(budget) = self.thinking_budget {
             body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
         }
@@ -262,29 +263,6 @@ impl AnthropicModel {
     }
 }
 
-/// The name of the tool a provider-native structured answer is forced
-/// through.
-fn forced_tool(request: &ModelRequest) -> Option<String> {
-    match &request.response_format {
-        ResponseFormat::ProviderNative(schema) => Some(tool_name(&schema.name)),
-        _ => None,
-    }
-}
-
-/// A tool name the API accepts: `[a-zA-Z0-9_-]{1,64}`.
-fn tool_name(name: &str) -> String {
-    let cleaned: String = name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
-        .take(64)
-        .collect();
-    if cleaned.is_empty() {
-        "response".into()
-    } else {
-        cleaned
-    }
-}
-
 /// The status an Anthropic error type stands for.
 fn status_of_type(kind: &str) -> Option<u16> {
     Some(match kind {
@@ -314,132 +292,6 @@ fn parse_usage(value: &Value) -> Option<Usage> {
         cache_read_tokens: value["cache_read_input_tokens"].as_u64().unwrap_or(0),
         cache_creation_tokens: value["cache_creation_input_tokens"].as_u64().unwrap_or(0),
     })
-}
-
-/// The request body of `request` for `model`. System prompts (the
-/// request's and system messages) become the top-level `system`; user and
-/// tool results are `user` turns (tool results as `tool_result` blocks),
-/// assistant messages `assistant` turns (their reasoning blocks first,
-/// then text, then `tool_use` blocks); consecutive turns of one role are
-/// merged, as the API wants them alternating. `cache` marks the system
-/// prompt and the last tool for the prompt cache.
-pub fn anthropic_request_body(
-    model: &str,
-    request: &ModelRequest,
-    stream: bool,
-    cache: bool,
-) -> Value {
-    request_body(model, request, stream, cache)
-}
-
-fn request_body(model: &str, request: &ModelRequest, stream: bool, cache: bool) -> Value {
-    let mut system: Vec<&str> = request.system.iter().map(String::as_str).collect();
-    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    let mut push = |role: &'static str, blocks: Vec<Value>| match turns.last_mut() {
-        Some((last, existing)) if *last == role => existing.extend(blocks),
-        _ => turns.push((role, blocks)),
-    };
-    for message in &request.messages {
-        match message {
-            Message::System { content, .. } => system.push(content),
-            Message::User { content, .. } => {
-                push("user", vec![json!({"type": "text", "text": content})]);
-            }
-            Message::Assistant { content, tool_calls, reasoning, .. } => {
-                let mut blocks: Vec<Value> = reasoning.clone();
-                if !content.is_empty() {
-                    blocks.push(json!({"type": "text", "text": content}));
-                }
-                for call in tool_calls {
-                    let input = if call.args.is_object() { call.args.clone() } else { json!({}) };
-                    blocks.push(
-                        json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}),
-                    );
-                }
-                if blocks.is_empty() {
-                    blocks.push(json!({"type": "text", "text": ""}));
-                }
-                push("assistant", blocks);
-            }
-            Message::Tool { call_id, content, is_error, .. } => {
-                let mut block =
-                    json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
-                if *is_error {
-                    block["is_error"] = json!(true);
-                }
-                push("user", vec![block]);
-            }
-        }
-    }
-    let messages: Vec<Value> =
-        turns.into_iter().map(|(role, blocks)| json!({"role": role, "content": blocks})).collect();
-    let options = &request.options;
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert(
-        "max_tokens".into(),
-        json!(options.max_tokens.unwrap_or(DEFAULT_ANTHROPIC_MAX_TOKENS)),
-    );
-    if !system.is_empty() {
-        let text = system.join("\n\n");
-        body.insert(
-            "system".into(),
-            if cache {
-                json!([{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}])
-            } else {
-                json!(text)
-            },
-        );
-    }
-    body.insert("messages".into(), Value::Array(messages));
-    let mut tools: Vec<Value> = request
-        .tools
-        .iter()
-        .map(|tool| {
-            let schema = match &tool.parameters {
-                Value::Object(_) => tool.parameters.clone(),
-                _ => json!({"type": "object"}),
-            };
-            json!({"name": tool.name, "description": tool.description, "input_schema": schema})
-        })
-        .collect();
-    let mut choice = match &request.tool_choice {
-        ToolChoice::Auto => json!({"type": "auto"}),
-        ToolChoice::None => json!({"type": "none"}),
-        ToolChoice::Required => json!({"type": "any"}),
-        ToolChoice::Named(name) => json!({"type": "tool", "name": name}),
-    };
-    if let ResponseFormat::ProviderNative(schema) = &request.response_format {
-        let name = tool_name(&schema.name);
-        tools.push(json!({
-            "name": name,
-            "description": "Give the final answer: its input is the answer, in the required shape.",
-            "input_schema": schema.schema,
-        }));
-        choice = json!({"type": "tool", "name": name});
-    }
-    if !tools.is_empty() {
-        if cache {
-            if let Some(last) = tools.last_mut() {
-                last["cache_control"] = json!({"type": "ephemeral"});
-            }
-        }
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert("tool_choice".into(), choice);
-    }
-    if let Some(temperature) = options.temperature {
-        body.insert("temperature".into(), json!(temperature));
-    }
-    if !options.stop.is_empty() {
-        body.insert("stop_sequences".into(), json!(options.stop));
-    }
-    if stream {
-        body.insert("stream".into(), json!(true));
-    }
-    for (key, value) in &options.extra {
-        body.insert(key.clone(), value.clone());
-    }
-    Value::Object(body)
 }
 
 #[async_trait]
@@ -542,7 +394,8 @@ impl ModelRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ModelOptions, OutputSchema};
+    use crate::message::Message;
+    use crate::model::{ModelOptions, OutputSchema, ResponseFormat, ToolChoice};
 
     fn request(messages: Vec<Message>) -> ModelRequest {
         ModelRequest {
@@ -591,7 +444,7 @@ mod tests {
                 is_error: true,
             },
         ];
-        let body = request_body("m", &request(messages), false, false);
+        let body = anthropic_request_body("m", &request(messages), false, false);
         assert_eq!(body["system"], "Be brief.\n\nUse tools.");
         assert_eq!(body["max_tokens"], DEFAULT_ANTHROPIC_MAX_TOKENS);
         let roles: Vec<&str> = body["messages"]
@@ -617,7 +470,7 @@ mod tests {
             "verdict",
             json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}),
         ));
-        let body = request_body("m", &asked, false, true);
+        let body = anthropic_request_body("m", &asked, false, true);
         assert_eq!(body["tool_choice"], json!({"type": "tool", "name": "verdict"}));
         assert_eq!(body["tools"][0]["cache_control"]["type"], "ephemeral");
         assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
