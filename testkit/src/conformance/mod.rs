@@ -17,10 +17,15 @@ mod graph;
 #[cfg(feature = "provider-suite")]
 mod provider;
 mod state;
+mod subgraphs;
+mod track;
 
 #[cfg(feature = "provider-suite")]
 pub use anthropic::check_anthropic_compatible;
 pub use graph::check_engine;
 #[cfg(feature = "provider-suite")]
 pub use provider::{check_openai_compatible, ProviderSetup, SUITE_KEY};
-pub use tollgate_checkpoint::conformance::{check_item_store, check_store};
+pub use tollgate_checkpoint::conformance::{
+    check_item_store, check_node_cache_store, check_outbox_store, check_run_store,
+    check_schedule_store, check_store, check_thread_store,
+};

@@ -15,7 +15,7 @@ use tollgate_engine::{
     Resumed, RunConfig, RunError, END, START,
 };
 
-use super::graph::{visit, Graph, Track, TrackUpdate};
+use super::track::{visit, Graph, Track, TrackUpdate};
 
 /// The state-API cases, each on a fresh store from `make`.
 pub(super) async fn check_state_api<S, F, Fut>(make: &F)
