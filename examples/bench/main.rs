@@ -23,10 +23,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tollgate::{
     CompiledGraph, Decision, DecisionRequest, Executor, GraphState, Interrupt, MemoryStore,
-    PageRequest, Resumed, Route, RunConfig, RunFilter, RunStatus, Send, SqliteOptions, SqliteStore,
-    StateGraph, Store, Worker, END, START,
+    PageRequest, Resumed, Route, RunConfig, RunFilter, RunStatus, Send, SqliteOptions, StateGraph,
+    Store, END, START,
 };
-use tollgate_postgres::{PostgresOptions, PostgresStore};
 
 use backend::{db_bytes, pg_raw_commit, Backend};
 
@@ -35,7 +34,9 @@ mod load;
 mod memory;
 mod outbox;
 mod page;
+mod report;
 mod stream;
+mod workers;
 mod workflow;
 
 #[derive(Parser, Debug)]
@@ -400,109 +401,6 @@ async fn list(backend: &Backend, n: u64) -> Outcome {
     ))
 }
 
-/// Steps per run in `workers`.
-const WORKER_STEPS: u64 = 10;
-
-/// How the `workers` workload runs.
-struct Workers {
-    /// Legs per worker process.
-    concurrency: usize,
-    /// Runs queued for each count of processes.
-    runs: u64,
-    /// Every run watched (Postgres).
-    watched: bool,
-}
-
-/// `runs` queued runs of `WORKER_STEPS` steps drained by 1, 2 and 4
-/// worker processes (this program again, `--worker-child`), each driving
-/// `concurrency` legs at once: `runs_per_s` and `steps_per_s` per count.
-async fn workers(backend: &Backend, how: &Workers) -> Outcome {
-    let Workers { concurrency, runs, watched } = *how;
-    let graph = cycle(WORKER_STEPS);
-    let mut counts = serde_json::Map::new();
-    for processes in [1usize, 2, 4] {
-        let name = format!("workers_w{processes}");
-        let executor = Executor::with_store(backend.open(&name).await?);
-        let watcher = match backend {
-            Backend::Postgres(url) if watched => Some(backend::reopen(url, &name).await?),
-            _ => None,
-        };
-        for _ in 0..runs {
-            let run = executor.enqueue(&graph, Counter::default(), RunConfig::new()).await?;
-            if let Some(watcher) = &watcher {
-                watcher.watch(run, std::time::Duration::from_secs(3_600)).await?;
-            }
-        }
-        let mut children = Vec::new();
-        for _ in 0..processes {
-            let mut child = std::process::Command::new(std::env::current_exe()?)
-                .args([
-                    "--store",
-                    if matches!(backend, Backend::Postgres(_)) { "postgres" } else { "sqlite" },
-                ])
-                .args(["--worker-concurrency", &concurrency.to_string()])
-                .args(["--worker-child", &backend.location(&name)])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()?;
-            // Connected and ready: the clock does not count start-up.
-            let mut ready = String::new();
-            let stdout = child.stdout.take().ok_or("no stdout")?;
-            std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready)?;
-            children.push(child);
-        }
-        let started = Instant::now();
-        for child in &mut children {
-            let stdin = child.stdin.as_mut().ok_or("no stdin")?;
-            std::io::Write::write_all(stdin, b"go\n")?;
-        }
-        // Drained when no run is queued or running: two one-row reads, so
-        // that watching costs the server next to nothing.
-        let one = PageRequest { limit: 1, cursor: None };
-        let left = |status| RunFilter { status: Some(status), ..RunFilter::default() };
-        loop {
-            let store = executor.store();
-            let queued = store.list_runs(&left(RunStatus::Queued), &one).await?.runs.len();
-            let running = store.list_runs(&left(RunStatus::Running), &one).await?.runs.len();
-            if queued + running == 0 {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        let seconds = started.elapsed().as_secs_f64();
-        let done = RunFilter { status: Some(RunStatus::Completed), ..RunFilter::default() };
-        let all = PageRequest { limit: runs + 1, cursor: None };
-        let completed = executor.store().list_runs(&done, &all).await?.runs.len() as u64;
-        assert_eq!(completed, runs, "every run completed");
-        for mut child in children {
-            drop(child.stdin.take()); // EOF: the child stops
-            child.wait()?;
-        }
-        counts.insert(
-            format!("w{processes}"),
-            json!({
-                "seconds": seconds,
-                "runs_per_s": runs as f64 / seconds,
-                "steps_per_s": (runs * WORKER_STEPS) as f64 / seconds,
-            }),
-        );
-    }
-    let rate = |key: &str| counts[key]["steps_per_s"].as_f64().unwrap_or(f64::NAN);
-    let (w1, w2, w4) = (rate("w1"), rate("w2"), rate("w4"));
-    let mut line = line("workers", runs, 0.0, runs * WORKER_STEPS, 0, 0);
-    line["seconds"] = counts["w1"]["seconds"].clone();
-    line["per_step_us"] = json!(1e6 / w1);
-    Ok(extend(
-        extend(line, Value::Object(counts)),
-        json!({
-            "concurrency": concurrency,
-            "watched": watched,
-            "w2_over_w1": w2 / w1,
-            "w4_over_w1": w4 / w1,
-        }),
-    ))
-}
-
 /// The settings of the SQLite files the workloads create (`--page-size`).
 fn sqlite_options(args: &Args) -> Result<SqliteOptions, Box<dyn std::error::Error>> {
     let mut options = SqliteOptions::default();
@@ -515,79 +413,9 @@ fn sqlite_options(args: &Args) -> Result<SqliteOptions, Box<dyn std::error::Erro
     Ok(options)
 }
 
-/// One worker process of `workers`: drives the cycle graph's runs on
-/// `location` until stdin closes.
-async fn worker_child(args: &Args, location: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let (store, wake): (Arc<dyn Store>, _) = if args.store == "postgres" {
-        let url = std::env::var("TOLLGATE_PG_URL")?;
-        let options = PostgresOptions::default().with_schema(location);
-        let store = PostgresStore::connect_with(&url, options).await?;
-        let wake = store.run_notifications();
-        (Arc::new(store), Some(wake))
-    } else {
-        (Arc::new(SqliteStore::open_with(location, sqlite_options(args)?)?), None)
-    };
-    let mut worker = Worker::new(Executor::with_store(store))
-        .graph(cycle(WORKER_STEPS))
-        .concurrency(args.worker_concurrency)
-        .poll_interval(std::time::Duration::from_millis(20));
-    if let Some(wake) = wake {
-        worker = worker.wake_on(wake);
-    }
-    println!("ready");
-    // "go" on stdin starts it; stdin's end stops it.
-    let (go, went) = tokio::sync::oneshot::channel();
-    let reader = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        let mut stdin = std::io::stdin().lock();
-        let _ = std::io::BufRead::read_line(&mut stdin, &mut line);
-        let _ = go.send(());
-        let mut rest = Vec::new();
-        std::io::Read::read_to_end(&mut stdin, &mut rest)
-    });
-    went.await?;
-    let stdin_closed = async {
-        let _ = reader.await;
-    };
-    worker.run(stdin_closed).await;
-    Ok(())
-}
-
-/// The workload's own figures, each with the unit its field name says:
-/// `_us` microseconds, `_ms` milliseconds, `per_run` / `per_page` / `_per_s`
-/// as named.
-fn extra_units(result: &Value) -> String {
-    let Some(fields) = result.as_object() else { return String::new() };
-    let common =
-        ["workload", "n", "seconds", "per_step_us", "db_bytes", "peak_rss_mb", "checkpoints"];
-    let mut out = String::new();
-    for (name, value) in fields.iter().filter(|(name, _)| !common.contains(&name.as_str())) {
-        let unit = if name.contains("_us") {
-            " us"
-        } else if name.contains("_ms") {
-            " ms"
-        } else if name.ends_with("_per_s") {
-            " /s"
-        } else {
-            ""
-        };
-        match value.as_f64() {
-            Some(number) if !value.is_u64() => out.push_str(&format!("  {name} {number:.2}{unit}")),
-            _ => out.push_str(&format!("  {name} {value}{unit}")),
-        }
-    }
-    out
-}
-
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
-    if let Some(location) = &args.worker_child {
-        return worker_child(&args, location).await;
-    }
-    let dir = tempfile::tempdir()?;
-    let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|w| w == name);
-    let backend = if args.store == "postgres" {
+/// The store the workloads run on (`--store`, `--keep-in`).
+fn backend_of(args: &Args, dir: &std::path::Path) -> Result<Backend, Box<dyn std::error::Error>> {
+    Ok(if args.store == "postgres" {
         if args.page_size.is_some() {
             return Err("--page-size is for SQLite files; Postgres has its own pages".into());
         }
@@ -600,12 +428,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     } else if let Some(keep) = &args.keep_in {
         std::fs::create_dir_all(keep)?;
-        Backend::Sqlite(keep.clone(), sqlite_options(&args)?)
+        Backend::Sqlite(keep.clone(), sqlite_options(args)?)
     } else {
-        Backend::Sqlite(dir.path().to_owned(), sqlite_options(&args)?)
-    };
+        Backend::Sqlite(dir.to_owned(), sqlite_options(args)?)
+    })
+}
+
+/// Runs the workloads asked for, in order; one line each.
+async fn run(args: &Args, backend: &Backend) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
+    let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|w| w == name);
     let mut results = Vec::new();
-    match &backend {
+    match backend {
         Backend::Sqlite(dir, options) if wanted("raw_commit") => {
             results.push(raw_commit(dir, options)?);
         }
@@ -615,61 +448,71 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => {}
     }
     if wanted("cycle") {
-        results.push(cycle_store(&backend).await?);
+        results.push(cycle_store(backend).await?);
     }
     if wanted("fanout") {
-        results.push(fanout(&backend).await?);
+        results.push(fanout(backend).await?);
     }
     if wanted("hitl") {
-        results.push(hitl(&backend).await?);
+        results.push(hitl(backend).await?);
     }
     if wanted("growth") {
-        results.push(growth(&backend).await?);
+        results.push(growth(backend).await?);
     }
     if wanted("list") {
-        results.push(list(&backend, args.list_runs).await?);
+        results.push(list(backend, args.list_runs).await?);
     }
     if wanted("workers") {
-        let how = Workers {
+        let how = workers::Workers {
             concurrency: args.worker_concurrency,
             runs: args.worker_runs,
             watched: args.watch_runs,
         };
-        results.push(workers(&backend, &how).await?);
+        results.push(workers::workers(backend, &how).await?);
     }
     if wanted("noop") {
         results.push(noop().await?);
     }
     if wanted("concurrent") {
-        results.push(load::concurrent(&backend).await?);
+        results.push(load::concurrent(backend).await?);
     }
     if wanted("big_state") {
-        results.push(load::big_state(&backend).await?);
+        results.push(load::big_state(backend).await?);
     }
     if ["store_put", "store_get", "store_search_filter"].iter().any(|name| wanted(name)) {
-        results.extend(memory::items(&backend).await?);
+        results.extend(memory::items(backend).await?);
     }
     if wanted("outbox_look") {
-        results.push(outbox::outbox_look(&backend).await?);
+        results.push(outbox::outbox_look(backend).await?);
     }
     if wanted("workflow_tasks") {
-        results.push(workflow::tasks(&backend).await?);
+        results.push(workflow::tasks(backend).await?);
     }
     if wanted("workflow_resume") {
-        results.push(workflow::resume(&backend).await?);
+        results.push(workflow::resume(backend).await?);
     }
     if wanted("store_search_vector_10k") {
-        results.push(memory::vectors(&backend, 10_000).await?);
+        results.push(memory::vectors(backend, 10_000).await?);
     }
     if wanted("store_search_vector_100k") {
-        results.push(memory::vectors(&backend, 100_000).await?);
+        results.push(memory::vectors(backend, 100_000).await?);
     }
-    if let Backend::Sqlite(_, options) = &backend {
+    if let Backend::Sqlite(_, options) = backend {
         for result in &mut results {
             result["page_size"] = json!(options.page_size);
         }
     }
-    match &backend {
+    results.extend(latencies(backend, &wanted).await?);
+    Ok(results)
+}
+
+/// The stream and page workloads asked for.
+async fn latencies(
+    backend: &Backend,
+    wanted: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
+    let mut results = Vec::new();
+    match backend {
         Backend::Sqlite(dir, _) if wanted("stream_latency") => {
             results.push(stream::stream_latency(dir).await?);
         }
@@ -678,52 +521,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         _ => {}
     }
-    match &backend {
+    match backend {
         Backend::Sqlite(dir, _) if wanted("page_render") => {
             results.push(page::page_render(dir).await?);
         }
         _ => {}
     }
-    for result in &results {
-        if args.json {
-            println!("{result}");
-        } else if let Some(skipped) = result.get("skipped") {
-            println!("{:<10} skipped: {skipped}", result["workload"].as_str().unwrap_or("?"));
-        } else if let Some(p50) = result.get("inbox_first_render_ms_p50") {
-            println!(
-                "{:<10} runs={} inbox first render p50 {:.1} ms max {:.1} ms (target 300 ms); all runs p50 {:.1} ms",
-                "page_render", result["runs"], p50.as_f64().unwrap_or(f64::NAN),
-                result["inbox_first_render_ms_max"].as_f64().unwrap_or(f64::NAN),
-                result["all_runs_first_render_ms_p50"].as_f64().unwrap_or(f64::NAN),
-            );
-        } else if let Some(p50) = result.get("p50_us") {
-            println!(
-                "{:<24} n={:<6} p50 {:>9.1} us  p99 {:>9.1} us",
-                result["workload"].as_str().unwrap_or("?"),
-                result["n"],
-                p50.as_f64().unwrap_or(f64::NAN),
-                result["p99_us"].as_f64().unwrap_or(f64::NAN),
-            );
-        } else if let Some(same) = result.get("same_process_ms") {
-            let cross = &result["cross_process_ms"];
-            println!(
-                "{:<10} n={:<6} same process p50 {:.2} ms p99 {:.2} ms; across processes p50 {:.2} ms p99 {:.2} ms",
-                "stream_latency", result["n"], same["p50"].as_f64().unwrap_or(f64::NAN),
-                same["p99"].as_f64().unwrap_or(f64::NAN), cross["p50"].as_f64().unwrap_or(f64::NAN),
-                cross["p99"].as_f64().unwrap_or(f64::NAN),
-            );
-        } else {
-            println!(
-                "{:<10} n={:<6} {:>8.3} s  {:>9.2} us/step  db {:>9} B  rss {:.1} MB{}",
-                result["workload"].as_str().unwrap_or("?"),
-                result["n"],
-                result["seconds"].as_f64().unwrap_or(f64::NAN),
-                result["per_step_us"].as_f64().unwrap_or(f64::NAN),
-                result["db_bytes"],
-                result["peak_rss_mb"].as_f64().unwrap_or(f64::NAN),
-                extra_units(result),
-            );
-        }
+    Ok(results)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    if let Some(location) = &args.worker_child {
+        return workers::worker_child(&args, location).await;
     }
+    let dir = tempfile::tempdir()?;
+    let backend = backend_of(&args, dir.path())?;
+    let results = run(&args, &backend).await?;
+    report::print(&results, args.json);
     Ok(())
 }
