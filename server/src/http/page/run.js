@@ -5,7 +5,9 @@ import { api, ApiError, socket, Unauthorized } from './api.js';
 import { badge, clock, h, pretty, reviewerField, statusWord } from './dom.js';
 import { formable, jsonEditor, schemaForm } from './form.js';
 import { drawGraph, nodeStates } from './graph.js';
-import { interruptDetails, sayFork, sayInterrupt, shortId, transcript } from './words.js';
+import {
+  cssId, describeDecision, finalText, interruptDetails, sayFork, sayInterrupt, shortId, transcript,
+} from './words.js';
 
 const FINAL = new Set(['completed', 'failed', 'rejected', 'interrupted']);
 
@@ -583,29 +585,4 @@ export async function runPage(main, id, { fail }) {
     clearTimeout(refreshing);
     clearTimeout(reading);
   };
-}
-
-function describeDecision(decision) {
-  if (!decision) return 'decided';
-  switch (decision.decision) {
-    case 'approve': return 'approved';
-    case 'edit': return `edited to ${JSON.stringify(decision.value)}`;
-    case 'respond': return `answered ${JSON.stringify(decision.value)}`;
-    case 'reject': return decision.reason ? `rejected (“${decision.reason}”)` : 'rejected';
-    default: return decision.decision;
-  }
-}
-
-function finalText(result) {
-  const messages = result?.messages;
-  if (!Array.isArray(messages)) return null;
-  for (let i = messages.length - 1; i >= 0; i -= 1) {
-    const message = messages[i];
-    if (message.role === 'assistant' && typeof message.content === 'string' && message.content) return message.content;
-  }
-  return null;
-}
-
-function cssId(text) {
-  return text.replace(/[^A-Za-z0-9_-]/g, '-');
 }

@@ -115,3 +115,31 @@ export function transcript(values) {
         ' with ', h('code', { class: 'mono' }, brief(call.args ?? call.arguments ?? {}, 200)))));
   }));
 }
+
+/** A decision as the end of a sentence ("approved", "rejected (“…”)"). */
+export function describeDecision(decision) {
+  if (!decision) return 'decided';
+  switch (decision.decision) {
+    case 'approve': return 'approved';
+    case 'edit': return `edited to ${JSON.stringify(decision.value)}`;
+    case 'respond': return `answered ${JSON.stringify(decision.value)}`;
+    case 'reject': return decision.reason ? `rejected (“${decision.reason}”)` : 'rejected';
+    default: return decision.decision;
+  }
+}
+
+/** The last assistant message of a run's result, if it has one. */
+export function finalText(result) {
+  const messages = result?.messages;
+  if (!Array.isArray(messages)) return null;
+  for (let i = messages.length - 1; i >= 0; i -= 1) {
+    const message = messages[i];
+    if (message.role === 'assistant' && typeof message.content === 'string' && message.content) return message.content;
+  }
+  return null;
+}
+
+/** Text made safe for an element id. */
+export function cssId(text) {
+  return text.replace(/[^A-Za-z0-9_-]/g, '-');
+}
