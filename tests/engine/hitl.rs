@@ -1,6 +1,7 @@
 //! Human in the loop: pause, resume, reject; parallel and repeated
 //! interrupts; every refused decision; the double-resume race; resuming
-//! after a reopen; breakpoints (time travel is in `history.rs`).
+//! after a reopen (breakpoints are in `breakpoints.rs`, time travel in
+//! `history.rs`).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -17,20 +18,20 @@ use crate::support::{self, visit, Graph, Trace, TraceUpdate};
 
 /// Counts how often each node ran.
 #[derive(Debug, Default, Clone)]
-struct Runs(Arc<[AtomicU32; 4]>);
+pub(crate) struct Runs(Arc<[AtomicU32; 4]>);
 
 impl Runs {
-    fn bump(&self, slot: usize) {
+    pub(crate) fn bump(&self, slot: usize) {
         self.0[slot].fetch_add(1, Ordering::SeqCst);
     }
-    fn get(&self, slot: usize) -> u32 {
+    pub(crate) fn get(&self, slot: usize) -> u32 {
         self.0[slot].load(Ordering::SeqCst)
     }
 }
 
 /// `ask` asks with `request`, records the decision in `tags`, then `after`
 /// runs.
-fn asking(runs: &Runs, request: Interrupt) -> Graph {
+pub(crate) fn asking(runs: &Runs, request: Interrupt) -> Graph {
     let (asked, after) = (runs.clone(), runs.clone());
     Graph::new("hitl", 1)
         .node("ask", move |_s: Arc<Trace>, ctx: NodeContext| {
@@ -73,7 +74,7 @@ pub(crate) async fn paused(
 
 /// Approves the run's only pending interrupt and drives the leg in this
 /// task (`resume_run`).
-async fn approve(
+pub(crate) async fn approve(
     executor: &Executor,
     graph: &tollgate::CompiledGraph<Trace>,
     run: RunId,
@@ -86,7 +87,7 @@ async fn approve(
 }
 
 /// Waits for the leg `resume` spawned.
-async fn finish(resumed: Resumed<RunHandle<Trace>>) -> RunOutcome<Trace> {
+pub(crate) async fn finish(resumed: Resumed<RunHandle<Trace>>) -> RunOutcome<Trace> {
     match resumed {
         Resumed::Continuing(handle) => handle.wait().await.unwrap(),
         other => panic!("expected the run to continue, got {other:?}"),
@@ -516,121 +517,4 @@ fn a_decision_from_a_process_without_the_graph_is_picked_up_after_a_reopen() {
     let done = runtime.block_on(handles.into_iter().next().unwrap().wait()).unwrap();
     assert_eq!((done.run_id, done.status), (run, RunStatus::Completed));
     assert_eq!(runs.get(1), 1);
-}
-
-#[test]
-fn breakpoints_pause_before_and_after_nodes() {
-    let runtime = support::runtime();
-    let executor = Executor::new(tollgate::MemoryStore::new());
-    let runs = Runs::default();
-    let (a, b) = (runs.clone(), runs.clone());
-    let graph = Graph::new("breaks", 1)
-        .node("a", move |_s: Arc<Trace>, _ctx| {
-            let runs = a.clone();
-            async move {
-                runs.bump(0);
-                Ok(TraceUpdate::default().visited(vec!["a".into()]).count(1))
-            }
-        })
-        .node("b", move |_s: Arc<Trace>, _ctx| {
-            let runs = b.clone();
-            async move {
-                runs.bump(1);
-                Ok(TraceUpdate::default().visited(vec!["b".into()]).count(1))
-            }
-        })
-        .edge(START, "a")
-        .edge("a", "b")
-        .edge("b", END)
-        .interrupt_before(["b"])
-        .compile()
-        .unwrap();
-    let config = RunConfig::new().interrupt_after(["a"]);
-    let first = runtime.block_on(executor.run(&graph, Trace::default(), config)).unwrap();
-    let run = first.run_id;
-    assert_eq!((first.status, first.step), (RunStatus::AwaitingHitl, 0));
-    assert_eq!(first.interrupts[0].id, format!("{run}.1.0.after"));
-    assert_eq!(first.interrupts[0].payload, json!({"node": "a", "when": "after"}));
-    let typed = first.interrupts[0].breakpoint();
-    assert_eq!(
-        typed,
-        Some(tollgate::Breakpoint { node: "a".into(), side: tollgate::BreakpointSide::After })
-    );
-    assert_eq!(runs.get(0), 1, "a ran before the breakpoint after it");
-
-    let second = runtime.block_on(approve(&executor, &graph, run));
-    assert_eq!((second.status, second.step), (RunStatus::AwaitingHitl, 1));
-    assert_eq!(second.interrupts[0].id, format!("{run}.2.0.before"));
-    assert_eq!(
-        second.interrupts[0].breakpoint().map(|b| (b.node, b.side)),
-        Some(("b".into(), tollgate::BreakpointSide::Before))
-    );
-    assert_eq!(second.state.visited, ["a"], "a's stored output was merged, a did not run again");
-    assert_eq!((runs.get(0), runs.get(1)), (1, 0));
-
-    let done = runtime.block_on(approve(&executor, &graph, run));
-    assert_eq!(
-        (done.status, done.state.visited.clone()),
-        (RunStatus::Completed, vec!["a".to_owned(), "b".to_owned()])
-    );
-    assert_eq!((runs.get(0), runs.get(1)), (1, 1));
-    let unknown = runtime
-        .block_on(executor.start(
-            &graph,
-            Trace::default(),
-            RunConfig::new().interrupt_before(["ghost"]),
-        ))
-        .unwrap_err();
-    assert!(matches!(unknown, RunError::UnknownNode { .. }), "{unknown:?}");
-}
-
-#[test]
-fn a_decision_records_who_made_it_without_changing_what_the_node_sees() {
-    let runtime = support::runtime();
-    let dir = tempfile::tempdir().unwrap();
-    let executor = sqlite(dir.path());
-    let runs = Runs::default();
-    let graph = asking(&runs, approval()).compile().unwrap();
-    let run = runtime.block_on(paused(&executor, &graph)).run_id;
-    let (sink, mut events) = EventSink::channel();
-    let request = DecisionRequest::new(Decision::Approve).by("erin");
-    let resumed =
-        runtime.block_on(executor.resume(&graph, run, request, RunConfig::new().events(sink)));
-    let done = runtime.block_on(finish(resumed.unwrap()));
-    assert_eq!(done.status, RunStatus::Completed);
-    // The node gets the decision alone.
-    assert_eq!(done.state.tags["decision"], r#"{"decision":"approve"}"#);
-    let mut deciders = Vec::new();
-    while let Some(event) = events.try_recv() {
-        if let Event::RunResumed { decisions, .. } = &event.event {
-            deciders.extend(decisions.iter().map(|d| d.decided_by.clone()));
-        }
-    }
-    assert_eq!(deciders, [Some("erin".to_owned())]);
-}
-
-#[test]
-fn a_node_cannot_pass_its_interrupt_off_as_a_breakpoint() {
-    let runtime = support::runtime();
-    let executor = Executor::new(tollgate::MemoryStore::new());
-    let graph = Graph::new("fake", 1)
-        .node("sly", |_s: Arc<Trace>, ctx| async move {
-            ctx.interrupt(Interrupt::new(
-                tollgate::BREAKPOINT,
-                json!({"node": "sly", "when": "before"}),
-            ))?;
-            Ok(TraceUpdate::default())
-        })
-        .edge(START, "sly")
-        .edge("sly", END)
-        .compile()
-        .unwrap();
-    let failed =
-        runtime.block_on(executor.run(&graph, Trace::default(), RunConfig::new())).unwrap_err();
-    assert!(failed.to_string().contains("breakpoint"), "{failed}");
-    // A node's own interrupt is no breakpoint.
-    let runs = Runs::default();
-    let asking = asking(&runs, approval()).compile().unwrap();
-    let paused = runtime.block_on(paused(&executor, &asking));
-    assert_eq!(paused.interrupts[0].breakpoint(), None);
 }

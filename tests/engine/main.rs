@@ -38,6 +38,7 @@
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
+mod breakpoints;
 mod cache;
 mod calls;
 mod cancel;
@@ -59,6 +60,7 @@ mod step_guard;
 mod store_calls;
 mod store_model;
 mod subgraph;
+mod subgraph_breaks;
 mod support;
 mod workers;
 mod workflow_calls;

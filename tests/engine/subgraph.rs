@@ -18,38 +18,39 @@ use crate::support::{self, visit, Graph, Trace, TraceUpdate};
 
 /// The subgraphs' own state.
 #[derive(GraphState, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-struct Inner {
+pub(crate) struct Inner {
     /// What the subgraph's nodes did, in order.
     #[reducer(append)]
-    done: Vec<String>,
+    pub(crate) done: Vec<String>,
     #[reducer(sum)]
-    n: i64,
+    pub(crate) n: i64,
     /// Where the instance started (a `Send`'s input).
-    label: String,
+    pub(crate) label: String,
 }
 
 /// Every node execution of a test, as `node n` (shared across runs and
 /// runtimes).
 #[derive(Debug, Clone, Default)]
-struct Log(Arc<Mutex<Vec<String>>>);
+pub(crate) struct Log(Arc<Mutex<Vec<String>>>);
 
 impl Log {
-    fn push(&self, entry: String) {
+    pub(crate) fn push(&self, entry: String) {
         self.0.lock().unwrap().push(entry);
     }
-    fn entries(&self) -> Vec<String> {
+    pub(crate) fn entries(&self) -> Vec<String> {
         self.0.lock().unwrap().clone()
     }
-    fn count(&self, entry: &str) -> usize {
+    pub(crate) fn count(&self, entry: &str) -> usize {
         self.entries().iter().filter(|e| *e == entry).count()
     }
 }
 
 /// A hook a test gives the `work` node: called with `n` before it works.
-type Hook = Arc<dyn Fn(i64, &NodeContext) -> Result<(), NodeError> + std::marker::Send + Sync>;
+pub(crate) type Hook =
+    Arc<dyn Fn(i64, &NodeContext) -> Result<(), NodeError> + std::marker::Send + Sync>;
 
 /// `work` adds one to `n` until it reaches `limit`.
-fn looping(limit: i64, log: &Log, hook: Option<Hook>) -> CompiledGraph<Inner> {
+pub(crate) fn looping(limit: i64, log: &Log, hook: Option<Hook>) -> CompiledGraph<Inner> {
     let log = log.clone();
     StateGraph::<Inner>::new("loop", 1)
         .node("work", move |state: Arc<Inner>, ctx: NodeContext| {
@@ -76,17 +77,20 @@ fn looping(limit: i64, log: &Log, hook: Option<Hook>) -> CompiledGraph<Inner> {
 }
 
 /// The parent's input and output mappings for an [`Inner`] subgraph.
-fn into_inner(_parent: &Trace, send: Option<&serde_json::Value>) -> Result<Inner, NodeError> {
+pub(crate) fn into_inner(
+    _parent: &Trace,
+    send: Option<&serde_json::Value>,
+) -> Result<Inner, NodeError> {
     let label = send.and_then(|v| v.as_str()).map(|s| format!("{s}:")).unwrap_or_default();
     Ok(Inner { label, ..Inner::default() })
 }
 
-fn from_inner(_parent: &Trace, inner: Inner) -> Result<TraceUpdate, NodeError> {
+pub(crate) fn from_inner(_parent: &Trace, inner: Inner) -> Result<TraceUpdate, NodeError> {
     Ok(TraceUpdate::default().visited(inner.done).count(inner.n))
 }
 
 /// `START -> a -> sub -> b -> END`, `sub` running `inner`.
-fn parent(inner: CompiledGraph<Inner>) -> CompiledGraph<Trace> {
+pub(crate) fn parent(inner: CompiledGraph<Inner>) -> CompiledGraph<Trace> {
     let graph = visit(Graph::new("parent", 1), "a")
         .subgraph("sub", inner, into_inner, from_inner)
         .edge(START, "a")
@@ -534,68 +538,4 @@ fn subgraphs_nest_and_an_interrupt_two_levels_down_resumes_there() {
         ["prep", "ask", "ask: approve", "ask2", "ask2: approve", "after"]
     );
     assert_eq!(log.count("prep ran"), 1);
-}
-
-#[test]
-fn drawings_show_subgraphs_nested() {
-    let graph = parent(looping(2, &Log::default(), None));
-    let mermaid = graph.to_mermaid();
-    for line in [
-        "    subgraph n3[\"sub\"]",
-        "        n3_0([\"__start__\"])",
-        "        n3_2[\"work\"]",
-        "        n3_0 --> n3_2",
-        "        n3_2 -.-> n3_1",
-        "    end",
-        "    n2 --> n3",
-    ] {
-        assert!(mermaid.contains(&format!("{line}\n")), "missing `{line}` in\n{mermaid}");
-    }
-    let dot = graph.to_dot();
-    for line in [
-        "    subgraph \"cluster_sub\" {",
-        "        label=\"sub (loop)\";",
-        "        \"sub/work\" [shape=box];",
-        "        \"sub/__start__\" -> \"sub/work\";",
-        "    \"sub\" -> \"sub/__start__\" [style=dotted];",
-        "    \"a\" -> \"sub\";",
-    ] {
-        assert!(dot.contains(&format!("{line}\n")), "missing `{line}` in\n{dot}");
-    }
-}
-
-#[test]
-fn a_breakpoint_of_the_subgraph_pauses_the_run_and_an_approval_passes_it() {
-    let runtime = support::runtime();
-    let inner = StateGraph::<Inner>::new("guarded", 1)
-        .node("work", |_s: Arc<Inner>, _ctx| async move {
-            Ok(InnerUpdate::default().done(vec!["worked".into()]))
-        })
-        .edge(START, "work")
-        .edge("work", END)
-        .interrupt_before(["work"])
-        .compile()
-        .unwrap();
-    let graph = Graph::new("outer", 1)
-        .subgraph("sub", inner, into_inner, from_inner)
-        .edge(START, "sub")
-        .edge("sub", END)
-        .compile()
-        .unwrap();
-    let executor = Executor::new(MemoryStore::new());
-    let paused =
-        runtime.block_on(executor.run(&graph, Trace::default(), RunConfig::new())).unwrap();
-    assert_eq!(paused.status, RunStatus::AwaitingHitl);
-    let point = paused.interrupts[0].breakpoint().expect("a typed breakpoint");
-    assert_eq!((point.node.as_str(), point.side), ("sub/work", tollgate::BreakpointSide::Before));
-    assert_eq!(paused.interrupts[0].node, "sub/work");
-    let request = DecisionRequest::new(Decision::Approve);
-    let resumed = runtime
-        .block_on(executor.resume_run(&graph, paused.run_id, request, RunConfig::new()))
-        .unwrap();
-    let Resumed::Continuing(done) = resumed else { panic!("the run continues") };
-    assert_eq!(
-        (done.status, done.state.visited.clone()),
-        (RunStatus::Completed, vec!["worked".to_owned()])
-    );
 }
