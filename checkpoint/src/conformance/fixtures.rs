@@ -6,7 +6,8 @@ use crate::error::StoreError;
 use crate::ids::{RunId, TaskKey};
 use crate::owner::Owner;
 use crate::record::{
-    EventRecord, GraphRef, InterruptRecord, NewRun, StepRecord, TaskUpdate, Transition,
+    EventRecord, GraphRef, InterruptRecord, NewRun, StepRecord, StoredCheckpoint, TaskUpdate,
+    Transition,
 };
 use crate::status::RunStatus;
 
@@ -76,4 +77,12 @@ pub(crate) fn interrupt(run: RunId, step: u64, task: u32) -> InterruptRecord {
         decision: None,
         raised_at_ms: 7,
     }
+}
+
+/// What a checkpoint holds, comparably.
+pub(super) fn shape(
+    checkpoint: StoredCheckpoint,
+) -> (u64, usize, usize, usize, Vec<InterruptRecord>) {
+    let StoredCheckpoint { snapshot_step, deltas, pending, progress, interrupts, .. } = checkpoint;
+    (snapshot_step, deltas.len(), pending.len(), progress.len(), interrupts)
 }
