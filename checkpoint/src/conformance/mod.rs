@@ -40,6 +40,8 @@ mod threads;
 
 use decisions::decisions_are_compare_and_set;
 use deletion::deleting_removes_every_row_of_one_run;
+#[cfg(all(test, feature = "sqlite"))]
+pub(crate) use fixtures::interrupt;
 use fixtures::{blob, event, kind, new_run, step, update};
 pub use items::check_item_store;
 use outbox::{
