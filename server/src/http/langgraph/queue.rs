@@ -36,13 +36,19 @@ pub(super) fn request(pending: &Pending) -> ApiResult<RunBody> {
     })
 }
 
-/// `pending` as LangGraph's `Run`.
-pub(super) fn view(pending: &Pending) -> Value {
-    let status = match pending.run.state {
+/// A pending run's status as LangGraph names it: `pending`, or
+/// `interrupted` (cancelled) or `error` (it will never start).
+pub(super) fn status(pending: &Pending) -> &'static str {
+    match pending.run.state {
         PendingState::Waiting => "pending",
         PendingState::Cancelled => "interrupted",
         PendingState::Failed => "error",
-    };
+    }
+}
+
+/// `pending` as LangGraph's `Run`.
+pub(super) fn view(pending: &Pending) -> Value {
+    let status = status(pending);
     let created = format_rfc3339(pending.entry.created_at_ms);
     let strategy = request(pending).ok().and_then(|request| request.multitask_strategy);
     json!({

@@ -88,11 +88,16 @@ pub(super) async fn list(
     let runs = app.runs.thread_runs(&thread).await?;
     let started: std::collections::HashSet<String> =
         runs.iter().map(|r| r.id.to_string()).collect();
+    let wanted = |status: &str| query.status.as_deref().is_none_or(|asked| asked == status);
     let waiting = pending.iter().rev().filter(|p| !started.contains(&p.entry.id));
     let shown: Vec<Value> = waiting
+        .filter(|pending| wanted(queue::status(pending)))
         .map(queue::view)
-        .chain(runs.iter().map(|summary| wire::run(summary, &summary.graph)))
-        .filter(|run| query.status.as_ref().is_none_or(|status| run["status"] == status.as_str()))
+        .chain(
+            runs.iter()
+                .filter(|summary| wanted(wire::run_status(summary.status)))
+                .map(|summary| wire::run(summary, &summary.graph)),
+        )
         .skip(query.offset.unwrap_or(0))
         .take(query.limit.unwrap_or(10))
         .collect();
