@@ -423,6 +423,9 @@ class Runs(unittest.TestCase):
             self.assertEqual((await client.runs.get(thread, first["run_id"]))["status"], "interrupted")
             runs = await client.runs.list(thread)
             self.assertEqual(len(runs), 2, "the interrupted run is kept")
+            interrupted = await client.runs.list(thread, status="interrupted")
+            self.assertEqual([r["run_id"] for r in interrupted], [first["run_id"]],
+                             "a status filter keeps only the runs of that status")
 
             third = await client.runs.create(thread, "slow", input={"text": "20000"})
             await asyncio.sleep(0.2)
@@ -448,6 +451,9 @@ class Runs(unittest.TestCase):
             self.assertEqual((await client.runs.get(thread, second["run_id"]))["status"], "pending")
             listed = [r["run_id"] for r in await client.runs.list(thread)]
             self.assertEqual(listed, [third["run_id"], second["run_id"], first["run_id"]])
+            waiting = [r["run_id"] for r in await client.runs.list(thread, status="pending")]
+            self.assertEqual(waiting, [third["run_id"], second["run_id"]],
+                             "runs waiting to start, filtered by status, in their order")
             with self.assertRaises(httpx.HTTPStatusError) as busy:
                 await client.runs.create(thread, "turn", input={"text": "no"})
             self.assertEqual(busy.exception.response.status_code, 409, "reject: runs wait on it")
