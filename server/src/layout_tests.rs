@@ -195,9 +195,9 @@ fn an_open_subgraph_holds_its_graph_and_a_closed_one_does_not() {
 
 #[test]
 fn positions_keep_order_and_distance_closest_to_what_is_wanted() {
-    let fitted = super::fit(&[10.0, 10.0, 10.0], &[4.0, 4.0]);
+    let fitted = super::place::fit(&[10.0, 10.0, 10.0], &[4.0, 4.0]);
     assert_eq!(fitted, [6.0, 10.0, 14.0]);
-    let apart = super::fit(&[0.0, 100.0], &[4.0]);
+    let apart = super::place::fit(&[0.0, 100.0], &[4.0]);
     assert_eq!(apart, [0.0, 100.0]);
 }
 
