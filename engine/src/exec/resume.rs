@@ -123,42 +123,7 @@ impl Executor {
         };
         let waiting: Vec<String> =
             interrupts.iter().filter(|i| i.decision.is_none()).map(|i| i.id.clone()).collect();
-        let first = match &request.interrupt {
-            Some(id) => id.clone(),
-            None => match waiting.as_slice() {
-                [only] => only.clone(),
-                _ => return Err(DecisionError::Ambiguous { run, pending: waiting }),
-            },
-        };
-        // Every answer checked before anything is written.
-        let mut answers: Vec<(&InterruptRecord, &Decision)> = Vec::new();
-        let asked = std::iter::once((&first, &request.decision))
-            .chain(request.more.iter().map(|(id, decision)| (id, decision)));
-        for (id, decision) in asked {
-            let target = interrupts.iter().find(|i| &i.id == id).ok_or_else(|| {
-                DecisionError::InterruptNotFound {
-                    run,
-                    interrupt: id.clone(),
-                    pending: waiting.clone(),
-                }
-            })?;
-            if target.decision.is_some() || answers.iter().any(|(seen, _)| seen.id == *id) {
-                return Err(DecisionError::AlreadyAnswered { run, interrupt: id.clone() });
-            }
-            let view = PendingInterrupt::from_record(target);
-            let kind = decision.kind();
-            if !view.decisions.contains(&kind) {
-                return Err(DecisionError::NotAllowed {
-                    interrupt: target.id.clone(),
-                    decision: kind,
-                    allowed: view.decisions,
-                });
-            }
-            if let (Some(schema), Some(value)) = (&target.schema, decision.value()) {
-                validate(&target.id, schema, value)?;
-            }
-            answers.push((target, decision));
-        }
+        let (first, answers) = checked_answers(run, &request, &interrupts, &waiting)?;
 
         // A rejection the graph does not route ends the run.
         let ending = answers.iter().find(|(target, decision)| {
@@ -176,69 +141,14 @@ impl Executor {
         } else {
             RunStatus::AwaitingHitl
         };
-        let encode = |decision: &Decision| {
-            let mut value = serde_json::to_value(decision).map_err(|error| {
-                DecisionError::Store(StoreError::Backend { source: Box::new(error) })
-            })?;
-            if let Some(fields) = value.as_object_mut() {
-                for (key, text) in [(DECIDED_BY, &request.by), (DECISION_NOTE, &request.note)] {
-                    if let Some(text) = text {
-                        fields.insert(key.to_owned(), serde_json::Value::String(text.clone()));
-                    }
-                }
-            }
-            Ok::<_, DecisionError>(value)
-        };
-        let stored: Vec<Answer> = answers
-            .iter()
-            .map(|(target, decision)| {
-                Ok(Answer { interrupt: target.id.clone(), decision: encode(decision)? })
-            })
-            .collect::<Result<_, DecisionError>>()?;
+        let stored = encode_answers(&request, &answers)?;
         let emitter = Emitter::new(run, record.last_seq, Arc::clone(&clock), None);
-        let mut ended = None;
-        if let Some((target, decision)) = ending {
-            // A rejection that ends the run is a leg of its own.
-            let reason = match decision {
-                Decision::Reject { reason } => reason.clone(),
-                _ => None,
-            };
-            let decisions = answers
-                .iter()
-                .map(|(target, decision)| PendingInterrupt {
-                    decision: Some((*decision).clone()),
-                    decided_by: request.by.clone(),
-                    decision_note: request.note.clone(),
-                    ..PendingInterrupt::from_record(target)
-                })
-                .collect();
-            let failure = RunFailure::new(
-                "rejected",
-                Some(target.node.clone()),
-                reason.unwrap_or_else(|| format!("interrupt `{}` was rejected", target.id)),
-            );
-            let events = [
-                Event::RunStarted {
-                    graph: record.graph.name.clone(),
-                    graph_version: record.graph.version,
-                    from_step: record.step,
-                },
-                Event::RunResumed { step: record.step + 1, decisions },
-                Event::RunEnded {
-                    status: RunStatus::Rejected,
-                    step: record.step,
-                    result: None,
-                    error: Some(failure.clone()),
-                    interrupts: Vec::new(),
-                },
-            ];
-            ended = Some(failure);
-            for event in events {
-                emitter.emit(None, event, Live::Now).map_err(|error| {
-                    DecisionError::Store(StoreError::Backend { source: Box::new(error) })
-                })?;
+        let ended = match ending {
+            Some((target, decision)) => {
+                Some(rejection(&emitter, &record, &request, &answers, (target, decision))?)
             }
-        }
+            None => None,
+        };
         let events = emitter.take_batch();
         let last_seq = record.last_seq + events.len() as u64;
         let version = self
@@ -343,4 +253,131 @@ impl Executor {
             _ => Resumed::Waiting(outcome),
         })
     }
+}
+
+/// An interrupt and the decision given it.
+type Answering<'a> = (&'a InterruptRecord, &'a Decision);
+
+/// The interrupt answered first (the one named, or the only one
+/// waiting) and every answer of `request`, each checked against its
+/// interrupt before anything is written.
+fn checked_answers<'a>(
+    run: RunId,
+    request: &'a DecisionRequest,
+    interrupts: &'a [InterruptRecord],
+    waiting: &[String],
+) -> Result<(String, Vec<Answering<'a>>), DecisionError> {
+    let first = match &request.interrupt {
+        Some(id) => id.clone(),
+        None => match waiting {
+            [only] => only.clone(),
+            _ => return Err(DecisionError::Ambiguous { run, pending: waiting.to_vec() }),
+        },
+    };
+    let mut answers: Vec<Answering<'a>> = Vec::new();
+    let asked = std::iter::once((&first, &request.decision))
+        .chain(request.more.iter().map(|(id, decision)| (id, decision)));
+    for (id, decision) in asked {
+        let target = interrupts.iter().find(|i| &i.id == id).ok_or_else(|| {
+            DecisionError::InterruptNotFound {
+                run,
+                interrupt: id.clone(),
+                pending: waiting.to_vec(),
+            }
+        })?;
+        if target.decision.is_some() || answers.iter().any(|(seen, _)| seen.id == *id) {
+            return Err(DecisionError::AlreadyAnswered { run, interrupt: id.clone() });
+        }
+        let view = PendingInterrupt::from_record(target);
+        let kind = decision.kind();
+        if !view.decisions.contains(&kind) {
+            return Err(DecisionError::NotAllowed {
+                interrupt: target.id.clone(),
+                decision: kind,
+                allowed: view.decisions,
+            });
+        }
+        if let (Some(schema), Some(value)) = (&target.schema, decision.value()) {
+            validate(&target.id, schema, value)?;
+        }
+        answers.push((target, decision));
+    }
+    Ok((first, answers))
+}
+
+/// The answers as stored: each decision's JSON with who made it and why.
+fn encode_answers(
+    request: &DecisionRequest,
+    answers: &[Answering<'_>],
+) -> Result<Vec<Answer>, DecisionError> {
+    let encode = |decision: &Decision| {
+        let mut value = serde_json::to_value(decision).map_err(|error| {
+            DecisionError::Store(StoreError::Backend { source: Box::new(error) })
+        })?;
+        if let Some(fields) = value.as_object_mut() {
+            for (key, text) in [(DECIDED_BY, &request.by), (DECISION_NOTE, &request.note)] {
+                if let Some(text) = text {
+                    fields.insert(key.to_owned(), serde_json::Value::String(text.clone()));
+                }
+            }
+        }
+        Ok::<_, DecisionError>(value)
+    };
+    answers
+        .iter()
+        .map(|(target, decision)| {
+            Ok(Answer { interrupt: target.id.clone(), decision: encode(decision)? })
+        })
+        .collect()
+}
+
+/// A rejection that ends the run, as a leg of its own: its events
+/// (started, resumed with the decisions, ended `rejected`) on `emitter`,
+/// and the run's failure.
+fn rejection(
+    emitter: &Emitter,
+    record: &RunRecord,
+    request: &DecisionRequest,
+    answers: &[Answering<'_>],
+    (target, decision): (&InterruptRecord, &Decision),
+) -> Result<RunFailure, DecisionError> {
+    let reason = match decision {
+        Decision::Reject { reason } => reason.clone(),
+        _ => None,
+    };
+    let decisions = answers
+        .iter()
+        .map(|(target, decision)| PendingInterrupt {
+            decision: Some((*decision).clone()),
+            decided_by: request.by.clone(),
+            decision_note: request.note.clone(),
+            ..PendingInterrupt::from_record(target)
+        })
+        .collect();
+    let failure = RunFailure::new(
+        "rejected",
+        Some(target.node.clone()),
+        reason.unwrap_or_else(|| format!("interrupt `{}` was rejected", target.id)),
+    );
+    let events = [
+        Event::RunStarted {
+            graph: record.graph.name.clone(),
+            graph_version: record.graph.version,
+            from_step: record.step,
+        },
+        Event::RunResumed { step: record.step + 1, decisions },
+        Event::RunEnded {
+            status: RunStatus::Rejected,
+            step: record.step,
+            result: None,
+            error: Some(failure.clone()),
+            interrupts: Vec::new(),
+        },
+    ];
+    for event in events {
+        emitter.emit(None, event, Live::Now).map_err(|error| {
+            DecisionError::Store(StoreError::Backend { source: Box::new(error) })
+        })?;
+    }
+    Ok(failure)
 }
