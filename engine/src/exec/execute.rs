@@ -2,6 +2,7 @@
 //! its `node` span, under the leg's lease, their outputs stored ahead of
 //! the step's commit where a crash or a pause must not lose them.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 
@@ -10,14 +11,16 @@ use tollgate_checkpoint::{__failpoint, StoreError, TaskKey, TaskUpdate, TaskWrit
 use tracing::Instrument;
 
 use crate::event::Event;
+use crate::hitl::Decision;
 use crate::node::NodeContext;
 use crate::state::State;
 use crate::telemetry;
 
-use super::access::{LegAccess, SubgraphAccess};
+use super::access::{CacheAccess, LegAccess, SubgraphAccess};
 use super::driver::Leg;
 use super::emit::{node_id, Live};
 use super::error::RunError;
+use super::plan::Task;
 use super::task::{is_rejected, rejected, Outcome, TaskDone, TaskRunner};
 
 impl<S: State> Leg<S> {
@@ -28,7 +31,6 @@ impl<S: State> Leg<S> {
         step: u64,
     ) -> Result<Vec<TaskDone<S::Update>>, RunError> {
         let count = self.frontier.tasks.len();
-        let pending_writes = count > 1;
         let mut done = Vec::with_capacity(count);
         let mut set = JoinSet::new();
         for position in 0..count {
@@ -41,112 +43,11 @@ impl<S: State> Leg<S> {
                     None => Arc::clone(&self.no_decisions),
                 },
             };
-            let reject_target = self.graph.node(task.node).on_reject;
-            if let (true, Some(target)) = (is_rejected(&decisions), reject_target) {
-                // A rejected interrupt of a node whose rejections the graph
-                // routes: the node does not run again; it goes there.
-                let target = self.graph.node(target).name.to_string();
-                let outcome = match rejected(self.config.codec, &target, self.run, step) {
-                    Ok((output, blob)) => Outcome::Output(output, blob),
-                    Err(error) => Outcome::Failed(error),
-                };
-                let retries = Vec::new();
-                done.push(TaskDone {
-                    index,
-                    node: task.node,
-                    attempts: 0,
-                    retries,
-                    outcome,
-                    reused: false,
-                    cached: false,
-                    rejected: true,
-                });
+            if let Some(settled) = self.settled(step, index, task.node, &decisions) {
+                done.push(settled);
                 continue;
             }
-            let reused = if self.reused.is_empty() { None } else { self.reused.remove(&index) };
-            if let Some((output, blob)) = reused {
-                done.push(TaskDone {
-                    index,
-                    node: task.node,
-                    attempts: 0,
-                    retries: Vec::new(),
-                    outcome: Outcome::Output(output, blob),
-                    reused: true,
-                    cached: false,
-                    rejected: false,
-                });
-                continue;
-            }
-            let name = Arc::clone(&self.graph.node(task.node).name);
-            self.emit(
-                Some((&name, &node_id(&name, step, index))),
-                Event::NodeStarted { step, task: index },
-                Live::Now,
-            )?;
-            let leg = match &self.access {
-                Some(access) => Arc::clone(access),
-                None => {
-                    let access = Arc::new(LegAccess {
-                        store: Arc::clone(&self.store),
-                        epoch: self.epoch,
-                        config: self.config.clone(),
-                        cancel: Arc::clone(&self.cancel),
-                    });
-                    Arc::clone(self.access.insert(access))
-                }
-            };
-            let subgraph = Some(Arc::new(SubgraphAccess {
-                leg,
-                progress: self.progress.remove(&index),
-                within: self.nest.as_ref().map(|nest| (Arc::clone(&nest.root), nest.path.clone())),
-                root: std::sync::OnceLock::new(),
-                tasks: match index {
-                    0 => Arc::clone(&self.tasks),
-                    _ => Arc::default(),
-                },
-            }));
-            let span = tracing::info_span!(
-                "node",
-                otel.name = %format_args!("node {name}"),
-                tollgate.run_id = %self.run,
-                tollgate.step = step,
-                tollgate.node = %self.qualify(&name, "").0,
-                tollgate.task = index,
-                otel.status_code = tracing::field::Empty,
-                otel.status_description = tracing::field::Empty,
-            );
-            let ctx = NodeContext {
-                run_id: self.run,
-                step,
-                task: index,
-                node: name,
-                max_steps: self.config.max_steps,
-                attempt: 1,
-                input: task.input,
-                decisions,
-                ordinal: AtomicU32::new(0),
-                calls: AtomicU32::new(0),
-                emitter: Arc::clone(&self.emitter),
-                cache: self.graph.node(task.node).cached.then(|| {
-                    Arc::new(super::CacheAccess {
-                        store: Arc::clone(&self.store),
-                        clock: Arc::clone(&self.config.clock),
-                        hit: std::sync::atomic::AtomicBool::new(false),
-                    })
-                }),
-                ns: self.ns.clone(),
-                subgraph,
-                memory: self.config.memory.clone(),
-            };
-            let runner = TaskRunner {
-                graph: self.graph.clone(),
-                node: task.node,
-                state: Arc::clone(&self.state),
-                ctx,
-                codec: self.config.codec,
-                break_before: self.breakpoints.before[task.node],
-                break_after: self.breakpoints.after[task.node],
-            };
+            let (runner, span) = self.runner(step, index, task, decisions)?;
             if count == 1 {
                 // A lone task runs inline: no spawn on the hot path.
                 let task = self.leased(traced(runner, span)).await?;
@@ -155,9 +56,136 @@ impl<S: State> Leg<S> {
                 set.spawn(traced(runner, span));
             }
         }
-        // Store each finished task's output as it finishes, so a crash
-        // re-runs only unfinished siblings. Tasks that finish together are
-        // written in one transaction (group commit).
+        self.join(step, count > 1, set, &mut done).await?;
+        done.sort_by_key(|task| task.index);
+        Ok(done)
+    }
+
+    /// A task that does not run: a rejected interrupt of a node whose
+    /// rejections the graph routes (it goes there), or one whose output
+    /// an earlier attempt stored.
+    fn settled(
+        &mut self,
+        step: u64,
+        index: u32,
+        node: usize,
+        decisions: &BTreeMap<u32, Decision>,
+    ) -> Option<TaskDone<S::Update>> {
+        let done = |outcome, rejected, reused| TaskDone {
+            index,
+            node,
+            attempts: 0,
+            retries: Vec::new(),
+            outcome,
+            reused,
+            cached: false,
+            rejected,
+        };
+        if let (true, Some(target)) = (is_rejected(decisions), self.graph.node(node).on_reject) {
+            let target = self.graph.node(target).name.to_string();
+            let outcome = match rejected(self.config.codec, &target, self.run, step) {
+                Ok((output, blob)) => Outcome::Output(output, blob),
+                Err(error) => Outcome::Failed(error),
+            };
+            return Some(done(outcome, true, false));
+        }
+        let reused = if self.reused.is_empty() { None } else { self.reused.remove(&index) };
+        reused.map(|(output, blob)| done(Outcome::Output(output, blob), false, true))
+    }
+
+    /// A task ready to run, its `node_started` event emitted: its context
+    /// (with what it needs to run a nested graph, and the node's cache),
+    /// and its `node` span.
+    fn runner(
+        &mut self,
+        step: u64,
+        index: u32,
+        task: Task,
+        decisions: Arc<BTreeMap<u32, Decision>>,
+    ) -> Result<(TaskRunner<S>, tracing::Span), RunError> {
+        let name = Arc::clone(&self.graph.node(task.node).name);
+        self.emit(
+            Some((&name, &node_id(&name, step, index))),
+            Event::NodeStarted { step, task: index },
+            Live::Now,
+        )?;
+        let leg = match &self.access {
+            Some(access) => Arc::clone(access),
+            None => {
+                let access = Arc::new(LegAccess {
+                    store: Arc::clone(&self.store),
+                    epoch: self.epoch,
+                    config: self.config.clone(),
+                    cancel: Arc::clone(&self.cancel),
+                });
+                Arc::clone(self.access.insert(access))
+            }
+        };
+        let subgraph = Some(Arc::new(SubgraphAccess {
+            leg,
+            progress: self.progress.remove(&index),
+            within: self.nest.as_ref().map(|nest| (Arc::clone(&nest.root), nest.path.clone())),
+            root: std::sync::OnceLock::new(),
+            tasks: match index {
+                0 => Arc::clone(&self.tasks),
+                _ => Arc::default(),
+            },
+        }));
+        let span = tracing::info_span!(
+            "node",
+            otel.name = %format_args!("node {name}"),
+            tollgate.run_id = %self.run,
+            tollgate.step = step,
+            tollgate.node = %self.qualify(&name, "").0,
+            tollgate.task = index,
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        );
+        let ctx = NodeContext {
+            run_id: self.run,
+            step,
+            task: index,
+            node: name,
+            max_steps: self.config.max_steps,
+            attempt: 1,
+            input: task.input,
+            decisions,
+            ordinal: AtomicU32::new(0),
+            calls: AtomicU32::new(0),
+            emitter: Arc::clone(&self.emitter),
+            cache: self.graph.node(task.node).cached.then(|| {
+                Arc::new(CacheAccess {
+                    store: Arc::clone(&self.store),
+                    clock: Arc::clone(&self.config.clock),
+                    hit: std::sync::atomic::AtomicBool::new(false),
+                })
+            }),
+            ns: self.ns.clone(),
+            subgraph,
+            memory: self.config.memory.clone(),
+        };
+        let runner = TaskRunner {
+            graph: self.graph.clone(),
+            node: task.node,
+            state: Arc::clone(&self.state),
+            ctx,
+            codec: self.config.codec,
+            break_before: self.breakpoints.before[task.node],
+            break_after: self.breakpoints.after[task.node],
+        };
+        Ok((runner, span))
+    }
+
+    /// Stores each finished task's output as it finishes, so a crash
+    /// re-runs only unfinished siblings. Tasks that finish together are
+    /// written in one transaction (group commit).
+    async fn join(
+        &mut self,
+        step: u64,
+        pending_writes: bool,
+        mut set: JoinSet<TaskDone<S::Update>>,
+        done: &mut Vec<TaskDone<S::Update>>,
+    ) -> Result<(), RunError> {
         while let Some(first) = self.leased(set.join_next()).await? {
             let mut finished = vec![first];
             while let Some(more) = set.try_join_next() {
@@ -174,10 +202,9 @@ impl<S: State> Leg<S> {
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            self.keep(step, pending_writes, finished, &mut done).await?;
+            self.keep(step, pending_writes, finished, done).await?;
         }
-        done.sort_by_key(|task| task.index);
-        Ok(done)
+        Ok(())
     }
 
     /// Awaits `work`, renewing the lease every third of it while the work
