@@ -33,7 +33,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
-use tollgate_checkpoint::{Codec, CodecError, TaskKey, TaskProgress, TaskUpdate};
+use tollgate_checkpoint::{Blob, Codec, CodecError, TaskKey, TaskProgress, TaskUpdate};
 use tracing::Instrument;
 
 use crate::graph::CompiledGraph;
@@ -41,7 +41,7 @@ use crate::hitl::{Decision, Interrupt, Raised};
 use crate::node::{Namespace, NodeContext, NodeError, NodeFn, NodeOutput, Signal};
 use crate::state::State;
 
-use super::access::{Part, ProgressRoot, ProgressTree};
+use super::access::{Part, ProgressRoot, ProgressTree, SubgraphAccess};
 use super::config::RunConfig;
 use super::driver::{Leg, SnapshotTracker};
 use super::emit::node_id;
@@ -268,65 +268,11 @@ async fn nested_leg<P, T: State>(
     let access = ctx.subgraph.clone().ok_or_else(|| {
         NodeError::fatal(format!("node `{}` runs a graph outside a run's driver", ctx.node))
     })?;
-    let (run, step) = (ctx.run_id, ctx.step);
-    let mut id = node_id(&ctx.node, ctx.step, ctx.task);
-    if let Some(call) = call {
-        id = format!("{id}~{call}");
-    }
-    let (path, id) = match &ctx.ns {
-        Some(ns) => ns.qualify(&ctx.node, &id),
-        None => (ctx.node.to_string(), id),
-    };
-    let ns = Arc::new(Namespace { id, path });
+    let run = ctx.run_id;
     let fatal = |error: RunError| NodeError::fatal(error);
-    let decode_error = |source| fatal(RunError::StateDecode { run, step, source });
-    let (root, mut path) = match &access.within {
-        Some((root, path)) => {
-            let mut path = path.clone();
-            path.push(Part::Task(ctx.task));
-            (Arc::clone(root), path)
-        }
-        None => {
-            let root = match access.root.get() {
-                Some(root) => Arc::clone(root),
-                None => {
-                    let tree = match &access.progress {
-                        Some(blob) => blob.decode::<ProgressTree>().map_err(decode_error)?,
-                        None => ProgressTree::default(),
-                    };
-                    let root = Arc::new(ProgressRoot {
-                        store: Arc::clone(&access.leg.store),
-                        run,
-                        epoch: access.leg.epoch,
-                        key: TaskKey { step, index: ctx.task, node: ctx.node.to_string() },
-                        emitter: Arc::clone(&ctx.emitter),
-                        tree: tokio::sync::Mutex::new(tree),
-                    });
-                    Arc::clone(access.root.get_or_init(|| root))
-                }
-            };
-            (root, Vec::new())
-        }
-    };
-    if let Some(call) = call {
-        path.push(Part::Call(call));
-    }
+    let (root, path) = tree_position(ctx, &access, call)?;
+    let stored = stored_level(&root, &path, ctx, graph, call).await?;
     let first_ordinal = call.map_or(0, |call| (call + 1) << CALL_ORDINAL_SHIFT);
-    let stored = {
-        let mut tree = root.tree.lock().await;
-        let level = tree.at(&path);
-        if let (Some(call), Some(stored)) = (call, &level.graph) {
-            if stored != graph.name() {
-                return Err(NodeError::fatal(CallMismatch {
-                    node: ctx.node.to_string(),
-                    call,
-                    stored: stored.clone(),
-                    called: graph.name().to_owned(),
-                }));
-            }
-        }
-        level.record.clone()
-    };
     let mut nest = Nest {
         root,
         path,
@@ -335,51 +281,14 @@ async fn nested_leg<P, T: State>(
         next_ordinal: first_ordinal,
         raised: Vec::new(),
     };
-    let (state, inner_step, frontier, reused, decisions) = match stored {
+    let Resumed { state, step: inner_step, frontier, reused, decisions } = match stored {
         None => {
             let state = first(parent)?;
             let frontier = Frontier::start(graph, &state).map_err(fatal)?;
-            (state, 0, frontier, HashMap::new(), HashMap::new())
+            let (reused, decisions) = (HashMap::new(), HashMap::new());
+            Resumed { state, step: 0, frontier, reused, decisions }
         }
-        Some(raw) => {
-            let record: ProgressRecord<T> = serde_json::from_str(raw.get()).map_err(|source| {
-                decode_error(CodecError::Decode { codec: Codec::Json, source: Box::new(source) })
-            })?;
-            let frontier =
-                Frontier::from_record(record.frontier, graph, run, record.step).map_err(fatal)?;
-            let mut reused = HashMap::new();
-            for kept in &record.kept {
-                let task = frontier.tasks.get(kept.task as usize);
-                if task.is_none_or(|task| *graph.node(task.node).name != kept.node) {
-                    continue;
-                }
-                let output: TaskOutputRecord<T::Update> = serde_json::from_str(kept.output.get())
-                    .map_err(|source| {
-                    decode_error(CodecError::Decode {
-                        codec: Codec::Json,
-                        source: Box::new(source),
-                    })
-                })?;
-                let encoded =
-                    encode_output(access.leg.config.codec, output, run, step).map_err(fatal)?;
-                reused.insert(kept.task, encoded);
-            }
-            // The parent's decisions, by the inner task and ordinal they
-            // answer.
-            let mut decisions: HashMap<u32, BTreeMap<u32, Decision>> = HashMap::new();
-            for mapped in &record.interrupts {
-                if let Some(decision) = ctx.decisions.get(&mapped.ordinal) {
-                    decisions
-                        .entry(mapped.task)
-                        .or_default()
-                        .insert(mapped.inner, decision.clone());
-                }
-            }
-            nest.kept = record.kept;
-            nest.interrupts = record.interrupts;
-            nest.next_ordinal = record.next_ordinal;
-            (record.state, record.step, frontier, reused, decisions)
-        }
+        Some(raw) => resumed(&raw, graph, ctx, &access, &mut nest)?,
     };
     let points = breakpoints(graph, &RunConfig::new()).map_err(fatal)?;
     Ok(Leg {
@@ -406,10 +315,145 @@ async fn nested_leg<P, T: State>(
         progress: HashMap::new(),
         tasks: Arc::default(),
         access: None,
-        ns: Some(ns),
+        ns: Some(Arc::new(namespace(ctx, call))),
         nest: Some(Box::new(nest)),
         span: tracing::Span::none(),
     })
+}
+
+/// Where a nested leg's events are: the task's id (with `~CALL` for a
+/// call) and path, under the enclosing namespace.
+fn namespace(ctx: &NodeContext, call: Option<u32>) -> Namespace {
+    let mut id = node_id(&ctx.node, ctx.step, ctx.task);
+    if let Some(call) = call {
+        id = format!("{id}~{call}");
+    }
+    let (path, id) = match &ctx.ns {
+        Some(ns) => ns.qualify(&ctx.node, &id),
+        None => (ctx.node.to_string(), id),
+    };
+    Namespace { id, path }
+}
+
+/// The progress tree a nested leg's record is in, and its path there: the
+/// enclosing subgraph's tree, or the task's own (read from its stored
+/// progress the first time a nested leg of the task opens it).
+fn tree_position(
+    ctx: &NodeContext,
+    access: &SubgraphAccess,
+    call: Option<u32>,
+) -> Result<(Arc<ProgressRoot>, Vec<Part>), NodeError> {
+    let (run, step) = (ctx.run_id, ctx.step);
+    let (root, mut path) = match &access.within {
+        Some((root, path)) => {
+            let mut path = path.clone();
+            path.push(Part::Task(ctx.task));
+            (Arc::clone(root), path)
+        }
+        None => {
+            let root = match access.root.get() {
+                Some(root) => Arc::clone(root),
+                None => {
+                    let tree = match &access.progress {
+                        Some(blob) => blob.decode::<ProgressTree>().map_err(|source| {
+                            NodeError::fatal(RunError::StateDecode { run, step, source })
+                        })?,
+                        None => ProgressTree::default(),
+                    };
+                    let root = Arc::new(ProgressRoot {
+                        store: Arc::clone(&access.leg.store),
+                        run,
+                        epoch: access.leg.epoch,
+                        key: TaskKey { step, index: ctx.task, node: ctx.node.to_string() },
+                        emitter: Arc::clone(&ctx.emitter),
+                        tree: tokio::sync::Mutex::new(tree),
+                    });
+                    Arc::clone(access.root.get_or_init(|| root))
+                }
+            };
+            (root, Vec::new())
+        }
+    };
+    if let Some(call) = call {
+        path.push(Part::Call(call));
+    }
+    Ok((root, path))
+}
+
+/// The record stored at `path`, if any; a call whose position holds
+/// another graph's record is refused.
+async fn stored_level<T: State>(
+    root: &ProgressRoot,
+    path: &[Part],
+    ctx: &NodeContext,
+    graph: &CompiledGraph<T>,
+    call: Option<u32>,
+) -> Result<Option<Box<RawValue>>, NodeError> {
+    let mut tree = root.tree.lock().await;
+    let level = tree.at(path);
+    if let (Some(call), Some(stored)) = (call, &level.graph) {
+        if stored != graph.name() {
+            return Err(NodeError::fatal(CallMismatch {
+                node: ctx.node.to_string(),
+                call,
+                stored: stored.clone(),
+                called: graph.name().to_owned(),
+            }));
+        }
+    }
+    Ok(level.record.clone())
+}
+
+/// Where a nested leg starts: its state, step, frontier, the outputs its
+/// step in flight already has, and the parent's decisions by the inner
+/// task and ordinal they answer.
+struct Resumed<T: State> {
+    state: T,
+    step: u64,
+    frontier: Frontier,
+    reused: HashMap<u32, (TaskOutputRecord<T::Update>, Blob)>,
+    decisions: HashMap<u32, BTreeMap<u32, Decision>>,
+}
+
+/// A nested leg from its stored record (`nest` takes the record's kept
+/// outputs, interrupt mapping and next ordinal).
+fn resumed<T: State>(
+    raw: &RawValue,
+    graph: &CompiledGraph<T>,
+    ctx: &NodeContext,
+    access: &SubgraphAccess,
+    nest: &mut Nest,
+) -> Result<Resumed<T>, NodeError> {
+    let (run, step) = (ctx.run_id, ctx.step);
+    let fatal = |error: RunError| NodeError::fatal(error);
+    let decode_error = |source: serde_json::Error| {
+        let source = CodecError::Decode { codec: Codec::Json, source: Box::new(source) };
+        fatal(RunError::StateDecode { run, step, source })
+    };
+    let record: ProgressRecord<T> = serde_json::from_str(raw.get()).map_err(decode_error)?;
+    let frontier =
+        Frontier::from_record(record.frontier, graph, run, record.step).map_err(fatal)?;
+    let mut reused = HashMap::new();
+    for kept in &record.kept {
+        let task = frontier.tasks.get(kept.task as usize);
+        if task.is_none_or(|task| *graph.node(task.node).name != kept.node) {
+            continue;
+        }
+        let output: TaskOutputRecord<T::Update> =
+            serde_json::from_str(kept.output.get()).map_err(decode_error)?;
+        let encoded = encode_output(access.leg.config.codec, output, run, step).map_err(fatal)?;
+        reused.insert(kept.task, encoded);
+    }
+    let mut decisions: HashMap<u32, BTreeMap<u32, Decision>> = HashMap::new();
+    for mapped in &record.interrupts {
+        if let Some(decision) = ctx.decisions.get(&mapped.ordinal) {
+            decisions.entry(mapped.task).or_default().insert(mapped.inner, decision.clone());
+        }
+    }
+    nest.kept = record.kept;
+    nest.interrupts = record.interrupts;
+    nest.next_ordinal = record.next_ordinal;
+    Ok(Resumed { state: record.state, step: record.step, frontier, reused, decisions })
 }
 
 impl<S: State> Leg<S> {
