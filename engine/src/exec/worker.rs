@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::{broadcast, watch, Notify};
-use tokio::task::JoinSet;
+use tokio::task::{JoinError, JoinSet};
 use tollgate_checkpoint::{
     Owner, PageRequest, RunFailure, RunFilter, RunId, RunRecord, RunStatus, StoreError, Transition,
 };
@@ -88,6 +88,51 @@ pub async fn drive_leg<S>(
                 }
             }
         }
+    }
+}
+
+/// What a running worker holds: its legs, the runs they drive (with
+/// their legs' tokens), the runs no workload of it drives (not offered
+/// again), and its report.
+#[derive(Default)]
+struct Driving {
+    legs: JoinSet<(RunId, Option<Result<RunStatus, RunError>>)>,
+    driving: HashMap<RunId, CancelToken>,
+    declined: HashSet<RunId>,
+    report: WorkerReport,
+}
+
+impl Driving {
+    /// A leg ended: counted, or its run declined.
+    fn ended(&mut self, done: Result<(RunId, Option<Result<RunStatus, RunError>>), JoinError>) {
+        metrics::gauge!(telemetry::LEASES_HELD).decrement(1.0);
+        if let Ok((run, driven)) = done {
+            self.driving.remove(&run);
+            match driven {
+                Some(result) => self.report.count(run, result),
+                None => {
+                    self.declined.insert(run);
+                }
+            }
+        }
+    }
+
+    /// A run changed in another process: its leg renews its lease at once
+    /// (and so learns of a cancel), every leg when changes were missed.
+    /// Whether the changes' channel closed.
+    fn changed(&self, change: Result<Option<RunId>, broadcast::error::RecvError>) -> bool {
+        match change {
+            Ok(Some(run)) => {
+                if let Some(token) = self.driving.get(&run) {
+                    token.renew_now();
+                }
+            }
+            Ok(None) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                self.driving.values().for_each(CancelToken::renew_now);
+            }
+            Err(broadcast::error::RecvError::Closed) => return true,
+        }
+        false
     }
 }
 
@@ -259,26 +304,14 @@ impl Worker {
     /// with back-off; nothing is given up.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> WorkerReport {
         let (stop, stopped) = watch::channel(false);
-        let mut report = WorkerReport::default();
-        let mut legs: JoinSet<(RunId, Option<Result<RunStatus, RunError>>)> = JoinSet::new();
-        // The runs this worker drives, with their legs' tokens.
-        let mut driving: HashMap<RunId, CancelToken> = HashMap::new();
+        let mut at = Driving::default();
         let mut changes = self.changes.take();
-        // Runs no workload of this worker drives: not offered again.
-        let mut declined: HashSet<RunId> = HashSet::new();
         let mut stopping = false;
-        // Failed looks for runs in a row, and how long to wait after them:
-        // doubling from 100 ms to ten polls, jittered (half to all of it)
-        // so that a fleet that lost the database together comes back apart.
+        // Failed looks for runs in a row, and how long to wait after them
+        // (`look_retry`).
         let mut failures: u32 = 0;
         let mut backoff = Duration::ZERO;
-        let retry = crate::RetryPolicy {
-            max_attempts: u32::MAX,
-            initial_backoff: Duration::from_millis(100),
-            multiplier: 2.0,
-            max_backoff: self.poll * 10,
-            jitter: true,
-        };
+        let retry = self.look_retry();
         let seed = u64::from(std::process::id()) ^ self.config.clock.now_ms() as u64;
         let wake = self.wake.clone().unwrap_or_default();
         // Where this worker starts in the list of claimable runs, so that
@@ -304,54 +337,19 @@ impl Worker {
                     Err(error) => tracing::warn!(%error, "worker: cannot fire schedules"),
                 }
             }
-            if due && !stopping && legs.len() < self.concurrency {
+            if due && !stopping && at.legs.len() < self.concurrency {
                 looked = std::time::Instant::now();
                 let scan = last_scan.is_none_or(|at| at.elapsed() >= DEAD_OWNER_SCAN);
                 if scan {
                     last_scan = Some(std::time::Instant::now());
                 }
                 // Runs this worker declined stay claimable: look past them.
-                let wanted = self.concurrency * 4 + declined.len();
+                let wanted = self.concurrency * 4 + at.declined.len();
                 match self.ready(wanted, scan, offset).await {
                     Ok(ready) => {
                         failures = 0;
                         backoff = Duration::ZERO;
-                        for record in ready {
-                            if legs.len() >= self.concurrency {
-                                break;
-                            }
-                            if driving.contains_key(&record.id) || declined.contains(&record.id) {
-                                continue;
-                            }
-                            if record.status == RunStatus::Running
-                                && record.lease_losses >= self.max_lease_losses
-                            {
-                                match self.dead_letter(&record).await {
-                                    Ok(()) => report.dead_lettered += 1,
-                                    Err(error) => report.count(record.id, Err(error)),
-                                }
-                                continue;
-                            }
-                            let token = CancelToken::new();
-                            driving.insert(record.id, token.clone());
-                            let workloads = self.workloads.clone();
-                            let (executor, config) = (self.executor.clone(), self.config.clone());
-                            let shutdown = stopped.clone();
-                            metrics::gauge!(telemetry::LEASES_HELD).increment(1.0);
-                            legs.spawn(async move {
-                                let config =
-                                    RunConfig { run_id: None, ..config }.cancel_token(token);
-                                for workload in workloads {
-                                    let driven = workload
-                                        .drive(&executor, &record, config.clone(), shutdown.clone())
-                                        .await;
-                                    if driven.is_some() {
-                                        return (record.id, driven);
-                                    }
-                                }
-                                (record.id, None)
-                            });
-                        }
+                        self.start_legs(ready, &mut at, &stopped).await;
                     }
                     Err(error) => {
                         failures = failures.saturating_add(1);
@@ -360,8 +358,8 @@ impl Worker {
                     }
                 }
             }
-            if stopping && legs.is_empty() {
-                return report;
+            if stopping && at.legs.is_empty() {
+                return at.report;
             }
             let idle = if backoff.is_zero() { self.poll } else { backoff };
             look = true;
@@ -370,35 +368,72 @@ impl Worker {
                     stopping = true;
                     let _ = stop.send(true);
                 }
-                Some(done) = legs.join_next(), if !legs.is_empty() => {
-                    metrics::gauge!(telemetry::LEASES_HELD).decrement(1.0);
-                    if let Ok((run, driven)) = done {
-                        driving.remove(&run);
-                        match driven {
-                            Some(result) => report.count(run, result),
-                            None => {
-                                declined.insert(run);
-                            }
-                        }
-                    }
-                }
+                Some(done) = at.legs.join_next(), if !at.legs.is_empty() => at.ended(done),
                 () = wake.notified(), if !stopping => {}
                 () = tokio::time::sleep(idle), if !stopping => {}
                 change = changed(&mut changes), if changes.is_some() => {
                     look = false;
-                    match change {
-                        Ok(Some(run)) => {
-                            if let Some(token) = driving.get(&run) {
-                                token.renew_now();
-                            }
-                        }
-                        Ok(None) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                            driving.values().for_each(CancelToken::renew_now);
-                        }
-                        Err(broadcast::error::RecvError::Closed) => changes = None,
+                    if at.changed(change) {
+                        changes = None;
                     }
                 }
             }
+        }
+    }
+
+    /// How a worker backs off after failed looks for runs: doubling from
+    /// 100 ms to ten polls, jittered (half to all of it) so that a fleet
+    /// that lost the database together comes back apart.
+    fn look_retry(&self) -> crate::RetryPolicy {
+        crate::RetryPolicy {
+            max_attempts: u32::MAX,
+            initial_backoff: Duration::from_millis(100),
+            multiplier: 2.0,
+            max_backoff: self.poll * 10,
+            jitter: true,
+        }
+    }
+
+    /// Starts a leg for each of `ready` this worker has room for and does
+    /// not drive or decline yet; a run whose owners kept disappearing is
+    /// dead-lettered instead.
+    async fn start_legs(
+        &self,
+        ready: Vec<RunRecord>,
+        at: &mut Driving,
+        stopped: &watch::Receiver<bool>,
+    ) {
+        for record in ready {
+            if at.legs.len() >= self.concurrency {
+                break;
+            }
+            if at.driving.contains_key(&record.id) || at.declined.contains(&record.id) {
+                continue;
+            }
+            if record.status == RunStatus::Running && record.lease_losses >= self.max_lease_losses {
+                match self.dead_letter(&record).await {
+                    Ok(()) => at.report.dead_lettered += 1,
+                    Err(error) => at.report.count(record.id, Err(error)),
+                }
+                continue;
+            }
+            let token = CancelToken::new();
+            at.driving.insert(record.id, token.clone());
+            let workloads = self.workloads.clone();
+            let (executor, config) = (self.executor.clone(), self.config.clone());
+            let shutdown = stopped.clone();
+            metrics::gauge!(telemetry::LEASES_HELD).increment(1.0);
+            at.legs.spawn(async move {
+                let config = RunConfig { run_id: None, ..config }.cancel_token(token);
+                for workload in workloads {
+                    let driven =
+                        workload.drive(&executor, &record, config.clone(), shutdown.clone()).await;
+                    if driven.is_some() {
+                        return (record.id, driven);
+                    }
+                }
+                (record.id, None)
+            });
         }
     }
 
