@@ -205,12 +205,10 @@ impl Executor {
             });
         }
         let as_node = match as_node {
-            Some(name) => {
-                if name != START && graph.index_of(name).is_none() {
-                    return Err(RunError::UnknownNode { node: name.to_owned() });
-                }
-                name.to_owned()
+            Some(name) if name != START && graph.index_of(name).is_none() => {
+                return Err(RunError::UnknownNode { node: name.to_owned() });
             }
+            Some(name) => name.to_owned(),
             None => self.writer_of(graph, run, record.step).await?,
         };
         let as_node = as_node.as_str();
@@ -233,24 +231,8 @@ impl Executor {
             None => Self::after_writer(graph, &state, frontier, as_node)?,
         };
         next.by = config.by.clone();
-        // A breakpoint the superseded step paused at does not pause the
-        // next step again ("fix it and go on", as in LangGraph). Only a
-        // paused run has a step in flight with interrupts to read.
         if record.status == RunStatus::AwaitingHitl {
-            let paused_before: Vec<String> = self
-                .store
-                .interrupts(run)
-                .await?
-                .into_iter()
-                .filter(|i| i.kind == BREAKPOINT && i.payload["when"] == "before")
-                .map(|i| i.node)
-                .collect();
-            next.honoured = next
-                .tasks
-                .iter()
-                .map(|task| graph.node(task.node).name.to_string())
-                .filter(|name| paused_before.contains(name))
-                .collect();
+            self.honour_paused_breakpoints(graph, run, &mut next).await?;
         }
         let frontier_blob = Codec::Json
             .encode(&next.to_record(graph), FRONTIER_VERSION)
@@ -259,34 +241,7 @@ impl Executor {
 
         let emitter = Emitter::new(run, record.last_seq, Arc::clone(&config.clock), None);
         emit_run_started(&emitter, graph, step - 1, run, Live::Now, &config.announce)?;
-        let id = node_id(as_node, step, 0);
-        let completed = Event::NodeCompleted {
-            step,
-            task: 0,
-            update: event_update,
-            goto: Vec::new(),
-            reused: false,
-            cached: false,
-        };
-        let events = [
-            (Some((as_node, id.as_str())), completed),
-            (None, Event::CheckpointSaved { step, tasks: 1, snapshot: true }),
-            (
-                None,
-                Event::RunEnded {
-                    status: RunStatus::Interrupted,
-                    step,
-                    result: None,
-                    error: None,
-                    interrupts: Vec::new(),
-                },
-            ),
-        ];
-        for (label, event) in events {
-            emitter
-                .emit(label, event, Live::Now)
-                .map_err(|source| json_error(run, step, source))?;
-        }
+        emit_written(&emitter, run, step, as_node, event_update)?;
         let task = TaskKey { step, index: 0, node: as_node.to_owned() };
         let events = emitter.take_batch();
         let last_seq = events.last().map_or(record.last_seq, |event| event.seq);
@@ -312,6 +267,33 @@ impl Executor {
         };
         self.store.commit(transition).await?;
         Ok(Written { step, epoch, last_seq })
+    }
+
+    /// A breakpoint the superseded step paused at does not pause the next
+    /// step again ("fix it and go on", as in LangGraph): the tasks of
+    /// `next` at a node paused before are marked honoured. Only a paused
+    /// run has a step in flight with interrupts to read.
+    async fn honour_paused_breakpoints<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        next: &mut Frontier,
+    ) -> Result<(), RunError> {
+        let paused_before: Vec<String> = self
+            .store
+            .interrupts(run)
+            .await?
+            .into_iter()
+            .filter(|i| i.kind == BREAKPOINT && i.payload["when"] == "before")
+            .map(|i| i.node)
+            .collect();
+        next.honoured = next
+            .tasks
+            .iter()
+            .map(|task| graph.node(task.node).name.to_string())
+            .filter(|name| paused_before.contains(name))
+            .collect();
+        Ok(())
     }
 
     /// Moves a run of an older version of a graph onto `to`, a newer one
@@ -474,4 +456,40 @@ pub(super) fn targets<S: State>(
             graph.index_of(name).ok_or_else(|| RunError::UnknownNode { node: (*name).to_owned() })
         })
         .collect()
+}
+
+/// The events of a written checkpoint after its `run_started`: the
+/// writer's `node_completed`, `checkpoint_saved`, and the leg's end.
+fn emit_written(
+    emitter: &Emitter,
+    run: RunId,
+    step: u64,
+    as_node: &str,
+    update: serde_json::Value,
+) -> Result<(), RunError> {
+    let id = node_id(as_node, step, 0);
+    let completed = Event::NodeCompleted {
+        step,
+        task: 0,
+        update,
+        goto: Vec::new(),
+        reused: false,
+        cached: false,
+    };
+    let ended = Event::RunEnded {
+        status: RunStatus::Interrupted,
+        step,
+        result: None,
+        error: None,
+        interrupts: Vec::new(),
+    };
+    let events = [
+        (Some((as_node, id.as_str())), completed),
+        (None, Event::CheckpointSaved { step, tasks: 1, snapshot: true }),
+        (None, ended),
+    ];
+    for (label, event) in events {
+        emitter.emit(label, event, Live::Now).map_err(|source| json_error(run, step, source))?;
+    }
+    Ok(())
 }
