@@ -312,50 +312,14 @@ impl WorkflowContext {
                 .unwrap_or(RetryPolicy { max_attempts: 1, ..RetryPolicy::default() });
             let mut attempt = 1;
             let result = loop {
-                let scripted = durable::scripted(ctx, &name, attempt).map(|result| {
-                    result.and_then(|value| {
-                        T::deserialize(value).map_err(|source| {
-                            NodeError::fatal(WorkflowError::ScriptedResult {
-                                task: name.clone(),
-                                source,
-                            })
-                        })
-                    })
-                });
-                let result = match scripted {
-                    Some(result) => result,
-                    None => {
-                        let Some(future) = run() else {
-                            break Err(NodeError::fatal(WorkflowError::TaskTaken {
-                                task: name.clone(),
-                            }));
-                        };
-                        match options.timeout {
-                            None => future.await,
-                            Some(limit) => {
-                                tokio::time::timeout(limit, future).await.unwrap_or_else(|_| {
-                                    Err(NodeError::retryable(WorkflowError::TaskTimedOut {
-                                        task: name.clone(),
-                                        limit,
-                                    }))
-                                })
-                            }
-                        }
-                    }
-                };
-                let error = match result {
+                let error = match attempt_task(ctx, &name, attempt, &mut run, options.timeout).await
+                {
                     Ok(result) => break Ok(result),
                     Err(error) if error.signal.is_some() => return Err(error),
                     Err(error) => error,
                 };
                 let retry = error.is_retryable() && attempt < policy.max_attempts;
-                let delay = retry.then(|| {
-                    let run = ctx.run_id.to_string();
-                    let seed = run
-                        .bytes()
-                        .fold(u64::from(position), |seed, byte| splitmix64(seed ^ u64::from(byte)));
-                    policy.backoff(attempt, seed)
-                });
+                let delay = retry.then(|| retry_delay(ctx, position, attempt, &policy));
                 let event = Event::TaskFailed {
                     step,
                     task: position,
@@ -484,6 +448,47 @@ impl WorkflowContext {
     pub fn tasks_asked(&self) -> u32 {
         self.inner.next.load(Ordering::SeqCst)
     }
+}
+
+/// One attempt of a task: the script's result when a test gives one,
+/// else `run()`'s within `timeout` (`None` from `run`: no attempt left).
+async fn attempt_task<T, F, Fut>(
+    ctx: &NodeContext,
+    name: &str,
+    attempt: u32,
+    run: &mut F,
+    timeout: Option<Duration>,
+) -> Result<T, NodeError>
+where
+    T: DeserializeOwned,
+    F: FnMut() -> Option<Fut>,
+    Fut: Future<Output = Result<T, NodeError>>,
+{
+    if let Some(scripted) = durable::scripted(ctx, name, attempt) {
+        return scripted.and_then(|value| {
+            T::deserialize(value).map_err(|source| {
+                NodeError::fatal(WorkflowError::ScriptedResult { task: name.to_owned(), source })
+            })
+        });
+    }
+    let Some(future) = run() else {
+        return Err(NodeError::fatal(WorkflowError::TaskTaken { task: name.to_owned() }));
+    };
+    match timeout {
+        None => future.await,
+        Some(limit) => tokio::time::timeout(limit, future).await.unwrap_or_else(|_| {
+            Err(NodeError::retryable(WorkflowError::TaskTimedOut { task: name.to_owned(), limit }))
+        }),
+    }
+}
+
+/// The wait before attempt `attempt + 1` of task `position`, its jitter
+/// seeded by the run and the task (the same on every replay).
+fn retry_delay(ctx: &NodeContext, position: u32, attempt: u32, policy: &RetryPolicy) -> Duration {
+    let run = ctx.run_id.to_string();
+    let seed =
+        run.bytes().fold(u64::from(position), |seed, byte| splitmix64(seed ^ u64::from(byte)));
+    policy.backoff(attempt, seed)
 }
 
 /// A workflow could not run.
