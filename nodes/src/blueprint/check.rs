@@ -275,6 +275,25 @@ pub(super) fn check_agent(
             ),
         );
     }
+    check_model(agent, at, base_dir, reach, problems);
+    let servers = check_mcp_servers(agent, at, problems);
+    check_tools(agent, at, &servers, problems);
+    if let Some(schema) = &agent.output_schema {
+        if let Err(error) = ArgsValidator::new("output_schema", schema) {
+            problem(problems, format!("{at}/output_schema"), error.to_string());
+        }
+    }
+    check_memory(agent, at, problems);
+}
+
+/// An agent's model spec; a scripted model's script, read and parsed.
+fn check_model(
+    agent: &AgentDoc,
+    at: &str,
+    base_dir: &Path,
+    reach: &Reach,
+    problems: &mut Vec<BlueprintProblem>,
+) {
     match agent.model.split_once(':') {
         Some(("scripted", path)) => {
             let (file, text) = reach.read(base_dir, path);
@@ -312,6 +331,14 @@ pub(super) fn check_agent(
             ),
         ),
     }
+}
+
+/// An agent's MCP servers: each started or reached, once; their names.
+fn check_mcp_servers<'a>(
+    agent: &'a AgentDoc,
+    at: &str,
+    problems: &mut Vec<BlueprintProblem>,
+) -> BTreeSet<&'a str> {
     let mut servers = BTreeSet::new();
     for (index, server) in agent.mcp_servers.iter().enumerate() {
         let at = format!("{at}/mcp_servers/{index}");
@@ -343,6 +370,17 @@ pub(super) fn check_agent(
             (None, false) => {}
         }
     }
+    servers
+}
+
+/// An agent's tools: each declared once, an MCP tool of a declared
+/// server, a local one with a fixture or a command, parameters a schema.
+fn check_tools(
+    agent: &AgentDoc,
+    at: &str,
+    servers: &BTreeSet<&str>,
+    problems: &mut Vec<BlueprintProblem>,
+) {
     let mut names = BTreeSet::new();
     for (index, tool) in agent.tools.iter().enumerate() {
         let at = format!("{at}/tools/{index}");
@@ -387,11 +425,11 @@ pub(super) fn check_agent(
             );
         }
     }
-    if let Some(schema) = &agent.output_schema {
-        if let Err(error) = ArgsValidator::new("output_schema", schema) {
-            problem(problems, format!("{at}/output_schema"), error.to_string());
-        }
-    }
+}
+
+/// An agent's memory: namespace parts (or `{template}`s), tool names
+/// apart from the agent's own.
+fn check_memory(agent: &AgentDoc, at: &str, problems: &mut Vec<BlueprintProblem>) {
     if let Some(memory) = &agent.memory {
         for (index, part) in memory.namespace.iter().enumerate() {
             let template = part.strip_prefix('{').and_then(|rest| rest.strip_suffix('}'));
