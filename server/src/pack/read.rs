@@ -7,8 +7,8 @@ use std::io::Read;
 use std::path::Path;
 
 use super::{
-    canonical, safe_path, sha256, whole, Limits, Manifest, Pack, PackError, SignatureDoc, FORMAT,
-    FORMAT_VERSION, LIMITS, MANIFEST, SIGNATURE,
+    canonical, safe_path, sha256, whole, FileEntry, Limits, Manifest, Pack, PackError,
+    SignatureDoc, FORMAT, FORMAT_VERSION, LIMITS, MANIFEST, SIGNATURE,
 };
 use crate::hex::encode as hex;
 
@@ -40,6 +40,35 @@ pub(crate) fn read(bytes: &[u8], shown: &str) -> Result<Pack, PackError> {
 
 /// [`read`] with other limits.
 pub(super) fn read_within(bytes: &[u8], shown: &str, limits: Limits) -> Result<Pack, PackError> {
+    let entries = tar_entries(bytes, shown, limits)?;
+    let Opened { manifest, manifest_bytes, rest, signature } = manifest_of(entries)?;
+    let files = matched_files(&manifest, rest)?;
+    let bundle_hash = sha256(&manifest_bytes);
+    if let Some(doc) = &signature {
+        if !whole(doc, &bundle_hash) {
+            return Err(PackError::BadSignature {
+                reason: format!(
+                    "it does not verify with its own key, or the key id `{}` is not that key's: the pack was changed",
+                    doc.key_id
+                ),
+            });
+        }
+    }
+    let pack = Pack { manifest, manifest_bytes, files, signature, bundle_hash };
+    // Canonical: the manifest and signature as `build` encodes them, and
+    // every byte of the archive as `build` writes it.
+    if canonical(&pack.manifest)? != pack.manifest_bytes || pack.to_bytes()? != bytes {
+        return Err(PackError::NotCanonical);
+    }
+    Ok(pack)
+}
+
+/// A file of the archive: its path, bytes, and whether it is executable.
+type Entry = (String, Vec<u8>, bool);
+
+/// The archive's entries, each a regular file at a safe path, once,
+/// within the limits.
+fn tar_entries(bytes: &[u8], shown: &str, limits: Limits) -> Result<Vec<Entry>, PackError> {
     let not_a_pack =
         |reason: &str| PackError::NotAPack { path: shown.to_owned(), reason: reason.to_owned() };
     if bytes.len() < 1024 {
@@ -58,7 +87,7 @@ pub(super) fn read_within(bytes: &[u8], shown: &str, limits: Limits) -> Result<P
     let mut archive = tar::Archive::new(bytes);
     let entries = archive.entries().map_err(|error| not_a_pack(&error.to_string()))?;
     let mut seen = HashSet::new();
-    let mut read_entries: Vec<(String, Vec<u8>, bool)> = Vec::new();
+    let mut read_entries: Vec<Entry> = Vec::new();
     let mut total = 0u64;
     for entry in entries {
         let mut entry = entry.map_err(|error| read_error(error, shown))?;
@@ -68,25 +97,7 @@ pub(super) fn read_within(bytes: &[u8], shown: &str, limits: Limits) -> Result<P
                 path: String::from_utf8_lossy(&entry.path_bytes()).into_owned(),
             }
         })?;
-        let kind = header.entry_type();
-        if kind != tar::EntryType::Regular {
-            let what = match kind {
-                tar::EntryType::Symlink => "symbolic link".to_owned(),
-                tar::EntryType::Link => "hard link".to_owned(),
-                tar::EntryType::Directory => "directory".to_owned(),
-                other => format!("entry of type {:?}", other.as_byte() as char),
-            };
-            return Err(PackError::NotAFile { path, kind: what });
-        }
-        if !safe_path(&path) {
-            return Err(PackError::UnsafePath { path });
-        }
-        if !seen.insert(path.clone()) {
-            return Err(PackError::Duplicate { path });
-        }
-        if seen.len() > limits.entries + 2 {
-            return Err(PackError::TooManyEntries { limit: limits.entries });
-        }
+        check_entry(header.entry_type(), &path, &mut seen, limits)?;
         let size = header.size().map_err(|error| not_a_pack(&error.to_string()))?;
         if size > limits.entry {
             return Err(PackError::TooLarge { what: path, size, limit: limits.entry });
@@ -108,7 +119,51 @@ pub(super) fn read_within(bytes: &[u8], shown: &str, limits: Limits) -> Result<P
         }
         read_entries.push((path, data, executable));
     }
-    let mut entries = read_entries.into_iter();
+    Ok(read_entries)
+}
+
+/// An entry is a regular file at a safe path, seen once, within the
+/// count of entries.
+fn check_entry(
+    kind: tar::EntryType,
+    path: &str,
+    seen: &mut HashSet<String>,
+    limits: Limits,
+) -> Result<(), PackError> {
+    if kind != tar::EntryType::Regular {
+        let what = match kind {
+            tar::EntryType::Symlink => "symbolic link".to_owned(),
+            tar::EntryType::Link => "hard link".to_owned(),
+            tar::EntryType::Directory => "directory".to_owned(),
+            other => format!("entry of type {:?}", other.as_byte() as char),
+        };
+        return Err(PackError::NotAFile { path: path.to_owned(), kind: what });
+    }
+    if !safe_path(path) {
+        return Err(PackError::UnsafePath { path: path.to_owned() });
+    }
+    if !seen.insert(path.to_owned()) {
+        return Err(PackError::Duplicate { path: path.to_owned() });
+    }
+    if seen.len() > limits.entries + 2 {
+        return Err(PackError::TooManyEntries { limit: limits.entries });
+    }
+    Ok(())
+}
+
+/// A pack's entries taken apart: the manifest (the first entry) with its
+/// bytes, the files after it, and the signature (the last entry, if it is
+/// one).
+struct Opened {
+    manifest: Manifest,
+    manifest_bytes: Vec<u8>,
+    rest: Vec<Entry>,
+    signature: Option<SignatureDoc>,
+}
+
+/// The entries taken apart ([`Opened`]), the manifest and signature read.
+fn manifest_of(entries: Vec<Entry>) -> Result<Opened, PackError> {
+    let mut entries = entries.into_iter();
     let Some((first, manifest_bytes, _)) = entries.next() else {
         return Err(PackError::NoManifest);
     };
@@ -125,7 +180,7 @@ pub(super) fn read_within(bytes: &[u8], shown: &str, limits: Limits) -> Result<P
             ),
         });
     }
-    let mut rest: Vec<(String, Vec<u8>, bool)> = entries.collect();
+    let mut rest: Vec<Entry> = entries.collect();
     let signature = match rest.last() {
         Some((path, _, _)) if path == SIGNATURE => {
             let (_, bytes, _) = rest.pop().ok_or(PackError::NotCanonical)?;
@@ -140,6 +195,15 @@ pub(super) fn read_within(bytes: &[u8], shown: &str, limits: Limits) -> Result<P
         }
         _ => None,
     };
+    Ok(Opened { manifest, manifest_bytes, rest, signature })
+}
+
+/// The files, each the one the manifest lists at its place, with its
+/// size, SHA-256 and mode.
+fn matched_files(
+    manifest: &Manifest,
+    rest: Vec<Entry>,
+) -> Result<Vec<(FileEntry, Vec<u8>)>, PackError> {
     if rest.len() != manifest.files.len() {
         return Err(PackError::Mismatch {
             path: MANIFEST.into(),
@@ -169,24 +233,7 @@ pub(super) fn read_within(bytes: &[u8], shown: &str, limits: Limits) -> Result<P
         }
         files.push((listed.clone(), data));
     }
-    let bundle_hash = sha256(&manifest_bytes);
-    if let Some(doc) = &signature {
-        if !whole(doc, &bundle_hash) {
-            return Err(PackError::BadSignature {
-                reason: format!(
-                    "it does not verify with its own key, or the key id `{}` is not that key's: the pack was changed",
-                    doc.key_id
-                ),
-            });
-        }
-    }
-    let pack = Pack { manifest, manifest_bytes, files, signature, bundle_hash };
-    // Canonical: the manifest and signature as `build` encodes them, and
-    // every byte of the archive as `build` writes it.
-    if canonical(&pack.manifest)? != pack.manifest_bytes || pack.to_bytes()? != bytes {
-        return Err(PackError::NotCanonical);
-    }
-    Ok(pack)
+    Ok(files)
 }
 
 fn read_error(error: std::io::Error, shown: &str) -> PackError {
