@@ -100,8 +100,22 @@ fn abbreviated(text: &str, limit: usize) -> String {
 /// reason, an update, a custom payload.
 pub(crate) fn event(envelope: &EventEnvelope) -> String {
     let node = envelope.node_id.as_deref().unwrap_or("");
+    let detail =
+        run_detail(&envelope.event).or_else(|| harness_detail(&envelope.event)).unwrap_or_default();
+    format!(
+        "{:>4} {} {:<18} {:<20} {}",
+        envelope.seq,
+        envelope.ts,
+        envelope.event.kind(),
+        node,
+        detail
+    )
+}
+
+/// What a line says of a run, node, task, interrupt or checkpoint event.
+fn run_detail(event: &Event) -> Option<String> {
     let json = |value: &serde_json::Value| abbreviated(&value.to_string(), 160);
-    let detail = match &envelope.event {
+    Some(match event {
         Event::RunStarted { graph, graph_version, from_step } => {
             format!("{graph} v{graph_version} from step {from_step}")
         }
@@ -165,6 +179,14 @@ pub(crate) fn event(envelope: &EventEnvelope) -> String {
         Event::CheckpointSaved { step, tasks, snapshot } => {
             format!("step {step}, {tasks} task(s){}", if *snapshot { ", snapshot" } else { "" })
         }
+        _ => return None,
+    })
+}
+
+/// What a line says of a model, tool, middleware or other harness event.
+fn harness_detail(event: &Event) -> Option<String> {
+    let json = |value: &serde_json::Value| abbreviated(&value.to_string(), 160);
+    Some(match event {
         Event::ModelStarted { model, attempt, .. } => format!("{model} (attempt {attempt})"),
         Event::ModelDelta { text, attempt, .. } if *attempt > 1 => {
             format!("(attempt {attempt}) {text}")
@@ -204,16 +226,8 @@ pub(crate) fn event(envelope: &EventEnvelope) -> String {
         Event::PersonaStage { persona, stage, transition } => {
             format!("{persona} {transition} ({stage})")
         }
-        _ => String::new(),
-    };
-    format!(
-        "{:>4} {} {:<18} {:<20} {}",
-        envelope.seq,
-        envelope.ts,
-        envelope.event.kind(),
-        node,
-        detail
-    )
+        _ => return None,
+    })
 }
 
 /// A decision as the CLI spells it: `approve`, `edit {…}`, `respond {…}`,
