@@ -64,49 +64,8 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
     let field_count = fields.named.len();
     let update_doc = format!("Partial update of [`{name}`]: `Some` for each field a node writes.");
 
-    let mut update_fields = Vec::new();
-    let mut setters = Vec::new();
-    let mut checks = Vec::new();
-    let mut folds = Vec::new();
-    let mut present = Vec::new();
-    let mut serialize_fields = Vec::new();
-    for field in &fields.named {
-        let ident = field.ident.as_ref().expect("named fields have idents");
-        let ty = &field.ty;
-        let reducer = reducer_path(field, &krate)?;
-        let projection = quote!(<#reducer as #krate::Reducer<#ty>>);
-        let field_name = ident.to_string();
-        let field_doc = format!("Update of `{field_name}`.");
-        let setter_doc = format!("Sets the update of `{field_name}`.");
-        update_fields.push(quote! {
-            #[doc = #field_doc]
-            #[serde(default)]
-            #vis #ident: ::core::option::Option<#projection::Update>,
-        });
-        setters.push(quote! {
-            #[doc = #setter_doc]
-            #vis fn #ident(mut self, value: #projection::Update) -> Self {
-                self.#ident = ::core::option::Option::Some(value);
-                self
-            }
-        });
-        checks.push(quote! {
-            #krate::__check_exclusive(#field_name, #projection::EXCLUSIVE, &writes, |u: &#update| u.#ident.is_some())?;
-        });
-        present.push(quote! { usize::from(self.#ident.is_some()) });
-        serialize_fields.push(quote! {
-            if !readable || self.#ident.is_some() {
-                #krate::__private::serde::ser::SerializeStruct::serialize_field(&mut state, #field_name, &self.#ident)?;
-            } else {
-                #krate::__private::serde::ser::SerializeStruct::skip_field(&mut state, #field_name)?;
-            }
-        });
-        folds.push(quote! {
-            if let ::core::option::Option::Some(value) = write.update.#ident {
-                #projection::reduce(&mut self.#ident, value);
-            }
-        });
-    }
+    let Parts { update_fields, setters, checks, folds, present, serialize_fields } =
+        parts(fields, &krate, vis, &update)?;
 
     Ok(quote! {
         #[doc = #update_doc]
@@ -152,6 +111,66 @@ fn expand(input: DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
     })
+}
+
+/// The generated code of each field, by where it goes.
+#[derive(Default)]
+struct Parts {
+    update_fields: Vec<TokenStream2>,
+    setters: Vec<TokenStream2>,
+    checks: Vec<TokenStream2>,
+    folds: Vec<TokenStream2>,
+    present: Vec<TokenStream2>,
+    serialize_fields: Vec<TokenStream2>,
+}
+
+/// Each field's update field, setter, exclusivity check, fold, count and
+/// serialisation.
+fn parts(
+    fields: &syn::FieldsNamed,
+    krate: &Path,
+    vis: &syn::Visibility,
+    update: &syn::Ident,
+) -> syn::Result<Parts> {
+    let mut out = Parts::default();
+    for field in &fields.named {
+        let ident = field.ident.as_ref().expect("named fields have idents");
+        let ty = &field.ty;
+        let reducer = reducer_path(field, krate)?;
+        let projection = quote!(<#reducer as #krate::Reducer<#ty>>);
+        let field_name = ident.to_string();
+        let field_doc = format!("Update of `{field_name}`.");
+        let setter_doc = format!("Sets the update of `{field_name}`.");
+        out.update_fields.push(quote! {
+            #[doc = #field_doc]
+            #[serde(default)]
+            #vis #ident: ::core::option::Option<#projection::Update>,
+        });
+        out.setters.push(quote! {
+            #[doc = #setter_doc]
+            #vis fn #ident(mut self, value: #projection::Update) -> Self {
+                self.#ident = ::core::option::Option::Some(value);
+                self
+            }
+        });
+        out.checks.push(quote! {
+            #krate::__check_exclusive(#field_name, #projection::EXCLUSIVE, &writes, |u: &#update| u.#ident.is_some())?;
+        });
+        out.present.push(quote! { usize::from(self.#ident.is_some()) });
+        out.serialize_fields.push(quote! {
+            if !readable || self.#ident.is_some() {
+                #krate::__private::serde::ser::SerializeStruct::serialize_field(&mut state, #field_name, &self.#ident)?;
+            } else {
+                #krate::__private::serde::ser::SerializeStruct::skip_field(&mut state, #field_name)?;
+            }
+        });
+        out.folds.push(quote! {
+            if let ::core::option::Option::Some(value) = write.update.#ident {
+                #projection::reduce(&mut self.#ident, value);
+            }
+        });
+    }
+    Ok(out)
 }
 
 fn crate_path(input: &DeriveInput) -> syn::Result<Path> {
