@@ -15,7 +15,7 @@ use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tollgate_checkpoint::RunId;
-use tollgate_engine::{Event, EventEnvelope, StreamMode};
+use tollgate_engine::{Event, StreamMode};
 
 use crate::error::ServiceError;
 use crate::service::ServedGraph;
@@ -210,7 +210,7 @@ pub(crate) async fn ws(
 /// parsed again.
 fn shaped(shape: Shape, logged: &Logged) -> Option<String> {
     match shape {
-        Shape::Ui => ui_event(&logged.envelope).map(|ui| ui.to_string()),
+        Shape::Ui => super::wire::ui_event(&logged.envelope).map(|ui| ui.to_string()),
         Shape::Events => Some(logged.json.clone()),
     }
 }
@@ -329,120 +329,4 @@ async fn feed_changes(app: App, mut socket: WebSocket) {
             return;
         }
     }
-}
-
-/// One event in the UI shape of the WebSocket contract: `nodeId`,
-/// `currentNode`, `nodeStatus` (started|running|ended), `executionType`
-/// (agent|tool|task|run: `task` for a workflow's tasks), `toolName`, `plainTextMessage`. Checkpoints and
-/// middleware hooks are not shown.
-pub(crate) fn ui_event(envelope: &EventEnvelope) -> Option<Value> {
-    let node = envelope.node.clone().unwrap_or_else(|| "run".into());
-    let node_id = envelope.node_id.clone().unwrap_or_else(|| "run".into());
-    let (status, kind, tool, text, extra): (&str, &str, Option<&str>, String, Value) =
-        match &envelope.event {
-            Event::RunStarted { graph, from_step, .. } => {
-                ("started", "run", None, format!("{graph} from step {from_step}"), json!({}))
-            }
-            Event::RunEnded { status, result, error, interrupts, .. } => (
-                "ended",
-                "run",
-                None,
-                match error {
-                    Some(error) => format!("{status}: {}", error.message),
-                    None => status.to_string(),
-                },
-                json!({"runStatus": status, "result": result, "error": error, "interrupts": interrupts}),
-            ),
-            Event::NodeStarted { .. } => ("started", "agent", None, String::new(), json!({})),
-            Event::NodeCompleted { .. } => ("ended", "agent", None, String::new(), json!({})),
-            Event::NodeFailed { error, .. } => {
-                ("ended", "agent", None, error.clone(), json!({"error": error}))
-            }
-            Event::TaskStarted { name, .. } => {
-                ("running", "task", None, format!("task {name}"), json!({"task": name}))
-            }
-            Event::TaskCompleted { name, .. } => {
-                ("running", "task", None, format!("task {name} done"), json!({"task": name}))
-            }
-            Event::TaskFailed { name, error, .. } => (
-                "running",
-                "task",
-                None,
-                format!("task {name} failed: {error}"),
-                json!({"task": name, "error": error}),
-            ),
-            Event::RetryScheduled { error, delay_ms, .. } => {
-                ("running", "agent", None, format!("retrying in {delay_ms} ms: {error}"), json!({}))
-            }
-            Event::InterruptRaised { interrupt, .. } => (
-                "running",
-                "agent",
-                None,
-                format!("waiting for a decision: {}", interrupt.kind),
-                json!({"interrupt": interrupt}),
-            ),
-            Event::RunResumed { .. } => ("running", "run", None, "resumed".into(), json!({})),
-            Event::ModelStarted { agent, model, call_id, attempt } => (
-                "running",
-                "agent",
-                None,
-                format!("calling {model}"),
-                json!({"agentId": agent, "callId": call_id, "attempt": attempt}),
-            ),
-            Event::ModelDelta { agent, text, call_id, attempt } => (
-                "running",
-                "agent",
-                None,
-                text.clone(),
-                json!({"agentId": agent, "callId": call_id, "attempt": attempt}),
-            ),
-            Event::ModelCompleted { agent, message, .. } => (
-                "running",
-                "agent",
-                None,
-                message["content"].as_str().unwrap_or_default().to_owned(),
-                json!({"agentId": agent}),
-            ),
-            Event::ToolStarted { agent, tool, call_id, .. } => (
-                "started",
-                "tool",
-                Some(tool.as_str()),
-                format!("calling {tool}"),
-                json!({"agentId": agent, "callId": call_id}),
-            ),
-            Event::ToolDelta { agent, call_id, line, .. } => (
-                "running",
-                "tool",
-                None,
-                line.clone(),
-                json!({"agentId": agent, "callId": call_id}),
-            ),
-            Event::ToolCompleted { agent, tool, ok, summary, call_id, .. } => (
-                "ended",
-                "tool",
-                Some(tool.as_str()),
-                summary.clone(),
-                json!({"agentId": agent, "callId": call_id, "ok": ok}),
-            ),
-            Event::Custom { name, payload } => {
-                ("running", "agent", None, name.clone(), json!({"payload": payload}))
-            }
-            _ => return None,
-        };
-    let mut ui = json!({
-        "seq": envelope.seq,
-        "ts": envelope.ts,
-        "runId": envelope.run_id.to_string(),
-        "eventType": envelope.event.kind(),
-        "nodeId": node_id,
-        "currentNode": node,
-        "nodeStatus": status,
-        "executionType": kind,
-        "toolName": tool,
-        "plainTextMessage": text,
-    });
-    if let (Some(ui), Some(extra)) = (ui.as_object_mut(), extra.as_object()) {
-        ui.extend(extra.clone());
-    }
-    Some(ui)
 }

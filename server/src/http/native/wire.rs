@@ -2,13 +2,14 @@
 //! returns about a run's state: a checkpoint's values, source, next
 //! nodes, interrupts and the tasks of the step in flight (with their
 //! errors, finished outputs and nested graphs), run and thread histories,
-//! and a thread. The CLI's `--json` prints the same.
+//! and a thread, and the UI shape of events (`?shape=ui`). The CLI's
+//! `--json` prints the same.
 
 use serde_json::{json, Value};
 use tollgate_checkpoint::{CheckpointInfo, ScheduleRecord, ScheduleTiming};
 use tollgate_engine::{
-    format_rfc3339, NestedState, PendingInterrupt, StatePage, StateSnapshot, TaskState,
-    ThreadHistoryPage,
+    format_rfc3339, Event, EventEnvelope, NestedState, PendingInterrupt, StatePage, StateSnapshot,
+    TaskState, ThreadHistoryPage,
 };
 
 use crate::service::{Listing, Outline, RunHistory, ThreadView};
@@ -184,4 +185,133 @@ pub(crate) struct Drawn {
     pub(crate) outline: Outline,
     /// Its layered drawing.
     pub(crate) layout: Value,
+}
+
+/// What the UI shape says of an event: `nodeStatus`, `executionType`,
+/// `toolName`, `plainTextMessage`, and fields of the event's own.
+type UiParts<'a> = (&'static str, &'static str, Option<&'a str>, String, Value);
+
+/// One event in the UI shape of the WebSocket contract: `nodeId`,
+/// `currentNode`, `nodeStatus` (started|running|ended), `executionType`
+/// (agent|tool|task|run: `task` for a workflow's tasks), `toolName`,
+/// `plainTextMessage`. Checkpoints and middleware hooks are not shown.
+pub(crate) fn ui_event(envelope: &EventEnvelope) -> Option<Value> {
+    let node = envelope.node.clone().unwrap_or_else(|| "run".into());
+    let node_id = envelope.node_id.clone().unwrap_or_else(|| "run".into());
+    let (status, kind, tool, text, extra) =
+        ui_run_parts(&envelope.event).or_else(|| ui_harness_parts(&envelope.event))?;
+    let mut ui = json!({
+        "seq": envelope.seq,
+        "ts": envelope.ts,
+        "runId": envelope.run_id.to_string(),
+        "eventType": envelope.event.kind(),
+        "nodeId": node_id,
+        "currentNode": node,
+        "nodeStatus": status,
+        "executionType": kind,
+        "toolName": tool,
+        "plainTextMessage": text,
+    });
+    if let (Some(ui), Some(extra)) = (ui.as_object_mut(), extra.as_object()) {
+        ui.extend(extra.clone());
+    }
+    Some(ui)
+}
+
+/// The UI parts of a run, node, task or interrupt event.
+fn ui_run_parts(event: &Event) -> Option<UiParts<'_>> {
+    Some(match event {
+        Event::RunStarted { graph, from_step, .. } => {
+            ("started", "run", None, format!("{graph} from step {from_step}"), json!({}))
+        }
+        Event::RunEnded { status, result, error, interrupts, .. } => (
+            "ended",
+            "run",
+            None,
+            match error {
+                Some(error) => format!("{status}: {}", error.message),
+                None => status.to_string(),
+            },
+            json!({"runStatus": status, "result": result, "error": error, "interrupts": interrupts}),
+        ),
+        Event::NodeStarted { .. } => ("started", "agent", None, String::new(), json!({})),
+        Event::NodeCompleted { .. } => ("ended", "agent", None, String::new(), json!({})),
+        Event::NodeFailed { error, .. } => {
+            ("ended", "agent", None, error.clone(), json!({"error": error}))
+        }
+        Event::TaskStarted { name, .. } => {
+            ("running", "task", None, format!("task {name}"), json!({"task": name}))
+        }
+        Event::TaskCompleted { name, .. } => {
+            ("running", "task", None, format!("task {name} done"), json!({"task": name}))
+        }
+        Event::TaskFailed { name, error, .. } => (
+            "running",
+            "task",
+            None,
+            format!("task {name} failed: {error}"),
+            json!({"task": name, "error": error}),
+        ),
+        Event::RetryScheduled { error, delay_ms, .. } => {
+            ("running", "agent", None, format!("retrying in {delay_ms} ms: {error}"), json!({}))
+        }
+        Event::InterruptRaised { interrupt, .. } => (
+            "running",
+            "agent",
+            None,
+            format!("waiting for a decision: {}", interrupt.kind),
+            json!({"interrupt": interrupt}),
+        ),
+        Event::RunResumed { .. } => ("running", "run", None, "resumed".into(), json!({})),
+        _ => return None,
+    })
+}
+
+/// The UI parts of a model, tool or custom event (the user's message
+/// content read from the model's answer).
+fn ui_harness_parts(event: &Event) -> Option<UiParts<'_>> {
+    Some(match event {
+        Event::ModelStarted { agent, model, call_id, attempt } => (
+            "running",
+            "agent",
+            None,
+            format!("calling {model}"),
+            json!({"agentId": agent, "callId": call_id, "attempt": attempt}),
+        ),
+        Event::ModelDelta { agent, text, call_id, attempt } => (
+            "running",
+            "agent",
+            None,
+            text.clone(),
+            json!({"agentId": agent, "callId": call_id, "attempt": attempt}),
+        ),
+        Event::ModelCompleted { agent, message, .. } => (
+            "running",
+            "agent",
+            None,
+            message["content"].as_str().unwrap_or_default().to_owned(),
+            json!({"agentId": agent}),
+        ),
+        Event::ToolStarted { agent, tool, call_id, .. } => (
+            "started",
+            "tool",
+            Some(tool.as_str()),
+            format!("calling {tool}"),
+            json!({"agentId": agent, "callId": call_id}),
+        ),
+        Event::ToolDelta { agent, call_id, line, .. } => {
+            ("running", "tool", None, line.clone(), json!({"agentId": agent, "callId": call_id}))
+        }
+        Event::ToolCompleted { agent, tool, ok, summary, call_id, .. } => (
+            "ended",
+            "tool",
+            Some(tool.as_str()),
+            summary.clone(),
+            json!({"agentId": agent, "callId": call_id, "ok": ok}),
+        ),
+        Event::Custom { name, payload } => {
+            ("running", "agent", None, name.clone(), json!({"payload": payload}))
+        }
+        _ => return None,
+    })
 }
