@@ -142,26 +142,7 @@ async fn start(
         };
         return resume_run(app, assistant, latest, &resume, body.by.as_deref()).await;
     }
-    let latest = match (&latest, body.multitask_strategy.as_deref()) {
-        (Some(busy), Some(strategy @ ("interrupt" | "rollback")))
-            if matches!(busy.status, RunStatus::Running | RunStatus::Queued) =>
-        {
-            // The thread's run in flight stops (at its next step
-            // boundary, its tasks dropped) before the new one starts;
-            // with `rollback` it is deleted too.
-            let id = busy.id;
-            app.runs.cancel(id).await?;
-            app.legs.cancelled(id);
-            app.runs.settled(id).await?;
-            if strategy == "rollback" {
-                app.runs.delete(id).await?;
-                None
-            } else {
-                Some(app.runs.summary(id).await?)
-            }
-        }
-        _ => latest,
-    };
+    let latest = multitask(app, latest, body.multitask_strategy.as_deref()).await?;
     if let Some(command) = body.command.as_ref().filter(|c| c.update.is_some() || c.moves()) {
         return command_run(app, assistant, thread, latest, command, body.by.as_deref()).await;
     }
@@ -189,6 +170,49 @@ async fn start(
             _ => {}
         }
     }
+    launch_new(app, thread, body, assistant, into).await
+}
+
+/// The thread's latest run once a multitask strategy has dealt with a
+/// run in flight: with `interrupt` it stops (at its next step boundary,
+/// its tasks dropped) before the new one starts; with `rollback` it is
+/// deleted too (no latest run then).
+async fn multitask(
+    app: &App,
+    latest: Option<RunSummary>,
+    strategy: Option<&str>,
+) -> ApiResult<Option<RunSummary>> {
+    Ok(match (&latest, strategy) {
+        (Some(busy), Some(strategy @ ("interrupt" | "rollback")))
+            if matches!(busy.status, RunStatus::Running | RunStatus::Queued) =>
+        {
+            // The thread's run in flight stops (at its next step
+            // boundary, its tasks dropped) before the new one starts;
+            // with `rollback` it is deleted too.
+            let id = busy.id;
+            app.runs.cancel(id).await?;
+            app.legs.cancelled(id);
+            app.runs.settled(id).await?;
+            if strategy == "rollback" {
+                app.runs.delete(id).await?;
+                None
+            } else {
+                Some(app.runs.summary(id).await?)
+            }
+        }
+        _ => latest,
+    })
+}
+
+/// A new run `into` of `assistant` from the body's input (a blueprint's
+/// user message and context, or a graph's input), with its breakpoints.
+async fn launch_new(
+    app: &App,
+    thread: Option<&str>,
+    body: &RunBody,
+    assistant: Assistant,
+    into: RunId,
+) -> ApiResult<Started> {
     let run = into;
     let names = |value: &Option<Value>| -> Vec<String> {
         value
