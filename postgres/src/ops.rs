@@ -15,9 +15,9 @@ use crate::announce::{announce, watched, watched_sql};
 use crate::cache::check_turn;
 use crate::conn::{client_error, Refusal};
 use crate::rows::{
-    blob_at, column, damaged, event_span, frontier_from_row, interrupt_from_row, json_text,
-    run_from_row, sql_int, CreateArgs, Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, CREATE_RUN,
-    RUN_BY_ID, SELECT_RUN,
+    blob_at, column, damaged, deltas_from_rows, event_span, frontier_from_row, interrupt_from_row,
+    json_text, pending_from_rows, run_from_row, sql_int, CreateArgs, Params, CLAIMABLE_LOST,
+    CLAIMABLE_QUEUED, CREATE_RUN, RUN_BY_ID, SELECT_RUN,
 };
 use crate::sql::Sql;
 use crate::store::PostgresStore;
@@ -37,6 +37,50 @@ macro_rules! checkpoint_is_last {
         "($2::bigint IS NULL OR $2::bigint = (SELECT step FROM runs WHERE id = $1))"
     };
 }
+
+/// The newest snapshot at or before the step read.
+const SNAPSHOT_AT: &str = concat!(
+    "SELECT step, payload FROM snapshots WHERE run = $1 AND step <= ",
+    checkpoint_step!(),
+    " ORDER BY step DESC LIMIT 1"
+);
+
+/// The steps after that snapshot up to the step read.
+const DELTAS_TO: &str = concat!(
+    "SELECT step, tasks, nodes, updates FROM steps WHERE run = $1 AND step <= ",
+    checkpoint_step!(),
+    " AND step > (SELECT max(step) FROM snapshots WHERE run = $1 AND step <= ",
+    checkpoint_step!(),
+    ") ORDER BY step"
+);
+
+/// The step read's frontier (with the one it refers to).
+const FRONTIER_AT: &str = concat!(
+    "SELECT s.frontier, tollgate_referred(s.frontier), f.frontier FROM steps s \
+                 LEFT JOIN steps f ON f.run = s.run AND f.step = tollgate_referred(s.frontier) \
+                 WHERE s.run = $1 AND s.step = ",
+    checkpoint_step!()
+);
+
+/// The pending writes of the step after the last (and progress records).
+const PENDING_AFTER: &str = concat!(
+    "SELECT task, node, payload FROM pending_writes WHERE run = $1 AND step = ",
+    checkpoint_step!(),
+    " + 1 AND ",
+    checkpoint_is_last!(),
+    " ORDER BY task"
+);
+
+/// The interrupts of the step after the last.
+const INTERRUPTS_AFTER: &str = concat!(
+    "SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, \
+                 rejection_routed, decision, raised_at_ms \
+                 FROM interrupts WHERE run = $1 AND step = ",
+    checkpoint_step!(),
+    " + 1 AND ",
+    checkpoint_is_last!(),
+    " ORDER BY task, ordinal"
+);
 
 #[async_trait]
 impl RunStore for PostgresStore {
@@ -181,55 +225,11 @@ impl RunStore for PostgresStore {
         let client = self.client().await?;
         let (select_run, snapshot, deltas, frontier, pending, interrupts) = tokio::try_join!(
             client.statement(RUN_BY_ID, self.unnamed),
-            client.statement(
-                concat!(
-                    "SELECT step, payload FROM snapshots WHERE run = $1 AND step <= ",
-                    checkpoint_step!(),
-                    " ORDER BY step DESC LIMIT 1"
-                ),
-                self.unnamed
-            ),
-            client.statement(
-                concat!(
-                    "SELECT step, tasks, nodes, updates FROM steps WHERE run = $1 AND step <= ",
-                    checkpoint_step!(),
-                    " AND step > (SELECT max(step) FROM snapshots WHERE run = $1 AND step <= ",
-                    checkpoint_step!(),
-                    ") ORDER BY step"
-                ),
-                self.unnamed
-            ),
-            client.statement(
-                concat!(
-                    "SELECT s.frontier, tollgate_referred(s.frontier), f.frontier FROM steps s \
-                 LEFT JOIN steps f ON f.run = s.run AND f.step = tollgate_referred(s.frontier) \
-                 WHERE s.run = $1 AND s.step = ",
-                    checkpoint_step!()
-                ),
-                self.unnamed
-            ),
-            client.statement(
-                concat!(
-                    "SELECT task, node, payload FROM pending_writes WHERE run = $1 AND step = ",
-                    checkpoint_step!(),
-                    " + 1 AND ",
-                    checkpoint_is_last!(),
-                    " ORDER BY task"
-                ),
-                self.unnamed
-            ),
-            client.statement(
-                concat!(
-                    "SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, \
-                 rejection_routed, decision, raised_at_ms \
-                 FROM interrupts WHERE run = $1 AND step = ",
-                    checkpoint_step!(),
-                    " + 1 AND ",
-                    checkpoint_is_last!(),
-                    " ORDER BY task, ordinal"
-                ),
-                self.unnamed
-            ),
+            client.statement(SNAPSHOT_AT, self.unnamed),
+            client.statement(DELTAS_TO, self.unnamed),
+            client.statement(FRONTIER_AT, self.unnamed),
+            client.statement(PENDING_AFTER, self.unnamed),
+            client.statement(INTERRUPTS_AFTER, self.unnamed),
         )
         .map_err(client_error)?;
         let id = run.to_string();
@@ -258,50 +258,9 @@ impl RunStore for PostgresStore {
         let frontier = frontier.ok_or_else(|| missing("steps row"))?;
         let snapshot_step = column::<i64>(&snapshot, 0)? as u64;
         let snapshot = blob_at(run, snapshot_step, column(&snapshot, 1)?)?;
-        let deltas = deltas
-            .iter()
-            .map(|row| {
-                let step = column::<i64>(row, 0)? as u64;
-                let tasks: Vec<i32> = column(row, 1)?;
-                let nodes: Vec<String> = column(row, 2)?;
-                let blobs: Vec<&[u8]> = column(row, 3)?;
-                if tasks.len() != nodes.len() || tasks.len() != blobs.len() {
-                    return Err(damaged(format!("run {run}: step {step} has ragged updates")));
-                }
-                let updates = tasks
-                    .into_iter()
-                    .zip(nodes)
-                    .zip(blobs)
-                    .map(|((index, node), bytes)| {
-                        Ok(TaskUpdate {
-                            task: TaskKey { step, index: index as u32, node },
-                            update: blob_at(run, step, bytes)?,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, StoreError>>()?;
-                Ok((step, updates))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let deltas = deltas_from_rows(run, &deltas)?;
         let frontier = frontier_from_row(run, step, &frontier)?;
-        // Progress records share the table under negative task numbers
-        // (task i is -1 - i).
-        let (mut pending, mut progress) = (Vec::new(), Vec::new());
-        for row in &pending_rows {
-            let task = column::<i32>(row, 0)?;
-            let update = TaskUpdate {
-                task: TaskKey {
-                    step: step + 1,
-                    index: if task < 0 { (-1 - task) as u32 } else { task as u32 },
-                    node: column(row, 1)?,
-                },
-                update: blob_at(run, step + 1, column(row, 2)?)?,
-            };
-            match task < 0 {
-                true => progress.push(update),
-                false => pending.push(update),
-            }
-        }
-        progress.sort_by_key(|update: &TaskUpdate| update.task.index);
+        let (pending, progress) = pending_from_rows(run, step, &pending_rows)?;
         let interrupts = interrupts
             .iter()
             .map(|row| interrupt_from_row(run, row))

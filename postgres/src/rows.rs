@@ -7,7 +7,7 @@ use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::Row;
 use tollgate_checkpoint::{
     frontier_reference, Blob, EventRecord, GraphRef, InterruptRecord, NewRun, Owner, RunFailure,
-    RunId, RunRecord, RunStatus, StoreError,
+    RunId, RunRecord, RunStatus, StoreError, TaskKey, TaskUpdate,
 };
 
 use crate::announce::watched_sql;
@@ -246,4 +246,62 @@ impl CreateArgs {
             &run.trace,
         ]
     }
+}
+
+/// A checkpoint's deltas: each step's updates from its row's arrays.
+pub(crate) fn deltas_from_rows(
+    run: RunId,
+    rows: &[Row],
+) -> Result<Vec<(u64, Vec<TaskUpdate>)>, StoreError> {
+    rows.iter()
+        .map(|row| {
+            let step = column::<i64>(row, 0)? as u64;
+            let tasks: Vec<i32> = column(row, 1)?;
+            let nodes: Vec<String> = column(row, 2)?;
+            let blobs: Vec<&[u8]> = column(row, 3)?;
+            if tasks.len() != nodes.len() || tasks.len() != blobs.len() {
+                return Err(damaged(format!("run {run}: step {step} has ragged updates")));
+            }
+            let updates = tasks
+                .into_iter()
+                .zip(nodes)
+                .zip(blobs)
+                .map(|((index, node), bytes)| {
+                    Ok(TaskUpdate {
+                        task: TaskKey { step, index: index as u32, node },
+                        update: blob_at(run, step, bytes)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            Ok((step, updates))
+        })
+        .collect()
+}
+
+/// The pending writes of the step after `step`, and its progress records
+/// (which share the table under negative task numbers: task i is -1 - i),
+/// in task order.
+pub(crate) fn pending_from_rows(
+    run: RunId,
+    step: u64,
+    rows: &[Row],
+) -> Result<(Vec<TaskUpdate>, Vec<TaskUpdate>), StoreError> {
+    let (mut pending, mut progress) = (Vec::new(), Vec::new());
+    for row in rows {
+        let task = column::<i32>(row, 0)?;
+        let update = TaskUpdate {
+            task: TaskKey {
+                step: step + 1,
+                index: if task < 0 { (-1 - task) as u32 } else { task as u32 },
+                node: column(row, 1)?,
+            },
+            update: blob_at(run, step + 1, column(row, 2)?)?,
+        };
+        match task < 0 {
+            true => progress.push(update),
+            false => pending.push(update),
+        }
+    }
+    progress.sort_by_key(|update: &TaskUpdate| update.task.index);
+    Ok((pending, progress))
 }
