@@ -35,26 +35,7 @@ pub(crate) async fn schedule_command(
 ) -> Result<u8, ServiceError> {
     match command {
         ScheduleCommand::Add { id, blueprint, graph, cron, at, input, missed, grace, json } => {
-            let mut schedule = match (cron, at) {
-                (Some(cron), _) => Schedule::cron(id, &cron).map_err(|error| {
-                    ServiceError::invalid(format!("--cron: {error}")).with_source(error)
-                })?,
-                (None, Some(at)) => {
-                    let at_ms = parse_rfc3339(&at).ok_or_else(|| {
-                        ServiceError::invalid(format!(
-                            "--at takes an RFC 3339 time (2026-12-24T09:00:00Z), not `{at}`"
-                        ))
-                    })?;
-                    Schedule::at(id, at_ms)
-                }
-                (None, None) => return Err(ServiceError::invalid("give --cron or --at")),
-            };
-            let missed: MissedTicks = missed.parse().map_err(|error: InvalidMissedTicks| {
-                ServiceError::invalid(format!("--missed: {error}"))
-            })?;
-            let grace = std::time::Duration::try_from_secs_f64(grace)
-                .map_err(|_| ServiceError::invalid("--grace takes seconds, 0 or more"))?;
-            schedule = schedule.missed(missed).grace(grace);
+            let schedule = schedule_of(id, (cron, at), &missed, grace)?;
             let added = match (blueprint, graph) {
                 (_, Some(name)) => {
                     let input = match input.trim() {
@@ -118,4 +99,35 @@ pub(crate) async fn schedule_command(
             Ok(code::OK)
         }
     }
+}
+
+/// The schedule `schedule add` asks for: its timing (`--cron` or `--at`),
+/// what a missed tick does, and its grace.
+fn schedule_of(
+    id: String,
+    (cron, at): (Option<String>, Option<String>),
+    missed: &str,
+    grace: f64,
+) -> Result<Schedule, ServiceError> {
+    let mut schedule = match (cron, at) {
+        (Some(cron), _) => Schedule::cron(id, &cron).map_err(|error| {
+            ServiceError::invalid(format!("--cron: {error}")).with_source(error)
+        })?,
+        (None, Some(at)) => {
+            let at_ms = parse_rfc3339(&at).ok_or_else(|| {
+                ServiceError::invalid(format!(
+                    "--at takes an RFC 3339 time (2026-12-24T09:00:00Z), not `{at}`"
+                ))
+            })?;
+            Schedule::at(id, at_ms)
+        }
+        (None, None) => return Err(ServiceError::invalid("give --cron or --at")),
+    };
+    let missed: MissedTicks = missed
+        .parse()
+        .map_err(|error: InvalidMissedTicks| ServiceError::invalid(format!("--missed: {error}")))?;
+    let grace = std::time::Duration::try_from_secs_f64(grace)
+        .map_err(|_| ServiceError::invalid("--grace takes seconds, 0 or more"))?;
+    schedule = schedule.missed(missed).grace(grace);
+    Ok(schedule)
 }

@@ -55,41 +55,7 @@ pub(crate) async fn store_command(runs: &Runs, command: StoreCommand) -> Result<
             Ok(code::OK)
         }
         StoreCommand::Search { prefix, filter, query, limit, offset, json } => {
-            let filter = match filter {
-                Some(text) => Filter::from_json(&json_arg("--filter", &text)?)?,
-                None => Filter::default(),
-            };
-            let mut op =
-                SearchOp::new(namespace(&prefix)?).filter(filter).limit(limit).offset(offset);
-            let semantic = query.is_some();
-            if let Some(query) = query {
-                op = op.query(query);
-            }
-            let found = memory.search_ranked(op).await?;
-            let items = &found.items;
-            if json {
-                let mut shown = json!({"items": items});
-                if semantic {
-                    shown["unindexed"] = json!(found.unindexed);
-                }
-                print_json(&shown);
-            } else {
-                if items.is_empty() {
-                    // Said, so that an empty answer is not taken for a
-                    // failure to print (stderr: stdout stays the items).
-                    eprintln!("nothing under {prefix} matched");
-                }
-                for item in items {
-                    say!("{}", line(item));
-                }
-                if found.unindexed > 0 {
-                    eprintln!(
-                        "{} item(s) under {prefix} have no vector (stored without an embedder): no query can match them",
-                        found.unindexed
-                    );
-                }
-            }
-            Ok(code::OK)
+            search(runs, &prefix, (filter, query), (limit, offset), json).await
         }
         StoreCommand::Delete { namespace: ns, key, json } => {
             if !memory.delete(&namespace(&ns)?, &key).await? {
@@ -120,4 +86,49 @@ pub(crate) async fn store_command(runs: &Runs, command: StoreCommand) -> Result<
             Ok(code::OK)
         }
     }
+}
+
+/// `store search`: items under a prefix, filtered, ranked by a query.
+async fn search(
+    runs: &Runs,
+    prefix: &str,
+    (filter, query): (Option<String>, Option<String>),
+    (limit, offset): (usize, usize),
+    json: bool,
+) -> Result<u8, ServiceError> {
+    let memory = runs.memory();
+    let filter = match filter {
+        Some(text) => Filter::from_json(&json_arg("--filter", &text)?)?,
+        None => Filter::default(),
+    };
+    let mut op = SearchOp::new(namespace(prefix)?).filter(filter).limit(limit).offset(offset);
+    let semantic = query.is_some();
+    if let Some(query) = query {
+        op = op.query(query);
+    }
+    let found = memory.search_ranked(op).await?;
+    let items = &found.items;
+    if json {
+        let mut shown = json!({"items": items});
+        if semantic {
+            shown["unindexed"] = json!(found.unindexed);
+        }
+        print_json(&shown);
+    } else {
+        if items.is_empty() {
+            // Said, so that an empty answer is not taken for a
+            // failure to print (stderr: stdout stays the items).
+            eprintln!("nothing under {prefix} matched");
+        }
+        for item in items {
+            say!("{}", line(item));
+        }
+        if found.unindexed > 0 {
+            eprintln!(
+                "{} item(s) under {prefix} have no vector (stored without an embedder): no query can match them",
+                found.unindexed
+            );
+        }
+    }
+    Ok(code::OK)
 }
