@@ -52,6 +52,27 @@ async fn open(
     }
 }
 
+/// The import statements of a module, each joined onto one line (an
+/// import may span several).
+fn imports(module: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut open: Option<String> = None;
+    for line in module.lines() {
+        let statement = match open.take() {
+            Some(start) => start + " " + line.trim(),
+            None if line.starts_with("import ") => line.to_owned(),
+            None => continue,
+        };
+        if statement.contains(" from ") || statement.trim_end().ends_with(';') {
+            found.push(statement);
+        } else {
+            open = Some(statement);
+        }
+    }
+    assert!(open.is_none(), "an import that never ends: {open:?}");
+    found
+}
+
 async fn next_json(
     socket: &mut tokio_tungstenite::WebSocketStream<
         tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
@@ -87,9 +108,17 @@ fn the_page_is_served_without_the_token_and_holds_no_data() {
         assert_eq!(headers["x-content-type-options"], "nosniff");
         let html = page.text().await.unwrap();
         assert!(html.contains("/ui/app.js") && !html.contains(&run));
-        for file in
-            ["app.js", "api.js", "dom.js", "form.js", "graph.js", "history.js", "list.js", "run.js"]
-        {
+        for file in [
+            "app.js",
+            "api.js",
+            "dom.js",
+            "form.js",
+            "graph.js",
+            "history.js",
+            "list.js",
+            "run.js",
+            "words.js",
+        ] {
             let script = anonymous().get(server.url(&format!("/ui/{file}"))).send().await.unwrap();
             assert_eq!(script.status(), 200, "{file}");
             assert!(script.headers()["content-type"]
@@ -102,7 +131,7 @@ fn the_page_is_served_without_the_token_and_holds_no_data() {
                 !text.contains("http://") && !text.contains("https://"),
                 "{file} names another origin"
             );
-            for import in text.lines().filter(|line| line.starts_with("import ")) {
+            for import in imports(&text) {
                 assert!(import.contains(" from './"), "{file}: {import}");
             }
         }
