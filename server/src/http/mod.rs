@@ -12,12 +12,9 @@
 //!   framework's (unknown paths, wrong methods, unparsable queries).
 
 mod auth;
-mod driver;
 mod errors;
 mod extract;
-mod follow;
 mod langgraph;
-mod legs;
 mod metrics;
 mod native;
 mod page;
@@ -40,12 +37,10 @@ use tokio::sync::Semaphore;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::error::ServiceError;
-use crate::service::Runs;
+use crate::service::{Driver, Hub, Legs, Runs};
 
 pub(crate) use auth::Check;
 pub use auth::{credential, Auth, Authenticate, Principal, Refusal, Role, Tokens};
-pub(crate) use follow::Hub;
-pub(crate) use legs::Legs;
 pub use metrics::serve_metrics;
 pub use native::wire::{
     listing_json, run_history_json, schedule_json, state_json, thread_history_json, thread_json,
@@ -190,7 +185,7 @@ pub(crate) struct App {
     /// outbox).
     pub(crate) outbox: Arc<tokio::sync::Notify>,
     /// The worker this API runs in its process, if it does.
-    pub(crate) driver: Option<Arc<driver::Driver>>,
+    pub(crate) driver: Option<Arc<Driver>>,
 }
 
 /// How long a stopping server waits for its legs to reach a step boundary.
@@ -306,7 +301,7 @@ impl Api {
             runtime.spawn(hub.clone().relay(events));
         }
         let drive = options.worker && !runs.shared();
-        let driver = drive.then(|| driver::Driver::start(&runs)).flatten().map(Arc::new);
+        let driver = drive.then(|| Driver::start(&runs)).flatten().map(Arc::new);
         let app = App {
             runs,
             hub,

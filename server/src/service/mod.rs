@@ -7,9 +7,12 @@
 
 mod admission;
 mod dispatch;
+mod driver;
+mod follow;
 mod graphs;
 mod input;
 mod leg;
+mod legs;
 mod memory;
 mod open;
 mod outbox;
@@ -26,10 +29,13 @@ mod worker;
 
 pub(crate) use admission::Admission;
 pub(crate) use dispatch::spawn_dispatcher;
+pub(crate) use driver::Driver;
+pub(crate) use follow::{Follow, Hub, Item, Logged, Until};
 pub use graphs::InvalidBlueprint;
 use input::input_state;
 pub use input::{user_message, UserInput};
 pub(crate) use leg::leg_result;
+pub(crate) use legs::Legs;
 pub(crate) use memory::{index_fields, search_op};
 pub(crate) use outbox::{OutboxWork, Retry, StartRefused};
 pub(crate) use outline::{GraphListing, ListingKind, Outline};
@@ -40,7 +46,7 @@ use served::Continued;
 pub use served::Leg;
 pub(crate) use served::{Continuing, ServedGraph, StateWrite};
 pub(crate) use target::check as webhook_target;
-pub(crate) use threads::{thread_not_found, IfExists};
+pub(crate) use threads::{thread_not_found, IfExists, Multitask};
 pub use tollgate_checkpoint::DamagedRun;
 pub use view::{FailureView, InterruptView, Listing, RunHistory, RunSummary, ThreadView};
 pub(crate) use webhooks::WEBHOOK_KIND;

@@ -3,11 +3,11 @@
 //! updating, copying and deleting them.
 
 use serde_json::{json, Map, Value};
-use tollgate_checkpoint::{OutboxQuery, RunFilter, RunStatus, ThreadRecord};
+use tollgate_checkpoint::{OutboxQuery, RunFilter, RunId, RunStatus, ThreadRecord};
 
 use crate::error::ServiceError;
 
-use super::{RunSummary, Runs};
+use super::{Legs, RunSummary, Runs, PENDING_KIND, WEBHOOK_KIND};
 
 /// What creating a thread that exists does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +18,95 @@ pub(crate) enum IfExists {
     DoNothing,
 }
 
+/// What a new run on a thread does about the run in flight there
+/// (LangGraph's `multitask_strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Multitask {
+    /// The new run is refused (a conflict).
+    #[default]
+    Reject,
+    /// The run in flight stops (at its next step boundary, its tasks
+    /// dropped) and the new one starts.
+    Interrupt,
+    /// As `Interrupt`, and the run that stopped is deleted.
+    Rollback,
+    /// The new run waits until the thread is free (a pending run).
+    Enqueue,
+}
+
+impl RunSummary {
+    /// Whether the run is in flight: running, or queued for a worker.
+    pub fn in_flight(&self) -> bool {
+        matches!(self.status, RunStatus::Running | RunStatus::Queued)
+    }
+
+    /// Whether the run holds its thread: in flight, or waiting for a
+    /// decision (a run enqueued on the thread waits for it).
+    pub fn holds_thread(&self) -> bool {
+        self.in_flight() || self.status == RunStatus::AwaitingHitl
+    }
+}
+
 impl Runs {
+    /// Cancels `run` ([`Runs::cancel`]) and, if this server drives it,
+    /// its leg at once: it renews its lease, is refused, and drops the
+    /// tasks it had in flight instead of running them to their end.
+    pub(crate) async fn stop(&self, legs: &Legs, run: RunId) -> Result<RunSummary, ServiceError> {
+        let summary = self.cancel(run).await?;
+        legs.cancelled(run);
+        Ok(summary)
+    }
+
+    /// The thread's latest run once `strategy` dealt with a run in flight
+    /// there: with [`Multitask::Interrupt`] it is stopped and settled
+    /// before the new one starts; with [`Multitask::Rollback`] deleted
+    /// too (no latest run then). Other strategies leave it.
+    pub(crate) async fn make_way(
+        &self,
+        legs: &Legs,
+        latest: Option<RunSummary>,
+        strategy: Multitask,
+    ) -> Result<Option<RunSummary>, ServiceError> {
+        let Some(busy) = latest.as_ref().filter(|latest| latest.in_flight()) else {
+            return Ok(latest);
+        };
+        if !matches!(strategy, Multitask::Interrupt | Multitask::Rollback) {
+            return Ok(latest);
+        }
+        let id = busy.id;
+        self.stop(legs, id).await?;
+        self.settled(id).await?;
+        if strategy == Multitask::Rollback {
+            self.delete(id).await?;
+            return Ok(None);
+        }
+        Ok(Some(self.summary(id).await?))
+    }
+
+    /// Deletes `thread`: first its pending runs and webhooks (so that no
+    /// pending run starts while it goes), then each run (one in flight
+    /// stopped and settled first), then its record. A thread with neither
+    /// record nor run is not found.
+    pub(crate) async fn delete_thread(
+        &self,
+        legs: &Legs,
+        thread: &str,
+    ) -> Result<(), ServiceError> {
+        let runs = self.thread_runs(thread).await?;
+        if runs.is_empty() && self.thread_record(thread).await?.is_none() {
+            return Err(thread_not_found(thread));
+        }
+        self.forget_outbox(thread, &[PENDING_KIND, WEBHOOK_KIND]).await?;
+        for run in &runs {
+            if run.in_flight() {
+                self.stop(legs, run.id).await?;
+                self.settled(run.id).await?;
+            }
+            self.delete(run.id).await?;
+        }
+        self.forget_thread(thread).await
+    }
+
     /// The thread's record, if it has one (a thread only runs named has
     /// none).
     pub(crate) async fn thread_record(
@@ -144,18 +232,14 @@ impl Runs {
     }
 
     /// Forgets the thread's record (its runs are deleted apart).
-    pub(crate) async fn forget_thread(&self, thread: &str) -> Result<(), ServiceError> {
+    async fn forget_thread(&self, thread: &str) -> Result<(), ServiceError> {
         self.store().delete_thread(thread).await?;
         Ok(())
     }
 
     /// Forgets every entry of the outbox of `kinds` kept for `thread`
     /// (pending runs, webhooks: it is deleted).
-    pub(crate) async fn forget_outbox(
-        &self,
-        thread: &str,
-        kinds: &[&str],
-    ) -> Result<(), ServiceError> {
+    async fn forget_outbox(&self, thread: &str, kinds: &[&str]) -> Result<(), ServiceError> {
         let store = self.store();
         for kind in kinds {
             let query = OutboxQuery::new(*kind, 10_000).thread(thread);
@@ -181,9 +265,7 @@ impl Runs {
         if record.is_none() && latest.is_none() {
             return Err(thread_not_found(thread));
         }
-        if let Some(busy) =
-            latest.as_ref().filter(|l| matches!(l.status, RunStatus::Running | RunStatus::Queued))
-        {
+        if let Some(busy) = latest.as_ref().filter(|latest| latest.in_flight()) {
             return Err(ServiceError::conflict(format!(
                 "thread `{thread}` is busy (run {} is {}): copy it once it settles",
                 busy.id, busy.status

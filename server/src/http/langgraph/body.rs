@@ -7,6 +7,7 @@ use tollgate_engine::END;
 
 use super::super::errors::{ApiError, ApiResult};
 use crate::error::ServiceError;
+use crate::service::Multitask;
 
 /// What a run is created with (the fields of LangGraph's `RunCreate` that
 /// tollgate reads; the others are accepted and ignored, or refused when
@@ -113,7 +114,7 @@ impl RunBody {
         {
             "an enqueued or delayed run (`enqueue`, `after_seconds`) with a `command` or a checkpoint"
         } else if self.delay_ms().is_some()
-            && matches!(self.multitask_strategy.as_deref(), Some("interrupt" | "rollback"))
+            && matches!(self.strategy(), Multitask::Interrupt | Multitask::Rollback)
         {
             "`after_seconds` with multitask strategy `interrupt` or `rollback`"
         } else if self.checkpoint().is_some() && self.command.is_some() {
@@ -128,10 +129,21 @@ impl RunBody {
         Some(super::unsupported_error(what))
     }
 
+    /// What this run does about a run in flight on its thread
+    /// (`multitask_strategy`, checked in `refusal`; `reject` by default).
+    pub(super) fn strategy(&self) -> Multitask {
+        match self.multitask_strategy.as_deref() {
+            Some("interrupt") => Multitask::Interrupt,
+            Some("rollback") => Multitask::Rollback,
+            Some("enqueue") => Multitask::Enqueue,
+            _ => Multitask::Reject,
+        }
+    }
+
     /// Whether a thread with a run in flight keeps this one for later
     /// (`multitask_strategy="enqueue"`).
     pub(super) fn enqueues(&self) -> bool {
-        self.multitask_strategy.as_deref() == Some("enqueue")
+        self.strategy() == Multitask::Enqueue
     }
 
     /// How long to wait before starting (`after_seconds`, when above 0),

@@ -55,9 +55,7 @@ pub(super) async fn checkpoint_run(
     if source.thread.as_deref() != Some(thread) || step > source.step {
         return Err(unknown());
     }
-    if let Some(busy) =
-        latest.filter(|l| matches!(l.status, RunStatus::Running | RunStatus::Queued))
-    {
+    if let Some(busy) = latest.filter(|latest| latest.in_flight()) {
         return Err(ServiceError::conflict(format!(
             "thread `{thread}` is busy: run {} is {} (multitask strategy `reject`)",
             busy.id, busy.status

@@ -16,7 +16,7 @@ use super::super::App;
 use super::body::RunBody;
 use super::wire::assistant_uuid;
 use crate::error::ServiceError;
-pub(super) use crate::service::{Pending, PENDING_KIND as KIND};
+pub(super) use crate::service::Pending;
 use crate::service::{PendingEnd, PendingState};
 
 /// Why a pending run could not start, as it is kept with it.

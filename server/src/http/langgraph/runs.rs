@@ -16,7 +16,6 @@ use tollgate_engine::Decision;
 
 use super::super::errors::{ApiError, ApiResult};
 use super::super::extract::{run_id, JsonBody};
-use super::super::follow::{Follow, Until};
 use super::super::{App, Principal};
 use super::assistants::{self, Assistant};
 use super::body::RunBody;
@@ -28,7 +27,7 @@ use super::stream::sse;
 use super::threads::{self, latest};
 use super::{webhook, wire};
 use crate::error::ServiceError;
-use crate::service::{self, Launch, ListingKind, RunSummary};
+use crate::service::{self, Follow, Launch, ListingKind, Multitask, RunSummary, Until};
 
 /// What a request began: a run, or one that waits to start.
 enum Begun {
@@ -95,14 +94,6 @@ async fn labelled(
     Ok(app.runs.label_thread(thread, record, labels, wire::now_ms()).await?)
 }
 
-/// Whether a thread whose latest run is `latest` has one in flight or
-/// waiting for a decision: a run enqueued on it waits.
-pub(super) fn occupied(latest: Option<&RunSummary>) -> bool {
-    latest.is_some_and(|latest| {
-        matches!(latest.status, RunStatus::Running | RunStatus::Queued | RunStatus::AwaitingHitl)
-    })
-}
-
 /// Starts a pending run (`queue.rs`) as `id` now that its thread is free
 /// and its time has come: its request as if made now, with strategy
 /// `reject` (a thread that is busy again is a conflict: it waits on).
@@ -142,7 +133,7 @@ async fn start(
         };
         return resume_run(app, assistant, latest, &resume, body.by.as_deref()).await;
     }
-    let latest = multitask(app, latest, body.multitask_strategy.as_deref()).await?;
+    let latest = app.runs.make_way(&app.legs, latest, body.strategy()).await?;
     if let Some(command) = body.command.as_ref().filter(|c| c.update.is_some() || c.moves()) {
         return command_run(app, assistant, thread, latest, command, body.by.as_deref()).await;
     }
@@ -171,37 +162,6 @@ async fn start(
         }
     }
     launch_new(app, thread, body, assistant, into).await
-}
-
-/// The thread's latest run once a multitask strategy has dealt with a
-/// run in flight: with `interrupt` it stops (at its next step boundary,
-/// its tasks dropped) before the new one starts; with `rollback` it is
-/// deleted too (no latest run then).
-async fn multitask(
-    app: &App,
-    latest: Option<RunSummary>,
-    strategy: Option<&str>,
-) -> ApiResult<Option<RunSummary>> {
-    Ok(match (&latest, strategy) {
-        (Some(busy), Some(strategy @ ("interrupt" | "rollback")))
-            if matches!(busy.status, RunStatus::Running | RunStatus::Queued) =>
-        {
-            // The thread's run in flight stops (at its next step
-            // boundary, its tasks dropped) before the new one starts;
-            // with `rollback` it is deleted too.
-            let id = busy.id;
-            app.runs.cancel(id).await?;
-            app.legs.cancelled(id);
-            app.runs.settled(id).await?;
-            if strategy == "rollback" {
-                app.runs.delete(id).await?;
-                None
-            } else {
-                Some(app.runs.summary(id).await?)
-            }
-        }
-        _ => latest,
-    })
 }
 
 /// A new run `into` of `assistant` from the body's input (a blueprint's
@@ -303,15 +263,17 @@ async fn begin(
         None => false,
     };
     let enqueued = body.enqueues() && thread.is_some();
-    if body.delay_ms().is_some() || (enqueued && (waiting || occupied(latest.as_ref()))) {
+    if body.delay_ms().is_some()
+        || (enqueued && (waiting || latest.as_ref().is_some_and(RunSummary::holds_thread)))
+    {
         let pending = defer(app, thread, body, &assistant, latest.as_ref(), hook).await?;
         return Ok(Begun::Pending(Box::new(pending)));
     }
     // A new run jumps no queue; a decision, a command or a run without
     // input is for the thread's run that stopped, which they wait for.
     let new_input = body.command.is_none() && body.input.as_ref().is_some_and(|i| !i.is_null());
-    let strategy = body.multitask_strategy.as_deref();
-    if waiting && new_input && !matches!(strategy, Some("interrupt" | "rollback")) {
+    let strategy = body.strategy();
+    if waiting && new_input && !matches!(strategy, Multitask::Interrupt | Multitask::Rollback) {
         return Err(ServiceError::conflict(format!(
                 "thread `{}` is busy: runs wait to start on it (multitask strategy `reject`; `enqueue` queues this one behind them)",
                 thread.unwrap_or("")
@@ -348,9 +310,7 @@ async fn defer(
     latest: Option<&RunSummary>,
     hook: Option<reqwest::Url>,
 ) -> ApiResult<Pending> {
-    if let Some(busy) =
-        latest.filter(|l| matches!(l.status, RunStatus::Running | RunStatus::Queued))
-    {
+    if let Some(busy) = latest.filter(|latest| latest.in_flight()) {
         // A delayed run with strategy `reject` is refused now, as it
         // would be without the delay.
         if !body.enqueues() {
@@ -476,7 +436,7 @@ async fn streamed(
         Begun::Started(started) => (started.run, started.after_seq, started.leg),
         Begun::Pending(pending) => (when_started(&app, &pending.entry.id).await?, 0, None),
     };
-    let follow = Follow::new(&app, run, after, Until::LegEnds).await?;
+    let follow = Follow::new(&app.hub, &app.runs, run, after, Until::LegEnds).await?;
     if let Some(leg) = leg {
         app.legs.drive(leg);
     }

@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 use tollgate_checkpoint::RunId;
 use tollgate_engine::Event;
 
-use super::super::follow::{Follow, Item};
 use super::super::App;
 use super::wire;
+use crate::service::{Follow, Item};
 
 /// What a LangGraph stream is at.
 struct Streaming {

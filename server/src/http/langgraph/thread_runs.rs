@@ -8,11 +8,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
-use tollgate_checkpoint::RunStatus;
 
 use super::super::errors::{ApiError, ApiResult};
 use super::super::extract::run_id;
-use super::super::follow::{Follow, Until};
 use super::super::App;
 use super::outcome::{last_seq, outcome};
 use super::queue::{self, Pending};
@@ -21,6 +19,7 @@ use super::stream::sse;
 use super::{threads, wire};
 use crate::error::ServiceError;
 use crate::service::RunSummary;
+use crate::service::{Follow, Until};
 
 /// The run `run` of `thread`, or 404 (a run of another thread included).
 async fn thread_run(app: &App, thread: &str, run: &str) -> ApiResult<RunSummary> {
@@ -160,7 +159,7 @@ pub(super) async fn join_stream(
             "messages-tuple".to_owned(),
         ],
     };
-    let follow = Follow::new(&app, id, after, Until::LegEnds).await?;
+    let follow = Follow::new(&app.hub, &app.runs, id, after, Until::LegEnds).await?;
     Ok(sse(app, follow, modes, false).into_response())
 }
 
@@ -189,9 +188,8 @@ pub(super) async fn cancel(
         },
     };
     let id = summary.id;
-    if matches!(summary.status, RunStatus::Running | RunStatus::Queued) {
-        app.runs.cancel(id).await?;
-        app.legs.cancelled(id);
+    if summary.in_flight() {
+        app.runs.stop(&app.legs, id).await?;
     }
     if rollback || matches!(query.wait.as_deref(), Some("1" | "true")) {
         app.runs.settled(id).await?;

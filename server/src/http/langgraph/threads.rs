@@ -169,29 +169,8 @@ pub(super) async fn delete(
     State(app): State<App>,
     Path(thread): Path<String>,
 ) -> ApiResult<Response> {
-    let runs = app.runs.thread_runs(&thread).await?;
-    let had_record = app.runs.thread_record(&thread).await?;
-    if runs.is_empty() && had_record.is_none() {
-        return Err(not_found(&thread));
-    }
-    // Its pending runs first, so that none starts while it goes.
-    forget_outbox(&app, &thread).await?;
-    for run in &runs {
-        let id = run.id;
-        if matches!(run.status, RunStatus::Running | RunStatus::Queued) {
-            app.runs.cancel(id).await?;
-            app.legs.cancelled(id);
-            app.runs.settled(id).await?;
-        }
-        app.runs.delete(id).await?;
-    }
-    app.runs.forget_thread(&thread).await?;
+    app.runs.delete_thread(&app.legs, &thread).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-/// Forgets every pending run and webhook of `thread` (it is deleted).
-async fn forget_outbox(app: &App, thread: &str) -> ApiResult<()> {
-    Ok(app.runs.forget_outbox(thread, &[super::queue::KIND, crate::service::WEBHOOK_KIND]).await?)
 }
 
 #[derive(Deserialize, Default)]

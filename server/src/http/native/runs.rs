@@ -294,8 +294,7 @@ pub(crate) async fn cancel(
     State(app): State<App>,
     RunPath(run): RunPath,
 ) -> ApiResult<Json<Value>> {
-    let summary = app.runs.cancel(run).await?;
-    app.legs.cancelled(run);
+    let summary = app.runs.stop(&app.legs, run).await?;
     Ok(summary_json(&summary))
 }
 

@@ -22,8 +22,8 @@ use crate::service::ServedGraph;
 
 use super::super::errors::ApiResult;
 use super::super::extract::run_id;
-use super::super::follow::{Follow, Item, Logged, Until};
 use super::super::App;
+use crate::service::{Follow, Item, Logged, Until};
 
 fn orphan_notice(run: RunId, owner: &str) -> Value {
     json!({
@@ -82,7 +82,7 @@ pub(crate) async fn sse(
         })?,
         None => 0,
     };
-    let follow = Follow::new(&app, run, after, Until::LegEnds).await?;
+    let follow = Follow::new(&app.hub, &app.runs, run, after, Until::LegEnds).await?;
     let stream = futures_util::stream::unfold(Some(follow), move |follow| {
         let agent = agent.clone();
         async move {
@@ -224,7 +224,9 @@ fn ws_event(shape: Shape, logged: &Logged) -> Option<String> {
 }
 
 async fn stream_ws(app: App, run: RunId, shape: Shape, mut socket: WebSocket) {
-    let Ok(mut follow) = Follow::new(&app, run, 0, Until::Final).await else { return };
+    let Ok(mut follow) = Follow::new(&app.hub, &app.runs, run, 0, Until::Final).await else {
+        return;
+    };
     // The stored log first, as one message.
     let Ok(backlog) = follow.backlog().await else { return };
     let events: Vec<String> = backlog.iter().filter_map(|logged| shaped(shape, logged)).collect();

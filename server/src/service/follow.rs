@@ -17,8 +17,6 @@ use tollgate_engine::{Clock, EventEnvelope, EventSink, SystemClock};
 use crate::error::ServiceError;
 use crate::service::{self, Runs, WATCH_LEASE};
 
-use super::App;
-
 /// Fallback between store reads when no change signal came.
 const FALLBACK: Duration = Duration::from_secs(1);
 
@@ -28,13 +26,13 @@ const LIVE_BUFFER: usize = 4_096;
 
 /// One event with its JSON line, shared by every subscriber (serialised
 /// once, when it is emitted or read).
-pub(super) struct Logged {
-    pub(super) json: String,
-    pub(super) envelope: EventEnvelope,
+pub(crate) struct Logged {
+    pub(crate) json: String,
+    pub(crate) envelope: EventEnvelope,
 }
 
 impl Logged {
-    pub(super) fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.envelope.seq
     }
 }
@@ -154,7 +152,7 @@ impl Hub {
 
 /// When a follow ends.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Until {
+pub(crate) enum Until {
     /// When no leg of the run is in flight or queued (SSE: a paused run
     /// ends the stream; follow again after the decision).
     LegEnds,
@@ -179,7 +177,7 @@ impl Until {
 }
 
 /// What a follow delivers.
-pub(super) enum Item {
+pub(crate) enum Item {
     /// An event, with its JSON line.
     Event(Arc<Logged>),
     /// The run is `running` under an owner that is gone: nobody drives it.
@@ -193,9 +191,9 @@ pub(super) enum Item {
 
 /// One subscriber's view of a run's log: stored events after `after`,
 /// then new ones as they come.
-pub(super) struct Follow {
-    pub(super) runs: Runs,
-    pub(super) run: RunId,
+pub(crate) struct Follow {
+    pub(crate) runs: Runs,
+    pub(crate) run: RunId,
     /// The last event delivered.
     after: u64,
     /// The last event delivered that the store holds (read from it, or
@@ -218,17 +216,18 @@ pub(super) struct Follow {
 }
 
 impl Follow {
-    pub(super) async fn new(
-        app: &App,
+    pub(crate) async fn new(
+        hub: &Hub,
+        runs: &Runs,
         run: RunId,
         after: u64,
         until: Until,
     ) -> Result<Self, ServiceError> {
         // Subscribe before reading the store, so nothing falls between.
-        let (recent, live) = app.hub.subscribe(run);
-        app.runs.watch(run).await?;
+        let (recent, live) = hub.subscribe(run);
+        runs.watch(run).await?;
         Ok(Self {
-            runs: app.runs.clone(),
+            runs: runs.clone(),
             run,
             after,
             stored: after,
@@ -236,7 +235,7 @@ impl Follow {
             until,
             live: Some(live),
             ahead: recent.into_iter().map(|event| (event.seq(), event)).collect(),
-            changes: app.runs.changes(),
+            changes: runs.changes(),
             pending: VecDeque::new(),
             look: true,
             orphan_told: false,
@@ -245,7 +244,7 @@ impl Follow {
     }
 
     /// The next item, or `None` once the run got where the follow ends.
-    pub(super) async fn next(&mut self) -> Result<Option<Item>, ServiceError> {
+    pub(crate) async fn next(&mut self) -> Result<Option<Item>, ServiceError> {
         loop {
             if let Some(item) = self.pending.pop_front() {
                 if let Item::Event(event) = &item {
@@ -339,7 +338,7 @@ impl Follow {
     /// The stored log so far (its first 500 events), delivered at once:
     /// what a WebSocket sends as its first message. Later events come from
     /// [`Follow::next`].
-    pub(super) async fn backlog(&mut self) -> Result<Vec<Arc<Logged>>, ServiceError> {
+    pub(crate) async fn backlog(&mut self) -> Result<Vec<Arc<Logged>>, ServiceError> {
         self.read_store().await?;
         let mut events = Vec::new();
         while let Some(Item::Event(logged)) = self.pending.front() {

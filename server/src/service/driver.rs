@@ -1,8 +1,8 @@
-//! The worker an [`Api`](super::Api) runs in its own process on SQLite
+//! The worker an [`Api`](crate::Api) runs in its own process on SQLite
 //! (`ServeOptions::worker`): it drives queued runs (decided or continued
 //! from another process), wakes sleeping workflows, recovers the runs of
 //! a process that died and fires schedules, as `tollgate serve` does.
-//! Stopped by [`Api::release`](super::Api::release), or once the last
+//! Stopped by [`Api::release`](crate::Api::release), or once the last
 //! router and `Api` are gone.
 
 use std::sync::Mutex;
