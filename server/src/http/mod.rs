@@ -1,15 +1,16 @@
-//! The HTTP server of `tollgate serve`: the REST API, SSE and WebSocket
-//! event streams over one database (axum on hyper, with our own accept
-//! loop for the connection limits).
+//! The HTTP server of `tollgate serve`: transport only, over the service
+//! (`crate::service`), on one database (axum on hyper, with our own
+//! accept loop for the connection limits).
 //!
-//! - [`routes`]: the REST endpoints.
-//! - [`streams`]: live event streams (SSE, WebSocket, `/changes`).
-//! - [`follow`]: following a run's log: the hub that hands events of runs
-//!   this server drives to their subscribers, merged with the store's.
-//! - [`auth`]: the bearer token on every endpoint but `/healthz`.
-//! - [`metrics`]: `GET /metrics` (Prometheus), here and on workers.
-//! - [`errors`]: the one JSON error shape, for our errors and the
-//!   framework's (unknown paths, wrong methods, unparsable queries).
+//! - `native`: tollgate's own API, one file per resource, its JSON in
+//!   `native/wire.rs`; `langgraph`: LangGraph's server API under a
+//!   prefix, its shapes in `langgraph/wire.rs`. Neither imports the other.
+//! - `extract`: the JSON body, path id and caller extractors every
+//!   handler uses; `errors`: the one JSON error shape, for our errors and
+//!   the framework's (unknown paths, wrong methods, unparsable queries).
+//! - `auth`: the bearer token on every endpoint but `/healthz`.
+//! - `metrics`: `GET /metrics` (Prometheus), here and on workers.
+//! - `page`: the review page's files and the drawing's layout.
 
 mod auth;
 mod errors;
