@@ -65,7 +65,7 @@ mod tool;
 
 pub use agent::{
     Agent, AgentMemory, AgentProgress, AgentRun, AgentState, AgentStateUpdate, CompiledAgent,
-    DEFAULT_MAX_REASKS, DEFAULT_MAX_TURNS, MEMORY_TOOLS, TOOL_APPROVAL,
+    ToolApproval, DEFAULT_MAX_REASKS, DEFAULT_MAX_TURNS, MEMORY_TOOLS, TOOL_APPROVAL,
 };
 #[cfg(feature = "anthropic")]
 pub use anthropic::{

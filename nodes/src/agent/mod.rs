@@ -23,7 +23,7 @@ use crate::tool::{ArgsValidator, Tool, ToolRegistry, ToolSpec};
 
 pub use memory::{AgentMemory, MEMORY_TOOLS};
 pub use run::{AgentRun, CompiledAgent};
-pub use tools::TOOL_APPROVAL;
+pub use tools::{ToolApproval, TOOL_APPROVAL};
 pub(crate) use turn::Ids;
 
 /// Default limit of model turns per agent and run.

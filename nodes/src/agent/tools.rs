@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tollgate_engine::{
     format_rfc3339, Decision, DecisionKind, Event, Interrupt, MessageOp, NodeContext, NodeError,
@@ -23,6 +24,25 @@ use crate::tool::{Tool, ToolContext};
 
 /// The interrupt kind of a tool call waiting for approval.
 pub const TOOL_APPROVAL: &str = "tool_approval";
+
+/// What a [`TOOL_APPROVAL`] interrupt shows the person deciding (its
+/// payload): `{"agent", "tool", "call_id", "args", "description"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolApproval {
+    /// The agent whose model asked for the call.
+    pub agent: String,
+    /// The tool.
+    pub tool: String,
+    /// The model's id for the call.
+    pub call_id: String,
+    /// The arguments the model gave.
+    pub args: Value,
+    /// What the tool does, in its own words (absent when it says
+    /// nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
 
 /// What becomes of one call.
 enum Plan {
@@ -134,12 +154,14 @@ fn rewrite_edited(message: &Message, plans: &[Plan]) -> Option<Message> {
 fn approve(core: &AgentCore, ctx: &NodeContext, call: &ToolCall) -> Result<Plan, NodeError> {
     let (tool, validator) = &core.tools[&call.name];
     let spec = tool.spec();
-    let mut payload =
-        json!({"agent": core.name, "tool": call.name, "call_id": call.id, "args": call.args});
-    // What the tool does, in its own words, for the person deciding.
-    if !spec.description.is_empty() {
-        payload["description"] = json!(spec.description);
-    }
+    let payload = json!(ToolApproval {
+        agent: core.name.clone(),
+        tool: call.name.clone(),
+        call_id: call.id.clone(),
+        args: call.args.clone(),
+        // What the tool does, in its own words, for the person deciding.
+        description: Some(spec.description.clone()).filter(|text| !text.is_empty()),
+    });
     let mut request = Interrupt::new(TOOL_APPROVAL, payload)
         .allow([DecisionKind::Approve, DecisionKind::Edit, DecisionKind::Reject])
         .schema(spec.parameters.clone());

@@ -167,7 +167,8 @@ impl RunBody {
     }
 
     /// The checkpoint to start from: `checkpoint_id`, or
-    /// `checkpoint.checkpoint_id`.
+    /// `checkpoint.checkpoint_id` (`checkpoint` is LangGraph's free-form
+    /// checkpoint config, read by key: only that field matters here).
     pub(super) fn checkpoint(&self) -> Option<&str> {
         self.checkpoint_id
             .as_deref()

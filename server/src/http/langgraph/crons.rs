@@ -18,9 +18,9 @@ use super::super::errors::{ApiError, ApiResult};
 use super::super::extract::{JsonBody, JsonOrDefault};
 use super::super::App;
 use super::assistants;
-use super::wire::{assistant_uuid, user_text, uuid_of};
+use super::wire::{assistant_uuid, blueprint_input, uuid_of};
 use crate::error::ServiceError;
-use crate::service::{self, ListingKind};
+use crate::service::ListingKind;
 
 /// The key of a schedule's metadata under which the LangGraph API keeps
 /// its cron: the assistant, the user's metadata and the payload.
@@ -148,16 +148,7 @@ pub(super) async fn create(
         ListingKind::Blueprint => {
             let found =
                 app.settings.admission.blueprint(Value::String(assistant.name.clone())).await?;
-            let mut given = service::UserInput::from_json(&input);
-            if let Some(text) = user_text(&input) {
-                given.message = text;
-            }
-            let configurable = body.config.as_ref().map(|config| &config["configurable"]);
-            for values in [configurable, body.context.as_ref()].into_iter().flatten() {
-                if let Value::Object(values) = values {
-                    given = given.with_context(values.clone());
-                }
-            }
+            let given = blueprint_input(&input, body.config.as_ref(), body.context.as_ref());
             app.runs.add_blueprint_schedule(&found, given, schedule).await?
         }
         _ => {

@@ -16,7 +16,8 @@ pub(super) async fn last_seq(app: &App, run: RunId) -> Result<u64, ServiceError>
 
 /// The run's outcome as `runs.wait` returns it: the values at its last
 /// checkpoint, with `__interrupt__` when it waits and `__error__` when it
-/// failed.
+/// failed (keys LangGraph adds to the user's state, which is JSON of the
+/// user's shape, so they are set by key).
 pub(super) async fn outcome(app: &App, run: RunId) -> Result<Value, ServiceError> {
     let summary = app.runs.summary(run).await?;
     let mut values = match app.runs.state(run, None).await {

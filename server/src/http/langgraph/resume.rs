@@ -124,7 +124,10 @@ fn decision(interrupt: &InterruptView, value: &Value, index: usize) -> ApiResult
     .into())
 }
 
-/// A typed answer (`{"type": …}`) as a decision on `interrupt`.
+/// A typed answer (`{"type": …}`) as a decision on `interrupt`. Read by
+/// key: the answer is free-form JSON in any of three front-ends' shapes
+/// (LangChain's middleware, Agent Inbox, Agent Chat UI), which name the
+/// same things differently (`message`/`reason`/`args`).
 fn typed_decision(interrupt: &InterruptView, typed: &Value) -> ApiResult<Decision> {
     let allows = |kind: &str| interrupt.decisions.contains(&kind);
     let text = |value: &Value| match value {
@@ -187,6 +190,7 @@ fn coerced(interrupt: &InterruptView, value: Value) -> Value {
     }
 }
 
+/// (`schema` is the interrupt's JSON Schema, a document read by key.)
 fn coerce(schema: &Value, value: Value) -> Value {
     match value {
         Value::String(text) => {

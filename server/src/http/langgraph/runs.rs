@@ -27,7 +27,7 @@ use super::stream::sse;
 use super::threads::{self, latest};
 use super::{webhook, wire};
 use crate::error::ServiceError;
-use crate::service::{self, Follow, Launch, ListingKind, Multitask, RunSummary, Until};
+use crate::service::{Follow, Launch, ListingKind, Multitask, RunSummary, Until};
 
 /// What a request began: a run, or one that waits to start.
 enum Begun {
@@ -192,17 +192,7 @@ async fn launch_new(
         ListingKind::Blueprint => {
             let found =
                 app.settings.admission.blueprint(Value::String(assistant.name.clone())).await?;
-            let mut given = service::UserInput::from_json(&input);
-            if let Some(text) = wire::user_text(&input) {
-                given.message = text;
-            }
-            // LangGraph's run context: `context`, and `config.configurable`.
-            let configurable = body.config.as_ref().map(|config| &config["configurable"]);
-            for values in [configurable, body.context.as_ref()].into_iter().flatten() {
-                if let Value::Object(values) = values {
-                    given = given.with_context(values.clone());
-                }
-            }
+            let given = wire::blueprint_input(&input, body.config.as_ref(), body.context.as_ref());
             app.runs.launch(&found, &given, launch, run, sink).await?
         }
         _ => {

@@ -5,7 +5,7 @@
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tollgate_checkpoint::{Item, Namespace, NamespaceQuery, PutOp};
 use tollgate_engine::format_rfc3339;
@@ -16,19 +16,28 @@ use crate::http::errors::ApiResult;
 use crate::http::App;
 use crate::service::{index_fields, search_op};
 
-/// An item as LangGraph's clients read it.
+/// An item as LangGraph's clients read it: `{"namespace", "key",
+/// "value", "created_at", "updated_at"}`, and a search's `"score"`.
+#[derive(Serialize)]
+struct ItemJson<'a> {
+    namespace: &'a [String],
+    key: &'a str,
+    value: &'a Value,
+    created_at: String,
+    updated_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    score: Option<f32>,
+}
+
 fn item_json(item: &Item) -> Value {
-    let mut json = json!({
-        "namespace": item.namespace.parts(),
-        "key": item.key,
-        "value": item.value,
-        "created_at": format_rfc3339(item.created_at_ms),
-        "updated_at": format_rfc3339(item.updated_at_ms),
-    });
-    if let Some(score) = item.score {
-        json["score"] = json!(score);
-    }
-    json
+    json!(ItemJson {
+        namespace: item.namespace.parts(),
+        key: &item.key,
+        value: &item.value,
+        created_at: format_rfc3339(item.created_at_ms),
+        updated_at: format_rfc3339(item.updated_at_ms),
+        score: item.score,
+    })
 }
 
 #[derive(Deserialize, Default)]

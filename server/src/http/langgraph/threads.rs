@@ -414,7 +414,8 @@ pub(super) struct HistoryBody {
 }
 
 /// The checkpoint id a `before` names: a checkpoint id, or a config
-/// `{"configurable": {"checkpoint_id"}}`.
+/// `{"configurable": {"checkpoint_id"}}` (free-form: LangGraph's clients
+/// send either, so it is read by key).
 fn before_id(before: Option<&Value>) -> Option<String> {
     let before = before?;
     before

@@ -1,13 +1,14 @@
 //! The shapes LangGraph's clients read: assistant ids, threads, runs,
 //! thread states, checkpoints and messages, made from tollgate's.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 use tollgate_checkpoint::{RunId, RunStatus, ThreadRecord};
 use tollgate_engine::{format_rfc3339, PendingInterrupt};
+use tollgate_nodes::ToolApproval;
 
-use crate::service::{InterruptView, Outline, RunSummary};
+use crate::service::{InterruptView, Outline, RunSummary, UserInput};
 
 /// A stable UUID for assistant `name` (SHA-256 of it, version 8 and the
 /// RFC 4122 variant set), so that clients that keep assistant ids as
@@ -141,23 +142,24 @@ pub(super) fn checkpoint(thread: &str, run: impl std::fmt::Display, step: u64) -
 pub(super) fn interrupt<'a>(asked: impl Into<Asked<'a>>) -> Value {
     let asked = asked.into();
     let payload = asked.payload;
-    let value = if asked.kind == tollgate_nodes::TOOL_APPROVAL {
-        let tool = payload["tool"].clone();
-        json!({
+    let approval = (asked.kind == tollgate_nodes::TOOL_APPROVAL)
+        .then(|| ToolApproval::deserialize(payload).ok())
+        .flatten();
+    let value = match approval {
+        Some(approval) => json!({
             "action_requests": [{
-                "name": tool,
-                "args": payload["args"],
+                "name": approval.tool,
+                "args": approval.args,
                 // Agent Inbox reads `arguments`.
-                "arguments": payload["args"],
-                "description": format!("Agent `{}` wants to call `{}`", payload["agent"].as_str().unwrap_or(""), tool.as_str().unwrap_or("")),
+                "arguments": approval.args,
+                "description": format!("Agent `{}` wants to call `{}`", approval.agent, approval.tool),
             }],
             "review_configs": [{
-                "action_name": tool,
+                "action_name": approval.tool,
                 "allowed_decisions": asked.decisions,
             }],
-        })
-    } else {
-        payload.clone()
+        }),
+        None => payload.clone(),
     };
     json!({"value": value, "id": asked.id})
 }
@@ -239,6 +241,10 @@ pub(super) fn update(update: &Value) -> Value {
 
 /// One tollgate message (`role`: system, user, assistant, tool) as
 /// LangChain's (`type`: system, human, ai, tool), `role` kept beside.
+/// Read by key, not as `tollgate_nodes::Message`: a graph's state is its
+/// user's, and a Rust graph's messages may be any object with a `role`
+/// (content as a list of parts, no id); what has no known role is shown
+/// as it is.
 pub(super) fn message(message: &Value) -> Value {
     let role = message["role"].as_str().unwrap_or("");
     let kind = match role {
@@ -284,6 +290,28 @@ pub(super) fn message(message: &Value) -> Value {
         _ => {}
     }
     out
+}
+
+/// A blueprint run's input from a LangGraph run's (or cron's) `input`,
+/// `config` and `context`: the user's text of its messages, and as the
+/// run's context LangGraph's `config.configurable` and `context` (both
+/// free-form objects the caller chose; anything else is ignored).
+pub(super) fn blueprint_input(
+    input: &Value,
+    config: Option<&Value>,
+    context: Option<&Value>,
+) -> UserInput {
+    let mut given = UserInput::from_json(input);
+    if let Some(text) = user_text(input) {
+        given.message = text;
+    }
+    let configurable = config.and_then(|config| config.get("configurable"));
+    for values in [configurable, context].into_iter().flatten() {
+        if let Value::Object(values) = values {
+            given = given.with_context(values.clone());
+        }
+    }
+    given
 }
 
 /// The user's text of a LangGraph message input (`{"messages": [...]}`,

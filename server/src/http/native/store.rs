@@ -3,9 +3,9 @@
 
 use axum::extract::{Query, State};
 use axum::Json;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use tollgate_checkpoint::{GetOp, Namespace, NamespaceQuery, PutOp};
+use tollgate_checkpoint::{GetOp, Item, Namespace, NamespaceQuery, PutOp};
 
 use crate::error::ServiceError;
 
@@ -131,12 +131,9 @@ pub(crate) async fn search(
     )?;
     let semantic = op.query.is_some();
     let found = app.runs.memory().search_ranked(op).await.map_err(ServiceError::from)?;
-    let mut answer = json!({"items": found.items});
     // A semantic search also says how many items could not match it.
-    if semantic {
-        answer["unindexed"] = json!(found.unindexed);
-    }
-    Ok(Json(answer))
+    let unindexed = semantic.then_some(found.unindexed);
+    Ok(Json(json!(SearchAnswer { items: found.items, unindexed })))
 }
 
 #[derive(Deserialize)]
@@ -169,4 +166,14 @@ pub(crate) async fn namespaces(
     let found = app.runs.memory().list_namespaces(wanted).await.map_err(ServiceError::from)?;
     let names: Vec<String> = found.iter().map(ToString::to_string).collect();
     Ok(Json(json!({"namespaces": names})))
+}
+
+/// `POST /store/items/search`'s answer: `{"items"}`, and for a semantic
+/// search `"unindexed"`, the items no query can match (stored without
+/// an embedder).
+#[derive(Serialize)]
+struct SearchAnswer {
+    items: Vec<Item>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unindexed: Option<u64>,
 }

@@ -12,8 +12,8 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::Response;
 use futures_util::Stream;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 use tollgate_checkpoint::RunId;
 use tollgate_engine::{Event, StreamMode};
 
@@ -25,13 +25,27 @@ use super::super::extract::run_id;
 use super::super::App;
 use crate::service::{Follow, Item, Logged, Until};
 
-fn orphan_notice(run: RunId, owner: &str) -> Value {
-    json!({
-        "run": run.to_string(),
-        "owner": owner,
-        "message": format!("run {run} is running under an owner that is gone ({owner}); nobody drives it until a worker or `tollgate runs continue {run}` takes it over"),
-        "continue": format!("tollgate runs continue {run}"),
-    })
+/// A run whose owner is gone: `{"run", "owner", "message", "continue"}`
+/// (over a WebSocket also `"type": "orphaned"`, the SSE event's name).
+#[derive(Serialize)]
+struct OrphanNotice<'a> {
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    run: String,
+    owner: &'a str,
+    message: String,
+    #[serde(rename = "continue")]
+    resume: String,
+}
+
+fn orphan_notice(run: RunId, owner: &str) -> OrphanNotice<'_> {
+    OrphanNotice {
+        kind: None,
+        run: run.to_string(),
+        owner,
+        message: format!("run {run} is running under an owner that is gone ({owner}); nobody drives it until a worker or `tollgate runs continue {run}` takes it over"),
+        resume: format!("tollgate runs continue {run}"),
+    }
 }
 
 #[derive(Deserialize)]
@@ -97,7 +111,7 @@ pub(crate) async fn sse(
                         }
                     }
                     Ok(Some(Item::Orphaned { owner })) => {
-                        let data = orphan_notice(follow.run, &owner).to_string();
+                        let data = json!(orphan_notice(follow.run, &owner)).to_string();
                         return Some((
                             Ok(SseEvent::default().event("orphaned").data(data)),
                             Some(follow),
@@ -246,9 +260,8 @@ async fn stream_ws(app: App, run: RunId, shape: Shape, mut socket: WebSocket) {
                     None => continue,
                 },
                 Ok(Some(Item::Orphaned { owner })) => {
-                    let mut notice = orphan_notice(run, &owner);
-                    notice["type"] = json!("orphaned");
-                    notice.to_string()
+                    json!(OrphanNotice { kind: Some("orphaned"), ..orphan_notice(run, &owner) })
+                        .to_string()
                 }
                 Ok(Some(Item::Rewind { after })) => {
                     json!({"type": "rewind", "runId": run.to_string(), "after": after}).to_string()

@@ -5,12 +5,15 @@
 //! and a thread, and the UI shape of events (`?shape=ui`). The CLI's
 //! `--json` prints the same.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tollgate_checkpoint::{CheckpointInfo, ScheduleRecord, ScheduleTiming};
 use tollgate_engine::{
-    format_rfc3339, Event, EventEnvelope, NestedState, PendingInterrupt, StatePage, StateSnapshot,
-    TaskState, ThreadHistoryPage,
+    format_rfc3339, CheckpointSource, Decision, DecisionKind, Event, EventEnvelope, ForkOrigin,
+    NestedState, PendingInterrupt, StatePage, StateSnapshot, TaskState, ThreadHistoryPage,
 };
+
+use tollgate_nodes::Message;
 
 use crate::service::{Listing, Outline, RunHistory, ThreadView};
 
@@ -41,13 +44,28 @@ pub fn state_json(state: &StateSnapshot<Value>) -> Value {
 
 /// An open interrupt: `{"id", "node", "kind", "payload", "decisions",
 /// "schema"}` (and the decision, once made).
+#[derive(Serialize)]
+struct InterruptJson<'a> {
+    id: &'a str,
+    node: &'a str,
+    kind: &'a str,
+    payload: &'a Value,
+    decisions: &'a [DecisionKind],
+    schema: &'a Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decision: Option<&'a Decision>,
+}
+
 fn interrupt(interrupt: &PendingInterrupt) -> Value {
-    let mut shown = json!({"id": interrupt.id, "node": interrupt.node, "kind": interrupt.kind,
-        "payload": interrupt.payload, "decisions": interrupt.decisions, "schema": interrupt.schema});
-    if let Some(decision) = &interrupt.decision {
-        shown["decision"] = json!(decision);
-    }
-    shown
+    json!(InterruptJson {
+        id: &interrupt.id,
+        node: &interrupt.node,
+        kind: &interrupt.kind,
+        payload: &interrupt.payload,
+        decisions: &interrupt.decisions,
+        schema: &interrupt.schema,
+        decision: interrupt.decision.as_ref(),
+    })
 }
 
 /// A task of the step in flight: `{"task", "node", "id", "error":
@@ -79,35 +97,73 @@ fn nested(state: &NestedState) -> Value {
 
 /// A checkpoint's place in a history: `{"step", "at", "tasks",
 /// "snapshot"}`.
-fn info(info: &CheckpointInfo) -> Value {
-    json!({"step": info.step, "at": format_rfc3339(info.at_ms), "tasks": info.tasks,
-           "snapshot": info.snapshot})
+#[derive(Serialize)]
+struct InfoJson {
+    step: u64,
+    at: String,
+    tasks: u32,
+    snapshot: bool,
 }
 
-/// A run-history entry with its state: the checkpoint's place, its
-/// `source`, `by`, `forked_from`, `values` and `next`.
-fn history_entry(at: &CheckpointInfo, state: &StateSnapshot<Value>) -> Value {
-    let mut entry = info(at);
-    entry["source"] = json!(state.source);
-    entry["by"] = json!(state.by);
-    entry["forked_from"] = json!(state.forked_from);
-    entry["values"] = state.values.clone();
-    entry["next"] = json!(state.next);
-    entry
+impl From<&CheckpointInfo> for InfoJson {
+    fn from(info: &CheckpointInfo) -> Self {
+        Self {
+            step: info.step,
+            at: format_rfc3339(info.at_ms),
+            tasks: info.tasks,
+            snapshot: info.snapshot,
+        }
+    }
+}
+
+fn info(info: &CheckpointInfo) -> Value {
+    json!(InfoJson::from(info))
+}
+
+/// A history entry with its state: the checkpoint's place, its `source`,
+/// `by`, `forked_from`, `values` and `next`; in a thread's history also
+/// its `number` and `run`.
+#[derive(Serialize)]
+struct EntryJson<'a> {
+    #[serde(flatten)]
+    info: InfoJson,
+    source: &'a CheckpointSource,
+    by: &'a Option<String>,
+    forked_from: &'a Option<ForkOrigin>,
+    values: &'a Value,
+    next: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    number: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run: Option<String>,
+}
+
+impl<'a> EntryJson<'a> {
+    fn new(at: &'a CheckpointInfo, state: &'a StateSnapshot<Value>) -> Self {
+        Self {
+            info: at.into(),
+            source: &state.source,
+            by: &state.by,
+            forked_from: &state.forked_from,
+            values: &state.values,
+            next: &state.next,
+            number: None,
+            run: None,
+        }
+    }
 }
 
 /// A page of a thread's history: `{"thread", "total", "checkpoints":
 /// [{"number", "run", "step", "at", "tasks", "snapshot", "source", "by",
 /// "values", "next"}], "next_before"}`.
 pub fn thread_history_json(thread: &str, page: &ThreadHistoryPage<Value>) -> Value {
-    let checkpoints: Vec<Value> = page
+    let checkpoints: Vec<EntryJson<'_>> = page
         .checkpoints
         .iter()
-        .map(|entry| {
-            let mut shown = history_entry(&entry.info, &entry.state);
-            shown["number"] = json!(entry.number);
-            shown["run"] = json!(entry.state.run.to_string());
-            shown
+        .map(|entry| EntryJson {
+            number: Some(entry.number),
+            run: Some(entry.state.run.to_string()),
+            ..EntryJson::new(&entry.info, &entry.state)
         })
         .collect();
     json!({"thread": thread, "total": page.total, "checkpoints": checkpoints,
@@ -128,8 +184,8 @@ pub fn run_history_json(page: &RunHistory) -> Value {
 }
 
 fn states(page: &StatePage<Value>) -> Value {
-    let checkpoints: Vec<Value> =
-        page.checkpoints.iter().map(|(at, state)| history_entry(at, state)).collect();
+    let checkpoints: Vec<EntryJson<'_>> =
+        page.checkpoints.iter().map(|(at, state)| EntryJson::new(at, state)).collect();
     json!({"checkpoints": checkpoints, "next_before": page.next_before})
 }
 
@@ -289,7 +345,8 @@ fn ui_harness_parts(event: &Event) -> Option<UiParts<'_>> {
             "running",
             "agent",
             None,
-            message["content"].as_str().unwrap_or_default().to_owned(),
+            // The agent's message (tollgate_nodes::Message): its text.
+            Message::deserialize(message).map(|m| m.content().to_owned()).unwrap_or_default(),
             json!({"agentId": agent}),
         ),
         Event::ToolStarted { agent, tool, call_id, .. } => (
