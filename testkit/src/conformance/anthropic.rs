@@ -66,7 +66,6 @@ pub async fn check_anthropic_compatible<F>(make: F) -> Vec<(&'static str, Value)
 where
     F: Fn(ProviderSetup<'_>) -> Arc<dyn ChatModel>,
 {
-    let mut bodies = Vec::new();
     let server = FakeAnthropic::start().await;
     let setup = ProviderSetup {
         base_url: server.base_url(),
@@ -74,8 +73,34 @@ where
         timeout: Duration::from_secs(10),
     };
     let model = make(setup);
+    let mut suite = Suite { server: &server, model, bodies: Vec::new() };
+    invoke_text(&mut suite).await;
+    stream_text(&mut suite).await;
+    multi_turn(&mut suite).await;
+    tool_binding(&mut suite).await;
+    tool_result_history(&mut suite).await;
+    streamed_tool_input(&mut suite).await;
+    structured_output(&mut suite).await;
+    thinking_round_trip(&mut suite).await;
+    error_types(&mut suite).await;
+    retry_after(&mut suite).await;
+    stream_errors(&mut suite).await;
 
-    // Text invoke, with a system prompt, a system message and options.
+    let dropped = || server.dropped_streams();
+    transport_cases(&make, setup, || server.push(Reply::Hang), dropped, "").await;
+    suite.bodies
+}
+
+/// The server, the adapter under test and the request bodies kept.
+struct Suite<'a> {
+    server: &'a FakeAnthropic,
+    model: Arc<dyn ChatModel>,
+    bodies: Vec<(&'static str, Value)>,
+}
+
+/// Text invoke, with a system prompt, a system message and options.
+async fn invoke_text(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text("Hello!"));
     let mut hello = request(vec![Message::system("s", "Be brief."), Message::user("u", "Hi")]);
     hello.system = Some("You are a test.".into());
@@ -116,10 +141,13 @@ where
     assert!(sent.header("anthropic-version").is_some(), "anthropic-version header");
     assert_eq!(sent.authorization, None, "key: no Authorization header");
     assert!(!body.to_string().contains(SUITE_KEY), "key: never in the body");
-    bodies.push(("invoke_text", body));
+    suite.bodies.push(("invoke_text", body));
+}
 
-    // Text stream: deltas join to the text; pings ignored; usage from
-    // the start and the final delta.
+/// Text stream: deltas join to the text; pings ignored; usage from
+/// the start and the final delta.
+async fn stream_text(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::stream_text(&["Hel", "lo, ", "wörld 🚀"]));
     let mut joined = String::new();
     let response = model
@@ -134,9 +162,12 @@ where
     let usage = response.usage.expect("stream_text: usage");
     assert_eq!((usage.input_tokens, usage.output_tokens), (11, 7), "stream_text: usage");
     assert_eq!(server.last_body()["stream"], true, "stream_text: stream");
-    bodies.push(("stream_text", server.last_body()));
+    suite.bodies.push(("stream_text", server.last_body()));
+}
 
-    // Multi-turn, two user messages in a row (one turn), Unicode.
+/// Multi-turn, two user messages in a row (one turn), Unicode.
+async fn multi_turn(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text("日本語でどうぞ"));
     let turns = vec![
         Message::user("1", "こんにちは"),
@@ -155,9 +186,12 @@ where
         .collect();
     assert_eq!(roles, ["user", "assistant", "user"], "multi_turn: alternating turns");
     assert_eq!(body["messages"][2]["content"][1]["text"], "and again ✓", "multi_turn: merged");
-    bodies.push(("multi_turn", body));
+    suite.bodies.push(("multi_turn", body));
+}
 
-    // Tool binding, a named tool, two calls in one turn.
+/// Tool binding, a named tool, two calls in one turn.
+async fn tool_binding(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::tool_uses(&[
         ("toolu_1", "lookup_order", json!({"id": 7, "note": "é"})),
         ("toolu_2", "lookup_order", json!({"id": 8})),
@@ -178,9 +212,12 @@ where
     let body = server.last_body();
     assert_eq!(body["tools"][0]["input_schema"], lookup_tool().parameters, "tool_binding");
     assert_eq!(body["tool_choice"], json!({"type": "tool", "name": "lookup_order"}), "tool_choice");
-    bodies.push(("tool_binding", body));
+    suite.bodies.push(("tool_binding", body));
+}
 
-    // Tool results answer their ids, an error flagged, in one user turn.
+/// Tool results answer their ids, an error flagged, in one user turn.
+async fn tool_result_history(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text("Order 7 is 20 EUR; 8 failed."));
     let history = vec![
         Message::user("u", "Orders 7 and 8?"),
@@ -210,10 +247,13 @@ where
         (json!("toolu_1"), json!(true)),
         "tool_result: ids and is_error"
     );
-    bodies.push(("tool_result_history", body));
+    suite.bodies.push(("tool_result_history", body));
+}
 
-    // Streamed tool input, split inside a key, after a backslash and in a
-    // number; a tool with no input at all.
+/// Streamed tool input, split inside a key, after a backslash and in a
+/// number; a tool with no input at all.
+async fn streamed_tool_input(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     let events = vec![
         start(),
         block_start(0, json!({"type": "text", "text": ""})),
@@ -255,8 +295,11 @@ where
         ],
         "stream_tool_calls: input assembled across deltas"
     );
+}
 
-    // Structured output through a forced tool, invoked and streamed.
+/// Structured output through a forced tool, invoked and streamed.
+async fn structured_output(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     let schema = json!({"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]});
     let mut native = request(vec![Message::user("u", "decide")]);
     native.response_format =
@@ -274,7 +317,7 @@ where
     let forced =
         body["tools"].as_array().and_then(|tools| tools.last()).cloned().unwrap_or_default();
     assert_eq!(forced["input_schema"], schema, "structured_native: schema");
-    bodies.push(("structured_native", body));
+    suite.bodies.push(("structured_native", body));
     server.push(Reply::events(vec![
         start(),
         block_start(
@@ -294,8 +337,11 @@ where
         Some(json!({"approved": false})),
         "structured_streamed"
     );
+}
 
-    // Thinking: kept apart from the answer, sent back first next turn.
+/// Thinking: kept apart from the answer, sent back first next turn.
+async fn thinking_round_trip(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     let thinking =
         json!({"type": "thinking", "thinking": "Order 7 is small.", "signature": "sig-1"});
     let redacted = json!({"type": "redacted_thinking", "data": "opaque"});
@@ -319,7 +365,7 @@ where
         json!([thinking, redacted, {"type": "text", "text": "Approve it."}]),
         "thinking: sent back as received, before the text"
     );
-    bodies.push(("thinking_round_trip", body));
+    suite.bodies.push(("thinking_round_trip", body));
     server.push(Reply::events(vec![
         start(),
         block_start(0, json!({"type": "thinking", "thinking": ""})),
@@ -340,9 +386,12 @@ where
         .expect("thinking_streamed");
     assert_eq!(shown, "Approve it.", "thinking_streamed: thinking never streamed as text");
     assert_eq!(response.reasoning, [thinking], "thinking_streamed: assembled with its signature");
+}
 
-    // Every error type maps to its class, the server's words kept, the
-    // key scrubbed.
+/// Every error type maps to its class, the server's words kept, the
+/// key scrubbed.
+async fn error_types(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     for (status, kind, expected) in [
         (400, "invalid_request_error", ErrorClass::InvalidRequest),
         (401, "authentication_error", ErrorClass::Auth),
@@ -367,7 +416,11 @@ where
         );
         assert!(!text.contains(&SUITE_KEY[3..]), "{kind}: the key is scrubbed: {text}");
     }
-    // Retry-after on the two retryable ones.
+}
+
+/// Retry-after on the two retryable ones.
+async fn retry_after(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     for (status, kind, expected) in [
         (429, "rate_limit_error", ErrorClass::RateLimit),
         (529, "overloaded_error", ErrorClass::Server),
@@ -382,9 +435,12 @@ where
         assert!(error.class().retryable_by_default(), "{kind}: retryable");
         assert_eq!(error.retry_after(), Some(Duration::from_secs(2)), "{kind}: retry-after");
     }
+}
 
-    // Errors inside a stream, a malformed event, a stream that stops too
-    // early, a connection cut mid-stream.
+/// Errors inside a stream, a malformed event, a stream that stops too
+/// early, a connection cut mid-stream.
+async fn stream_errors(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     let user = || request(vec![Message::user("u", "x")]);
     for (kind, expected) in [
         ("overloaded_error", ErrorClass::Server),
@@ -434,8 +490,4 @@ where
         Some(ErrorClass::Network),
         "connection_dropped_mid_stream"
     );
-
-    let dropped = || server.dropped_streams();
-    transport_cases(&make, setup, || server.push(Reply::Hang), dropped, "").await;
-    bodies
 }

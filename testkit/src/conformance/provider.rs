@@ -73,7 +73,6 @@ pub async fn check_openai_compatible<F>(make: F) -> Vec<(&'static str, Value)>
 where
     F: Fn(ProviderSetup<'_>) -> Arc<dyn ChatModel>,
 {
-    let mut bodies = Vec::new();
     let server = FakeOpenAi::start().await;
     let setup = ProviderSetup {
         base_url: server.base_url(),
@@ -81,8 +80,40 @@ where
         timeout: Duration::from_secs(10),
     };
     let model = make(setup);
+    let mut suite = Suite { server: &server, model, bodies: Vec::new() };
+    invoke_text(&mut suite).await;
+    stream_text(&mut suite).await;
+    multi_turn(&mut suite).await;
+    tool_binding(&mut suite).await;
+    tool_result_history(&mut suite).await;
+    call_without_arguments(&mut suite).await;
+    streamed_tool_calls(&mut suite).await;
+    structured_native(&mut suite).await;
+    structured_tool(&mut suite).await;
+    rate_limits(&mut suite).await;
+    error_statuses(&mut suite).await;
+    stream_errors(&mut suite).await;
 
-    // Text invoke, with a system prompt and a system message.
+    let dropped = || server.dropped_streams();
+    transport_cases(&make, setup, || server.push(Reply::Hang), dropped, "/v1").await;
+    suite.bodies
+}
+
+/// The schema of the structured-output cases.
+fn verdict_schema() -> Value {
+    json!({"type": "object", "properties": {"approved": {"type": "boolean"}, "note": {"type": "string"}}, "required": ["approved"]})
+}
+
+/// The server, the adapter under test and the request bodies kept.
+struct Suite<'a> {
+    server: &'a FakeOpenAi,
+    model: Arc<dyn ChatModel>,
+    bodies: Vec<(&'static str, Value)>,
+}
+
+/// Text invoke, with a system prompt and a system message.
+async fn invoke_text(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text("Hello!"));
     let mut hello = request(vec![Message::system("s", "Be brief."), Message::user("u", "Hi")]);
     hello.system = Some("You are a test.".into());
@@ -116,9 +147,12 @@ where
     let auth = server.requests().last().and_then(|r| r.authorization.clone());
     assert_eq!(auth.as_deref(), Some(format!("Bearer {SUITE_KEY}").as_str()), "key: bearer header");
     assert!(!body.to_string().contains(SUITE_KEY), "key: never in the body");
-    bodies.push(("invoke_text", body));
+    suite.bodies.push(("invoke_text", body));
+}
 
-    // Text stream: deltas join to the text; usage from the final chunk.
+/// Text stream: deltas join to the text; usage from the final chunk.
+async fn stream_text(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::stream_text(&["Hel", "lo, ", "wörld 🚀"]));
     let mut joined = String::new();
     let response = model
@@ -141,9 +175,12 @@ where
         (json!(true), json!(true)),
         "stream_text: stream options"
     );
-    bodies.push(("stream_text", body));
+    suite.bodies.push(("stream_text", body));
+}
 
-    // Multi-turn, two user messages in a row, Unicode.
+/// Multi-turn, two user messages in a row, Unicode.
+async fn multi_turn(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text("日本語でどうぞ"));
     let turns = vec![
         Message::user("1", "こんにちは"),
@@ -161,9 +198,12 @@ where
         .filter_map(|m| m["content"].as_str())
         .collect();
     assert_eq!(contents, ["こんにちは", "Hi", "again", "and again ✓"], "multi_turn");
-    bodies.push(("multi_turn", body));
+    suite.bodies.push(("multi_turn", body));
+}
 
-    // Tool binding and a tool call: name, parsed args, id kept.
+/// Tool binding and a tool call: name, parsed args, id kept.
+async fn tool_binding(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::tool_calls(&[("call_abc", "lookup_order", r#"{"id": 7, "note": "é"}"#)]));
     let mut with_tools = request(vec![Message::user("u", "Order 7?")]);
     with_tools.tools = vec![lookup_tool()];
@@ -182,9 +222,12 @@ where
         "tool_binding: schema"
     );
     assert_eq!(body["tool_choice"]["function"]["name"], "lookup_order", "tool_choice");
-    bodies.push(("tool_binding", body));
+    suite.bodies.push(("tool_binding", body));
+}
 
-    // The tool result answers the same id in the next request.
+/// The tool result answers the same id in the next request.
+async fn tool_result_history(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text("Order 7 is 20 EUR."));
     let history = vec![
         Message::user("u", "Order 7?"),
@@ -219,15 +262,21 @@ where
         body["messages"][2]["tool_call_id"], "call_abc",
         "tool_id_preservation: tool result"
     );
-    bodies.push(("tool_result_history", body));
+    suite.bodies.push(("tool_result_history", body));
+}
 
-    // A call without arguments.
+/// A call without arguments.
+async fn call_without_arguments(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::tool_calls(&[("call_0", "ping", "")]));
     let response =
         model.invoke(&request(vec![Message::user("u", "ping")])).await.expect("tool_no_args");
     assert_eq!(response.tool_calls[0].args, json!({}), "tool_no_args: \"\" is {{}}");
+}
 
-    // Streamed tool-call fragments.
+/// Streamed tool-call fragments.
+async fn streamed_tool_calls(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     let fragments = vec![
         chunk(json!({"role": "assistant", "content": null})),
         chunk(
@@ -265,11 +314,14 @@ where
         ],
         "stream_tool_calls: accumulated by index and id"
     );
+}
 
-    // Structured output, provider-native: a strict, closed schema.
+/// Structured output, provider-native: a strict, closed schema.
+async fn structured_native(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text(r#"{"approved": true, "note": null}"#));
     let mut native = request(vec![Message::user("u", "decide")]);
-    let schema = json!({"type": "object", "properties": {"approved": {"type": "boolean"}, "note": {"type": "string"}}, "required": ["approved"]});
+    let schema = verdict_schema();
     native.response_format =
         ResponseFormat::ProviderNative(OutputSchema::new("verdict", schema.clone()));
     let response = model.invoke(&native).await.expect("structured_native");
@@ -298,12 +350,15 @@ where
         json!(["approved", "note"]),
         "strict: every property required"
     );
-    bodies.push(("structured_native", body));
+    suite.bodies.push(("structured_native", body));
+}
 
-    // Structured output, tool strategy: the output tool is required.
+/// Structured output, tool strategy: the output tool is required.
+async fn structured_tool(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::tool_calls(&[("call_v", "give_verdict", r#"{"approved": false}"#)]));
     let mut tool_mode = request(vec![Message::user("u", "decide")]);
-    tool_mode.tools = vec![ToolSpec::new("give_verdict", "Final answer", schema)];
+    tool_mode.tools = vec![ToolSpec::new("give_verdict", "Final answer", verdict_schema())];
     tool_mode.tool_choice = ToolChoice::Required;
     tool_mode.response_format = ResponseFormat::ToolStrategy {
         tool_name: "give_verdict".into(),
@@ -314,9 +369,12 @@ where
     let body = server.last_body();
     assert_eq!(body["tool_choice"], "required", "structured_tool: tool_choice");
     assert!(body.get("response_format").is_none(), "structured_tool: no response_format");
-    bodies.push(("structured_tool", body));
+    suite.bodies.push(("structured_tool", body));
+}
 
-    // Rate limits: retry-after-ms and retry-after.
+/// Rate limits: retry-after-ms and retry-after.
+async fn rate_limits(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     for (header, value, expected) in [("retry-after-ms", "1500", 1500), ("retry-after", "2", 2000)]
     {
         server.push(Reply::Json {
@@ -333,8 +391,11 @@ where
             "rate_limit: {header}"
         );
     }
+}
 
-    // Every error status maps to its class.
+/// Every error status maps to its class.
+async fn error_statuses(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     for (status, expected) in [
         (400, ErrorClass::InvalidRequest),
         (404, ErrorClass::InvalidRequest),
@@ -359,8 +420,11 @@ where
             "status {status}: the key is scrubbed from errors: {text}"
         );
     }
+}
 
-    // Malformed chunks, an error inside a stream, a stream cut short.
+/// Malformed chunks, an error inside a stream, a stream cut short.
+async fn stream_errors(suite: &mut Suite<'_>) {
+    let (server, model) = (suite.server, suite.model.clone());
     let user = || request(vec![Message::user("u", "x")]);
     server.push(Reply::Sse {
         data: vec![chunk(json!({"content": "a"})), "{not json".into()],
@@ -437,10 +501,6 @@ where
         Some(ErrorClass::Protocol),
         "stream_cut_before_done"
     );
-
-    let dropped = || server.dropped_streams();
-    transport_cases(&make, setup, || server.push(Reply::Hang), dropped, "/v1").await;
-    bodies
 }
 
 /// The cases every HTTP adapter shares: a dropped call closes its
