@@ -44,40 +44,7 @@ pub(crate) async fn migrate(
             tx.batch_execute(&format!("CREATE SCHEMA \"{name}\"")).await.map_err(client_error)?;
         }
     }
-    let marker = tx
-        .row_of(
-            unnamed,
-            "SELECT to_regclass(quote_ident(current_schema()) || '.tollgate_schema') IS NOT NULL",
-            &[],
-        )
-        .await
-        .map_err(client_error)?;
-    let found = if marker.get::<_, bool>(0) {
-        let row = tx
-            .row_of(unnamed, "SELECT version, application FROM tollgate_schema", &[])
-            .await
-            .map_err(client_error)?;
-        let (version, application): (i32, String) = (row.get(0), row.get(1));
-        if application != APPLICATION {
-            return Err(StoreError::ForeignDatabase { tables: "tollgate_schema".into() });
-        }
-        version
-    } else {
-        let tables = tx
-            .rows_of(
-                unnamed,
-                "SELECT table_name::text FROM information_schema.tables \
-                 WHERE table_schema = current_schema() ORDER BY table_name LIMIT 5",
-                &[],
-            )
-            .await
-            .map_err(client_error)?;
-        if !tables.is_empty() {
-            let names: Vec<String> = tables.iter().map(|row| row.get(0)).collect();
-            return Err(StoreError::ForeignDatabase { tables: names.join(", ") });
-        }
-        0
-    };
+    let found = found_version(&tx, unnamed).await?;
     if found < 0 {
         return Err(StoreError::ForeignDatabase { tables: format!("tollgate_schema {found}") });
     }
@@ -112,6 +79,45 @@ pub(crate) async fn migrate(
     .map_err(client_error)?;
     tracing::info!(from = found, to = SCHEMA_VERSION, "migrated the tollgate schema");
     tx.commit().await.map_err(client_error)
+}
+
+/// The schema version the database's marker table records (0 for an
+/// empty schema). A marker of another application, or no marker beside
+/// tables of another application, is a foreign database.
+async fn found_version(tx: &impl Sql, unnamed: bool) -> Result<i32, StoreError> {
+    let marker = tx
+        .row_of(
+            unnamed,
+            "SELECT to_regclass(quote_ident(current_schema()) || '.tollgate_schema') IS NOT NULL",
+            &[],
+        )
+        .await
+        .map_err(client_error)?;
+    if marker.get::<_, bool>(0) {
+        let row = tx
+            .row_of(unnamed, "SELECT version, application FROM tollgate_schema", &[])
+            .await
+            .map_err(client_error)?;
+        let (version, application): (i32, String) = (row.get(0), row.get(1));
+        if application != APPLICATION {
+            return Err(StoreError::ForeignDatabase { tables: "tollgate_schema".into() });
+        }
+        return Ok(version);
+    }
+    let tables = tx
+        .rows_of(
+            unnamed,
+            "SELECT table_name::text FROM information_schema.tables \
+             WHERE table_schema = current_schema() ORDER BY table_name LIMIT 5",
+            &[],
+        )
+        .await
+        .map_err(client_error)?;
+    if !tables.is_empty() {
+        let names: Vec<String> = tables.iter().map(|row| row.get(0)).collect();
+        return Err(StoreError::ForeignDatabase { tables: names.join(", ") });
+    }
+    Ok(0)
 }
 
 #[cfg(test)]
