@@ -362,44 +362,7 @@ fn expand(run: &str, seq: u64, stored: &str, last_ts: &mut Option<String>) -> St
         });
     if let Some(fields) = fields {
         push_head(&mut line);
-        line.push_str("\"seq\":");
-        push_number(&mut line, seq);
-        line.push(',');
-        match (fields.time, last_ts.as_mut()) {
-            (Time::Absent, _) => *last_ts = None,
-            (Time::Same, _) => {}
-            (Time::Shared(shared, suffix), Some(ts)) => {
-                ts.truncate(shared);
-                ts.push_str(suffix);
-            }
-            (Time::Full(text), Some(ts)) => {
-                ts.clear();
-                ts.push_str(text);
-            }
-            (Time::Full(text), None) => *last_ts = Some(text.to_owned()),
-            // Refused above.
-            (Time::Shared(..), None) => {}
-        }
-        if let (Some(ts), false) = (last_ts.as_deref(), fields.time == Time::Absent) {
-            push_text(&mut line, "ts", &[ts]);
-        }
-        if let Some(node) = fields.node {
-            push_text(&mut line, "node", &[node]);
-        }
-        let derived = fields.node.and_then(|node| derived(node, fields.rest));
-        match (fields.instance, derived) {
-            (Instance::Absent, _) => {}
-            (Instance::Derived, Some(d)) => {
-                push_text(&mut line, "node_id", &[d.node, ":", d.step, ".", d.task]);
-            }
-            // Written only where it can be put back: a damaged line.
-            (Instance::Derived, None) => line.push_str("\"node_id\":null,"),
-            (Instance::Kept(id), _) => push_text(&mut line, "node_id", &[id]),
-        }
-        line.push_str("\"event_type\":\"");
-        line.push_str(fields.event_type);
-        line.push('"');
-        line.push_str(fields.rest);
+        push_fields(&mut line, seq, &fields, last_ts);
         return line;
     }
     match (digits > 0, marked.strip_prefix(','), marked.strip_prefix(SAME_TIME)) {
@@ -425,6 +388,50 @@ fn expand(run: &str, seq: u64, stored: &str, last_ts: &mut Option<String>) -> St
         }
     }
     line
+}
+
+/// The rest of a line written with its fields apart (after its head):
+/// `seq`, the time (from the line before where shared; `last_ts` moves to
+/// this line's), node, node id, event type and the rest as written.
+fn push_fields(line: &mut String, seq: u64, fields: &Fields<'_>, last_ts: &mut Option<String>) {
+    line.push_str("\"seq\":");
+    push_number(line, seq);
+    line.push(',');
+    match (fields.time, last_ts.as_mut()) {
+        (Time::Absent, _) => *last_ts = None,
+        (Time::Same, _) => {}
+        (Time::Shared(shared, suffix), Some(ts)) => {
+            ts.truncate(shared);
+            ts.push_str(suffix);
+        }
+        (Time::Full(text), Some(ts)) => {
+            ts.clear();
+            ts.push_str(text);
+        }
+        (Time::Full(text), None) => *last_ts = Some(text.to_owned()),
+        // Refused by `expand`.
+        (Time::Shared(..), None) => {}
+    }
+    if let (Some(ts), false) = (last_ts.as_deref(), fields.time == Time::Absent) {
+        push_text(line, "ts", &[ts]);
+    }
+    if let Some(node) = fields.node {
+        push_text(line, "node", &[node]);
+    }
+    let derived = fields.node.and_then(|node| derived(node, fields.rest));
+    match (fields.instance, derived) {
+        (Instance::Absent, _) => {}
+        (Instance::Derived, Some(d)) => {
+            push_text(line, "node_id", &[d.node, ":", d.step, ".", d.task]);
+        }
+        // Written only where it can be put back: a damaged line.
+        (Instance::Derived, None) => line.push_str("\"node_id\":null,"),
+        (Instance::Kept(id), _) => push_text(line, "node_id", &[id]),
+    }
+    line.push_str("\"event_type\":\"");
+    line.push_str(fields.event_type);
+    line.push('"');
+    line.push_str(fields.rest);
 }
 
 #[cfg(test)]
