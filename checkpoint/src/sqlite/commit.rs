@@ -117,7 +117,7 @@ fn insert_step(
     tx: &Connection,
     at: &StepAt,
     row: &StepRow,
-    events: &[u8],
+    events: &str,
     recent: &mut RecentFrontiers,
     part_len: usize,
     settled: bool,

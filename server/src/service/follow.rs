@@ -268,34 +268,8 @@ impl Follow {
             }
             if self.look {
                 self.look = false;
-                if self.read_store().await? {
-                    continue;
-                }
-                let record = self.runs.record(self.run).await?;
-                if record.last_seq > self.stored {
-                    // Committed after the read: read again.
-                    self.look = true;
-                    continue;
-                }
-                if self.until.reached(record.status) {
-                    if self.after > self.stored {
-                        // Delivered live, and the run ended without them.
-                        self.rewind();
-                        self.look = true;
-                        continue;
-                    }
+                if self.looked().await? {
                     return Ok(None);
-                }
-                let orphaned =
-                    record.status == RunStatus::Running && record.is_orphaned(SystemClock.now_ms());
-                if orphaned && !self.orphan_told {
-                    let owner = record.owner.map_or_else(String::new, |owner| owner.to_string());
-                    self.pending.push_back(Item::Orphaned { owner });
-                }
-                self.orphan_told = orphaned;
-                if self.watched.is_some_and(|at| at.elapsed() > WATCH_LEASE / 3) {
-                    self.runs.watch(self.run).await?;
-                    self.watched = Some(Instant::now());
                 }
                 continue;
             }
@@ -306,22 +280,7 @@ impl Follow {
                 }
             };
             tokio::select! {
-                received = live => match received {
-                    // Delivered already from the store.
-                    Ok(event) if event.seq() <= self.after => {}
-                    // Next, or ahead: kept until what comes before it is in.
-                    Ok(event) => {
-                        if self.ahead.len() < LIVE_BUFFER {
-                            self.ahead.insert(event.seq(), event);
-                        }
-                    }
-                    // Fell behind: the store fills the gap once the step commits.
-                    Err(broadcast::error::RecvError::Lagged(_)) => self.look = true,
-                    Err(broadcast::error::RecvError::Closed) => {
-                        self.live = None;
-                        self.look = true;
-                    }
-                },
+                received = live => self.received(received),
                 () = async {
                     match notified.as_pin_mut() {
                         Some(notified) => notified.await,
@@ -331,6 +290,65 @@ impl Follow {
                 () = tokio::time::sleep(if self.changes.is_some() { FALLBACK } else { Duration::from_millis(100) }) => {
                     self.look = true;
                 }
+            }
+        }
+    }
+
+    /// Reads what the store holds past what was delivered and the run's
+    /// record: whether the follow ended (the run got where it ends, all
+    /// delivered). Queues an orphan notice once when its owner is gone,
+    /// renews the watch on the run, and asks for another look where the
+    /// store moved meanwhile.
+    async fn looked(&mut self) -> Result<bool, ServiceError> {
+        if self.read_store().await? {
+            return Ok(false);
+        }
+        let record = self.runs.record(self.run).await?;
+        if record.last_seq > self.stored {
+            // Committed after the read: read again.
+            self.look = true;
+            return Ok(false);
+        }
+        if self.until.reached(record.status) {
+            if self.after > self.stored {
+                // Delivered live, and the run ended without them.
+                self.rewind();
+                self.look = true;
+                return Ok(false);
+            }
+            return Ok(true);
+        }
+        let orphaned =
+            record.status == RunStatus::Running && record.is_orphaned(SystemClock.now_ms());
+        if orphaned && !self.orphan_told {
+            let owner = record.owner.map_or_else(String::new, |owner| owner.to_string());
+            self.pending.push_back(Item::Orphaned { owner });
+        }
+        self.orphan_told = orphaned;
+        if self.watched.is_some_and(|at| at.elapsed() > WATCH_LEASE / 3) {
+            self.runs.watch(self.run).await?;
+            self.watched = Some(Instant::now());
+        }
+        Ok(false)
+    }
+
+    /// Takes what the hub sent: an event kept until what comes before it
+    /// is in, or a look at the store once the hub lost some or closed.
+    fn received(&mut self, received: Result<Arc<Logged>, broadcast::error::RecvError>) {
+        match received {
+            // Delivered already from the store.
+            Ok(event) if event.seq() <= self.after => {}
+            // Next, or ahead: kept until what comes before it is in.
+            Ok(event) => {
+                if self.ahead.len() < LIVE_BUFFER {
+                    self.ahead.insert(event.seq(), event);
+                }
+            }
+            // Fell behind: the store fills the gap once the step commits.
+            Err(broadcast::error::RecvError::Lagged(_)) => self.look = true,
+            Err(broadcast::error::RecvError::Closed) => {
+                self.live = None;
+                self.look = true;
             }
         }
     }
