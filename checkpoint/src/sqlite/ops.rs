@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::fault::Abort;
 use super::frontier;
@@ -259,28 +259,7 @@ impl RunStore for SqliteStore {
             if record.status != RunStatus::AwaitingHitl {
                 return Err(StoreError::NotAwaitingDecision { run, status: record.status }.into());
             }
-            for (index, answer) in write.answers.iter().enumerate() {
-                let answered: Option<Option<String>> = tx
-                    .prepare_cached(
-                        "SELECT decision FROM interrupts WHERE num = ?1 AND id = ?2 AND step = ?3",
-                    )?
-                    .query_row(params![num, answer.interrupt, (record.step + 1) as i64], |row| {
-                        row.get(0)
-                    })
-                    .optional()?;
-                let interrupt = answer.interrupt.clone();
-                let twice = write.answers[..index].iter().any(|a| a.interrupt == interrupt);
-                match answered {
-                    None => return Err(StoreError::InterruptNotFound { run, interrupt }.into()),
-                    Some(Some(_)) => {
-                        return Err(StoreError::InterruptAnswered { run, interrupt }.into())
-                    }
-                    Some(None) if twice => {
-                        return Err(StoreError::InterruptAnswered { run, interrupt }.into())
-                    }
-                    Some(None) => {}
-                }
-            }
+            check_answers(tx, &write, num, record.step + 1)?;
             check_events(run, record.last_seq, &write.events)?;
             for answer in &write.answers {
                 tx.prepare_cached(
@@ -533,4 +512,30 @@ impl RunStore for SqliteStore {
         events.truncate(limit);
         Ok(events)
     }
+}
+
+/// Refuses answers to interrupts that the paused step `step` of run
+/// number `num` does not have, or that were answered before (or twice
+/// in `write`).
+fn check_answers(tx: &Connection, write: &DecisionWrite, num: i64, step: u64) -> Result<(), Abort> {
+    let run = write.run;
+    for (index, answer) in write.answers.iter().enumerate() {
+        let answered: Option<Option<String>> = tx
+            .prepare_cached(
+                "SELECT decision FROM interrupts WHERE num = ?1 AND id = ?2 AND step = ?3",
+            )?
+            .query_row(params![num, answer.interrupt, step as i64], |row| row.get(0))
+            .optional()?;
+        let interrupt = answer.interrupt.clone();
+        let twice = write.answers[..index].iter().any(|a| a.interrupt == interrupt);
+        match answered {
+            None => return Err(StoreError::InterruptNotFound { run, interrupt }.into()),
+            Some(Some(_)) => return Err(StoreError::InterruptAnswered { run, interrupt }.into()),
+            Some(None) if twice => {
+                return Err(StoreError::InterruptAnswered { run, interrupt }.into())
+            }
+            Some(None) => {}
+        }
+    }
+    Ok(())
 }
