@@ -296,10 +296,6 @@ pub(crate) fn build(
     blueprint: Option<&str>,
     key: Option<&SigningKeyFile>,
 ) -> Result<Pack, PackError> {
-    let io = |path: &Path| {
-        let path = path.display().to_string();
-        move |source| PackError::Io { path, source }
-    };
     let mut found = Vec::new();
     collect(dir, dir, &mut found)?;
     found.sort();
@@ -308,15 +304,7 @@ pub(crate) fn build(
     }
     let blueprint = match blueprint {
         Some(path) => path.trim_start_matches("./").to_owned(),
-        None => {
-            let folder = dir
-                .canonicalize()
-                .map_err(io(dir))?
-                .file_name()
-                .map(|name| name.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            format!("{folder}.json")
-        }
+        None => format!("{}.json", folder_name(dir)?),
     };
     if !found.contains(&blueprint) {
         return Err(PackError::Build(format!(
@@ -327,6 +315,47 @@ pub(crate) fn build(
     let loaded = tollgate_nodes::Blueprint::load(dir.join(&blueprint)).map_err(|error| {
         PackError::Build(format!("the blueprint {blueprint} is invalid: {error}"))
     })?;
+    let files = read_files(dir, found)?;
+    // Valid, so a JSON object; its `version` defaults to 1.
+    let blueprint_version = files
+        .iter()
+        .find(|(entry, _)| entry.path == blueprint)
+        .and_then(|(_, data)| serde_json::from_slice::<serde_json::Value>(data).ok())
+        .and_then(|source| source["version"].as_u64())
+        .unwrap_or(1);
+    let manifest = Manifest {
+        format: FORMAT.into(),
+        version: FORMAT_VERSION,
+        blueprint,
+        name: loaded.name().to_owned(),
+        blueprint_version,
+        files: files.iter().map(|(entry, _)| entry.clone()).collect(),
+    };
+    let manifest_bytes = canonical(&manifest)?;
+    let bundle_hash = sha256(&manifest_bytes);
+    let signature = key.map(|key| key.sign(&signed_message(&bundle_hash)));
+    Ok(Pack { manifest, manifest_bytes, files, signature, bundle_hash })
+}
+
+/// An IO error on `path`.
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PackError {
+    let path = path.display().to_string();
+    move |source| PackError::Io { path, source }
+}
+
+/// The name of the folder `dir` is.
+fn folder_name(dir: &Path) -> Result<String, PackError> {
+    Ok(dir
+        .canonicalize()
+        .map_err(io(dir))?
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default())
+}
+
+/// The files `found` under `dir`, read, with their entries; a reserved
+/// name, a file or a folder over the limits is refused.
+fn read_files(dir: &Path, found: Vec<String>) -> Result<Vec<(FileEntry, Vec<u8>)>, PackError> {
     let mut files = Vec::new();
     let mut total = 0u64;
     for path in found {
@@ -359,25 +388,7 @@ pub(crate) fn build(
             FileEntry { path, size: data.len() as u64, sha256: hex(&sha256(&data)), executable };
         files.push((entry, data));
     }
-    // Valid, so a JSON object; its `version` defaults to 1.
-    let blueprint_version = files
-        .iter()
-        .find(|(entry, _)| entry.path == blueprint)
-        .and_then(|(_, data)| serde_json::from_slice::<serde_json::Value>(data).ok())
-        .and_then(|source| source["version"].as_u64())
-        .unwrap_or(1);
-    let manifest = Manifest {
-        format: FORMAT.into(),
-        version: FORMAT_VERSION,
-        blueprint,
-        name: loaded.name().to_owned(),
-        blueprint_version,
-        files: files.iter().map(|(entry, _)| entry.clone()).collect(),
-    };
-    let manifest_bytes = canonical(&manifest)?;
-    let bundle_hash = sha256(&manifest_bytes);
-    let signature = key.map(|key| key.sign(&signed_message(&bundle_hash)));
-    Ok(Pack { manifest, manifest_bytes, files, signature, bundle_hash })
+    Ok(files)
 }
 
 /// Relative paths of the regular files under `dir`, hidden ones left out;
