@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 use tollgate_checkpoint::{
     CheckpointInfo, InterruptRecord, PageRequest, RunFilter, RunId, RunRecord, RunStatus,
+    TaskFailure,
 };
 
 use crate::graph::CompiledGraph;
@@ -18,7 +19,7 @@ use super::access::ProgressTree;
 use super::emit::node_id;
 use super::error::RunError;
 use super::executor::Executor;
-use super::load::{decode, decode_state};
+use super::load::{decode, decode_state, Loaded};
 use super::record::{CheckpointSource, ForkOrigin, FrontierRecord};
 use super::setup::check_graph;
 use super::subgraph::{KeptOutput, MappedInterrupt, ProgressRecord};
@@ -284,47 +285,13 @@ impl Executor {
             (Some(failure), true) => failure.tasks.clone(),
             _ => Vec::new(),
         };
-        let mut tasks = Vec::with_capacity(next.len());
-        for (index, node) in next.iter().enumerate() {
-            let index = index as u32;
-            let id = node_id(node, step + 1, index);
-            let writes = match loaded.reused.get(&index) {
-                Some((output, _)) => Some(
-                    serde_json::to_value(&output.update)
-                        .map_err(|source| super::error::json_error(run, step, source))?,
-                ),
-                None => None,
-            };
-            let error = failures
-                .iter()
-                .find(|failure| failure.task == index && failure.node == *node)
-                .map(|failure| TaskError {
-                    class: failure.class.clone(),
-                    message: failure.message.clone(),
-                });
-            let raised: Vec<&InterruptRecord> =
-                interrupts.iter().filter(|record| record.task == index).collect();
-            let nested = match loaded.progress.get(&index) {
-                Some(blob) => {
-                    let tree: ProgressTree = blob
-                        .decode()
-                        .map_err(|source| RunError::StateDecode { run, step, source })?;
-                    let by_ordinal: HashMap<u32, &InterruptRecord> =
-                        raised.iter().map(|record| (record.ordinal, *record)).collect();
-                    nested_states(&tree, &id, &by_ordinal, run, step)?
-                }
-                None => Vec::new(),
-            };
-            tasks.push(TaskState {
-                task: index,
-                node: node.clone(),
-                id,
-                error,
-                writes,
-                interrupts: raised.into_iter().map(PendingInterrupt::from_record).collect(),
-                nested,
-            });
-        }
+        let tasks = next
+            .iter()
+            .enumerate()
+            .map(|(index, node)| {
+                task_state(&loaded, run, index as u32, node, &failures, &interrupts)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(StateSnapshot {
             run,
             step,
@@ -449,6 +416,52 @@ impl Executor {
             tasks: Vec::new(),
         })
     }
+}
+
+/// Task `index` (of node `node`) of the step after `loaded`'s: its error
+/// among `failures`, its finished output, its interrupts among those of
+/// the step, and the graphs nested in it.
+fn task_state<S: State>(
+    loaded: &Loaded<S>,
+    run: RunId,
+    index: u32,
+    node: &str,
+    failures: &[TaskFailure],
+    interrupts: &[InterruptRecord],
+) -> Result<TaskState, RunError> {
+    let step = loaded.step;
+    let id = node_id(node, step + 1, index);
+    let writes = match loaded.reused.get(&index) {
+        Some((output, _)) => Some(
+            serde_json::to_value(&output.update)
+                .map_err(|source| super::error::json_error(run, step, source))?,
+        ),
+        None => None,
+    };
+    let error = failures.iter().find(|failure| failure.task == index && failure.node == node).map(
+        |failure| TaskError { class: failure.class.clone(), message: failure.message.clone() },
+    );
+    let raised: Vec<&InterruptRecord> =
+        interrupts.iter().filter(|record| record.task == index).collect();
+    let nested = match loaded.progress.get(&index) {
+        Some(blob) => {
+            let tree: ProgressTree =
+                blob.decode().map_err(|source| RunError::StateDecode { run, step, source })?;
+            let by_ordinal: HashMap<u32, &InterruptRecord> =
+                raised.iter().map(|record| (record.ordinal, *record)).collect();
+            nested_states(&tree, &id, &by_ordinal, run, step)?
+        }
+        None => Vec::new(),
+    };
+    Ok(TaskState {
+        task: index,
+        node: node.to_owned(),
+        id,
+        error,
+        writes,
+        interrupts: raised.into_iter().map(PendingInterrupt::from_record).collect(),
+        nested,
+    })
 }
 
 /// The graphs nested in the task whose id is `id`, from its progress
