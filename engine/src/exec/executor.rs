@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use tollgate_checkpoint::{
-    Blob, Codec, NewRun, Owner, PageRequest, RunFilter, RunId, RunStatus, Store, StoreError,
-    StoredCheckpoint, Transition,
+    Blob, Codec, InterruptRecord, NewRun, Owner, PageRequest, RunFilter, RunId, RunStatus, Store,
+    StoreError, StoredCheckpoint, Transition,
 };
 use tracing::Instrument;
 
@@ -311,22 +311,7 @@ impl Executor {
         let (mut loaded, interrupts) = match loaded {
             Ok(loaded) => loaded,
             Err(error) => {
-                // Leave the run failed with the reason rather than
-                // `running` under an owner that gave up.
-                let transition = Transition {
-                    run,
-                    epoch,
-                    step: None,
-                    status: RunStatus::Failed,
-                    failure: Some(error.to_failure()),
-                    events: Vec::new(),
-                    at_ms: config.clock.now_ms(),
-                    lease_until_ms: None,
-                    interrupts: Vec::new(),
-                };
-                if let Err(store_error) = self.store.commit(transition).await {
-                    tracing::warn!(%run, %store_error, "could not record a failed load");
-                }
+                self.fail_load(run, epoch, &error, config.clock.now_ms()).await;
                 return Err(error);
             }
         };
@@ -349,15 +334,7 @@ impl Executor {
         let emitter = Emitter::new(run, last_seq, Arc::clone(&config.clock), config.events.clone())
             .with_cap(config.event_cap);
         emit_run_started(&emitter, graph, loaded.step, run, Live::Now, &config.announce)?;
-        let mut decisions: HashMap<u32, BTreeMap<u32, Decision>> = HashMap::new();
-        let mut answered = Vec::new();
-        for interrupt in &interrupts {
-            let pending = PendingInterrupt::from_record(interrupt);
-            if let Some(decision) = pending.decision.clone() {
-                decisions.entry(interrupt.task).or_default().insert(interrupt.ordinal, decision);
-                answered.push(pending);
-            }
-        }
+        let (mut decisions, answered) = decisions_of(&interrupts);
         if !answered.is_empty() {
             let event = Event::RunResumed { step: loaded.step + 1, decisions: answered };
             emitter
@@ -374,6 +351,25 @@ impl Executor {
         let decisions = decisions.into_iter().map(|(task, map)| (task, Arc::new(map))).collect();
         let leg = self.leg(graph, run, epoch, config, loaded, emitter, decisions, breakpoints);
         Ok(Leg { span, ..leg })
+    }
+
+    /// Leaves a run whose checkpoint did not load failed with the reason,
+    /// rather than `running` under an owner that gave up.
+    async fn fail_load(&self, run: RunId, epoch: u64, error: &RunError, at_ms: i64) {
+        let transition = Transition {
+            run,
+            epoch,
+            step: None,
+            status: RunStatus::Failed,
+            failure: Some(error.to_failure()),
+            events: Vec::new(),
+            at_ms,
+            lease_until_ms: None,
+            interrupts: Vec::new(),
+        };
+        if let Err(store_error) = self.store.commit(transition).await {
+            tracing::warn!(%run, %store_error, "could not record a failed load");
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -512,4 +508,21 @@ fn encode_input<S: State>(
         .encode(&frontier.to_record(graph), FRONTIER_VERSION)
         .map_err(|source| RunError::Encode { run, step: 0, source })?;
     Ok((snapshot, frontier))
+}
+
+/// The decisions recorded on a paused step's `interrupts`, by task and
+/// ordinal, and the interrupts they answer.
+fn decisions_of(
+    interrupts: &[InterruptRecord],
+) -> (HashMap<u32, BTreeMap<u32, Decision>>, Vec<PendingInterrupt>) {
+    let mut decisions: HashMap<u32, BTreeMap<u32, Decision>> = HashMap::new();
+    let mut answered = Vec::new();
+    for interrupt in interrupts {
+        let pending = PendingInterrupt::from_record(interrupt);
+        if let Some(decision) = pending.decision.clone() {
+            decisions.entry(interrupt.task).or_default().insert(interrupt.ordinal, decision);
+            answered.push(pending);
+        }
+    }
+    (decisions, answered)
 }
