@@ -97,48 +97,7 @@ pub(crate) async fn model_turn(
         }
         let ids = Ids::new(&core.name, ctx);
         let calls = AtomicU64::new(progress.model_calls);
-        let seen: Vec<Message> =
-            state.messages.iter().filter(|m| m.visible_to(&core.name)).cloned().collect();
-        let mut added: Vec<Message> = Vec::new();
-        let mut reasks = 0;
-        let structured = loop {
-            let mut messages = seen.clone();
-            messages.extend(added.iter().cloned());
-            let response = call_model(core, ctx, &state.context, &ids, &calls, messages).await?;
-            if let (true, Some(call)) = (core.specs.is_empty(), response.tool_calls.first()) {
-                return Err(HarnessError::ToolCallWithoutTools {
-                    agent: core.name.clone(),
-                    tool: call.name.clone(),
-                });
-            }
-            let message = Message::Assistant {
-                id: ids.next(),
-                agent: Some(core.name.clone()),
-                content: response.content,
-                tool_calls: response.tool_calls,
-                usage: response.usage,
-                reasoning: response.reasoning,
-            };
-            added.push(message);
-            let last = added.last().expect("just pushed");
-            match structured::check(core, last, &ids) {
-                structured::Verdict::Done { value, extra } => {
-                    added.extend(extra);
-                    break value;
-                }
-                structured::Verdict::Retry { errors, correction } => {
-                    if reasks >= core.max_reasks {
-                        return Err(HarnessError::StructuredOutputInvalid {
-                            agent: core.name.clone(),
-                            attempts: reasks + 1,
-                            errors,
-                        });
-                    }
-                    reasks += 1;
-                    added.extend(correction);
-                }
-            }
-        };
+        let (added, structured) = answers(core, state, ctx, &ids, &calls).await?;
         if core.persona_stages
             && added
                 .iter()
@@ -163,6 +122,61 @@ pub(crate) async fn model_turn(
         telemetry::failed(&span, error);
     }
     result
+}
+
+/// The messages one turn adds: the model's answer, asked again (up to
+/// `max_reasks` times) while a structured answer does not match its
+/// schema, with the corrections between; and the structured value, once
+/// valid.
+async fn answers(
+    core: &AgentCore,
+    state: &AgentState,
+    ctx: &NodeContext,
+    ids: &Ids,
+    calls: &AtomicU64,
+) -> Result<(Vec<Message>, Option<Value>), HarnessError> {
+    let seen: Vec<Message> =
+        state.messages.iter().filter(|m| m.visible_to(&core.name)).cloned().collect();
+    let mut added: Vec<Message> = Vec::new();
+    let mut reasks = 0;
+    loop {
+        let mut messages = seen.clone();
+        messages.extend(added.iter().cloned());
+        let response = call_model(core, ctx, &state.context, ids, calls, messages).await?;
+        if let (true, Some(call)) = (core.specs.is_empty(), response.tool_calls.first()) {
+            return Err(HarnessError::ToolCallWithoutTools {
+                agent: core.name.clone(),
+                tool: call.name.clone(),
+            });
+        }
+        let message = Message::Assistant {
+            id: ids.next(),
+            agent: Some(core.name.clone()),
+            content: response.content,
+            tool_calls: response.tool_calls,
+            usage: response.usage,
+            reasoning: response.reasoning,
+        };
+        let verdict = structured::check(core, &message, ids);
+        added.push(message);
+        match verdict {
+            structured::Verdict::Done { value, extra } => {
+                added.extend(extra);
+                return Ok((added, value));
+            }
+            structured::Verdict::Retry { errors, correction } => {
+                if reasks >= core.max_reasks {
+                    return Err(HarnessError::StructuredOutputInvalid {
+                        agent: core.name.clone(),
+                        attempts: reasks + 1,
+                        errors,
+                    });
+                }
+                reasks += 1;
+                added.extend(correction);
+            }
+        }
+    }
 }
 
 fn persona(core: &AgentCore, stage: &str, transition: &str) -> Event {
