@@ -500,8 +500,12 @@ pub(super) fn check_graph(
             );
         }
     }
-    // Reachability, over the edges as written: every agent is reached from
-    // START, and from every agent END can be reached.
+    check_reach(graph, problems);
+}
+
+/// Reachability, over the edges as written: every agent is reached from
+/// START, and from every agent that has an edge out END can be reached.
+fn check_reach(graph: &GraphDoc, problems: &mut Vec<BlueprintProblem>) {
     let reached = |start: &'static str, forward: bool| {
         let mut seen: BTreeSet<&str> = BTreeSet::from([start]);
         let mut todo = vec![start];
