@@ -15,7 +15,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{json, Value};
 
-use crate::service::Outline;
+use crate::service::{Outline, OutlineNode};
 use place::place;
 
 /// Height of a closed node.
@@ -147,43 +147,12 @@ fn draw_at(outline: &Outline, prefix: &str, depth: usize, open: &BTreeSet<String
     let mut nodes = Vec::with_capacity(listed.len());
     let mut inner: Vec<Option<Drawing>> = Vec::with_capacity(listed.len());
     for node in listed {
-        let name = node.name.as_str();
-        if index.contains_key(name) {
+        if index.contains_key(node.name.as_str()) {
             continue;
         }
-        let kind = node.kind.as_str();
-        let path = format!("{prefix}{name}");
-        let nested = node.subgraph.as_deref();
-        let label = match kind {
-            "start" => "start",
-            "end" => "end",
-            _ => name,
-        };
-        // Room for the name, and for the open/close mark of a subgraph.
-        let extra = if nested.is_some() { 22.0 } else { 0.0 };
-        let closed_w = (label.chars().count() as f64 * CHAR_W + 28.0 + extra).clamp(MIN_W, MAX_W);
-        let drawn = match nested {
-            Some(sub) if open.contains(&path) => {
-                Some(draw_at(sub, &format!("{path}/"), depth + 1, open))
-            }
-            _ => None,
-        };
-        let (width, height) = match &drawn {
-            Some(d) => (d.width.max(closed_w), d.height + HEADER),
-            None => (closed_w, NODE_H),
-        };
-        index.insert(name.to_owned(), nodes.len());
-        nodes.push(Placed {
-            path,
-            name: name.to_owned(),
-            kind: kind.to_owned(),
-            x: 0.0,
-            y: 0.0,
-            width,
-            height,
-            depth,
-            open: nested.map(|_| drawn.is_some()),
-        });
+        let (placed, drawn) = sized(node, prefix, depth, open);
+        index.insert(node.name.clone(), nodes.len());
+        nodes.push(placed);
         inner.push(drawn);
     }
     let mut edges = Vec::new();
@@ -224,6 +193,51 @@ fn draw_at(outline: &Outline, prefix: &str, depth: usize, open: &BTreeSet<String
         drawing.lines.extend(nested.lines);
     }
     drawing
+}
+
+/// Node `node` of a graph drawn at `depth` (its path under `prefix`),
+/// sized for its name, not yet placed; a subgraph node whose path is in
+/// `open` drawn open, with the drawing inside it.
+fn sized(
+    node: &OutlineNode,
+    prefix: &str,
+    depth: usize,
+    open: &BTreeSet<String>,
+) -> (Placed, Option<Drawing>) {
+    let name = node.name.as_str();
+    let kind = node.kind.as_str();
+    let path = format!("{prefix}{name}");
+    let nested = node.subgraph.as_deref();
+    let label = match kind {
+        "start" => "start",
+        "end" => "end",
+        _ => name,
+    };
+    // Room for the name, and for the open/close mark of a subgraph.
+    let extra = if nested.is_some() { 22.0 } else { 0.0 };
+    let closed_w = (label.chars().count() as f64 * CHAR_W + 28.0 + extra).clamp(MIN_W, MAX_W);
+    let drawn = match nested {
+        Some(sub) if open.contains(&path) => {
+            Some(draw_at(sub, &format!("{path}/"), depth + 1, open))
+        }
+        _ => None,
+    };
+    let (width, height) = match &drawn {
+        Some(d) => (d.width.max(closed_w), d.height + HEADER),
+        None => (closed_w, NODE_H),
+    };
+    let placed = Placed {
+        path,
+        name: name.to_owned(),
+        kind: kind.to_owned(),
+        x: 0.0,
+        y: 0.0,
+        width,
+        height,
+        depth,
+        open: nested.map(|_| drawn.is_some()),
+    };
+    (placed, drawn)
 }
 
 #[path = "layout_place.rs"]

@@ -38,7 +38,7 @@ pub(crate) use leg::leg_result;
 pub(crate) use legs::Legs;
 pub(crate) use memory::{index_fields, search_op};
 pub(crate) use outbox::{OutboxWork, Retry, StartRefused};
-pub(crate) use outline::{GraphListing, ListingKind, Outline};
+pub(crate) use outline::{GraphListing, ListingKind, Outline, OutlineNode};
 pub(crate) use pending::{Pending, PendingEnd, PendingState, PENDING_KIND};
 pub use registry::Graphs;
 pub use schedules::MAX_SCHEDULES_LISTED;
