@@ -95,6 +95,33 @@ impl Executor {
         self.record_decision(run, request, None, None, clock).await.map(|decided| decided.outcome)
     }
 
+    /// The record and interrupts of `run` (`known` when the caller has
+    /// just read them), once it is paused at the version `request`
+    /// expects.
+    async fn paused(
+        &self,
+        run: RunId,
+        request: &DecisionRequest,
+        known: Option<(RunRecord, Vec<InterruptRecord>)>,
+    ) -> Result<(RunRecord, Vec<InterruptRecord>), DecisionError> {
+        let refused = |error| store_refusal(run, error);
+        let (record, known_interrupts) = match known {
+            Some((record, interrupts)) => (record, Some(interrupts)),
+            None => (self.store.run(run).await.map_err(refused)?, None),
+        };
+        if let Some(expected) = request.expected_version.filter(|v| *v != record.epoch) {
+            return Err(DecisionError::Conflict { run, expected, found: record.epoch });
+        }
+        if record.status != RunStatus::AwaitingHitl {
+            return Err(DecisionError::NotPaused { run, status: record.status });
+        }
+        let interrupts = match known_interrupts {
+            Some(interrupts) => interrupts,
+            None => self.store.interrupts(run).await.map_err(refused)?,
+        };
+        Ok((record, interrupts))
+    }
+
     /// Records a decision; with `claim`, a run that becomes ready is taken
     /// over in the same transaction (status `running`). `known` is the
     /// run's record and interrupts when the caller has just read them.
@@ -107,20 +134,7 @@ impl Executor {
         clock: Arc<dyn Clock>,
     ) -> Result<Decided, DecisionError> {
         let refused = |error| store_refusal(run, error);
-        let (record, known_interrupts) = match known {
-            Some((record, interrupts)) => (record, Some(interrupts)),
-            None => (self.store.run(run).await.map_err(refused)?, None),
-        };
-        if let Some(expected) = request.expected_version.filter(|v| *v != record.epoch) {
-            return Err(DecisionError::Conflict { run, expected, found: record.epoch });
-        }
-        if record.status != RunStatus::AwaitingHitl {
-            return Err(DecisionError::NotPaused { run, status: record.status });
-        }
-        let mut interrupts = match known_interrupts {
-            Some(interrupts) => interrupts,
-            None => self.store.interrupts(run).await.map_err(refused)?,
-        };
+        let (record, mut interrupts) = self.paused(run, &request, known).await?;
         let waiting: Vec<String> =
             interrupts.iter().filter(|i| i.decision.is_none()).map(|i| i.id.clone()).collect();
         let (first, answers) = checked_answers(run, &request, &interrupts, &waiting)?;
