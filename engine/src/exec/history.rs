@@ -204,13 +204,7 @@ impl Executor {
                 owner: record.owner.map_or_else(|| "unknown".to_owned(), |owner| owner.to_string()),
             });
         }
-        let as_node = match as_node {
-            Some(name) if name != START && graph.index_of(name).is_none() => {
-                return Err(RunError::UnknownNode { node: name.to_owned() });
-            }
-            Some(name) => name.to_owned(),
-            None => self.writer_of(graph, run, record.step).await?,
-        };
+        let as_node = self.named_writer(graph, run, record.step, as_node).await?;
         let as_node = as_node.as_str();
         let epoch =
             self.store.claim(run, record.epoch, Owner::current(), config.lease_until()).await?;
@@ -267,6 +261,24 @@ impl Executor {
         };
         self.store.commit(transition).await?;
         Ok(Written { step, epoch, last_seq })
+    }
+
+    /// The node an update is written as: `as_node` when the graph has it
+    /// (or it is `START`), else the writer of checkpoint `step`.
+    async fn named_writer<S: State>(
+        &self,
+        graph: &CompiledGraph<S>,
+        run: RunId,
+        step: u64,
+        as_node: Option<&str>,
+    ) -> Result<String, RunError> {
+        match as_node {
+            Some(name) if name != START && graph.index_of(name).is_none() => {
+                Err(RunError::UnknownNode { node: name.to_owned() })
+            }
+            Some(name) => Ok(name.to_owned()),
+            None => self.writer_of(graph, run, step).await,
+        }
     }
 
     /// A breakpoint the superseded step paused at does not pause the next
