@@ -48,40 +48,14 @@ pub(crate) async fn workers(backend: &Backend, how: &Workers) -> Outcome {
         }
         let mut children = Vec::new();
         for _ in 0..processes {
-            let mut child = std::process::Command::new(std::env::current_exe()?)
-                .args([
-                    "--store",
-                    if matches!(backend, Backend::Postgres(_)) { "postgres" } else { "sqlite" },
-                ])
-                .args(["--worker-concurrency", &concurrency.to_string()])
-                .args(["--worker-child", &backend.location(&name)])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()?;
-            // Connected and ready: the clock does not count start-up.
-            let mut ready = String::new();
-            let stdout = child.stdout.take().ok_or("no stdout")?;
-            std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready)?;
-            children.push(child);
+            children.push(spawn_worker(backend, &name, concurrency)?);
         }
         let started = Instant::now();
         for child in &mut children {
             let stdin = child.stdin.as_mut().ok_or("no stdin")?;
             std::io::Write::write_all(stdin, b"go\n")?;
         }
-        // Drained when no run is queued or running: two one-row reads, so
-        // that watching costs the server next to nothing.
-        let one = PageRequest { limit: 1, cursor: None };
-        let left = |status| RunFilter { status: Some(status), ..RunFilter::default() };
-        loop {
-            let store = executor.store();
-            let queued = store.list_runs(&left(RunStatus::Queued), &one).await?.runs.len();
-            let running = store.list_runs(&left(RunStatus::Running), &one).await?.runs.len();
-            if queued + running == 0 {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        drained(executor.store()).await?;
         let seconds = started.elapsed().as_secs_f64();
         let done = RunFilter { status: Some(RunStatus::Completed), ..RunFilter::default() };
         let all = PageRequest { limit: runs + 1, cursor: None };
@@ -114,6 +88,44 @@ pub(crate) async fn workers(backend: &Backend, how: &Workers) -> Outcome {
             "w4_over_w1": w4 / w1,
         }),
     ))
+}
+
+/// A worker process (this program again, `--worker-child`) on database
+/// `name`, connected and ready: the clock does not count start-up.
+fn spawn_worker(
+    backend: &Backend,
+    name: &str,
+    concurrency: usize,
+) -> Result<std::process::Child, Box<dyn std::error::Error>> {
+    let mut child = std::process::Command::new(std::env::current_exe()?)
+        .args([
+            "--store",
+            if matches!(backend, Backend::Postgres(_)) { "postgres" } else { "sqlite" },
+        ])
+        .args(["--worker-concurrency", &concurrency.to_string()])
+        .args(["--worker-child", &backend.location(name)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let mut ready = String::new();
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready)?;
+    Ok(child)
+}
+
+/// Waits until no run is queued or running: two one-row reads, so that
+/// watching costs the server next to nothing.
+async fn drained(store: &Arc<dyn Store>) -> Result<(), Box<dyn std::error::Error>> {
+    let one = PageRequest { limit: 1, cursor: None };
+    let left = |status| RunFilter { status: Some(status), ..RunFilter::default() };
+    loop {
+        let queued = store.list_runs(&left(RunStatus::Queued), &one).await?.runs.len();
+        let running = store.list_runs(&left(RunStatus::Running), &one).await?.runs.len();
+        if queued + running == 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
 }
 
 /// One worker process of `workers`: drives the cycle graph's runs on
