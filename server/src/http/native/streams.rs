@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::extract::ws::{
     close_code, CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade,
 };
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::Response;
@@ -21,7 +21,7 @@ use crate::error::ServiceError;
 use crate::service::ServedGraph;
 
 use super::super::errors::ApiResult;
-use super::super::extract::run_id;
+use super::super::extract::RunPath;
 use super::super::App;
 use crate::service::{Follow, Item, Logged, Until};
 
@@ -67,11 +67,10 @@ enum Carry {
 /// in flight; keep-alive comments every 15 s.
 pub(crate) async fn sse(
     State(app): State<App>,
-    Path(id): Path<String>,
+    RunPath(run): RunPath,
     Query(query): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
-    let run = run_id(&id)?;
     app.runs.summary(run).await?;
     let carry = match query.mode.as_deref() {
         Some("values") => Carry::Values,
@@ -199,11 +198,10 @@ pub(crate) const SUBPROTOCOL: &str = "tollgate";
 /// "event": ENVELOPE}` per event.
 pub(crate) async fn ws(
     State(app): State<App>,
-    Path(id): Path<String>,
+    RunPath(run): RunPath,
     Query(query): Query<WsQuery>,
     upgrade: WebSocketUpgrade,
 ) -> ApiResult<Response> {
-    let run = run_id(&id)?;
     let shape = match query.format.as_deref() {
         None | Some("ui") => Shape::Ui,
         Some("events") => Shape::Events,
