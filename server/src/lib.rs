@@ -26,7 +26,6 @@
 mod error;
 mod hex;
 mod http;
-mod layout;
 mod pack;
 mod printable;
 mod service;

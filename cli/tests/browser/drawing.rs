@@ -27,7 +27,7 @@ const edges = [...document.querySelectorAll('#graph g.edge-group')].map((g) => (
 return { boxes, edges };
 "#;
 
-#[path = "../../../server/src/layout_segment.rs"]
+#[path = "../../../server/src/http/page/layout/segment.rs"]
 mod segment;
 
 /// Whether the segment `p`–`q` enters the inside of `node`'s box.

@@ -1,7 +1,10 @@
 //! The review page: plain HTML, CSS and JavaScript modules embedded in the
 //! binary, served from the API's origin. The files hold no data; every
 //! run the page shows comes through the API with the token the reviewer
-//! signs in with.
+//! signs in with. The drawing of a graph the page shows is laid out here
+//! (`layout.rs`), from the service's outline of the graph.
+
+mod layout;
 
 use axum::extract::{OriginalUri, Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -9,6 +12,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::errors::ApiError;
 use super::App;
+
+pub(crate) use layout::draw;
 
 /// One embedded file: its name under `/ui/`, content type and bytes.
 struct Asset {

@@ -130,7 +130,7 @@ pub(crate) async fn graph(
         .filter(|path| !path.is_empty())
         .map(str::to_owned)
         .collect();
-    let layout = crate::layout::draw(&outline, &open).to_json();
+    let layout = super::super::page::draw(&outline, &open).to_json();
     Ok(Json(wire::Drawn { outline, layout }))
 }
 

@@ -240,16 +240,10 @@ fn sized(
     (placed, drawn)
 }
 
-#[path = "layout_place.rs"]
+mod order;
 mod place;
 
-#[path = "layout_order.rs"]
-mod order;
-
 #[cfg(test)]
-#[path = "layout_segment.rs"]
 mod segment;
-
 #[cfg(test)]
-#[path = "layout_tests.rs"]
 mod tests;
