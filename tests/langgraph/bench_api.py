@@ -3,7 +3,9 @@
 
 Against a server that serves the `bench_server` graphs at URL (argv[1]):
 a one-node run with `runs.wait` on a new thread (created before the clock
-starts), sequentially and with 16 concurrent clients; a three-node run; a pause with an interrupt and a
+starts), sequentially and with 16 concurrent clients; a thread created
+and a one-node run on it, both timed, sequentially and by 16 asyncio tasks
+sharing one client; a three-node run; a pause with an interrupt and a
 resume with `Command(resume=…)`; the time to the first `updates` event of
 a streamed three-node run; `threads.search` of 25. Prints one JSON
 object (milliseconds, runs per second). Run by scripts/bench-langgraph-api.
@@ -36,6 +38,11 @@ async def timed(coroutine):
 
 async def one_node(client, thread):
     return await client.runs.wait(thread, "echo", input={"text": "x"})
+
+
+async def create_and_run(client):
+    thread = (await client.threads.create())["thread_id"]
+    return await one_node(client, thread)
 
 
 async def threads(client, count):
@@ -72,6 +79,32 @@ async def main():
     out["one_node_wait_16_clients"] = {
         **summary(concurrent),
         "runs_per_s": round(len(concurrent) / elapsed, 1),
+    }
+
+    # A thread made and a one-node run on it, both timed: sequentially,
+    # then by 16 asyncio tasks sharing one client (one connection pool),
+    # as an application serving its users through one `get_client` does.
+    samples = []
+    started = time.perf_counter()
+    for _ in range(N):
+        took, _ = await timed(create_and_run(client))
+        samples.append(took)
+    elapsed = time.perf_counter() - started
+    out["create_and_run"] = {**summary(samples), "runs_per_s": round(N / elapsed, 1)}
+
+    shared = []
+
+    async def task(count):
+        for _ in range(count):
+            took, _ = await timed(create_and_run(client))
+            shared.append(took)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(task(per_client) for _ in range(16)))
+    elapsed = time.perf_counter() - started
+    out["create_and_run_16_tasks_one_client"] = {
+        **summary(shared),
+        "runs_per_s": round(len(shared) / elapsed, 1),
     }
 
     samples = []
