@@ -115,6 +115,35 @@ class Threads(unittest.TestCase):
 
         run(go())
 
+    def test_prune_deletes_the_listed_threads(self):
+        async def go():
+            client = get_client(url=URL)
+            kept = (await client.threads.create())["thread_id"]
+            idle = (await client.threads.create())["thread_id"]
+            paused = (await client.threads.create())["thread_id"]
+            await client.runs.wait(paused, "gate", input={"text": "p"})
+            pruned = await client.threads.prune([idle, paused, "no-such-thread"])
+            self.assertEqual(pruned, {"pruned_count": 2}, "an unknown id is passed over")
+            for gone in (idle, paused):
+                with self.assertRaises(httpx.HTTPStatusError) as missing:
+                    await client.threads.get(gone)
+                self.assertEqual(missing.exception.response.status_code, 404)
+            self.assertEqual((await client.threads.get(kept))["thread_id"], kept)
+            with self.assertRaises(httpx.HTTPStatusError) as latest:
+                await client.threads.prune([kept], strategy="keep_latest")
+            self.assertEqual(latest.exception.response.status_code, 422)
+            self.assertIn("keep_latest", latest.exception.response.text)
+            self.assertEqual((await client.threads.get(kept))["thread_id"], kept)
+
+        run(go())
+
+    def test_an_unknown_path_names_this_api_s_document(self):
+        answer = httpx.get(URL + "/no/such/endpoint", timeout=30)
+        self.assertEqual(answer.status_code, 404)
+        error = answer.json()["error"]
+        self.assertEqual(error["kind"], "not_found")
+        self.assertIn("docs/langgraph-api.md", error["message"])
+
     def test_copy_keeps_the_whole_history(self):
         async def go():
             client = get_client(url=URL)

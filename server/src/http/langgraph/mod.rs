@@ -69,6 +69,7 @@ pub(crate) fn routes() -> Router<App> {
         .route("/threads", post(threads::create))
         .route("/threads/search", post(threads::search))
         .route("/threads/count", post(threads::count))
+        .route("/threads/prune", post(threads::prune))
         .route(
             "/threads/{thread}",
             get(threads::get).patch(threads::update).delete(threads::delete),
@@ -95,7 +96,17 @@ pub(crate) fn routes() -> Router<App> {
         .route("/runs", post(runs::create))
         .route("/runs/wait", post(runs::wait))
         .route("/runs/stream", post(runs::stream))
+        .fallback(no_route)
         .layer(axum::middleware::map_response(invalid_is_unprocessable))
+}
+
+/// A path under the prefix that names no endpoint of this API.
+async fn no_route() -> super::errors::ApiError {
+    super::errors::ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such endpoint of tollgate's LangGraph API (see docs/langgraph-api.md)",
+    )
 }
 
 /// `GET /ok`: the server is up.

@@ -173,6 +173,44 @@ pub(super) async fn delete(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+#[derive(Deserialize)]
+pub(super) struct PruneBody {
+    thread_ids: Vec<String>,
+    strategy: Option<String>,
+}
+
+/// `POST /threads/prune` (`threads.prune`): with strategy `delete` (the
+/// default), each listed thread deleted as `DELETE /threads/{thread}`
+/// deletes it; ids of no thread are passed over. `{"pruned_count": N}`,
+/// the threads deleted. `keep_latest` (old checkpoints dropped, the
+/// threads kept) is refused: a run's history is its checkpoints.
+pub(super) async fn prune(
+    State(app): State<App>,
+    JsonBody(body): JsonBody<PruneBody>,
+) -> ApiResult<Json<Value>> {
+    match body.strategy.as_deref() {
+        None | Some("delete") => {}
+        Some("keep_latest") => {
+            return Err(super::unsupported_error("`threads.prune` with strategy `keep_latest`"))
+        }
+        Some(other) => {
+            return Err(ServiceError::invalid(format!(
+                "prune strategy `{other}` is not `delete` or `keep_latest`"
+            ))
+            .into())
+        }
+    }
+    let mut pruned = 0u64;
+    for thread in &body.thread_ids {
+        match app.runs.delete_thread(&app.legs, thread).await {
+            Ok(()) => pruned += 1,
+            Err(ServiceError::NotFound { .. }) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Ok(Json(json!({"pruned_count": pruned})))
+}
+
 #[derive(Deserialize, Default)]
 pub(super) struct SearchBody {
     metadata: Option<Value>,
