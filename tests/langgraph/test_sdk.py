@@ -440,6 +440,50 @@ class Runs(unittest.TestCase):
 
         run(go())
 
+    def test_cancel_many_by_ids_and_by_status(self):
+        async def go():
+            client = get_client(url=URL)
+            one = (await client.threads.create())["thread_id"]
+            two = (await client.threads.create())["thread_id"]
+            first = await client.runs.create(one, "slow", input={"text": "20000"})
+            later = await client.runs.create(two, "echo", input={"text": "x"}, after_seconds=600)
+            await asyncio.sleep(0.2)
+
+            async def status(thread, run):
+                return (await client.runs.get(thread, run))["status"]
+
+            # By ids: the slow run stops; the pending one is left alone.
+            await client.runs.cancel_many(thread_id=one, run_ids=[first["run_id"]])
+            for _ in range(100):
+                if await status(one, first["run_id"]) == "interrupted":
+                    break
+                await asyncio.sleep(0.05)
+            self.assertEqual(await status(one, first["run_id"]), "interrupted")
+            self.assertEqual(await status(two, later["run_id"]), "pending")
+            # By status: every run waiting to start, and no other.
+            running = await client.runs.create(one, "slow", input={"text": "20000"})
+            for _ in range(200):
+                if await status(one, running["run_id"]) == "running":
+                    break
+                await asyncio.sleep(0.05)
+            await client.runs.cancel_many(status="pending")
+            self.assertEqual(await status(two, later["run_id"]), "interrupted", "cancelled: never starts")
+            self.assertEqual(await status(one, running["run_id"]), "running")
+            # Every running one, rolled back: stopped and deleted.
+            await client.runs.cancel_many(status="running", action="rollback")
+            with self.assertRaises(httpx.HTTPStatusError) as gone:
+                await client.runs.get(one, running["run_id"])
+            self.assertEqual(gone.exception.response.status_code, 404)
+            self.assertEqual((await client.threads.get(one))["status"], "idle")
+            with self.assertRaises(httpx.HTTPStatusError) as neither:
+                await client.runs.cancel_many()
+            self.assertEqual(neither.exception.response.status_code, 422)
+            with self.assertRaises(httpx.HTTPStatusError) as unknown:
+                await client.runs.cancel_many(thread_id=one, run_ids=["no-such-run"])
+            self.assertEqual(unknown.exception.response.status_code, 404)
+
+        run(go())
+
     def test_multitask_interrupt_and_rollback(self):
         async def go():
             client = get_client(url=URL)

@@ -281,7 +281,8 @@ fn needed_role(method: &Method, path: &str) -> Role {
 
 /// The role a LangGraph API request needs (`path` below the prefix):
 /// reading, and the searches and histories it asks with `POST`, is
-/// `read`; cancelling a run `decide`; anything else (creating threads,
+/// `read`; cancelling a run `decide` (cancelling many at once,
+/// `POST /runs/cancel`, `admin`); anything else (creating threads,
 /// starting runs, resuming one with `Command(resume=…)`, which starts a
 /// run in LangGraph's terms) `admin`, as starting runs is in the native
 /// API.
@@ -295,7 +296,7 @@ fn langgraph_role(method: &Method, path: &str) -> Role {
                 || path.ends_with("/history")));
     if reads {
         Role::Read
-    } else if method == Method::POST && path.ends_with("/cancel") {
+    } else if method == Method::POST && path.ends_with("/cancel") && path != "/runs/cancel" {
         Role::Decide
     } else {
         Role::Admin
@@ -383,7 +384,7 @@ fn same(given: &[u8], token: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{needed_role, same, Role, Tokens};
+    use super::{langgraph_role, needed_role, same, Role, Tokens};
     use axum::http::Method;
 
     #[test]
@@ -397,6 +398,12 @@ mod tests {
         assert_eq!(needed_role(&Method::POST, "/store/search"), Role::Read);
         assert_eq!(needed_role(&Method::PUT, "/store/items"), Role::Admin);
         assert_eq!(needed_role(&Method::DELETE, "/store/items"), Role::Admin);
+        // The LangGraph API: one run cancelled is a decision, many at once
+        // (and pruning threads) an administrator's.
+        assert_eq!(langgraph_role(&Method::POST, "/threads/t/runs/r/cancel"), Role::Decide);
+        assert_eq!(langgraph_role(&Method::POST, "/runs/cancel"), Role::Admin);
+        assert_eq!(langgraph_role(&Method::POST, "/threads/prune"), Role::Admin);
+        assert_eq!(langgraph_role(&Method::POST, "/threads/search"), Role::Read);
     }
 
     #[test]

@@ -167,6 +167,12 @@ impl Runs {
         Ok(self.store().list_outbox(query).await?)
     }
 
+    /// Every pending run that may still start, of every thread and none.
+    pub(crate) async fn pending_waiting(&self) -> Result<Vec<Pending>, ServiceError> {
+        let entries = self.still_waiting(None, 100_000).await?;
+        entries.into_iter().map(Pending::read).collect()
+    }
+
     /// The threads that have a run waiting to start.
     pub(crate) async fn threads_waiting(&self) -> Result<HashSet<String>, ServiceError> {
         let entries = self.still_waiting(None, 100_000).await?;

@@ -129,7 +129,19 @@ impl Runs {
 
     /// Every run of `thread`, newest first.
     pub(crate) async fn thread_runs(&self, thread: &str) -> Result<Vec<RunSummary>, ServiceError> {
-        let filter = RunFilter { thread: Some(thread.to_owned()), ..RunFilter::default() };
+        self.all_runs(RunFilter { thread: Some(thread.to_owned()), ..RunFilter::default() }).await
+    }
+
+    /// Every run of `status`, newest first.
+    pub(crate) async fn runs_of_status(
+        &self,
+        status: RunStatus,
+    ) -> Result<Vec<RunSummary>, ServiceError> {
+        self.all_runs(RunFilter { status: Some(status), ..RunFilter::default() }).await
+    }
+
+    /// Every run `filter` lets through, newest first (page by page).
+    async fn all_runs(&self, filter: RunFilter) -> Result<Vec<RunSummary>, ServiceError> {
         let mut runs = Vec::new();
         let mut cursor = None;
         loop {

@@ -8,9 +8,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
+use tollgate_checkpoint::RunStatus;
 
 use super::super::errors::{ApiError, ApiResult};
-use super::super::extract::run_id;
+use super::super::extract::{run_id, JsonOrDefault};
 use super::super::App;
 use super::outcome::{last_seq, outcome};
 use super::queue::{self, Pending};
@@ -169,6 +170,59 @@ pub(super) struct CancelQuery {
     action: Option<String>,
 }
 
+/// What cancelling one run came to.
+enum Cancelled {
+    /// A run that waited to start, now cancelled.
+    Pending(Box<Pending>),
+    /// A run that started, now cancelled (or already settled).
+    Started(Box<RunSummary>),
+    /// Deleted (`action=rollback`).
+    Deleted,
+}
+
+/// Cancels run `run` of `thread` wherever it is driven; with `rollback`
+/// deletes it once it stopped; with `wait` waits until it stopped.
+async fn cancel_one(
+    app: &App,
+    thread: &str,
+    run: &str,
+    rollback: bool,
+    wait: bool,
+) -> ApiResult<Cancelled> {
+    let summary = match started_or_pending(app, thread, run).await? {
+        ThreadRun::Started(summary) => *summary,
+        ThreadRun::Pending(pending) => match queue::cancel(app, *pending, rollback).await? {
+            Some(_) if rollback => return Ok(Cancelled::Deleted),
+            Some(cancelled) => return Ok(Cancelled::Pending(Box::new(cancelled))),
+            // It started meanwhile: cancelled as a run.
+            None => thread_run(app, thread, run).await?,
+        },
+    };
+    stop_started(app, &summary, rollback, wait).await
+}
+
+/// Stops a run that started (when in flight); with `rollback` deletes it
+/// once settled; with `wait` waits until it settled.
+async fn stop_started(
+    app: &App,
+    summary: &RunSummary,
+    rollback: bool,
+    wait: bool,
+) -> ApiResult<Cancelled> {
+    let id = summary.id;
+    if summary.in_flight() {
+        app.runs.stop(&app.legs, id).await?;
+    }
+    if rollback || wait {
+        app.runs.settled(id).await?;
+    }
+    if rollback {
+        app.runs.delete(id).await?;
+        return Ok(Cancelled::Deleted);
+    }
+    Ok(Cancelled::Started(Box::new(app.runs.summary(id).await?)))
+}
+
 /// `POST /threads/{thread}/runs/{run}/cancel`: cancelled wherever it is
 /// driven (`interrupted`); `action=rollback` also deletes it; `wait=1`
 /// waits until it stopped.
@@ -178,27 +232,66 @@ pub(super) async fn cancel(
     Query(query): Query<CancelQuery>,
 ) -> ApiResult<Response> {
     let rollback = query.action.as_deref() == Some("rollback");
-    let summary = match started_or_pending(&app, &thread, &run).await? {
-        ThreadRun::Started(summary) => *summary,
-        ThreadRun::Pending(pending) => match queue::cancel(&app, *pending, rollback).await? {
-            Some(_) if rollback => return Ok(StatusCode::NO_CONTENT.into_response()),
-            Some(cancelled) => return Ok(Json(queue::view(&cancelled)).into_response()),
-            // It started meanwhile: cancelled as a run.
-            None => thread_run(&app, &thread, &run).await?,
-        },
-    };
-    let id = summary.id;
-    if summary.in_flight() {
-        app.runs.stop(&app.legs, id).await?;
+    let wait = matches!(query.wait.as_deref(), Some("1" | "true"));
+    Ok(match cancel_one(&app, &thread, &run, rollback, wait).await? {
+        Cancelled::Deleted => StatusCode::NO_CONTENT.into_response(),
+        Cancelled::Pending(cancelled) => Json(queue::view(&cancelled)).into_response(),
+        Cancelled::Started(summary) => Json(wire::run(&summary, &summary.graph)).into_response(),
+    })
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct CancelManyBody {
+    thread_id: Option<String>,
+    run_ids: Option<Vec<String>>,
+    status: Option<String>,
+}
+
+/// `POST /runs/cancel` (`runs.cancel_many`): the runs `run_ids` of
+/// `thread_id`, or every run of a `status`: `pending` (waiting to start,
+/// or queued for a worker), `running`, or `all` of both. Each as
+/// `POST /threads/{thread}/runs/{run}/cancel` cancels one (`action=rollback`
+/// deletes them too); 204 once all are cancelled.
+pub(super) async fn cancel_many(
+    State(app): State<App>,
+    Query(query): Query<CancelQuery>,
+    JsonOrDefault(body): JsonOrDefault<CancelManyBody>,
+) -> ApiResult<Response> {
+    let rollback = query.action.as_deref() == Some("rollback");
+    match (body.thread_id, body.run_ids, body.status.as_deref()) {
+        (Some(thread), Some(runs), None) => {
+            for run in &runs {
+                cancel_one(&app, &thread, run, rollback, false).await?;
+            }
+        }
+        (None, None, Some(status @ ("pending" | "running" | "all"))) => {
+            let (pending, running) = (status != "running", status != "pending");
+            if pending {
+                for waiting in app.runs.pending_waiting().await? {
+                    queue::cancel(&app, waiting, rollback).await?;
+                }
+            }
+            let mut statuses = Vec::new();
+            if pending {
+                statuses.push(RunStatus::Queued);
+            }
+            if running {
+                statuses.push(RunStatus::Running);
+            }
+            for status in statuses {
+                for summary in app.runs.runs_of_status(status).await? {
+                    stop_started(&app, &summary, rollback, false).await?;
+                }
+            }
+        }
+        _ => {
+            return Err(ServiceError::invalid(
+                "`runs.cancel_many` takes `thread_id` with `run_ids`, or a `status` (`pending`, `running` or `all`)",
+            )
+            .into())
+        }
     }
-    if rollback || matches!(query.wait.as_deref(), Some("1" | "true")) {
-        app.runs.settled(id).await?;
-    }
-    if rollback {
-        app.runs.delete(id).await?;
-        return Ok(StatusCode::NO_CONTENT.into_response());
-    }
-    Ok(Json(wire::run(&app.runs.summary(id).await?, &summary.graph)).into_response())
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `DELETE /threads/{thread}/runs/{run}`: a run that is not running.
