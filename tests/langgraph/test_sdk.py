@@ -484,6 +484,34 @@ class Runs(unittest.TestCase):
 
         run(go())
 
+    def test_create_batch_starts_stateless_runs(self):
+        async def go():
+            client = get_client(url=URL)
+            made = await client.runs.create_batch([
+                {"assistant_id": "echo", "input": {"text": "a"}},
+                {"assistant_id": "steps", "input": {"text": "b"}},
+            ])
+            self.assertEqual(len(made), 2)
+            self.assertEqual(len({run["run_id"] for run in made}), 2, "a run each")
+            self.assertEqual([run["thread_id"] for run in made], [None, None], "stateless")
+            # Each runs to its end (read through the native API).
+            native = URL.removesuffix("/lg")
+            for run, log in zip(made, (["echo:a"], ["a", "b", "c"])):
+                for _ in range(100):
+                    shown = httpx.get(f"{native}/runs/{run['run_id']}", timeout=30).json()
+                    if shown["status"] == "completed":
+                        break
+                    await asyncio.sleep(0.05)
+                self.assertEqual((shown["status"], shown["result"]["log"]), ("completed", log))
+            with self.assertRaises(httpx.HTTPStatusError) as refused:
+                await client.runs.create_batch([
+                    {"assistant_id": "echo", "input": {"text": "c"}},
+                    {"assistant_id": "echo", "input": {"text": "d"}, "multitask_strategy": "bogus"},
+                ])
+            self.assertEqual(refused.exception.response.status_code, 422)
+
+        run(go())
+
     def test_multitask_interrupt_and_rollback(self):
         async def go():
             client = get_client(url=URL)

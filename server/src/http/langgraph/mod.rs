@@ -94,6 +94,7 @@ pub(crate) fn routes() -> Router<App> {
         .route("/runs/crons/{cron}", delete(crons::delete).patch(crons::update))
         .route("/threads/{thread}/runs/crons", post(crons::for_thread))
         .route("/runs/cancel", post(thread_runs::cancel_many))
+        .route("/runs/batch", post(runs::batch))
         .route("/runs", post(runs::create))
         .route("/runs/wait", post(runs::wait))
         .route("/runs/stream", post(runs::stream))

@@ -369,6 +369,39 @@ async fn background(
     Ok(response)
 }
 
+/// `POST /runs/batch` (`runs.create_batch`): stateless runs started in
+/// the background, each as `POST /runs` starts one, in order; their
+/// `Run`s. Every body is checked before any run starts (a refused one
+/// starts none); a run that then cannot start ends the request with its
+/// error, the runs before it going on.
+pub(super) async fn batch(
+    State(app): State<App>,
+    principal: Option<Extension<Principal>>,
+    headers: HeaderMap,
+    JsonBody(bodies): JsonBody<Vec<RunBody>>,
+) -> ApiResult<Json<Vec<Value>>> {
+    if let Some(refusal) = bodies.iter().find_map(RunBody::refusal) {
+        return Err(refusal);
+    }
+    let by = principal.map(|Extension(principal)| principal.name);
+    let mut runs = Vec::with_capacity(bodies.len());
+    for mut body in bodies {
+        body.by.clone_from(&by);
+        let shown = match begin(&app, None, body, &headers).await? {
+            Begun::Started(started) => {
+                let (run, assistant) = (started.run, started.assistant.clone());
+                if let Some(leg) = started.leg {
+                    app.legs.drive(leg);
+                }
+                run_json(&app, run, &assistant).await?
+            }
+            Begun::Pending(pending) => queue::view(&pending),
+        };
+        runs.push(shown);
+    }
+    Ok(Json(runs))
+}
+
 /// `POST /threads/{thread}/runs/wait` (and `POST /runs/wait`): started
 /// and waited for; the values at its end.
 pub(super) async fn wait(
