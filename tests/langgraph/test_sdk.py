@@ -189,6 +189,16 @@ class Threads(unittest.TestCase):
             self.assertEqual([h["values"]["log"] for h in older], [["a"], []])
             past = await client.threads.get_state(thread, checkpoint_id=history[2]["checkpoint"]["checkpoint_id"])
             self.assertEqual((past["values"]["log"], past["next"]), (["a"], ["b"]))
+            # The same by a checkpoint config (`POST …/state/checkpoint`).
+            by_config = await client.threads.get_state(thread, checkpoint=history[2]["checkpoint"])
+            self.assertEqual((by_config["values"]["log"], by_config["next"]), (["a"], ["b"]))
+            with self.assertRaises(httpx.HTTPStatusError) as unknown:
+                await client.threads.get_state(thread, checkpoint={"checkpoint_id": "nope"})
+            self.assertEqual(unknown.exception.response.status_code, 404)
+            with self.assertRaises(httpx.HTTPStatusError) as nested:
+                await client.threads.get_state(
+                    thread, checkpoint={**history[2]["checkpoint"], "checkpoint_ns": "inner:1"})
+            self.assertEqual(nested.exception.response.status_code, 422)
             # A second run on the thread continues its history (a thread
             # keeps to one graph: another is refused with 409).
             await client.runs.wait(thread, "steps", input={"text": "again"})

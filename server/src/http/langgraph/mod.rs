@@ -76,6 +76,7 @@ pub(crate) fn routes() -> Router<App> {
         )
         .route("/threads/{thread}/copy", post(threads::copy))
         .route("/threads/{thread}/state", get(threads::state).post(threads::update_state))
+        .route("/threads/{thread}/state/checkpoint", post(threads::state_checkpoint))
         .route("/threads/{thread}/state/{checkpoint}", get(threads::state_at))
         .route("/threads/{thread}/history", post(threads::history).get(threads::history_get))
         .route("/threads/{thread}/runs", post(runs::create).get(thread_runs::list))

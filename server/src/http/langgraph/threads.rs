@@ -384,6 +384,47 @@ pub(super) async fn state_at(
     Ok(Json(thread_state(&app, &thread, Some(at)).await?))
 }
 
+/// What `threads.get_state` with a `checkpoint` sends; its `subgraphs`
+/// and `select` are passed over, as on `GET …/state` (nested states are
+/// on the run's `/runs/{id}/state`; the whole state is returned).
+#[derive(Deserialize)]
+pub(super) struct CheckpointBody {
+    checkpoint: CheckpointRef,
+}
+
+/// A checkpoint as LangGraph's clients name one in a body.
+#[derive(Deserialize)]
+struct CheckpointRef {
+    checkpoint_id: Option<String>,
+    #[serde(default)]
+    checkpoint_ns: String,
+}
+
+/// `POST /threads/{thread}/state/checkpoint` (`threads.get_state` with a
+/// `checkpoint`): the state at `checkpoint.checkpoint_id`, as
+/// `GET /threads/{thread}/state/{checkpoint}` shows it (the latest when
+/// the checkpoint names no id). A subgraph's namespace is refused (422).
+pub(super) async fn state_checkpoint(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    JsonBody(body): JsonBody<CheckpointBody>,
+) -> ApiResult<Json<Value>> {
+    if !body.checkpoint.checkpoint_ns.is_empty() {
+        return Err(super::unsupported_error(
+            "a checkpoint of a subgraph (`checkpoint_ns`; nested states are on the run's `/runs/{id}/state`)",
+        ));
+    }
+    let at = match body.checkpoint.checkpoint_id.as_deref() {
+        None => None,
+        Some(checkpoint) => Some(wire::parse_checkpoint_id(checkpoint).ok_or_else(|| {
+            ApiError::from(ServiceError::missing(format!(
+                "no checkpoint `{checkpoint}` on thread `{thread}`"
+            )))
+        })?),
+    };
+    Ok(Json(thread_state(&app, &thread, at).await?))
+}
+
 #[derive(Deserialize, Default)]
 pub(super) struct UpdateStateBody {
     values: Option<Value>,
