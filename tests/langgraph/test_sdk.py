@@ -857,6 +857,12 @@ class Crons(unittest.TestCase):
                 body["sort_by"] = "schedule"
                 refused = await http.post(f"{URL}/runs/crons/search", json=body)
                 self.assertEqual(refused.status_code, 422, refused.text)
+            async with httpx.AsyncClient() as http:
+                one = (await http.get(f"{URL}/runs/crons/{other['cron_id']}")).json()
+                self.assertEqual((one["cron_id"], one["schedule"], one["metadata"]),
+                                 (other["cron_id"], "0 0 1 1 *", {"tag": tag}))
+                missing = await http.get(f"{URL}/runs/crons/no-such-cron")
+                self.assertEqual(missing.status_code, 404, missing.text)
             await client.crons.delete(other["cron_id"])
             # Each second's tick starts a run of `echo` on the server's worker.
             async with httpx.AsyncClient() as http:

@@ -375,6 +375,11 @@ pub(super) async fn count(
     Ok(Json(json!(found(&app, &body).await?.len())))
 }
 
+/// `GET /runs/crons/{cron_id}`: the cron as a search lists it.
+pub(super) async fn get(State(app): State<App>, Path(cron): Path<String>) -> ApiResult<Json<Cron>> {
+    Ok(Json(Cron::of(&app.runs.schedule(&cron).await?)))
+}
+
 /// `DELETE /runs/crons/{cron_id}`: the cron goes; its runs stay.
 pub(super) async fn delete(
     State(app): State<App>,

@@ -42,7 +42,7 @@ mod wire;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
@@ -92,7 +92,7 @@ pub(crate) fn routes() -> Router<App> {
         .route("/runs/crons", post(crons::create))
         .route("/runs/crons/search", post(crons::search))
         .route("/runs/crons/count", post(crons::count))
-        .route("/runs/crons/{cron}", delete(crons::delete).patch(crons::update))
+        .route("/runs/crons/{cron}", get(crons::get).delete(crons::delete).patch(crons::update))
         .route("/threads/{thread}/runs/crons", post(crons::for_thread))
         .route("/runs/cancel", post(thread_runs::cancel_many))
         .route("/runs/batch", post(runs::batch))
