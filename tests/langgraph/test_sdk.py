@@ -206,6 +206,18 @@ class Threads(unittest.TestCase):
             self.assertEqual(len(history), 8)
             self.assertEqual(history[0]["values"]["log"], ["a", "b", "c", "a", "b", "c"])
             self.assertEqual(history[3]["values"]["text"], "again", "the second run's input")
+            # Filtered by metadata: each run's input checkpoint, newest first.
+            inputs = await client.threads.get_history(thread, limit=20, metadata={"source": "input"})
+            self.assertEqual([h["values"]["text"] for h in inputs], ["again", "s"])
+            first_input = await client.threads.get_history(thread, limit=1, metadata={"source": "input"},
+                                                           before=inputs[0]["checkpoint"])
+            self.assertEqual([h["values"]["text"] for h in first_input], ["s"])
+            self.assertEqual(await client.threads.get_history(thread, metadata={"source": "fork"}), [])
+            root = await client.threads.get_history(thread, limit=2, checkpoint={"checkpoint_ns": ""})
+            self.assertEqual(len(root), 2)
+            with self.assertRaises(httpx.HTTPStatusError) as nested:
+                await client.threads.get_history(thread, checkpoint={"checkpoint_ns": "inner:1"})
+            self.assertEqual(nested.exception.response.status_code, 422)
             with self.assertRaises(httpx.HTTPStatusError) as other:
                 await client.runs.wait(thread, "echo", input={"text": "other graph"})
             self.assertEqual(other.exception.response.status_code, 409)

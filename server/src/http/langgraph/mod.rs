@@ -28,6 +28,7 @@ mod body;
 mod continued;
 mod crons;
 mod dispatch;
+mod history;
 mod outcome;
 mod queue;
 mod resume;
@@ -78,7 +79,7 @@ pub(crate) fn routes() -> Router<App> {
         .route("/threads/{thread}/state", get(threads::state).post(threads::update_state))
         .route("/threads/{thread}/state/checkpoint", post(threads::state_checkpoint))
         .route("/threads/{thread}/state/{checkpoint}", get(threads::state_at))
-        .route("/threads/{thread}/history", post(threads::history).get(threads::history_get))
+        .route("/threads/{thread}/history", post(history::history).get(history::history_get))
         .route("/threads/{thread}/runs", post(runs::create).get(thread_runs::list))
         .route("/threads/{thread}/runs/wait", post(runs::wait))
         .route("/threads/{thread}/runs/stream", post(runs::stream))

@@ -11,8 +11,7 @@ use axum::Extension;
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tollgate_checkpoint::RunStatus;
-use tollgate_engine::{format_rfc3339, StateSnapshot, END};
+use tollgate_engine::{StateSnapshot, END};
 
 use super::super::errors::{ApiError, ApiResult};
 use super::super::extract::{JsonBody, JsonOrDefault};
@@ -484,100 +483,4 @@ pub(super) async fn update_state(
         )
         .await?;
     Ok(Json(json!({"checkpoint": wire::checkpoint(&thread, latest.id, step)})))
-}
-
-#[derive(Deserialize, Default)]
-pub(super) struct HistoryBody {
-    limit: Option<u64>,
-    before: Option<Value>,
-}
-
-/// The checkpoint id a `before` names: a checkpoint id, or a config
-/// `{"configurable": {"checkpoint_id"}}` (free-form: LangGraph's clients
-/// send either, so it is read by key).
-fn before_id(before: Option<&Value>) -> Option<String> {
-    let before = before?;
-    before
-        .as_str()
-        .or_else(|| before["configurable"]["checkpoint_id"].as_str())
-        .or_else(|| before["checkpoint_id"].as_str())
-        .map(str::to_owned)
-}
-
-/// `POST /threads/{thread}/history`: the thread's checkpoints across all
-/// its runs, newest first, each as a `ThreadState`; those before
-/// `before` (a checkpoint id or config), at most `limit` (10).
-pub(super) async fn history(
-    State(app): State<App>,
-    Path(thread): Path<String>,
-    JsonOrDefault(body): JsonOrDefault<HistoryBody>,
-) -> ApiResult<Json<Value>> {
-    history_page(&app, &thread, body).await
-}
-
-#[derive(Deserialize, Default)]
-pub(super) struct HistoryQuery {
-    limit: Option<u64>,
-    before: Option<String>,
-}
-
-/// `GET /threads/{thread}/history`.
-pub(super) async fn history_get(
-    State(app): State<App>,
-    Path(thread): Path<String>,
-    Query(query): Query<HistoryQuery>,
-) -> ApiResult<Json<Value>> {
-    let body = HistoryBody { limit: query.limit, before: query.before.map(Value::String) };
-    history_page(&app, &thread, body).await
-}
-
-async fn history_page(app: &App, thread: &str, body: HistoryBody) -> ApiResult<Json<Value>> {
-    let limit = body.limit.unwrap_or(10).clamp(1, 1000);
-    let Some(head) = latest(app, thread).await? else {
-        return match app.runs.thread_record(thread).await? {
-            Some(_) => Ok(Json(json!([]))),
-            None => Err(not_found(thread)),
-        };
-    };
-    // The checkpoint `before` names, as a thread-wide number: found in
-    // the pages before it.
-    let mut before_number = None;
-    if let Some(id) = before_id(body.before.as_ref()) {
-        let mut page_before = None;
-        'search: loop {
-            let page = app.runs.thread_history(thread, page_before, 1000).await?;
-            for entry in &page.checkpoints {
-                if wire::checkpoint_id(entry.state.run, entry.state.step) == id {
-                    before_number = Some(entry.number);
-                    break 'search;
-                }
-            }
-            match page.next_before {
-                Some(next) => page_before = Some(next),
-                None => {
-                    return Err(ServiceError::missing(format!(
-                        "no checkpoint `{id}` on thread `{thread}`"
-                    ))
-                    .into())
-                }
-            }
-        }
-    }
-    let page = app.runs.thread_history(thread, before_number, limit).await?;
-    let mut states = Vec::new();
-    for entry in &page.checkpoints {
-        let at = format_rfc3339(entry.info.at_ms);
-        // The head of a run that waits carries its pending interrupts, as
-        // `/state` does: `useStream` reads them from here.
-        let waits = head.status == RunStatus::AwaitingHitl
-            && entry.state.run == head.id
-            && entry.state.step == head.step;
-        if waits {
-            let state = app.runs.state(head.id, None).await?;
-            states.push(state_json(thread, &state, Some(&at), true));
-            continue;
-        }
-        states.push(state_json(thread, &entry.state, Some(&at), false));
-    }
-    Ok(Json(Value::Array(states)))
 }
