@@ -122,7 +122,8 @@ impl Runs {
         thread: &str,
     ) -> Result<Option<RunSummary>, ServiceError> {
         match self.executor.thread_latest(thread).await? {
-            Some(record) => Ok(Some(self.summary(record.id).await?)),
+            // Summarised from the record just read (not read again).
+            Some(record) => Ok(Some(self.summarize(record, true).await?)),
             None => Ok(None),
         }
     }

@@ -262,7 +262,7 @@ impl Runs {
     /// The summary of `record`. A completed run's result (its final state,
     /// possibly a whole conversation) is read only `with_result`: listings
     /// leave it null rather than load every run's state.
-    async fn summarize(
+    pub(super) async fn summarize(
         &self,
         record: RunRecord,
         with_result: bool,

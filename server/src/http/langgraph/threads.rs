@@ -19,7 +19,7 @@ use super::super::{App, Principal};
 use super::wire;
 use crate::error::ServiceError;
 use crate::service::{thread_not_found, IfExists, RunSummary, StateWrite};
-use tollgate_checkpoint::RunId;
+use tollgate_checkpoint::{RunId, ThreadRecord};
 
 /// Whether `metadata` holds every key of `filter` with the same value
 /// (no filter: yes).
@@ -40,17 +40,19 @@ pub(super) async fn latest(app: &App, thread: &str) -> ApiResult<Option<RunSumma
 /// The thread as LangGraph's `Thread`, or 404 when it has neither a
 /// record nor a run.
 pub(super) async fn view(app: &App, thread: &str) -> ApiResult<wire::Thread> {
-    view_among(app, thread, None).await
+    let record = app.runs.thread_record(thread).await?;
+    view_among(app, thread, record, None).await
 }
 
-/// [`view`], with the threads that have runs waiting to start when the
-/// caller read them for many threads at once (`None`: read for this one).
+/// [`view`] of a thread whose `record` the caller read, with the threads
+/// that have runs waiting to start when the caller read them for many
+/// threads at once (`None`: read for this one).
 async fn view_among(
     app: &App,
     thread: &str,
+    record: Option<ThreadRecord>,
     waiting: Option<&HashSet<String>>,
 ) -> ApiResult<wire::Thread> {
-    let record = app.runs.thread_record(thread).await?;
     let latest = latest(app, thread).await?;
     if record.is_none() && latest.is_none() {
         return Err(not_found(thread));
@@ -219,6 +221,9 @@ pub(super) struct SearchBody {
     offset: Option<u64>,
 }
 
+/// Thread records read at once by a search, after its first page.
+const PAGE: u64 = 200;
+
 /// The threads matching `body`, newest first, all of them (offset and
 /// limit are the caller's): the thread records read a page at a time.
 async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<wire::Thread>> {
@@ -226,10 +231,14 @@ async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<
     let waiting = super::queue::threads_waiting(app).await?;
     let mut found = Vec::new();
     let mut offset = 0;
+    // A first page of what is asked for (the newest threads often match
+    // it: a search of 25 reads 25 records, not 200), then pages of 200.
+    let mut size = (enough as u64).clamp(10, PAGE);
     loop {
-        let page = app.runs.thread_records(offset, 200).await?;
-        let last = page.len() < 200;
+        let page = app.runs.thread_records(offset, size).await?;
+        let last = (page.len() as u64) < size;
         offset += page.len() as u64;
+        size = PAGE;
         for record in page {
             if body.ids.as_ref().is_some_and(|ids| !ids.contains(&record.id)) {
                 continue;
@@ -237,7 +246,8 @@ async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<
             if !metadata_matches(body.metadata.as_ref(), &record.metadata) {
                 continue;
             }
-            let thread = view_among(app, &record.id, Some(&waiting)).await?;
+            let id = record.id.clone();
+            let thread = view_among(app, &id, Some(record), Some(&waiting)).await?;
             if body.status.as_ref().is_some_and(|status| thread.status != status.as_str()) {
                 continue;
             }
