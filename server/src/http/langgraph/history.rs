@@ -12,7 +12,7 @@ use tollgate_engine::format_rfc3339;
 use super::super::errors::ApiResult;
 use super::super::extract::JsonOrDefault;
 use super::super::App;
-use super::threads::{latest, not_found, state_json};
+use super::threads::{latest, not_found, state_json, CheckpointMetadata};
 use super::wire;
 use crate::error::ServiceError;
 
@@ -130,22 +130,22 @@ async fn history_page(app: &App, thread: &str, body: HistoryBody) -> ApiResult<J
     loop {
         let page = app.runs.thread_history(thread, before, page_size).await?;
         for entry in &page.checkpoints {
+            if !CheckpointMetadata::of(thread, &entry.state).has(&wanted) {
+                continue;
+            }
             let at = format_rfc3339(entry.info.at_ms);
             // The head of a run that waits carries its pending interrupts,
             // as `/state` does: `useStream` reads them from here.
             let waits = head.status == RunStatus::AwaitingHitl
                 && entry.state.run == head.id
                 && entry.state.step == head.step;
-            let state = if waits {
+            states.push(if waits {
                 state_json(thread, &app.runs.state(head.id, None).await?, Some(&at), true)
             } else {
                 state_json(thread, &entry.state, Some(&at), false)
-            };
-            if has_metadata(&state, &wanted) {
-                states.push(state);
-                if states.len() as u64 >= limit {
-                    return Ok(Json(Value::Array(states)));
-                }
+            });
+            if states.len() as u64 >= limit {
+                return Ok(Json(Value::Array(states)));
             }
         }
         match page.next_before {
@@ -153,10 +153,4 @@ async fn history_page(app: &App, thread: &str, body: HistoryBody) -> ApiResult<J
             _ => return Ok(Json(Value::Array(states))),
         }
     }
-}
-
-/// Whether a `ThreadState`'s `metadata` has every key of `wanted` with
-/// its value (the state is the wire's JSON, read by key).
-fn has_metadata(state: &Value, wanted: &Map<String, Value>) -> bool {
-    wanted.iter().all(|(key, value)| state["metadata"].get(key) == Some(value))
 }

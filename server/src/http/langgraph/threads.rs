@@ -9,9 +9,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use tollgate_engine::{StateSnapshot, END};
+use tollgate_engine::{CheckpointSource, StateSnapshot, END};
 
 use super::super::errors::{ApiError, ApiResult};
 use super::super::extract::{JsonBody, JsonOrDefault};
@@ -322,6 +322,41 @@ pub(super) async fn thread_state(
     Ok(state_json(thread, &state, None, true))
 }
 
+/// A checkpoint's `metadata` as LangGraph's clients read it.
+#[derive(Serialize)]
+pub(super) struct CheckpointMetadata<'a> {
+    source: CheckpointSource,
+    step: u64,
+    run_id: String,
+    thread_id: &'a str,
+}
+
+impl<'a> CheckpointMetadata<'a> {
+    pub(super) fn of(thread: &'a str, state: &StateSnapshot<Value>) -> Self {
+        Self {
+            source: state.source,
+            step: state.step,
+            run_id: state.run.to_string(),
+            thread_id: thread,
+        }
+    }
+
+    /// Whether it has every key of `wanted` with its value (a history's
+    /// `metadata` filter; a key it does not have never matches).
+    pub(super) fn has(&self, wanted: &Map<String, Value>) -> bool {
+        wanted.iter().all(|(key, value)| {
+            let mine = match key.as_str() {
+                "source" => json!(self.source),
+                "step" => json!(self.step),
+                "run_id" => json!(self.run_id),
+                "thread_id" => json!(self.thread_id),
+                _ => return false,
+            };
+            &mine == value
+        })
+    }
+}
+
 /// A checkpoint's state as LangGraph's `ThreadState`; with `tasks`, the
 /// tasks of the step in flight and the interrupts (the thread's head),
 /// without, as a past entry of its history shows.
@@ -359,7 +394,7 @@ pub(super) fn state_json(
         "tasks": shown_tasks,
         "interrupts": interrupts,
         "checkpoint": wire::checkpoint(thread, run, step),
-        "metadata": {"source": state.source, "step": step, "run_id": run.to_string(), "thread_id": thread},
+        "metadata": CheckpointMetadata::of(thread, state),
         "created_at": created_at,
         "parent_checkpoint": if step > 0 { wire::checkpoint(thread, run, step - 1) } else { Value::Null },
     })
