@@ -20,10 +20,9 @@ pub(crate) enum IfExists {
 
 /// What a new run on a thread does about the run in flight there
 /// (LangGraph's `multitask_strategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Multitask {
     /// The new run is refused (a conflict).
-    #[default]
     Reject,
     /// The run in flight stops (at its next step boundary, its tasks
     /// dropped) and the new one starts.
@@ -116,14 +115,18 @@ impl Runs {
         Ok(self.store().thread_record(thread).await?)
     }
 
-    /// The summary of the thread's latest run, if it has one.
+    /// The summary of the thread's latest run, if it has one, without a
+    /// completed run's result: the thread's rules and views read its
+    /// status, step and interrupts (its values come from its state), and
+    /// the result would cost a read of its last event on every run start
+    /// and every thread shown.
     pub(crate) async fn latest_run(
         &self,
         thread: &str,
     ) -> Result<Option<RunSummary>, ServiceError> {
         match self.executor.thread_latest(thread).await? {
             // Summarised from the record just read (not read again).
-            Some(record) => Ok(Some(self.summarize(record, true).await?)),
+            Some(record) => Ok(Some(self.summarize(record, false).await?)),
             None => Ok(None),
         }
     }

@@ -13,7 +13,9 @@ use tollgate_nodes::{
     ToolChoice,
 };
 
-use super::provider::{class, lookup_tool, request, transport_cases, ProviderSetup, SUITE_KEY};
+use super::provider::{
+    class, lookup_tool, request, transport_cases, ProviderSetup, Suite, SUITE_KEY,
+};
 use crate::fake_anthropic::{
     block_start, block_stop, delta, error_event, input_delta, ping, start, stop, stop_delta,
     text_delta, FakeAnthropic, Reply,
@@ -91,15 +93,8 @@ where
     suite.bodies
 }
 
-/// The server, the adapter under test and the request bodies kept.
-struct Suite<'a> {
-    server: &'a FakeAnthropic,
-    model: Arc<dyn ChatModel>,
-    bodies: Vec<(&'static str, Value)>,
-}
-
 /// Text invoke, with a system prompt, a system message and options.
-async fn invoke_text(suite: &mut Suite<'_>) {
+async fn invoke_text(suite: &mut Suite<'_, FakeAnthropic>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text("Hello!"));
     let mut hello = request(vec![Message::system("s", "Be brief."), Message::user("u", "Hi")]);
@@ -146,7 +141,7 @@ async fn invoke_text(suite: &mut Suite<'_>) {
 
 /// Text stream: deltas join to the text; pings ignored; usage from
 /// the start and the final delta.
-async fn stream_text(suite: &mut Suite<'_>) {
+async fn stream_text(suite: &mut Suite<'_, FakeAnthropic>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::stream_text(&["Hel", "lo, ", "wörld 🚀"]));
     let mut joined = String::new();
@@ -166,7 +161,7 @@ async fn stream_text(suite: &mut Suite<'_>) {
 }
 
 /// Multi-turn, two user messages in a row (one turn), Unicode.
-async fn multi_turn(suite: &mut Suite<'_>) {
+async fn multi_turn(suite: &mut Suite<'_, FakeAnthropic>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text("日本語でどうぞ"));
     let turns = vec![
@@ -190,7 +185,7 @@ async fn multi_turn(suite: &mut Suite<'_>) {
 }
 
 /// Tool binding, a named tool, two calls in one turn.
-async fn tool_binding(suite: &mut Suite<'_>) {
+async fn tool_binding(suite: &mut Suite<'_, FakeAnthropic>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::tool_uses(&[
         ("toolu_1", "lookup_order", json!({"id": 7, "note": "é"})),
@@ -216,7 +211,7 @@ async fn tool_binding(suite: &mut Suite<'_>) {
 }
 
 /// Tool results answer their ids, an error flagged, in one user turn.
-async fn tool_result_history(suite: &mut Suite<'_>) {
+async fn tool_result_history(suite: &mut Suite<'_, FakeAnthropic>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text("Order 7 is 20 EUR; 8 failed."));
     let history = vec![
@@ -252,7 +247,7 @@ async fn tool_result_history(suite: &mut Suite<'_>) {
 
 /// Streamed tool input, split inside a key, after a backslash and in a
 /// number; a tool with no input at all.
-async fn streamed_tool_input(suite: &mut Suite<'_>) {
+async fn streamed_tool_input(suite: &mut Suite<'_, FakeAnthropic>) {
     let (server, model) = (suite.server, suite.model.clone());
     let events = vec![
         start(),
@@ -298,7 +293,7 @@ async fn streamed_tool_input(suite: &mut Suite<'_>) {
 }
 
 /// Structured output through a forced tool, invoked and streamed.
-async fn structured_output(suite: &mut Suite<'_>) {
+async fn structured_output(suite: &mut Suite<'_, FakeAnthropic>) {
     let (server, model) = (suite.server, suite.model.clone());
     let schema = json!({"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]});
     let mut native = request(vec![Message::user("u", "decide")]);
@@ -340,7 +335,7 @@ async fn structured_output(suite: &mut Suite<'_>) {
 }
 
 /// Thinking: kept apart from the answer, sent back first next turn.
-async fn thinking_round_trip(suite: &mut Suite<'_>) {
+async fn thinking_round_trip(suite: &mut Suite<'_, FakeAnthropic>) {
     let (server, model) = (suite.server, suite.model.clone());
     let thinking =
         json!({"type": "thinking", "thinking": "Order 7 is small.", "signature": "sig-1"});
@@ -390,7 +385,7 @@ async fn thinking_round_trip(suite: &mut Suite<'_>) {
 
 /// Every error type maps to its class, the server's words kept, the
 /// key scrubbed.
-async fn error_types(suite: &mut Suite<'_>) {
+async fn error_types(suite: &mut Suite<'_, FakeAnthropic>) {
     let (server, model) = (suite.server, suite.model.clone());
     for (status, kind, expected) in [
         (400, "invalid_request_error", ErrorClass::InvalidRequest),
@@ -419,7 +414,7 @@ async fn error_types(suite: &mut Suite<'_>) {
 }
 
 /// Retry-after on the two retryable ones.
-async fn retry_after(suite: &mut Suite<'_>) {
+async fn retry_after(suite: &mut Suite<'_, FakeAnthropic>) {
     let (server, model) = (suite.server, suite.model.clone());
     for (status, kind, expected) in [
         (429, "rate_limit_error", ErrorClass::RateLimit),
@@ -439,7 +434,7 @@ async fn retry_after(suite: &mut Suite<'_>) {
 
 /// Errors inside a stream, a malformed event, a stream that stops too
 /// early, a connection cut mid-stream.
-async fn stream_errors(suite: &mut Suite<'_>) {
+async fn stream_errors(suite: &mut Suite<'_, FakeAnthropic>) {
     let (server, model) = (suite.server, suite.model.clone());
     let user = || request(vec![Message::user("u", "x")]);
     for (kind, expected) in [

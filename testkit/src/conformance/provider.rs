@@ -104,15 +104,16 @@ fn verdict_schema() -> Value {
     json!({"type": "object", "properties": {"approved": {"type": "boolean"}, "note": {"type": "string"}}, "required": ["approved"]})
 }
 
-/// The server, the adapter under test and the request bodies kept.
-struct Suite<'a> {
-    server: &'a FakeOpenAi,
-    model: Arc<dyn ChatModel>,
-    bodies: Vec<(&'static str, Value)>,
+/// What a provider suite's cases share: the fake server `S`, the adapter
+/// under test and the request bodies kept.
+pub(super) struct Suite<'a, S> {
+    pub(super) server: &'a S,
+    pub(super) model: Arc<dyn ChatModel>,
+    pub(super) bodies: Vec<(&'static str, Value)>,
 }
 
 /// Text invoke, with a system prompt and a system message.
-async fn invoke_text(suite: &mut Suite<'_>) {
+async fn invoke_text(suite: &mut Suite<'_, FakeOpenAi>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text("Hello!"));
     let mut hello = request(vec![Message::system("s", "Be brief."), Message::user("u", "Hi")]);
@@ -151,7 +152,7 @@ async fn invoke_text(suite: &mut Suite<'_>) {
 }
 
 /// Text stream: deltas join to the text; usage from the final chunk.
-async fn stream_text(suite: &mut Suite<'_>) {
+async fn stream_text(suite: &mut Suite<'_, FakeOpenAi>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::stream_text(&["Hel", "lo, ", "wörld 🚀"]));
     let mut joined = String::new();
@@ -179,7 +180,7 @@ async fn stream_text(suite: &mut Suite<'_>) {
 }
 
 /// Multi-turn, two user messages in a row, Unicode.
-async fn multi_turn(suite: &mut Suite<'_>) {
+async fn multi_turn(suite: &mut Suite<'_, FakeOpenAi>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text("日本語でどうぞ"));
     let turns = vec![
@@ -202,7 +203,7 @@ async fn multi_turn(suite: &mut Suite<'_>) {
 }
 
 /// Tool binding and a tool call: name, parsed args, id kept.
-async fn tool_binding(suite: &mut Suite<'_>) {
+async fn tool_binding(suite: &mut Suite<'_, FakeOpenAi>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::tool_calls(&[("call_abc", "lookup_order", r#"{"id": 7, "note": "é"}"#)]));
     let mut with_tools = request(vec![Message::user("u", "Order 7?")]);
@@ -226,7 +227,7 @@ async fn tool_binding(suite: &mut Suite<'_>) {
 }
 
 /// The tool result answers the same id in the next request.
-async fn tool_result_history(suite: &mut Suite<'_>) {
+async fn tool_result_history(suite: &mut Suite<'_, FakeOpenAi>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text("Order 7 is 20 EUR."));
     let history = vec![
@@ -266,7 +267,7 @@ async fn tool_result_history(suite: &mut Suite<'_>) {
 }
 
 /// A call without arguments.
-async fn call_without_arguments(suite: &mut Suite<'_>) {
+async fn call_without_arguments(suite: &mut Suite<'_, FakeOpenAi>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::tool_calls(&[("call_0", "ping", "")]));
     let response =
@@ -275,7 +276,7 @@ async fn call_without_arguments(suite: &mut Suite<'_>) {
 }
 
 /// Streamed tool-call fragments.
-async fn streamed_tool_calls(suite: &mut Suite<'_>) {
+async fn streamed_tool_calls(suite: &mut Suite<'_, FakeOpenAi>) {
     let (server, model) = (suite.server, suite.model.clone());
     let fragments = vec![
         chunk(json!({"role": "assistant", "content": null})),
@@ -317,7 +318,7 @@ async fn streamed_tool_calls(suite: &mut Suite<'_>) {
 }
 
 /// Structured output, provider-native: a strict, closed schema.
-async fn structured_native(suite: &mut Suite<'_>) {
+async fn structured_native(suite: &mut Suite<'_, FakeOpenAi>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::text(r#"{"approved": true, "note": null}"#));
     let mut native = request(vec![Message::user("u", "decide")]);
@@ -354,7 +355,7 @@ async fn structured_native(suite: &mut Suite<'_>) {
 }
 
 /// Structured output, tool strategy: the output tool is required.
-async fn structured_tool(suite: &mut Suite<'_>) {
+async fn structured_tool(suite: &mut Suite<'_, FakeOpenAi>) {
     let (server, model) = (suite.server, suite.model.clone());
     server.push(Reply::tool_calls(&[("call_v", "give_verdict", r#"{"approved": false}"#)]));
     let mut tool_mode = request(vec![Message::user("u", "decide")]);
@@ -373,7 +374,7 @@ async fn structured_tool(suite: &mut Suite<'_>) {
 }
 
 /// Rate limits: retry-after-ms and retry-after.
-async fn rate_limits(suite: &mut Suite<'_>) {
+async fn rate_limits(suite: &mut Suite<'_, FakeOpenAi>) {
     let (server, model) = (suite.server, suite.model.clone());
     for (header, value, expected) in [("retry-after-ms", "1500", 1500), ("retry-after", "2", 2000)]
     {
@@ -394,7 +395,7 @@ async fn rate_limits(suite: &mut Suite<'_>) {
 }
 
 /// Every error status maps to its class.
-async fn error_statuses(suite: &mut Suite<'_>) {
+async fn error_statuses(suite: &mut Suite<'_, FakeOpenAi>) {
     let (server, model) = (suite.server, suite.model.clone());
     for (status, expected) in [
         (400, ErrorClass::InvalidRequest),
@@ -423,7 +424,7 @@ async fn error_statuses(suite: &mut Suite<'_>) {
 }
 
 /// Malformed chunks, an error inside a stream, a stream cut short.
-async fn stream_errors(suite: &mut Suite<'_>) {
+async fn stream_errors(suite: &mut Suite<'_, FakeOpenAi>) {
     let (server, model) = (suite.server, suite.model.clone());
     let user = || request(vec![Message::user("u", "x")]);
     server.push(Reply::Sse {
