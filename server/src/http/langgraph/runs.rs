@@ -360,13 +360,18 @@ async fn background(
         Begun::Started(started) => started,
         Begun::Pending(pending) => return pending_response(thread.as_deref(), &pending),
     };
-    let (run, assistant) = (started.run, started.assistant.clone());
+    let run = started.run;
+    let mut response = Json(driven(&app, started).await?).into_response();
+    response.headers_mut().insert(header::CONTENT_LOCATION, location(thread.as_deref(), run));
+    Ok(response)
+}
+
+/// A run started in the background: its leg driven here, its `Run`.
+async fn driven(app: &App, started: Started) -> ApiResult<Value> {
     if let Some(leg) = started.leg {
         app.legs.drive(leg);
     }
-    let mut response = Json(run_json(&app, run, &assistant).await?).into_response();
-    response.headers_mut().insert(header::CONTENT_LOCATION, location(thread.as_deref(), run));
-    Ok(response)
+    Ok(run_json(app, started.run, &started.assistant).await?)
 }
 
 /// `POST /runs/batch` (`runs.create_batch`): stateless runs started in
@@ -388,13 +393,7 @@ pub(super) async fn batch(
     for mut body in bodies {
         body.by.clone_from(&by);
         let shown = match begin(&app, None, body, &headers).await? {
-            Begun::Started(started) => {
-                let (run, assistant) = (started.run, started.assistant.clone());
-                if let Some(leg) = started.leg {
-                    app.legs.drive(leg);
-                }
-                run_json(&app, run, &assistant).await?
-            }
+            Begun::Started(started) => driven(&app, started).await?,
             Begun::Pending(pending) => queue::view(&pending),
         };
         runs.push(shown);

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
-use tollgate_checkpoint::RunStatus;
+use tollgate_checkpoint::{RunId, RunStatus};
 
 use super::super::errors::{ApiError, ApiResult};
 use super::super::extract::{run_id, JsonOrDefault};
@@ -175,7 +175,7 @@ enum Cancelled {
     /// A run that waited to start, now cancelled.
     Pending(Box<Pending>),
     /// A run that started, now cancelled (or already settled).
-    Started(Box<RunSummary>),
+    Started(RunId),
     /// Deleted (`action=rollback`).
     Deleted,
 }
@@ -220,7 +220,7 @@ async fn stop_started(
         app.runs.delete(id).await?;
         return Ok(Cancelled::Deleted);
     }
-    Ok(Cancelled::Started(Box::new(app.runs.summary(id).await?)))
+    Ok(Cancelled::Started(id))
 }
 
 /// `POST /threads/{thread}/runs/{run}/cancel`: cancelled wherever it is
@@ -236,7 +236,10 @@ pub(super) async fn cancel(
     Ok(match cancel_one(&app, &thread, &run, rollback, wait).await? {
         Cancelled::Deleted => StatusCode::NO_CONTENT.into_response(),
         Cancelled::Pending(cancelled) => Json(queue::view(&cancelled)).into_response(),
-        Cancelled::Started(summary) => Json(wire::run(&summary, &summary.graph)).into_response(),
+        Cancelled::Started(id) => {
+            let summary = app.runs.summary(id).await?;
+            Json(wire::run(&summary, &summary.graph)).into_response()
+        }
     })
 }
 
@@ -271,14 +274,8 @@ pub(super) async fn cancel_many(
                     queue::cancel(&app, waiting, rollback).await?;
                 }
             }
-            let mut statuses = Vec::new();
-            if pending {
-                statuses.push(RunStatus::Queued);
-            }
-            if running {
-                statuses.push(RunStatus::Running);
-            }
-            for status in statuses {
+            let statuses = [(pending, RunStatus::Queued), (running, RunStatus::Running)];
+            for (_, status) in statuses.into_iter().filter(|(wanted, _)| *wanted) {
                 for summary in app.runs.runs_of_status(status).await? {
                     stop_started(&app, &summary, rollback, false).await?;
                 }

@@ -13,8 +13,6 @@ use tollgate_engine::{
     NestedState, PendingInterrupt, StatePage, StateSnapshot, TaskState, ThreadHistoryPage,
 };
 
-use tollgate_nodes::Message;
-
 use crate::service::{Listing, Outline, RunHistory, ThreadView};
 
 /// `{"id", "step", "source", "by", "forked_from", "status", "values",
@@ -323,6 +321,14 @@ fn ui_run_parts(event: &Event) -> Option<UiParts<'_>> {
     })
 }
 
+/// The text of an agent's message (a `tollgate_nodes::Message` as JSON),
+/// its other fields passed over.
+#[derive(Deserialize)]
+struct Said {
+    #[serde(default)]
+    content: String,
+}
+
 /// The UI parts of a model, tool or custom event (the user's message
 /// content read from the model's answer).
 fn ui_harness_parts(event: &Event) -> Option<UiParts<'_>> {
@@ -345,8 +351,8 @@ fn ui_harness_parts(event: &Event) -> Option<UiParts<'_>> {
             "running",
             "agent",
             None,
-            // The agent's message (tollgate_nodes::Message): its text.
-            Message::deserialize(message).map(|m| m.content().to_owned()).unwrap_or_default(),
+            // The agent's message: its text alone (the rest not decoded).
+            Said::deserialize(message).map(|said| said.content).unwrap_or_default(),
             json!({"agentId": agent}),
         ),
         Event::ToolStarted { agent, tool, call_id, .. } => (
@@ -371,4 +377,35 @@ fn ui_harness_parts(event: &Event) -> Option<UiParts<'_>> {
         }
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tollgate_checkpoint::RunId;
+    use tollgate_engine::EventEnvelope;
+
+    #[test]
+    fn a_model_s_answer_shows_its_text_alone() {
+        let envelope = |message| -> EventEnvelope {
+            serde_json::from_value(json!({
+                "v": 1, "run_id": RunId::new().to_string(), "seq": 3, "ts": "2026-12-07T00:00:00.000Z",
+                "event_type": "model_completed", "agent": "refunds", "call_id": "c1",
+                "model": "m", "message": message, "duration_ms": 4,
+            }))
+            .unwrap()
+        };
+        let answer = json!({"role": "assistant", "id": "m1", "agent": "refunds", "content": "Done.",
+            "tool_calls": [{"id": "t1", "name": "lookup", "args": {"id": 7}}]});
+        let ui = super::ui_event(&envelope(answer)).unwrap();
+        assert_eq!(
+            (ui["plainTextMessage"].as_str(), ui["agentId"].as_str()),
+            (Some("Done."), Some("refunds"))
+        );
+        // Tool calls only, or a message without text: no text, no failure.
+        for message in [json!({"role": "assistant", "id": "m2"}), json!({"content": 5})] {
+            let ui = super::ui_event(&envelope(message)).unwrap();
+            assert_eq!(ui["plainTextMessage"], "");
+        }
+    }
 }
