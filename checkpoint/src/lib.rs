@@ -57,7 +57,10 @@ pub use items::{
     MAX_FILTER_CONDITIONS, MAX_IN_VALUES, MAX_KEY_BYTES, MAX_PARTS, MAX_PART_BYTES,
     MAX_SEARCH_LIMIT, MAX_VALUE_BYTES,
 };
-pub use listing::{Cursor, DamagedRun, PageRequest, RunFilter, RunPage, ThreadRecord, Waiting};
+pub use listing::{
+    Cursor, DamagedRun, PageRequest, RunFilter, RunPage, ThreadMatches, ThreadQuery, ThreadRecord,
+    ThreadStatus, Waiting,
+};
 pub use memory::MemoryStore;
 pub use outbox::{GateOpens, OutboxEntry, OutboxGate, OutboxQuery, OUTBOX_NEVER};
 pub use owner::Owner;

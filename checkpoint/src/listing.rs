@@ -1,5 +1,6 @@
 //! What listings read and return: which runs ([`RunFilter`]), pages and
-//! their cursors, the rows that could not be read, thread records, and
+//! their cursors, the rows that could not be read, thread records and their
+//! searches ([`ThreadQuery`], [`ThreadStatus`]), and
 //! the count of runs waiting for a decision.
 
 use std::fmt;
@@ -158,5 +159,165 @@ impl ThreadRecord {
     /// Thread `id` created at `at_ms` with `metadata`.
     pub fn new(id: impl Into<String>, at_ms: i64, metadata: serde_json::Value) -> Self {
         Self { id: id.into(), created_at_ms: at_ms, updated_at_ms: at_ms, metadata }
+    }
+}
+
+/// Where a thread is, as its latest run (the newest by id) says: what
+/// thread searches filter on ([`ThreadQuery::status`]) and LangGraph's
+/// threads show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ThreadStatus {
+    /// No run, or the latest run ended (completed, rejected, interrupted).
+    Idle,
+    /// The latest run is queued or running.
+    Busy,
+    /// The latest run waits for a decision.
+    Interrupted,
+    /// The latest run failed.
+    Error,
+}
+
+impl ThreadStatus {
+    /// Every status.
+    pub const ALL: [ThreadStatus; 4] =
+        [ThreadStatus::Idle, ThreadStatus::Busy, ThreadStatus::Interrupted, ThreadStatus::Error];
+
+    /// The status of a thread whose latest run has status `latest`
+    /// (`None`: no run). The stores keep the same rule in SQL.
+    pub fn of(latest: Option<RunStatus>) -> Self {
+        match latest {
+            Some(RunStatus::Queued | RunStatus::Running) => ThreadStatus::Busy,
+            Some(RunStatus::AwaitingHitl) => ThreadStatus::Interrupted,
+            Some(RunStatus::Failed) => ThreadStatus::Error,
+            _ => ThreadStatus::Idle,
+        }
+    }
+
+    /// The status named `name` ([`ThreadStatus::as_str`]), if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == name)
+    }
+
+    /// Its name in storage and on LangGraph's wire: `idle`, `busy`,
+    /// `interrupted`, `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadStatus::Idle => "idle",
+            ThreadStatus::Busy => "busy",
+            ThreadStatus::Interrupted => "interrupted",
+            ThreadStatus::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for ThreadStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// Which thread records a search returns
+/// ([`ThreadStore::search_threads`](crate::ThreadStore::search_threads)):
+/// newest first (by creation, then id, descending), `offset` of the
+/// matching ones skipped, at most `limit`. Built with
+/// [`ThreadQuery::page`] and the methods that narrow it.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ThreadQuery {
+    /// Keys the metadata must have, each with an equal value (JSON
+    /// equality: `1` is not `1.0`, a `null` is not a missing key).
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Only threads with this status.
+    pub status: Option<ThreadStatus>,
+    /// Threads that count as [`ThreadStatus::Busy`] whatever their latest
+    /// run: a run of theirs waits to start elsewhere (LangGraph's pending
+    /// runs, kept in the outbox).
+    pub busy: Vec<String>,
+    /// Only these threads (`None`: any).
+    pub ids: Option<Vec<String>>,
+    /// Matching threads skipped.
+    pub offset: u64,
+    /// At most this many.
+    pub limit: u64,
+}
+
+impl ThreadQuery {
+    /// Every thread: `limit` after `offset`.
+    pub fn page(offset: u64, limit: u64) -> Self {
+        Self { offset, limit, ..Self::default() }
+    }
+
+    /// Only threads whose metadata has each of `metadata`'s keys with an
+    /// equal value.
+    pub fn metadata(mut self, metadata: serde_json::Map<String, serde_json::Value>) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    /// Only threads with `status`, the `busy` ones counted busy whatever
+    /// their latest run.
+    pub fn status(mut self, status: Option<ThreadStatus>, busy: Vec<String>) -> Self {
+        self.status = status;
+        self.busy = busy;
+        self
+    }
+
+    /// Only the threads named.
+    pub fn ids(mut self, ids: Option<Vec<String>>) -> Self {
+        self.ids = ids;
+        self
+    }
+
+    /// Whether `record`, with status `status` as stored, is one this
+    /// query asks for (the stores' exact check after their indexes).
+    pub fn admits(&self, record: &ThreadRecord, status: ThreadStatus) -> bool {
+        let status = match self.busy.contains(&record.id) {
+            true => ThreadStatus::Busy,
+            false => status,
+        };
+        self.status.is_none_or(|wanted| wanted == status)
+            && self.ids.as_ref().is_none_or(|ids| ids.contains(&record.id))
+            && self.metadata.iter().all(|(key, value)| record.metadata.get(key) == Some(value))
+    }
+}
+
+/// A page of a thread search as a store gathers it: the candidates it
+/// reads, newest first, each checked ([`ThreadQuery::admits`]), the
+/// query's offset skipped, until the page is full.
+#[derive(Debug)]
+pub struct ThreadMatches<'q> {
+    query: &'q ThreadQuery,
+    skip: u64,
+    found: Vec<ThreadRecord>,
+}
+
+impl<'q> ThreadMatches<'q> {
+    /// An empty page of `query`.
+    pub fn new(query: &'q ThreadQuery) -> Self {
+        Self { query, skip: query.offset, found: Vec::new() }
+    }
+
+    /// Offers the next candidate, with its status as stored (a name of no
+    /// status reads as idle); whether the page is full.
+    pub fn offer(&mut self, record: ThreadRecord, status: &str) -> bool {
+        let status = ThreadStatus::from_name(status).unwrap_or(ThreadStatus::Idle);
+        if self.query.admits(&record, status) {
+            match self.skip {
+                0 => self.found.push(record),
+                _ => self.skip -= 1,
+            }
+        }
+        self.is_full()
+    }
+
+    /// Whether the page holds the query's `limit`.
+    pub fn is_full(&self) -> bool {
+        self.found.len() as u64 >= self.query.limit
+    }
+
+    /// The page.
+    pub fn into_found(self) -> Vec<ThreadRecord> {
+        self.found
     }
 }

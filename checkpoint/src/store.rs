@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use crate::codec::Blob;
 use crate::error::StoreError;
 use crate::ids::RunId;
-use crate::listing::{PageRequest, RunFilter, RunPage, ThreadRecord, Waiting};
+use crate::listing::{PageRequest, RunFilter, RunPage, ThreadQuery, ThreadRecord, Waiting};
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::owner::Owner;
 use crate::record::{
@@ -158,9 +158,13 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug + 'static {
         at_ms: i64,
     ) -> Result<ThreadRecord, StoreError>;
 
-    /// Thread records, newest first (by creation, then id, descending),
-    /// `offset` of them skipped, at most `limit`.
-    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError>;
+    /// The thread records `query` asks for, newest first (by creation,
+    /// then id, descending). A thread's status follows its latest run
+    /// ([`ThreadStatus::of`](crate::ThreadStatus::of)) as the store keeps
+    /// it, in the transaction that changes the run; searches by status
+    /// and by scalar metadata values read indexes, so a page costs what
+    /// it returns, not the number of threads.
+    async fn search_threads(&self, query: &ThreadQuery) -> Result<Vec<ThreadRecord>, StoreError>;
 
     /// Removes a thread's record (its runs are the caller's to delete);
     /// whether there was one.

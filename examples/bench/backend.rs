@@ -27,6 +27,19 @@ impl Backend {
         }
     }
 
+    /// What `tollgate serve --db` (or `Runs::open`) is given for the
+    /// workload `name`: its SQLite file, or the server's URL with the
+    /// workload's schema as the session's search path.
+    pub(crate) fn url(&self, name: &str) -> String {
+        match self {
+            Backend::Sqlite(..) => self.location(name),
+            Backend::Postgres(url) => {
+                let join = if url.contains('?') { '&' } else { '?' };
+                format!("{url}{join}options=-csearch_path%3Dbench_{name}")
+            }
+        }
+    }
+
     /// A fresh, empty store for the workload `name`.
     pub(crate) async fn open(
         &self,

@@ -11,6 +11,8 @@
 //! (long-term memory: `p50_us`, `p99_us` per call)
 //! `cargo run --release --example bench -- --only outbox_look` (the
 //! LangGraph dispatcher's look with 100,000 blocked outbox entries)
+//! `cargo run --release --example bench -- --only threads_search_100k`
+//! (LangGraph's thread search, 25 per page, over 100,000 threads)
 //! `cargo run --release --example bench -- --only workflow_tasks,workflow_resume`
 //! (durable workflows: `per_task_us` against the `cycle` step of the same
 //! run, `resume_us` after 1,000 tasks)
@@ -36,6 +38,7 @@ mod outbox;
 mod page;
 mod report;
 mod stream;
+mod threads;
 mod workers;
 mod workflow;
 
@@ -490,6 +493,9 @@ async fn run(args: &Args, backend: &Backend) -> Result<Vec<Value>, Box<dyn std::
     }
     if wanted("workflow_resume") {
         results.push(workflow::resume(backend).await?);
+    }
+    if wanted("threads_search_100k") {
+        results.push(threads::threads_search(backend).await?);
     }
     if wanted("store_search_vector_10k") {
         results.push(memory::vectors(backend, 10_000).await?);

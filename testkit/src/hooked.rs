@@ -6,8 +6,8 @@ use tollgate_checkpoint::{
     Blob, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, NodeCacheStore,
     OutboxEntry, OutboxGate, OutboxQuery, OutboxStore, Owner, PageRequest, RunFilter, RunId,
     RunPage, RunRecord, RunStatus, RunStore, ScheduleFire, ScheduleRecord, ScheduleStore, Store,
-    StoreError, StoredCheckpoint, TaskProgress, TaskWrite, ThreadRecord, ThreadStore, Transition,
-    Waiting,
+    StoreError, StoredCheckpoint, TaskProgress, TaskWrite, ThreadQuery, ThreadRecord, ThreadStore,
+    Transition, Waiting,
 };
 
 /// What a [`HookedStore`] calls around the wrapped store. Every hook has a
@@ -213,9 +213,9 @@ impl<S: Store, H: StoreHooks> ThreadStore for HookedStore<S, H> {
         self.inner.update_thread(thread, metadata, at_ms).await
     }
 
-    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError> {
-        self.hooks.called("list_threads");
-        self.inner.list_threads(offset, limit).await
+    async fn search_threads(&self, query: &ThreadQuery) -> Result<Vec<ThreadRecord>, StoreError> {
+        self.hooks.called("search_threads");
+        self.inner.search_threads(query).await
     }
 
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {

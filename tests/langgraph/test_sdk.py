@@ -93,6 +93,14 @@ class Threads(unittest.TestCase):
             await client.runs.wait(thread, "gate", input={"text": "t"})
             waiting = await client.threads.search(metadata={"suite": tag}, status="interrupted")
             self.assertEqual([t["thread_id"] for t in waiting], [thread])
+            idle = await client.threads.search(metadata={"suite": tag}, status="idle")
+            self.assertEqual([t["thread_id"] for t in idle], [f"named-{tag}"])
+            self.assertEqual(await client.threads.count(metadata={"suite": tag}), 2)
+            self.assertEqual(await client.threads.count(metadata={"suite": tag}, status="busy"), 0)
+            with self.assertRaises(httpx.HTTPStatusError) as unknown:
+                await client.threads.search(status="asleep")
+            self.assertEqual(unknown.exception.response.status_code, 422)
+            self.assertIn("asleep", unknown.exception.response.text)
             copied = await client.threads.copy(thread)
             self.assertNotEqual(copied["thread_id"], thread)
             # A run writes its graph and assistant into the thread's

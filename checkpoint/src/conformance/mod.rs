@@ -60,6 +60,7 @@ use takeovers::takeovers_mid_flight_keep_one_history;
 use threads::{
     a_thread_runs_one_leg_at_a_time, cached_outputs_expire_and_stay_in_their_scope,
     thread_records_are_created_once_and_listed_newest_first,
+    thread_searches_match_metadata_exactly, thread_statuses_follow_their_latest_run,
 };
 
 /// Runs every case, each on a fresh store from `make`: the five suites
@@ -113,14 +114,17 @@ where
     updates_of_every_size_read_back_whole(&make().await).await;
 }
 
-/// The [`ThreadStore`] cases: thread records.
+/// The [`ThreadStore`] cases: thread records and their searches (a
+/// thread's status follows its runs: the store keeps runs too).
 pub async fn check_thread_store<S, F, Fut>(make: F)
 where
-    S: ThreadStore,
+    S: RunStore + ThreadStore,
     F: Fn() -> Fut,
     Fut: Future<Output = S>,
 {
     thread_records_are_created_once_and_listed_newest_first(&make().await).await;
+    thread_statuses_follow_their_latest_run(&make().await).await;
+    thread_searches_match_metadata_exactly(&make().await).await;
 }
 
 /// The [`ScheduleStore`] cases (a schedule fires runs: the store keeps

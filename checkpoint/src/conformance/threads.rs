@@ -3,8 +3,9 @@
 
 use crate::error::StoreError;
 use crate::ids::RunId;
-use crate::listing::{PageRequest, RunFilter};
+use crate::listing::{PageRequest, RunFilter, ThreadQuery, ThreadRecord, ThreadStatus};
 use crate::owner::Owner;
+use crate::record::RunFailure;
 use crate::record::{NewRun, ThreadTurn, Transition};
 use crate::status::RunStatus;
 use crate::store::{NodeCacheStore, RunStore, ThreadStore};
@@ -104,7 +105,6 @@ pub(super) async fn a_thread_runs_one_leg_at_a_time(store: &dyn RunStore) {
 pub(super) async fn thread_records_are_created_once_and_listed_newest_first(
     store: &dyn ThreadStore,
 ) {
-    use crate::listing::ThreadRecord;
     use serde_json::json;
     assert_eq!(store.thread_record("t-1").await.expect("read"), None, "none yet");
     let first = ThreadRecord::new("t-1", 100, json!({"user": "ann"}));
@@ -118,11 +118,12 @@ pub(super) async fn thread_records_are_created_once_and_listed_newest_first(
         store.create_thread(ThreadRecord::new(id, at, json!({}))).await.expect("create");
     }
     let ids = |page: Vec<ThreadRecord>| page.into_iter().map(|t| t.id).collect::<Vec<_>>();
-    let all = store.list_threads(0, 10).await.expect("list");
+    let all = store.search_threads(&ThreadQuery::page(0, 10)).await.expect("list");
     assert_eq!(ids(all), ["t-3", "t-2", "t-1", "t-4"], "newest first, then by id descending");
-    let page = store.list_threads(1, 2).await.expect("page");
+    let page = store.search_threads(&ThreadQuery::page(1, 2)).await.expect("page");
     assert_eq!(ids(page), ["t-2", "t-1"], "offset and limit");
-    assert!(store.list_threads(4, 10).await.expect("past the end").is_empty());
+    let past = store.search_threads(&ThreadQuery::page(4, 10)).await.expect("past the end");
+    assert!(past.is_empty());
 
     let updated = store.update_thread("t-1", json!({"user": "cy", "n": 2}), 400).await;
     let updated = updated.expect("update");
@@ -137,5 +138,144 @@ pub(super) async fn thread_records_are_created_once_and_listed_newest_first(
     assert!(store.delete_thread("t-1").await.expect("delete"), "deleted");
     assert!(!store.delete_thread("t-1").await.expect("delete again"), "already gone");
     assert_eq!(store.thread_record("t-1").await.expect("read"), None);
-    assert_eq!(ids(store.list_threads(0, 10).await.expect("list")), ["t-3", "t-2", "t-4"]);
+    let all = store.search_threads(&ThreadQuery::page(0, 10)).await.expect("list");
+    assert_eq!(ids(all), ["t-3", "t-2", "t-4"]);
+}
+
+/// Moves a `running` run at epoch 1 to `status` (nothing for `running`).
+async fn settle(store: &dyn RunStore, run: RunId, status: RunStatus, at_ms: i64) {
+    if status == RunStatus::Running {
+        return;
+    }
+    let transition = Transition {
+        step: None,
+        status,
+        failure: (status == RunStatus::Failed).then(|| RunFailure::new("node_failed", None, "x")),
+        events: vec![event(2)],
+        at_ms,
+        lease_until_ms: None,
+        interrupts: match status {
+            RunStatus::AwaitingHitl => vec![interrupt(run, 1, 0)],
+            _ => Vec::new(),
+        },
+        ..step(run, 1, 1, 2, false)
+    };
+    store.commit(transition).await.expect("settle");
+}
+
+/// The ids a search finds, in order.
+async fn found(store: &dyn ThreadStore, query: ThreadQuery) -> Vec<String> {
+    let page = store.search_threads(&query).await.expect("search");
+    page.into_iter().map(|thread| thread.id).collect()
+}
+
+/// A thread's status follows its latest run as [`ThreadStatus::of`]
+/// says, through every run status, a record made after its runs, a newer
+/// run and the latest run's deletion; the threads counted busy apart are
+/// busy and nothing else.
+pub(super) async fn thread_statuses_follow_their_latest_run<S: RunStore + ThreadStore>(store: &S) {
+    use serde_json::json;
+    let mut expected: Vec<(String, ThreadStatus)> = Vec::new();
+    for (index, status) in RunStatus::ALL.into_iter().enumerate() {
+        let thread = format!("s-{index}");
+        let record = ThreadRecord::new(thread.clone(), 10 + index as i64, json!({}));
+        store.create_thread(record).await.expect("create");
+        let run = RunId::new();
+        store.create_run(new_run(run, "g", Some(&thread))).await.expect("run");
+        settle(store, run, status, 2_000).await;
+        expected.push((thread, ThreadStatus::of(Some(status))));
+    }
+    // Runs first, then the record: it starts from its latest run.
+    let paused = RunId::new();
+    store.create_run(new_run(paused, "g", Some("late"))).await.expect("run");
+    settle(store, paused, RunStatus::AwaitingHitl, 2_000).await;
+    store.create_thread(ThreadRecord::new("late", 100, json!({}))).await.expect("create");
+    expected.push(("late".into(), ThreadStatus::Interrupted));
+    store.create_thread(ThreadRecord::new("none", 5, json!({}))).await.expect("create");
+    expected.push(("none".into(), ThreadStatus::Idle));
+    for status in ThreadStatus::ALL {
+        let mut wanted: Vec<(i64, String)> = Vec::new();
+        for (thread, shown) in &expected {
+            if *shown == status {
+                let record = store.thread_record(thread).await.expect("read").expect("record");
+                wanted.push((record.created_at_ms, thread.clone()));
+            }
+        }
+        wanted.sort_by(|a, b| b.cmp(a));
+        let wanted: Vec<String> = wanted.into_iter().map(|(_, thread)| thread).collect();
+        let query = ThreadQuery::page(0, 100).status(Some(status), Vec::new());
+        assert_eq!(found(store, query).await, wanted, "threads {status}");
+    }
+    // A newer run decides; deleting it gives the thread back to the older.
+    let newer = RunId::new();
+    store.create_run(new_run(newer, "g", Some("late"))).await.expect("newer run");
+    let busy = ThreadQuery::page(0, 100).status(Some(ThreadStatus::Busy), Vec::new());
+    assert!(found(store, busy.clone()).await.contains(&"late".to_owned()), "its newer run runs");
+    settle(store, newer, RunStatus::Interrupted, 3_000).await;
+    store.delete_run(newer).await.expect("delete the newer run");
+    let interrupted = ThreadQuery::page(0, 100).status(Some(ThreadStatus::Interrupted), Vec::new());
+    assert_eq!(found(store, interrupted).await, ["late", "s-2"], "back to the paused run");
+    store.delete_run(paused).await.expect("delete the last run");
+    let idle = |busy: Vec<String>| ThreadQuery::page(0, 100).status(Some(ThreadStatus::Idle), busy);
+    assert!(found(store, idle(Vec::new())).await.contains(&"late".to_owned()), "no run left");
+    // Threads counted busy apart (runs waiting to start elsewhere).
+    let apart = vec!["none".to_owned()];
+    let busy = ThreadQuery::page(0, 100).status(Some(ThreadStatus::Busy), apart.clone());
+    assert_eq!(found(store, busy).await, ["s-1", "s-0", "none"], "busy, newest first");
+    assert!(!found(store, idle(apart)).await.contains(&"none".to_owned()), "not idle");
+}
+
+/// Searches by metadata compare JSON values exactly (a number with
+/// another type, a missing key, an object by its whole value), follow a
+/// record's new metadata, combine with the status, the ids asked for and
+/// pages, and forget deleted threads.
+pub(super) async fn thread_searches_match_metadata_exactly<S: RunStore + ThreadStore>(store: &S) {
+    use serde_json::json;
+    let records = [
+        ("a", 10, json!({"user": "ann", "n": 1, "tags": ["x"]})),
+        ("b", 20, json!({"user": "bob", "flag": true, "n": 1.0})),
+        ("c", 30, json!({"user": "ann", "nested": {"k": 1}, "none": null})),
+        ("d", 40, json!({"user": "ann", "flag": 1, "n": "1"})),
+        ("e", 50, json!({"user": "ann's \"friend\"", "n": 1})),
+    ];
+    for (id, at, metadata) in records {
+        store.create_thread(ThreadRecord::new(id, at, metadata)).await.expect("create");
+    }
+    let by = |metadata: serde_json::Value| {
+        let metadata = metadata.as_object().cloned().expect("an object");
+        ThreadQuery::page(0, 100).metadata(metadata)
+    };
+    assert_eq!(found(store, by(json!({"user": "ann"}))).await, ["d", "c", "a"]);
+    assert_eq!(found(store, by(json!({"user": "ann's \"friend\""}))).await, ["e"]);
+    assert_eq!(found(store, by(json!({"n": 1}))).await, ["e", "a"], "1, not 1.0 or \"1\"");
+    assert_eq!(found(store, by(json!({"n": 1.0}))).await, ["b"]);
+    assert_eq!(found(store, by(json!({"flag": true}))).await, ["b"], "true, not 1");
+    assert_eq!(found(store, by(json!({"flag": 1}))).await, ["d"]);
+    assert_eq!(found(store, by(json!({"none": null}))).await, ["c"], "null, not missing");
+    assert_eq!(found(store, by(json!({"nested": {"k": 1}}))).await, ["c"]);
+    assert!(found(store, by(json!({"nested": {"k": 2}}))).await.is_empty());
+    assert_eq!(found(store, by(json!({"tags": ["x"]}))).await, ["a"]);
+    assert_eq!(found(store, by(json!({"user": "ann", "n": 1}))).await, ["a"], "every key");
+    assert!(found(store, by(json!({"user": "zed"}))).await.is_empty());
+    // Pages count matching threads only.
+    let mut page = by(json!({"user": "ann"}));
+    (page.offset, page.limit) = (1, 1);
+    assert_eq!(found(store, page).await, ["c"], "offset and limit among the matches");
+    let ids = Some(vec!["a".to_owned(), "b".to_owned(), "zz".to_owned()]);
+    assert_eq!(found(store, by(json!({"user": "ann"})).ids(ids.clone())).await, ["a"]);
+    assert_eq!(found(store, ThreadQuery::page(0, 10).ids(ids)).await, ["b", "a"]);
+    // With a status: only d has a run, paused.
+    let run = RunId::new();
+    store.create_run(new_run(run, "g", Some("d"))).await.expect("run");
+    settle(store, run, RunStatus::AwaitingHitl, 2_000).await;
+    let paused = |query: ThreadQuery| query.status(Some(ThreadStatus::Interrupted), Vec::new());
+    assert_eq!(found(store, paused(by(json!({"user": "ann"})))).await, ["d"]);
+    assert!(found(store, paused(by(json!({"user": "bob"})))).await.is_empty());
+    // New metadata replaces the old in searches.
+    store.update_thread("a", json!({"user": "bob"}), 60).await.expect("update");
+    assert_eq!(found(store, by(json!({"user": "ann"}))).await, ["d", "c"]);
+    assert_eq!(found(store, by(json!({"user": "bob"}))).await, ["b", "a"], "by creation");
+    assert!(found(store, by(json!({"tags": ["x"]}))).await.is_empty());
+    store.delete_thread("b").await.expect("delete");
+    assert_eq!(found(store, by(json!({"user": "bob"}))).await, ["a"]);
 }

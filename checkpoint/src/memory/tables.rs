@@ -1,14 +1,17 @@
 //! The [`MemoryStore`]'s thread records, schedules, outbox and node cache
 //! (its runs are `memory.rs`'s).
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 
 use super::MemoryStore;
 use crate::codec::Blob;
 use crate::error::StoreError;
-use crate::listing::ThreadRecord;
+use crate::listing::{ThreadQuery, ThreadRecord, ThreadStatus};
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::schedule::{ScheduleFire, ScheduleRecord};
+use crate::status::RunStatus;
 use crate::store::{NodeCacheStore, OutboxStore, ScheduleStore, ThreadStore};
 
 #[async_trait]
@@ -45,12 +48,23 @@ impl ThreadStore for MemoryStore {
         Ok(record.clone())
     }
 
-    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError> {
+    async fn search_threads(&self, query: &ThreadQuery) -> Result<Vec<ThreadRecord>, StoreError> {
         let inner = self.lock();
-        let mut threads: Vec<&ThreadRecord> = inner.threads.values().collect();
+        // The latest run of each thread: runs are keyed by id, ascending.
+        let mut latest: HashMap<&str, RunStatus> = HashMap::new();
+        for stored in inner.runs.values() {
+            if let Some(thread) = &stored.record.thread {
+                latest.insert(thread, stored.record.status);
+            }
+        }
+        let mut threads: Vec<&ThreadRecord> = inner
+            .threads
+            .values()
+            .filter(|t| query.admits(t, ThreadStatus::of(latest.get(t.id.as_str()).copied())))
+            .collect();
         threads.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
-        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
-        let take = usize::try_from(limit).unwrap_or(usize::MAX);
+        let skip = usize::try_from(query.offset).unwrap_or(usize::MAX);
+        let take = usize::try_from(query.limit).unwrap_or(usize::MAX);
         Ok(threads.into_iter().skip(skip).take(take).cloned().collect())
     }
 

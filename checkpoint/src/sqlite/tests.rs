@@ -372,6 +372,10 @@ const STEPS_OF_VERSION_7: &str = "
     DROP TABLE item_vectors;
     DROP TABLE item_epoch;
     DROP TABLE threads;
+    DROP TABLE thread_tags;
+    DROP TRIGGER threads_follow_new_run;
+    DROP TRIGGER threads_follow_run_status;
+    DROP TRIGGER threads_follow_deleted_run;
     DROP TABLE schedules;
     DROP TRIGGER outbox_gates_open_on_status;
     DROP TRIGGER outbox_gates_open_on_run_deleted;
@@ -552,4 +556,39 @@ fn passes_the_long_term_memory_conformance_suite() {
         let path = dir.path().join(format!("items-{n}.db"));
         async move { SqliteStore::open(path).expect("open") }
     }));
+}
+
+/// A file of schema 17 (before thread statuses and tags) opens with its
+/// threads' statuses and scalar metadata filled in from what it holds.
+#[test]
+fn threads_of_an_older_file_are_searchable_once_migrated() {
+    use crate::listing::{ThreadQuery, ThreadStatus};
+    use crate::ThreadStore;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("v17.db");
+    let conn = Connection::open(&path).expect("create");
+    schema::write_version(&conn, 17).expect("schema 17");
+    conn.pragma_update(None, "application_id", schema::APPLICATION_ID).expect("mark");
+    conn.execute_batch(
+        "INSERT INTO threads VALUES ('paused', 10, 10, '{\"user\":\"ann\",\"o\":{\"k\":1}}'), \
+                                    ('quiet', 20, 20, '{\"user\":\"ann\"}'), \
+                                    ('odd', 30, 30, '[1]'); \
+         INSERT INTO runs (id, num, graph, graph_version, thread, status, step, epoch, \
+                           created_at_ms, updated_at_ms, last_seq) VALUES \
+           ('01A', 1, 'g', 1, 'paused', 'completed', 1, 1, 1, 1, 1), \
+           ('01B', 2, 'g', 1, 'paused', 'awaiting_hitl', 1, 1, 2, 2, 1);",
+    )
+    .expect("rows of schema 17");
+    drop(conn);
+    let store = SqliteStore::open(&path).expect("migrated");
+    let search = |query: ThreadQuery| {
+        let found = block_on(store.search_threads(&query)).expect("search");
+        found.into_iter().map(|thread| thread.id).collect::<Vec<_>>()
+    };
+    let ann = serde_json::json!({"user": "ann"}).as_object().cloned().expect("object");
+    assert_eq!(search(ThreadQuery::page(0, 10).metadata(ann)), ["quiet", "paused"]);
+    let paused = ThreadQuery::page(0, 10).status(Some(ThreadStatus::Interrupted), Vec::new());
+    assert_eq!(search(paused), ["paused"], "its latest run waits");
+    let idle = ThreadQuery::page(0, 10).status(Some(ThreadStatus::Idle), Vec::new());
+    assert_eq!(search(idle), ["odd", "quiet"]);
 }

@@ -2,13 +2,14 @@
 //! table.
 
 use async_trait::async_trait;
+use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, OptionalExtension, Row};
 
 use super::fault::Abort;
 use super::writers::Touches;
 use super::SqliteStore;
 use crate::error::StoreError;
-use crate::listing::ThreadRecord;
+use crate::listing::{ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus};
 use crate::store::ThreadStore;
 
 const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata";
@@ -97,18 +98,18 @@ impl ThreadStore for SqliteStore {
         .await
     }
 
-    async fn list_threads(&self, offset: u64, limit: u64) -> Result<Vec<ThreadRecord>, StoreError> {
-        let (offset, limit) =
-            (i64::try_from(offset).unwrap_or(i64::MAX), i64::try_from(limit).unwrap_or(i64::MAX));
+    async fn search_threads(&self, query: &ThreadQuery) -> Result<Vec<ThreadRecord>, StoreError> {
+        let (sql, params) = search_sql(query)?;
         self.read(|tx| {
-            let rows = tx
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM threads \
-                     ORDER BY created_at_ms DESC, id DESC LIMIT ?1 OFFSET ?2"
-                ))?
-                .query_map([limit, offset], thread_from_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            rows.into_iter().map(decoded).collect()
+            let mut statement = tx.prepare_cached(&sql)?;
+            let mut rows = statement.query(rusqlite::params_from_iter(params.iter()))?;
+            let mut page = ThreadMatches::new(query);
+            while !page.is_full() {
+                let Some(row) = rows.next()? else { break };
+                let status: String = row.get(4)?;
+                page.offer(decoded(thread_from_row(row)?)?, &status);
+            }
+            Ok(page.into_found())
         })
         .await
     }
@@ -120,4 +121,47 @@ impl ThreadStore for SqliteStore {
         })
         .await
     }
+}
+
+/// The statement a search reads its candidates with, newest first, and
+/// its parameters: driven by the ids asked for, else by the first scalar
+/// metadata value (`thread_tags`), else by the status
+/// (`threads_by_status`), else by creation. Its conditions are exact for
+/// the status; the caller checks every condition
+/// ([`ThreadQuery::admits`]) on what it reads.
+fn search_sql(query: &ThreadQuery) -> Result<(String, Vec<SqlValue>), StoreError> {
+    let json = |value: &serde_json::Value| metadata_text(value);
+    let busy = json(&serde_json::json!(query.busy))?;
+    let mut params = Vec::new();
+    let status = match query.status {
+        None => String::from("1"),
+        Some(ThreadStatus::Busy) => {
+            params.push(SqlValue::Text(busy));
+            String::from("(t.status = 'busy' OR t.id IN (SELECT value FROM json_each(?1)))")
+        }
+        Some(other) => {
+            params.extend([SqlValue::Text(other.as_str().to_owned()), SqlValue::Text(busy)]);
+            String::from("t.status = ?1 AND t.id NOT IN (SELECT value FROM json_each(?2))")
+        }
+    };
+    let next = params.len() + 1;
+    let tagged = query.metadata.iter().find(|(_, value)| !value.is_object() && !value.is_array());
+    let from = if let Some(ids) = &query.ids {
+        params.push(SqlValue::Text(json(&serde_json::json!(ids))?));
+        format!(
+            "threads t WHERE t.id IN (SELECT value FROM json_each(?{next})) AND {status} \
+             ORDER BY t.created_at_ms DESC, t.id DESC"
+        )
+    } else if let Some((key, value)) = tagged {
+        params.extend([SqlValue::Text(key.clone()), SqlValue::Text(json(value)?)]);
+        format!(
+            "thread_tags g CROSS JOIN threads t ON t.id = g.thread \
+             WHERE g.key = ?{next} AND g.value = json_quote(json_extract(?{}, '$')) AND {status} \
+             ORDER BY g.created_at_ms DESC, g.thread DESC",
+            next + 1
+        )
+    } else {
+        format!("threads t WHERE {status} ORDER BY t.created_at_ms DESC, t.id DESC")
+    };
+    Ok((format!("SELECT t.{} FROM {from}", COLUMNS.replace(", ", ", t.") + ", t.status"), params))
 }

@@ -3,7 +3,7 @@
 //! updating, copying and deleting them.
 
 use serde_json::{json, Map, Value};
-use tollgate_checkpoint::{OutboxQuery, RunFilter, RunId, RunStatus, ThreadRecord};
+use tollgate_checkpoint::{OutboxQuery, RunFilter, RunId, RunStatus, ThreadQuery, ThreadRecord};
 
 use crate::error::ServiceError;
 
@@ -238,13 +238,13 @@ impl Runs {
         Ok(())
     }
 
-    /// Thread records, newest first: `limit` after `offset`.
-    pub(crate) async fn thread_records(
+    /// The thread records `query` asks for, newest first (the store's
+    /// indexes find them: a page costs what it returns).
+    pub(crate) async fn search_threads(
         &self,
-        offset: u64,
-        limit: u64,
+        query: &ThreadQuery,
     ) -> Result<Vec<ThreadRecord>, ServiceError> {
-        Ok(self.store().list_threads(offset, limit).await?)
+        Ok(self.store().search_threads(query).await?)
     }
 
     /// Forgets the thread's record (its runs are deleted apart).

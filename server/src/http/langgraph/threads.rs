@@ -4,6 +4,8 @@
 
 use std::collections::HashSet;
 
+use futures_util::StreamExt;
+
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -19,7 +21,7 @@ use super::super::{App, Principal};
 use super::wire;
 use crate::error::ServiceError;
 use crate::service::{thread_not_found, IfExists, RunSummary, StateWrite};
-use tollgate_checkpoint::{RunId, ThreadRecord};
+use tollgate_checkpoint::{RunId, ThreadQuery, ThreadRecord, ThreadStatus};
 
 /// Whether `metadata` holds every key of `filter` with the same value
 /// (no filter: yes).
@@ -68,13 +70,13 @@ async fn view_among(
         latest.iter().flat_map(|latest| latest.interrupts.iter()).map(wire::interrupt).collect();
     let mut shown = wire::thread(thread, record.as_ref(), latest.as_ref(), values, &interrupts);
     let waits = match waiting {
-        _ if shown.status == "busy" => false,
+        _ if shown.status == ThreadStatus::Busy.as_str() => false,
         Some(waiting) => waiting.contains(thread),
         None => super::queue::any_waiting(app, thread).await?,
     };
     if waits {
         // A run waits to start on it (`enqueue`, `after_seconds`).
-        shown.status = "busy";
+        shown.status = ThreadStatus::Busy.as_str();
     }
     Ok(shown)
 }
@@ -221,45 +223,40 @@ pub(super) struct SearchBody {
     offset: Option<u64>,
 }
 
-/// Thread records read at once by a search, after its first page.
-const PAGE: u64 = 200;
-
-/// The threads matching `body`, newest first, all of them (offset and
-/// limit are the caller's): the thread records read a page at a time.
-async fn matching(app: &App, body: &SearchBody, enough: usize) -> ApiResult<Vec<wire::Thread>> {
+/// The threads `body` asks for, newest first, as the store finds them
+/// (through its indexes), with the threads that have runs waiting to start
+/// (busy whatever their latest run).
+async fn matching(
+    app: &App,
+    body: SearchBody,
+    offset: u64,
+    limit: u64,
+) -> ApiResult<(Vec<ThreadRecord>, HashSet<String>)> {
+    let status = match body.status.as_deref() {
+        None => None,
+        Some(name) => match ThreadStatus::from_name(name) {
+            Some(status) => Some(status),
+            None => {
+                return Err(ServiceError::invalid(format!(
+                    "thread status `{name}` is not `idle`, `busy`, `interrupted` or `error`"
+                ))
+                .into())
+            }
+        },
+    };
+    let metadata = match object(body.metadata, "metadata")? {
+        Value::Object(metadata) => metadata,
+        _ => Map::new(),
+    };
     // One read for every thread's pending runs, not one per thread.
     let waiting = super::queue::threads_waiting(app).await?;
-    let mut found = Vec::new();
-    let mut offset = 0;
-    // A first page of what is asked for (the newest threads often match
-    // it: a search of 25 reads 25 records, not 200), then pages of 200.
-    let mut size = (enough as u64).clamp(10, PAGE);
-    loop {
-        let page = app.runs.thread_records(offset, size).await?;
-        let last = (page.len() as u64) < size;
-        offset += page.len() as u64;
-        size = PAGE;
-        for record in page {
-            if body.ids.as_ref().is_some_and(|ids| !ids.contains(&record.id)) {
-                continue;
-            }
-            if !metadata_matches(body.metadata.as_ref(), &record.metadata) {
-                continue;
-            }
-            let id = record.id.clone();
-            let thread = view_among(app, &id, Some(record), Some(&waiting)).await?;
-            if body.status.as_ref().is_some_and(|status| thread.status != status.as_str()) {
-                continue;
-            }
-            found.push(thread);
-            if found.len() >= enough {
-                return Ok(found);
-            }
-        }
-        if last {
-            return Ok(found);
-        }
-    }
+    let busy = match status {
+        Some(_) => waiting.iter().cloned().collect(),
+        None => Vec::new(),
+    };
+    let query =
+        ThreadQuery::page(offset, limit).metadata(metadata).status(status, busy).ids(body.ids);
+    Ok((app.runs.search_threads(&query).await?, waiting))
 }
 
 /// `POST /threads/search`: threads with a record, newest first, matching
@@ -269,17 +266,28 @@ pub(super) async fn search(
     State(app): State<App>,
     JsonOrDefault(body): JsonOrDefault<SearchBody>,
 ) -> ApiResult<Json<Vec<wire::Thread>>> {
-    let (offset, limit) = (body.offset.unwrap_or(0) as usize, body.limit.unwrap_or(10) as usize);
-    let found = matching(&app, &body, offset.saturating_add(limit)).await?;
-    Ok(Json(found.into_iter().skip(offset).take(limit).collect()))
+    let (offset, limit) = (body.offset.unwrap_or(0), body.limit.unwrap_or(10));
+    let (records, waiting) = matching(&app, body, offset, limit).await?;
+    // The page's threads shown a few at a time (their reads overlap on
+    // the store's read connections), in the page's order.
+    let views = futures_util::stream::iter(records.into_iter().map(|record| {
+        let (app, waiting) = (&app, &waiting);
+        async move {
+            let id = record.id.clone();
+            view_among(app, &id, Some(record), Some(waiting)).await
+        }
+    }))
+    .buffered(4);
+    Ok(Json(futures_util::TryStreamExt::try_collect(views).await?))
 }
 
-/// `POST /threads/count`.
+/// `POST /threads/count`: how many threads `threads/search` finds without
+/// a limit.
 pub(super) async fn count(
     State(app): State<App>,
     JsonOrDefault(body): JsonOrDefault<SearchBody>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(json!(matching(&app, &body, usize::MAX).await?.len())))
+    Ok(Json(json!(matching(&app, body, 0, u64::MAX).await?.0.len())))
 }
 
 /// `POST /threads/{thread}/copy`: a new thread with the same metadata

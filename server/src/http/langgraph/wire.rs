@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
-use tollgate_checkpoint::{RunId, RunStatus, ThreadRecord};
+use tollgate_checkpoint::{RunId, RunStatus, ThreadRecord, ThreadStatus};
 use tollgate_engine::{format_rfc3339, PendingInterrupt};
 use tollgate_nodes::ToolApproval;
 
@@ -37,17 +37,6 @@ pub(super) fn run_status(status: RunStatus) -> &'static str {
         RunStatus::AwaitingHitl | RunStatus::Interrupted => "interrupted",
         RunStatus::Failed | RunStatus::Rejected => "error",
         _ => "error",
-    }
-}
-
-/// A thread's status from its latest run's: `idle` (none, or it ended),
-/// `busy`, `interrupted` (it waits for a decision) or `error`.
-pub(super) fn thread_status(latest: Option<RunStatus>) -> &'static str {
-    match latest {
-        Some(RunStatus::Queued | RunStatus::Running) => "busy",
-        Some(RunStatus::AwaitingHitl) => "interrupted",
-        Some(RunStatus::Failed) => "error",
-        _ => "idle",
     }
 }
 
@@ -111,7 +100,7 @@ pub(super) fn thread(
         created_at: created,
         updated_at: updated,
         metadata,
-        status: thread_status(latest.map(|l| l.status)),
+        status: ThreadStatus::of(latest.map(|l| l.status)).as_str(),
         config: json!({}),
         values,
         interrupts: by_task,
