@@ -101,6 +101,9 @@ class Threads(unittest.TestCase):
                 await client.threads.search(status="asleep")
             self.assertEqual(unknown.exception.response.status_code, 422)
             self.assertIn("asleep", unknown.exception.response.text)
+            with self.assertRaises(httpx.HTTPStatusError) as listed:
+                await client.threads.search(metadata=["suite"])
+            self.assertEqual(listed.exception.response.status_code, 422)
             copied = await client.threads.copy(thread)
             self.assertNotEqual(copied["thread_id"], thread)
             # A run writes its graph and assistant into the thread's
