@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use super::MemoryStore;
 use crate::codec::Blob;
 use crate::error::StoreError;
-use crate::listing::{ThreadQuery, ThreadRecord, ThreadStatus};
+use crate::listing::{ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus};
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::schedule::{ScheduleFire, ScheduleRecord};
 use crate::status::RunStatus;
@@ -57,15 +57,16 @@ impl ThreadStore for MemoryStore {
                 latest.insert(thread, stored.record.status);
             }
         }
-        let mut threads: Vec<&ThreadRecord> = inner
-            .threads
-            .values()
-            .filter(|t| query.admits(t, ThreadStatus::of(latest.get(t.id.as_str()).copied())))
-            .collect();
+        let mut threads: Vec<&ThreadRecord> = inner.threads.values().collect();
         threads.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
-        let skip = usize::try_from(query.offset).unwrap_or(usize::MAX);
-        let take = usize::try_from(query.limit).unwrap_or(usize::MAX);
-        Ok(threads.into_iter().skip(skip).take(take).cloned().collect())
+        let mut page = ThreadMatches::new(query);
+        for thread in threads {
+            let status = ThreadStatus::of(latest.get(thread.id.as_str()).copied());
+            if page.offer(thread.clone(), status.as_str()) {
+                break;
+            }
+        }
+        Ok(page.into_found())
     }
 
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {

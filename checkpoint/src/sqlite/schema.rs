@@ -4,6 +4,57 @@ use rusqlite::{Connection, TransactionBehavior};
 
 use crate::error::StoreError;
 
+/// The status a thread's latest run of status `$run` gives it, in SQL:
+/// the rule of `ThreadStatus::of`.
+macro_rules! thread_status_of {
+    ($run:literal) => {
+        concat!(
+            "CASE ",
+            $run,
+            " WHEN 'queued' THEN 'busy' WHEN 'running' THEN 'busy' ",
+            "WHEN 'awaiting_hitl' THEN 'interrupted' WHEN 'failed' THEN 'error' ELSE 'idle' END"
+        )
+    };
+}
+
+/// `SET` of thread `$thread`'s latest run and status, from its runs as
+/// they are (`idle` without any).
+macro_rules! thread_latest {
+    ($thread:literal) => {
+        concat!(
+            "latest_run = (SELECT max(id) FROM runs WHERE thread = ",
+            $thread,
+            "), ",
+            "status = coalesce((SELECT ",
+            thread_status_of!("r.status"),
+            " FROM runs r ",
+            "WHERE r.thread = ",
+            $thread,
+            " ORDER BY r.id DESC LIMIT 1), 'idle')"
+        )
+    };
+}
+
+/// The `thread_tags` rows of the thread record `$row` (`new`, `old`): its
+/// scalar metadata values.
+macro_rules! thread_tags_of {
+    ($row:literal) => {
+        concat!(
+            "SELECT key, json_quote(value), ",
+            $row,
+            ".created_at_ms, ",
+            $row,
+            ".id ",
+            "FROM json_each(",
+            $row,
+            ".metadata) WHERE json_type(",
+            $row,
+            ".metadata) = 'object' ",
+            "AND type NOT IN ('object', 'array')"
+        )
+    };
+}
+
 /// Migrations in order: `MIGRATIONS[i]` takes the schema from version `i`
 /// to `i + 1`. Never edit one that has shipped; append a new one.
 const MIGRATIONS: &[&str] = &[
@@ -324,13 +375,15 @@ const MIGRATIONS: &[&str] = &[
 ",
     // 18: thread searches that read indexes (`ThreadStore::search_threads`).
     // A thread record keeps its latest run (the newest by id) and the
-    // status that run gives it (`ThreadStatus::of`, the same rule as the
-    // CASE below), kept by triggers in the transaction that inserts,
-    // changes or deletes a run, or inserts the record: every write path is
-    // covered. Its scalar metadata values are indexed in `thread_tags`
-    // (the value's JSON text as SQLite quotes it), newest thread first;
-    // a record's tags are found again from its metadata (no second index).
-    "
+    // status that run gives it (`thread_status_of!`, the rule of
+    // `ThreadStatus::of`), kept by triggers in the transaction that
+    // inserts, changes or deletes a run, or inserts the record: every write
+    // path is covered. Its scalar metadata values are indexed in
+    // `thread_tags` (the value's JSON text as SQLite quotes it), newest
+    // thread first; a record's tags are found again from its metadata (no
+    // second index).
+    concat!(
+        "
     ALTER TABLE threads ADD COLUMN latest_run TEXT;
     ALTER TABLE threads ADD COLUMN status TEXT NOT NULL DEFAULT 'idle';
     CREATE INDEX threads_by_status ON threads (status, created_at_ms, id);
@@ -344,65 +397,62 @@ const MIGRATIONS: &[&str] = &[
 
     CREATE TRIGGER threads_find_latest_run AFTER INSERT ON threads
     BEGIN
-        UPDATE threads SET
-            latest_run = (SELECT max(id) FROM runs WHERE thread = new.id),
-            status = (SELECT CASE r.status WHEN 'queued' THEN 'busy' WHEN 'running' THEN 'busy'
-            WHEN 'awaiting_hitl' THEN 'interrupted' WHEN 'failed' THEN 'error' ELSE 'idle' END FROM runs r WHERE r.thread = new.id
-                      ORDER BY r.id DESC LIMIT 1)
+        UPDATE threads SET ",
+        thread_latest!("new.id"),
+        "
         WHERE id = new.id AND EXISTS (SELECT 1 FROM runs WHERE thread = new.id);
-        INSERT OR IGNORE INTO thread_tags (key, value, created_at_ms, thread)
-        SELECT key, json_quote(value), new.created_at_ms, new.id FROM json_each(new.metadata)
-        WHERE json_type(new.metadata) = 'object' AND type NOT IN ('object', 'array');
+        INSERT OR IGNORE INTO thread_tags (key, value, created_at_ms, thread) ",
+        thread_tags_of!("new"),
+        ";
     END;
     CREATE TRIGGER thread_tags_follow_metadata AFTER UPDATE OF metadata ON threads
     BEGIN
-        DELETE FROM thread_tags WHERE (key, value, created_at_ms, thread) IN
-            (SELECT key, json_quote(value), old.created_at_ms, old.id FROM json_each(old.metadata)
-             WHERE json_type(old.metadata) = 'object' AND type NOT IN ('object', 'array'));
-        INSERT OR IGNORE INTO thread_tags (key, value, created_at_ms, thread)
-        SELECT key, json_quote(value), new.created_at_ms, new.id FROM json_each(new.metadata)
-        WHERE json_type(new.metadata) = 'object' AND type NOT IN ('object', 'array');
+        DELETE FROM thread_tags WHERE (key, value, created_at_ms, thread) IN (",
+        thread_tags_of!("old"),
+        ");
+        INSERT OR IGNORE INTO thread_tags (key, value, created_at_ms, thread) ",
+        thread_tags_of!("new"),
+        ";
     END;
     CREATE TRIGGER thread_tags_go_with_their_thread AFTER DELETE ON threads
     BEGIN
-        DELETE FROM thread_tags WHERE (key, value, created_at_ms, thread) IN
-            (SELECT key, json_quote(value), old.created_at_ms, old.id FROM json_each(old.metadata)
-             WHERE json_type(old.metadata) = 'object' AND type NOT IN ('object', 'array'));
+        DELETE FROM thread_tags WHERE (key, value, created_at_ms, thread) IN (",
+        thread_tags_of!("old"),
+        ");
     END;
     CREATE TRIGGER threads_follow_new_run AFTER INSERT ON runs
     WHEN new.thread IS NOT NULL
     BEGIN
-        UPDATE threads SET latest_run = new.id, status = CASE new.status WHEN 'queued' THEN 'busy' WHEN 'running' THEN 'busy'
-            WHEN 'awaiting_hitl' THEN 'interrupted' WHEN 'failed' THEN 'error' ELSE 'idle' END
+        UPDATE threads SET latest_run = new.id, status = ",
+        thread_status_of!("new.status"),
+        "
         WHERE id = new.thread AND (latest_run IS NULL OR latest_run < new.id);
     END;
     CREATE TRIGGER threads_follow_run_status AFTER UPDATE OF status ON runs
     WHEN new.thread IS NOT NULL AND new.status IS NOT old.status
     BEGIN
-        UPDATE threads SET status = CASE new.status WHEN 'queued' THEN 'busy' WHEN 'running' THEN 'busy'
-            WHEN 'awaiting_hitl' THEN 'interrupted' WHEN 'failed' THEN 'error' ELSE 'idle' END
+        UPDATE threads SET status = ",
+        thread_status_of!("new.status"),
+        "
         WHERE id = new.thread AND latest_run = new.id;
     END;
     CREATE TRIGGER threads_follow_deleted_run AFTER DELETE ON runs
     WHEN old.thread IS NOT NULL
     BEGIN
-        UPDATE threads SET
-            latest_run = (SELECT max(id) FROM runs WHERE thread = old.thread),
-            status = coalesce((SELECT CASE r.status WHEN 'queued' THEN 'busy' WHEN 'running' THEN 'busy'
-            WHEN 'awaiting_hitl' THEN 'interrupted' WHEN 'failed' THEN 'error' ELSE 'idle' END FROM runs r WHERE r.thread = old.thread
-                               ORDER BY r.id DESC LIMIT 1), 'idle')
+        UPDATE threads SET ",
+        thread_latest!("old.thread"),
+        "
         WHERE id = old.thread AND latest_run = old.id;
     END;
 
-    UPDATE threads SET
-        latest_run = (SELECT max(id) FROM runs WHERE thread = threads.id),
-        status = coalesce((SELECT CASE r.status WHEN 'queued' THEN 'busy' WHEN 'running' THEN 'busy'
-            WHEN 'awaiting_hitl' THEN 'interrupted' WHEN 'failed' THEN 'error' ELSE 'idle' END FROM runs r WHERE r.thread = threads.id
-                           ORDER BY r.id DESC LIMIT 1), 'idle');
-    INSERT OR IGNORE INTO thread_tags (key, value, created_at_ms, thread)
-    SELECT j.key, json_quote(j.value), t.created_at_ms, t.id FROM threads t, json_each(t.metadata) j
-    WHERE json_type(t.metadata) = 'object' AND j.type NOT IN ('object', 'array');
-",
+    -- The threads there were: their latest runs, and their tags (the
+    -- metadata trigger above writes them).
+    UPDATE threads SET ",
+        thread_latest!("threads.id"),
+        ";
+    UPDATE threads SET metadata = metadata;
+"
+    ),
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".
