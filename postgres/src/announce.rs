@@ -18,22 +18,34 @@
 //! So no transition notifies. Once one has committed, its store sends what
 //! it changed on the same connection, in a transaction of its own that
 //! does nothing else: the run's new status when it changed, and the run
-//! when someone watches it (the write's own statement reads that from
-//! `watchers`, [`watched_sql`], at no extra round trip). Such a
-//! transaction writes no WAL before its commit, so its commit is not
-//! flushed (measured: 100 of them made one WAL sync, against 100 for 100
-//! one-row inserts) and it holds the lock for microseconds. The write
-//! returns once the notification is sent (one more round trip, only for a
-//! write that has something to announce), so that a process that exits
-//! right after it (a CLI queueing a run) has announced it. Listeners see
-//! it after the change is visible, as before; one lost with its process (a
-//! crash between the commit and the send) or its connection is a wake-up
-//! missed, which every listener makes up for by polling, as it does for a
-//! connection lost.
+//! when someone watches it. Such a transaction writes no WAL before its
+//! commit, so its commit is not flushed (measured: 100 of them made one
+//! WAL sync, against 100 for 100 one-row inserts) and it holds the lock
+//! for microseconds. The write returns once the notification is sent, so
+//! that a process that exits right after it (a CLI queueing a run) has
+//! announced it. Listeners see it after the change is visible, as before;
+//! one lost with its process (a crash between the commit and the send) or
+//! its connection is a wake-up missed, which every listener makes up for
+//! by polling, as it does for a connection lost.
+//!
+//! A write that changes a run's status ([`announced`]: a pause, an end, a
+//! decision, a claim, a run queued) has its announcement pipelined behind
+//! it: both go in one round trip, and the server runs the announcement
+//! once the write's transaction has ended. The announcement reads the run
+//! and names it only if the run is then of the status the write gave it
+//! (and names it to its watchers, read from `watchers` then), so a write
+//! refused announces nothing, short of a run that already had that
+//! status (a wake-up that finds nothing new). A write that leaves the
+//! status as it was (a step of a running run) reads its run's watchers in
+//! its own statement ([`watched_sql`]) and announces, one more round trip,
+//! only when someone watches.
+
+use std::future::Future;
 
 use deadpool_postgres::Client;
 
 use crate::sql::Sql;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use tollgate_checkpoint::{RunId, RunStatus};
 
@@ -63,6 +75,42 @@ pub(crate) async fn announce(
     if let Err(error) = sent {
         tracing::warn!(status, ?watched, %error, "a change was not announced");
     }
+}
+
+/// Runs `write`, a statement on `client` (sent unnamed with `unnamed`)
+/// whose transaction leaves `run` of `status`, and, pipelined behind it in
+/// the same round trip, a transaction that names `run` on `tollgate_runs`
+/// and to its watchers on `tollgate_events` if the run is of `status` by
+/// then. Returns `write`'s answer once both are answered. The announcement
+/// failing is logged, not returned: the write stands, and listeners poll.
+pub(crate) async fn announced<T, E>(
+    client: &Client,
+    unnamed: bool,
+    (run, status): (RunId, RunStatus),
+    write: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    const ANNOUNCE_IF: &str = "SELECT pg_notify(n.channel, n.payload) \
+         FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async, \
+         runs r CROSS JOIN LATERAL ( \
+             SELECT 'tollgate_runs' AS channel, r.id || ' ' || r.status AS payload \
+             UNION ALL SELECT 'tollgate_events', w.run FROM watchers w WHERE w.run = r.id \
+             AND w.until_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS n \
+         WHERE r.id = $1 AND r.status = $2";
+    let statement = match client.statement(ANNOUNCE_IF, unnamed).await {
+        Ok(statement) => statement,
+        Err(error) => {
+            tracing::warn!(%run, %error, "a change will not be announced");
+            return write.await;
+        }
+    };
+    let (id, status) = (run.to_string(), status.as_str());
+    let params: [&(dyn ToSql + Sync); 2] = [&id, &status];
+    // `biased`: the write is polled first, so it is sent and run first.
+    let (written, sent) = tokio::join!(biased; write, client.exec(&statement, &params));
+    if let Err(error) = sent {
+        tracing::warn!(%run, status, %error, "a change was not announced");
+    }
+    written
 }
 
 /// The column a write's statement ends with: the watched ones among its

@@ -70,8 +70,8 @@ fn decision(run: RunId, epoch: u64, step: u64, seq: u64) -> DecisionWrite {
     }
 }
 
-/// A pause, a decision, a claim, a takeover and an end each name their
-/// run once committed, and the run's new status is visible when the name
+/// A write refused names nothing; a pause, a decision, a claim, a
+/// takeover and an end each name their run once committed, and the run's new status is visible when the name
 /// arrives; no function of the schema notifies `tollgate_runs` inside its
 /// transaction (PostgreSQL serialises the commits of transactions that
 /// notify, their WAL flushes included).
@@ -85,6 +85,13 @@ fn status_changes_are_announced_after_their_commits() {
         let listening = tokio::time::timeout(Duration::from_secs(10), changes.recv()).await;
         assert_eq!(listening.expect("listening within 10 s").unwrap(), None);
         let run = running_run(&store).await;
+        // A write refused (a stale epoch) announces nothing: its
+        // announcement, pipelined behind it, finds the run still running.
+        assert!(store.commit(pause(run, 7, 1, 2)).await.is_err(), "a stale epoch is refused");
+        let heard = tokio::time::timeout(Duration::from_millis(500), async {
+            while changes.recv().await.expect("the listener is alive") != Some(run) {}
+        });
+        assert!(heard.await.is_err(), "a refused write was announced");
         // Waits for `run` to be named (other tests' runs share the
         // database's channel), and reads its status then.
         let mut named = async |what: &str| loop {

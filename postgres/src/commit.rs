@@ -29,9 +29,10 @@ use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_postgres::error::Severity;
+use tokio_postgres::types::ToSql;
 use tollgate_checkpoint::{Blob, EventRecord, RunStatus, StepRecord, StoreError, Transition};
 
-use crate::announce::{announce, watched, watched_sql};
+use crate::announce::{announce, announced, watched, watched_sql};
 use crate::conn::{prepared, Refusal};
 use crate::frontiers::Frontiers;
 use crate::rows::{event_span, interrupts_json, json_text, sql_int};
@@ -308,35 +309,40 @@ impl Writer {
             watched_sql!("= $1")
         );
         let (client, statement) = prepared(&self.pool, COMMIT, self.unnamed).await?;
-        let id = run.to_string();
-        let result = client
-            .row(
-                &statement,
-                &[
-                    &id,
-                    &sql_int(transition.epoch),
-                    &number,
-                    &transition.at_ms,
-                    &frontier,
-                    &tasks,
-                    &nodes,
-                    &updates,
-                    &snapshot,
-                    &transition.status.as_str(),
-                    &failure,
-                    &first_seq,
-                    &count,
-                    &EventRecord::join_compact(run, &transition.events),
-                    &transition.lease_until_ms,
-                    &interrupts,
-                ],
-            )
-            .await;
+        let (id, epoch) = (run.to_string(), sql_int(transition.epoch));
+        let lines = EventRecord::join_compact(run, &transition.events);
+        let status = transition.status.as_str();
+        let params: [&(dyn ToSql + Sync); 16] = [
+            &id,
+            &epoch,
+            &number,
+            &transition.at_ms,
+            &frontier,
+            &tasks,
+            &nodes,
+            &updates,
+            &snapshot,
+            &status,
+            &failure,
+            &first_seq,
+            &count,
+            &lines,
+            &transition.lease_until_ms,
+            &interrupts,
+        ];
+        let write = client.row(&statement, &params);
+        // A new status is announced in the same round trip; a step of a
+        // running run, to its watchers (read by the write) after it.
         let running = transition.status == RunStatus::Running;
-        if let Ok(row) = &result {
-            let changed = (!running).then_some((run, transition.status));
-            announce(&client, self.unnamed, changed, &watched(row, 1)).await;
-        }
+        let result = if running {
+            let result = write.await;
+            if let Ok(row) = &result {
+                announce(&client, self.unnamed, None, &watched(row, 1)).await;
+            }
+            result
+        } else {
+            announced(&client, self.unnamed, (run, transition.status), write).await
+        };
         match (&result, step.zip(frontier)) {
             (Ok(_), Some((step, stored))) => {
                 self.frontiers.committed(run, step.step, stored, running)

@@ -20,6 +20,7 @@
 
 mod announce;
 mod cache;
+mod checkpoint;
 mod commit;
 mod conn;
 mod delete;

@@ -11,76 +11,16 @@ use tollgate_checkpoint::{
     Transition, Waiting,
 };
 
-use crate::announce::{announce, watched, watched_sql};
+use crate::announce::{announce, announced, watched, watched_sql};
 use crate::cache::check_turn;
+use crate::checkpoint::read_checkpoint;
 use crate::conn::{client_error, Refusal};
 use crate::rows::{
-    blob_at, column, damaged, deltas_from_rows, event_span, frontier_from_row, interrupt_from_row,
-    json_text, pending_from_rows, run_from_row, sql_int, CreateArgs, Params, CLAIMABLE_LOST,
-    CLAIMABLE_QUEUED, CREATE_RUN, RUN_BY_ID, SELECT_RUN,
+    blob_at, column, event_span, interrupt_from_row, json_text, run_from_row, sql_int, CreateArgs,
+    Params, CLAIMABLE_LOST, CLAIMABLE_QUEUED, CREATE_RUN, RUN_BY_ID, SELECT_RUN,
 };
 use crate::sql::Sql;
 use crate::store::PostgresStore;
-
-/// The step a checkpoint read is at, in its statements: `$2`, or the
-/// run's last step.
-macro_rules! checkpoint_step {
-    () => {
-        "coalesce($2::bigint, (SELECT step FROM runs WHERE id = $1))"
-    };
-}
-
-/// Whether that step is the run's last (its pending writes and interrupts
-/// are read only then).
-macro_rules! checkpoint_is_last {
-    () => {
-        "($2::bigint IS NULL OR $2::bigint = (SELECT step FROM runs WHERE id = $1))"
-    };
-}
-
-/// The newest snapshot at or before the step read.
-const SNAPSHOT_AT: &str = concat!(
-    "SELECT step, payload FROM snapshots WHERE run = $1 AND step <= ",
-    checkpoint_step!(),
-    " ORDER BY step DESC LIMIT 1"
-);
-
-/// The steps after that snapshot up to the step read.
-const DELTAS_TO: &str = concat!(
-    "SELECT step, tasks, nodes, updates FROM steps WHERE run = $1 AND step <= ",
-    checkpoint_step!(),
-    " AND step > (SELECT max(step) FROM snapshots WHERE run = $1 AND step <= ",
-    checkpoint_step!(),
-    ") ORDER BY step"
-);
-
-/// The step read's frontier (with the one it refers to).
-const FRONTIER_AT: &str = concat!(
-    "SELECT s.frontier, tollgate_referred(s.frontier), f.frontier FROM steps s \
-                 LEFT JOIN steps f ON f.run = s.run AND f.step = tollgate_referred(s.frontier) \
-                 WHERE s.run = $1 AND s.step = ",
-    checkpoint_step!()
-);
-
-/// The pending writes of the step after the last (and progress records).
-const PENDING_AFTER: &str = concat!(
-    "SELECT task, node, payload FROM pending_writes WHERE run = $1 AND step = ",
-    checkpoint_step!(),
-    " + 1 AND ",
-    checkpoint_is_last!(),
-    " ORDER BY task"
-);
-
-/// The interrupts of the step after the last.
-const INTERRUPTS_AFTER: &str = concat!(
-    "SELECT id, step, task, ordinal, node, kind, payload, decisions, schema, \
-                 rejection_routed, decision, raised_at_ms \
-                 FROM interrupts WHERE run = $1 AND step = ",
-    checkpoint_step!(),
-    " + 1 AND ",
-    checkpoint_is_last!(),
-    " ORDER BY task, ordinal"
-);
 
 #[async_trait]
 impl RunStore for PostgresStore {
@@ -106,6 +46,16 @@ impl RunStore for PostgresStore {
                 let row = tx.row(&statement, &values).await.map_err(refused)?;
                 tx.commit().await.map_err(client_error)?;
                 (client, row)
+            }
+            // A queued run is announced in the same round trip.
+            _ if run.claim.is_none() => {
+                let (client, statement) = self.prepared(CREATE_RUN).await?;
+                let write = client.row(&statement, &values);
+                announced(&client, self.unnamed, (run.id, RunStatus::Queued), write)
+                    .await
+                    .map_err(refused)?;
+                self.frontiers.committed(run.id, 0, &args.frontier, false);
+                return Ok(1);
             }
             _ => {
                 let (client, statement) = self.prepared(CREATE_RUN).await?;
@@ -183,13 +133,15 @@ impl RunStore for PostgresStore {
     ) -> Result<u64, StoreError> {
         let (client, statement) = self.prepared("SELECT tollgate_claim($1, $2, $3, $4)").await?;
         let id = run.to_string();
-        let row = client
-            .row(&statement, &[&id, &sql_int(expected_epoch), &owner.to_text(), &lease_until_ms])
+        let owner = owner.to_text();
+        let params: [&(dyn ToSql + Sync); 4] =
+            [&id, &sql_int(expected_epoch), &owner, &lease_until_ms];
+        let write = client.row(&statement, &params);
+        // Announced also for a takeover of a running run: its old leg,
+        // listening, renews at once and learns that it lost the run.
+        let row = announced(&client, self.unnamed, (run, RunStatus::Running), write)
             .await
             .map_err(|error| Refusal { epoch: expected_epoch, ..Refusal::new(run) }.map(error))?;
-        // Also a takeover of a running run: its old leg, listening, renews
-        // at once and learns that it lost the run.
-        announce(&client, self.unnamed, Some((run, RunStatus::Running)), &[]).await;
         Ok(column::<i64>(&row, 0)? as u64)
     }
 
@@ -218,64 +170,7 @@ impl RunStore for PostgresStore {
         run: RunId,
         at: Option<u64>,
     ) -> Result<StoredCheckpoint, StoreError> {
-        // One round trip: the transaction's statements are sent together
-        // (pipelined, in this order) and answered from one snapshot. The
-        // step read is `$2`, or the run's last one; what waits for the
-        // step after it (pending writes, interrupts) only at the last.
-        let client = self.client().await?;
-        let (select_run, snapshot, deltas, frontier, pending, interrupts) = tokio::try_join!(
-            client.statement(RUN_BY_ID, self.unnamed),
-            client.statement(SNAPSHOT_AT, self.unnamed),
-            client.statement(DELTAS_TO, self.unnamed),
-            client.statement(FRONTIER_AT, self.unnamed),
-            client.statement(PENDING_AFTER, self.unnamed),
-            client.statement(INTERRUPTS_AFTER, self.unnamed),
-        )
-        .map_err(client_error)?;
-        let id = run.to_string();
-        let asked = at.map(sql_int);
-        let params: Params<'_> = [&id, &asked];
-        let by_id: Params<'_, 1> = [&id];
-        let (_, row, snapshot, deltas, frontier, pending_rows, interrupts, _) = tokio::try_join!(
-            client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
-            client.row_opt(&select_run, &by_id),
-            client.row_opt(&snapshot, &params),
-            client.rows(&deltas, &params),
-            client.row_opt(&frontier, &params),
-            client.rows(&pending, &params),
-            client.rows(&interrupts, &params),
-            client.batch_execute("COMMIT"),
-        )
-        .map_err(client_error)?;
-        let mut record = run_from_row(&row.ok_or(StoreError::RunNotFound { run })?)?;
-        let current = record.step;
-        let step = at.unwrap_or(current);
-        if step > current {
-            return Err(StoreError::CheckpointNotFound { run, step });
-        }
-        let missing = |what: &str| damaged(format!("run {run}: step {step} has no {what}"));
-        let snapshot = snapshot.ok_or_else(|| missing("snapshot at or before it"))?;
-        let frontier = frontier.ok_or_else(|| missing("steps row"))?;
-        let snapshot_step = column::<i64>(&snapshot, 0)? as u64;
-        let snapshot = blob_at(run, snapshot_step, column(&snapshot, 1)?)?;
-        let deltas = deltas_from_rows(run, &deltas)?;
-        let frontier = frontier_from_row(run, step, &frontier)?;
-        let (pending, progress) = pending_from_rows(run, step, &pending_rows)?;
-        let interrupts = interrupts
-            .iter()
-            .map(|row| interrupt_from_row(run, row))
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        record.step = step;
-        Ok(StoredCheckpoint {
-            run: record,
-            snapshot_step,
-            snapshot,
-            deltas,
-            frontier,
-            pending,
-            progress,
-            interrupts,
-        })
+        read_checkpoint(self, run, at).await
     }
 
     async fn interrupts(&self, run: RunId) -> Result<Vec<InterruptRecord>, StoreError> {
@@ -319,40 +214,42 @@ impl RunStore for PostgresStore {
         let id = run.to_string();
         let interrupts: Vec<&str> = write.answers.iter().map(|a| a.interrupt.as_str()).collect();
         let decisions: Vec<String> = write.answers.iter().map(|a| a.decision.to_string()).collect();
-        let row = client
-            .row(
-                &statement,
-                &[
-                    &id,
-                    &sql_int(write.expected_epoch),
-                    &interrupts,
-                    &decisions,
-                    &status.as_str(),
-                    &first_seq,
-                    &count,
-                    &EventRecord::join_compact(write.run, &write.events),
-                    &write.at_ms,
-                    &owner,
-                    &lease,
-                    &failure,
-                ],
-            )
-            .await
-            .map_err(|error| {
-                Refusal {
-                    epoch: write.expected_epoch,
-                    first_seq: first_seq as u64,
-                    interrupt: write
-                        .answers
-                        .first()
-                        .map(|a| a.interrupt.clone())
-                        .unwrap_or_default(),
-                    ..Refusal::new(run)
-                }
-                .map(error)
-            })?;
-        let changed = (status != RunStatus::AwaitingHitl).then_some((run, status));
-        announce(&client, self.unnamed, changed, &watched(&row, 1)).await;
+        let lines = EventRecord::join_compact(write.run, &write.events);
+        let params: [&(dyn ToSql + Sync); 12] = [
+            &id,
+            &sql_int(write.expected_epoch),
+            &interrupts,
+            &decisions,
+            &status.as_str(),
+            &first_seq,
+            &count,
+            &lines,
+            &write.at_ms,
+            &owner,
+            &lease,
+            &failure,
+        ];
+        let row = client.row(&statement, &params);
+        // A new status is announced in the same round trip; a decision
+        // that leaves the run waiting (others remain), to its watchers.
+        let changed = status != RunStatus::AwaitingHitl;
+        let row = if changed {
+            announced(&client, self.unnamed, (run, status), row).await
+        } else {
+            row.await
+        };
+        let row = row.map_err(|error| {
+            Refusal {
+                epoch: write.expected_epoch,
+                first_seq: first_seq as u64,
+                interrupt: write.answers.first().map(|a| a.interrupt.clone()).unwrap_or_default(),
+                ..Refusal::new(run)
+            }
+            .map(error)
+        })?;
+        if !changed {
+            announce(&client, self.unnamed, None, &watched(&row, 1)).await;
+        }
         Ok(column::<i64>(&row, 0)? as u64)
     }
 
