@@ -21,7 +21,7 @@ use super::error::RunError;
 use super::executor::Executor;
 use super::load::{decode, decode_state, Loaded};
 use super::record::{CheckpointSource, ForkOrigin, FrontierRecord};
-use super::setup::check_graph;
+use super::setup::{check_graph, same_graph};
 use super::subgraph::{KeptOutput, MappedInterrupt, ProgressRecord};
 
 /// A run's state at one checkpoint, with what comes next
@@ -263,8 +263,10 @@ impl Executor {
         run: RunId,
         at: Option<u64>,
     ) -> Result<StateSnapshot<S>, RunError> {
-        check_graph(&*self.store, graph, run).await?;
+        // The checkpoint read carries the run's record: its graph is
+        // checked there rather than in a read of its own.
         let mut checkpoint = self.store.checkpoint(run, at).await?;
+        same_graph(graph, &checkpoint.run)?;
         let record = checkpoint.run.clone();
         let last = at.is_none_or(|at| at == record.step);
         let interrupts = std::mem::take(&mut checkpoint.interrupts);

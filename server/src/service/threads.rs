@@ -131,6 +131,27 @@ impl Runs {
         }
     }
 
+    /// [`Runs::latest_run`] with the values at that run's last checkpoint
+    /// (`None` when this process does not have its graph, or its state
+    /// does not read), from one read of the run's record; the run's open
+    /// interrupts and its state are read at once.
+    pub(crate) async fn latest_with_values(
+        &self,
+        thread: &str,
+    ) -> Result<Option<(RunSummary, Option<Value>)>, ServiceError> {
+        let Some(record) = self.executor.thread_latest(thread).await? else {
+            return Ok(None);
+        };
+        let run = record.id;
+        let values = async {
+            let rebuilt = self.rebuild(&record).await.ok().flatten()?;
+            let state = rebuilt.graph.state(&self.executor, run, None).await.ok()?;
+            Some(state.values)
+        };
+        let (summary, values) = tokio::join!(self.summarize(record.clone(), false), values);
+        Ok(Some((summary?, values)))
+    }
+
     /// Every run of `thread`, newest first.
     pub(crate) async fn thread_runs(&self, thread: &str) -> Result<Vec<RunSummary>, ServiceError> {
         self.all_runs(RunFilter { thread: Some(thread.to_owned()), ..RunFilter::default() }).await

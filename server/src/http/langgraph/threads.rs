@@ -55,16 +55,11 @@ async fn view_among(
     record: Option<ThreadRecord>,
     waiting: Option<&HashSet<String>>,
 ) -> ApiResult<wire::Thread> {
-    let latest = latest(app, thread).await?;
-    if record.is_none() && latest.is_none() {
-        return Err(not_found(thread));
-    }
-    let values = match &latest {
-        Some(latest) => match app.runs.state(latest.id, None).await {
-            Ok(state) => wire::values(&state.values),
-            Err(_) => Value::Null,
-        },
-        None => json!({}),
+    let (latest, values) = match app.runs.latest_with_values(thread).await? {
+        Some((latest, Some(values))) => (Some(latest), wire::values(&values)),
+        Some((latest, None)) => (Some(latest), Value::Null),
+        None if record.is_none() => return Err(not_found(thread)),
+        None => (None, json!({})),
     };
     let interrupts: Vec<Value> =
         latest.iter().flat_map(|latest| latest.interrupts.iter()).map(wire::interrupt).collect();
