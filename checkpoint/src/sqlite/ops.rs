@@ -29,6 +29,10 @@ use crate::record::{
 use crate::status::RunStatus;
 use crate::store::RunStore;
 
+/// The task number of task 0's progress record in `pending_writes` (task
+/// i's is this plus i; pending writes have i itself).
+const PROGRESS_BASE: i64 = i64::MIN;
+
 #[async_trait]
 impl RunStore for SqliteStore {
     async fn create_run(&self, run: NewRun) -> Result<u64, StoreError> {
@@ -88,8 +92,9 @@ impl RunStore for SqliteStore {
             }
             check_events(run, record.last_seq, &write.events)?;
             // Progress shares the pending writes' table, under negative
-            // task numbers (task i is -1 - i), so the step's commit and
-            // the run's deletion drop it with them.
+            // task numbers (task i is `i64::MIN + i`: a step's tasks come
+            // in order and are appended, schema 19), so the step's commit
+            // and the run's deletion drop it with them.
             tx.prepare_cached(
                 "INSERT INTO pending_writes (num, step, task, node, payload) \
                  VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (num, step, task) \
@@ -98,7 +103,7 @@ impl RunStore for SqliteStore {
             .execute(params![
                 num,
                 task.step as i64,
-                -1 - i64::from(task.index),
+                PROGRESS_BASE + i64::from(task.index),
                 task.node,
                 payload
             ])?;
@@ -204,7 +209,7 @@ impl RunStore for SqliteStore {
                 let mut rows = stmt.query(params![num, next as i64])?;
                 while let Some(row) = rows.next()? {
                     let task: i64 = row.get(0)?;
-                    let index = if task < 0 { -1 - task } else { task };
+                    let index = if task < 0 { task.wrapping_sub(PROGRESS_BASE) } else { task };
                     let index = u32::try_from(index)
                         .map_err(|_| corrupt_row(format!("run {run}: task number {task}")))?;
                     let update = TaskUpdate {

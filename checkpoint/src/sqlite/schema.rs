@@ -453,6 +453,15 @@ const MIGRATIONS: &[&str] = &[
     UPDATE threads SET metadata = metadata;
 "
     ),
+    // 19: a task's progress record under task number `i64::MIN + i`
+    // (it was `-1 - i`). A workflow's tasks write their records in order;
+    // numbered downwards, each was inserted before the step's others,
+    // and `pending_writes`' pages were split at their start; numbered
+    // upwards, each is appended (bench `workflow_tasks`: 18.3 -> 16.3 us
+    // a task, medians of 12 interleaved runs).
+    "
+    UPDATE pending_writes SET task = (-9223372036854775807 - 1) + (-1 - task) WHERE task < 0;
+",
 ];
 
 /// `PRAGMA application_id` of tollgate's databases: "TGAT".

@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::tests::{block_on, new_run, step_of};
 use super::writers::{Known, Touches, Writers};
 use super::SqliteStore;
-use crate::record::{TaskUpdate, TaskWrite};
+use crate::record::{TaskProgress, TaskUpdate, TaskWrite};
 use crate::{Owner, RunId, RunStatus, RunStore, StoreError, TaskKey};
 
 /// Step `number` of `run` (events `2n-1`, `2n`) by the writer of `epoch`.
@@ -238,4 +238,54 @@ fn a_decision_leaves_the_new_owner_known_and_the_paused_steps_writes_to_drop() {
     assert_eq!(pending, 0, "step 2's commit dropped the write stored before the pause");
     let record = block_on(store.run(run)).expect("run");
     assert_eq!((record.step, record.last_seq, record.epoch), (2, 5, 2));
+}
+
+/// A file of schema 18 keeps its tasks' progress: migration 19 numbers
+/// the records upwards (`-1 - i` then, `i64::MIN + i` now), and they read
+/// back by task, each with its own update.
+#[test]
+fn progress_written_before_schema_19_reads_back_once_migrated() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("v18.db");
+    let run = RunId::new();
+    let tasks = |conn: &Connection| -> Vec<i64> {
+        let mut stmt = conn.prepare("SELECT task FROM pending_writes ORDER BY task").expect("sql");
+        stmt.query_map([], |row| row.get(0)).expect("rows").map(|t| t.expect("task")).collect()
+    };
+    {
+        let store = SqliteStore::open(&path).expect("open");
+        block_on(async {
+            store.create_run(new_run(run)).await.expect("create");
+            store.commit(step(run, 1, 1)).await.expect("step 1");
+            for index in 0..3u32 {
+                let update = crate::Codec::Json.encode(&(10 + index), 1).expect("encode");
+                let task = TaskKey { step: 2, index, node: format!("n{index}") };
+                let progress = TaskUpdate { task, update };
+                let write = TaskProgress { run, epoch: 1, progress, events: Vec::new() };
+                store.put_task_progress(write).await.expect("progress");
+            }
+        });
+    }
+    let conn = Connection::open(&path).expect("open");
+    let min = i64::MIN;
+    assert_eq!(tasks(&conn), [min, min + 1, min + 2], "numbered upwards, in task order");
+    // Back to how tollgate numbered them up to schema 18.
+    conn.execute_batch(
+        "UPDATE pending_writes SET task = -1 - (task - (-9223372036854775807 - 1)) \
+         WHERE task < 0; PRAGMA user_version = 18;",
+    )
+    .expect("schema 18's numbering");
+    assert_eq!(tasks(&conn), [-3, -2, -1]);
+    drop(conn);
+    let store = SqliteStore::open(&path).expect("migrated");
+    let checkpoint = block_on(store.checkpoint(run, None)).expect("checkpoint");
+    let read: Vec<(u32, String, u32)> = checkpoint
+        .progress
+        .iter()
+        .map(|p| (p.task.index, p.task.node.clone(), p.update.decode().expect("decodes")))
+        .collect();
+    let expected = [(0, "n0".to_owned(), 10), (1, "n1".to_owned(), 11), (2, "n2".to_owned(), 12)];
+    assert_eq!(read, expected);
+    let conn = Connection::open(&path).expect("open");
+    assert_eq!(tasks(&conn), [min, min + 1, min + 2], "renumbered by the migration");
 }
