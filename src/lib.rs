@@ -7,13 +7,13 @@
 //! See the README's quick start and `examples/quickstart.rs`.
 
 pub use tollgate_checkpoint::{
-    Blob, CheckpointInfo, Codec, CodecError, Condition, Cursor, EmbedError, Embedder, EventRecord,
-    Filter, FilterOp, GetOp, GraphRef, HistoryPage, InMemoryItemStore, IndexConfig, Item,
-    ItemError, ItemOp, ItemResult, ItemStore, Memory, MemoryStore, MissedTicks, Namespace,
-    NamespaceQuery, NodeCacheStore, OutboxEntry, OutboxGate, OutboxQuery, OutboxStore, Owner,
-    PageRequest, PutOp, RunFailure, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunStore,
-    ScheduleRecord, ScheduleStore, ScheduleTiming, SearchOp, Store, StoreError, TaskFailure,
-    ThreadStore, Waiting,
+    Blob, CheckpointInfo, Claimed, Codec, CodecError, Condition, Cursor, EmbedError, Embedder,
+    EventRecord, Filter, FilterOp, GetOp, GraphRef, HeldKey, HistoryPage, IdempotencyStore,
+    InMemoryItemStore, IndexConfig, Item, ItemError, ItemOp, ItemResult, ItemStore, KeyClaim,
+    Memory, MemoryStore, MissedTicks, Namespace, NamespaceQuery, NodeCacheStore, OutboxEntry,
+    OutboxGate, OutboxQuery, OutboxStore, Owner, PageRequest, PutOp, RunFailure, RunFilter, RunId,
+    RunPage, RunRecord, RunStatus, RunStore, ScheduleRecord, ScheduleStore, ScheduleTiming,
+    SearchOp, Store, StoreError, TaskFailure, ThreadStore, Waiting,
 };
 #[cfg(feature = "sqlite")]
 pub use tollgate_checkpoint::{Checkpointing, Durability, SqliteOptions, SqliteStore};

@@ -7,7 +7,8 @@
 //! applies each atomically. [`MemoryStore`] keeps all of it in memory.
 //!
 //! [`Store`] is one trait per table ([`RunStore`], [`ThreadStore`],
-//! [`ScheduleStore`], [`OutboxStore`], [`NodeCacheStore`]): through an
+//! [`ScheduleStore`], [`OutboxStore`], [`NodeCacheStore`],
+//! [`IdempotencyStore`]): through an
 //! `Arc<dyn Store>` or a `S: Store` bound every method is at hand; on a
 //! concrete store, import the table's trait to call its methods.
 //!
@@ -33,6 +34,7 @@ mod failpoint;
 mod frontier;
 mod ids;
 mod items;
+mod keys;
 mod listing;
 mod memory;
 mod outbox;
@@ -57,6 +59,7 @@ pub use items::{
     MAX_FILTER_CONDITIONS, MAX_IN_VALUES, MAX_KEY_BYTES, MAX_PARTS, MAX_PART_BYTES,
     MAX_SEARCH_LIMIT, MAX_VALUE_BYTES,
 };
+pub use keys::{claim_wins, Claimed, HeldKey, KeyClaim};
 pub use listing::{
     Cursor, DamagedRun, PageRequest, RunFilter, RunPage, ThreadMatches, ThreadQuery, ThreadRecord,
     ThreadStatus, Waiting,
@@ -77,4 +80,6 @@ pub use schedule::{
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Checkpointing, Durability, SqliteOptions, SqliteStore};
 pub use status::{InvalidRunStatus, RunStatus};
-pub use store::{NodeCacheStore, OutboxStore, RunStore, ScheduleStore, Store, ThreadStore};
+pub use store::{
+    IdempotencyStore, NodeCacheStore, OutboxStore, RunStore, ScheduleStore, Store, ThreadStore,
+};

@@ -44,6 +44,8 @@ struct Inner {
     schedules: BTreeMap<String, ScheduleRecord>,
     /// Outbox entries by id.
     outbox: BTreeMap<String, OutboxEntry>,
+    /// Request keys by (scope, key).
+    keys: BTreeMap<(String, String), crate::keys::HeldKey>,
 }
 
 #[derive(Debug)]

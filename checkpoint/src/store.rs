@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use crate::codec::Blob;
 use crate::error::StoreError;
 use crate::ids::RunId;
+use crate::keys::{Claimed, KeyClaim};
 use crate::listing::{PageRequest, RunFilter, RunPage, ThreadQuery, ThreadRecord, Waiting};
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::owner::Owner;
@@ -17,15 +18,21 @@ use crate::schedule::{ScheduleFire, ScheduleRecord};
 /// Durable home of runs, checkpoints, pending task writes and events, with
 /// the thread records, schedules, outbox and node cache that live beside
 /// them: one trait per table ([`RunStore`], [`ThreadStore`],
-/// [`ScheduleStore`], [`OutboxStore`], [`NodeCacheStore`]), each backend
-/// implementing each in the file of that table. Any type that implements
-/// all five is a `Store`; the engine and the server hold an
+/// [`ScheduleStore`], [`OutboxStore`], [`NodeCacheStore`],
+/// [`IdempotencyStore`]), each backend implementing each in the file of
+/// that table. Any type that implements all six is a `Store`; the engine and the server hold an
 /// `Arc<dyn Store>`. Each trait's conformance cases pin a backend that
 /// implements only that part (`conformance::check_run_store` and the
 /// others).
-pub trait Store: RunStore + ThreadStore + ScheduleStore + OutboxStore + NodeCacheStore {}
+pub trait Store:
+    RunStore + ThreadStore + ScheduleStore + OutboxStore + NodeCacheStore + IdempotencyStore
+{
+}
 
-impl<T> Store for T where T: RunStore + ThreadStore + ScheduleStore + OutboxStore + NodeCacheStore {}
+impl<T> Store for T where
+    T: RunStore + ThreadStore + ScheduleStore + OutboxStore + NodeCacheStore + IdempotencyStore
+{
+}
 
 /// Runs: their records, checkpoints, pending task writes, decisions and
 /// events; claims, leases and the queue.
@@ -276,4 +283,23 @@ pub trait NodeCacheStore: Send + Sync + std::fmt::Debug + 'static {
         expires_at_ms: i64,
         now_ms: i64,
     ) -> Result<(), StoreError>;
+}
+
+/// Request keys ([`KeyClaim`](crate::KeyClaim)): the first request with a key
+/// claims it for what it makes; a retry finds what that is.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Claims `claim.key` in `claim.scope` for `claim.made`: won when no
+    /// request holds the key, when it expired by `claim.now_ms`, or when
+    /// it is held for [`KeyClaim::replacing`]; else the holder. Of any
+    /// number of claims at once, in any processes, one wins.
+    async fn claim_key(&self, claim: KeyClaim) -> Result<Claimed, StoreError>;
+
+    /// Releases the key if it is still held for `made` (its claimer did
+    /// not make it). Returns whether it was.
+    async fn release_key(&self, scope: &str, key: &str, made: &str) -> Result<bool, StoreError>;
+
+    /// Removes at most `limit` keys that expired by `now_ms`; returns how
+    /// many.
+    async fn sweep_keys(&self, now_ms: i64, limit: u64) -> Result<u64, StoreError>;
 }

@@ -178,8 +178,9 @@ async fn open(cli: &Cli, graphs: Graphs, long_running: bool) -> Result<Runs, Ser
         runs = runs.with_embedder(index, embedder);
     }
     if long_running {
-        // Expired memory items are invisible at once; this reclaims them.
-        runs.sweep_memory_every(std::time::Duration::from_secs(60));
+        // Expired memory items and request keys are invisible at once; this
+        // reclaims them.
+        runs.sweep_expired_every(std::time::Duration::from_secs(60));
     }
     Ok(runs)
 }

@@ -34,6 +34,7 @@ pub(crate) fn options(
         header_timeout,
         body_timeout,
         max_body,
+        idempotency_ttl,
         no_worker,
         ..
     } = command
@@ -71,6 +72,7 @@ pub(crate) fn options(
     options.limits = limits;
     options.langgraph_prefix = (!*no_langgraph).then(|| langgraph_prefix.clone());
     options.worker = !*no_worker;
+    options.idempotency_ttl = seconds("idempotency-ttl", *idempotency_ttl)?;
     tollgate_server::check_exposure(&options)?;
     Ok(Some(options))
 }

@@ -13,7 +13,7 @@ use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{client, code, get_json, runtime, settled, Fixture, Served};
+use support::{client, code, get_json, runtime, settled, sha256_hex, Fixture, Served};
 
 /// Text that shows Rust's debug notation or type paths.
 fn debug_text(message: &str) -> bool {
@@ -431,11 +431,6 @@ fn inline_runs_keep_their_limits_on_later_legs() {
         let done = settled(&client, &server.url(&format!("/runs/{id}"))).await;
         assert_eq!(done["status"], "completed", "{done}");
     });
-}
-
-fn sha256_hex(text: &str) -> String {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 #[test]

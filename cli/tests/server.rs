@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)] // Tests unwrap: a failure is the report.
 
+#[path = "server/idempotency.rs"]
+mod idempotency;
 #[path = "server/lifecycle.rs"]
 mod lifecycle;
 mod support;

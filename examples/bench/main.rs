@@ -13,6 +13,8 @@
 //! LangGraph dispatcher's look with 100,000 blocked outbox entries)
 //! `cargo run --release --example bench -- --only threads_search_100k`
 //! (LangGraph's thread search, 25 per page, over 100,000 threads)
+//! `cargo run --release --example bench -- --only request_keys`
+//! (`Idempotency-Key` claims: `claim_us` a new key, `replay_us` a retry)
 //! `cargo run --release --example bench -- --only workflow_tasks,workflow_resume`
 //! (durable workflows: `per_task_us` against the `cycle` step of the same
 //! run, `resume_us` after 1,000 tasks)
@@ -32,6 +34,7 @@ use tollgate::{
 use backend::{db_bytes, pg_raw_commit, Backend};
 
 mod backend;
+mod keys;
 mod load;
 mod memory;
 mod outbox;
@@ -496,6 +499,9 @@ async fn run(args: &Args, backend: &Backend) -> Result<Vec<Value>, Box<dyn std::
     }
     if wanted("threads_search_100k") {
         results.push(threads::threads_search(backend).await?);
+    }
+    if wanted("request_keys") {
+        results.push(keys::request_keys(backend).await?);
     }
     if wanted("store_search_vector_10k") {
         results.push(memory::vectors(backend, 10_000).await?);

@@ -26,6 +26,7 @@ mod conn;
 mod delete;
 mod frontiers;
 mod items;
+mod keys;
 mod listen;
 mod live;
 mod migrations;

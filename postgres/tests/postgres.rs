@@ -110,7 +110,7 @@ fn ten_processes_opening_at_once_migrate_once() {
             .query_one(&format!("SELECT version, application FROM {schema}.tollgate_schema"), &[])
             .await
             .unwrap();
-        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (22, "tollgate".to_owned()));
+        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (23, "tollgate".to_owned()));
         let names: Vec<String> =
             tables(&client, &schema).await.into_iter().map(|(name, _)| name).collect();
         let expected = [
@@ -122,6 +122,7 @@ fn ten_processes_opening_at_once_migrate_once() {
             "node_cache",
             "outbox",
             "pending_writes",
+            "request_keys",
             "runs",
             "schedules",
             "snapshots",
@@ -150,7 +151,7 @@ fn a_newer_or_foreign_schema_is_refused_and_left_untouched() {
         let options = PostgresOptions::default().with_schema(newer.clone());
         let error = PostgresStore::connect_with(&url, options).await.unwrap_err();
         assert!(
-            matches!(error, StoreError::SchemaTooNew { found: 99, supported: 22 }),
+            matches!(error, StoreError::SchemaTooNew { found: 99, supported: 23 }),
             "{error:?}"
         );
         assert!(error.to_string().contains("upgrade tollgate"), "{error}");
@@ -312,6 +313,41 @@ fn of_many_concurrent_decisions_on_separate_connections_exactly_one_wins() {
             assert_eq!(events.len(), 3, "one decision's event, once");
             let interrupts = store.interrupts(run).await.unwrap();
             assert_eq!(interrupts[0].payload, serde_json::json!({"b": 1, "a": [2, 3]}));
+        }
+    });
+}
+
+/// Claims of one request key from many connections at once, some of
+/// them taking over an abandoned claim: one wins, each other finds the
+/// winner's.
+#[test]
+fn of_many_concurrent_key_claims_on_separate_connections_exactly_one_wins() {
+    use tollgate_checkpoint::{Claimed, IdempotencyStore, KeyClaim};
+    let Some(url) = postgres_url() else { return };
+    runtime().block_on(async {
+        let schema = fresh_schema();
+        let store = fresh_store_in(&url, &schema).await;
+        for round in 0..5 {
+            let key = format!("k{round}");
+            let abandoned = KeyClaim::new("ann", &key, "f", "dead", 0, i64::MAX);
+            store.claim_key(abandoned).await.unwrap();
+            let mut claimers = Vec::new();
+            for n in 0..8 {
+                let store = fresh_store_in(&url, &schema).await;
+                let claim = KeyClaim::new("ann", &key, "f", format!("run-{n}"), 10, i64::MAX)
+                    .replacing("dead");
+                claimers.push(tokio::spawn(async move { store.claim_key(claim).await }));
+            }
+            let mut won = Vec::new();
+            let mut found = Vec::new();
+            for (n, claimer) in claimers.into_iter().enumerate() {
+                match claimer.await.unwrap().unwrap() {
+                    Claimed::Won => won.push(format!("run-{n}")),
+                    Claimed::Held(held) => found.push(held.made),
+                }
+            }
+            assert_eq!(won.len(), 1, "exactly one claim wins: {won:?}");
+            assert!(found.iter().all(|made| *made == won[0]), "{found:?} against {won:?}");
         }
     });
 }

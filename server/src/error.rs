@@ -107,6 +107,24 @@ pub enum ServiceError {
         /// How long it was given.
         after: std::time::Duration,
     },
+    /// A request key (`Idempotency-Key`) came again with another
+    /// request: exit 2, HTTP 422.
+    #[error("`Idempotency-Key` `{key}` was sent before with another request (which made {made}); send a new key for a new request")]
+    KeyReused {
+        /// The key.
+        key: String,
+        /// What the first request made (a run's or a thread's id).
+        made: String,
+    },
+    /// The request with this key is still making what it makes: exit 4,
+    /// HTTP 409 with `Retry-After`.
+    #[error("a request with `Idempotency-Key` `{key}` is still in progress after {} s; retry shortly", after.as_secs_f64())]
+    KeyInFlight {
+        /// The key.
+        key: String,
+        /// How long this request waited for it.
+        after: std::time::Duration,
+    },
     /// The store or the run failed.
     #[error("{message}")]
     Failed {
@@ -122,9 +140,11 @@ impl ServiceError {
     /// The exit code of the same meaning (docs/cli.md).
     pub fn exit_code(&self) -> u8 {
         match self {
-            ServiceError::Invalid { .. } => code::USAGE,
+            ServiceError::Invalid { .. } | ServiceError::KeyReused { .. } => code::USAGE,
             ServiceError::NotFound { .. } => code::NOT_FOUND,
-            ServiceError::Conflict { .. } | ServiceError::MissingVersion { .. } => code::CONFLICT,
+            ServiceError::Conflict { .. }
+            | ServiceError::MissingVersion { .. }
+            | ServiceError::KeyInFlight { .. } => code::CONFLICT,
             ServiceError::Unusable { .. }
             | ServiceError::TimedOut { .. }
             | ServiceError::Unavailable { .. }
@@ -137,8 +157,12 @@ impl ServiceError {
         match self {
             ServiceError::Invalid { .. } => 400,
             ServiceError::NotFound { .. } => 404,
-            ServiceError::Conflict { .. } | ServiceError::MissingVersion { .. } => 409,
-            ServiceError::Unusable { .. } | ServiceError::TimedOut { .. } => 422,
+            ServiceError::Conflict { .. }
+            | ServiceError::MissingVersion { .. }
+            | ServiceError::KeyInFlight { .. } => 409,
+            ServiceError::Unusable { .. }
+            | ServiceError::TimedOut { .. }
+            | ServiceError::KeyReused { .. } => 422,
             ServiceError::Unavailable { .. } => 503,
             ServiceError::Failed { .. } => 500,
         }
@@ -151,6 +175,8 @@ impl ServiceError {
             ServiceError::NotFound { .. } => "not_found",
             ServiceError::Conflict { .. } => "conflict",
             ServiceError::MissingVersion { .. } => "missing_version",
+            ServiceError::KeyReused { .. } => "key_reused",
+            ServiceError::KeyInFlight { .. } => "key_in_flight",
             ServiceError::Unusable { .. } => "unusable",
             ServiceError::TimedOut { .. } => "timeout",
             ServiceError::Unavailable { .. } => "unavailable",
@@ -198,7 +224,10 @@ impl ServiceError {
             | ServiceError::Unusable { source, .. }
             | ServiceError::Unavailable { source, .. }
             | ServiceError::Failed { source, .. } => *source = Some(error.into()),
-            ServiceError::MissingVersion { .. } | ServiceError::TimedOut { .. } => {}
+            ServiceError::MissingVersion { .. }
+            | ServiceError::TimedOut { .. }
+            | ServiceError::KeyReused { .. }
+            | ServiceError::KeyInFlight { .. } => {}
         }
         self
     }

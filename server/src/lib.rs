@@ -41,5 +41,5 @@ pub use printable::printable;
 pub use service::{
     decision_request, embedder, parse_event, user_message, DamagedRun, Decided, FailureView,
     Graphs, InterruptView, InvalidBlueprint, Leg, Listing, RunHistory, RunSummary, Runs,
-    ThreadView, UserInput, MAX_SCHEDULES_LISTED,
+    ThreadView, UserInput, DEFAULT_KEY_TTL, MAX_SCHEDULES_LISTED,
 };

@@ -3,11 +3,11 @@
 
 use async_trait::async_trait;
 use tollgate_checkpoint::{
-    Blob, DecisionWrite, EventRecord, HistoryPage, InterruptRecord, NewRun, NodeCacheStore,
-    OutboxEntry, OutboxGate, OutboxQuery, OutboxStore, Owner, PageRequest, RunFilter, RunId,
-    RunPage, RunRecord, RunStatus, RunStore, ScheduleFire, ScheduleRecord, ScheduleStore, Store,
-    StoreError, StoredCheckpoint, TaskProgress, TaskWrite, ThreadQuery, ThreadRecord, ThreadStore,
-    Transition, Waiting,
+    Blob, Claimed, DecisionWrite, EventRecord, HistoryPage, IdempotencyStore, InterruptRecord,
+    KeyClaim, NewRun, NodeCacheStore, OutboxEntry, OutboxGate, OutboxQuery, OutboxStore, Owner,
+    PageRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunStore, ScheduleFire,
+    ScheduleRecord, ScheduleStore, Store, StoreError, StoredCheckpoint, TaskProgress, TaskWrite,
+    ThreadQuery, ThreadRecord, ThreadStore, Transition, Waiting,
 };
 
 /// What a [`HookedStore`] calls around the wrapped store. Every hook has a
@@ -325,5 +325,23 @@ impl<S: Store, H: StoreHooks> NodeCacheStore for HookedStore<S, H> {
     ) -> Result<(), StoreError> {
         self.hooks.called("cache_put");
         self.inner.cache_put(scope, key, value, expires_at_ms, now_ms).await
+    }
+}
+
+#[async_trait]
+impl<S: Store, H: StoreHooks> IdempotencyStore for HookedStore<S, H> {
+    async fn claim_key(&self, claim: KeyClaim) -> Result<Claimed, StoreError> {
+        self.hooks.called("claim_key");
+        self.inner.claim_key(claim).await
+    }
+
+    async fn release_key(&self, scope: &str, key: &str, made: &str) -> Result<bool, StoreError> {
+        self.hooks.called("release_key");
+        self.inner.release_key(scope, key, made).await
+    }
+
+    async fn sweep_keys(&self, now_ms: i64, limit: u64) -> Result<u64, StoreError> {
+        self.hooks.called("sweep_keys");
+        self.inner.sweep_keys(now_ms, limit).await
     }
 }

@@ -692,6 +692,44 @@ class Runs(unittest.TestCase):
         run(go())
 
 
+class Idempotency(unittest.TestCase):
+    def test_a_retried_request_answers_what_the_first_made(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            key = {"Idempotency-Key": f"create-{thread}"}
+            first = await client.runs.create(thread, "echo", input={"text": "once"}, headers=key)
+            again = await client.runs.create(thread, "echo", input={"text": "once"}, headers=key)
+            self.assertEqual(again["run_id"], first["run_id"], "a retry answers the first run")
+            await client.runs.join(thread, first["run_id"])
+            # Another request under the same key is refused, naming it.
+            with self.assertRaises(httpx.HTTPStatusError) as reused:
+                await client.runs.create(thread, "echo", input={"text": "other"}, headers=key)
+            self.assertEqual(reused.exception.response.status_code, 422)
+            self.assertIn(f"create-{thread}", reused.exception.response.text)
+            # A waited run retried: its outcome again, no second run.
+            waited = {"Idempotency-Key": f"wait-{thread}"}
+            out = await client.runs.wait(thread, "echo", input={"text": "twice"}, headers=waited)
+            same = await client.runs.wait(thread, "echo", input={"text": "twice"}, headers=waited)
+            self.assertEqual(same, out)
+            self.assertEqual(out["log"], ["echo:once", "echo:twice"])
+            # A stream retried re-joins the run: the same events.
+            streamed = {"Idempotency-Key": f"stream-{thread}"}
+            events = await parts(client.runs.stream(thread, "echo", input={"text": "thrice"},
+                                                    stream_mode="values", headers=streamed))
+            replayed = await parts(client.runs.stream(thread, "echo", input={"text": "thrice"},
+                                                      stream_mode="values", headers=streamed))
+            self.assertEqual([e[:2] for e in replayed], [e[:2] for e in events])
+            self.assertEqual(len(await client.runs.list(thread)), 3, "three runs, not six")
+            # A copy retried: the same copy.
+            copied = {"Idempotency-Key": f"copy-{thread}"}
+            one = await client.threads.copy(thread, headers=copied)
+            two = await client.threads.copy(thread, headers=copied)
+            self.assertEqual(one["thread_id"], two["thread_id"])
+
+        run(go())
+
+
 class Webhooks(unittest.TestCase):
     def test_the_outcome_is_posted_and_retried(self):
         received = []

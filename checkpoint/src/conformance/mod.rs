@@ -4,8 +4,9 @@
 //! empty store; each case gets its own. A backend that implements only
 //! some of the table traits is pinned by their suites alone
 //! ([`check_run_store`], [`check_thread_store`], [`check_schedule_store`],
-//! [`check_outbox_store`], [`check_node_cache_store`]). A failure panics with the case and
-//! what differed.
+//! [`check_outbox_store`], [`check_node_cache_store`],
+//! [`check_idempotency_store`]). A failure panics with the case and what
+//! differed.
 //!
 //! ```text
 //! #[tokio::test]
@@ -24,12 +25,15 @@ use crate::listing::{Cursor, PageRequest, RunFilter};
 use crate::owner::Owner;
 use crate::record::{EventRecord, RunFailure, StepRecord, TaskUpdate, TaskWrite, Transition};
 use crate::status::RunStatus;
-use crate::store::{NodeCacheStore, OutboxStore, RunStore, ScheduleStore, Store, ThreadStore};
+use crate::store::{
+    IdempotencyStore, NodeCacheStore, OutboxStore, RunStore, ScheduleStore, Store, ThreadStore,
+};
 
 mod decisions;
 mod deletion;
 mod fixtures;
 mod items;
+mod keys;
 mod outbox;
 mod progress;
 mod queue;
@@ -44,6 +48,10 @@ use deletion::deleting_removes_every_row_of_one_run;
 pub(crate) use fixtures::interrupt;
 use fixtures::{blob, event, kind, new_run, step, update};
 pub use items::check_item_store;
+use keys::{
+    expired_keys_are_swept_in_batches, keys_are_claimed_once_per_scope,
+    keys_are_released_by_their_claimer_and_taken_over_by_name,
+};
 use outbox::{
     gated_entries_wait_for_their_run_out_of_sight,
     outbox_entries_are_taken_by_one_process_at_a_time,
@@ -63,7 +71,7 @@ use threads::{
     thread_searches_match_metadata_exactly, thread_statuses_follow_their_latest_run,
 };
 
-/// Runs every case, each on a fresh store from `make`: the five suites
+/// Runs every case, each on a fresh store from `make`: the six suites
 /// below, one per table trait.
 pub async fn check_store<S, F, Fut>(make: F)
 where
@@ -76,6 +84,7 @@ where
     check_schedule_store(&make).await;
     check_outbox_store(&make).await;
     check_node_cache_store(&make).await;
+    check_idempotency_store(&make).await;
 }
 
 /// The [`RunStore`] cases: transitions, claims and fencing, checkpoints,
@@ -158,6 +167,18 @@ where
     Fut: Future<Output = S>,
 {
     cached_outputs_expire_and_stay_in_their_scope(&make().await).await;
+}
+
+/// The [`IdempotencyStore`] cases.
+pub async fn check_idempotency_store<S, F, Fut>(make: F)
+where
+    S: IdempotencyStore,
+    F: Fn() -> Fut,
+    Fut: Future<Output = S>,
+{
+    keys_are_claimed_once_per_scope(&make().await).await;
+    keys_are_released_by_their_claimer_and_taken_over_by_name(&make().await).await;
+    expired_keys_are_swept_in_batches(&make().await).await;
 }
 
 async fn attachments_are_kept_verbatim(store: &impl RunStore) {

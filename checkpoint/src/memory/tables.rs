@@ -1,5 +1,5 @@
-//! The [`MemoryStore`]'s thread records, schedules, outbox and node cache
-//! (its runs are `memory.rs`'s).
+//! The [`MemoryStore`]'s thread records, schedules, outbox, node cache and
+//! request keys (its runs are `memory.rs`'s).
 
 use std::collections::HashMap;
 
@@ -8,11 +8,12 @@ use async_trait::async_trait;
 use super::MemoryStore;
 use crate::codec::Blob;
 use crate::error::StoreError;
+use crate::keys::{claim_wins, Claimed, HeldKey, KeyClaim};
 use crate::listing::{ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus};
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::schedule::{ScheduleFire, ScheduleRecord};
 use crate::status::RunStatus;
-use crate::store::{NodeCacheStore, OutboxStore, ScheduleStore, ThreadStore};
+use crate::store::{IdempotencyStore, NodeCacheStore, OutboxStore, ScheduleStore, ThreadStore};
 
 #[async_trait]
 impl ThreadStore for MemoryStore {
@@ -243,5 +244,44 @@ impl NodeCacheStore for MemoryStore {
             .retain(|(entry_scope, _), (expires, _)| entry_scope != scope || *expires > now_ms);
         inner.cache.insert((scope.to_owned(), key.to_owned()), (expires_at_ms, value));
         Ok(())
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for MemoryStore {
+    async fn claim_key(&self, claim: KeyClaim) -> Result<Claimed, StoreError> {
+        let mut inner = self.lock();
+        let id = (claim.scope.clone(), claim.key.clone());
+        if let Some(held) = inner.keys.get(&id).filter(|held| !claim_wins(&claim, Some(held))) {
+            return Ok(Claimed::Held(held.clone()));
+        }
+        let kept = HeldKey::new(claim.fingerprint, claim.made, claim.now_ms, claim.expires_at_ms);
+        inner.keys.insert(id, kept);
+        Ok(Claimed::Won)
+    }
+
+    async fn release_key(&self, scope: &str, key: &str, made: &str) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let id = (scope.to_owned(), key.to_owned());
+        if inner.keys.get(&id).is_some_and(|held| held.made == made) {
+            inner.keys.remove(&id);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    async fn sweep_keys(&self, now_ms: i64, limit: u64) -> Result<u64, StoreError> {
+        let mut inner = self.lock();
+        let expired: Vec<(String, String)> = inner
+            .keys
+            .iter()
+            .filter(|(_, held)| held.expires_at_ms <= now_ms)
+            .map(|(id, _)| id.clone())
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .collect();
+        for id in &expired {
+            inner.keys.remove(id);
+        }
+        Ok(expired.len() as u64)
     }
 }

@@ -459,4 +459,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "
     UPDATE pending_writes SET task = (-9223372036854775807 - 1) + (-1 - task) WHERE task < 0;
 ",
+    // 20: request keys (`Idempotency-Key`): the first request with a key
+    // claims it for the id of what it makes; the primary key decides
+    // between requests at once.
+    "
+    CREATE TABLE request_keys (
+        scope         TEXT    NOT NULL,
+        key           TEXT    NOT NULL,
+        fingerprint   TEXT    NOT NULL,
+        made          TEXT    NOT NULL,
+        claimed_at_ms INTEGER NOT NULL,
+        expires_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (scope, key)
+    ) WITHOUT ROWID;
+    CREATE INDEX request_keys_expiry ON request_keys (expires_at_ms);
+",
 ];

@@ -10,6 +10,7 @@ mod group;
 #[cfg(test)]
 mod group_tests;
 mod items;
+mod keys;
 mod migrations;
 mod ops;
 mod outbox;

@@ -195,7 +195,7 @@ fn version_11_files_read_the_same_and_new_updates_take_parts() {
         "DROP TABLE step_parts; DROP TABLE threads; DROP TABLE thread_tags; \
          DROP TRIGGER threads_follow_new_run; DROP TRIGGER threads_follow_run_status; \
          DROP TRIGGER threads_follow_deleted_run; DROP TABLE items; DROP TABLE item_vectors; DROP TABLE item_epoch; DROP TABLE schedules; DROP TRIGGER outbox_gates_open_on_status; DROP TRIGGER outbox_gates_open_on_run_deleted; DROP TABLE outbox; \
-         PRAGMA user_version = 11;",
+         DROP TABLE request_keys; PRAGMA user_version = 11;",
     )
     .expect("downgrade");
     drop(conn);

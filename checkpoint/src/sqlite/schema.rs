@@ -20,6 +20,7 @@ const OUR_TABLES: &[&str] = &[
     "node_cache",
     "outbox",
     "pending_writes",
+    "request_keys",
     "runs",
     "schedules",
     "snapshots",

@@ -380,6 +380,7 @@ const STEPS_OF_VERSION_7: &str = "
     DROP TRIGGER outbox_gates_open_on_status;
     DROP TRIGGER outbox_gates_open_on_run_deleted;
     DROP TABLE outbox;
+    DROP TABLE request_keys;
     DROP TABLE step_parts;
     CREATE TABLE old_steps (id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL,
         tasks INTEGER NOT NULL, frontier BLOB NOT NULL, updates BLOB NOT NULL,

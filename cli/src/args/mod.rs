@@ -230,6 +230,10 @@ pub(crate) enum Command {
         /// Largest request body, in bytes.
         #[arg(long, default_value_t = 1_048_576, value_name = "BYTES")]
         max_body: usize,
+        /// Seconds a request key (`Idempotency-Key`) is kept: a retry
+        /// within them gets what the first request made (24 h).
+        #[arg(long, default_value_t = 86_400.0, value_name = "SECONDS")]
+        idempotency_ttl: f64,
         /// On SQLite, run no worker in this process: queued runs, sleeping
         /// workflows and schedules then wait for a `tollgate worker`.
         #[arg(long)]

@@ -544,3 +544,9 @@ pub(crate) fn review_pipeline(fx: &Fixture) {
         std::fs::copy(from.join(file), to.join(file)).unwrap();
     }
 }
+
+/// The SHA-256 of `text` in hex, as a tokens file names a token.
+pub(crate) fn sha256_hex(text: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect()
+}

@@ -40,8 +40,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({"error": {"kind": self.kind, "message": self.message}});
         let mut response = (self.status, Json(body)).into_response();
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            // The database is away: clients try again, not give up.
+        if self.status == StatusCode::SERVICE_UNAVAILABLE || self.kind == "key_in_flight" {
+            // The database is away, or the first request with this key
+            // is still running: clients try again, not give up.
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response

@@ -1,7 +1,9 @@
 //! What handlers take from a request, written once: a JSON body read
 //! within the server's size and time limits ([`JsonBody`], and [`JsonOrDefault`]
-//! where an empty body means the defaults), and a run id from the path
-//! ([`RunPath`]). Each refuses bad input with the API's error shape.
+//! where an empty body means the defaults), the same with the request's
+//! `Idempotency-Key` ([`KeyedJson`], [`Keyed`] for a request without a
+//! body), and a run id from the path ([`RunPath`]). Each refuses bad
+//! input with the API's error shape.
 
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
@@ -10,6 +12,7 @@ use serde::de::DeserializeOwned;
 use tollgate_checkpoint::RunId;
 
 use crate::error::ServiceError;
+use crate::service::RequestKey;
 
 use super::errors::{ApiError, ApiResult};
 use super::App;
@@ -42,6 +45,102 @@ impl<T: DeserializeOwned + Default> FromRequest<App> for JsonOrDefault<T> {
         }
         parse(&bytes).map(JsonOrDefault)
     }
+}
+
+/// The header a request key comes in.
+pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The header that says an answer is a replay of an earlier request with
+/// the same `Idempotency-Key` (`true`).
+pub(crate) const REPLAYED: &str = "idempotent-replayed";
+
+/// A JSON body that must be there (as [`JsonBody`]) and the request's
+/// key, when it sent `Idempotency-Key`.
+pub(crate) struct KeyedJson<T> {
+    pub(crate) body: T,
+    pub(crate) key: Option<RequestKey>,
+}
+
+/// The request key of a request without a body (a thread copy).
+pub(crate) struct Keyed(pub(crate) Option<RequestKey>);
+
+/// [`KeyedJson`] whose absent body (empty or all blank) means
+/// `T::default()`, as [`JsonOrDefault`].
+pub(crate) struct KeyedJsonOrDefault<T> {
+    pub(crate) body: T,
+    pub(crate) key: Option<RequestKey>,
+}
+
+impl<T: DeserializeOwned> FromRequest<App> for KeyedJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, app: &App) -> Result<Self, Self::Rejection> {
+        let (parts, body) = request.into_parts();
+        let bytes = read(app, body).await?;
+        let (body, key) = keyed(&parts, app, &bytes)?;
+        Ok(KeyedJson { body, key })
+    }
+}
+
+impl<T: DeserializeOwned + Default> FromRequest<App> for KeyedJsonOrDefault<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, app: &App) -> Result<Self, Self::Rejection> {
+        let (parts, body) = request.into_parts();
+        let bytes = read(app, body).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            let key = request_key(&parts, app, None)?;
+            return Ok(KeyedJsonOrDefault { body: T::default(), key });
+        }
+        let (body, key) = keyed(&parts, app, &bytes)?;
+        Ok(KeyedJsonOrDefault { body, key })
+    }
+}
+
+/// The body `bytes` parsed, and the request's key for it.
+fn keyed<T: DeserializeOwned>(
+    parts: &Parts,
+    app: &App,
+    bytes: &[u8],
+) -> ApiResult<(T, Option<RequestKey>)> {
+    if !parts.headers.contains_key(IDEMPOTENCY_KEY) {
+        return Ok((parse(bytes)?, None));
+    }
+    let value: serde_json::Value = parse(bytes)?;
+    let key = request_key(parts, app, Some(&value))?;
+    let body = serde_json::from_value(value).map_err(|error| {
+        ApiError::from(
+            ServiceError::invalid(format!("bad request body: {error}")).with_source(error),
+        )
+    })?;
+    Ok((body, key))
+}
+
+impl FromRequestParts<App> for Keyed {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, Self::Rejection> {
+        request_key(parts, app, None).map(Keyed)
+    }
+}
+
+/// The request's key: its `Idempotency-Key` in the scope of its principal
+/// (none on an open server), for its method, path and body.
+fn request_key(
+    parts: &Parts,
+    app: &App,
+    body: Option<&serde_json::Value>,
+) -> ApiResult<Option<RequestKey>> {
+    let Some(sent) = parts.headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let sent = sent.to_str().map_err(|_| {
+        ServiceError::invalid("`Idempotency-Key` must be printable ASCII".to_owned())
+    })?;
+    let scope = parts.extensions.get::<super::Principal>().map_or("", |who| who.name.as_str());
+    let request = format!("{} {}", parts.method, parts.uri.path());
+    let ttl = app.settings.idempotency_ttl;
+    Ok(Some(RequestKey::new(scope, sent, &request, body, ttl)?))
 }
 
 /// The body's bytes, within the limits.

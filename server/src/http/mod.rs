@@ -93,6 +93,10 @@ pub struct ServeOptions {
     /// `--token-file`)"). An embedding service names its own: "The
     /// service's API key".
     pub sign_in_hint: Option<String>,
+    /// How long a request key (`Idempotency-Key`) is kept: a retry within
+    /// it is answered with what the first request made (24 h by default,
+    /// [`DEFAULT_KEY_TTL`](crate::DEFAULT_KEY_TTL)).
+    pub idempotency_ttl: Duration,
 }
 
 impl ServeOptions {
@@ -114,6 +118,7 @@ impl ServeOptions {
             langgraph_prefix: Some(DEFAULT_LANGGRAPH_PREFIX.to_owned()),
             worker: true,
             sign_in_hint: None,
+            idempotency_ttl: crate::service::DEFAULT_KEY_TTL,
         }
     }
 }
@@ -207,6 +212,8 @@ pub(crate) struct Settings {
     pub(crate) sign_in_hint: Option<String>,
     /// The addresses this server listens on (webhooks never go there).
     pub(crate) own: std::sync::Mutex<Vec<SocketAddr>>,
+    /// How long request keys are kept.
+    pub(crate) idempotency_ttl: Duration,
 }
 
 impl Settings {
@@ -289,6 +296,7 @@ impl Api {
             metrics: metrics::recorder()?,
             langgraph: options.langgraph_prefix.as_deref().map(checked_prefix).transpose()?,
             sign_in_hint: options.sign_in_hint,
+            idempotency_ttl: options.idempotency_ttl,
             own: std::sync::Mutex::new(
                 Some(options.addr).filter(|addr| addr.port() != 0).into_iter().collect(),
             ),

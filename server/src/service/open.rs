@@ -126,19 +126,25 @@ impl Runs {
         self.executor.memory().expect("Runs::open gives the executor its memory")
     }
 
-    /// Removes expired memory items every `every`, until the runtime
-    /// ends (they are invisible from the moment they expire; this
-    /// reclaims their space).
-    pub fn sweep_memory_every(&self, every: Duration) -> tokio::task::JoinHandle<()> {
-        let memory = self.memory().clone();
+    /// Removes expired memory items and request keys every `every`, until
+    /// the runtime ends (both are invisible from the moment they expire;
+    /// this reclaims their space). Keys go in batches of 500, each its
+    /// own short transaction, so a sweep never holds up runs.
+    pub fn sweep_expired_every(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let runs = self.clone();
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(every);
             loop {
                 ticks.tick().await;
-                match memory.sweep().await {
+                match runs.memory().sweep().await {
                     Ok(0) => {}
                     Ok(removed) => tracing::debug!(removed, "expired memory items removed"),
                     Err(error) => tracing::warn!(%error, "sweeping expired memory items failed"),
+                }
+                match runs.sweep_keys().await {
+                    Ok(0) => {}
+                    Ok(removed) => tracing::debug!(removed, "expired request keys removed"),
+                    Err(error) => tracing::warn!(%error, "sweeping expired request keys failed"),
                 }
             }
         })

@@ -15,7 +15,7 @@ use tollgate_checkpoint::{RunId, RunStatus};
 use tollgate_engine::Decision;
 
 use super::super::errors::{ApiError, ApiResult};
-use super::super::extract::{run_id, JsonBody};
+use super::super::extract::{run_id, JsonBody, KeyedJson, REPLAYED};
 use super::super::{App, Principal};
 use super::assistants::{self, Assistant};
 use super::body::RunBody;
@@ -27,7 +27,9 @@ use super::stream::sse;
 use super::threads::{self, latest};
 use super::{webhook, wire};
 use crate::error::ServiceError;
-use crate::service::{Follow, Launch, ListingKind, Multitask, RunSummary, Until};
+use crate::service::{
+    Follow, Launch, ListingKind, Made, Makes, Multitask, RequestKey, RunSummary, Until,
+};
 
 /// What a request began: a run, or one that waits to start.
 enum Begun {
@@ -227,10 +229,72 @@ pub(super) async fn create(
     thread: Option<Path<String>>,
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
-    JsonBody(mut body): JsonBody<RunBody>,
+    KeyedJson { mut body, key }: KeyedJson<RunBody>,
 ) -> ApiResult<Response> {
     body.by = principal.map(|Extension(principal)| principal.name);
-    background(app, thread.map(|Path(thread)| thread), body, &headers).await
+    let asked = Asked { headers: &headers, key: key.as_ref() };
+    background(app, thread.map(|Path(thread)| thread), body, asked).await
+}
+
+/// What a run request came with besides its body.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    headers: &'a HeaderMap,
+    /// Its `Idempotency-Key`.
+    key: Option<&'a RequestKey>,
+}
+
+/// [`begin`], once per request key: a retry of a request with the same
+/// key gets what the first began (and `true`), which it answers as that
+/// request would have: the run's view, its outcome once it settles, its
+/// stream from the start of the leg the first request began.
+async fn begin_once(
+    app: &App,
+    thread: Option<&str>,
+    body: RunBody,
+    asked: Asked<'_>,
+) -> ApiResult<(Begun, bool)> {
+    let into = RunId::new();
+    let fresh = into.to_string();
+    let made = app.runs.made_once(asked.key, &fresh, Makes::Run, || async {
+        let begun = begin(app, thread, body, asked.headers, into).await?;
+        let made = match &begun {
+            // A leg of a run that was there (a decision, a run continued)
+            // is streamed from where it began.
+            Begun::Started(started) if started.after_seq > 0 => {
+                format!("{}@{}", started.run, started.after_seq)
+            }
+            Begun::Started(started) => started.run.to_string(),
+            Begun::Pending(pending) => pending.entry.id.clone(),
+        };
+        Ok::<_, ApiError>((begun, made))
+    });
+    let made = match made.await? {
+        Made::Fresh(begun) => return Ok((begun, false)),
+        Made::Replay(made) => made,
+    };
+    let (run, after_seq) = match made.split_once('@') {
+        Some((run, seq)) => (run, seq.parse().unwrap_or(0)),
+        None => (made.as_str(), 0),
+    };
+    let id = run_id(run)?;
+    if let Ok(summary) = app.runs.summary(id).await {
+        let started = Started { run: id, assistant: summary.graph, after_seq, leg: None };
+        return Ok((Begun::Started(started), true));
+    }
+    match queue::get(app, run).await? {
+        Some(pending) => Ok((Begun::Pending(Box::new(pending)), true)),
+        None => Err(ServiceError::not_found(id).into()),
+    }
+}
+
+/// `response`, marked as a replay (`Idempotent-Replayed: true`) when it
+/// is one.
+fn replay(mut response: Response, replayed: bool) -> Response {
+    if replayed {
+        response.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
+    }
+    response
 }
 
 /// Starts what `body` asks, and its webhook once it settles; or, for a
@@ -241,6 +305,7 @@ async fn begin(
     thread: Option<&str>,
     mut body: RunBody,
     headers: &HeaderMap,
+    into: RunId,
 ) -> ApiResult<Begun> {
     let hook = match body.webhook.as_deref() {
         Some(url) => Some(webhook::checked(app, url, headers).await?),
@@ -256,7 +321,7 @@ async fn begin(
     if body.delay_ms().is_some()
         || (enqueued && (waiting || latest.as_ref().is_some_and(RunSummary::holds_thread)))
     {
-        let pending = defer(app, thread, body, &assistant, latest.as_ref(), hook).await?;
+        let pending = defer(app, thread, body, &assistant, latest.as_ref(), hook, into).await?;
         return Ok(Begun::Pending(Box::new(pending)));
     }
     // A new run jumps no queue; a decision, a command or a run without
@@ -271,14 +336,14 @@ async fn begin(
         .into());
     }
     let name = assistant.name.clone();
-    let started = match start(app, thread, body, assistant, latest, RunId::new()).await {
+    let started = match start(app, thread, body, assistant, latest, into).await {
         Ok(started) => started,
         // The thread took a run since it was read: this one waits for it.
         Err(error) if enqueued && error.status == StatusCode::CONFLICT => {
             let mut body = body.clone();
             let (assistant, latest) = prepare(app, thread, &mut body).await?;
             let body = &body;
-            let pending = defer(app, thread, body, &assistant, latest.as_ref(), hook).await?;
+            let pending = defer(app, thread, body, &assistant, latest.as_ref(), hook, into).await?;
             return Ok(Begun::Pending(Box::new(pending)));
         }
         Err(error) => return Err(error),
@@ -299,6 +364,7 @@ async fn defer(
     assistant: &Assistant,
     latest: Option<&RunSummary>,
     hook: Option<reqwest::Url>,
+    run: RunId,
 ) -> ApiResult<Pending> {
     if let Some(busy) = latest.filter(|latest| latest.in_flight()) {
         // A delayed run with strategy `reject` is refused now, as it
@@ -313,7 +379,6 @@ async fn defer(
         )
         .into());
     }
-    let run = RunId::new();
     let due = wire::now_ms().saturating_add(body.delay_ms().unwrap_or(0));
     let pending = queue::put(app, run, thread, &assistant.name, body, due).await?;
     if let Some(url) = hook {
@@ -354,16 +419,19 @@ async fn background(
     app: App,
     thread: Option<String>,
     body: RunBody,
-    headers: &HeaderMap,
+    asked: Asked<'_>,
 ) -> ApiResult<Response> {
-    let started = match begin(&app, thread.as_deref(), body, headers).await? {
+    let (begun, replayed) = begin_once(&app, thread.as_deref(), body, asked).await?;
+    let started = match begun {
         Begun::Started(started) => started,
-        Begun::Pending(pending) => return pending_response(thread.as_deref(), &pending),
+        Begun::Pending(pending) => {
+            return pending_response(thread.as_deref(), &pending).map(|r| replay(r, replayed))
+        }
     };
     let run = started.run;
     let mut response = Json(driven(&app, started).await?).into_response();
     response.headers_mut().insert(header::CONTENT_LOCATION, location(thread.as_deref(), run));
-    Ok(response)
+    Ok(replay(response, replayed))
 }
 
 /// A run started in the background: its leg driven here, its `Run`.
@@ -392,7 +460,7 @@ pub(super) async fn batch(
     let mut runs = Vec::with_capacity(bodies.len());
     for mut body in bodies {
         body.by.clone_from(&by);
-        let shown = match begin(&app, None, body, &headers).await? {
+        let shown = match begin(&app, None, body, &headers, RunId::new()).await? {
             Begun::Started(started) => driven(&app, started).await?,
             Begun::Pending(pending) => queue::view(&pending),
         };
@@ -408,19 +476,21 @@ pub(super) async fn wait(
     thread: Option<Path<String>>,
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
-    JsonBody(mut body): JsonBody<RunBody>,
+    KeyedJson { mut body, key }: KeyedJson<RunBody>,
 ) -> ApiResult<Response> {
     body.by = principal.map(|Extension(principal)| principal.name);
-    waited(app, thread.map(|Path(thread)| thread), body, &headers).await
+    let asked = Asked { headers: &headers, key: key.as_ref() };
+    waited(app, thread.map(|Path(thread)| thread), body, asked).await
 }
 
 async fn waited(
     app: App,
     thread: Option<String>,
     body: RunBody,
-    headers: &HeaderMap,
+    asked: Asked<'_>,
 ) -> ApiResult<Response> {
-    let run = match begin(&app, thread.as_deref(), body, headers).await? {
+    let (begun, replayed) = begin_once(&app, thread.as_deref(), body, asked).await?;
+    let run = match begun {
         Begun::Started(started) => settle(&app, started).await?,
         Begun::Pending(pending) => {
             let run = when_started(&app, &pending.entry.id).await?;
@@ -430,7 +500,7 @@ async fn waited(
     };
     let mut response = Json(outcome(&app, run).await?).into_response();
     response.headers_mut().insert(header::CONTENT_LOCATION, location(thread.as_deref(), run));
-    Ok(response)
+    Ok(replay(response, replayed))
 }
 
 /// `POST /threads/{thread}/runs/stream` (and `POST /runs/stream`):
@@ -441,20 +511,22 @@ pub(super) async fn stream(
     thread: Option<Path<String>>,
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
-    JsonBody(mut body): JsonBody<RunBody>,
+    KeyedJson { mut body, key }: KeyedJson<RunBody>,
 ) -> ApiResult<Response> {
     body.by = principal.map(|Extension(principal)| principal.name);
-    streamed(app, thread.map(|Path(thread)| thread), body, &headers).await
+    let asked = Asked { headers: &headers, key: key.as_ref() };
+    streamed(app, thread.map(|Path(thread)| thread), body, asked).await
 }
 
 async fn streamed(
     app: App,
     thread: Option<String>,
     body: RunBody,
-    headers: &HeaderMap,
+    asked: Asked<'_>,
 ) -> ApiResult<Response> {
     let modes = body.modes()?;
-    let (run, after, leg) = match begin(&app, thread.as_deref(), body, headers).await? {
+    let (begun, replayed) = begin_once(&app, thread.as_deref(), body, asked).await?;
+    let (run, after, leg) = match begun {
         Begun::Started(started) => (started.run, started.after_seq, started.leg),
         Begun::Pending(pending) => (when_started(&app, &pending.entry.id).await?, 0, None),
     };
@@ -464,5 +536,5 @@ async fn streamed(
     }
     let mut response = sse(app, follow, modes, true).into_response();
     response.headers_mut().insert(header::CONTENT_LOCATION, location(thread.as_deref(), run));
-    Ok(response)
+    Ok(replay(response, replayed))
 }

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use futures_util::StreamExt;
 
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
@@ -16,11 +16,11 @@ use serde_json::{json, Map, Value};
 use tollgate_engine::{CheckpointSource, StateSnapshot, END};
 
 use super::super::errors::{ApiError, ApiResult};
-use super::super::extract::{JsonBody, JsonOrDefault};
+use super::super::extract::{JsonBody, JsonOrDefault, Keyed, REPLAYED};
 use super::super::{App, Principal};
 use super::wire;
 use crate::error::ServiceError;
-use crate::service::{thread_not_found, IfExists, RunSummary, StateWrite};
+use crate::service::{thread_not_found, IfExists, Made, Makes, RunSummary, StateWrite};
 use tollgate_checkpoint::{RunId, ThreadQuery, ThreadRecord, ThreadStatus};
 
 /// Whether `metadata` holds every key of `filter` with the same value
@@ -288,14 +288,27 @@ pub(super) async fn count(
 /// `POST /threads/{thread}/copy`: a new thread with the same metadata
 /// and a copy of every run of the source (its whole history, checkpoint
 /// for checkpoint; a paused run waits for the same decision), going on
-/// apart from it. Pending runs are not copied.
+/// apart from it. Pending runs are not copied. With `Idempotency-Key`, a
+/// retry answers the copy the first request made.
 pub(super) async fn copy(
     State(app): State<App>,
     Path(thread): Path<String>,
-) -> ApiResult<Json<wire::Thread>> {
-    let id = new_id();
-    app.runs.copy_thread_as(&thread, &id, wire::now_ms()).await?;
-    Ok(Json(view(&app, &id).await?))
+    Keyed(key): Keyed,
+) -> ApiResult<Response> {
+    let fresh = new_id();
+    let made = app.runs.made_once(key.as_ref(), &fresh, Makes::Thread, || async {
+        app.runs.copy_thread_as(&thread, &fresh, wire::now_ms()).await?;
+        Ok::<_, ApiError>(((), fresh.clone()))
+    });
+    let (id, replayed) = match made.await? {
+        Made::Fresh(()) => (fresh, false),
+        Made::Replay(made) => (made, true),
+    };
+    let mut response = Json(view(&app, &id).await?).into_response();
+    if replayed {
+        response.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
+    }
+    Ok(response)
 }
 
 /// The thread's state at checkpoint `step` of `run` (its latest when

@@ -3,7 +3,8 @@
 use std::collections::BTreeSet;
 
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
 use serde::Deserialize;
@@ -13,10 +14,12 @@ use tollgate_engine::{Decision, DecisionRequest};
 use tollgate_nodes::Blueprint;
 
 use crate::error::ServiceError;
-use crate::service::{self, Decided, GraphListing, Launch};
+use crate::service::{self, Decided, GraphListing, Launch, Leg, Made, Makes};
 
-use super::super::errors::ApiResult;
-use super::super::extract::{JsonBody, JsonOrDefault, RunPath};
+use super::super::errors::{ApiError, ApiResult};
+use super::super::extract::{
+    run_id, JsonBody, JsonOrDefault, KeyedJson, KeyedJsonOrDefault, RunPath, REPLAYED,
+};
 use super::super::{App, Principal};
 use super::wire;
 
@@ -370,17 +373,57 @@ pub(crate) async fn fork(
     RunPath(run): RunPath,
     Query(query): Query<WaitQuery>,
     principal: Option<Extension<Principal>>,
-    JsonOrDefault(body): JsonOrDefault<ForkBody>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+    KeyedJsonOrDefault { body, key }: KeyedJsonOrDefault<ForkBody>,
+) -> ApiResult<Response> {
     if body.values.as_ref().is_some_and(|values| !values.is_object()) {
         return Err(ServiceError::invalid("`values` must be an object: the fields to write").into());
     }
     let into = RunId::new();
+    let fresh = into.to_string();
     let by = asker(principal, body.by);
-    let sink = Some(app.hub.sink(into));
-    let leg = app.runs.fork(run, body.step, body.values, into, sink, by.as_deref()).await?;
-    app.legs.wait_or_drive(leg, query.wait.unwrap_or(false)).await?;
-    Ok((StatusCode::CREATED, summary_json(&app.runs.show(into).await?)))
+    let made = app.runs.made_once(key.as_ref(), &fresh, Makes::Run, || async {
+        let sink = Some(app.hub.sink(into));
+        let leg = app.runs.fork(run, body.step, body.values, into, sink, by.as_deref()).await?;
+        Ok::<_, ApiError>((Some(leg), fresh.clone()))
+    });
+    created(&app, made.await?, into, query.wait.unwrap_or(false), true).await
+}
+
+/// 201 with the run a request made (its leg driven here, or waited for
+/// with `wait`), or, for a request retried with its `Idempotency-Key`,
+/// the run the first one made (waited for to settle with `wait`; marked
+/// `Idempotent-Replayed: true`). With `origin`, the view says where the
+/// run was forked from ([`Runs::show`](crate::Runs::show)).
+async fn created(
+    app: &App,
+    made: Made<Option<Leg>>,
+    fresh: RunId,
+    wait: bool,
+    origin: bool,
+) -> ApiResult<Response> {
+    let (run, replayed) = match made {
+        Made::Fresh(handle) => {
+            match (handle, wait) {
+                (Some(handle), wait) => app.legs.wait_or_drive(handle, wait).await?,
+                (None, true) => app.runs.settled(fresh).await?,
+                (None, false) => {}
+            }
+            (fresh, false)
+        }
+        Made::Replay(made) => {
+            let run = run_id(&made)?;
+            if wait {
+                app.runs.settled(run).await?;
+            }
+            (run, true)
+        }
+    };
+    let summary = if origin { app.runs.show(run).await? } else { app.runs.summary(run).await? };
+    let mut response = (StatusCode::CREATED, summary_json(&summary)).into_response();
+    if replayed {
+        response.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
+    }
+    Ok(response)
 }
 
 #[derive(Deserialize, Default)]
@@ -398,12 +441,14 @@ pub(crate) struct CreateBody {
 /// `--blueprints`) or of a registered graph (`graph`, its newest
 /// version). Answers 201 once the run is stored (driven here on SQLite,
 /// queued for workers on Postgres), or when its leg ends with
-/// `?wait=true`.
+/// `?wait=true`. With `Idempotency-Key`, a retry of the same request
+/// answers the run the first one started (`Idempotent-Replayed: true`),
+/// and never starts a second.
 pub(crate) async fn create(
     State(app): State<App>,
     Query(query): Query<WaitQuery>,
-    JsonBody(body): JsonBody<CreateBody>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+    KeyedJson { body, key }: KeyedJson<CreateBody>,
+) -> ApiResult<Response> {
     if body.max_steps == Some(0) {
         return Err(ServiceError::invalid("`max_steps` must be at least 1").into());
     }
@@ -411,11 +456,21 @@ pub(crate) async fn create(
         return Err(ServiceError::invalid("`thread` must not be empty").into());
     }
     let run = RunId::new();
+    let fresh = run.to_string();
+    let made = app.runs.made_once(key.as_ref(), &fresh, Makes::Run, || async {
+        let handle = launch(&app, body, run).await?;
+        Ok::<_, ApiError>((handle, fresh.clone()))
+    });
+    created(&app, made.await?, run, query.wait.unwrap_or(false), false).await
+}
+
+/// Stores the run `body` asks for as `run`: its leg when driven here.
+async fn launch(app: &App, body: CreateBody, run: RunId) -> ApiResult<Option<Leg>> {
     let launch = Launch { thread: body.thread, max_steps: body.max_steps, ..Launch::default() };
     let sink = Some(app.hub.sink(run));
-    let handle = match (body.blueprint, body.graph) {
+    Ok(match (body.blueprint, body.graph) {
         (Some(given), None) => {
-            let blueprint = blueprint(&app, given).await?;
+            let blueprint = blueprint(app, given).await?;
             let input = service::UserInput::from_json(&body.input);
             app.runs.launch(&blueprint, &input, launch, run, sink).await?
         }
@@ -426,14 +481,7 @@ pub(crate) async fn create(
             )
             .into())
         }
-    };
-    match (handle, query.wait.unwrap_or(false)) {
-        (Some(handle), true) => app.legs.wait(handle).await?,
-        (Some(handle), false) => app.legs.drive(handle),
-        (None, true) => app.runs.settled(run).await?,
-        (None, false) => {}
-    }
-    Ok((StatusCode::CREATED, summary_json(&app.runs.summary(run).await?)))
+    })
 }
 
 /// `GET /graphs`: what this server can start: its registered graphs and
