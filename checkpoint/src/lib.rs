@@ -62,7 +62,7 @@ pub use items::{
 pub use keys::{claim_wins, Claimed, HeldKey, KeyClaim};
 pub use listing::{
     Cursor, DamagedRun, PageRequest, RunFilter, RunPage, ThreadMatches, ThreadQuery, ThreadRecord,
-    ThreadStatus, Waiting,
+    ThreadStatus, ThreadStorage, Waiting,
 };
 pub use memory::MemoryStore;
 pub use outbox::{GateOpens, OutboxEntry, OutboxGate, OutboxQuery, OUTBOX_NEVER};

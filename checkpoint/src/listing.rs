@@ -153,12 +153,46 @@ pub struct ThreadRecord {
     pub updated_at_ms: i64,
     /// Its metadata: a JSON object.
     pub metadata: serde_json::Value,
+    /// How long, in milliseconds, the thread may stay idle (no run in
+    /// flight or waiting for a decision, none started or changed and its
+    /// metadata unchanged for that long) before it is removed
+    /// ([`ThreadStore::expired_threads`](crate::ThreadStore::expired_threads)).
+    /// `None`: kept until deleted.
+    pub ttl_ms: Option<i64>,
 }
 
 impl ThreadRecord {
-    /// Thread `id` created at `at_ms` with `metadata`.
+    /// Thread `id` created at `at_ms` with `metadata`, kept until deleted.
     pub fn new(id: impl Into<String>, at_ms: i64, metadata: serde_json::Value) -> Self {
-        Self { id: id.into(), created_at_ms: at_ms, updated_at_ms: at_ms, metadata }
+        Self { id: id.into(), created_at_ms: at_ms, updated_at_ms: at_ms, metadata, ttl_ms: None }
+    }
+
+    /// The same record, removed once idle for `ttl_ms` milliseconds.
+    pub fn with_ttl(mut self, ttl_ms: Option<i64>) -> Self {
+        self.ttl_ms = ttl_ms;
+        self
+    }
+}
+
+/// What a thread's runs occupy in the store
+/// ([`ThreadStore::thread_storage`](crate::ThreadStore::thread_storage)),
+/// as the store keeps them (Postgres: after its own compression).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThreadStorage {
+    /// Its runs.
+    pub runs: u64,
+    /// Bytes of their checkpoints: steps (frontiers and updates),
+    /// snapshots, pending writes, interrupts and their decisions.
+    pub checkpoint_bytes: u64,
+    /// Bytes of their events.
+    pub event_bytes: u64,
+}
+
+impl ThreadStorage {
+    /// What a store measured.
+    pub fn new(runs: u64, checkpoint_bytes: u64, event_bytes: u64) -> Self {
+        Self { runs, checkpoint_bytes, event_bytes }
     }
 }
 

@@ -6,7 +6,9 @@ use crate::codec::Blob;
 use crate::error::StoreError;
 use crate::ids::RunId;
 use crate::keys::{Claimed, KeyClaim};
-use crate::listing::{PageRequest, RunFilter, RunPage, ThreadQuery, ThreadRecord, Waiting};
+use crate::listing::{
+    PageRequest, RunFilter, RunPage, ThreadQuery, ThreadRecord, ThreadStorage, Waiting,
+};
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::owner::Owner;
 use crate::record::{
@@ -176,6 +178,18 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug + 'static {
     /// Removes a thread's record (its runs are the caller's to delete);
     /// whether there was one.
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError>;
+
+    /// At most `limit` threads whose time to live ran out by `now_ms`:
+    /// records with a [`ThreadRecord::ttl_ms`] whose status is `idle` or
+    /// `error` (never one with a run in flight or waiting for a decision)
+    /// and whose last change (the record's, or its latest run's) is at
+    /// least `ttl_ms` before `now_ms`. For the caller to remove.
+    async fn expired_threads(&self, now_ms: i64, limit: u64) -> Result<Vec<String>, StoreError>;
+
+    /// What the runs of `thread` occupy: their number, and the bytes of
+    /// their checkpoints and of their events (all zero for a thread
+    /// without runs).
+    async fn thread_storage(&self, thread: &str) -> Result<ThreadStorage, StoreError>;
 }
 
 /// Schedules: what starts runs on a timetable, fired once per tick

@@ -177,10 +177,19 @@ async fn open(cli: &Cli, graphs: Graphs, long_running: bool) -> Result<Runs, Ser
         let index = IndexConfig::new(cli.embed_dims).fields(cli.embed_fields.clone());
         runs = runs.with_embedder(index, embedder);
     }
+    if let Command::Serve { thread_ttl, .. } = &cli.command {
+        let ttl = thread_ttl.map(|ttl| serve::seconds("thread-ttl", ttl)).transpose()?;
+        runs = runs.with_thread_ttl(ttl);
+    }
     if long_running {
-        // Expired memory items and request keys are invisible at once; this
-        // reclaims them.
-        runs.sweep_expired_every(std::time::Duration::from_secs(60));
+        // Expired memory items and request keys are invisible at once, and
+        // expired threads are removed: one sweep every minute (`serve
+        // --sweep-every`).
+        let every = match &cli.command {
+            Command::Serve { sweep_every, .. } => serve::seconds("sweep-every", *sweep_every)?,
+            _ => std::time::Duration::from_secs(60),
+        };
+        runs.sweep_expired_every(every);
     }
     Ok(runs)
 }

@@ -35,17 +35,13 @@ pub(crate) fn options(
         body_timeout,
         max_body,
         idempotency_ttl,
+        thread_ttl,
+        sweep_every,
         no_worker,
         ..
     } = command
     else {
         return Ok(None);
-    };
-    let seconds = |name: &str, value: f64| {
-        Duration::try_from_secs_f64(value)
-            .ok()
-            .filter(|duration| !duration.is_zero())
-            .ok_or_else(|| ServiceError::invalid(format!("--{name} takes seconds, more than 0")))
     };
     let mut limits = tollgate_server::Limits::default();
     limits.max_connections = *max_connections;
@@ -73,8 +69,19 @@ pub(crate) fn options(
     options.langgraph_prefix = (!*no_langgraph).then(|| langgraph_prefix.clone());
     options.worker = !*no_worker;
     options.idempotency_ttl = seconds("idempotency-ttl", *idempotency_ttl)?;
+    // Used once the runs are open (`open`); checked before.
+    thread_ttl.map(|ttl| seconds("thread-ttl", ttl)).transpose()?;
+    seconds("sweep-every", *sweep_every)?;
     tollgate_server::check_exposure(&options)?;
     Ok(Some(options))
+}
+
+/// `value` seconds of option `--NAME`: more than 0.
+pub(crate) fn seconds(name: &str, value: f64) -> Result<Duration, ServiceError> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|duration| !duration.is_zero())
+        .ok_or_else(|| ServiceError::invalid(format!("--{name} takes seconds, more than 0")))
 }
 
 /// `worker`: drives runs no process drives until a signal, then reports.

@@ -8,6 +8,8 @@
 mod idempotency;
 #[path = "server/lifecycle.rs"]
 mod lifecycle;
+#[path = "server/retention.rs"]
+mod retention;
 mod support;
 
 use std::time::{Duration, Instant};

@@ -37,4 +37,5 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0021_outbox_gates.sql"),
     include_str!("../migrations/0022_thread_search.sql"),
     include_str!("../migrations/0023_request_keys.sql"),
+    include_str!("../migrations/0024_thread_ttl.sql"),
 ];

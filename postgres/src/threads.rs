@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use tollgate_checkpoint::{
-    StoreError, ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus, ThreadStore,
+    StoreError, ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus, ThreadStorage, ThreadStore,
 };
 
 use crate::conn::client_error;
@@ -13,14 +13,14 @@ use crate::rows::{column, damaged};
 use crate::sql::Sql;
 use crate::store::PostgresStore;
 
-const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata";
+const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata, ttl_ms";
 
 fn thread_from_row(row: &Row) -> Result<ThreadRecord, StoreError> {
     let id: String = column(row, 0)?;
     let text: String = column(row, 3)?;
     let metadata = serde_json::from_str(&text)
         .map_err(|error| damaged(format!("thread `{id}`: its metadata is not JSON: {error}")))?;
-    let mut record = ThreadRecord::new(id, column(row, 1)?, metadata);
+    let mut record = ThreadRecord::new(id, column(row, 1)?, metadata).with_ttl(column(row, 4)?);
     record.updated_at_ms = column(row, 2)?;
     Ok(record)
 }
@@ -38,17 +38,17 @@ impl ThreadStore for PostgresStore {
         let metadata = metadata_text(&record.metadata)?;
         // One statement: the new row, or the row that was there.
         let sql = format!(
-            "WITH inserted AS (INSERT INTO threads ({COLUMNS}) VALUES ($1, $2, $3, $4) \
+            "WITH inserted AS (INSERT INTO threads ({COLUMNS}) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (id) DO NOTHING RETURNING {COLUMNS}) \
              SELECT {COLUMNS}, true FROM inserted \
              UNION ALL SELECT {COLUMNS}, false FROM threads WHERE id = $1 \
              AND NOT EXISTS (SELECT 1 FROM inserted)"
         );
         let (client, statement) = self.prepared(&sql).await?;
-        let params: [&(dyn ToSql + Sync); 4] =
-            [&record.id, &record.created_at_ms, &record.updated_at_ms, &metadata];
+        let params: [&(dyn ToSql + Sync); 5] =
+            [&record.id, &record.created_at_ms, &record.updated_at_ms, &metadata, &record.ttl_ms];
         let row = client.row(&statement, &params).await.map_err(client_error)?;
-        Ok((thread_from_row(&row)?, column(&row, 4)?))
+        Ok((thread_from_row(&row)?, column(&row, 5)?))
     }
 
     async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
@@ -91,7 +91,7 @@ impl ThreadStore for PostgresStore {
             let rows = client.rows(&statement, &params).await.map_err(client_error)?;
             read += rows.len() as i64;
             for row in &rows {
-                let status: String = column(row, 4)?;
+                let status: String = column(row, 5)?;
                 if page.offer(thread_from_row(row)?, &status) {
                     return Ok(page.into_found());
                 }
@@ -102,11 +102,55 @@ impl ThreadStore for PostgresStore {
         }
     }
 
+    /// Read through the partial index of threads with a time to live,
+    /// each one's latest run by its id.
+    async fn expired_threads(&self, now_ms: i64, limit: u64) -> Result<Vec<String>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (client, statement) = self
+            .prepared(
+                "SELECT t.id FROM threads t LEFT JOIN runs r ON r.id = t.latest_run \
+                 WHERE t.ttl_ms IS NOT NULL AND t.status IN ('idle', 'error') \
+                 AND greatest(t.updated_at_ms, r.updated_at_ms) + t.ttl_ms <= $1 LIMIT $2",
+            )
+            .await?;
+        let params: [&(dyn ToSql + Sync); 2] = [&now_ms, &limit];
+        let rows = client.rows(&statement, &params).await.map_err(client_error)?;
+        rows.iter().map(|row| column(row, 0)).collect()
+    }
+
+    /// One statement: each table read by its run key, sizes as stored
+    /// (`pg_column_size`: after compression).
+    async fn thread_storage(&self, thread: &str) -> Result<ThreadStorage, StoreError> {
+        let (client, statement) = self.prepared(STORAGE).await?;
+        let row = client.row(&statement, &[&thread]).await.map_err(client_error)?;
+        let bytes = |at: usize| -> Result<u64, StoreError> {
+            Ok(u64::try_from(column::<i64>(&row, at)?).unwrap_or(0))
+        };
+        Ok(ThreadStorage::new(bytes(0)?, bytes(1)?, bytes(2)?))
+    }
+
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         let (client, statement) = self.prepared("DELETE FROM threads WHERE id = $1").await?;
         Ok(client.exec(&statement, &[&thread]).await.map_err(client_error)? == 1)
     }
 }
+
+/// The runs of thread `$1`, the bytes of their checkpoints (steps'
+/// frontiers and updates, snapshots, pending writes, interrupts and
+/// decisions) and of their events (steps' and the other transitions').
+const STORAGE: &str = "WITH rs AS (SELECT id FROM runs WHERE thread = $1) SELECT \
+    (SELECT count(*) FROM rs), \
+    ((SELECT coalesce(sum(pg_column_size(frontier) + pg_column_size(updates)), 0) \
+        FROM steps WHERE run IN (SELECT id FROM rs)) \
+     + (SELECT coalesce(sum(pg_column_size(payload)), 0) FROM snapshots \
+        WHERE run IN (SELECT id FROM rs)) \
+     + (SELECT coalesce(sum(pg_column_size(payload)), 0) FROM pending_writes \
+        WHERE run IN (SELECT id FROM rs)) \
+     + (SELECT coalesce(sum(pg_column_size(payload) + coalesce(pg_column_size(decision), 0)), 0) \
+        FROM interrupts WHERE run IN (SELECT id FROM rs)))::bigint, \
+    ((SELECT coalesce(sum(pg_column_size(events)), 0) FROM steps WHERE run IN (SELECT id FROM rs)) \
+     + (SELECT coalesce(sum(pg_column_size(lines)), 0) FROM events \
+        WHERE run IN (SELECT id FROM rs)))::bigint";
 
 /// A search's statement and its parameters but the last two (`LIMIT`,
 /// `OFFSET`): the status exact (the index `threads_by_status`), the ids

@@ -7,7 +7,7 @@ use tollgate_checkpoint::{
     KeyClaim, NewRun, NodeCacheStore, OutboxEntry, OutboxGate, OutboxQuery, OutboxStore, Owner,
     PageRequest, RunFilter, RunId, RunPage, RunRecord, RunStatus, RunStore, ScheduleFire,
     ScheduleRecord, ScheduleStore, Store, StoreError, StoredCheckpoint, TaskProgress, TaskWrite,
-    ThreadQuery, ThreadRecord, ThreadStore, Transition, Waiting,
+    ThreadQuery, ThreadRecord, ThreadStorage, ThreadStore, Transition, Waiting,
 };
 
 /// What a [`HookedStore`] calls around the wrapped store. Every hook has a
@@ -221,6 +221,16 @@ impl<S: Store, H: StoreHooks> ThreadStore for HookedStore<S, H> {
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         self.hooks.called("delete_thread");
         self.inner.delete_thread(thread).await
+    }
+
+    async fn expired_threads(&self, now_ms: i64, limit: u64) -> Result<Vec<String>, StoreError> {
+        self.hooks.called("expired_threads");
+        self.inner.expired_threads(now_ms, limit).await
+    }
+
+    async fn thread_storage(&self, thread: &str) -> Result<ThreadStorage, StoreError> {
+        self.hooks.called("thread_storage");
+        self.inner.thread_storage(thread).await
     }
 }
 

@@ -7,7 +7,9 @@ starts), sequentially and with 16 concurrent clients; a thread created
 and a one-node run on it, both timed, sequentially and by 16 asyncio tasks
 sharing one client; a three-node run; a pause with an interrupt and a
 resume with `Command(resume=…)`; the time to the first `updates` event of
-a streamed three-node run; `threads.search` of 25. Prints one JSON
+a streamed three-node run; `threads.search` of 25; one-node runs with an
+`Idempotency-Key` beside runs without one, and the same request sent again
+(a replay). Prints one JSON
 object (milliseconds, runs per second). Run by scripts/bench-langgraph-api.
 """
 
@@ -61,6 +63,26 @@ async def main():
         await one_node(client, thread)
         samples.append(time.perf_counter() - started)
     out["one_node_wait"] = summary(samples)
+
+    # Every other run with an `Idempotency-Key` (interleaved, so that both
+    # see the same server), and each keyed request sent again: its replay.
+    plain, keyed, replays = [], [], []
+    run_tag = str(time.time())
+    for i, thread in enumerate(await threads(client, 2 * N)):
+        if i % 2:
+            took, _ = await timed(one_node(client, thread))
+            plain.append(took)
+            continue
+        key = {"Idempotency-Key": f"bench-{run_tag}-{i}"}
+        wait = lambda: client.runs.wait(thread, "echo", input={"text": "x"}, headers=key)
+        took, first = await timed(wait())
+        keyed.append(took)
+        took, again = await timed(wait())
+        assert again == first, (first, again)
+        replays.append(took)
+    out["one_node_wait_unkeyed"] = summary(plain)
+    out["one_node_wait_keyed"] = summary(keyed)
+    out["one_node_wait_replayed"] = summary(replays)
 
     clients = [get_client(url=URL) for _ in range(16)]
     per_client = max(N // 16, 10)

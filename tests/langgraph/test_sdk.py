@@ -140,11 +140,31 @@ class Threads(unittest.TestCase):
                     await client.threads.get(gone)
                 self.assertEqual(missing.exception.response.status_code, 404)
             self.assertEqual((await client.threads.get(kept))["thread_id"], kept)
-            with self.assertRaises(httpx.HTTPStatusError) as latest:
-                await client.threads.prune([kept], strategy="keep_latest")
-            self.assertEqual(latest.exception.response.status_code, 422)
-            self.assertIn("keep_latest", latest.exception.response.text)
-            self.assertEqual((await client.threads.get(kept))["thread_id"], kept)
+
+        run(go())
+
+    def test_prune_keep_latest_keeps_the_latest_run_and_the_state(self):
+        async def go():
+            client = get_client(url=URL)
+            thread = (await client.threads.create())["thread_id"]
+            for text in ("one", "two", "three"):
+                await client.runs.wait(thread, "echo", input={"text": text})
+            before = await client.threads.get_state(thread)
+            runs = await client.runs.list(thread)
+            self.assertEqual(len(runs), 3)
+            pruned = await client.threads.prune([thread, "no-such-thread"], strategy="keep_latest")
+            self.assertEqual(pruned, {"pruned_count": 1})
+            left = await client.runs.list(thread)
+            self.assertEqual([r["run_id"] for r in left], [runs[0]["run_id"]], "the latest run alone")
+            after = await client.threads.get_state(thread)
+            self.assertEqual(after["values"], before["values"])
+            self.assertEqual(after["checkpoint"], before["checkpoint"])
+            history = await client.threads.get_history(thread, limit=50)
+            self.assertTrue(all(h["checkpoint"]["checkpoint_id"].startswith(runs[0]["run_id"])
+                                for h in history), "only the latest run's checkpoints")
+            # The next run builds on the state kept.
+            out = await client.runs.wait(thread, "echo", input={"text": "four"})
+            self.assertEqual(out["log"], ["echo:one", "echo:two", "echo:three", "echo:four"])
 
         run(go())
 

@@ -69,6 +69,7 @@ use threads::{
     a_thread_runs_one_leg_at_a_time, cached_outputs_expire_and_stay_in_their_scope,
     thread_records_are_created_once_and_listed_newest_first,
     thread_searches_match_metadata_exactly, thread_statuses_follow_their_latest_run,
+    thread_storage_counts_its_runs_bytes, threads_idle_past_their_ttl_expire,
 };
 
 /// Runs every case, each on a fresh store from `make`: the six suites
@@ -133,6 +134,8 @@ where
 {
     thread_records_are_created_once_and_listed_newest_first(&make().await).await;
     thread_statuses_follow_their_latest_run(&make().await).await;
+    threads_idle_past_their_ttl_expire(&make().await).await;
+    thread_storage_counts_its_runs_bytes(&make().await).await;
     thread_searches_match_metadata_exactly(&make().await).await;
 }
 

@@ -279,3 +279,107 @@ pub(super) async fn thread_searches_match_metadata_exactly<S: RunStore + ThreadS
     store.delete_thread("b").await.expect("delete");
     assert_eq!(found(store, by(json!({"user": "bob"}))).await, ["a"]);
 }
+
+/// Threads with a time to live expire once idle that long: from the
+/// record's last change without runs, from the latest run's last change
+/// with them; never while a run is in flight or waits for a decision;
+/// never without a time to live.
+pub(super) async fn threads_idle_past_their_ttl_expire<S: RunStore + ThreadStore>(store: &S) {
+    use serde_json::json;
+    let record = |id: &str, ttl: Option<i64>| ThreadRecord::new(id, 1_000, json!({})).with_ttl(ttl);
+    for (id, ttl) in [("quiet", Some(500)), ("kept", None)] {
+        store.create_thread(record(id, ttl)).await.expect("create");
+    }
+    let created = store.thread_record("quiet").await.expect("read").expect("record");
+    assert_eq!(created.ttl_ms, Some(500), "the time to live reads back");
+    let expired = |now: i64| async move {
+        let mut found = store.expired_threads(now, 100).await.expect("expired");
+        found.sort();
+        found
+    };
+    assert_eq!(expired(1_499).await, Vec::<String>::new());
+    assert_eq!(expired(1_500).await, ["quiet"]);
+    // A change of its metadata is a change.
+    store.update_thread("quiet", json!({"n": 1}), 2_000).await.expect("update");
+    assert_eq!(expired(2_499).await, Vec::<String>::new());
+    let mut last = 0;
+    for (id, status) in [
+        ("done", RunStatus::Completed),
+        ("failed", RunStatus::Failed),
+        ("paused", RunStatus::AwaitingHitl),
+        ("running", RunStatus::Running),
+    ] {
+        store.create_thread(record(id, Some(500))).await.expect("create");
+        let run = RunId::new();
+        store.create_run(new_run(run, "g", Some(id))).await.expect("run");
+        last = run.timestamp_ms() as i64 + 10_000;
+        settle(store, run, status, last).await;
+    }
+    // Settled runs count from their last change (settle's time; the
+    // running run's is its creation).
+    let early = expired(last - 10_000).await;
+    assert!(!early.contains(&"done".to_owned()), "not before its run's last change: {early:?}");
+    assert_eq!(expired(last + 500).await, ["done", "failed", "quiet"]);
+    assert_eq!(expired(i64::MAX / 2).await, ["done", "failed", "quiet"], "paused and running kept");
+    assert_eq!(store.expired_threads(i64::MAX / 2, 2).await.expect("limit").len(), 2);
+}
+
+/// What a thread's runs occupy: nothing without runs; each run counted;
+/// an update of 20,000 incompressible bytes adds at least that many to
+/// the checkpoints, events add to the events; another thread's runs and
+/// runs without a thread are not counted; deleted runs leave nothing.
+pub(super) async fn thread_storage_counts_its_runs_bytes<S: RunStore + ThreadStore>(store: &S) {
+    use crate::codec::Codec;
+    use crate::listing::ThreadStorage;
+    let empty = store.thread_storage("measured").await.expect("storage");
+    assert_eq!(empty, ThreadStorage::default(), "no runs, no bytes");
+    let (first, second, elsewhere) = (RunId::new(), RunId::new(), RunId::new());
+    store.create_run(new_run(first, "g", Some("measured"))).await.expect("run");
+    store.create_run(new_run(elsewhere, "g", Some("other"))).await.expect("run");
+    store.create_run(new_run(RunId::new(), "g", None)).await.expect("run");
+    let one = store.thread_storage("measured").await.expect("storage");
+    assert_eq!(one.runs, 1);
+    assert!(one.checkpoint_bytes > 0 && one.event_bytes > 0, "{one:?}");
+    // 20,000 bytes that do not compress (a xorshift sequence).
+    let mut state = 0x2545_f491_u32;
+    let noise: Vec<u32> = (0..5_000)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state
+        })
+        .collect();
+    let big = Codec::Bincode.encode(&noise, 1).expect("encodes");
+    let mut transition = step(first, 1, 1, 2, false);
+    if let Some(record) = transition.step.as_mut() {
+        record.updates[0].update = big;
+    }
+    store.commit(transition).await.expect("step");
+    let grown = store.thread_storage("measured").await.expect("storage");
+    assert!(grown.checkpoint_bytes >= one.checkpoint_bytes + 20_000, "{one:?} -> {grown:?}");
+    assert!(grown.event_bytes > one.event_bytes, "the step's event: {one:?} -> {grown:?}");
+    store.create_run(new_run(second, "g", Some("measured"))).await.expect("run");
+    let two = store.thread_storage("measured").await.expect("storage");
+    assert_eq!(two.runs, 2);
+    assert!(two.checkpoint_bytes > grown.checkpoint_bytes, "{grown:?} -> {two:?}");
+    let other = store.thread_storage("other").await.expect("storage");
+    assert_eq!(other.runs, 1);
+    assert!(other.checkpoint_bytes < 20_000, "another thread's runs apart: {other:?}");
+    for (run, seq) in [(first, 3), (second, 2)] {
+        store.commit(completed(run, seq)).await.expect("settle");
+        store.delete_run(run).await.expect("delete");
+    }
+    let gone = store.thread_storage("measured").await.expect("storage");
+    assert_eq!(gone, ThreadStorage::default(), "deleted runs leave nothing");
+}
+
+/// A transition that completes `run` at epoch 1 with event `seq`.
+fn completed(run: RunId, seq: u64) -> Transition {
+    Transition {
+        step: None,
+        status: RunStatus::Completed,
+        lease_until_ms: None,
+        ..step(run, 1, 1, seq, false)
+    }
+}

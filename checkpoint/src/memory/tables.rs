@@ -9,7 +9,7 @@ use super::MemoryStore;
 use crate::codec::Blob;
 use crate::error::StoreError;
 use crate::keys::{claim_wins, Claimed, HeldKey, KeyClaim};
-use crate::listing::{ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus};
+use crate::listing::{ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus, ThreadStorage};
 use crate::outbox::{OutboxEntry, OutboxGate, OutboxQuery};
 use crate::schedule::{ScheduleFire, ScheduleRecord};
 use crate::status::RunStatus;
@@ -72,6 +72,59 @@ impl ThreadStore for MemoryStore {
 
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         Ok(self.lock().threads.remove(thread).is_some())
+    }
+
+    async fn expired_threads(&self, now_ms: i64, limit: u64) -> Result<Vec<String>, StoreError> {
+        let inner = self.lock();
+        let mut latest: HashMap<&str, (RunStatus, i64)> = HashMap::new();
+        // Runs by id ascending: the last one seen of a thread is its latest.
+        for stored in inner.runs.values() {
+            if let Some(thread) = stored.record.thread.as_deref() {
+                latest.insert(thread, (stored.record.status, stored.record.updated_at_ms));
+            }
+        }
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        Ok(inner
+            .threads
+            .values()
+            .filter_map(|record| {
+                let ttl = record.ttl_ms?;
+                let run = latest.get(record.id.as_str());
+                let status = ThreadStatus::of(run.map(|(status, _)| *status));
+                let changed =
+                    run.map_or(record.updated_at_ms, |(_, at)| *at.max(&record.updated_at_ms));
+                let expired = matches!(status, ThreadStatus::Idle | ThreadStatus::Error)
+                    && changed.saturating_add(ttl) <= now_ms;
+                expired.then(|| record.id.clone())
+            })
+            .take(limit)
+            .collect())
+    }
+
+    /// Measured as the durable stores would store it: blobs as stored,
+    /// JSON as text.
+    async fn thread_storage(&self, thread: &str) -> Result<ThreadStorage, StoreError> {
+        let inner = self.lock();
+        let mut storage = ThreadStorage::default();
+        let runs = inner.runs.values().filter(|run| run.record.thread.as_deref() == Some(thread));
+        for run in runs {
+            storage.runs += 1;
+            let mut checkpoints = run.initial_frontier.stored_len();
+            checkpoints += run.snapshots.iter().map(|(_, blob)| blob.stored_len()).sum::<usize>();
+            for step in &run.steps {
+                checkpoints += step.frontier.stored_len();
+                checkpoints += step.updates.iter().map(|u| u.update.stored_len()).sum::<usize>();
+            }
+            let pending = run.pending.values().chain(run.progress.values());
+            checkpoints += pending.map(|u| u.update.stored_len()).sum::<usize>();
+            for interrupt in &run.interrupts {
+                checkpoints += interrupt.payload.to_string().len();
+                checkpoints += interrupt.decision.as_ref().map_or(0, |d| d.to_string().len());
+            }
+            storage.checkpoint_bytes += checkpoints as u64;
+            storage.event_bytes += run.events.iter().map(|e| e.json.len() as u64).sum::<u64>();
+        }
+        Ok(storage)
     }
 }
 

@@ -474,4 +474,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX request_keys_expiry ON request_keys (expires_at_ms);
 ",
+    // 21: a thread's time to live (`ThreadRecord::ttl_ms`): the sweeper
+    // reads the threads that have one through a partial index.
+    "
+    ALTER TABLE threads ADD COLUMN ttl_ms INTEGER;
+    CREATE INDEX threads_with_ttl ON threads (ttl_ms) WHERE ttl_ms IS NOT NULL;
+",
 ];

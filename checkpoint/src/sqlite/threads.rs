@@ -9,24 +9,43 @@ use super::fault::Abort;
 use super::writers::Touches;
 use super::SqliteStore;
 use crate::error::StoreError;
-use crate::listing::{ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus};
+use crate::listing::{ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus, ThreadStorage};
 use crate::store::ThreadStore;
 
-const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata";
+const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata, ttl_ms";
 
-fn thread_from_row(row: &Row<'_>) -> rusqlite::Result<(String, i64, i64, String)> {
-    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+/// The bytes of run `?1`'s checkpoints (steps' frontiers and updates,
+/// their parts, snapshots, pending writes, interrupts and decisions) and
+/// of its events (steps' and the other transitions'), each table read by
+/// its key.
+const STORAGE_OF_RUN: &str = "SELECT \
+    (SELECT coalesce(sum(length(frontier) + length(updates)), 0) FROM steps WHERE num = ?1) \
+    + (SELECT coalesce(sum(length(p.part)), 0) FROM steps s JOIN step_parts p \
+       ON p.id BETWEEN (s.id << 20) AND (s.id << 20) + 1048575 WHERE s.num = ?1) \
+    + (SELECT coalesce(sum(length(payload)), 0) FROM snapshots \
+       WHERE id BETWEEN (?1 << 32) AND (?1 << 32) + 4294967295) \
+    + (SELECT coalesce(sum(length(payload)), 0) FROM pending_writes WHERE num = ?1) \
+    + (SELECT coalesce(sum(length(CAST(payload AS BLOB)) \
+       + coalesce(length(CAST(decision AS BLOB)), 0)), 0) FROM interrupts WHERE num = ?1), \
+    (SELECT coalesce(sum(length(CAST(events AS BLOB))), 0) FROM steps WHERE num = ?1) \
+    + (SELECT coalesce(sum(length(CAST(lines AS BLOB))), 0) FROM events WHERE num = ?1)";
+
+/// A `threads` row as [`COLUMNS`] reads it.
+type ThreadRow = (String, i64, i64, String, Option<i64>);
+
+fn thread_from_row(row: &Row<'_>) -> rusqlite::Result<ThreadRow> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
 }
 
 fn decoded(
-    (id, created_at_ms, updated_at_ms, metadata): (String, i64, i64, String),
+    (id, created_at_ms, updated_at_ms, metadata, ttl_ms): ThreadRow,
 ) -> Result<ThreadRecord, Abort> {
     let metadata = serde_json::from_str(&metadata).map_err(|error| {
         Abort::Refused(StoreError::Backend {
             source: format!("thread `{id}`: its metadata is not JSON: {error}").into(),
         })
     })?;
-    Ok(ThreadRecord { id, created_at_ms, updated_at_ms, metadata })
+    Ok(ThreadRecord { id, created_at_ms, updated_at_ms, metadata, ttl_ms })
 }
 
 fn metadata_text(metadata: &serde_json::Value) -> Result<String, StoreError> {
@@ -43,14 +62,15 @@ impl ThreadStore for SqliteStore {
         self.write(Touches::NoRun, move |tx| {
             let inserted = tx
                 .prepare_cached(
-                    "INSERT INTO threads (id, created_at_ms, updated_at_ms, metadata) \
-                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT (id) DO NOTHING",
+                    "INSERT INTO threads (id, created_at_ms, updated_at_ms, metadata, ttl_ms) \
+                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING",
                 )?
                 .execute(params![
                     record.id,
                     record.created_at_ms,
                     record.updated_at_ms,
-                    metadata
+                    metadata,
+                    record.ttl_ms
                 ])?;
             if inserted == 1 {
                 return Ok((record.clone(), true));
@@ -106,10 +126,48 @@ impl ThreadStore for SqliteStore {
             let mut page = ThreadMatches::new(query);
             while !page.is_full() {
                 let Some(row) = rows.next()? else { break };
-                let status: String = row.get(4)?;
+                let status: String = row.get(5)?;
                 page.offer(decoded(thread_from_row(row)?)?, &status);
             }
             Ok(page.into_found())
+        })
+        .await
+    }
+
+    /// Read through the partial index of threads with a time to live,
+    /// each one's latest run by its id.
+    async fn expired_threads(&self, now_ms: i64, limit: u64) -> Result<Vec<String>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(|tx| {
+            let mut statement = tx.prepare_cached(
+                "SELECT t.id FROM threads t LEFT JOIN runs r ON r.id = t.latest_run \
+                 WHERE t.ttl_ms IS NOT NULL AND t.status IN ('idle', 'error') \
+                 AND max(t.updated_at_ms, coalesce(r.updated_at_ms, 0)) + t.ttl_ms <= ?1 \
+                 LIMIT ?2",
+            )?;
+            let ids = statement.query_map(params![now_ms, limit], |row| row.get(0))?;
+            Ok(ids.collect::<rusqlite::Result<Vec<String>>>()?)
+        })
+        .await
+    }
+
+    /// Each run's rows by its number, read in one transaction: the
+    /// bytes as stored (text as UTF-8).
+    async fn thread_storage(&self, thread: &str) -> Result<ThreadStorage, StoreError> {
+        self.read(|tx| {
+            let nums: Vec<i64> = tx
+                .prepare_cached("SELECT num FROM runs WHERE thread = ?1")?
+                .query_map([thread], |row| row.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            let mut measure = tx.prepare_cached(STORAGE_OF_RUN)?;
+            let mut storage = ThreadStorage::new(nums.len() as u64, 0, 0);
+            for num in nums {
+                let (checkpoints, events): (i64, i64) =
+                    measure.query_row([num], |row| Ok((row.get(0)?, row.get(1)?)))?;
+                storage.checkpoint_bytes += u64::try_from(checkpoints).unwrap_or(0);
+                storage.event_bytes += u64::try_from(events).unwrap_or(0);
+            }
+            Ok(storage)
         })
         .await
     }

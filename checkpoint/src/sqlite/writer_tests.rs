@@ -272,7 +272,8 @@ fn progress_written_before_schema_19_reads_back_once_migrated() {
     // Back to how tollgate numbered them up to schema 18.
     conn.execute_batch(
         "UPDATE pending_writes SET task = -1 - (task - (-9223372036854775807 - 1)) \
-         WHERE task < 0; DROP TABLE request_keys; PRAGMA user_version = 18;",
+         WHERE task < 0; DROP TABLE request_keys; DROP INDEX threads_with_ttl; \
+         ALTER TABLE threads DROP COLUMN ttl_ms; PRAGMA user_version = 18;",
     )
     .expect("schema 18's numbering");
     assert_eq!(tasks(&conn), [-3, -2, -1]);

@@ -234,6 +234,15 @@ pub(crate) enum Command {
         /// within them gets what the first request made (24 h).
         #[arg(long, default_value_t = 86_400.0, value_name = "SECONDS")]
         idempotency_ttl: f64,
+        /// Seconds a thread record made through the LangGraph API without
+        /// its own `ttl` may stay idle before it is removed with its runs
+        /// (default: kept until deleted).
+        #[arg(long, value_name = "SECONDS")]
+        thread_ttl: Option<f64>,
+        /// Seconds between two sweeps of what expired: threads past their
+        /// time to live, request keys, memory items.
+        #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+        sweep_every: f64,
         /// On SQLite, run no worker in this process: queued runs, sleeping
         /// workflows and schedules then wait for a `tollgate worker`.
         #[arg(long)]

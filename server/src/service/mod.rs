@@ -20,6 +20,7 @@ mod outbox;
 mod outline;
 mod pending;
 mod registry;
+mod retention;
 mod schedules;
 mod served;
 mod target;
@@ -138,6 +139,9 @@ pub struct Runs {
     pass_env: Arc<Vec<String>>,
     /// The typed graphs this process can run besides blueprints.
     graphs: Arc<Graphs>,
+    /// The time to live of thread records made without one
+    /// ([`Runs::with_thread_ttl`]).
+    thread_ttl: Option<Duration>,
 }
 
 impl std::fmt::Debug for Runs {

@@ -100,6 +100,7 @@ impl Runs {
             statuses: Arc::default(),
             pass_env: Arc::default(),
             graphs: Arc::default(),
+            thread_ttl: None,
         })
     }
 
@@ -128,8 +129,10 @@ impl Runs {
 
     /// Removes expired memory items and request keys every `every`, until
     /// the runtime ends (both are invisible from the moment they expire;
-    /// this reclaims their space). Keys go in batches of 500, each its
-    /// own short transaction, so a sweep never holds up runs.
+    /// this reclaims their space), and the threads whose time to live ran
+    /// out (see `retention.rs`). Keys go in batches of 500, each its own
+    /// short transaction, threads one at a time, so a sweep never holds
+    /// up runs.
     pub fn sweep_expired_every(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let runs = self.clone();
         tokio::spawn(async move {
@@ -145,6 +148,11 @@ impl Runs {
                     Ok(0) => {}
                     Ok(removed) => tracing::debug!(removed, "expired request keys removed"),
                     Err(error) => tracing::warn!(%error, "sweeping expired request keys failed"),
+                }
+                match runs.sweep_threads().await {
+                    Ok(0) => {}
+                    Ok(removed) => tracing::info!(removed, "expired threads removed"),
+                    Err(error) => tracing::warn!(%error, "sweeping expired threads failed"),
                 }
             }
         })

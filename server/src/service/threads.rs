@@ -2,6 +2,8 @@
 //! runs), their latest run and all their runs, and the rules of creating,
 //! updating, copying and deleting them.
 
+use std::time::Duration;
+
 use serde_json::{json, Map, Value};
 use tollgate_checkpoint::{OutboxQuery, RunFilter, RunId, RunStatus, ThreadQuery, ThreadRecord};
 
@@ -179,16 +181,18 @@ impl Runs {
         }
     }
 
-    /// Records thread `id` with `metadata` at `now_ms`. A thread that
-    /// exists (a record or a run) is a conflict with
-    /// [`IfExists::Raise`], also when another request created it
-    /// meanwhile.
+    /// Records thread `id` with `metadata` at `now_ms`, expiring once
+    /// idle for `ttl` (`None`: the server's default, see
+    /// [`Runs::with_thread_ttl`]). A thread that exists (a record or a
+    /// run) is a conflict with [`IfExists::Raise`], also when another
+    /// request created it meanwhile.
     pub(crate) async fn create_thread(
         &self,
         id: &str,
         metadata: Value,
         if_exists: IfExists,
         now_ms: i64,
+        ttl: Option<Duration>,
     ) -> Result<(), ServiceError> {
         let raise = if_exists == IfExists::Raise;
         let recorded = self.thread_record(id).await?.is_some();
@@ -196,7 +200,8 @@ impl Runs {
         if (recorded || has_runs) && raise {
             return Err(exists(id));
         }
-        let record = ThreadRecord::new(id.to_owned(), now_ms, metadata);
+        let record =
+            ThreadRecord::new(id.to_owned(), now_ms, metadata).with_ttl(self.thread_ttl_ms(ttl));
         let (_, created) = self.store().create_thread(record).await?;
         if !created && raise {
             return Err(exists(id));
@@ -241,7 +246,8 @@ impl Runs {
         let record = match record {
             Some(record) => record,
             None => {
-                let fresh = ThreadRecord::new(thread, now_ms, Value::Object(labels.clone()));
+                let fresh = ThreadRecord::new(thread, now_ms, Value::Object(labels.clone()))
+                    .with_ttl(self.thread_ttl_ms(None));
                 let (made, created) = store.create_thread(fresh).await?;
                 if created {
                     return Ok(());
@@ -269,14 +275,18 @@ impl Runs {
     }
 
     /// Forgets the thread's record (its runs are deleted apart).
-    async fn forget_thread(&self, thread: &str) -> Result<(), ServiceError> {
+    pub(super) async fn forget_thread(&self, thread: &str) -> Result<(), ServiceError> {
         self.store().delete_thread(thread).await?;
         Ok(())
     }
 
     /// Forgets every entry of the outbox of `kinds` kept for `thread`
     /// (pending runs, webhooks: it is deleted).
-    async fn forget_outbox(&self, thread: &str, kinds: &[&str]) -> Result<(), ServiceError> {
+    pub(super) async fn forget_outbox(
+        &self,
+        thread: &str,
+        kinds: &[&str],
+    ) -> Result<(), ServiceError> {
         let store = self.store();
         for kind in kinds {
             let query = OutboxQuery::new(*kind, 10_000).thread(thread);

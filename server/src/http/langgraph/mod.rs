@@ -76,6 +76,7 @@ pub(crate) fn routes() -> Router<App> {
             get(threads::get).patch(threads::update).delete(threads::delete),
         )
         .route("/threads/{thread}/copy", post(threads::copy))
+        .route("/threads/{thread}/storage", get(threads::storage))
         .route("/threads/{thread}/state", get(threads::state).post(threads::update_state))
         .route("/threads/{thread}/state/checkpoint", post(threads::state_checkpoint))
         .route("/threads/{thread}/state/{checkpoint}", get(threads::state_at))

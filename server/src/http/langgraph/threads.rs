@@ -85,11 +85,13 @@ pub(super) struct CreateBody {
     thread_id: Option<String>,
     metadata: Option<Value>,
     if_exists: Option<String>,
+    ttl: Option<Value>,
 }
 
 /// `POST /threads`: a thread with the given id (a new UUID-like id
 /// otherwise) and metadata; `if_exists`: `raise` (409, the default) or
-/// `do_nothing` (the existing thread).
+/// `do_nothing` (the existing thread); `ttl`: removed once idle that many
+/// minutes (the server's `--thread-ttl` otherwise).
 pub(super) async fn create(
     State(app): State<App>,
     JsonOrDefault(body): JsonOrDefault<CreateBody>,
@@ -112,7 +114,8 @@ pub(super) async fn create(
             .into())
         }
     };
-    app.runs.create_thread(&id, metadata, if_exists, wire::now_ms()).await?;
+    let ttl = wire::thread_ttl(body.ttl.as_ref())?;
+    app.runs.create_thread(&id, metadata, if_exists, wire::now_ms(), ttl).await?;
     Ok(Json(view(&app, &id).await?).into_response())
 }
 
@@ -144,6 +147,7 @@ pub(super) async fn get(
 #[derive(Deserialize, Default)]
 pub(super) struct UpdateBody {
     metadata: Option<Value>,
+    ttl: Option<Value>,
 }
 
 /// `PATCH /threads/{thread}`: its metadata merged with the given keys (a
@@ -153,12 +157,28 @@ pub(super) async fn update(
     Path(thread): Path<String>,
     JsonOrDefault(body): JsonOrDefault<UpdateBody>,
 ) -> ApiResult<Json<wire::Thread>> {
+    if body.ttl.as_ref().is_some_and(|ttl| !ttl.is_null()) {
+        return Err(ServiceError::unusable(
+            "a thread's `ttl` is set when it is created (`threads.create(ttl=…)`) and not changed after",
+        )
+        .into());
+    }
     let given = match object(body.metadata, "metadata")? {
         Value::Object(given) => given,
         _ => Map::new(),
     };
     app.runs.update_thread(&thread, given, wire::now_ms()).await?;
     Ok(Json(view(&app, &thread).await?))
+}
+
+/// `GET /threads/{thread}/storage` (a tollgate extension): what its runs
+/// occupy in the store: `{"thread_id", "runs", "checkpoint_bytes",
+/// "event_bytes", "bytes"}`.
+pub(super) async fn storage(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(wire::storage(&thread, &app.runs.thread_storage(&thread).await?)))
 }
 
 /// `DELETE /threads/{thread}`: its runs (a running or queued one
@@ -179,28 +199,32 @@ pub(super) struct PruneBody {
 
 /// `POST /threads/prune` (`threads.prune`): with strategy `delete` (the
 /// default), each listed thread deleted as `DELETE /threads/{thread}`
-/// deletes it; ids of no thread are passed over. `{"pruned_count": N}`,
-/// the threads deleted. `keep_latest` (old checkpoints dropped, the
-/// threads kept) is refused: a run's history is its checkpoints.
+/// deletes it; with `keep_latest`, each keeps its latest run alone (the
+/// older runs deleted with their checkpoints and events; the thread's
+/// state unchanged). Ids of no thread are passed over. `{"pruned_count":
+/// N}`, the threads pruned.
 pub(super) async fn prune(
     State(app): State<App>,
     JsonBody(body): JsonBody<PruneBody>,
 ) -> ApiResult<Json<Value>> {
-    match body.strategy.as_deref() {
-        None | Some("delete") => {}
-        Some("keep_latest") => {
-            return Err(super::unsupported_error("`threads.prune` with strategy `keep_latest`"))
-        }
+    let keep_latest = match body.strategy.as_deref() {
+        None | Some("delete") => false,
+        Some("keep_latest") => true,
         Some(other) => {
             return Err(ServiceError::invalid(format!(
                 "prune strategy `{other}` is not `delete` or `keep_latest`"
             ))
             .into())
         }
-    }
+    };
     let mut pruned = 0u64;
     for thread in &body.thread_ids {
-        match app.runs.delete_thread(&app.legs, thread).await {
+        let done = if keep_latest {
+            app.runs.keep_latest(thread).await.map(drop)
+        } else {
+            app.runs.delete_thread(&app.legs, thread).await
+        };
+        match done {
             Ok(()) => pruned += 1,
             Err(ServiceError::NotFound { .. }) => {}
             Err(error) => return Err(error.into()),

@@ -1,13 +1,16 @@
 //! The shapes LangGraph's clients read: assistant ids, threads, runs,
 //! thread states, checkpoints and messages, made from tollgate's.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
-use tollgate_checkpoint::{RunId, RunStatus, ThreadRecord, ThreadStatus};
+use tollgate_checkpoint::{RunId, RunStatus, ThreadRecord, ThreadStatus, ThreadStorage};
 use tollgate_engine::{format_rfc3339, PendingInterrupt};
 use tollgate_nodes::ToolApproval;
 
+use crate::error::ServiceError;
 use crate::service::{InterruptView, Outline, RunSummary, UserInput};
 
 /// A stable UUID for assistant `name` (SHA-256 of it, version 8 and the
@@ -364,6 +367,54 @@ pub(super) fn drawing(outline: &Outline) -> Value {
     json!({"nodes": nodes, "edges": edges})
 }
 
+/// A thread's time to live as LangGraph's clients send it (`ttl` of
+/// `threads.create`): minutes, or `{"strategy": "delete", "ttl": MINUTES}`
+/// (the Python SDK sends the object). `keep_latest` is refused: tollgate
+/// keeps a run's checkpoints whole (docs/tenancy.md).
+pub(super) fn thread_ttl(given: Option<&Value>) -> Result<Option<Duration>, ServiceError> {
+    let minutes = match given {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(minutes)) => minutes.as_f64(),
+        Some(Value::Object(ttl)) => {
+            match ttl.get("strategy").and_then(Value::as_str) {
+                None | Some("delete") => {}
+                Some("keep_latest") => {
+                    return Err(ServiceError::unusable(
+                        "a thread `ttl` with strategy `keep_latest` is not supported here: an expired thread is deleted whole (strategy `delete`)",
+                    ))
+                }
+                Some(other) => {
+                    return Err(ServiceError::invalid(format!(
+                        "`ttl.strategy` must be `delete`, not `{other}`"
+                    )))
+                }
+            }
+            ttl.get("ttl").and_then(Value::as_f64)
+        }
+        Some(_) => None,
+    };
+    match minutes.filter(|minutes| minutes.is_finite() && *minutes > 0.0) {
+        Some(minutes) => Duration::try_from_secs_f64(minutes * 60.0)
+            .map(Some)
+            .map_err(|_| ServiceError::invalid("`ttl` is too large")),
+        None => Err(ServiceError::invalid(
+            "`ttl` is a number of minutes above 0, or `{\"strategy\": \"delete\", \"ttl\": MINUTES}`",
+        )),
+    }
+}
+
+/// What a thread's runs occupy (`GET /threads/{thread}/storage`, a
+/// tollgate extension).
+pub(super) fn storage(thread: &str, storage: &ThreadStorage) -> Value {
+    json!({
+        "thread_id": thread,
+        "runs": storage.runs,
+        "checkpoint_bytes": storage.checkpoint_bytes,
+        "event_bytes": storage.event_bytes,
+        "bytes": storage.checkpoint_bytes + storage.event_bytes,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,5 +483,23 @@ mod tests {
             (Some("tool"), Some("c1"))
         );
         assert_eq!(message(&json!({"role": "user", "id": "u", "content": "hi"}))["type"], "human");
+    }
+
+    #[test]
+    fn a_thread_ttl_is_minutes_or_a_delete_strategy() {
+        use std::time::Duration;
+        let ttl = |value: serde_json::Value| super::thread_ttl(Some(&value));
+        assert_eq!(ttl(json!(0.03)).unwrap(), Some(Duration::from_millis(1_800)));
+        let object = json!({"strategy": "delete", "ttl": 60});
+        assert_eq!(ttl(object).unwrap(), Some(Duration::from_secs(3_600)));
+        assert_eq!(ttl(json!({"ttl": 1})).unwrap(), Some(Duration::from_secs(60)));
+        assert_eq!(super::thread_ttl(None).unwrap(), None);
+        assert_eq!(ttl(serde_json::Value::Null).unwrap(), None);
+        for bad in [json!(0), json!(-1), json!("5"), json!({"strategy": "delete"}), json!(1e300)] {
+            assert!(ttl(bad.clone()).is_err(), "{bad}");
+        }
+        let kept = ttl(json!({"strategy": "keep_latest", "ttl": 5})).unwrap_err();
+        assert!(kept.to_string().contains("keep_latest"), "{kept}");
+        assert!(ttl(json!({"strategy": "archive", "ttl": 5})).is_err());
     }
 }

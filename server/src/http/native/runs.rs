@@ -110,6 +110,15 @@ pub(crate) async fn thread(
     Ok(Json(wire::thread_json(&app.runs.thread(&thread).await?)))
 }
 
+/// `GET /threads/{thread}/storage`: what the thread's runs occupy in the
+/// store (their number, the bytes of their checkpoints and events).
+pub(crate) async fn thread_storage(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(wire::storage_json(&thread, &app.runs.thread_storage(&thread).await?)))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct GraphQuery {

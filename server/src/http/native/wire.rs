@@ -379,6 +379,17 @@ fn ui_harness_parts(event: &Event) -> Option<UiParts<'_>> {
     })
 }
 
+/// What a thread's runs occupy (`GET /threads/{thread}/storage`).
+pub(crate) fn storage_json(thread: &str, storage: &tollgate_checkpoint::ThreadStorage) -> Value {
+    json!({
+        "thread": thread,
+        "runs": storage.runs,
+        "checkpoint_bytes": storage.checkpoint_bytes,
+        "event_bytes": storage.event_bytes,
+        "bytes": storage.checkpoint_bytes + storage.event_bytes,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
