@@ -22,6 +22,11 @@ pub(crate) fn options(
         addr,
         token_file,
         tokens_file,
+        jwt_secret_file,
+        jwks_file,
+        jwt_issuer,
+        jwt_audience,
+        jwt_claim,
         insecure_no_auth,
         allow_origin,
         blueprints,
@@ -50,14 +55,30 @@ pub(crate) fn options(
     limits.max_body = *max_body;
     let mut options = tollgate_server::ServeOptions::new(*addr);
     options.token = server_token(token_file.as_deref())?;
-    if let Some(path) = tokens_file {
-        if options.token.is_some() {
-            return Err(ServiceError::invalid(
-                "--tokens-file replaces the one token: unset TOLLGATE_TOKEN",
-            ));
-        }
-        options.auth = tollgate_server::Auth::Tokens(tollgate_server::Tokens::load(path)?);
+    let tokens = tokens_file.as_deref().map(tollgate_server::Tokens::load).transpose()?;
+    let jwt = match (jwt_secret_file, jwks_file) {
+        (Some(path), _) => Some(tollgate_server::Jwt::load_secret(path)?),
+        (None, Some(path)) => Some(tollgate_server::Jwt::load_jwks(path)?),
+        (None, None) => None,
+    };
+    if jwt.is_none() && (jwt_issuer.is_some() || jwt_audience.is_some() || !jwt_claim.is_empty()) {
+        return Err(ServiceError::invalid(
+            "--jwt-issuer, --jwt-audience and --jwt-claim need --jwt-secret-file or --jwks-file",
+        ));
     }
+    if (tokens.is_some() || jwt.is_some()) && options.token.is_some() {
+        return Err(ServiceError::invalid(
+            "--tokens-file and JWTs replace the one token: unset TOLLGATE_TOKEN",
+        ));
+    }
+    options.auth = match (jwt, tokens) {
+        (Some(jwt), tokens) => {
+            let jwt = jwt_options(jwt, jwt_issuer, jwt_audience, jwt_claim)?;
+            tollgate_server::Auth::Jwt(jwt, tokens)
+        }
+        (None, Some(tokens)) => tollgate_server::Auth::Tokens(tokens),
+        (None, None) => options.auth,
+    };
     options.insecure_no_auth = *insecure_no_auth;
     options.allow_origins = allow_origin.clone();
     options.blueprints = blueprints.clone();
@@ -74,6 +95,33 @@ pub(crate) fn options(
     seconds("sweep-every", *sweep_every)?;
     tollgate_server::check_exposure(&options)?;
     Ok(Some(options))
+}
+
+/// `jwt` with the issuer, audience and claim names asked for
+/// (`--jwt-claim KIND=NAME`).
+fn jwt_options(
+    jwt: tollgate_server::Jwt,
+    issuer: &Option<String>,
+    audience: &Option<String>,
+    claims: &[String],
+) -> Result<tollgate_server::Jwt, ServiceError> {
+    let mut names = tollgate_server::ClaimNames::default();
+    for given in claims {
+        let Some((kind, name)) = given.split_once('=').filter(|(_, name)| !name.is_empty()) else {
+            return Err(ServiceError::invalid(format!(
+                "--jwt-claim takes KIND=NAME (subject, roles, groups, tenant), not `{given}`"
+            )));
+        };
+        names = names.named(kind, name)?;
+    }
+    let mut jwt = jwt.claims(names);
+    if let Some(issuer) = issuer {
+        jwt = jwt.issuer(issuer);
+    }
+    if let Some(audience) = audience {
+        jwt = jwt.audience(audience);
+    }
+    Ok(jwt)
 }
 
 /// `value` seconds of option `--NAME`: more than 0.

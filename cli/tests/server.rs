@@ -6,6 +6,8 @@
 
 #[path = "server/idempotency.rs"]
 mod idempotency;
+#[path = "server/jwt.rs"]
+mod jwt;
 #[path = "server/lifecycle.rs"]
 mod lifecycle;
 #[path = "server/retention.rs"]

@@ -34,7 +34,8 @@ pub use error::{code, ErrorSource, ServiceError};
 pub use http::{
     check_exposure, credential, listing_json, nest_under, router, run_history_json, schedule_json,
     serve, serve_metrics, state_json, thread_history_json, thread_json, Api, Auth, Authenticate,
-    Limits, Principal, Refusal, Role, ServeOptions, Tokens, DEFAULT_LANGGRAPH_PREFIX,
+    ClaimNames, Jwt, JwtError, Limits, Principal, Refusal, Role, ServeOptions, Tokens,
+    DEFAULT_LANGGRAPH_PREFIX,
 };
 pub use pack::{build_pack, inspect_pack, is_pack, keygen, load_pack, verify_pack, Loaded};
 pub use printable::printable;

@@ -68,6 +68,8 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+// Parsed once per process: `serve`'s many options cost nothing worth boxing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub(crate) enum Command {
     /// Runs a blueprint (or a graph the binary serves) until it completes,
@@ -181,6 +183,24 @@ pub(crate) enum Command {
         /// SHA-256 in hex). A decision records the caller's name.
         #[arg(long, value_name = "PATH", conflicts_with = "token_file")]
         tokens_file: Option<PathBuf>,
+        /// Take JWTs signed (HS256) with the secret in this file (at least
+        /// 32 bytes), as `Authorization: Bearer` or `x-api-key`; named
+        /// tokens of --tokens-file keep working beside them.
+        #[arg(long, value_name = "PATH", conflicts_with_all = ["token_file", "jwks_file"])]
+        jwt_secret_file: Option<PathBuf>,
+        /// Take JWTs signed (RS256, ES256) by a key of this JWKS file.
+        #[arg(long, value_name = "PATH", conflicts_with = "token_file")]
+        jwks_file: Option<PathBuf>,
+        /// Take only JWTs whose `iss` is this.
+        #[arg(long, value_name = "ISSUER")]
+        jwt_issuer: Option<String>,
+        /// Take only JWTs whose `aud` names this.
+        #[arg(long, value_name = "AUDIENCE")]
+        jwt_audience: Option<String>,
+        /// Read a JWT's KIND (subject, roles, groups, tenant) from claim
+        /// NAME (defaults: sub, roles, groups, tenant); repeat it.
+        #[arg(long, value_name = "KIND=NAME")]
+        jwt_claim: Vec<String>,
         /// Refused: a token on the command line shows in `ps`.
         #[arg(long, hide = true)]
         token: Option<String>,

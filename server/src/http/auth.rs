@@ -13,6 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::errors::ApiError;
+use super::jwt::{looks_like_jwt, Jwt};
 use super::{page, App};
 
 /// The prefix of the WebSocket subprotocol that carries the token.
@@ -29,6 +30,10 @@ pub enum Auth {
     Token,
     /// Named tokens, each with a role (`serve --tokens-file`).
     Tokens(Tokens),
+    /// JWTs (`serve --jwt-secret-file`, `--jwks-file`), with named tokens
+    /// beside them when given (a credential that is not a JWT is looked
+    /// up among them).
+    Jwt(Jwt, Option<Tokens>),
     /// No check here: the service that nests the router checks callers
     /// with its own middleware (a tower layer around the router).
     External,
@@ -58,7 +63,8 @@ pub enum Role {
 }
 
 impl Role {
-    fn parse(text: &str) -> Option<Self> {
+    /// The role named `text` (`read`, `decide`, `admin`).
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         match text {
             "read" => Some(Role::Read),
             "decide" => Some(Role::Decide),
@@ -79,17 +85,36 @@ impl Role {
 /// Who is calling, as the check found: recorded as `decided_by` of the
 /// decisions they make.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct Principal {
-    /// Their name.
+    /// Their name (a JWT's subject).
     pub name: String,
     /// What they may do.
     pub role: Role,
+    /// The groups they belong to (a JWT's `groups`; none for a token).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// Their tenant (a JWT's `tenant`), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 impl Principal {
-    /// `name` with `role`.
+    /// `name` with `role`, in no group and no tenant.
     pub fn new(name: impl Into<String>, role: Role) -> Self {
-        Self { name: name.into(), role }
+        Self { name: name.into(), role, groups: Vec::new(), tenant: None }
+    }
+
+    /// The same, in `groups`.
+    pub fn groups(mut self, groups: Vec<String>) -> Self {
+        self.groups = groups;
+        self
+    }
+
+    /// The same, of `tenant`.
+    pub fn tenant(mut self, tenant: Option<String>) -> Self {
+        self.tenant = tenant;
+        self
     }
 }
 
@@ -193,6 +218,8 @@ pub(crate) enum Check {
     Token(String),
     /// Named tokens.
     Tokens(Tokens),
+    /// JWTs, and named tokens beside them.
+    Jwt(Box<Jwt>, Option<Tokens>),
     /// The service's check.
     Custom(Arc<dyn Authenticate>),
 }
@@ -220,15 +247,16 @@ pub(crate) async fn check(State(app): State<App>, mut request: Request, next: Ne
             None => return unauthorized(NEEDS_TOKEN),
         },
         Check::Tokens(tokens) => match given_token(request.headers()) {
-            Some(given) => match tokens.holder(&given) {
-                Some(principal) => principal,
-                None => {
-                    let message = format!(
-                        "the {} is not one of the server's tokens",
-                        offered_as(request.headers())
-                    );
-                    return unauthorized(&message);
-                }
+            Some(given) => match named(tokens, &given, request.headers()) {
+                Ok(principal) => principal,
+                Err(refused) => return refused.into_response(),
+            },
+            None => return unauthorized(NEEDS_TOKEN),
+        },
+        Check::Jwt(jwt, tokens) => match given_token(request.headers()) {
+            Some(given) => match by_jwt(jwt, tokens.as_ref(), &given, request.headers()) {
+                Ok(principal) => principal,
+                Err(refused) => return refused.into_response(),
             },
             None => return unauthorized(NEEDS_TOKEN),
         },
@@ -254,6 +282,57 @@ pub(crate) async fn check(State(app): State<App>, mut request: Request, next: Ne
     }
     request.extensions_mut().insert(principal);
     next.run(request).await
+}
+
+/// Why a credential was refused: 401 with this message, or (a verified
+/// token whose roles give nothing) 403.
+enum Refused {
+    Unauthorized(String),
+    Forbidden(String),
+}
+
+impl Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Refused::Unauthorized(message) => unauthorized(&message),
+            Refused::Forbidden(message) => {
+                ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).into_response()
+            }
+        }
+    }
+}
+
+/// The holder of the named token `given`, or why it is none.
+fn named(tokens: &Tokens, given: &[u8], headers: &HeaderMap) -> Result<Principal, Refused> {
+    tokens.holder(given).ok_or_else(|| {
+        Refused::Unauthorized(format!(
+            "the {} is not one of the server's tokens",
+            offered_as(headers)
+        ))
+    })
+}
+
+/// Who the credential `given` names: a JWT verified, or else (with named
+/// tokens beside) the holder of a named token; why not otherwise.
+fn by_jwt(
+    jwt: &Jwt,
+    tokens: Option<&Tokens>,
+    given: &[u8],
+    headers: &HeaderMap,
+) -> Result<Principal, Refused> {
+    if let (Some(tokens), false) = (tokens, looks_like_jwt(given)) {
+        return named(tokens, given, headers);
+    }
+    let token = std::str::from_utf8(given)
+        .map_err(|_| Refused::Unauthorized("the token is not text".to_owned()))?;
+    jwt.verify(token).map_err(|error| {
+        let message = format!("the {} was refused: {error}", offered_as(headers));
+        if error.forbids() {
+            Refused::Forbidden(message)
+        } else {
+            Refused::Unauthorized(message)
+        }
+    })
 }
 
 /// The role a request needs: reading is `read`; deciding, cancelling and

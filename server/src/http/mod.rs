@@ -15,6 +15,7 @@
 mod auth;
 mod errors;
 mod extract;
+mod jwt;
 mod langgraph;
 mod metrics;
 mod native;
@@ -42,6 +43,7 @@ use crate::service::{Driver, Hub, Legs, Runs};
 
 pub(crate) use auth::Check;
 pub use auth::{credential, Auth, Authenticate, Principal, Refusal, Role, Tokens};
+pub use jwt::{ClaimNames, Jwt, JwtError};
 pub use metrics::serve_metrics;
 pub use native::wire::{
     listing_json, run_history_json, schedule_json, state_json, thread_history_json, thread_json,
@@ -282,6 +284,7 @@ impl Api {
                     None => Check::Open,
                 },
                 Auth::Tokens(tokens) => Check::Tokens(tokens),
+                Auth::Jwt(jwt, tokens) => Check::Jwt(Box::new(jwt), tokens),
                 Auth::External => Check::Open,
                 Auth::Custom(check) => Check::Custom(check),
             },

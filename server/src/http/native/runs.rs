@@ -286,7 +286,7 @@ pub(crate) async fn reject(
 /// (`name` null when the server knows no names: one token, or none).
 pub(crate) async fn me(principal: Option<Extension<Principal>>) -> Json<Value> {
     Json(match principal {
-        Some(Extension(principal)) => json!({"name": principal.name, "role": principal.role}),
+        Some(Extension(principal)) => json!(principal),
         None => json!({"name": null, "role": "admin"}),
     })
 }
