@@ -43,7 +43,7 @@ use tollgate_checkpoint::{IndexConfig, RunId, RunStatus};
 use tollgate_engine::EventSink;
 
 use args::{Cli, Command, ScheduleCommand, StoreCommand, ThreadsCommand};
-use tollgate_server::{code, Graphs, RunSummary, Runs, ServiceError};
+use tollgate_server::{code, Graphs, PruneStrategy, RunSummary, Runs, ServiceError};
 
 /// Parses the process's arguments and runs the command, with `graphs`
 /// served besides blueprints; the exit code of docs/cli.md.
@@ -143,6 +143,44 @@ async fn dispatch(cli: Cli, graphs: Graphs) -> Result<u8, ServiceError> {
                 print_json(&shown);
             } else {
                 say_raw!("{}", output::thread(&shown));
+            }
+            Ok(code::OK)
+        }
+        Command::Threads(ThreadsCommand::Prune { threads, keep_latest, json }) => {
+            let strategy =
+                if keep_latest { PruneStrategy::KeepLatest } else { PruneStrategy::Delete };
+            let pruned = runs.prune_threads(&threads, strategy).await?;
+            if json {
+                print_json(&serde_json::json!({"pruned": pruned}));
+            } else {
+                let how = if keep_latest { "kept its latest run" } else { "deleted" };
+                for thread in &pruned {
+                    say_raw!("{thread}: {how}");
+                }
+            }
+            // Every thread named is pruned, or the command says which were not.
+            if pruned.len() < threads.len() {
+                let missing: Vec<&str> = threads
+                    .iter()
+                    .filter(|thread| !pruned.contains(thread))
+                    .map(String::as_str)
+                    .collect();
+                return Err(ServiceError::missing(format!("no thread {}", missing.join(", "))));
+            }
+            Ok(code::OK)
+        }
+        Command::Threads(ThreadsCommand::Storage { thread, json }) => {
+            let storage = runs.thread_storage(&thread).await?;
+            let bytes = storage.checkpoint_bytes + storage.event_bytes;
+            if json {
+                print_json(&tollgate_server::thread_storage_json(&thread, &storage));
+            } else {
+                say_raw!(
+                    "{thread}: {} run(s), {bytes} bytes ({} of checkpoints, {} of events)",
+                    storage.runs,
+                    storage.checkpoint_bytes,
+                    storage.event_bytes
+                );
             }
             Ok(code::OK)
         }

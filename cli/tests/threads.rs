@@ -269,3 +269,70 @@ fn one_call_answers_several_interrupts_over_the_api() {
     assert_eq!(resumed.len(), 1);
     assert_eq!(resumed[0]["decisions"].as_array().unwrap().len(), 2);
 }
+
+/// `threads storage` and `threads prune` (`--keep-latest`, or whole), and
+/// the native API's `POST /threads/{thread}/prune` and storage.
+fn pruned_and_measured(fx: &Fixture) {
+    chat(fx);
+    let mut ids = Vec::new();
+    for input in ["One.", "Two.", "Three."] {
+        let run = fx.json(&["run", "chat.json", "--thread", "ann", "--input", input, "--json"], 0);
+        ids.push(run["id"].as_str().unwrap().to_owned());
+    }
+    let storage = fx.json(&["threads", "storage", "ann", "--json"], 0);
+    assert_eq!(storage["runs"], 3, "{storage}");
+    let bytes = storage["bytes"].as_u64().unwrap();
+    assert!(bytes > 0 && storage["event_bytes"].as_u64().unwrap() > 0, "{storage}");
+    let before = fx.json(&["threads", "show", "ann", "--json"], 0);
+
+    let pruned = fx.json(&["threads", "prune", "ann", "--keep-latest", "--json"], 0);
+    assert_eq!(pruned["pruned"], json!(["ann"]));
+    let listed = fx.json(&["runs", "list", "--thread", "ann", "--json"], 0);
+    let left: Vec<&str> =
+        listed["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(left, [ids[2].as_str()], "the latest run alone");
+    let after = fx.json(&["threads", "show", "ann", "--json"], 0);
+    assert_eq!(after["values"], before["values"], "the state is unchanged");
+    let smaller = fx.json(&["threads", "storage", "ann", "--json"], 0);
+    assert!(smaller["bytes"].as_u64().unwrap() < bytes, "{smaller} after {storage}");
+    let next = fx.json(&["run", "chat.json", "--thread", "ann", "--input", "Four.", "--json"], 0);
+    assert_eq!(contents(&next["result"]["messages"]).len(), 8, "it goes on from the state kept");
+
+    // Deleted whole; a thread that is not there is said (exit 3).
+    let output = fx.run(&["threads", "prune", "ann", "nobody"]);
+    assert_eq!(output.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("nobody"));
+    assert_eq!(fx.run(&["threads", "show", "ann"]).status.code(), Some(3), "ann was deleted");
+    assert_eq!(fx.run(&["threads", "storage", "ann"]).status.code(), Some(3));
+
+    // The same through the native API.
+    fx.json(&["run", "chat.json", "--thread", "bob", "--input", "Hi.", "--json"], 0);
+    fx.json(&["run", "chat.json", "--thread", "bob", "--input", "Again.", "--json"], 0);
+    let server = Served::start(fx, &[]);
+    runtime().block_on(async {
+        let client = client();
+        let prune = |thread: &str, body: Value| {
+            client.post(server.url(&format!("/threads/{thread}/prune"))).json(&body).send()
+        };
+        let kept = prune("bob", json!({"strategy": "keep_latest"})).await.unwrap();
+        assert_eq!(kept.status(), 200);
+        let storage = get_json(&client, &server.url("/threads/bob/storage"), 200).await;
+        assert_eq!(storage["runs"], 1, "{storage}");
+        assert_eq!(prune("nobody", json!({})).await.unwrap().status(), 404);
+        assert_eq!(prune("bob", json!({"strategy": "archive"})).await.unwrap().status(), 400);
+        assert_eq!(prune("bob", json!({})).await.unwrap().status(), 200);
+        get_json(&client, &server.url("/threads/bob/storage"), 404).await;
+    });
+}
+
+#[test]
+fn threads_are_pruned_and_measured() {
+    pruned_and_measured(&Fixture::new());
+}
+
+#[test]
+fn threads_are_pruned_and_measured_on_postgres() {
+    if let Some(fx) = Fixture::postgres() {
+        pruned_and_measured(&fx);
+    }
+}

@@ -33,14 +33,14 @@ mod service;
 pub use error::{code, ErrorSource, ServiceError};
 pub use http::{
     check_exposure, credential, listing_json, nest_under, router, run_history_json, schedule_json,
-    serve, serve_metrics, state_json, thread_history_json, thread_json, Api, Auth, Authenticate,
-    ClaimNames, Jwt, JwtError, Limits, Principal, Refusal, Role, ServeOptions, Tokens,
-    DEFAULT_LANGGRAPH_PREFIX,
+    serve, serve_metrics, state_json, thread_history_json, thread_json, thread_storage_json, Api,
+    Auth, Authenticate, ClaimNames, Jwt, JwtError, Limits, Principal, Refusal, Role, ServeOptions,
+    Tokens, DEFAULT_LANGGRAPH_PREFIX,
 };
 pub use pack::{build_pack, inspect_pack, is_pack, keygen, load_pack, verify_pack, Loaded};
 pub use printable::printable;
 pub use service::{
     decision_request, embedder, parse_event, user_message, DamagedRun, Decided, FailureView,
-    Graphs, InterruptView, InvalidBlueprint, Leg, Listing, RunHistory, RunSummary, Runs,
-    ThreadView, UserInput, DEFAULT_KEY_TTL, MAX_SCHEDULES_LISTED,
+    Graphs, InterruptView, InvalidBlueprint, Leg, Listing, PruneStrategy, RunHistory, RunSummary,
+    Runs, ThreadView, UserInput, DEFAULT_KEY_TTL, MAX_SCHEDULES_LISTED,
 };

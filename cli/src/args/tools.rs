@@ -124,6 +124,29 @@ pub(crate) enum ThreadsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Deletes threads whole (a run in flight cancelled first), or with
+    /// --keep-latest keeps each one's latest run alone (the older runs
+    /// deleted; the state the next run starts from unchanged).
+    Prune {
+        /// The threads.
+        #[arg(required = true)]
+        threads: Vec<String>,
+        /// Keep each thread's latest run instead of deleting the thread.
+        #[arg(long)]
+        keep_latest: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What a thread's runs occupy in the database: their number and the
+    /// bytes of their checkpoints and events.
+    Storage {
+        /// The thread.
+        thread: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -47,6 +47,7 @@ pub use jwt::{ClaimNames, Jwt, JwtError};
 pub use metrics::serve_metrics;
 pub use native::wire::{
     listing_json, run_history_json, schedule_json, state_json, thread_history_json, thread_json,
+    thread_storage_json,
 };
 
 /// How [`serve`] is configured.

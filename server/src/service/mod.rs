@@ -45,6 +45,7 @@ pub(crate) use outbox::{OutboxWork, Retry, StartRefused};
 pub(crate) use outline::{GraphListing, ListingKind, Outline, OutlineNode};
 pub(crate) use pending::{Pending, PendingEnd, PendingState, PENDING_KIND};
 pub use registry::Graphs;
+pub use retention::PruneStrategy;
 pub use schedules::MAX_SCHEDULES_LISTED;
 use served::Continued;
 pub use served::Leg;

@@ -13,8 +13,32 @@ use std::time::Duration;
 use tollgate_checkpoint::{StoreError, ThreadStorage};
 
 use super::pending::now_ms;
-use super::{thread_not_found, Runs, WEBHOOK_KIND};
+use super::{thread_not_found, Legs, Runs, WEBHOOK_KIND};
 use crate::error::ServiceError;
+
+/// How a thread is pruned ([`Runs::prune_threads`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PruneStrategy {
+    /// Deleted whole: its runs and its record.
+    Delete,
+    /// Its latest run kept alone: the older runs deleted with their
+    /// checkpoints and events; its state unchanged.
+    KeepLatest,
+}
+
+impl PruneStrategy {
+    /// The strategy named `name` (`delete`, `keep_latest`).
+    pub fn named(name: &str) -> Result<Self, ServiceError> {
+        match name {
+            "delete" => Ok(PruneStrategy::Delete),
+            "keep_latest" => Ok(PruneStrategy::KeepLatest),
+            other => Err(ServiceError::invalid(format!(
+                "prune strategy `{other}` is not `delete` or `keep_latest`"
+            ))),
+        }
+    }
+}
 
 /// How many expired threads one look at the store returns.
 pub(crate) const THREAD_SWEEP_BATCH: u64 = 100;
@@ -37,12 +61,47 @@ impl Runs {
 
     /// What the runs of `thread` occupy in the store; not found when it
     /// has neither a record nor a run.
-    pub(crate) async fn thread_storage(&self, thread: &str) -> Result<ThreadStorage, ServiceError> {
+    pub async fn thread_storage(&self, thread: &str) -> Result<ThreadStorage, ServiceError> {
         let storage = self.store().thread_storage(thread).await?;
         if storage.runs == 0 && self.thread_record(thread).await?.is_none() {
             return Err(thread_not_found(thread));
         }
         Ok(storage)
+    }
+
+    /// Prunes each of `threads` by `strategy` (threads asked for by name:
+    /// a run in flight is cancelled first when the thread is deleted); the
+    /// threads pruned, an id of no thread passed over. For a process that
+    /// drives no legs of its own (the CLI); the API's servers cancel
+    /// theirs too.
+    pub async fn prune_threads(
+        &self,
+        threads: &[String],
+        strategy: PruneStrategy,
+    ) -> Result<Vec<String>, ServiceError> {
+        self.prune_threads_with(&Legs::default(), threads, strategy).await
+    }
+
+    /// [`Runs::prune_threads`], cancelling the legs of `legs` too.
+    pub(crate) async fn prune_threads_with(
+        &self,
+        legs: &Legs,
+        threads: &[String],
+        strategy: PruneStrategy,
+    ) -> Result<Vec<String>, ServiceError> {
+        let mut pruned = Vec::new();
+        for thread in threads {
+            let done = match strategy {
+                PruneStrategy::Delete => self.delete_thread(legs, thread).await,
+                PruneStrategy::KeepLatest => self.keep_latest(thread).await.map(drop),
+            };
+            match done {
+                Ok(()) => pruned.push(thread.clone()),
+                Err(ServiceError::NotFound { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(pruned)
     }
 
     /// Keeps only the latest run of `thread` (LangGraph's prune strategy
@@ -51,7 +110,7 @@ impl Runs {
     /// and what its next run builds on are unchanged, and a paused run
     /// still waits for its decision. How many runs were deleted; not
     /// found when the thread has neither a record nor a run.
-    pub(crate) async fn keep_latest(&self, thread: &str) -> Result<usize, ServiceError> {
+    async fn keep_latest(&self, thread: &str) -> Result<usize, ServiceError> {
         let runs = self.thread_runs(thread).await?;
         if runs.is_empty() && self.thread_record(thread).await?.is_none() {
             return Err(thread_not_found(thread));

@@ -20,7 +20,9 @@ use super::super::extract::{JsonBody, JsonOrDefault, Keyed, REPLAYED};
 use super::super::{App, Principal};
 use super::wire;
 use crate::error::ServiceError;
-use crate::service::{thread_not_found, IfExists, Made, Makes, RunSummary, StateWrite};
+use crate::service::{
+    thread_not_found, IfExists, Made, Makes, PruneStrategy, RunSummary, StateWrite,
+};
 use tollgate_checkpoint::{RunId, ThreadQuery, ThreadRecord, ThreadStatus};
 
 /// Whether `metadata` holds every key of `filter` with the same value
@@ -207,30 +209,9 @@ pub(super) async fn prune(
     State(app): State<App>,
     JsonBody(body): JsonBody<PruneBody>,
 ) -> ApiResult<Json<Value>> {
-    let keep_latest = match body.strategy.as_deref() {
-        None | Some("delete") => false,
-        Some("keep_latest") => true,
-        Some(other) => {
-            return Err(ServiceError::invalid(format!(
-                "prune strategy `{other}` is not `delete` or `keep_latest`"
-            ))
-            .into())
-        }
-    };
-    let mut pruned = 0u64;
-    for thread in &body.thread_ids {
-        let done = if keep_latest {
-            app.runs.keep_latest(thread).await.map(drop)
-        } else {
-            app.runs.delete_thread(&app.legs, thread).await
-        };
-        match done {
-            Ok(()) => pruned += 1,
-            Err(ServiceError::NotFound { .. }) => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
-    Ok(Json(json!({"pruned_count": pruned})))
+    let strategy = PruneStrategy::named(body.strategy.as_deref().unwrap_or("delete"))?;
+    let pruned = app.runs.prune_threads_with(&app.legs, &body.thread_ids, strategy).await?;
+    Ok(Json(json!({"pruned_count": pruned.len()})))
 }
 
 #[derive(Deserialize, Default)]

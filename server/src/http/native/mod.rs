@@ -36,6 +36,7 @@ pub(super) fn routes() -> Router<App> {
         .route("/threads/{thread}", get(runs::thread))
         .route("/threads/{thread}/history", get(runs::thread_history))
         .route("/threads/{thread}/storage", get(runs::thread_storage))
+        .route("/threads/{thread}/prune", post(runs::prune_thread))
         .route("/store/items", get(store::get).put(store::put).delete(store::delete))
         .route("/store/search", post(store::search))
         .route("/store/namespaces", get(store::namespaces))

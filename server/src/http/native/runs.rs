@@ -116,7 +116,31 @@ pub(crate) async fn thread_storage(
     State(app): State<App>,
     Path(thread): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(wire::storage_json(&thread, &app.runs.thread_storage(&thread).await?)))
+    Ok(Json(wire::thread_storage_json(&thread, &app.runs.thread_storage(&thread).await?)))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PruneBody {
+    strategy: Option<String>,
+}
+
+/// `POST /threads/{thread}/prune`: with strategy `keep_latest` the
+/// thread keeps its latest run alone; with `delete` (the default) it is
+/// deleted whole (a run in flight cancelled first). 404 for a thread with
+/// neither a record nor a run; `{"thread", "strategy", "pruned": true}`.
+pub(crate) async fn prune_thread(
+    State(app): State<App>,
+    Path(thread): Path<String>,
+    JsonOrDefault(body): JsonOrDefault<PruneBody>,
+) -> ApiResult<Json<Value>> {
+    let name = body.strategy.as_deref().unwrap_or("delete");
+    let strategy = service::PruneStrategy::named(name)?;
+    let threads = [thread.clone()];
+    if app.runs.prune_threads_with(&app.legs, &threads, strategy).await?.is_empty() {
+        return Err(service::thread_not_found(&thread).into());
+    }
+    Ok(Json(json!({"thread": thread, "strategy": name, "pruned": true})))
 }
 
 #[derive(Deserialize)]

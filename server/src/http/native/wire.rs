@@ -379,8 +379,10 @@ fn ui_harness_parts(event: &Event) -> Option<UiParts<'_>> {
     })
 }
 
-/// What a thread's runs occupy (`GET /threads/{thread}/storage`).
-pub(crate) fn storage_json(thread: &str, storage: &tollgate_checkpoint::ThreadStorage) -> Value {
+/// What a thread's runs occupy (`GET /threads/{thread}/storage`,
+/// `threads storage --json`): `{"thread", "runs", "checkpoint_bytes",
+/// "event_bytes", "bytes"}`.
+pub fn thread_storage_json(thread: &str, storage: &tollgate_checkpoint::ThreadStorage) -> Value {
     json!({
         "thread": thread,
         "runs": storage.runs,
