@@ -278,9 +278,14 @@ async fn begin_once(
         None => (made.as_str(), 0),
     };
     let id = run_id(run)?;
-    if let Ok(summary) = app.runs.summary(id).await {
-        let started = Started { run: id, assistant: summary.graph, after_seq, leg: None };
-        return Ok((Begun::Started(started), true));
+    match app.runs.summary(id).await {
+        Ok(summary) => {
+            let started = Started { run: id, assistant: summary.graph, after_seq, leg: None };
+            return Ok((Begun::Started(started), true));
+        }
+        // Not started yet: a pending run.
+        Err(ServiceError::NotFound { .. }) => {}
+        Err(error) => return Err(error.into()),
     }
     match queue::get(app, run).await? {
         Some(pending) => Ok((Begun::Pending(Box::new(pending)), true)),
