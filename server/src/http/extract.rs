@@ -52,7 +52,19 @@ pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// The header that says an answer is a replay of an earlier request with
 /// the same `Idempotency-Key` (`true`).
-pub(crate) const REPLAYED: &str = "idempotent-replayed";
+const REPLAYED: &str = "idempotent-replayed";
+
+/// `response`, marked as a replay (`Idempotent-Replayed: true`) when it
+/// is one.
+pub(crate) fn replayed(
+    mut response: axum::response::Response,
+    replay: bool,
+) -> axum::response::Response {
+    if replay {
+        response.headers_mut().insert(REPLAYED, axum::http::HeaderValue::from_static("true"));
+    }
+    response
+}
 
 /// A JSON body that must be there (as [`JsonBody`]) and the request's
 /// key, when it sent `Idempotency-Key`.

@@ -25,7 +25,7 @@ use crate::error::ServiceError;
 /// request's thing.
 pub const DEFAULT_KEY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// The longest key taken.
-pub(crate) const MAX_KEY_LEN: usize = 255;
+const MAX_KEY_LEN: usize = 255;
 /// How long a request waits for the thing another request with its key
 /// is making before it is told to retry later.
 const IN_FLIGHT_WAIT: Duration = Duration::from_secs(5);
@@ -33,7 +33,7 @@ const IN_FLIGHT_WAIT: Duration = Duration::from_secs(5);
 /// (its claimer died, or failed without releasing it).
 const ABANDONED_AFTER: Duration = Duration::from_secs(60);
 /// How many expired keys one sweep transaction removes.
-pub(crate) const KEY_SWEEP_BATCH: u64 = 500;
+const KEY_SWEEP_BATCH: u64 = 500;
 /// How often a waiting request looks again.
 const LOOK_AGAIN: Duration = Duration::from_millis(20);
 

@@ -41,7 +41,7 @@ impl PruneStrategy {
 }
 
 /// How many expired threads one look at the store returns.
-pub(crate) const THREAD_SWEEP_BATCH: u64 = 100;
+const THREAD_SWEEP_BATCH: u64 = 100;
 
 impl Runs {
     /// The same runs, whose new thread records (made through the LangGraph

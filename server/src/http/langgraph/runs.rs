@@ -15,7 +15,7 @@ use tollgate_checkpoint::{RunId, RunStatus};
 use tollgate_engine::Decision;
 
 use super::super::errors::{ApiError, ApiResult};
-use super::super::extract::{run_id, JsonBody, KeyedJson, REPLAYED};
+use super::super::extract::{replayed as replay, run_id, JsonBody, KeyedJson};
 use super::super::{App, Principal};
 use super::assistants::{self, Assistant};
 use super::body::RunBody;
@@ -291,15 +291,6 @@ async fn begin_once(
         Some(pending) => Ok((Begun::Pending(Box::new(pending)), true)),
         None => Err(ServiceError::not_found(id).into()),
     }
-}
-
-/// `response`, marked as a replay (`Idempotent-Replayed: true`) when it
-/// is one.
-fn replay(mut response: Response, replayed: bool) -> Response {
-    if replayed {
-        response.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
-    }
-    response
 }
 
 /// Starts what `body` asks, and its webhook once it settles; or, for a

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use futures_util::StreamExt;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use tollgate_engine::{CheckpointSource, StateSnapshot, END};
 
 use super::super::errors::{ApiError, ApiResult};
-use super::super::extract::{JsonBody, JsonOrDefault, Keyed, REPLAYED};
+use super::super::extract::{self, JsonBody, JsonOrDefault, Keyed};
 use super::super::{App, Principal};
 use super::wire;
 use crate::error::ServiceError;
@@ -309,11 +309,7 @@ pub(super) async fn copy(
         Made::Fresh(()) => (fresh, false),
         Made::Replay(made) => (made, true),
     };
-    let mut response = Json(view(&app, &id).await?).into_response();
-    if replayed {
-        response.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
-    }
-    Ok(response)
+    Ok(extract::replayed(Json(view(&app, &id).await?).into_response(), replayed))
 }
 
 /// The thread's state at checkpoint `step` of `run` (its latest when

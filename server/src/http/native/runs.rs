@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
@@ -18,7 +18,7 @@ use crate::service::{self, Decided, GraphListing, Launch, Leg, Made, Makes};
 
 use super::super::errors::{ApiError, ApiResult};
 use super::super::extract::{
-    run_id, JsonBody, JsonOrDefault, KeyedJson, KeyedJsonOrDefault, RunPath, REPLAYED,
+    self as extract, run_id, JsonBody, JsonOrDefault, KeyedJson, KeyedJsonOrDefault, RunPath,
 };
 use super::super::{App, Principal};
 use super::wire;
@@ -452,11 +452,7 @@ async fn created(
         }
     };
     let summary = if origin { app.runs.show(run).await? } else { app.runs.summary(run).await? };
-    let mut response = (StatusCode::CREATED, summary_json(&summary)).into_response();
-    if replayed {
-        response.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
-    }
-    Ok(response)
+    Ok(extract::replayed((StatusCode::CREATED, summary_json(&summary)).into_response(), replayed))
 }
 
 #[derive(Deserialize, Default)]
