@@ -61,8 +61,8 @@ pub use items::{
 };
 pub use keys::{claim_wins, Claimed, HeldKey, KeyClaim};
 pub use listing::{
-    Cursor, DamagedRun, PageRequest, RunFilter, RunPage, ThreadMatches, ThreadQuery, ThreadRecord,
-    ThreadStatus, ThreadStorage, Waiting,
+    Cursor, DamagedRun, Holder, PageRequest, RunFilter, RunPage, ThreadMatches, ThreadQuery,
+    ThreadRecord, ThreadStatus, ThreadStorage, Waiting,
 };
 pub use memory::MemoryStore;
 pub use outbox::{GateOpens, OutboxEntry, OutboxGate, OutboxQuery, OUTBOX_NEVER};

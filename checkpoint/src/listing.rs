@@ -28,6 +28,11 @@ pub struct RunFilter {
     pub graph: Option<String>,
     /// Only runs of this thread.
     pub thread: Option<String>,
+    /// Only runs on threads whose record names this holder
+    /// ([`ThreadRecord::owner`], [`ThreadRecord::tenant`]): a user's
+    /// runs. Runs on threads without a record, and runs without a
+    /// thread, have no holder and are left out.
+    pub held_by: Option<Holder>,
 }
 
 impl RunFilter {
@@ -42,6 +47,54 @@ impl RunFilter {
         ]
         .into_iter()
         .filter_map(|(field, value)| value.map(|value| (field, value)))
+    }
+}
+
+/// Whose thread records (and so runs) a listing keeps
+/// ([`ThreadQuery::held_by`], [`RunFilter::held_by`]): those of one owner,
+/// or of every owner of one tenant. Persisted owners are plain names:
+/// what a server's principals are called.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Holder {
+    /// Records whose owner is this name and whose tenant is this one
+    /// (`None`: records without a tenant).
+    Owner {
+        /// The owner's name.
+        name: String,
+        /// Their tenant.
+        tenant: Option<String>,
+    },
+    /// Records of this tenant, whoever owns them.
+    Tenant(String),
+}
+
+impl Holder {
+    /// Whether a record owned by `owner` in `tenant` is held so.
+    pub fn holds(&self, owner: Option<&str>, tenant: Option<&str>) -> bool {
+        match self {
+            Holder::Owner { name, tenant: wanted } => {
+                owner == Some(name.as_str()) && tenant == wanted.as_deref()
+            }
+            Holder::Tenant(wanted) => tenant == Some(wanted.as_str()),
+        }
+    }
+
+    /// The condition and its parameters as SQL over a `threads` row
+    /// (columns `owner`, `tenant`), parameters numbered from `first` with
+    /// `mark` (`?` for SQLite, `$` for Postgres): for the stores that
+    /// build queries.
+    pub fn sql(&self, mark: char, first: usize) -> (String, Vec<String>) {
+        match self {
+            Holder::Owner { name, tenant: Some(tenant) } => (
+                format!("owner = {mark}{first} AND tenant = {mark}{}", first + 1),
+                vec![name.clone(), tenant.clone()],
+            ),
+            Holder::Owner { name, tenant: None } => {
+                (format!("owner = {mark}{first} AND tenant IS NULL"), vec![name.clone()])
+            }
+            Holder::Tenant(tenant) => (format!("tenant = {mark}{first}"), vec![tenant.clone()]),
+        }
     }
 }
 
@@ -159,12 +212,32 @@ pub struct ThreadRecord {
     /// ([`ThreadStore::expired_threads`](crate::ThreadStore::expired_threads)).
     /// `None`: kept until deleted.
     pub ttl_ms: Option<i64>,
+    /// Who created it (a server's principal; `None`: nobody said, as for
+    /// threads made by an open server or through the engine).
+    pub owner: Option<String>,
+    /// The owner's tenant, if they have one.
+    pub tenant: Option<String>,
 }
 
 impl ThreadRecord {
     /// Thread `id` created at `at_ms` with `metadata`, kept until deleted.
     pub fn new(id: impl Into<String>, at_ms: i64, metadata: serde_json::Value) -> Self {
-        Self { id: id.into(), created_at_ms: at_ms, updated_at_ms: at_ms, metadata, ttl_ms: None }
+        Self {
+            id: id.into(),
+            created_at_ms: at_ms,
+            updated_at_ms: at_ms,
+            metadata,
+            ttl_ms: None,
+            owner: None,
+            tenant: None,
+        }
+    }
+
+    /// The same record, owned by `owner` of `tenant`.
+    pub fn with_owner(mut self, owner: Option<String>, tenant: Option<String>) -> Self {
+        self.owner = owner;
+        self.tenant = tenant;
+        self
     }
 
     /// The same record, removed once idle for `ttl_ms` milliseconds.
@@ -270,6 +343,8 @@ pub struct ThreadQuery {
     pub busy: Vec<String>,
     /// Only these threads (`None`: any).
     pub ids: Option<Vec<String>>,
+    /// Only threads so held (`None`: anyone's).
+    pub held_by: Option<Holder>,
     /// Matching threads skipped.
     pub offset: u64,
     /// At most this many.
@@ -303,6 +378,12 @@ impl ThreadQuery {
         self
     }
 
+    /// Only the threads `holder` holds (`None`: anyone's).
+    pub fn held_by(mut self, holder: Option<Holder>) -> Self {
+        self.held_by = holder;
+        self
+    }
+
     /// Whether `record`, with status `status` as stored, is one this
     /// query asks for (the stores' exact check after their indexes).
     pub fn admits(&self, record: &ThreadRecord, status: ThreadStatus) -> bool {
@@ -313,6 +394,9 @@ impl ThreadQuery {
         self.status.is_none_or(|wanted| wanted == status)
             && self.ids.as_ref().is_none_or(|ids| ids.contains(&record.id))
             && self.metadata.iter().all(|(key, value)| record.metadata.get(key) == Some(value))
+            && self.held_by.as_ref().is_none_or(|holder| {
+                holder.holds(record.owner.as_deref(), record.tenant.as_deref())
+            })
     }
 }
 

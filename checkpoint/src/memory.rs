@@ -392,6 +392,7 @@ impl RunStore for MemoryStore {
             .rev()
             .map(|(_, stored)| stored)
             .filter(|stored| matches_filter(&stored.record, filter))
+            .filter(|stored| held(&inner.threads, &stored.record, filter))
             .take(usize::try_from(page.limit).unwrap_or(usize::MAX).saturating_add(1))
             .map(StoredRun::record)
             .collect();
@@ -463,6 +464,17 @@ fn matches_filter(record: &RunRecord, filter: &RunFilter) -> bool {
     filter.status.is_none_or(|status| record.status == status)
         && filter.graph.as_deref().is_none_or(|graph| record.graph.name == graph)
         && filter.thread.as_deref().is_none_or(|thread| record.thread.as_deref() == Some(thread))
+}
+
+/// Whether the run's thread record is held as `filter` asks (any run
+/// when it asks nothing).
+fn held(threads: &BTreeMap<String, ThreadRecord>, record: &RunRecord, filter: &RunFilter) -> bool {
+    let Some(holder) = &filter.held_by else { return true };
+    record
+        .thread
+        .as_deref()
+        .and_then(|thread| threads.get(thread))
+        .is_some_and(|thread| holder.holds(thread.owner.as_deref(), thread.tenant.as_deref()))
 }
 
 #[cfg(test)]

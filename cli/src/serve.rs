@@ -27,6 +27,7 @@ pub(crate) fn options(
         jwt_issuer,
         jwt_audience,
         jwt_claim,
+        policy,
         insecure_no_auth,
         allow_origin,
         blueprints,
@@ -79,6 +80,11 @@ pub(crate) fn options(
         (None, Some(tokens)) => tollgate_server::Auth::Tokens(tokens),
         (None, None) => options.auth,
     };
+    if let Some(path) = policy {
+        let policy = tollgate_server::RolePolicy::load(path)
+            .map_err(|error| ServiceError::invalid(error.to_string()).with_source(error))?;
+        options.policy = std::sync::Arc::new(policy);
+    }
     options.insecure_no_auth = *insecure_no_auth;
     options.allow_origins = allow_origin.clone();
     options.blueprints = blueprints.clone();

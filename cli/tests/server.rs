@@ -10,6 +10,8 @@ mod idempotency;
 mod jwt;
 #[path = "server/lifecycle.rs"]
 mod lifecycle;
+#[path = "server/ownership.rs"]
+mod ownership;
 #[path = "server/retention.rs"]
 mod retention;
 mod support;

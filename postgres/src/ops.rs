@@ -269,6 +269,11 @@ impl RunStore for PostgresStore {
             values.push(value);
             sql.push_str(&format!(" AND r.{field} {operator} ${}", values.len()));
         }
+        if let Some(holder) = &filter.held_by {
+            let (condition, held) = holder.sql('$', values.len() + 1);
+            values.extend(held);
+            sql.push_str(&format!(" AND r.thread IN (SELECT id FROM threads WHERE {condition})"));
+        }
         sql.push_str(&format!(" ORDER BY r.id DESC LIMIT ${}", values.len() + 1));
         let limit = sql_int(page.limit.saturating_add(1));
         let (client, statement) = self.prepared(&sql).await?;

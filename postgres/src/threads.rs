@@ -13,14 +13,16 @@ use crate::rows::{column, damaged};
 use crate::sql::Sql;
 use crate::store::PostgresStore;
 
-const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata, ttl_ms";
+const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata, ttl_ms, owner, tenant";
 
 fn thread_from_row(row: &Row) -> Result<ThreadRecord, StoreError> {
     let id: String = column(row, 0)?;
     let text: String = column(row, 3)?;
     let metadata = serde_json::from_str(&text)
         .map_err(|error| damaged(format!("thread `{id}`: its metadata is not JSON: {error}")))?;
-    let mut record = ThreadRecord::new(id, column(row, 1)?, metadata).with_ttl(column(row, 4)?);
+    let mut record = ThreadRecord::new(id, column(row, 1)?, metadata)
+        .with_ttl(column(row, 4)?)
+        .with_owner(column(row, 5)?, column(row, 6)?);
     record.updated_at_ms = column(row, 2)?;
     Ok(record)
 }
@@ -38,17 +40,24 @@ impl ThreadStore for PostgresStore {
         let metadata = metadata_text(&record.metadata)?;
         // One statement: the new row, or the row that was there.
         let sql = format!(
-            "WITH inserted AS (INSERT INTO threads ({COLUMNS}) VALUES ($1, $2, $3, $4, $5) \
+            "WITH inserted AS (INSERT INTO threads ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7) \
              ON CONFLICT (id) DO NOTHING RETURNING {COLUMNS}) \
              SELECT {COLUMNS}, true FROM inserted \
              UNION ALL SELECT {COLUMNS}, false FROM threads WHERE id = $1 \
              AND NOT EXISTS (SELECT 1 FROM inserted)"
         );
         let (client, statement) = self.prepared(&sql).await?;
-        let params: [&(dyn ToSql + Sync); 5] =
-            [&record.id, &record.created_at_ms, &record.updated_at_ms, &metadata, &record.ttl_ms];
+        let params: [&(dyn ToSql + Sync); 7] = [
+            &record.id,
+            &record.created_at_ms,
+            &record.updated_at_ms,
+            &metadata,
+            &record.ttl_ms,
+            &record.owner,
+            &record.tenant,
+        ];
         let row = client.row(&statement, &params).await.map_err(client_error)?;
-        Ok((thread_from_row(&row)?, column(&row, 5)?))
+        Ok((thread_from_row(&row)?, column(&row, 7)?))
     }
 
     async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
@@ -91,7 +100,7 @@ impl ThreadStore for PostgresStore {
             let rows = client.rows(&statement, &params).await.map_err(client_error)?;
             read += rows.len() as i64;
             for row in &rows {
-                let status: String = column(row, 5)?;
+                let status: String = column(row, 7)?;
                 if page.offer(thread_from_row(row)?, &status) {
                     return Ok(page.into_found());
                 }
@@ -162,6 +171,8 @@ struct Search {
     busy: Option<Vec<String>>,
     ids: Option<Vec<String>>,
     metadata: Option<String>,
+    /// The holder's values (`Holder::sql`).
+    held: Vec<String>,
 }
 
 impl Search {
@@ -172,6 +183,7 @@ impl Search {
             busy: query.status.is_some().then(|| query.busy.clone()),
             ids: query.ids.clone(),
             metadata: None,
+            held: Vec::new(),
         };
         let mut conditions = Vec::new();
         let mut next = 1;
@@ -198,6 +210,16 @@ impl Search {
             search.metadata = Some(metadata_text(&wanted)?);
             conditions.push(format!("tags @> {}::text::jsonb", param()));
         }
+        if let Some(holder) = &query.held_by {
+            let (condition, held) = holder.sql('$', next);
+            next += held.len();
+            search.held = held;
+            conditions.push(condition);
+        }
+        let mut param = || {
+            next += 1;
+            format!("${}", next - 1)
+        };
         let filter = match conditions.is_empty() {
             true => String::new(),
             false => format!("WHERE {}", conditions.join(" AND ")),
@@ -225,6 +247,7 @@ impl Search {
         if let Some(metadata) = &self.metadata {
             params.push(metadata);
         }
+        params.extend(self.held.iter().map(|value| value as &(dyn ToSql + Sync)));
         params
     }
 }

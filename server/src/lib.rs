@@ -26,6 +26,7 @@
 mod error;
 mod hex;
 mod http;
+mod identity;
 mod pack;
 mod printable;
 mod service;
@@ -34,8 +35,11 @@ pub use error::{code, ErrorSource, ServiceError};
 pub use http::{
     check_exposure, credential, listing_json, nest_under, router, run_history_json, schedule_json,
     serve, serve_metrics, state_json, thread_history_json, thread_json, thread_storage_json, Api,
-    Auth, Authenticate, ClaimNames, Jwt, JwtError, Limits, Principal, Refusal, Role, ServeOptions,
-    Tokens, DEFAULT_LANGGRAPH_PREFIX,
+    Auth, Authenticate, ClaimNames, Jwt, JwtError, Limits, Refusal, ServeOptions, Tokens,
+    DEFAULT_LANGGRAPH_PREFIX,
+};
+pub use identity::{
+    Caller, Holder, Policy, PolicyError, Principal, Reach, Role, RolePolicy, Scope,
 };
 pub use pack::{build_pack, inspect_pack, is_pack, keygen, load_pack, verify_pack, Loaded};
 pub use printable::printable;

@@ -35,6 +35,7 @@ mod fixtures;
 mod items;
 mod keys;
 mod outbox;
+mod owners;
 mod progress;
 mod queue;
 mod schedules;
@@ -56,6 +57,7 @@ use outbox::{
     gated_entries_wait_for_their_run_out_of_sight,
     outbox_entries_are_taken_by_one_process_at_a_time,
 };
+use owners::threads_and_runs_are_kept_apart_by_holder;
 use progress::task_progress_is_replaced_and_dropped_with_its_step;
 use queue::{
     a_run_queued_with_a_wake_up_is_claimable_once_due,
@@ -137,6 +139,7 @@ where
     threads_idle_past_their_ttl_expire(&make().await).await;
     thread_storage_counts_its_runs_bytes(&make().await).await;
     thread_searches_match_metadata_exactly(&make().await).await;
+    threads_and_runs_are_kept_apart_by_holder(&make().await).await;
 }
 
 /// The [`ScheduleStore`] cases (a schedule fires runs: the store keeps

@@ -143,7 +143,7 @@ pub(super) async fn thread_records_are_created_once_and_listed_newest_first(
 }
 
 /// Moves a `running` run at epoch 1 to `status` (nothing for `running`).
-async fn settle(store: &dyn RunStore, run: RunId, status: RunStatus, at_ms: i64) {
+pub(super) async fn settle(store: &dyn RunStore, run: RunId, status: RunStatus, at_ms: i64) {
     if status == RunStatus::Running {
         return;
     }
@@ -164,7 +164,7 @@ async fn settle(store: &dyn RunStore, run: RunId, status: RunStatus, at_ms: i64)
 }
 
 /// The ids a search finds, in order.
-async fn found(store: &dyn ThreadStore, query: ThreadQuery) -> Vec<String> {
+pub(super) async fn found(store: &dyn ThreadStore, query: ThreadQuery) -> Vec<String> {
     let page = store.search_threads(&query).await.expect("search");
     page.into_iter().map(|thread| thread.id).collect()
 }

@@ -480,4 +480,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE threads ADD COLUMN ttl_ms INTEGER;
     CREATE INDEX threads_with_ttl ON threads (ttl_ms) WHERE ttl_ms IS NOT NULL;
 ",
+    // 22: who a thread belongs to (`ThreadRecord::owner`, `tenant`): a
+    // user's searches and listings read their own threads, newest first,
+    // through these indexes (partial: threads nobody owns are not in them).
+    "
+    ALTER TABLE threads ADD COLUMN owner TEXT;
+    ALTER TABLE threads ADD COLUMN tenant TEXT;
+    CREATE INDEX threads_by_owner ON threads (owner, created_at_ms, id) WHERE owner IS NOT NULL;
+    CREATE INDEX threads_by_tenant ON threads (tenant, created_at_ms, id) WHERE tenant IS NOT NULL;
+",
 ];

@@ -331,6 +331,11 @@ impl RunStore for SqliteStore {
             values.push(value);
             sql.push_str(&format!(" AND r.{field} {operator} ?{}", values.len()));
         }
+        if let Some(holder) = &filter.held_by {
+            let (condition, held) = holder.sql('?', values.len() + 1);
+            values.extend(held);
+            sql.push_str(&format!(" AND r.thread IN (SELECT id FROM threads WHERE {condition})"));
+        }
         let limit = page.limit.saturating_add(1).min(i64::MAX as u64);
         sql.push_str(&format!(" ORDER BY r.id DESC LIMIT {limit}"));
         let runs = self

@@ -12,7 +12,7 @@ use crate::error::StoreError;
 use crate::listing::{ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus, ThreadStorage};
 use crate::store::ThreadStore;
 
-const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata, ttl_ms";
+const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata, ttl_ms, owner, tenant";
 
 /// The bytes of run `?1`'s checkpoints (steps' frontiers and updates,
 /// their parts, snapshots, pending writes, interrupts and decisions) and
@@ -31,21 +31,36 @@ const STORAGE_OF_RUN: &str = "SELECT \
     + (SELECT coalesce(sum(length(CAST(lines AS BLOB))), 0) FROM events WHERE num = ?1)";
 
 /// A `threads` row as [`COLUMNS`] reads it.
-type ThreadRow = (String, i64, i64, String, Option<i64>);
-
-fn thread_from_row(row: &Row<'_>) -> rusqlite::Result<ThreadRow> {
-    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+struct ThreadRow {
+    id: String,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+    metadata: String,
+    ttl_ms: Option<i64>,
+    owner: Option<String>,
+    tenant: Option<String>,
 }
 
-fn decoded(
-    (id, created_at_ms, updated_at_ms, metadata, ttl_ms): ThreadRow,
-) -> Result<ThreadRecord, Abort> {
+fn thread_from_row(row: &Row<'_>) -> rusqlite::Result<ThreadRow> {
+    Ok(ThreadRow {
+        id: row.get(0)?,
+        created_at_ms: row.get(1)?,
+        updated_at_ms: row.get(2)?,
+        metadata: row.get(3)?,
+        ttl_ms: row.get(4)?,
+        owner: row.get(5)?,
+        tenant: row.get(6)?,
+    })
+}
+
+fn decoded(row: ThreadRow) -> Result<ThreadRecord, Abort> {
+    let ThreadRow { id, created_at_ms, updated_at_ms, metadata, ttl_ms, owner, tenant } = row;
     let metadata = serde_json::from_str(&metadata).map_err(|error| {
         Abort::Refused(StoreError::Backend {
             source: format!("thread `{id}`: its metadata is not JSON: {error}").into(),
         })
     })?;
-    Ok(ThreadRecord { id, created_at_ms, updated_at_ms, metadata, ttl_ms })
+    Ok(ThreadRecord { id, created_at_ms, updated_at_ms, metadata, ttl_ms, owner, tenant })
 }
 
 fn metadata_text(metadata: &serde_json::Value) -> Result<String, StoreError> {
@@ -62,15 +77,18 @@ impl ThreadStore for SqliteStore {
         self.write(Touches::NoRun, move |tx| {
             let inserted = tx
                 .prepare_cached(
-                    "INSERT INTO threads (id, created_at_ms, updated_at_ms, metadata, ttl_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING",
+                    "INSERT INTO threads (id, created_at_ms, updated_at_ms, metadata, ttl_ms, \
+                     owner, tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                     ON CONFLICT (id) DO NOTHING",
                 )?
                 .execute(params![
                     record.id,
                     record.created_at_ms,
                     record.updated_at_ms,
                     metadata,
-                    record.ttl_ms
+                    record.ttl_ms,
+                    record.owner,
+                    record.tenant
                 ])?;
             if inserted == 1 {
                 return Ok((record.clone(), true));
@@ -126,7 +144,7 @@ impl ThreadStore for SqliteStore {
             let mut page = ThreadMatches::new(query);
             while !page.is_full() {
                 let Some(row) = rows.next()? else { break };
-                let status: String = row.get(5)?;
+                let status: String = row.get(7)?;
                 page.offer(decoded(thread_from_row(row)?)?, &status);
             }
             Ok(page.into_found())
@@ -182,7 +200,8 @@ impl ThreadStore for SqliteStore {
 }
 
 /// The statement a search reads its candidates with, newest first, and
-/// its parameters: driven by the ids asked for, else by the first scalar
+/// its parameters: driven by the ids asked for, else by the holder
+/// (`threads_by_owner`, `threads_by_tenant`), else by the first scalar
 /// metadata value (`thread_tags`), else by the status
 /// (`threads_by_status`), else by creation. Its conditions are exact for
 /// the status; the caller checks every condition
@@ -202,6 +221,14 @@ fn search_sql(query: &ThreadQuery) -> Result<(String, Vec<SqlValue>), StoreError
             String::from("t.status = ?1 AND t.id NOT IN (SELECT value FROM json_each(?2))")
         }
     };
+    let status = match &query.held_by {
+        Some(holder) => {
+            let (condition, values) = holder.sql('?', params.len() + 1);
+            params.extend(values.into_iter().map(SqlValue::Text));
+            format!("{status} AND {condition}")
+        }
+        None => status,
+    };
     let next = params.len() + 1;
     let tagged = query.metadata.iter().find(|(_, value)| !value.is_object() && !value.is_array());
     let from = if let Some(ids) = &query.ids {
@@ -210,6 +237,9 @@ fn search_sql(query: &ThreadQuery) -> Result<(String, Vec<SqlValue>), StoreError
             "threads t WHERE t.id IN (SELECT value FROM json_each(?{next})) AND {status} \
              ORDER BY t.created_at_ms DESC, t.id DESC"
         )
+    } else if query.held_by.is_some() {
+        // A user's threads: `threads_by_owner` or `threads_by_tenant`.
+        format!("threads t WHERE {status} ORDER BY t.created_at_ms DESC, t.id DESC")
     } else if let Some((key, value)) = tagged {
         params.extend([SqlValue::Text(key.clone()), SqlValue::Text(json(value)?)]);
         format!(

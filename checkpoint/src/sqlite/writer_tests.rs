@@ -273,7 +273,9 @@ fn progress_written_before_schema_19_reads_back_once_migrated() {
     conn.execute_batch(
         "UPDATE pending_writes SET task = -1 - (task - (-9223372036854775807 - 1)) \
          WHERE task < 0; DROP TABLE request_keys; DROP INDEX threads_with_ttl; \
-         ALTER TABLE threads DROP COLUMN ttl_ms; PRAGMA user_version = 18;",
+         ALTER TABLE threads DROP COLUMN ttl_ms; DROP INDEX threads_by_owner; \
+         DROP INDEX threads_by_tenant; ALTER TABLE threads DROP COLUMN owner; \
+         ALTER TABLE threads DROP COLUMN tenant; PRAGMA user_version = 18;",
     )
     .expect("schema 18's numbering");
     assert_eq!(tasks(&conn), [-3, -2, -1]);

@@ -179,8 +179,8 @@ pub(crate) enum Command {
         #[arg(long, value_name = "PATH")]
         token_file: Option<PathBuf>,
         /// Named tokens with roles instead of one token: each line `NAME
-        /// ROLE SHA256` (role `read`, `decide` or `admin`; the token's
-        /// SHA-256 in hex). A decision records the caller's name.
+        /// ROLE SHA256` (role `user`, `read`, `decide` or `admin`; the
+        /// token's SHA-256 in hex). A decision records the caller's name.
         #[arg(long, value_name = "PATH", conflicts_with = "token_file")]
         tokens_file: Option<PathBuf>,
         /// Take JWTs signed (HS256) with the secret in this file (at least
@@ -201,6 +201,11 @@ pub(crate) enum Command {
         /// NAME (defaults: sub, roles, groups, tenant); repeat it.
         #[arg(long, value_name = "KIND=NAME")]
         jwt_claim: Vec<String>,
+        /// What each role reaches: each line `ROLE REACH` (reach `all`,
+        /// `tenant` or `own`). By default `user` reaches its own threads
+        /// and runs, the other roles everything (docs/tenancy.md).
+        #[arg(long, value_name = "PATH")]
+        policy: Option<PathBuf>,
         /// Refused: a token on the command line shows in `ps`.
         #[arg(long, hide = true)]
         token: Option<String>,

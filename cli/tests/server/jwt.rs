@@ -87,7 +87,7 @@ fn jwts_name_their_principal_and_bad_ones_are_refused_with_a_reason() {
             (unsigned, 401, "unsigned"),
             ("x.y.z".to_owned(), 401, "well-formed"),
             ("not-a-token".to_owned(), 401, "not one of the server's tokens"),
-            (hs256(&claims(json!({"roles": ["user"]}))), 403, "per-user isolation"),
+            (hs256(&claims(json!({"roles": ["viewer"]}))), 403, "none of `user`"),
         ] {
             let response = me(token).await.unwrap();
             assert_eq!(response.status().as_u16(), status, "{says}");
@@ -128,8 +128,11 @@ fn bad_jwt_options_stop_the_server_before_it_starts() {
     std::fs::write(fx.path("short"), "too short").unwrap();
     std::fs::write(fx.path("jwks"), r#"{"keys": [{"kty": "oct", "kid": "k", "k": "c2VjcmV0"}]}"#)
         .unwrap();
-    let (short, jwks) = (fx.path("short"), fx.path("jwks"));
+    std::fs::write(fx.path("policy"), "# who reaches what\nread tenant\nuser everything\n")
+        .unwrap();
+    let (short, jwks, policy) = (fx.path("short"), fx.path("jwks"), fx.path("policy"));
     let (short, jwks) = (short.to_str().unwrap(), jwks.to_str().unwrap());
+    let policy = policy.to_str().unwrap();
     let real = testdata("jwks.json");
     for (args, says) in [
         (vec!["serve", "--jwt-secret-file", short], "32 bytes"),
@@ -140,6 +143,8 @@ fn bad_jwt_options_stop_the_server_before_it_starts() {
         ),
         (vec!["serve", "--jwks-file", real.to_str().unwrap(), "--jwt-claim", "roles"], "KIND=NAME"),
         (vec!["serve", "--jwt-issuer", "https://id.example"], "need --jwt-secret-file"),
+        (vec!["serve", "--policy", policy], "policy file, line 3: no reach `everything`"),
+        (vec!["serve", "--policy", "no-such-policy"], "cannot read the policy file"),
     ] {
         let output = fx.run(&args);
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -435,7 +435,7 @@ impl Executor {
             let filter = RunFilter {
                 status: Some(status),
                 graph: Some(graph.name().to_owned()),
-                thread: None,
+                ..RunFilter::default()
             };
             let mut page = PageRequest { limit: 100, cursor: None };
             loop {

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use super::errors::ApiError;
 use super::jwt::{looks_like_jwt, Jwt};
 use super::{page, App};
+use crate::identity::{Principal, Role};
 
 /// The prefix of the WebSocket subprotocol that carries the token.
 const TOKEN_PROTOCOL: &str = "tollgate.token.";
@@ -48,74 +49,6 @@ pub trait Authenticate: Send + Sync + std::fmt::Debug + 'static {
     /// Who is calling, with their role, or why not (answered 401 with the
     /// JSON error shape).
     fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Refusal>;
-}
-
-/// What a caller may do. Each role may do what the ones before it may.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// List, show and follow runs and threads (every `GET`).
-    Read,
-    /// Also decide (resume, reject), cancel and continue runs.
-    Decide,
-    /// Also start, delete and prune runs.
-    Admin,
-}
-
-impl Role {
-    /// The role named `text` (`read`, `decide`, `admin`).
-    pub(crate) fn parse(text: &str) -> Option<Self> {
-        match text {
-            "read" => Some(Role::Read),
-            "decide" => Some(Role::Decide),
-            "admin" => Some(Role::Admin),
-            _ => None,
-        }
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Role::Read => "read",
-            Role::Decide => "decide",
-            Role::Admin => "admin",
-        }
-    }
-}
-
-/// Who is calling, as the check found: recorded as `decided_by` of the
-/// decisions they make.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[non_exhaustive]
-pub struct Principal {
-    /// Their name (a JWT's subject).
-    pub name: String,
-    /// What they may do.
-    pub role: Role,
-    /// The groups they belong to (a JWT's `groups`; none for a token).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<String>,
-    /// Their tenant (a JWT's `tenant`), if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tenant: Option<String>,
-}
-
-impl Principal {
-    /// `name` with `role`, in no group and no tenant.
-    pub fn new(name: impl Into<String>, role: Role) -> Self {
-        Self { name: name.into(), role, groups: Vec::new(), tenant: None }
-    }
-
-    /// The same, in `groups`.
-    pub fn groups(mut self, groups: Vec<String>) -> Self {
-        self.groups = groups;
-        self
-    }
-
-    /// The same, of `tenant`.
-    pub fn tenant(mut self, tenant: Option<String>) -> Self {
-        self.tenant = tenant;
-        self
-    }
 }
 
 /// Named tokens with roles: each line of a tokens file is `NAME ROLE
@@ -165,7 +98,8 @@ impl Tokens {
             let [name, role, hash] = fields.as_slice() else {
                 return Err(bad("three fields expected"));
             };
-            let role = Role::parse(role).ok_or_else(|| bad("the role is read, decide or admin"))?;
+            let role =
+                Role::parse(role).ok_or_else(|| bad("the role is user, read, decide or admin"))?;
             let hash: [u8; 32] = crate::hex::decode(&hash.to_ascii_lowercase())
                 .and_then(|bytes| bytes.try_into().ok())
                 .ok_or_else(|| bad("the hash is 64 hex digits (SHA-256 of the token)"))?;
@@ -231,7 +165,7 @@ pub(crate) enum Check {
 /// a WebSocket (where browsers cannot set headers), the subprotocol
 /// `tollgate.token.HEX` with the token's bytes in hex; or the service's
 /// own check. Answers 401 otherwise.
-pub(crate) async fn check(State(app): State<App>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn check(State(app): State<App>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let exempt = path == "/healthz" || page::is_page(path) || request.method() == Method::OPTIONS;
     let principal = match &app.settings.auth {
@@ -271,7 +205,7 @@ pub(crate) async fn check(State(app): State<App>, mut request: Request, next: Ne
         Some(rest) => langgraph_role(request.method(), rest),
         None => needed_role(request.method(), request.uri().path()),
     };
-    if principal.role < needed {
+    if !principal.role.allows(needed) {
         let message = format!(
             "`{}` (role {}) may not do this: it needs role {}",
             principal.name,
@@ -280,8 +214,7 @@ pub(crate) async fn check(State(app): State<App>, mut request: Request, next: Ne
         );
         return ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).into_response();
     }
-    request.extensions_mut().insert(principal);
-    next.run(request).await
+    super::gate::admit(&app, principal, request, next).await
 }
 
 /// Why a credential was refused: 401 with this message, or (a verified

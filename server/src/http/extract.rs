@@ -206,3 +206,13 @@ impl<S: Send + Sync> FromRequestParts<S> for RunPath {
 pub(crate) fn run_id(text: &str) -> ApiResult<RunId> {
     text.parse().map_err(|_| ServiceError::invalid(format!("`{text}` is not a run id")).into())
 }
+
+/// The caller as the gate admitted them (anyone, reaching everything, on
+/// a server that names nobody).
+impl<S: Send + Sync> FromRequestParts<S> for crate::identity::Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(parts.extensions.get::<Self>().cloned().unwrap_or_else(Self::anyone))
+    }
+}

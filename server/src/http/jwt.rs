@@ -15,8 +15,8 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, KeyAlgorithm
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
-use super::auth::{Principal, Role};
 use crate::error::ServiceError;
+use crate::identity::{Principal, Role};
 
 /// The shortest HS256 secret taken (RFC 7518: a key as long as the hash).
 const MIN_SECRET: usize = 32;
@@ -291,21 +291,15 @@ impl Jwt {
     }
 }
 
-/// The highest of `roles` tollgate knows. `user` (a person who sees and
-/// changes only their own) needs per-user isolation, which this server
-/// does not have yet: a token with no other role is refused (403).
+/// The highest of `roles` tollgate knows (`user` the lowest: a token
+/// that also names `read` is a reader's).
 fn role_of(roles: &[String]) -> Result<Role, JwtError> {
-    let known = roles.iter().filter_map(|role| Role::parse(role)).max();
-    match known {
-        Some(role) => Ok(role),
-        None if roles.iter().any(|role| role == "user") => Err(JwtError::Roles(
-            "role `user` needs per-user isolation, which this server does not have yet (docs/tenancy.md): give the token `read`, `decide` or `admin`".into(),
-        )),
-        None => Err(JwtError::Roles(format!(
-            "the token's roles ({}) are none of `read`, `decide`, `admin`",
+    roles.iter().filter_map(|role| Role::parse(role)).max().ok_or_else(|| {
+        JwtError::Roles(format!(
+            "the token's roles ({}) are none of `user`, `read`, `decide`, `admin`",
             roles.join(", ")
-        ))),
-    }
+        ))
+    })
 }
 
 /// An array of strings, or one string (one role), or a space-separated

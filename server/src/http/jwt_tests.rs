@@ -5,7 +5,7 @@ use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 
 use super::{ClaimNames, Jwt, JwtError};
-use crate::http::auth::Role;
+use crate::identity::Role;
 
 const SECRET: &[u8] = b"a secret of thirty-two bytes, ok!";
 const JWKS: &str = include_str!("../../testdata/jwt/jwks.json");
@@ -139,12 +139,14 @@ fn bad_tokens_are_refused_with_their_reason() {
         assert!(!expected.forbids());
     }
     // Verified, but its roles give nothing here: forbidden, not unknown.
-    for roles in [json!(["user"]), json!(["viewer"])] {
-        let error = jwt.verify(&with(json!({"roles": roles}))).unwrap_err();
-        assert!(error.forbids(), "{error}");
-    }
-    let user = jwt.verify(&with(json!({"roles": ["user"]}))).unwrap_err().to_string();
-    assert!(user.contains("per-user isolation"), "{user}");
+    let error = jwt.verify(&with(json!({"roles": ["viewer"]}))).unwrap_err();
+    assert!(error.forbids(), "{error}");
+    assert!(error.to_string().contains("none of `user`"), "{error}");
+    // `user` alone is a user; beside another role, the other decides.
+    let user = jwt.verify(&with(json!({"roles": ["user"]}))).expect("a user");
+    assert_eq!(user.role, Role::User);
+    let reader = jwt.verify(&with(json!({"roles": ["read", "user"]}))).expect("a reader");
+    assert_eq!(reader.role, Role::Read);
 }
 
 #[test]

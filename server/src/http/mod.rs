@@ -15,6 +15,7 @@
 mod auth;
 mod errors;
 mod extract;
+mod gate;
 mod jwt;
 mod langgraph;
 mod metrics;
@@ -41,8 +42,9 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use crate::error::ServiceError;
 use crate::service::{Driver, Hub, Legs, Runs};
 
+pub(crate) use crate::identity::Principal;
 pub(crate) use auth::Check;
-pub use auth::{credential, Auth, Authenticate, Principal, Refusal, Role, Tokens};
+pub use auth::{credential, Auth, Authenticate, Refusal, Tokens};
 pub use jwt::{ClaimNames, Jwt, JwtError};
 pub use metrics::serve_metrics;
 pub use native::wire::{
@@ -100,6 +102,11 @@ pub struct ServeOptions {
     /// it is answered with what the first request made (24 h by default,
     /// [`DEFAULT_KEY_TTL`](crate::DEFAULT_KEY_TTL)).
     pub idempotency_ttl: Duration,
+    /// What each named caller (named tokens, JWTs, an embedder's check)
+    /// reaches: [`RolePolicy`](crate::RolePolicy)'s defaults unless told
+    /// (users their own threads and runs, every other role everything);
+    /// see docs/tenancy.md.
+    pub policy: Arc<dyn crate::identity::Policy>,
 }
 
 impl ServeOptions {
@@ -122,6 +129,7 @@ impl ServeOptions {
             worker: true,
             sign_in_hint: None,
             idempotency_ttl: crate::service::DEFAULT_KEY_TTL,
+            policy: Arc::new(crate::identity::RolePolicy::default()),
         }
     }
 }
@@ -217,6 +225,8 @@ pub(crate) struct Settings {
     pub(crate) own: std::sync::Mutex<Vec<SocketAddr>>,
     /// How long request keys are kept.
     pub(crate) idempotency_ttl: Duration,
+    /// What each named caller reaches.
+    pub(crate) policy: Arc<dyn crate::identity::Policy>,
 }
 
 impl Settings {
@@ -301,6 +311,7 @@ impl Api {
             langgraph: options.langgraph_prefix.as_deref().map(checked_prefix).transpose()?,
             sign_in_hint: options.sign_in_hint,
             idempotency_ttl: options.idempotency_ttl,
+            policy: options.policy,
             own: std::sync::Mutex::new(
                 Some(options.addr).filter(|addr| addr.port() != 0).into_iter().collect(),
             ),

@@ -5,6 +5,7 @@
 //! graphs whatever their state type in [`served`]; finding a run's graph
 //! and starting registered graphs in [`graphs`]; workers in [`worker`].
 
+mod access;
 mod admission;
 mod dispatch;
 mod driver;
@@ -29,6 +30,7 @@ mod view;
 mod webhooks;
 mod worker;
 
+pub(crate) use access::InScope;
 pub(crate) use admission::Admission;
 pub(crate) use dispatch::spawn_dispatcher;
 pub(crate) use driver::Driver;

@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 use tollgate_checkpoint::{OutboxQuery, RunFilter, RunId, RunStatus, ThreadQuery, ThreadRecord};
 
 use crate::error::ServiceError;
+use crate::identity::Caller;
 
 use super::{Legs, RunSummary, Runs, PENDING_KIND, WEBHOOK_KIND};
 
@@ -186,8 +187,12 @@ impl Runs {
     /// [`Runs::with_thread_ttl`]). A thread that exists (a record or a
     /// run) is a conflict with [`IfExists::Raise`], also when another
     /// request created it meanwhile.
+    ///
+    /// The record is `caller`'s. A thread that exists out of their scope
+    /// is a conflict whatever `if_exists` says (never handed to them).
     pub(crate) async fn create_thread(
         &self,
+        caller: &Caller,
         id: &str,
         metadata: Value,
         if_exists: IfExists,
@@ -195,15 +200,16 @@ impl Runs {
         ttl: Option<Duration>,
     ) -> Result<(), ServiceError> {
         let raise = if_exists == IfExists::Raise;
-        let recorded = self.thread_record(id).await?.is_some();
+        let record = self.thread_record(id).await?;
         let has_runs = self.executor.thread_latest(id).await?.is_some();
-        if (recorded || has_runs) && raise {
+        let theirs = caller.scope().admits(record.as_ref());
+        if (record.is_some() || has_runs) && (raise || !theirs) {
             return Err(exists(id));
         }
         let record =
             ThreadRecord::new(id.to_owned(), now_ms, metadata).with_ttl(self.thread_ttl_ms(ttl));
-        let (_, created) = self.store().create_thread(record).await?;
-        if !created && raise {
+        let (made, created) = self.store().create_thread(caller.stamp(record)).await?;
+        if !created && (raise || !caller.scope().admits(Some(&made))) {
             return Err(exists(id));
         }
         Ok(())
@@ -234,9 +240,11 @@ impl Runs {
     }
 
     /// Sets `labels` in the thread's metadata unless they are there (its
-    /// `record` as read, `None`: made now, with the labels).
+    /// `record` as read, `None`: made now, `caller`'s, with the labels; not
+    /// found when another caller's was made meanwhile).
     pub(crate) async fn label_thread(
         &self,
+        caller: &Caller,
         thread: &str,
         record: Option<ThreadRecord>,
         labels: Map<String, Value>,
@@ -248,9 +256,12 @@ impl Runs {
             None => {
                 let fresh = ThreadRecord::new(thread, now_ms, Value::Object(labels.clone()))
                     .with_ttl(self.thread_ttl_ms(None));
-                let (made, created) = store.create_thread(fresh).await?;
+                let (made, created) = store.create_thread(caller.stamp(fresh)).await?;
                 if created {
                     return Ok(());
+                }
+                if !caller.scope().admits(Some(&made)) {
+                    return Err(thread_not_found(thread));
                 }
                 // Made by another request meanwhile: labelled below.
                 made
@@ -297,12 +308,13 @@ impl Runs {
         Ok(())
     }
 
-    /// A new thread `into` with the metadata of `thread` and a copy of
+    /// A new thread `into`, `caller`'s, with the metadata of `thread` and a copy of
     /// every run of it, going on apart from it. A busy thread (a run
     /// running or queued) is a conflict; one with neither record nor run
     /// is not found.
     pub(crate) async fn copy_thread_as(
         &self,
+        caller: &Caller,
         thread: &str,
         into: &str,
         now_ms: i64,
@@ -320,7 +332,7 @@ impl Runs {
         }
         let metadata = record.map_or_else(|| json!({}), |record| record.metadata);
         let copy = ThreadRecord::new(into.to_owned(), now_ms, metadata);
-        self.store().create_thread(copy).await?;
+        self.store().create_thread(caller.stamp(copy)).await?;
         if latest.is_some() {
             self.copy_thread(thread, into).await?;
         }

@@ -46,6 +46,11 @@ pub(super) struct RunBody {
     /// read from the body.
     #[serde(skip)]
     pub(super) by: Option<String>,
+    /// Who asked, with their scope: the owner of a thread the run makes.
+    /// Never read from the body, nor kept with a pending run (its thread
+    /// was made when it was asked for).
+    #[serde(skip)]
+    pub(super) caller: Option<crate::identity::Caller>,
 }
 
 /// LangGraph's `Command` as run input.
@@ -95,6 +100,13 @@ impl CommandBody {
 }
 
 impl RunBody {
+    /// The body as `caller` sent it: decisions recorded as theirs, a
+    /// thread the run makes owned by them.
+    pub(super) fn asked_by(&mut self, caller: crate::identity::Caller) {
+        self.by = caller.principal().map(|who| who.name.clone());
+        self.caller = Some(caller);
+    }
+
     /// What of the body this server does not do (yet), as a 422.
     pub(super) fn refusal(&self) -> Option<ApiError> {
         if let Some(invalid) = self.invalid() {

@@ -9,14 +9,14 @@
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::Json;
 use serde_json::{json, Map, Value};
 use tollgate_checkpoint::{RunId, RunStatus};
 use tollgate_engine::Decision;
 
 use super::super::errors::{ApiError, ApiResult};
 use super::super::extract::{replayed as replay, run_id, JsonBody, KeyedJson};
-use super::super::{App, Principal};
+use super::super::App;
 use super::assistants::{self, Assistant};
 use super::body::RunBody;
 pub(super) use super::continued::Started;
@@ -27,6 +27,7 @@ use super::stream::sse;
 use super::threads::{self, latest};
 use super::{webhook, wire};
 use crate::error::ServiceError;
+use crate::identity::Caller;
 use crate::service::{
     Follow, Launch, ListingKind, Made, Makes, Multitask, RequestKey, RunSummary, Until,
 };
@@ -50,6 +51,7 @@ async fn prepare(
     thread: Option<&str>,
     body: &mut RunBody,
 ) -> ApiResult<(Assistant, Option<RunSummary>)> {
+    let caller = body.caller.clone().unwrap_or_else(Caller::anyone);
     let (record, latest) = match thread {
         Some(thread) => (app.runs.thread_record(thread).await?, latest(app, thread).await?),
         None => (None, None),
@@ -75,7 +77,7 @@ async fn prepare(
         // A thread keeps to one graph: a run of another is refused later,
         // and must not relabel it first.
         if latest.as_ref().is_none_or(|latest| latest.graph == assistant.name) {
-            labelled(app, thread, record, &assistant).await?;
+            labelled(app, &caller, thread, record, &assistant).await?;
         }
     }
     Ok((assistant, latest))
@@ -85,6 +87,7 @@ async fn prepare(
 /// metadata (its record made when it has none) unless they are there.
 async fn labelled(
     app: &App,
+    caller: &Caller,
     thread: &str,
     record: Option<tollgate_checkpoint::ThreadRecord>,
     assistant: &Assistant,
@@ -93,7 +96,7 @@ async fn labelled(
         ("graph_id".to_owned(), Value::String(assistant.name.clone())),
         ("assistant_id".to_owned(), Value::String(wire::assistant_uuid(&assistant.name))),
     ]);
-    Ok(app.runs.label_thread(thread, record, labels, wire::now_ms()).await?)
+    Ok(app.runs.label_thread(caller, thread, record, labels, wire::now_ms()).await?)
 }
 
 /// Starts a pending run (`queue.rs`) as `id` now that its thread is free
@@ -227,11 +230,11 @@ fn location(thread: Option<&str>, run: RunId) -> HeaderValue {
 pub(super) async fn create(
     State(app): State<App>,
     thread: Option<Path<String>>,
-    principal: Option<Extension<Principal>>,
+    caller: Caller,
     headers: HeaderMap,
     KeyedJson { mut body, key }: KeyedJson<RunBody>,
 ) -> ApiResult<Response> {
-    body.by = principal.map(|Extension(principal)| principal.name);
+    body.asked_by(caller);
     let asked = Asked { headers: &headers, key: key.as_ref() };
     background(app, thread.map(|Path(thread)| thread), body, asked).await
 }
@@ -445,17 +448,16 @@ async fn driven(app: &App, started: Started) -> ApiResult<Value> {
 /// error, the runs before it going on.
 pub(super) async fn batch(
     State(app): State<App>,
-    principal: Option<Extension<Principal>>,
+    caller: Caller,
     headers: HeaderMap,
     JsonBody(bodies): JsonBody<Vec<RunBody>>,
 ) -> ApiResult<Json<Vec<Value>>> {
     if let Some(refusal) = bodies.iter().find_map(RunBody::refusal) {
         return Err(refusal);
     }
-    let by = principal.map(|Extension(principal)| principal.name);
     let mut runs = Vec::with_capacity(bodies.len());
     for mut body in bodies {
-        body.by.clone_from(&by);
+        body.asked_by(caller.clone());
         let shown = match begin(&app, None, body, &headers, RunId::new()).await? {
             Begun::Started(started) => driven(&app, started).await?,
             Begun::Pending(pending) => queue::view(&pending),
@@ -470,11 +472,11 @@ pub(super) async fn batch(
 pub(super) async fn wait(
     State(app): State<App>,
     thread: Option<Path<String>>,
-    principal: Option<Extension<Principal>>,
+    caller: Caller,
     headers: HeaderMap,
     KeyedJson { mut body, key }: KeyedJson<RunBody>,
 ) -> ApiResult<Response> {
-    body.by = principal.map(|Extension(principal)| principal.name);
+    body.asked_by(caller);
     let asked = Asked { headers: &headers, key: key.as_ref() };
     waited(app, thread.map(|Path(thread)| thread), body, asked).await
 }
@@ -505,11 +507,11 @@ async fn waited(
 pub(super) async fn stream(
     State(app): State<App>,
     thread: Option<Path<String>>,
-    principal: Option<Extension<Principal>>,
+    caller: Caller,
     headers: HeaderMap,
     KeyedJson { mut body, key }: KeyedJson<RunBody>,
 ) -> ApiResult<Response> {
-    body.by = principal.map(|Extension(principal)| principal.name);
+    body.asked_by(caller);
     let asked = Asked { headers: &headers, key: key.as_ref() };
     streamed(app, thread.map(|Path(thread)| thread), body, asked).await
 }

@@ -20,6 +20,8 @@ use super::super::extract::{self, JsonBody, JsonOrDefault, Keyed};
 use super::super::{App, Principal};
 use super::wire;
 use crate::error::ServiceError;
+use crate::identity::Caller;
+use crate::service::InScope;
 use crate::service::{
     thread_not_found, IfExists, Made, Makes, PruneStrategy, RunSummary, StateWrite,
 };
@@ -96,6 +98,7 @@ pub(super) struct CreateBody {
 /// minutes (the server's `--thread-ttl` otherwise).
 pub(super) async fn create(
     State(app): State<App>,
+    caller: Caller,
     JsonOrDefault(body): JsonOrDefault<CreateBody>,
 ) -> ApiResult<Response> {
     let id = match body.thread_id {
@@ -117,7 +120,7 @@ pub(super) async fn create(
         }
     };
     let ttl = wire::thread_ttl(body.ttl.as_ref())?;
-    app.runs.create_thread(&id, metadata, if_exists, wire::now_ms(), ttl).await?;
+    app.runs.create_thread(&caller, &id, metadata, if_exists, wire::now_ms(), ttl).await?;
     Ok(Json(view(&app, &id).await?).into_response())
 }
 
@@ -207,10 +210,18 @@ pub(super) struct PruneBody {
 /// N}`, the threads pruned.
 pub(super) async fn prune(
     State(app): State<App>,
+    caller: Caller,
     JsonBody(body): JsonBody<PruneBody>,
 ) -> ApiResult<Json<Value>> {
     let strategy = PruneStrategy::named(body.strategy.as_deref().unwrap_or("delete"))?;
-    let pruned = app.runs.prune_threads_with(&app.legs, &body.thread_ids, strategy).await?;
+    let mut threads = Vec::with_capacity(body.thread_ids.len());
+    for thread in body.thread_ids {
+        // Another's thread is passed over as an id of no thread is.
+        if app.runs.thread_in_scope(caller.scope(), &thread).await? == InScope::Yes {
+            threads.push(thread);
+        }
+    }
+    let pruned = app.runs.prune_threads_with(&app.legs, &threads, strategy).await?;
     Ok(Json(json!({"pruned_count": pruned.len()})))
 }
 
@@ -228,6 +239,7 @@ pub(super) struct SearchBody {
 /// (busy whatever their latest run).
 async fn matching(
     app: &App,
+    caller: &Caller,
     body: SearchBody,
     offset: u64,
     limit: u64,
@@ -254,8 +266,11 @@ async fn matching(
         Some(_) => waiting.iter().cloned().collect(),
         None => Vec::new(),
     };
-    let query =
-        ThreadQuery::page(offset, limit).metadata(metadata).status(status, busy).ids(body.ids);
+    let query = ThreadQuery::page(offset, limit)
+        .metadata(metadata)
+        .status(status, busy)
+        .ids(body.ids)
+        .held_by(caller.scope().holder());
     Ok((app.runs.search_threads(&query).await?, waiting))
 }
 
@@ -264,10 +279,11 @@ async fn matching(
 /// most `limit` (10).
 pub(super) async fn search(
     State(app): State<App>,
+    caller: Caller,
     JsonOrDefault(body): JsonOrDefault<SearchBody>,
 ) -> ApiResult<Json<Vec<wire::Thread>>> {
     let (offset, limit) = (body.offset.unwrap_or(0), body.limit.unwrap_or(10));
-    let (records, waiting) = matching(&app, body, offset, limit).await?;
+    let (records, waiting) = matching(&app, &caller, body, offset, limit).await?;
     // The page's threads shown a few at a time (their reads overlap on
     // the store's read connections), in the page's order.
     let views = futures_util::stream::iter(records.into_iter().map(|record| {
@@ -285,9 +301,10 @@ pub(super) async fn search(
 /// a limit.
 pub(super) async fn count(
     State(app): State<App>,
+    caller: Caller,
     JsonOrDefault(body): JsonOrDefault<SearchBody>,
 ) -> ApiResult<Json<Value>> {
-    Ok(Json(json!(matching(&app, body, 0, u64::MAX).await?.0.len())))
+    Ok(Json(json!(matching(&app, &caller, body, 0, u64::MAX).await?.0.len())))
 }
 
 /// `POST /threads/{thread}/copy`: a new thread with the same metadata
@@ -297,12 +314,13 @@ pub(super) async fn count(
 /// retry answers the copy the first request made.
 pub(super) async fn copy(
     State(app): State<App>,
+    caller: Caller,
     Path(thread): Path<String>,
     Keyed(key): Keyed,
 ) -> ApiResult<Response> {
     let fresh = new_id();
     let made = app.runs.made_once(key.as_ref(), &fresh, Makes::Thread, || async {
-        app.runs.copy_thread_as(&thread, &fresh, wire::now_ms()).await?;
+        app.runs.copy_thread_as(&caller, &thread, &fresh, wire::now_ms()).await?;
         Ok::<_, ApiError>(((), fresh.clone()))
     });
     let (id, replayed) = match made.await? {

@@ -14,6 +14,7 @@ use tollgate_engine::{Decision, DecisionRequest};
 use tollgate_nodes::Blueprint;
 
 use crate::error::ServiceError;
+use crate::identity::Caller;
 use crate::service::{self, Decided, GraphListing, Launch, Leg, Made, Makes};
 
 use super::super::errors::{ApiError, ApiResult};
@@ -61,6 +62,7 @@ pub(crate) struct ListQuery {
 
 pub(crate) async fn list(
     State(app): State<App>,
+    caller: Caller,
     Query(query): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let status = query
@@ -70,7 +72,8 @@ pub(crate) async fn list(
                 .map_err(|error| ServiceError::invalid(error.to_string()).with_source(error))
         })
         .transpose()?;
-    let filter = RunFilter { status, graph: query.graph, thread: query.thread };
+    let held_by = caller.scope().holder();
+    let filter = RunFilter { status, graph: query.graph, thread: query.thread, held_by };
     let listing = app.runs.list(filter, query.limit.unwrap_or(20), query.cursor).await?;
     Ok(Json(super::wire::listing_json(&listing)))
 }
@@ -475,6 +478,7 @@ pub(crate) struct CreateBody {
 /// and never starts a second.
 pub(crate) async fn create(
     State(app): State<App>,
+    caller: Caller,
     Query(query): Query<WaitQuery>,
     KeyedJson { body, key }: KeyedJson<CreateBody>,
 ) -> ApiResult<Response> {
@@ -487,10 +491,24 @@ pub(crate) async fn create(
     let run = RunId::new();
     let fresh = run.to_string();
     let made = app.runs.made_once(key.as_ref(), &fresh, Makes::Run, || async {
+        let body = owned(&app, &caller, body, run).await?;
         let handle = launch(&app, body, run).await?;
         Ok::<_, ApiError>((handle, fresh.clone()))
     });
     created(&app, made.await?, run, query.wait.unwrap_or(false), false).await
+}
+
+/// The request as a caller who reaches less than everything makes it:
+/// on a thread of theirs (the one named, made theirs when new; without
+/// one, a new thread named by the run's id), so that they find the run
+/// again.
+async fn owned(app: &App, caller: &Caller, body: CreateBody, run: RunId) -> ApiResult<CreateBody> {
+    if !caller.is_restricted() {
+        return Ok(body);
+    }
+    let thread = body.thread.clone().unwrap_or_else(|| run.to_string());
+    app.runs.claim_thread(caller, &thread).await?;
+    Ok(CreateBody { thread: Some(thread), ..body })
 }
 
 /// Stores the run `body` asks for as `run`: its leg when driven here.

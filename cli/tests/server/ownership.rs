@@ -1,0 +1,237 @@
+//! Who owns what (`serve` with JWTs, docs/tenancy.md): two users of one
+//! tenant, a reader narrowed to the tenant by a policy file, a user of
+//! another tenant and an admin. Every route that names a thread or a run,
+//! on both APIs, answers another user's ids with the 404 of an unknown id
+//! and changes nothing; the owner reaches them; listings and searches
+//! show each caller theirs; the server's own endpoints are refused to
+//! users (SQLite, Postgres).
+
+use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+use reqwest::{Client, Method};
+use serde_json::{json, Value};
+
+use crate::support::{self, get_json, runtime, send_json, settled, Fixture, Served};
+
+const SECRET: &str = "the secret of the ownership test, 40 byte";
+
+/// A client whose every request carries a JWT of `sub` with `roles`, in
+/// `tenant`.
+fn as_who(sub: &str, roles: &[&str], tenant: Option<&str>) -> Client {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let claims = json!({"sub": sub, "roles": roles, "tenant": tenant,
+                        "exp": now.as_secs() + 600});
+    let key = EncodingKey::from_secret(SECRET.as_bytes());
+    let token = encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+    Client::builder().default_headers(headers).build().unwrap()
+}
+
+/// What a user made: a LangGraph thread with a run waiting for a
+/// decision, and a native run (on a thread of its own) waiting too.
+struct Made {
+    thread: String,
+    lg_run: String,
+    native_run: String,
+    native_thread: String,
+}
+
+async fn make(server: &Served, client: &Client) -> Made {
+    let lg = |path: &str| server.url(&format!("/lg{path}"));
+    let thread = send_json(client.post(lg("/threads")).json(&json!({})), 200).await;
+    let thread = thread["thread_id"].as_str().unwrap().to_owned();
+    let input = json!({"messages": [{"role": "user", "content": "Refund order 7"}]});
+    let body = json!({"assistant_id": "refunds", "input": input});
+    let url = lg(&format!("/threads/{thread}/runs/wait"));
+    send_json(client.post(url).json(&body), 200).await;
+    let runs = get_json(client, &lg(&format!("/threads/{thread}/runs")), 200).await;
+    let lg_run = runs[0]["run_id"].as_str().unwrap().to_owned();
+    let native = json!({"blueprint": "refunds", "input": "Refund order 7"});
+    let started = send_json(client.post(server.url("/runs")).json(&native), 201).await;
+    let native_run = started["id"].as_str().unwrap().to_owned();
+    let shown = settled(client, &server.url(&format!("/runs/{native_run}"))).await;
+    assert_eq!(shown["status"], "awaiting_hitl", "{shown}");
+    let native_thread = shown["thread"].as_str().unwrap().to_owned();
+    assert_eq!(native_thread, native_run, "a user's run without a thread gets its own");
+    Made { thread, lg_run, native_run, native_thread }
+}
+
+/// Every route that names one of `made`'s threads or runs, as (method,
+/// path, body): reads first, then what would change them.
+fn routes(made: &Made) -> Vec<(Method, String, Value)> {
+    let (t, r, n, nt) = (&made.thread, &made.lg_run, &made.native_run, &made.native_thread);
+    let resume = json!({"command": {"resume": {"decision": "approve"}}, "assistant_id": "refunds"});
+    let get = |path: String| (Method::GET, path, Value::Null);
+    let post = |path: String, body: Value| (Method::POST, path, body);
+    vec![
+        get(format!("/lg/threads/{t}")),
+        get(format!("/lg/threads/{t}/state")),
+        get(format!("/lg/threads/{t}/history")),
+        post(format!("/lg/threads/{t}/history"), json!({})),
+        get(format!("/lg/threads/{t}/storage")),
+        get(format!("/lg/threads/{t}/runs")),
+        get(format!("/lg/threads/{t}/runs/{r}")),
+        get(format!("/runs/{n}")),
+        get(format!("/runs/{n}/state")),
+        get(format!("/runs/{n}/history")),
+        get(format!("/runs/{n}/graph")),
+        get(format!("/threads/{nt}")),
+        get(format!("/threads/{nt}/history")),
+        get(format!("/threads/{nt}/storage")),
+        (Method::PATCH, format!("/lg/threads/{t}"), json!({"metadata": {"x": 1}})),
+        post(format!("/lg/threads/{t}/state"), json!({"values": {}})),
+        post(format!("/lg/threads/{t}/copy"), Value::Null),
+        post(format!("/lg/threads/{t}/runs"), resume.clone()),
+        post(format!("/lg/threads/{t}/runs/wait"), resume),
+        post(format!("/lg/threads/{t}/runs/{r}/cancel"), Value::Null),
+        (Method::DELETE, format!("/lg/threads/{t}/runs/{r}"), Value::Null),
+        (Method::DELETE, format!("/lg/threads/{t}"), Value::Null),
+        post(format!("/runs/{n}/resume"), json!({"decision": "approve"})),
+        post(format!("/runs/{n}/reject"), json!({})),
+        post(format!("/runs/{n}/cancel"), Value::Null),
+        post(format!("/runs/{n}/continue"), Value::Null),
+        post(format!("/runs/{n}/fork"), json!({})),
+        (Method::DELETE, format!("/runs/{n}"), Value::Null),
+        post(format!("/threads/{nt}/prune"), json!({})),
+    ]
+}
+
+async fn status_of(server: &Served, client: &Client, route: &(Method, String, Value)) -> u16 {
+    let (method, path, body) = route;
+    let mut request = client.request(method.clone(), server.url(path));
+    if !body.is_null() {
+        request = request.json(body);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+/// The ids of a LangGraph thread search's threads.
+async fn searched(server: &Served, client: &Client, body: Value) -> Vec<String> {
+    let found = send_json(client.post(server.url("/lg/threads/search")).json(&body), 200).await;
+    found.as_array().unwrap().iter().map(|t| t["thread_id"].as_str().unwrap().to_owned()).collect()
+}
+
+/// The ids of the native run listing.
+async fn listed(server: &Served, client: &Client) -> Vec<String> {
+    let page = get_json(client, &server.url("/runs?limit=100"), 200).await;
+    page["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn each_user_reaches_their_own_and_others_ids_are_not_found() {
+    for fx in [Some(Fixture::new()), Fixture::postgres()].into_iter().flatten() {
+        let postgres = fx.db().to_string_lossy().starts_with("postgres");
+        std::fs::write(fx.path("jwt-secret"), SECRET).unwrap();
+        std::fs::write(fx.path("policy"), "# readers see their tenant\nread tenant\n").unwrap();
+        let unowned = fx.paused();
+        let (secret, policy) = (fx.path("jwt-secret"), fx.path("policy"));
+        let library = fx.dir.path().to_str().unwrap().to_owned();
+        let args = [
+            "--jwt-secret-file",
+            secret.to_str().unwrap(),
+            "--policy",
+            policy.to_str().unwrap(),
+            "--blueprints",
+            &library,
+        ];
+        let server = Served::start_with(&fx, &args, None);
+        let worker = postgres.then(|| support::Reaped::new(support::start_worker(&fx)));
+        let ann = as_who("ann", &["user"], Some("acme"));
+        let bob = as_who("bob", &["user"], Some("acme"));
+        let carl = as_who("carl", &["user"], Some("initech"));
+        let rita = as_who("rita", &["read"], Some("acme"));
+        let root = as_who("root", &["admin"], None);
+        runtime().block_on(async {
+            let anns = make(&server, &ann).await;
+            let bobs = make(&server, &bob).await;
+            let carls = make(&server, &carl).await;
+
+            // Bob, Carl (another tenant) and Rita (who may not change
+            // anything) get the 404 of an unknown id on every route of
+            // Ann's; nothing of hers changes.
+            for route in routes(&anns) {
+                assert_eq!(status_of(&server, &bob, &route).await, 404, "bob: {route:?}");
+                assert_eq!(status_of(&server, &carl, &route).await, 404, "carl: {route:?}");
+            }
+            let ann_run = server.url(&format!("/runs/{}", anns.native_run));
+            assert_eq!(get_json(&ann, &ann_run, 200).await["status"], "awaiting_hitl");
+            let ann_thread = server.url(&format!("/lg/threads/{}", anns.thread));
+            assert_eq!(get_json(&ann, &ann_thread, 200).await["status"], "interrupted");
+            // A run unknown to anyone reads the same as another's.
+            let nobody = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
+            let unknown = get_json(&bob, &server.url(&format!("/runs/{nobody}")), 404).await;
+            let others = get_json(&bob, &ann_run, 404).await;
+            assert_eq!(unknown["error"]["kind"], others["error"]["kind"]);
+            // The admin's run (no thread, nobody's) is nobody's to users.
+            get_json(&ann, &server.url(&format!("/runs/{unowned}")), 404).await;
+
+            // Each one's reads of their own answer; the reader reaches
+            // the tenant's, not another tenant's.
+            for route in routes(&anns).into_iter().filter(|(method, ..)| method == Method::GET) {
+                assert_eq!(status_of(&server, &ann, &route).await, 200, "ann: {route:?}");
+                assert_eq!(status_of(&server, &rita, &route).await, 200, "rita: {route:?}");
+                assert_eq!(status_of(&server, &root, &route).await, 200, "root: {route:?}");
+            }
+            for route in routes(&carls).into_iter().filter(|(method, ..)| method == Method::GET) {
+                assert_eq!(status_of(&server, &rita, &route).await, 404, "rita: {route:?}");
+            }
+
+            // Listings and searches: each their own, the reader the
+            // tenant's, the admin everything.
+            let mut ann_runs = listed(&server, &ann).await;
+            ann_runs.sort();
+            let mut expected = vec![anns.native_run.clone(), anns.lg_run.clone()];
+            expected.sort();
+            assert_eq!(ann_runs, expected);
+            let ann_threads = searched(&server, &ann, json!({"limit": 100})).await;
+            assert_eq!(ann_threads, [anns.native_thread.clone(), anns.thread.clone()]);
+            let waiting = json!({"status": "interrupted", "limit": 100});
+            let bob_waiting = searched(&server, &bob, waiting.clone()).await;
+            assert_eq!(bob_waiting, [bobs.native_thread.clone(), bobs.thread.clone()]);
+            let count = send_json(bob.post(server.url("/lg/threads/count")).json(&json!({})), 200);
+            assert_eq!(count.await, json!(2));
+            let tenant = searched(&server, &rita, json!({"limit": 100})).await;
+            assert_eq!(tenant.len(), 4, "ann's and bob's: {tenant:?}");
+            assert!(!tenant.contains(&carls.thread));
+            let all = listed(&server, &root).await;
+            assert!(all.contains(&unowned) && all.contains(&carls.native_run), "{all:?}");
+
+            // Ids chosen by a user cannot take another's thread.
+            let taken = json!({"thread_id": anns.thread});
+            send_json(bob.post(server.url("/lg/threads")).json(&taken), 409).await;
+            let quietly = json!({"thread_id": anns.thread, "if_exists": "do_nothing"});
+            send_json(bob.post(server.url("/lg/threads")).json(&quietly), 409).await;
+            let onto = json!({"blueprint": "refunds", "input": "x", "thread": anns.native_thread});
+            send_json(bob.post(server.url("/runs")).json(&onto), 404).await;
+            let prune = json!({"thread_ids": [anns.thread], "strategy": "delete"});
+            let pruned = send_json(bob.post(server.url("/lg/threads/prune")).json(&prune), 200);
+            assert_eq!(pruned.await, json!({"pruned_count": 0}));
+            get_json(&ann, &ann_thread, 200).await;
+
+            // The server's own endpoints are not a user's.
+            for (method, path) in [
+                (Method::GET, "/schedules"),
+                (Method::GET, "/metrics"),
+                (Method::GET, "/store/items?namespace=a&key=b"),
+                (Method::POST, "/lg/runs/crons/search"),
+                (Method::POST, "/lg/runs/cancel"),
+                (Method::POST, "/lg/assistants"),
+            ] {
+                let route = (method, path.to_owned(), json!({}));
+                assert_eq!(status_of(&server, &ann, &route).await, 403, "{path}");
+            }
+
+            // The owner decides their own.
+            let resume = server.url(&format!("/runs/{}/resume", anns.native_run));
+            send_json(ann.post(resume).json(&json!({"decision": "approve"})), 200).await;
+            let done = settled(&ann, &ann_run).await;
+            assert_eq!(done["status"], "completed", "{done}");
+            get_json(&bob, &ann_run, 404).await;
+        });
+        if let Some(mut worker) = worker {
+            support::signal(&worker, "TERM");
+            assert!(worker.wait().unwrap().success(), "the worker stops cleanly");
+        }
+    }
+}
