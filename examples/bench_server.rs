@@ -53,6 +53,10 @@ struct Args {
     /// A bearer token (or `x-api-key`) every request must carry.
     #[arg(long)]
     token: Option<String>,
+    /// Take JWTs (HS256) signed with the secret in this file instead:
+    /// users (role `user`) reach their own threads only.
+    #[arg(long, conflicts_with = "token")]
+    jwt_secret_file: Option<PathBuf>,
     /// A folder of blueprints to serve as assistants too.
     #[arg(long)]
     blueprints: Option<PathBuf>,
@@ -248,6 +252,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_embedder(tollgate::IndexConfig::new(64).fields(["text"]), embedder);
     let mut options = ServeOptions::new(args.addr);
     options.token = args.token;
+    if let Some(path) = &args.jwt_secret_file {
+        options.auth = tollgate_server::Auth::Jwt(tollgate_server::Jwt::load_secret(path)?, None);
+    }
     options.blueprints = args.blueprints;
     options.allow_webhook_hosts = args.allow_webhook_host;
     options.allow_origins = args.allow_origin;

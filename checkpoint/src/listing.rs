@@ -33,6 +33,12 @@ pub struct RunFilter {
     /// runs. Runs on threads without a record, and runs without a
     /// thread, have no holder and are left out.
     pub held_by: Option<Holder>,
+    /// With [`RunFilter::held_by`], also the runs waiting for a decision
+    /// (`awaiting_hitl`) on threads one of these groups reviews
+    /// ([`ThreadRecord::reviewers`]) and that wait for it
+    /// ([`ThreadStatus::Interrupted`]: the thread's latest run; the memory
+    /// store, which keeps no thread status, lists every such run).
+    pub reviewed_by: Vec<String>,
 }
 
 impl RunFilter {
@@ -96,6 +102,11 @@ impl Holder {
             Holder::Tenant(tenant) => (format!("tenant = {mark}{first}"), vec![tenant.clone()]),
         }
     }
+}
+
+/// Whether one of `groups` is among `reviewers`.
+pub(crate) fn reviews(groups: &[String], reviewers: &[String]) -> bool {
+    groups.iter().any(|group| reviewers.contains(group))
 }
 
 /// An opaque position in a run listing.
@@ -217,6 +228,11 @@ pub struct ThreadRecord {
     pub owner: Option<String>,
     /// The owner's tenant, if they have one.
     pub tenant: Option<String>,
+    /// Groups whose members review the thread's runs: they see the thread
+    /// while its latest run waits for a decision
+    /// ([`ThreadQuery::reviewed_by`]). Set by
+    /// [`ThreadStore::set_thread_reviewers`](crate::ThreadStore::set_thread_reviewers).
+    pub reviewers: Vec<String>,
 }
 
 impl ThreadRecord {
@@ -230,6 +246,7 @@ impl ThreadRecord {
             ttl_ms: None,
             owner: None,
             tenant: None,
+            reviewers: Vec::new(),
         }
     }
 
@@ -345,6 +362,10 @@ pub struct ThreadQuery {
     pub ids: Option<Vec<String>>,
     /// Only threads so held (`None`: anyone's).
     pub held_by: Option<Holder>,
+    /// With [`ThreadQuery::held_by`], also the threads waiting for a
+    /// decision ([`ThreadStatus::Interrupted`]) that name one of these
+    /// groups among their [`ThreadRecord::reviewers`].
+    pub reviewed_by: Vec<String>,
     /// Matching threads skipped.
     pub offset: u64,
     /// At most this many.
@@ -384,6 +405,13 @@ impl ThreadQuery {
         self
     }
 
+    /// With a holder, also the threads waiting for a decision that one
+    /// of `groups` reviews.
+    pub fn reviewed_by(mut self, groups: Vec<String>) -> Self {
+        self.reviewed_by = groups;
+        self
+    }
+
     /// Whether `record`, with status `status` as stored, is one this
     /// query asks for (the stores' exact check after their indexes).
     pub fn admits(&self, record: &ThreadRecord, status: ThreadStatus) -> bool {
@@ -396,6 +424,8 @@ impl ThreadQuery {
             && self.metadata.iter().all(|(key, value)| record.metadata.get(key) == Some(value))
             && self.held_by.as_ref().is_none_or(|holder| {
                 holder.holds(record.owner.as_deref(), record.tenant.as_deref())
+                    || (status == ThreadStatus::Interrupted
+                        && reviews(&self.reviewed_by, &record.reviewers))
             })
     }
 }

@@ -470,11 +470,11 @@ fn matches_filter(record: &RunRecord, filter: &RunFilter) -> bool {
 /// when it asks nothing).
 fn held(threads: &BTreeMap<String, ThreadRecord>, record: &RunRecord, filter: &RunFilter) -> bool {
     let Some(holder) = &filter.held_by else { return true };
-    record
-        .thread
-        .as_deref()
-        .and_then(|thread| threads.get(thread))
-        .is_some_and(|thread| holder.holds(thread.owner.as_deref(), thread.tenant.as_deref()))
+    record.thread.as_deref().and_then(|thread| threads.get(thread)).is_some_and(|thread| {
+        holder.holds(thread.owner.as_deref(), thread.tenant.as_deref())
+            || (record.status == RunStatus::AwaitingHitl
+                && crate::listing::reviews(&filter.reviewed_by, &thread.reviewers))
+    })
 }
 
 #[cfg(test)]

@@ -175,6 +175,15 @@ pub trait ThreadStore: Send + Sync + std::fmt::Debug + 'static {
     /// it returns, not the number of threads.
     async fn search_threads(&self, query: &ThreadQuery) -> Result<Vec<ThreadRecord>, StoreError>;
 
+    /// Sets the groups that review `thread`'s runs
+    /// ([`ThreadRecord::reviewers`]), replacing those it had; whether it
+    /// has a record (a thread without one is left as it is).
+    async fn set_thread_reviewers(
+        &self,
+        thread: &str,
+        reviewers: &[String],
+    ) -> Result<bool, StoreError>;
+
     /// Removes a thread's record (its runs are the caller's to delete);
     /// whether there was one.
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError>;

@@ -16,7 +16,7 @@ pub(crate) async fn runs_command(runs: &Runs, command: RunsCommand) -> Result<u8
         RunsCommand::List { status, graph, thread, limit, cursor, json } => {
             let status = status.as_deref().map(status_arg).transpose()?;
             let listing = runs
-                .list(RunFilter { status, graph, thread, held_by: None }, limit, cursor)
+                .list(RunFilter { status, graph, thread, ..RunFilter::default() }, limit, cursor)
                 .await?;
             if json {
                 print_json(&tollgate_server::listing_json(&listing));

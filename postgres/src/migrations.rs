@@ -39,4 +39,5 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0023_request_keys.sql"),
     include_str!("../migrations/0024_thread_ttl.sql"),
     include_str!("../migrations/0025_thread_owner.sql"),
+    include_str!("../migrations/0026_thread_reviewers.sql"),
 ];

@@ -272,7 +272,18 @@ impl RunStore for PostgresStore {
         if let Some(holder) = &filter.held_by {
             let (condition, held) = holder.sql('$', values.len() + 1);
             values.extend(held);
-            sql.push_str(&format!(" AND r.thread IN (SELECT id FROM threads WHERE {condition})"));
+            let mut held = format!("r.thread IN (SELECT id FROM threads WHERE {condition})");
+            if !filter.reviewed_by.is_empty() {
+                // Text parameters only: the groups as a text array's literal.
+                values.push(array_literal(&filter.reviewed_by));
+                held = format!(
+                    "({held} OR (r.status = 'awaiting_hitl' AND r.thread IN \
+                     (SELECT id FROM threads WHERE status = 'interrupted' \
+                     AND reviewers && ${}::text::text[])))",
+                    values.len()
+                );
+            }
+            sql.push_str(&format!(" AND {held}"));
         }
         sql.push_str(&format!(" ORDER BY r.id DESC LIMIT ${}", values.len() + 1));
         let limit = sql_int(page.limit.saturating_add(1));
@@ -452,4 +463,14 @@ impl RunStore for PostgresStore {
         events.truncate(limit);
         Ok(events)
     }
+}
+
+/// `values` as a Postgres text array's literal (`{"a","b"}`), each element
+/// quoted with its `"` and `\` escaped.
+fn array_literal(values: &[String]) -> String {
+    let quoted: Vec<String> = values
+        .iter()
+        .map(|value| format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\"")))
+        .collect();
+    format!("{{{}}}", quoted.join(","))
 }

@@ -13,7 +13,8 @@ use crate::rows::{column, damaged};
 use crate::sql::Sql;
 use crate::store::PostgresStore;
 
-const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata, ttl_ms, owner, tenant";
+const COLUMNS: &str =
+    "id, created_at_ms, updated_at_ms, metadata, ttl_ms, owner, tenant, reviewers";
 
 fn thread_from_row(row: &Row) -> Result<ThreadRecord, StoreError> {
     let id: String = column(row, 0)?;
@@ -23,6 +24,7 @@ fn thread_from_row(row: &Row) -> Result<ThreadRecord, StoreError> {
     let mut record = ThreadRecord::new(id, column(row, 1)?, metadata)
         .with_ttl(column(row, 4)?)
         .with_owner(column(row, 5)?, column(row, 6)?);
+    record.reviewers = column::<Option<Vec<String>>>(row, 7)?.unwrap_or_default();
     record.updated_at_ms = column(row, 2)?;
     Ok(record)
 }
@@ -40,14 +42,15 @@ impl ThreadStore for PostgresStore {
         let metadata = metadata_text(&record.metadata)?;
         // One statement: the new row, or the row that was there.
         let sql = format!(
-            "WITH inserted AS (INSERT INTO threads ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+            "WITH inserted AS (INSERT INTO threads ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
              ON CONFLICT (id) DO NOTHING RETURNING {COLUMNS}) \
              SELECT {COLUMNS}, true FROM inserted \
              UNION ALL SELECT {COLUMNS}, false FROM threads WHERE id = $1 \
              AND NOT EXISTS (SELECT 1 FROM inserted)"
         );
         let (client, statement) = self.prepared(&sql).await?;
-        let params: [&(dyn ToSql + Sync); 7] = [
+        let reviewers = (!record.reviewers.is_empty()).then_some(&record.reviewers);
+        let params: [&(dyn ToSql + Sync); 8] = [
             &record.id,
             &record.created_at_ms,
             &record.updated_at_ms,
@@ -55,9 +58,10 @@ impl ThreadStore for PostgresStore {
             &record.ttl_ms,
             &record.owner,
             &record.tenant,
+            &reviewers,
         ];
         let row = client.row(&statement, &params).await.map_err(client_error)?;
-        Ok((thread_from_row(&row)?, column(&row, 7)?))
+        Ok((thread_from_row(&row)?, column(&row, 8)?))
     }
 
     async fn thread_record(&self, thread: &str) -> Result<Option<ThreadRecord>, StoreError> {
@@ -100,7 +104,7 @@ impl ThreadStore for PostgresStore {
             let rows = client.rows(&statement, &params).await.map_err(client_error)?;
             read += rows.len() as i64;
             for row in &rows {
-                let status: String = column(row, 7)?;
+                let status: String = column(row, 8)?;
                 if page.offer(thread_from_row(row)?, &status) {
                     return Ok(page.into_found());
                 }
@@ -138,6 +142,18 @@ impl ThreadStore for PostgresStore {
         Ok(ThreadStorage::new(bytes(0)?, bytes(1)?, bytes(2)?))
     }
 
+    async fn set_thread_reviewers(
+        &self,
+        thread: &str,
+        reviewers: &[String],
+    ) -> Result<bool, StoreError> {
+        let statement = "UPDATE threads SET reviewers = $2 WHERE id = $1";
+        let (client, statement) = self.prepared(statement).await?;
+        let reviewers = (!reviewers.is_empty()).then(|| reviewers.to_vec());
+        let params: [&(dyn ToSql + Sync); 2] = [&thread, &reviewers];
+        Ok(client.exec(&statement, &params).await.map_err(client_error)? == 1)
+    }
+
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         let (client, statement) = self.prepared("DELETE FROM threads WHERE id = $1").await?;
         Ok(client.exec(&statement, &[&thread]).await.map_err(client_error)? == 1)
@@ -173,6 +189,8 @@ struct Search {
     metadata: Option<String>,
     /// The holder's values (`Holder::sql`).
     held: Vec<String>,
+    /// The groups whose reviews widen the holder's.
+    reviewed: Option<Vec<String>>,
 }
 
 impl Search {
@@ -184,6 +202,7 @@ impl Search {
             ids: query.ids.clone(),
             metadata: None,
             held: Vec::new(),
+            reviewed: None,
         };
         let mut conditions = Vec::new();
         let mut next = 1;
@@ -214,7 +233,16 @@ impl Search {
             let (condition, held) = holder.sql('$', next);
             next += held.len();
             search.held = held;
-            conditions.push(condition);
+            match query.reviewed_by.is_empty() {
+                true => conditions.push(condition),
+                false => {
+                    search.reviewed = Some(query.reviewed_by.clone());
+                    conditions.push(format!(
+                        "({condition} OR (status = 'interrupted' AND reviewers && ${next}))"
+                    ));
+                    next += 1;
+                }
+            }
         }
         let mut param = || {
             next += 1;
@@ -248,6 +276,9 @@ impl Search {
             params.push(metadata);
         }
         params.extend(self.held.iter().map(|value| value as &(dyn ToSql + Sync)));
+        if let Some(reviewed) = &self.reviewed {
+            params.push(reviewed);
+        }
         params
     }
 }

@@ -125,6 +125,16 @@ pub enum ServiceError {
         /// How long this request waited for it.
         after: std::time::Duration,
     },
+    /// A caller who only reviews a thread (a member of a group its
+    /// approvals name) asked for more than to see it and decide what it
+    /// waits for: exit 2, HTTP 403.
+    #[error("`{who}` reviews thread `{thread}`: they may see it and decide what it waits for, not change it")]
+    ReviewOnly {
+        /// The caller's name.
+        who: String,
+        /// The thread.
+        thread: String,
+    },
     /// The store or the run failed.
     #[error("{message}")]
     Failed {
@@ -140,7 +150,9 @@ impl ServiceError {
     /// The exit code of the same meaning (docs/cli.md).
     pub fn exit_code(&self) -> u8 {
         match self {
-            ServiceError::Invalid { .. } | ServiceError::KeyReused { .. } => code::USAGE,
+            ServiceError::Invalid { .. }
+            | ServiceError::KeyReused { .. }
+            | ServiceError::ReviewOnly { .. } => code::USAGE,
             ServiceError::NotFound { .. } => code::NOT_FOUND,
             ServiceError::Conflict { .. }
             | ServiceError::MissingVersion { .. }
@@ -156,6 +168,7 @@ impl ServiceError {
     pub fn http_status(&self) -> u16 {
         match self {
             ServiceError::Invalid { .. } => 400,
+            ServiceError::ReviewOnly { .. } => 403,
             ServiceError::NotFound { .. } => 404,
             ServiceError::Conflict { .. }
             | ServiceError::MissingVersion { .. }
@@ -177,6 +190,7 @@ impl ServiceError {
             ServiceError::MissingVersion { .. } => "missing_version",
             ServiceError::KeyReused { .. } => "key_reused",
             ServiceError::KeyInFlight { .. } => "key_in_flight",
+            ServiceError::ReviewOnly { .. } => "forbidden",
             ServiceError::Unusable { .. } => "unusable",
             ServiceError::TimedOut { .. } => "timeout",
             ServiceError::Unavailable { .. } => "unavailable",
@@ -227,7 +241,8 @@ impl ServiceError {
             ServiceError::MissingVersion { .. }
             | ServiceError::TimedOut { .. }
             | ServiceError::KeyReused { .. }
-            | ServiceError::KeyInFlight { .. } => {}
+            | ServiceError::KeyInFlight { .. }
+            | ServiceError::ReviewOnly { .. } => {}
         }
         self
     }

@@ -103,19 +103,41 @@ pub enum Scope {
     /// Everything on the server.
     All,
     /// The threads this holder holds (their records' owner and tenant),
-    /// and the runs on them.
-    Only(Holder),
+    /// and the runs on them; besides, to see and decide only, the threads
+    /// whose latest run waits for a decision one of the `reviews` groups
+    /// reviews ([`ThreadRecord::reviewers`]).
+    Only {
+        /// Whose threads.
+        holder: Holder,
+        /// The groups whose waiting threads are shown too.
+        reviews: Vec<String>,
+    },
 }
 
 impl Scope {
+    /// `holder`'s threads, reviewing none.
+    pub fn held_by(holder: Holder) -> Self {
+        Scope::Only { holder, reviews: Vec::new() }
+    }
+
     /// Whether a thread with `record` (`None`: a thread only its runs
-    /// name, or no thread) is in the scope.
-    pub fn admits(&self, record: Option<&ThreadRecord>) -> bool {
+    /// name, or no thread) is held in the scope: everything of it reached.
+    pub fn holds(&self, record: Option<&ThreadRecord>) -> bool {
         match self {
             Scope::All => true,
-            Scope::Only(holder) => record.is_some_and(|record| {
+            Scope::Only { holder, .. } => record.is_some_and(|record| {
                 holder.holds(record.owner.as_deref(), record.tenant.as_deref())
             }),
+        }
+    }
+
+    /// Whether one of the scope's groups reviews a thread with `record`
+    /// (seen and decided while its latest run waits for a decision).
+    pub fn reviews(&self, record: Option<&ThreadRecord>) -> bool {
+        match self {
+            Scope::All => false,
+            Scope::Only { reviews, .. } => record
+                .is_some_and(|record| reviews.iter().any(|group| record.reviewers.contains(group))),
         }
     }
 
@@ -123,7 +145,15 @@ impl Scope {
     pub fn holder(&self) -> Option<Holder> {
         match self {
             Scope::All => None,
-            Scope::Only(holder) => Some(holder.clone()),
+            Scope::Only { holder, .. } => Some(holder.clone()),
+        }
+    }
+
+    /// The groups whose waiting threads a listing adds to the holder's.
+    pub fn reviewing(&self) -> Vec<String> {
+        match self {
+            Scope::All => Vec::new(),
+            Scope::Only { reviews, .. } => reviews.clone(),
         }
     }
 }
@@ -155,14 +185,14 @@ pub enum Reach {
 /// impl Policy for PerTenant {
 ///     fn scope(&self, who: &Principal) -> Scope {
 ///         match &who.tenant {
-///             Some(tenant) => Scope::Only(Holder::Tenant(tenant.clone())),
+///             Some(tenant) => Scope::held_by(Holder::Tenant(tenant.clone())),
 ///             None => Scope::All,
 ///         }
 ///     }
 /// }
 ///
 /// let ann = Principal::new("ann", Role::User).tenant(Some("acme".into()));
-/// assert_eq!(PerTenant.scope(&ann), Scope::Only(Holder::Tenant("acme".into())));
+/// assert_eq!(PerTenant.scope(&ann), Scope::held_by(Holder::Tenant("acme".into())));
 /// ```
 pub trait Policy: Send + Sync + std::fmt::Debug + 'static {
     /// The scope of `who`'s requests: everything, or a holder whose
@@ -311,13 +341,15 @@ impl RolePolicy {
 }
 
 impl Policy for RolePolicy {
+    /// A narrowed caller also reviews for each of their groups.
     fn scope(&self, who: &Principal) -> Scope {
         let own = || Holder::Owner { name: who.name.clone(), tenant: who.tenant.clone() };
-        match (self.reach(who.role), &who.tenant) {
-            (Reach::All, _) => Scope::All,
-            (Reach::Tenant, Some(tenant)) => Scope::Only(Holder::Tenant(tenant.clone())),
-            (Reach::Tenant, None) | (Reach::Own, _) => Scope::Only(own()),
-        }
+        let holder = match (self.reach(who.role), &who.tenant) {
+            (Reach::All, _) => return Scope::All,
+            (Reach::Tenant, Some(tenant)) => Holder::Tenant(tenant.clone()),
+            (Reach::Tenant, None) | (Reach::Own, _) => own(),
+        };
+        Scope::Only { holder, reviews: who.groups.clone() }
     }
 }
 
@@ -327,19 +359,39 @@ impl Policy for RolePolicy {
 pub struct Caller {
     principal: Option<Principal>,
     scope: Scope,
+    /// Admitted to a thread they only review: a decision is all they may
+    /// ask of it.
+    decides_only: bool,
 }
 
 impl Caller {
     /// Nobody in particular, reaching everything (an open server, the
     /// single token, the CLI).
     pub fn anyone() -> Self {
-        Self { principal: None, scope: Scope::All }
+        Self { principal: None, scope: Scope::All, decides_only: false }
     }
 
     /// `principal`, with the scope `policy` gives them.
     pub fn of(principal: Principal, policy: &dyn Policy) -> Self {
         let scope = policy.scope(&principal);
-        Self { principal: Some(principal), scope }
+        Self { principal: Some(principal), scope, decides_only: false }
+    }
+
+    /// The same caller, admitted to a thread they only review.
+    pub(crate) fn deciding_only(mut self) -> Self {
+        self.decides_only = true;
+        self
+    }
+
+    /// Whether they reached the thread they ask about as its reviewer
+    /// only: they may decide what it waits for, nothing else.
+    pub fn decides_only(&self) -> bool {
+        self.decides_only
+    }
+
+    /// Their name, if the server names them.
+    pub fn name(&self) -> Option<&str> {
+        self.principal.as_ref().map(|who| who.name.as_str())
     }
 
     /// Their scope.
@@ -355,6 +407,24 @@ impl Caller {
     /// The principal, if the server names one.
     pub fn principal(&self) -> Option<&Principal> {
         self.principal.as_ref()
+    }
+
+    /// The parts their own part of long-term memory begins with: every
+    /// namespace they name through the APIs, and every namespace their
+    /// runs' agents remember in, lies under it (`users/NAME`,
+    /// `tenants/TENANT/users/NAME` for a user of a tenant,
+    /// `tenants/TENANT` for a caller who reaches their tenant); none for a
+    /// caller who reaches everything.
+    pub fn shelf(&self) -> Vec<String> {
+        let Scope::Only { holder, .. } = &self.scope else { return Vec::new() };
+        let parts: Vec<&str> = match holder {
+            Holder::Owner { name, tenant: None } => vec!["users", name],
+            Holder::Owner { name, tenant: Some(tenant) } => vec!["tenants", tenant, "users", name],
+            Holder::Tenant(tenant) => vec!["tenants", tenant],
+            // A holder this server does not know keeps to the caller's name.
+            _ => vec!["users", self.name().unwrap_or_default()],
+        };
+        parts.into_iter().map(str::to_owned).collect()
     }
 
     /// `record` stamped as theirs: owned by them, of their tenant.
@@ -394,21 +464,31 @@ mod tests {
         let reader = Principal::new("rita", Role::Read).tenant(Some("acme".into()));
         let loner = Principal::new("lou", Role::Read);
         let owned = Holder::Owner { name: "ann".into(), tenant: Some("acme".into()) };
-        assert_eq!(policy.scope(&ann), Scope::Only(owned));
-        assert_eq!(policy.scope(&reader), Scope::Only(Holder::Tenant("acme".into())));
+        assert_eq!(policy.scope(&ann), Scope::held_by(owned));
+        assert_eq!(policy.scope(&reader), Scope::held_by(Holder::Tenant("acme".into())));
         let lou = Holder::Owner { name: "lou".into(), tenant: None };
-        assert_eq!(policy.scope(&loner), Scope::Only(lou), "a tenant reach without a tenant");
+        assert_eq!(policy.scope(&loner), Scope::held_by(lou), "a tenant reach without a tenant");
+        let auditor = Principal::new("al", Role::User).groups(vec!["finance".into()]);
+        let scope = policy.scope(&auditor);
+        assert_eq!(scope.reviewing(), ["finance"]);
         assert_eq!(policy.scope(&Principal::new("root", Role::Admin)), Scope::All);
 
         let caller = Caller::of(ann, &policy);
         let mine = caller.stamp(ThreadRecord::new("t", 1, serde_json::json!({})));
         assert_eq!((mine.owner.as_deref(), mine.tenant.as_deref()), (Some("ann"), Some("acme")));
-        assert!(caller.scope().admits(Some(&mine)));
-        let bobs = mine.clone().with_owner(Some("bob".into()), Some("acme".into()));
-        assert!(!caller.scope().admits(Some(&bobs)));
-        assert!(!caller.scope().admits(None), "a thread without a record is nobody's");
-        assert!(Caller::of(reader, &policy).scope().admits(Some(&bobs)), "same tenant");
-        assert!(Scope::All.admits(None));
+        assert!(caller.scope().holds(Some(&mine)));
+        let mut bobs = mine.clone().with_owner(Some("bob".into()), Some("acme".into()));
+        assert!(!caller.scope().holds(Some(&bobs)));
+        assert!(!caller.scope().holds(None), "a thread without a record is nobody's");
+        assert!(Caller::of(reader, &policy).scope().holds(Some(&bobs)), "same tenant");
+        assert!(Scope::All.holds(None));
+        assert!(!scope.reviews(Some(&bobs)));
+        bobs.reviewers = vec!["ops".into(), "finance".into()];
+        assert!(scope.reviews(Some(&bobs)) && !scope.holds(Some(&bobs)));
+        assert!(!caller.scope().reviews(Some(&bobs)), "ann is in no group");
+        assert_eq!(caller.shelf(), ["tenants", "acme", "users", "ann"]);
+        assert_eq!(Caller::of(auditor, &policy).shelf(), ["users", "al"]);
+        assert!(Caller::anyone().shelf().is_empty());
         assert!(Role::User.allows(Role::Admin) && !Role::Read.allows(Role::Decide));
     }
 }

@@ -218,6 +218,15 @@ impl<S: Store, H: StoreHooks> ThreadStore for HookedStore<S, H> {
         self.inner.search_threads(query).await
     }
 
+    async fn set_thread_reviewers(
+        &self,
+        thread: &str,
+        reviewers: &[String],
+    ) -> Result<bool, StoreError> {
+        self.hooks.called("set_thread_reviewers");
+        self.inner.set_thread_reviewers(thread, reviewers).await
+    }
+
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         self.hooks.called("delete_thread");
         self.inner.delete_thread(thread).await

@@ -505,3 +505,39 @@ fn command_tools_of_nested_blueprints_are_listed_by_path() {
     let blueprint = Blueprint::from_value(graph, dir.path()).unwrap();
     assert_eq!(blueprint.command_tools(), ["ops/ops.deploy"]);
 }
+
+#[test]
+fn approvals_name_their_reviewers_and_bad_reviewers_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let tool = |name: &str, approval: serde_json::Value| {
+        json!({"name": name, "description": "", "parameters": {"type": "object"},
+               "fixture": {}, "approval": approval})
+    };
+    let graph = json!({
+        "name": "outer",
+        "agents": [
+            {"name": "desk", "model": "openai:gpt",
+             "tools": [tool("refund", json!({"reviewers": ["finance", "ops"]})),
+                       tool("note", json!(true))]},
+            {"name": "nested", "blueprint": {
+                "name": "nested", "model": "openai:gpt",
+                "tools": [tool("wire", json!({"reviewers": ["treasury", "finance"]}))]}}
+        ],
+        "edges": [["START", "desk"], ["desk", "nested"], ["nested", "END"]]
+    });
+    let blueprint = Blueprint::from_value(graph, dir.path()).unwrap();
+    assert_eq!(blueprint.reviewers(), ["finance", "ops", "treasury"]);
+    let plain = json!({"name": "plain", "model": "openai:gpt", "tools": [tool("t", json!(true))]});
+    assert!(Blueprint::from_value(plain, dir.path()).unwrap().reviewers().is_empty());
+    for bad in [json!({"reviewers": []}), json!({"reviewers": ["two words"]}), json!({"who": 1})] {
+        let doc = json!({"name": "bad", "model": "openai:gpt", "tools": [tool("t", bad.clone())]});
+        let Err(BlueprintError::Invalid { problems }) = Blueprint::from_value(doc, dir.path())
+        else {
+            panic!("{bad} accepted")
+        };
+        assert!(
+            problems.iter().any(|p| p.to_string().contains("/tools/0/approval")),
+            "{problems:?}"
+        );
+    }
+}

@@ -9,12 +9,19 @@ sharing one client; a three-node run; a pause with an interrupt and a
 resume with `Command(resume=…)`; the time to the first `updates` event of
 a streamed three-node run; `threads.search` of 25; one-node runs with an
 `Idempotency-Key` beside runs without one, and the same request sent again
-(a replay). Prints one JSON
-object (milliseconds, runs per second). Run by scripts/bench-langgraph-api.
+(a replay). With $BENCH_JWT_SECRET_FILE (the server takes JWTs signed
+with that secret), the client signs in as an admin, and one-node runs of
+an admin and of a user (role `user`, ownership applied) are measured
+interleaved. Prints one JSON object (milliseconds, runs per second). Run
+by scripts/bench-langgraph-api.
 """
 
 import asyncio
+import base64
+import hashlib
+import hmac
 import json
+import os
 import statistics
 import sys
 import time
@@ -24,6 +31,25 @@ from langgraph_sdk.schema import Command
 
 URL = sys.argv[1]
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+SECRET_FILE = os.environ.get("BENCH_JWT_SECRET_FILE")
+
+
+def token(sub, roles):
+    """An HS256 JWT of `sub` with `roles`, signed with the server's secret
+    (None when the server takes no JWTs)."""
+    if not SECRET_FILE:
+        return None
+    with open(SECRET_FILE, "rb") as file:
+        secret = file.read().strip()
+    def b64(data):
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+    claims = {"sub": sub, "roles": roles, "tenant": "bench", "exp": int(time.time()) + 3600}
+    signed = b64(b'{"alg":"HS256","typ":"JWT"}') + "." + b64(json.dumps(claims).encode())
+    mac = hmac.new(secret, signed.encode(), hashlib.sha256).digest()
+    return signed + "." + b64(mac)
+
+
+ADMIN = token("root", ["admin"])
 
 
 def summary(samples):
@@ -52,7 +78,7 @@ async def threads(client, count):
 
 
 async def main():
-    client = get_client(url=URL)
+    client = get_client(url=URL, api_key=ADMIN)
     for thread in await threads(client, 20):  # warm-up
         await one_node(client, thread)
     out = {}
@@ -84,7 +110,20 @@ async def main():
     out["one_node_wait_keyed"] = summary(keyed)
     out["one_node_wait_replayed"] = summary(replays)
 
-    clients = [get_client(url=URL) for _ in range(16)]
+    if SECRET_FILE:
+        # An admin's runs beside a user's (each on threads they made),
+        # interleaved: what the ownership checks cost.
+        user = get_client(url=URL, api_key=token("ann", ["user"]))
+        admins, users = [], []
+        for i in range(2 * N):
+            who = user if i % 2 else client
+            thread = (await who.threads.create())["thread_id"]
+            took, _ = await timed(one_node(who, thread))
+            (users if i % 2 else admins).append(took)
+        out["one_node_wait_admin"] = summary(admins)
+        out["one_node_wait_user"] = summary(users)
+
+    clients = [get_client(url=URL, api_key=ADMIN) for _ in range(16)]
     per_client = max(N // 16, 10)
     concurrent = []
 

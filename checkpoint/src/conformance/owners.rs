@@ -91,4 +91,52 @@ pub(super) async fn threads_and_runs_are_kept_apart_by_holder<S: RunStore + Thre
     let page =
         store.list_runs(&filter, &PageRequest { limit: 100, cursor: None }).await.expect("list");
     assert!(page.runs.is_empty(), "the holder and the status both hold");
+    reviewers_widen_a_holders_view(store, ann_run, bob_run).await;
+}
+
+/// Bob's thread names finance as its reviewers: while his run runs,
+/// finance members (searching as Ann) see nothing of it; once it waits for
+/// a decision they do, and only then.
+async fn reviewers_widen_a_holders_view<S: RunStore + ThreadStore>(
+    store: &S,
+    ann_run: RunId,
+    bob_run: RunId,
+) {
+    let finance = vec!["finance".to_owned()];
+    assert!(store.set_thread_reviewers("bob-1", &finance).await.expect("set"));
+    assert!(!store.set_thread_reviewers("no-record", &finance).await.expect("set"), "no record");
+    let read = store.thread_record("bob-1").await.expect("read").expect("record");
+    assert_eq!(read.reviewers, finance);
+    let groups = |names: &[&str]| names.iter().map(|name| (*name).to_owned()).collect::<Vec<_>>();
+    let reviewing = |names: &[&str]| {
+        ThreadQuery::page(0, 100)
+            .held_by(Some(owner("ann", Some("acme"))))
+            .reviewed_by(groups(names))
+    };
+    let reviewed_runs = |names: &[&str]| {
+        let filter = RunFilter {
+            held_by: Some(owner("ann", Some("acme"))),
+            reviewed_by: groups(names),
+            ..RunFilter::default()
+        };
+        async move {
+            let page = store.list_runs(&filter, &PageRequest { limit: 100, cursor: None });
+            page.await.expect("list").runs.into_iter().map(|run| run.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(found(store, reviewing(&["finance"])).await, ["ann-2", "ann-1"], "bob's runs");
+    assert_eq!(reviewed_runs(&["finance"]).await, [ann_run]);
+    settle(store, bob_run, RunStatus::AwaitingHitl, 2_000).await;
+    let seen = found(store, reviewing(&["ops", "finance"])).await;
+    assert_eq!(seen, ["ann-2", "bob-1", "ann-1"], "waiting for finance");
+    assert_eq!(found(store, reviewing(&["ops"])).await, ["ann-2", "ann-1"], "not ops'");
+    let only_waiting = reviewing(&["finance"]).status(Some(ThreadStatus::Interrupted), vec![]);
+    assert_eq!(found(store, only_waiting).await, ["bob-1", "ann-1"]);
+    assert_eq!(reviewed_runs(&["finance"]).await, [bob_run, ann_run]);
+    assert_eq!(reviewed_runs(&["ops"]).await, [ann_run]);
+    // Without a holder, reviewers narrow nothing.
+    let everyone = ThreadQuery::page(0, 100).reviewed_by(finance);
+    assert_eq!(found(store, everyone).await.len(), 6);
+    assert!(store.set_thread_reviewers("bob-1", &[]).await.expect("clear"));
+    assert_eq!(found(store, reviewing(&["finance"])).await, ["ann-2", "ann-1"], "cleared");
 }

@@ -74,6 +74,17 @@ impl ThreadStore for MemoryStore {
         Ok(self.lock().threads.remove(thread).is_some())
     }
 
+    async fn set_thread_reviewers(
+        &self,
+        thread: &str,
+        reviewers: &[String],
+    ) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let Some(record) = inner.threads.get_mut(thread) else { return Ok(false) };
+        record.reviewers = reviewers.to_vec();
+        Ok(true)
+    }
+
     async fn expired_threads(&self, now_ms: i64, limit: u64) -> Result<Vec<String>, StoreError> {
         let inner = self.lock();
         let mut latest: HashMap<&str, (RunStatus, i64)> = HashMap::new();

@@ -489,4 +489,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX threads_by_owner ON threads (owner, created_at_ms, id) WHERE owner IS NOT NULL;
     CREATE INDEX threads_by_tenant ON threads (tenant, created_at_ms, id) WHERE tenant IS NOT NULL;
 ",
+    // 23: the groups that review a thread's runs (`ThreadRecord::reviewers`,
+    // a JSON array; NULL: none): read with the status, never alone.
+    "
+    ALTER TABLE threads ADD COLUMN reviewers TEXT;
+",
 ];

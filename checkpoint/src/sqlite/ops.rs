@@ -334,7 +334,20 @@ impl RunStore for SqliteStore {
         if let Some(holder) = &filter.held_by {
             let (condition, held) = holder.sql('?', values.len() + 1);
             values.extend(held);
-            sql.push_str(&format!(" AND r.thread IN (SELECT id FROM threads WHERE {condition})"));
+            let mut held = format!("r.thread IN (SELECT id FROM threads WHERE {condition})");
+            if !filter.reviewed_by.is_empty() {
+                let groups = serde_json::to_string(&filter.reviewed_by)
+                    .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
+                values.push(groups);
+                // The waiting threads first (`threads_by_status`).
+                let reviewed =
+                    super::threads::reviewed_sql("t.status = 'interrupted'", values.len());
+                held = format!(
+                    "({held} OR (r.status = 'awaiting_hitl' AND r.thread IN \
+                     (SELECT t.id FROM threads t WHERE {reviewed})))"
+                );
+            }
+            sql.push_str(&format!(" AND {held}"));
         }
         let limit = page.limit.saturating_add(1).min(i64::MAX as u64);
         sql.push_str(&format!(" ORDER BY r.id DESC LIMIT {limit}"));

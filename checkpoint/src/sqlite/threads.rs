@@ -12,7 +12,8 @@ use crate::error::StoreError;
 use crate::listing::{ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus, ThreadStorage};
 use crate::store::ThreadStore;
 
-const COLUMNS: &str = "id, created_at_ms, updated_at_ms, metadata, ttl_ms, owner, tenant";
+const COLUMNS: &str =
+    "id, created_at_ms, updated_at_ms, metadata, ttl_ms, owner, tenant, reviewers";
 
 /// The bytes of run `?1`'s checkpoints (steps' frontiers and updates,
 /// their parts, snapshots, pending writes, interrupts and decisions) and
@@ -39,6 +40,7 @@ struct ThreadRow {
     ttl_ms: Option<i64>,
     owner: Option<String>,
     tenant: Option<String>,
+    reviewers: Option<String>,
 }
 
 fn thread_from_row(row: &Row<'_>) -> rusqlite::Result<ThreadRow> {
@@ -50,17 +52,47 @@ fn thread_from_row(row: &Row<'_>) -> rusqlite::Result<ThreadRow> {
         ttl_ms: row.get(4)?,
         owner: row.get(5)?,
         tenant: row.get(6)?,
+        reviewers: row.get(7)?,
     })
 }
 
 fn decoded(row: ThreadRow) -> Result<ThreadRecord, Abort> {
-    let ThreadRow { id, created_at_ms, updated_at_ms, metadata, ttl_ms, owner, tenant } = row;
+    let ThreadRow { id, created_at_ms, updated_at_ms, metadata, ttl_ms, owner, tenant, reviewers } =
+        row;
+    let reviewers = match reviewers {
+        None => Vec::new(),
+        Some(text) => serde_json::from_str(&text).map_err(|error| {
+            Abort::Refused(StoreError::Backend {
+                source: format!("thread `{id}`: its reviewers are not a JSON array: {error}")
+                    .into(),
+            })
+        })?,
+    };
     let metadata = serde_json::from_str(&metadata).map_err(|error| {
         Abort::Refused(StoreError::Backend {
             source: format!("thread `{id}`: its metadata is not JSON: {error}").into(),
         })
     })?;
-    Ok(ThreadRecord { id, created_at_ms, updated_at_ms, metadata, ttl_ms, owner, tenant })
+    Ok(ThreadRecord {
+        id,
+        created_at_ms,
+        updated_at_ms,
+        metadata,
+        ttl_ms,
+        owner,
+        tenant,
+        reviewers,
+    })
+}
+
+/// The reviewers as stored: a JSON array, `NULL` for none.
+fn reviewers_text(reviewers: &[String]) -> Result<Option<String>, StoreError> {
+    if reviewers.is_empty() {
+        return Ok(None);
+    }
+    serde_json::to_string(reviewers)
+        .map(Some)
+        .map_err(|error| StoreError::Backend { source: Box::new(error) })
 }
 
 fn metadata_text(metadata: &serde_json::Value) -> Result<String, StoreError> {
@@ -74,11 +106,12 @@ impl ThreadStore for SqliteStore {
         record: ThreadRecord,
     ) -> Result<(ThreadRecord, bool), StoreError> {
         let metadata = metadata_text(&record.metadata)?;
+        let reviewers = reviewers_text(&record.reviewers)?;
         self.write(Touches::NoRun, move |tx| {
             let inserted = tx
                 .prepare_cached(
                     "INSERT INTO threads (id, created_at_ms, updated_at_ms, metadata, ttl_ms, \
-                     owner, tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                     owner, tenant, reviewers) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
                      ON CONFLICT (id) DO NOTHING",
                 )?
                 .execute(params![
@@ -88,7 +121,8 @@ impl ThreadStore for SqliteStore {
                     metadata,
                     record.ttl_ms,
                     record.owner,
-                    record.tenant
+                    record.tenant,
+                    reviewers
                 ])?;
             if inserted == 1 {
                 return Ok((record.clone(), true));
@@ -144,7 +178,7 @@ impl ThreadStore for SqliteStore {
             let mut page = ThreadMatches::new(query);
             while !page.is_full() {
                 let Some(row) = rows.next()? else { break };
-                let status: String = row.get(7)?;
+                let status: String = row.get(8)?;
                 page.offer(decoded(thread_from_row(row)?)?, &status);
             }
             Ok(page.into_found())
@@ -190,6 +224,19 @@ impl ThreadStore for SqliteStore {
         .await
     }
 
+    async fn set_thread_reviewers(
+        &self,
+        thread: &str,
+        reviewers: &[String],
+    ) -> Result<bool, StoreError> {
+        let (thread, text) = (thread.to_owned(), reviewers_text(reviewers)?);
+        self.write(Touches::NoRun, move |tx| {
+            let statement = "UPDATE threads SET reviewers = ?2 WHERE id = ?1";
+            Ok(tx.prepare_cached(statement)?.execute(params![thread, text])? == 1)
+        })
+        .await
+    }
+
     async fn delete_thread(&self, thread: &str) -> Result<bool, StoreError> {
         let thread = thread.to_owned();
         self.write(Touches::NoRun, move |tx| {
@@ -197,6 +244,15 @@ impl ThreadStore for SqliteStore {
         })
         .await
     }
+}
+
+/// A condition over a `threads` row (alias `t`): `waiting` holds and one
+/// of the groups of parameter `?at` (a JSON array) reviews it.
+pub(super) fn reviewed_sql(waiting: &str, at: usize) -> String {
+    format!(
+        "({waiting} AND EXISTS (SELECT 1 FROM json_each(t.reviewers) w \
+         WHERE w.value IN (SELECT value FROM json_each(?{at}))))"
+    )
 }
 
 /// The statement a search reads its candidates with, newest first, and
@@ -225,6 +281,16 @@ fn search_sql(query: &ThreadQuery) -> Result<(String, Vec<SqlValue>), StoreError
         Some(holder) => {
             let (condition, values) = holder.sql('?', params.len() + 1);
             params.extend(values.into_iter().map(SqlValue::Text));
+            let condition = match query.reviewed_by.is_empty() {
+                true => condition,
+                false => {
+                    params.push(SqlValue::Text(json(&serde_json::json!(query.reviewed_by))?));
+                    format!(
+                        "({condition} OR {})",
+                        reviewed_sql("t.status = 'interrupted'", params.len())
+                    )
+                }
+            };
             format!("{status} AND {condition}")
         }
         None => status,

@@ -275,7 +275,8 @@ fn progress_written_before_schema_19_reads_back_once_migrated() {
          WHERE task < 0; DROP TABLE request_keys; DROP INDEX threads_with_ttl; \
          ALTER TABLE threads DROP COLUMN ttl_ms; DROP INDEX threads_by_owner; \
          DROP INDEX threads_by_tenant; ALTER TABLE threads DROP COLUMN owner; \
-         ALTER TABLE threads DROP COLUMN tenant; PRAGMA user_version = 18;",
+         ALTER TABLE threads DROP COLUMN tenant; ALTER TABLE threads DROP COLUMN reviewers; \
+         PRAGMA user_version = 18;",
     )
     .expect("schema 18's numbering");
     assert_eq!(tasks(&conn), [-3, -2, -1]);

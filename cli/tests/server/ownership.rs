@@ -97,6 +97,25 @@ fn routes(made: &Made) -> Vec<(Method, String, Value)> {
     ]
 }
 
+/// Routes that follow a run while it runs (streams, joins) or name a
+/// checkpoint: asked of another's ids only (they answer at once: 404).
+fn following(made: &Made) -> Vec<(Method, String, Value)> {
+    let (t, r, n) = (&made.thread, &made.lg_run, &made.native_run);
+    let checkpoint = format!("{r}-1");
+    vec![
+        (Method::GET, format!("/lg/threads/{t}/runs/{r}/join"), Value::Null),
+        (Method::GET, format!("/lg/threads/{t}/runs/{r}/stream"), Value::Null),
+        (Method::GET, format!("/lg/threads/{t}/state/{checkpoint}"), Value::Null),
+        (
+            Method::POST,
+            format!("/lg/threads/{t}/state/checkpoint"),
+            json!({"checkpoint": {"checkpoint_id": checkpoint}}),
+        ),
+        (Method::GET, format!("/runs/{n}/events"), Value::Null),
+        (Method::GET, format!("/runs/{n}/ws"), Value::Null),
+    ]
+}
+
 async fn status_of(server: &Served, client: &Client, route: &(Method, String, Value)) -> u16 {
     let (method, path, body) = route;
     let mut request = client.request(method.clone(), server.url(path));
@@ -150,7 +169,7 @@ fn each_user_reaches_their_own_and_others_ids_are_not_found() {
             // Bob, Carl (another tenant) and Rita (who may not change
             // anything) get the 404 of an unknown id on every route of
             // Ann's; nothing of hers changes.
-            for route in routes(&anns) {
+            for route in routes(&anns).into_iter().chain(following(&anns)) {
                 assert_eq!(status_of(&server, &bob, &route).await, 404, "bob: {route:?}");
                 assert_eq!(status_of(&server, &carl, &route).await, 404, "carl: {route:?}");
             }
@@ -213,7 +232,6 @@ fn each_user_reaches_their_own_and_others_ids_are_not_found() {
             for (method, path) in [
                 (Method::GET, "/schedules"),
                 (Method::GET, "/metrics"),
-                (Method::GET, "/store/items?namespace=a&key=b"),
                 (Method::POST, "/lg/runs/crons/search"),
                 (Method::POST, "/lg/runs/cancel"),
                 (Method::POST, "/lg/assistants"),
@@ -228,6 +246,199 @@ fn each_user_reaches_their_own_and_others_ids_are_not_found() {
             let done = settled(&ann, &ann_run).await;
             assert_eq!(done["status"], "completed", "{done}");
             get_json(&bob, &ann_run, 404).await;
+        });
+        if let Some(mut worker) = worker {
+            support::signal(&worker, "TERM");
+            assert!(worker.wait().unwrap().success(), "the worker stops cleanly");
+        }
+    }
+}
+
+/// `refunds` with its refund's approval assigned to group `finance`,
+/// written as `reviewed.json`.
+fn reviewed_blueprint(fx: &Fixture) {
+    let text = std::fs::read_to_string(fx.path("refunds.json")).unwrap();
+    let mut blueprint: Value = serde_json::from_str(&text).unwrap();
+    blueprint["name"] = json!("reviewed");
+    blueprint["tools"][1]["approval"] = json!({"reviewers": ["finance"]});
+    std::fs::write(fx.path("reviewed.json"), blueprint.to_string()).unwrap();
+}
+
+#[test]
+fn reviewers_see_and_decide_what_waits_for_their_group_and_nothing_else() {
+    for fx in [Some(Fixture::new()), Fixture::postgres()].into_iter().flatten() {
+        let postgres = fx.db().to_string_lossy().starts_with("postgres");
+        std::fs::write(fx.path("jwt-secret"), SECRET).unwrap();
+        reviewed_blueprint(&fx);
+        let secret = fx.path("jwt-secret");
+        let library = fx.dir.path().to_str().unwrap().to_owned();
+        let args = ["--jwt-secret-file", secret.to_str().unwrap(), "--blueprints", &library];
+        let server = Served::start_with(&fx, &args, None);
+        let worker = postgres.then(|| support::Reaped::new(support::start_worker(&fx)));
+        let ann = as_who("ann", &["user"], Some("acme"));
+        let fay = {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+            let claims = json!({"sub": "fay", "roles": ["user"], "groups": ["finance"],
+                                "exp": now.as_secs() + 600});
+            let key = EncodingKey::from_secret(SECRET.as_bytes());
+            let token = encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap();
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers
+                .insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+            Client::builder().default_headers(headers).build().unwrap()
+        };
+        let gus = as_who("gus", &["user"], None);
+        runtime().block_on(async {
+            let lg = |path: &str| server.url(&format!("/lg{path}"));
+            // Ann's runs: one of `refunds` (nobody reviews it), two of
+            // `reviewed` (finance does), each waiting for a decision.
+            let plain = make(&server, &ann).await;
+            let thread = send_json(ann.post(lg("/threads")).json(&json!({})), 200).await;
+            let thread = thread["thread_id"].as_str().unwrap().to_owned();
+            let input = json!({"messages": [{"role": "user", "content": "Refund order 7"}]});
+            let body = json!({"assistant_id": "reviewed", "input": input});
+            send_json(ann.post(lg(&format!("/threads/{thread}/runs/wait"))).json(&body), 200).await;
+            let native = json!({"blueprint": "reviewed", "input": "Refund order 7"});
+            let started = send_json(ann.post(server.url("/runs")).json(&native), 201).await;
+            let run = started["id"].as_str().unwrap().to_owned();
+            let run_url = server.url(&format!("/runs/{run}"));
+            assert_eq!(settled(&ann, &run_url).await["status"], "awaiting_hitl");
+
+            // Fay (finance) sees what waits for finance, and only that.
+            let waiting = json!({"status": "interrupted", "limit": 100});
+            let seen = searched(&server, &fay, waiting).await;
+            assert_eq!(seen, [run.clone(), thread.clone()], "the two reviewed threads");
+            assert!(searched(&server, &fay, json!({})).await.len() == 2);
+            assert_eq!(listed(&server, &fay).await.len(), 2, "their runs, not the plain ones");
+            get_json(&fay, &lg(&format!("/threads/{thread}")), 200).await;
+            get_json(&fay, &lg(&format!("/threads/{thread}/state")), 200).await;
+            get_json(&fay, &run_url, 200).await;
+            for route in routes(&plain) {
+                assert_eq!(status_of(&server, &fay, &route).await, 404, "fay: {route:?}");
+            }
+            // Gus (no finance) sees none of it.
+            get_json(&gus, &lg(&format!("/threads/{thread}")), 404).await;
+            get_json(&gus, &run_url, 404).await;
+            // Seeing and deciding is all: anything else is refused.
+            for (method, path, body) in [
+                (Method::PATCH, format!("/lg/threads/{thread}"), json!({"metadata": {"x": 1}})),
+                (Method::POST, format!("/lg/threads/{thread}/runs"), body.clone()),
+                (Method::POST, format!("/lg/threads/{thread}/state"), json!({"values": {}})),
+                (Method::DELETE, format!("/lg/threads/{thread}"), Value::Null),
+                (Method::POST, format!("/runs/{run}/cancel"), Value::Null),
+                (Method::DELETE, format!("/runs/{run}"), Value::Null),
+                (Method::POST, format!("/threads/{run}/prune"), json!({})),
+            ] {
+                let route = (method, path, body);
+                assert_eq!(status_of(&server, &fay, &route).await, 403, "{route:?}");
+            }
+            let refused = fay.post(lg(&format!("/threads/{thread}/runs"))).json(&body).send();
+            let refused: Value = refused.await.unwrap().json().await.unwrap();
+            assert!(refused["error"]["message"].as_str().unwrap().contains("reviews thread"));
+
+            // Fay decides both, natively and as LangGraph's clients do.
+            let approve = json!({"decision": "approve"});
+            send_json(fay.post(format!("{run_url}/resume")).json(&approve), 200).await;
+            assert_eq!(settled(&ann, &run_url).await["status"], "completed");
+            let events = support::sse(&ann, &format!("{run_url}/events"), None).await;
+            let resumed = events.iter().find(|(_, kind, _)| kind == "run_resumed").unwrap();
+            assert_eq!(resumed.2["decisions"][0]["decided_by"], "fay", "{resumed:?}");
+            let resume = json!({"assistant_id": "reviewed",
+                                "command": {"resume": {"decisions": [{"type": "approve"}]}}});
+            let url = lg(&format!("/threads/{thread}/runs/wait"));
+            send_json(fay.post(url).json(&resume), 200).await;
+            let done = get_json(&ann, &lg(&format!("/threads/{thread}")), 200).await;
+            assert_eq!(done["status"], "idle", "{done}");
+            // Decided: no longer hers to see.
+            get_json(&fay, &lg(&format!("/threads/{thread}")), 404).await;
+            get_json(&fay, &run_url, 404).await;
+            assert!(searched(&server, &fay, json!({})).await.is_empty());
+        });
+        if let Some(mut worker) = worker {
+            support::signal(&worker, "TERM");
+            assert!(worker.wait().unwrap().success(), "the worker stops cleanly");
+        }
+    }
+}
+
+/// A blueprint whose agent remembers one fact in namespace `memories`,
+/// written as `memo.json`.
+fn memo_blueprint(fx: &Fixture) {
+    let replies = json!([
+        {"tool_calls": [{"name": "remember", "args": {"text": "likes tea", "key": "tea"}}]},
+        {"text": "Noted."}
+    ]);
+    std::fs::write(fx.path("memo_replies.json"), replies.to_string()).unwrap();
+    let blueprint = json!({"name": "memo", "model": "scripted:memo_replies.json",
+                           "memory": {"namespace": ["memories"]}});
+    std::fs::write(fx.path("memo.json"), blueprint.to_string()).unwrap();
+}
+
+#[test]
+fn each_users_memory_is_their_own_on_both_apis_and_in_their_runs() {
+    for fx in [Some(Fixture::new()), Fixture::postgres()].into_iter().flatten() {
+        let postgres = fx.db().to_string_lossy().starts_with("postgres");
+        std::fs::write(fx.path("jwt-secret"), SECRET).unwrap();
+        std::fs::write(fx.path("policy"), "read tenant\n").unwrap();
+        memo_blueprint(&fx);
+        let (secret, policy) = (fx.path("jwt-secret"), fx.path("policy"));
+        let library = fx.dir.path().to_str().unwrap().to_owned();
+        let args = [
+            "--jwt-secret-file",
+            secret.to_str().unwrap(),
+            "--policy",
+            policy.to_str().unwrap(),
+            "--blueprints",
+            &library,
+        ];
+        let server = Served::start_with(&fx, &args, None);
+        let worker = postgres.then(|| support::Reaped::new(support::start_worker(&fx)));
+        let ann = as_who("ann", &["user"], Some("acme"));
+        let bob = as_who("bob", &["user"], Some("acme"));
+        let rita = as_who("rita", &["read"], Some("acme"));
+        let root = as_who("root", &["admin"], None);
+        runtime().block_on(async {
+            // Ann's run remembers in `memories`: hers.
+            let memo = json!({"blueprint": "memo", "input": "I like tea"});
+            let started = send_json(ann.post(server.url("/runs")).json(&memo), 201).await;
+            let run_url = server.url(&format!("/runs/{}", started["id"].as_str().unwrap()));
+            assert_eq!(settled(&ann, &run_url).await["status"], "completed");
+            let tea = server.url("/store/items?namespace=memories&key=tea");
+            let hers = get_json(&ann, &tea, 200).await;
+            assert_eq!(
+                (&hers["namespace"], &hers["value"]["text"]),
+                (&json!(["memories"]), &json!("likes tea"))
+            );
+            // Bob's `memories` is another: empty, then his own.
+            get_json(&bob, &tea, 404).await;
+            let his = json!({"namespace": "memories", "key": "tea", "value": {"text": "his"}});
+            send_json(bob.put(server.url("/store/items")).json(&his), 200).await;
+            assert_eq!(get_json(&ann, &tea, 200).await["value"]["text"], "likes tea");
+            assert_eq!(get_json(&bob, &tea, 200).await["value"]["text"], "his");
+            // The same through LangGraph's store API.
+            let lg = |path: &str| server.url(&format!("/lg{path}"));
+            let search = json!({"namespace_prefix": ["memories"]});
+            let found = send_json(ann.post(lg("/store/items/search")).json(&search), 200).await;
+            assert_eq!(found["items"].as_array().unwrap().len(), 1, "{found}");
+            assert_eq!(found["items"][0]["namespace"], json!(["memories"]));
+            let spaces = send_json(bob.post(lg("/store/namespaces")).json(&json!({})), 200).await;
+            assert_eq!(spaces, json!({"namespaces": [["memories"]]}));
+            let get = lg("/store/items?namespace=memories&key=tea");
+            assert_eq!(get_json(&bob, &get, 200).await["value"]["text"], "his");
+            // The tenant's reader sees both users' shelves; the admin the
+            // store as it is.
+            let spaces = send_json(rita.post(lg("/store/namespaces")).json(&json!({})), 200).await;
+            assert_eq!(
+                spaces,
+                json!({"namespaces": [["users", "ann", "memories"], ["users", "bob", "memories"]]})
+            );
+            let stored =
+                server.url("/store/items?namespace=tenants/acme/users/ann/memories&key=tea");
+            assert_eq!(get_json(&root, &stored, 200).await["value"]["text"], "likes tea");
+            let delete = server.url("/store/items?namespace=memories&key=tea");
+            let deleted = send_json(bob.delete(&delete), 200).await;
+            assert_eq!(deleted, json!({"deleted": true}));
+            assert_eq!(get_json(&ann, &tea, 200).await["value"]["text"], "likes tea", "not hers");
         });
         if let Some(mut worker) = worker {
             support::signal(&worker, "TERM");

@@ -146,7 +146,7 @@ impl Blueprint {
                 }
                 (None, None) => unreachable!("validated: a tool has a fixture or a command"),
             };
-            if tool.approval {
+            if tool.approval.needed() {
                 approval.push(tool.name.clone());
                 if tool.on_reject.as_deref() == Some("end_run") {
                     agent = agent.end_run_on_reject([tool.name.clone()]);
@@ -156,7 +156,8 @@ impl Blueprint {
         agent = mcp::add_tools(agent, doc, servers)?;
         if let Some(memory) = &doc.memory {
             let mut config =
-                AgentMemory::new(memory.namespace.clone()).recall_into_prompt(memory.prompt);
+                AgentMemory::new(self.memory_shelf.iter().chain(&memory.namespace).cloned())
+                    .recall_into_prompt(memory.prompt);
             if let Some(tools) = &memory.tools {
                 config = config.tools(tools.clone());
             }

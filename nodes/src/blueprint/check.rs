@@ -26,7 +26,12 @@ const SCHEMA: &str = r##"{
         "fixture": true,
         "command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "mcp": {"type": "string", "minLength": 1},
-        "approval": {"type": "boolean"},
+        "approval": {"oneOf": [
+          {"type": "boolean"},
+          {"type": "object", "additionalProperties": false, "required": ["reviewers"],
+           "properties": {"reviewers": {"type": "array", "minItems": 1,
+             "items": {"type": "string", "pattern": "^[^\\s]{1,128}$"}}}}
+        ]},
         "on_reject": {"enum": ["tell_model", "end_run"]},
         "on_error": {"enum": ["tell_model", "fail_run"]},
         "timeout_ms": {"type": "integer", "minimum": 1},
@@ -396,7 +401,7 @@ fn check_tools(
                 let message = format!("no MCP server `{server}` in this agent's `mcp_servers`");
                 problem(problems, format!("{at}/mcp"), message);
             }
-            if tool.on_reject.is_some() && !tool.approval {
+            if tool.on_reject.is_some() && !tool.approval.needed() {
                 let message =
                     "`on_reject` says what a rejection does: it needs `\"approval\": true`";
                 problem(problems, format!("{at}/on_reject"), message);
@@ -417,7 +422,7 @@ fn check_tools(
         if let Err(error) = ArgsValidator::new(&tool.name, &tool.parameters) {
             problem(problems, format!("{at}/parameters"), error.to_string());
         }
-        if tool.on_reject.is_some() && !tool.approval {
+        if tool.on_reject.is_some() && !tool.approval.needed() {
             problem(
                 problems,
                 format!("{at}/on_reject"),

@@ -190,7 +190,7 @@ pub(super) fn add_tools(
             if on_error == Some("fail_run") {
                 agent = agent.fail_run_on_error([spec.name.clone()]);
             }
-            if let Some(entry) = entry.filter(|entry| entry.approval) {
+            if let Some(entry) = entry.filter(|entry| entry.approval.needed()) {
                 agent = match entry.on_reject.as_deref() {
                     Some("end_run") => agent.end_run_on_reject([spec.name.clone()]),
                     _ => agent.require_approval([spec.name.clone()]),

@@ -10,9 +10,12 @@ use tollgate_engine::{Event, RunConfig};
 
 use crate::error::HarnessError;
 use crate::mcp::McpError;
+use approval::Approval;
 
+mod approval;
 mod build;
 mod check;
+mod facts;
 mod files;
 mod mcp;
 
@@ -168,7 +171,7 @@ struct ToolDoc {
     #[serde(default)]
     on_error: Option<String>,
     #[serde(default)]
-    approval: bool,
+    approval: Approval,
     #[serde(default)]
     on_reject: Option<String>,
     #[serde(default)]
@@ -240,6 +243,9 @@ pub struct Blueprint {
     subgraphs: std::collections::BTreeMap<String, Blueprint>,
     model_override: Option<String>,
     stream_all: bool,
+    /// Parts every agent's memory namespace begins with (a server's user's
+    /// own part of the store): stored with runs.
+    memory_shelf: Vec<String>,
     pack: Option<PackProvenance>,
     /// Which files it may name.
     reach: Reach,
@@ -355,6 +361,7 @@ impl Blueprint {
                 subgraphs,
                 model_override: None,
                 stream_all: false,
+                memory_shelf: Vec::new(),
                 pack: None,
                 reach: reach.clone(),
                 inherit_env: Vec::new(),
@@ -386,6 +393,21 @@ impl Blueprint {
             .map(|(name, nested)| (name, nested.with_streaming()))
             .collect();
         self.stream_all = true;
+        self
+    }
+
+    /// Keeps every agent's long-term memory (nested blueprints' included)
+    /// under `parts`: an agent whose `memory.namespace` is
+    /// `users/{user_id}/memories` reads and writes
+    /// `PARTS/users/{user_id}/memories`, whatever the run's context fills
+    /// in. Stored with its runs, so every leg keeps it. A server gives a
+    /// user's runs the user's own part of the store so.
+    pub fn with_memory_shelf(mut self, parts: Vec<String>) -> Self {
+        self.subgraphs = std::mem::take(&mut self.subgraphs)
+            .into_iter()
+            .map(|(name, nested)| (name, nested.with_memory_shelf(parts.clone())))
+            .collect();
+        self.memory_shelf = parts;
         self
     }
 
@@ -431,29 +453,6 @@ impl Blueprint {
         }
     }
 
-    /// The tools of every agent that run a program (`command`), as
-    /// `agent.tool`: a server accepting blueprints from clients refuses
-    /// these unless told otherwise.
-    /// Nested blueprints' tools are named by their path
-    /// (`review/checker.run_tests`).
-    pub fn command_tools(&self) -> Vec<String> {
-        let agents = self.own_agents();
-        let mut tools: Vec<String> = agents
-            .iter()
-            .flat_map(|agent| {
-                agent
-                    .tools
-                    .iter()
-                    .filter(|tool| tool.command.is_some())
-                    .map(move |tool| format!("{}.{}", agent.name, tool.name))
-            })
-            .collect();
-        for (name, nested) in &self.subgraphs {
-            tools.extend(nested.command_tools().into_iter().map(|tool| format!("{name}/{tool}")));
-        }
-        tools
-    }
-
     /// The blueprint's (graph's) name.
     pub fn name(&self) -> &str {
         match &self.doc {
@@ -472,6 +471,7 @@ impl Blueprint {
             "base_dir": self.base_dir,
             "model": self.model_override,
             "stream": self.stream_all,
+            "memory_shelf": self.memory_shelf,
             "pack": self.pack,
             "confined": self.reach != Reach::Any,
             "confined_to": match &self.reach {
@@ -505,6 +505,14 @@ impl Blueprint {
             Some(true) => blueprint.with_streaming(),
             _ => blueprint,
         };
+        // Attachments written before `memory_shelf` existed have none.
+        if let Some(parts) = attachment["memory_shelf"].as_array() {
+            let parts: Vec<String> =
+                parts.iter().filter_map(|part| part.as_str().map(str::to_owned)).collect();
+            if !parts.is_empty() {
+                blueprint = blueprint.with_memory_shelf(parts);
+            }
+        }
         if !attachment["pack"].is_null() {
             let pack = serde_json::from_value(attachment["pack"].clone())
                 .map_err(|_| BlueprintError::NotABlueprintRun)?;

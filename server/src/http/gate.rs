@@ -4,17 +4,20 @@
 //! does not (a `user`, or a role a policy file narrows):
 //!
 //! - a path that names a thread or a run (`/threads/{id}/…`, the native
-//!   `/runs/{id}/…`) goes on when that thread (the run's thread) is in
-//!   their scope, or no such thread exists yet (theirs to create); else
-//!   the same 404 an unknown id gets, so that nobody learns what others
-//!   have;
+//!   `/runs/{id}/…`) goes on when that thread (the run's thread) is held
+//!   in their scope, or no such thread exists yet (theirs to create); a
+//!   thread waiting for a decision one of their groups reviews is theirs
+//!   to see and decide only (other requests: 403); else the same 404 an
+//!   unknown id gets, so that nobody learns what others have;
 //! - listings, searches and creations (`GET`/`POST /runs`, the
 //!   LangGraph API's thread create, search, count and prune and its
-//!   stateless runs) go on with the [`Caller`] beside the request: their
-//!   handlers filter by it and stamp what they make with it;
+//!   stateless runs) and the store (on both APIs) go on with the
+//!   [`Caller`] beside the request: their handlers filter by it, stamp
+//!   what they make with it, and keep the store's namespaces to the
+//!   caller's shelf;
 //! - what carries no user's data (`/me`, graphs, assistants, the change
 //!   feed, which says that some run changed and never which) goes on;
-//! - the rest (schedules, crons, `/metrics`, the store,
+//! - the rest (schedules, crons, `/metrics`,
 //!   runs cancelled in bulk, assistants changed) is refused with 403: it
 //!   is the server's, not theirs.
 
@@ -52,48 +55,122 @@ pub(super) async fn admit(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let caller = Caller::of(principal, app.settings.policy.as_ref());
-    let scope = caller.scope().clone();
+    let mut caller = Caller::of(principal, app.settings.policy.as_ref());
     let lg = app.settings.langgraph.as_deref().and_then(|prefix| {
         request.uri().path().strip_prefix(prefix).filter(|rest| rest.starts_with('/'))
     });
-    let target = match (caller.is_restricted(), lg) {
-        (false, _) => Target::Open,
-        (true, Some(rest)) => langgraph_target(request.method(), rest),
-        (true, None) => native_target(request.uri().path()),
+    let (target, action) = match (caller.is_restricted(), lg) {
+        (false, _) => (Target::Open, Action::Change),
+        (true, Some(rest)) => {
+            (langgraph_target(request.method(), rest), langgraph_action(request.method(), rest))
+        }
+        (true, None) => {
+            let path = request.uri().path();
+            (native_target(path), native_action(request.method(), path))
+        }
     };
-    let who = caller.principal().map(|who| (who.name.clone(), who.role.as_str()));
+    let refused = match reach(app, &caller, &target).await {
+        Ok(InScope::Yes | InScope::Unused) => None,
+        Ok(InScope::Reviewing) if action != Action::Change => {
+            if action == Action::DecideOnly {
+                caller = caller.deciding_only();
+            }
+            None
+        }
+        Ok(InScope::Reviewing) => Some(reviewer_only(&caller, &target)),
+        Ok(InScope::No) => Some(match &target {
+            Target::Run(text) => match text.parse() {
+                Ok(run) => ServiceError::not_found(run).into(),
+                Err(_) => service::thread_not_found(text).into(),
+            },
+            Target::Thread(thread) => service::thread_not_found(thread).into(),
+            _ => server_only(&caller),
+        }),
+        Err(error) => Some(error.into()),
+    };
+    if let Some(refused) = refused {
+        return refused.into_response();
+    }
     if let Some(principal) = caller.principal() {
         request.extensions_mut().insert(principal.clone());
     }
     request.extensions_mut().insert(caller);
-    let missing: Option<ApiError> = match target {
-        Target::Open | Target::Scoped => None,
-        Target::Closed => {
-            let (name, role) = who.unwrap_or_default();
-            let message = format!(
-                "`{name}` (role {role}) reaches their own threads and runs only: this endpoint is the server's"
-            );
-            return ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).into_response();
-        }
-        Target::Thread(thread) => match app.runs.thread_in_scope(&scope, &thread).await {
-            Ok(InScope::Yes | InScope::Unused) => None,
-            Ok(InScope::No) => Some(service::thread_not_found(&thread).into()),
-            Err(error) => Some(error.into()),
-        },
+    next.run(request).await
+}
+
+/// What a request asks of the thread or run it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    /// To see it (a `GET`, a history asked with `POST`).
+    Read,
+    /// To decide what it waits for (native `resume`, `reject`).
+    Decide,
+    /// A new run on it, which its handler lets a reviewer make only as a
+    /// decision (LangGraph's `Command(resume=…)`).
+    DecideOnly,
+    /// Anything else.
+    Change,
+}
+
+/// Whether `caller` reaches `target`.
+async fn reach(app: &App, caller: &Caller, target: &Target) -> Result<InScope, ServiceError> {
+    Ok(match target {
+        Target::Open | Target::Scoped => InScope::Yes,
+        Target::Closed => InScope::No,
+        Target::Thread(thread) => app.runs.thread_in_scope(caller.scope(), thread).await?,
+        // Not a run id: the handler refuses it as it would anyone's.
         Target::Run(text) => match text.parse() {
-            // Not a run id: the handler refuses it as it would anyone's.
-            Err(_) => None,
-            Ok(run) => match app.runs.run_in_scope(&scope, run).await {
-                Ok(true) => None,
-                Ok(false) => Some(ServiceError::not_found(run).into()),
-                Err(error) => Some(error.into()),
-            },
+            Err(_) => InScope::Yes,
+            Ok(run) => app.runs.run_in_scope(caller.scope(), run).await?,
         },
+    })
+}
+
+/// The 403 of the server's own endpoints.
+fn server_only(caller: &Caller) -> ApiError {
+    let (name, role) =
+        caller.principal().map(|who| (who.name.as_str(), who.role.as_str())).unwrap_or_default();
+    let message = format!(
+        "`{name}` (role {role}) reaches their own threads and runs only: this endpoint is the server's"
+    );
+    ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+}
+
+/// The 403 of a reviewer asking a thread they review for more.
+fn reviewer_only(caller: &Caller, target: &Target) -> ApiError {
+    let thread = match target {
+        Target::Thread(thread) | Target::Run(thread) => thread.clone(),
+        _ => String::new(),
     };
-    match missing {
-        Some(error) => error.into_response(),
-        None => next.run(request).await,
+    ServiceError::ReviewOnly { who: caller.name().unwrap_or_default().to_owned(), thread }.into()
+}
+
+/// What a native API request asks of what it names.
+fn native_action(method: &Method, path: &str) -> Action {
+    if method == Method::GET || method == Method::HEAD {
+        return Action::Read;
+    }
+    let segments = segments(path);
+    match segments.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["runs", _, "resume" | "reject"] if method == Method::POST => Action::Decide,
+        _ => Action::Change,
+    }
+}
+
+/// What a LangGraph API request (below its prefix) asks of what it names.
+fn langgraph_action(method: &Method, path: &str) -> Action {
+    if method == Method::GET || method == Method::HEAD {
+        return Action::Read;
+    }
+    let segments = segments(path);
+    match segments.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["threads", _, "history"] if method == Method::POST => Action::Read,
+        ["threads", _, "runs"] | ["threads", _, "runs", "wait" | "stream"]
+            if method == Method::POST =>
+        {
+            Action::DecideOnly
+        }
+        _ => Action::Change,
     }
 }
 
@@ -117,7 +194,7 @@ fn native_target(path: &str) -> Target {
     match parts.as_slice() {
         // `/changes` says only that some run changed, never which.
         [""] | ["me"] | ["healthz"] | ["changes"] | ["graphs", ..] | ["ui", ..] => Target::Open,
-        ["runs"] => Target::Scoped,
+        ["runs"] | ["store", ..] => Target::Scoped,
         ["runs", run, ..] => Target::Run((*run).to_owned()),
         ["threads", thread, ..] => Target::Thread((*thread).to_owned()),
         _ => Target::Closed,
@@ -136,7 +213,7 @@ fn langgraph_target(method: &Method, path: &str) -> Target {
         ["threads"] | ["threads", "search" | "count" | "prune"] => Target::Scoped,
         ["threads", _, "runs", "crons", ..] => Target::Closed,
         ["threads", thread, ..] => Target::Thread((*thread).to_owned()),
-        ["runs"] | ["runs", "wait" | "stream" | "batch"] => Target::Scoped,
+        ["runs"] | ["runs", "wait" | "stream" | "batch"] | ["store", ..] => Target::Scoped,
         _ => Target::Closed,
     }
 }
@@ -154,7 +231,8 @@ mod tests {
         assert_eq!(native_target("/runs"), Target::Scoped);
         assert_eq!(native_target("/me"), Target::Open);
         assert_eq!(native_target("/changes"), Target::Open);
-        for closed in ["/schedules", "/schedules/x", "/metrics", "/store/items"] {
+        assert_eq!(native_target("/store/items"), Target::Scoped);
+        for closed in ["/schedules", "/schedules/x", "/metrics"] {
             assert_eq!(native_target(closed), Target::Closed, "{closed}");
         }
         let post = &Method::POST;
@@ -166,6 +244,6 @@ mod tests {
         for closed in ["/assistants", "/runs/cancel", "/runs/crons", "/threads/t/runs/crons"] {
             assert_eq!(langgraph_target(post, closed), Target::Closed, "{closed}");
         }
-        assert_eq!(langgraph_target(&Method::PUT, "/store/items"), Target::Closed);
+        assert_eq!(langgraph_target(&Method::PUT, "/store/items"), Target::Scoped);
     }
 }

@@ -1,27 +1,73 @@
-//! The memory store as both APIs ask for it: reading one item, and
-//! the operations their request bodies describe.
+//! The memory store as both APIs ask for it: reading one item, the
+//! operations their request bodies describe, and a narrowed caller's own
+//! part of it (their shelf: [`Caller::shelf`]).
 
 use serde_json::Value;
-use tollgate_checkpoint::{Filter, GetOp, Item, Namespace, SearchOp};
+use tollgate_checkpoint::{Filter, GetOp, Item, Namespace, NamespaceQuery, SearchOp};
 
 use crate::error::ServiceError;
+use crate::identity::Caller;
 
 use super::Runs;
 
 impl Runs {
-    /// The item, or a 404 naming it.
+    /// The item of `caller`'s `namespace` (under their shelf), shown as
+    /// they name it, or a 404 naming it.
     pub(crate) async fn item(
         &self,
+        caller: &Caller,
         namespace: Namespace,
         key: String,
         refresh_ttl: bool,
     ) -> Result<Item, ServiceError> {
-        let mut op = GetOp::new(namespace.clone(), key.clone());
+        let mut op = GetOp::new(shelved(caller, &namespace)?, key.clone());
         op.refresh_ttl = refresh_ttl;
-        self.memory().get_op(op).await?.ok_or_else(|| {
-            ServiceError::missing(format!("no item `{key}` in namespace `{namespace}`"))
-        })
+        match self.memory().get_op(op).await? {
+            Some(item) => Ok(unshelved(caller, item)),
+            None => {
+                Err(ServiceError::missing(format!("no item `{key}` in namespace `{namespace}`")))
+            }
+        }
     }
+}
+
+/// `namespace` as `caller` names it, where it lies in the store: under
+/// their shelf ([`Caller::shelf`]).
+pub(crate) fn shelved(caller: &Caller, namespace: &Namespace) -> Result<Namespace, ServiceError> {
+    let shelf = caller.shelf();
+    if shelf.is_empty() {
+        return Ok(namespace.clone());
+    }
+    Ok(Namespace::new(shelf.into_iter().chain(namespace.parts().iter().cloned()))?)
+}
+
+/// `item` as `caller` sees it: its namespace without their shelf.
+pub(crate) fn unshelved(caller: &Caller, mut item: Item) -> Item {
+    item.namespace = unshelved_namespace(caller, &item.namespace);
+    item
+}
+
+/// A stored namespace as `caller` names it.
+pub(crate) fn unshelved_namespace(caller: &Caller, namespace: &Namespace) -> Namespace {
+    let shelf = caller.shelf();
+    match namespace.parts().strip_prefix(shelf.as_slice()) {
+        Some(rest) if !shelf.is_empty() => {
+            Namespace::new(rest.iter().cloned()).unwrap_or_else(|_| namespace.clone())
+        }
+        _ => namespace.clone(),
+    }
+}
+
+/// A namespace listing as `caller` asks for it: under their shelf, its
+/// depth counted below it.
+pub(crate) fn shelved_query(caller: &Caller, mut query: NamespaceQuery) -> NamespaceQuery {
+    let shelf = caller.shelf();
+    if shelf.is_empty() {
+        return query;
+    }
+    query.max_depth = query.max_depth.map(|depth| depth + shelf.len());
+    let asked = std::mem::take(&mut query.prefix);
+    query.prefix(shelf.into_iter().chain(asked))
 }
 
 /// `index` as a put takes it: `false` (not embedded) or the fields.

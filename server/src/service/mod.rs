@@ -42,7 +42,9 @@ pub use keys::DEFAULT_KEY_TTL;
 pub(crate) use keys::{Made, Makes, RequestKey};
 pub(crate) use leg::leg_result;
 pub(crate) use legs::Legs;
-pub(crate) use memory::{index_fields, search_op};
+pub(crate) use memory::{
+    index_fields, search_op, shelved, shelved_query, unshelved, unshelved_namespace,
+};
 pub(crate) use outbox::{OutboxWork, Retry, StartRefused};
 pub(crate) use outline::{GraphListing, ListingKind, Outline, OutlineNode};
 pub(crate) use pending::{Pending, PendingEnd, PendingState, PENDING_KIND};
@@ -186,6 +188,10 @@ pub(crate) struct Launch {
     /// Nodes this run's first leg pauses before and after, besides the
     /// graph's own breakpoints (stored with a run queued for a worker).
     pub(crate) breakpoints: (Vec<String>, Vec<String>),
+    /// Where its agents' long-term memory lies (the caller's shelf,
+    /// [`Caller::shelf`](crate::Caller::shelf)); none: where their
+    /// blueprint says.
+    pub(crate) memory_shelf: Vec<String>,
 }
 
 impl Launch {
@@ -212,6 +218,14 @@ impl Runs {
         run: RunId,
         events: Option<EventSink>,
     ) -> Result<Option<Leg>, ServiceError> {
+        let shelved;
+        let blueprint = match launch.memory_shelf.is_empty() {
+            true => blueprint,
+            false => {
+                shelved = blueprint.clone().with_memory_shelf(launch.memory_shelf.clone());
+                &shelved
+            }
+        };
         // A run queued for a worker needs the graph, not the MCP servers:
         // the worker starts them.
         let agent = if self.shared() {
@@ -220,6 +234,7 @@ impl Runs {
             blueprint.start(&self.models).await?
         };
         let config = launch.configure(blueprint.run_config().run_id(run));
+        self.assign_reviewers(launch.thread.as_deref(), &blueprint.reviewers()).await?;
         let opening = self.opening(&agent, input, launch.thread.as_deref(), run).await?;
         if self.shared() {
             self.queue(&agent, opening, config).await?;

@@ -47,6 +47,12 @@ pub(crate) struct PendingRun {
     /// Why it could not start (`state` `failed`), as the API put it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) error: Option<Value>,
+    /// Where its agents' memory lies: the shelf of the caller who asked
+    /// for it ([`Caller::shelf`](crate::Caller::shelf)); none when they
+    /// reach everything. Kept apart from the request, which the client
+    /// wrote.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) memory_shelf: Vec<String>,
 }
 
 /// Where a pending run is.
@@ -120,6 +126,7 @@ impl Runs {
         assistant: &str,
         request: Value,
         due_ms: i64,
+        memory_shelf: Vec<String>,
     ) -> Result<Pending, ServiceError> {
         let record = PendingRun {
             v: VERSION,
@@ -127,6 +134,7 @@ impl Runs {
             request,
             state: PendingState::Waiting,
             error: None,
+            memory_shelf,
         };
         let now = now_ms();
         let thread = thread.map(str::to_owned);

@@ -202,14 +202,14 @@ impl Runs {
         let raise = if_exists == IfExists::Raise;
         let record = self.thread_record(id).await?;
         let has_runs = self.executor.thread_latest(id).await?.is_some();
-        let theirs = caller.scope().admits(record.as_ref());
+        let theirs = caller.scope().holds(record.as_ref());
         if (record.is_some() || has_runs) && (raise || !theirs) {
             return Err(exists(id));
         }
         let record =
             ThreadRecord::new(id.to_owned(), now_ms, metadata).with_ttl(self.thread_ttl_ms(ttl));
         let (made, created) = self.store().create_thread(caller.stamp(record)).await?;
-        if !created && (raise || !caller.scope().admits(Some(&made))) {
+        if !created && (raise || !caller.scope().holds(Some(&made))) {
             return Err(exists(id));
         }
         Ok(())
@@ -260,7 +260,7 @@ impl Runs {
                 if created {
                     return Ok(());
                 }
-                if !caller.scope().admits(Some(&made)) {
+                if !caller.scope().holds(Some(&made)) {
                     return Err(thread_not_found(thread));
                 }
                 // Made by another request meanwhile: labelled below.

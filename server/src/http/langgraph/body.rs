@@ -51,6 +51,10 @@ pub(super) struct RunBody {
     /// was made when it was asked for).
     #[serde(skip)]
     pub(super) caller: Option<crate::identity::Caller>,
+    /// Where its agents' memory lies (the caller's shelf; a pending run
+    /// keeps it beside its request). Never read from the body.
+    #[serde(skip)]
+    pub(super) shelf: Vec<String>,
 }
 
 /// LangGraph's `Command` as run input.
@@ -104,6 +108,7 @@ impl RunBody {
     /// thread the run makes owned by them.
     pub(super) fn asked_by(&mut self, caller: crate::identity::Caller) {
         self.by = caller.principal().map(|who| who.name.clone());
+        self.shelf = caller.shelf();
         self.caller = Some(caller);
     }
 

@@ -41,7 +41,10 @@ impl OutboxWork for LangGraphWork {
         let app = &self.app;
         let thread = pending.entry.thread.as_deref();
         let started = match queue::request(pending) {
-            Ok(request) => runs::start_pending(app, thread, &request, run).await,
+            Ok(mut request) => {
+                request.shelf.clone_from(&pending.run.memory_shelf);
+                runs::start_pending(app, thread, &request, run).await
+            }
             Err(error) => Err(error),
         };
         match started {

@@ -52,6 +52,11 @@ async fn prepare(
     body: &mut RunBody,
 ) -> ApiResult<(Assistant, Option<RunSummary>)> {
     let caller = body.caller.clone().unwrap_or_else(Caller::anyone);
+    let resumes = body.command.as_ref().is_some_and(|command| command.resume.is_some());
+    if let (Some(thread), true, false) = (thread, caller.decides_only(), resumes) {
+        let who = caller.name().unwrap_or_default().to_owned();
+        return Err(ServiceError::ReviewOnly { who, thread: thread.to_owned() }.into());
+    }
     let (record, latest) = match thread {
         Some(thread) => (app.runs.thread_record(thread).await?, latest(app, thread).await?),
         None => (None, None),
@@ -190,6 +195,7 @@ async fn launch_new(
         thread: thread.map(str::to_owned),
         max_steps: None,
         breakpoints: (names(&body.interrupt_before), names(&body.interrupt_after)),
+        memory_shelf: body.shelf.clone(),
     };
     let sink = Some(app.hub.sink(run));
     let input = body.input.clone().unwrap_or(Value::Null);

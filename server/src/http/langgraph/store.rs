@@ -14,7 +14,10 @@ use super::super::extract::{JsonBody, JsonOrDefault};
 use crate::error::ServiceError;
 use crate::http::errors::ApiResult;
 use crate::http::App;
-use crate::service::{index_fields, search_op};
+use crate::identity::Caller;
+use crate::service::{
+    index_fields, search_op, shelved, shelved_query, unshelved, unshelved_namespace,
+};
 
 /// An item as LangGraph's clients read it: `{"namespace", "key",
 /// "value", "created_at", "updated_at"}`, and a search's `"score"`.
@@ -56,13 +59,14 @@ pub(super) struct PutBody {
 /// `PUT /store/items`: 204 once stored.
 pub(super) async fn put(
     State(app): State<App>,
+    caller: Caller,
     JsonBody(body): JsonBody<PutBody>,
 ) -> ApiResult<StatusCode> {
     if !body.value.is_object() {
         return Err(ServiceError::invalid("`value` must be a JSON object").into());
     }
     let namespace = Namespace::new(body.namespace).map_err(ServiceError::from)?;
-    let mut op = PutOp::new(namespace, body.key, body.value);
+    let mut op = PutOp::new(shelved(&caller, &namespace)?, body.key, body.value);
     match body.ttl {
         None => {}
         Some(minutes) if minutes.is_finite() && minutes > 0.0 && minutes < 1e9 => {
@@ -88,6 +92,7 @@ pub(super) struct GetQuery {
 /// SDKs send them).
 pub(super) async fn get(
     State(app): State<App>,
+    caller: Caller,
     Query(query): Query<GetQuery>,
 ) -> ApiResult<Json<Value>> {
     let parts: Vec<&str> = match query.namespace.as_str() {
@@ -95,7 +100,8 @@ pub(super) async fn get(
         text => text.split('.').collect(),
     };
     let namespace = Namespace::new(parts).map_err(ServiceError::from)?;
-    let item = app.runs.item(namespace, query.key, query.refresh_ttl.unwrap_or(true)).await?;
+    let refresh = query.refresh_ttl.unwrap_or(true);
+    let item = app.runs.item(&caller, namespace, query.key, refresh).await?;
     Ok(Json(item_json(&item)))
 }
 
@@ -110,9 +116,11 @@ pub(super) struct DeleteBody {
 /// `DELETE /store/items` with `{namespace, key}`: 204.
 pub(super) async fn delete(
     State(app): State<App>,
+    caller: Caller,
     JsonBody(body): JsonBody<DeleteBody>,
 ) -> ApiResult<StatusCode> {
     let namespace = Namespace::new(body.namespace).map_err(ServiceError::from)?;
+    let namespace = shelved(&caller, &namespace)?;
     app.runs.memory().delete(&namespace, &body.key).await.map_err(ServiceError::from)?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -131,11 +139,12 @@ pub(super) struct SearchBody {
 /// `POST /store/items/search`.
 pub(super) async fn search(
     State(app): State<App>,
+    caller: Caller,
     JsonOrDefault(body): JsonOrDefault<SearchBody>,
 ) -> ApiResult<Json<Value>> {
     let prefix = Namespace::new(body.namespace_prefix).map_err(ServiceError::from)?;
     let op = search_op(
-        prefix,
+        shelved(&caller, &prefix)?,
         body.filter.as_ref(),
         body.query,
         body.limit,
@@ -143,7 +152,8 @@ pub(super) async fn search(
         body.refresh_ttl,
     )?;
     let items = app.runs.memory().search(op).await.map_err(ServiceError::from)?;
-    Ok(Json(json!({"items": items.iter().map(item_json).collect::<Vec<_>>()})))
+    let items = items.into_iter().map(|item| item_json(&unshelved(&caller, item)));
+    Ok(Json(json!({"items": items.collect::<Vec<_>>()})))
 }
 
 #[derive(Deserialize, Default)]
@@ -158,6 +168,7 @@ pub(super) struct NamespacesBody {
 /// `POST /store/namespaces`.
 pub(super) async fn namespaces(
     State(app): State<App>,
+    caller: Caller,
     JsonOrDefault(body): JsonOrDefault<NamespacesBody>,
 ) -> ApiResult<Json<Value>> {
     let mut query = NamespaceQuery::new()
@@ -167,7 +178,10 @@ pub(super) async fn namespaces(
     if let Some(depth) = body.max_depth {
         query = query.max_depth(depth);
     }
+    let query = shelved_query(&caller, query);
     let found = app.runs.memory().list_namespaces(query).await.map_err(ServiceError::from)?;
+    let found: Vec<Namespace> =
+        found.iter().map(|found| unshelved_namespace(&caller, found)).collect();
     let lists: Vec<&[String]> = found.iter().map(Namespace::parts).collect();
     Ok(Json(json!({"namespaces": lists})))
 }

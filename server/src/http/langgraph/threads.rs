@@ -270,7 +270,8 @@ async fn matching(
         .metadata(metadata)
         .status(status, busy)
         .ids(body.ids)
-        .held_by(caller.scope().holder());
+        .held_by(caller.scope().holder())
+        .reviewed_by(caller.scope().reviewing());
     Ok((app.runs.search_threads(&query).await?, waiting))
 }
 

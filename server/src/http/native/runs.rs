@@ -72,8 +72,13 @@ pub(crate) async fn list(
                 .map_err(|error| ServiceError::invalid(error.to_string()).with_source(error))
         })
         .transpose()?;
-    let held_by = caller.scope().holder();
-    let filter = RunFilter { status, graph: query.graph, thread: query.thread, held_by };
+    let filter = RunFilter {
+        status,
+        graph: query.graph,
+        thread: query.thread,
+        held_by: caller.scope().holder(),
+        reviewed_by: caller.scope().reviewing(),
+    };
     let listing = app.runs.list(filter, query.limit.unwrap_or(20), query.cursor).await?;
     Ok(Json(super::wire::listing_json(&listing)))
 }
@@ -492,7 +497,7 @@ pub(crate) async fn create(
     let fresh = run.to_string();
     let made = app.runs.made_once(key.as_ref(), &fresh, Makes::Run, || async {
         let body = owned(&app, &caller, body, run).await?;
-        let handle = launch(&app, body, run).await?;
+        let handle = launch(&app, &caller, body, run).await?;
         Ok::<_, ApiError>((handle, fresh.clone()))
     });
     created(&app, made.await?, run, query.wait.unwrap_or(false), false).await
@@ -512,8 +517,18 @@ async fn owned(app: &App, caller: &Caller, body: CreateBody, run: RunId) -> ApiR
 }
 
 /// Stores the run `body` asks for as `run`: its leg when driven here.
-async fn launch(app: &App, body: CreateBody, run: RunId) -> ApiResult<Option<Leg>> {
-    let launch = Launch { thread: body.thread, max_steps: body.max_steps, ..Launch::default() };
+async fn launch(
+    app: &App,
+    caller: &Caller,
+    body: CreateBody,
+    run: RunId,
+) -> ApiResult<Option<Leg>> {
+    let launch = Launch {
+        thread: body.thread,
+        max_steps: body.max_steps,
+        memory_shelf: caller.shelf(),
+        ..Launch::default()
+    };
     let sink = Some(app.hub.sink(run));
     Ok(match (body.blueprint, body.graph) {
         (Some(given), None) => {

@@ -12,7 +12,10 @@ use crate::error::ServiceError;
 use super::super::errors::ApiResult;
 use super::super::extract::{JsonBody, JsonOrDefault};
 use super::super::App;
-use crate::service::{index_fields, search_op};
+use crate::identity::Caller;
+use crate::service::{
+    index_fields, search_op, shelved, shelved_query, unshelved, unshelved_namespace,
+};
 
 /// A namespace given as `users/42` or `["users", "42"]`.
 #[derive(Deserialize, Default)]
@@ -50,9 +53,10 @@ pub(crate) struct PutBody {
 /// `PUT /store/items`: stores an item (replacing any), answers it.
 pub(crate) async fn put(
     State(app): State<App>,
+    caller: Caller,
     JsonBody(body): JsonBody<PutBody>,
 ) -> ApiResult<Json<Value>> {
-    let namespace = body.namespace.parse()?;
+    let namespace = shelved(&caller, &body.namespace.parse()?)?;
     let mut op = PutOp::new(namespace.clone(), body.key.clone(), body.value);
     if let Some(ms) = body.ttl_ms {
         op = op.ttl(std::time::Duration::from_millis(ms));
@@ -63,6 +67,7 @@ pub(crate) async fn put(
     let mut stored = GetOp::new(namespace, body.key);
     stored.refresh_ttl = false;
     let item = memory.get_op(stored).await.map_err(ServiceError::from)?;
+    let item = item.map(|item| unshelved(&caller, item));
     Ok(Json(serde_json::to_value(item).unwrap_or(Value::Null)))
 }
 
@@ -77,10 +82,12 @@ pub(crate) struct ItemQuery {
 /// `GET /store/items?namespace=…&key=…`.
 pub(crate) async fn get(
     State(app): State<App>,
+    caller: Caller,
     Query(query): Query<ItemQuery>,
 ) -> ApiResult<Json<Value>> {
     let namespace = Namespace::parse(&query.namespace).map_err(ServiceError::from)?;
-    let item = app.runs.item(namespace, query.key, query.refresh_ttl.unwrap_or(true)).await?;
+    let refresh = query.refresh_ttl.unwrap_or(true);
+    let item = app.runs.item(&caller, namespace, query.key, refresh).await?;
     Ok(Json(serde_json::to_value(item).unwrap_or(Value::Null)))
 }
 
@@ -94,9 +101,11 @@ pub(crate) struct DeleteQuery {
 /// `DELETE /store/items?namespace=…&key=…`: whether there was an item.
 pub(crate) async fn delete(
     State(app): State<App>,
+    caller: Caller,
     Query(query): Query<DeleteQuery>,
 ) -> ApiResult<Json<Value>> {
     let namespace = Namespace::parse(&query.namespace).map_err(ServiceError::from)?;
+    let namespace = shelved(&caller, &namespace)?;
     let deleted =
         app.runs.memory().delete(&namespace, &query.key).await.map_err(ServiceError::from)?;
     Ok(Json(json!({"deleted": deleted})))
@@ -119,10 +128,11 @@ pub(crate) struct SearchBody {
 /// pass the filter but have no vector).
 pub(crate) async fn search(
     State(app): State<App>,
+    caller: Caller,
     JsonOrDefault(body): JsonOrDefault<SearchBody>,
 ) -> ApiResult<Json<Value>> {
     let op = search_op(
-        body.prefix.parse()?,
+        shelved(&caller, &body.prefix.parse()?)?,
         body.filter.as_ref(),
         body.query,
         body.limit,
@@ -133,7 +143,8 @@ pub(crate) async fn search(
     let found = app.runs.memory().search_ranked(op).await.map_err(ServiceError::from)?;
     // A semantic search also says how many items could not match it.
     let unindexed = semantic.then_some(found.unindexed);
-    Ok(Json(json!(SearchAnswer { items: found.items, unindexed })))
+    let items = found.items.into_iter().map(|item| unshelved(&caller, item)).collect();
+    Ok(Json(json!(SearchAnswer { items, unindexed })))
 }
 
 #[derive(Deserialize)]
@@ -149,6 +160,7 @@ pub(crate) struct NamespacesQuery {
 /// `GET /store/namespaces`: the namespaces holding items.
 pub(crate) async fn namespaces(
     State(app): State<App>,
+    caller: Caller,
     Query(query): Query<NamespacesQuery>,
 ) -> ApiResult<Json<Value>> {
     let parts = |text: Option<String>| -> Vec<String> {
@@ -163,8 +175,10 @@ pub(crate) async fn namespaces(
     if let Some(depth) = query.max_depth {
         wanted = wanted.max_depth(depth);
     }
+    let wanted = shelved_query(&caller, wanted);
     let found = app.runs.memory().list_namespaces(wanted).await.map_err(ServiceError::from)?;
-    let names: Vec<String> = found.iter().map(ToString::to_string).collect();
+    let names: Vec<String> =
+        found.iter().map(|found| unshelved_namespace(&caller, found).to_string()).collect();
     Ok(Json(json!({"namespaces": names})))
 }
 
