@@ -6,6 +6,8 @@
 mod browser;
 #[path = "page/forms.rs"]
 mod forms;
+#[path = "page/owners.rs"]
+mod owners;
 mod support;
 
 use std::time::{Duration, Instant};

@@ -746,6 +746,16 @@ class Idempotency(unittest.TestCase):
             one = await client.threads.copy(thread, headers=copied)
             two = await client.threads.copy(thread, headers=copied)
             self.assertEqual(one["thread_id"], two["thread_id"])
+            # A batch retried: the same runs, none started again.
+            batched = {"Idempotency-Key": f"batch-{thread}"}
+            payloads = [{"assistant_id": "echo", "input": {"text": f"b{i}"}} for i in range(3)]
+            first = await client.runs.create_batch(payloads, headers=batched)
+            again = await client.runs.create_batch(payloads, headers=batched)
+            self.assertEqual([r["run_id"] for r in again], [r["run_id"] for r in first])
+            self.assertEqual(len(first), 3)
+            with self.assertRaises(httpx.HTTPStatusError) as reused:
+                await client.runs.create_batch(payloads[:2], headers=batched)
+            self.assertEqual(reused.exception.response.status_code, 422)
 
         run(go())
 

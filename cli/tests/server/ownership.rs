@@ -6,26 +6,14 @@
 //! show each caller theirs; the server's own endpoints are refused to
 //! users (SQLite, Postgres).
 
-use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use reqwest::{Client, Method};
 use serde_json::{json, Value};
 
 use crate::support::{self, get_json, runtime, send_json, settled, Fixture, Served};
 
-const SECRET: &str = "the secret of the ownership test, 40 byte";
-
-/// A client whose every request carries a JWT of `sub` with `roles`, in
-/// `tenant`.
+/// A client whose requests carry a JWT of `sub` with `roles`, in `tenant`.
 fn as_who(sub: &str, roles: &[&str], tenant: Option<&str>) -> Client {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    let claims = json!({"sub": sub, "roles": roles, "tenant": tenant,
-                        "exp": now.as_secs() + 600});
-    let key = EncodingKey::from_secret(SECRET.as_bytes());
-    let token = encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap();
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
-    Client::builder().default_headers(headers).build().unwrap()
+    support::client_with(&support::jwt(sub, roles, &[], tenant))
 }
 
 /// What a user made: a LangGraph thread with a run waiting for a
@@ -137,25 +125,42 @@ async fn listed(server: &Served, client: &Client) -> Vec<String> {
     page["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect()
 }
 
+/// `serve` with JWTs and the fixture's blueprints (and, with `policy`,
+/// that policy file), with a worker on Postgres (which `serve` leaves runs
+/// to).
+fn serve_users(fx: &Fixture, policy: Option<&str>) -> (Served, Option<support::Reaped>) {
+    let secret = support::jwt_secret(fx);
+    let library = fx.dir.path().to_str().unwrap().to_owned();
+    let mut args = vec![
+        "--jwt-secret-file".to_owned(),
+        secret.to_str().unwrap().to_owned(),
+        "--blueprints".to_owned(),
+        library,
+    ];
+    if let Some(policy) = policy {
+        std::fs::write(fx.path("policy"), policy).unwrap();
+        args.extend(["--policy".to_owned(), fx.path("policy").to_str().unwrap().to_owned()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Served::start_with(fx, &args, None);
+    let postgres = fx.db().to_string_lossy().starts_with("postgres");
+    (server, postgres.then(|| support::Reaped::new(support::start_worker(fx))))
+}
+
+/// Stops the worker `serve_users` started, if any; it must stop cleanly.
+fn stop_worker(worker: Option<support::Reaped>) {
+    if let Some(mut worker) = worker {
+        support::signal(&worker, "TERM");
+        assert!(worker.wait().unwrap().success(), "the worker stops cleanly");
+    }
+}
+
 #[test]
 fn each_user_reaches_their_own_and_others_ids_are_not_found() {
     for fx in [Some(Fixture::new()), Fixture::postgres()].into_iter().flatten() {
-        let postgres = fx.db().to_string_lossy().starts_with("postgres");
-        std::fs::write(fx.path("jwt-secret"), SECRET).unwrap();
-        std::fs::write(fx.path("policy"), "# readers see their tenant\nread tenant\n").unwrap();
         let unowned = fx.paused();
-        let (secret, policy) = (fx.path("jwt-secret"), fx.path("policy"));
-        let library = fx.dir.path().to_str().unwrap().to_owned();
-        let args = [
-            "--jwt-secret-file",
-            secret.to_str().unwrap(),
-            "--policy",
-            policy.to_str().unwrap(),
-            "--blueprints",
-            &library,
-        ];
-        let server = Served::start_with(&fx, &args, None);
-        let worker = postgres.then(|| support::Reaped::new(support::start_worker(&fx)));
+        let policy = "# readers see their tenant\nread tenant\n";
+        let (server, worker) = serve_users(&fx, Some(policy));
         let ann = as_who("ann", &["user"], Some("acme"));
         let bob = as_who("bob", &["user"], Some("acme"));
         let carl = as_who("carl", &["user"], Some("initech"));
@@ -247,46 +252,17 @@ fn each_user_reaches_their_own_and_others_ids_are_not_found() {
             assert_eq!(done["status"], "completed", "{done}");
             get_json(&bob, &ann_run, 404).await;
         });
-        if let Some(mut worker) = worker {
-            support::signal(&worker, "TERM");
-            assert!(worker.wait().unwrap().success(), "the worker stops cleanly");
-        }
+        stop_worker(worker);
     }
-}
-
-/// `refunds` with its refund's approval assigned to group `finance`,
-/// written as `reviewed.json`.
-fn reviewed_blueprint(fx: &Fixture) {
-    let text = std::fs::read_to_string(fx.path("refunds.json")).unwrap();
-    let mut blueprint: Value = serde_json::from_str(&text).unwrap();
-    blueprint["name"] = json!("reviewed");
-    blueprint["tools"][1]["approval"] = json!({"reviewers": ["finance"]});
-    std::fs::write(fx.path("reviewed.json"), blueprint.to_string()).unwrap();
 }
 
 #[test]
 fn reviewers_see_and_decide_what_waits_for_their_group_and_nothing_else() {
     for fx in [Some(Fixture::new()), Fixture::postgres()].into_iter().flatten() {
-        let postgres = fx.db().to_string_lossy().starts_with("postgres");
-        std::fs::write(fx.path("jwt-secret"), SECRET).unwrap();
-        reviewed_blueprint(&fx);
-        let secret = fx.path("jwt-secret");
-        let library = fx.dir.path().to_str().unwrap().to_owned();
-        let args = ["--jwt-secret-file", secret.to_str().unwrap(), "--blueprints", &library];
-        let server = Served::start_with(&fx, &args, None);
-        let worker = postgres.then(|| support::Reaped::new(support::start_worker(&fx)));
+        support::reviewed_blueprint(&fx);
+        let (server, worker) = serve_users(&fx, None);
         let ann = as_who("ann", &["user"], Some("acme"));
-        let fay = {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-            let claims = json!({"sub": "fay", "roles": ["user"], "groups": ["finance"],
-                                "exp": now.as_secs() + 600});
-            let key = EncodingKey::from_secret(SECRET.as_bytes());
-            let token = encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap();
-            let mut headers = reqwest::header::HeaderMap::new();
-            headers
-                .insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
-            Client::builder().default_headers(headers).build().unwrap()
-        };
+        let fay = support::client_with(&support::jwt("fay", &["user"], &["finance"], None));
         let gus = as_who("gus", &["user"], None);
         runtime().block_on(async {
             let lg = |path: &str| server.url(&format!("/lg{path}"));
@@ -354,10 +330,7 @@ fn reviewers_see_and_decide_what_waits_for_their_group_and_nothing_else() {
             get_json(&fay, &run_url, 404).await;
             assert!(searched(&server, &fay, json!({})).await.is_empty());
         });
-        if let Some(mut worker) = worker {
-            support::signal(&worker, "TERM");
-            assert!(worker.wait().unwrap().success(), "the worker stops cleanly");
-        }
+        stop_worker(worker);
     }
 }
 
@@ -377,22 +350,8 @@ fn memo_blueprint(fx: &Fixture) {
 #[test]
 fn each_users_memory_is_their_own_on_both_apis_and_in_their_runs() {
     for fx in [Some(Fixture::new()), Fixture::postgres()].into_iter().flatten() {
-        let postgres = fx.db().to_string_lossy().starts_with("postgres");
-        std::fs::write(fx.path("jwt-secret"), SECRET).unwrap();
-        std::fs::write(fx.path("policy"), "read tenant\n").unwrap();
         memo_blueprint(&fx);
-        let (secret, policy) = (fx.path("jwt-secret"), fx.path("policy"));
-        let library = fx.dir.path().to_str().unwrap().to_owned();
-        let args = [
-            "--jwt-secret-file",
-            secret.to_str().unwrap(),
-            "--policy",
-            policy.to_str().unwrap(),
-            "--blueprints",
-            &library,
-        ];
-        let server = Served::start_with(&fx, &args, None);
-        let worker = postgres.then(|| support::Reaped::new(support::start_worker(&fx)));
+        let (server, worker) = serve_users(&fx, Some("read tenant\n"));
         let ann = as_who("ann", &["user"], Some("acme"));
         let bob = as_who("bob", &["user"], Some("acme"));
         let rita = as_who("rita", &["read"], Some("acme"));
@@ -440,9 +399,6 @@ fn each_users_memory_is_their_own_on_both_apis_and_in_their_runs() {
             assert_eq!(deleted, json!({"deleted": true}));
             assert_eq!(get_json(&ann, &tea, 200).await["value"]["text"], "likes tea", "not hers");
         });
-        if let Some(mut worker) = worker {
-            support::signal(&worker, "TERM");
-            assert!(worker.wait().unwrap().success(), "the worker stops cleanly");
-        }
+        stop_worker(worker);
     }
 }

@@ -550,3 +550,43 @@ pub(crate) fn sha256_hex(text: &str) -> String {
     use sha2::Digest as _;
     sha2::Sha256::digest(text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect()
 }
+
+/// The secret the tests' servers verify JWTs with (`serve
+/// --jwt-secret-file`, written by [`jwt_secret`]).
+pub(crate) const JWT_SECRET: &str = "the secret of the ownership tests, 40 b!!";
+
+/// Writes [`JWT_SECRET`] as `jwt-secret` in the fixture; its path.
+pub(crate) fn jwt_secret(fx: &Fixture) -> PathBuf {
+    std::fs::write(fx.path("jwt-secret"), JWT_SECRET).unwrap();
+    fx.path("jwt-secret")
+}
+
+/// A JWT (HS256, [`JWT_SECRET`]) of `sub` with `roles`, in `groups`, of
+/// `tenant`, valid for ten minutes.
+pub(crate) fn jwt(sub: &str, roles: &[&str], groups: &[&str], tenant: Option<&str>) -> String {
+    use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let claims = json!({"sub": sub, "roles": roles, "groups": groups, "tenant": tenant,
+                        "exp": now.as_secs() + 600});
+    let key = EncodingKey::from_secret(JWT_SECRET.as_bytes());
+    encode(&Header::new(Algorithm::HS256), &claims, &key).unwrap()
+}
+
+/// An HTTP client whose every request carries `token` as its bearer.
+pub(crate) fn client_with(token: &str) -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value = format!("Bearer {token}");
+    headers.insert(reqwest::header::AUTHORIZATION, value.parse().unwrap());
+    reqwest::Client::builder().default_headers(headers).build().unwrap()
+}
+
+/// The fixture's `refunds` with its refund's approval assigned to group
+/// `finance`, written as `reviewed.json`.
+pub(crate) fn reviewed_blueprint(fx: &Fixture) {
+    let text = std::fs::read_to_string(fx.path("refunds.json")).unwrap();
+    let mut blueprint: Value = serde_json::from_str(&text).unwrap();
+    blueprint["name"] = json!("reviewed");
+    blueprint["tools"][1]["approval"] = json!({"reviewers": ["finance"]});
+    std::fs::write(fx.path("reviewed.json"), blueprint.to_string()).unwrap();
+}

@@ -84,6 +84,9 @@ pub(crate) enum Makes {
     Run,
     /// A thread.
     Thread,
+    /// Several runs (a batch): their ids joined by `,`, found when one
+    /// of them is.
+    Runs,
 }
 
 /// What a keyed request answers.
@@ -229,18 +232,29 @@ impl Runs {
     /// Whether `id` exists as what a request `makes`.
     async fn exists(&self, id: &str, makes: Makes) -> Result<bool, ServiceError> {
         match makes {
-            Makes::Run => {
-                let id = id.split_once('@').map_or(id, |(run, _)| run);
-                let Ok(run) = id.parse::<RunId>() else {
-                    return Ok(false);
-                };
-                match self.store().run(run).await {
-                    Ok(_) => Ok(true),
-                    Err(StoreError::RunNotFound { .. }) => Ok(self.pending(id).await?.is_some()),
-                    Err(error) => Err(error.into()),
-                }
-            }
+            Makes::Run => self.run_exists(id).await,
             Makes::Thread => Ok(self.thread_record(id).await?.is_some()),
+            Makes::Runs => {
+                for run in id.split(',') {
+                    if self.run_exists(run).await? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// Whether run `id` (`RUN` or `RUN@SEQ`) exists, or waits to start.
+    async fn run_exists(&self, id: &str) -> Result<bool, ServiceError> {
+        let id = id.split_once('@').map_or(id, |(run, _)| run);
+        let Ok(run) = id.parse::<RunId>() else {
+            return Ok(false);
+        };
+        match self.store().run(run).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::RunNotFound { .. }) => Ok(self.pending(id).await?.is_some()),
+            Err(error) => Err(error.into()),
         }
     }
 

@@ -15,7 +15,7 @@ use tollgate_checkpoint::{RunId, RunStatus};
 use tollgate_engine::Decision;
 
 use super::super::errors::{ApiError, ApiResult};
-use super::super::extract::{replayed as replay, run_id, JsonBody, KeyedJson};
+use super::super::extract::{replayed as replay, run_id, KeyedJson};
 use super::super::App;
 use super::assistants::{self, Assistant};
 use super::body::RunBody;
@@ -278,26 +278,32 @@ async fn begin_once(
         };
         Ok::<_, ApiError>((begun, made))
     });
-    let made = match made.await? {
-        Made::Fresh(begun) => return Ok((begun, false)),
-        Made::Replay(made) => made,
-    };
+    match made.await? {
+        Made::Fresh(begun) => Ok((begun, false)),
+        Made::Replay(made) => Ok((made_before(app, &made).await?, true)),
+    }
+}
+
+/// What an earlier request with the same key made (`RUN`, or `RUN@SEQ`
+/// for a leg of a run that was there), as it is now: a run, or a run that
+/// waits to start.
+async fn made_before(app: &App, made: &str) -> ApiResult<Begun> {
     let (run, after_seq) = match made.split_once('@') {
         Some((run, seq)) => (run, seq.parse().unwrap_or(0)),
-        None => (made.as_str(), 0),
+        None => (made, 0),
     };
     let id = run_id(run)?;
     match app.runs.summary(id).await {
         Ok(summary) => {
             let started = Started { run: id, assistant: summary.graph, after_seq, leg: None };
-            return Ok((Begun::Started(started), true));
+            return Ok(Begun::Started(started));
         }
         // Not started yet: a pending run.
         Err(ServiceError::NotFound { .. }) => {}
         Err(error) => return Err(error.into()),
     }
     match queue::get(app, run).await? {
-        Some(pending) => Ok((Begun::Pending(Box::new(pending)), true)),
+        Some(pending) => Ok(Begun::Pending(Box::new(pending))),
         None => Err(ServiceError::not_found(id).into()),
     }
 }
@@ -451,26 +457,67 @@ async fn driven(app: &App, started: Started) -> ApiResult<Value> {
 /// the background, each as `POST /runs` starts one, in order; their
 /// `Run`s. Every body is checked before any run starts (a refused one
 /// starts none); a run that then cannot start ends the request with its
-/// error, the runs before it going on.
+/// error, the runs before it going on. With `Idempotency-Key`, a retry
+/// answers the runs the first request started (those it started before
+/// an error included), as they are now, and starts none.
 pub(super) async fn batch(
     State(app): State<App>,
     caller: Caller,
     headers: HeaderMap,
-    JsonBody(bodies): JsonBody<Vec<RunBody>>,
-) -> ApiResult<Json<Vec<Value>>> {
+    KeyedJson { body: bodies, key }: KeyedJson<Vec<RunBody>>,
+) -> ApiResult<Response> {
     if let Some(refusal) = bodies.iter().find_map(RunBody::refusal) {
         return Err(refusal);
     }
-    let mut runs = Vec::with_capacity(bodies.len());
-    for mut body in bodies {
-        body.asked_by(caller.clone());
-        let shown = match begin(&app, None, body, &headers, RunId::new()).await? {
-            Begun::Started(started) => driven(&app, started).await?,
-            Begun::Pending(pending) => queue::view(&pending),
-        };
-        runs.push(shown);
+    let ids: Vec<RunId> = bodies.iter().map(|_| RunId::new()).collect();
+    let fresh = ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+    let made = app.runs.made_once(key.as_ref(), &fresh, Makes::Runs, || async {
+        let (mut shown, mut made) = (Vec::with_capacity(ids.len()), Vec::new());
+        for (mut body, id) in bodies.into_iter().zip(&ids) {
+            body.asked_by(caller.clone());
+            let view = match begin(&app, None, body, &headers, *id).await {
+                Ok(begun) => {
+                    made.push(id.to_string());
+                    shown_begun(&app, begun).await
+                }
+                Err(error) => Err(error),
+            };
+            match view {
+                Ok(view) => shown.push(view),
+                // Nothing started: the key is released with the error.
+                Err(error) if made.is_empty() => return Err(error),
+                // The runs started stay the key's: a retry answers them.
+                Err(error) => return Ok(((shown, Some(error)), made.join(","))),
+            }
+        }
+        Ok(((shown, None), made.join(",")))
+    });
+    match made.await? {
+        Made::Fresh((shown, None)) => Ok(Json(shown).into_response()),
+        Made::Fresh((_, Some(error))) => Err(error),
+        Made::Replay(made) => {
+            let mut shown = Vec::new();
+            for run in made.split(',') {
+                // A run the first request never started (its process died
+                // in the middle of the batch) is passed over.
+                match made_before(&app, run).await {
+                    Ok(begun) => shown.push(shown_begun(&app, begun).await?),
+                    Err(error) if error.status == StatusCode::NOT_FOUND => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            Ok(replay(Json(shown).into_response(), true))
+        }
     }
-    Ok(Json(runs))
+}
+
+/// A run of a batch as `runs.create` shows it: started (its leg driven
+/// here), or waiting to start.
+async fn shown_begun(app: &App, begun: Begun) -> ApiResult<Value> {
+    match begun {
+        Begun::Started(started) => driven(app, started).await,
+        Begun::Pending(pending) => Ok(queue::view(&pending)),
+    }
 }
 
 /// `POST /threads/{thread}/runs/wait` (and `POST /runs/wait`): started

@@ -36,6 +36,9 @@ export async function runPage(main, id, { fail }) {
   let ws = null;
   let closed = false;
   let refreshing = null;
+  // A decision was sent from this page: a reviewer who only sees the run
+  // while it waits for them may find it gone afterwards.
+  let decidedHere = false;
 
   const title = h('h1', {}, 'Run ', h('code', { class: 'mono' }, id));
   const status = h('span', { id: 'run-status' });
@@ -134,8 +137,19 @@ export async function runPage(main, id, { fail }) {
         renderDecisions();
       } catch (error) {
         if (error instanceof Unauthorized) fail(error);
+        if (error instanceof ApiError && error.status === 404) gone();
       }
     }, 80);
+  }
+
+  // The run is not there (any more) for this caller: deleted, or, after a
+  // decision sent from here, no longer waiting for a reviewer who only
+  // sees it while it waits for them.
+  function gone() {
+    live.textContent = 'gone';
+    notice.textContent = decidedHere
+      ? 'Your decision is recorded. The run no longer waits for you, so it is no longer shown to you.'
+      : 'This run no longer exists (it was deleted).';
   }
 
   // What the run was asked and what was said since: an agent's messages
@@ -265,6 +279,7 @@ export async function runPage(main, id, { fail }) {
         summary = await api(`/runs/${encodeURIComponent(id)}/${path}`, { method: 'POST', body: { ...body, interrupt: key, by: reviewer() } });
         over = true;
         mine = true;
+        decidedHere = true;
         area.replaceChildren();
         choices.replaceChildren();
         result.replaceChildren(h('p', { class: 'ok' }, `${said} Recorded${reviewer() ? ` as ${reviewer()}` : ''}.`));
@@ -547,8 +562,7 @@ export async function runPage(main, id, { fail }) {
         summary = await api(`/runs/${encodeURIComponent(id)}`);
       } catch (error) {
         if (error instanceof ApiError && error.status === 404) {
-          live.textContent = 'gone';
-          notice.textContent = 'This run no longer exists (it was deleted).';
+          gone();
           return;
         }
         if (error instanceof Unauthorized) {
