@@ -85,6 +85,20 @@ impl Backend {
         })
     }
 
+    /// Has Postgres gather the statistics of the workload `name`'s tables
+    /// now, as autovacuum does a while after a table fills (its plans
+    /// then are those of a database in use); nothing on SQLite, which
+    /// gathers none unless asked.
+    pub(crate) async fn analyze(&self, name: &str) -> Result<(), Box<dyn std::error::Error>> {
+        if let Backend::Postgres(url) = self {
+            let client = pg_client(url).await?;
+            client
+                .batch_execute(&format!("ANALYZE bench_{name}.threads, bench_{name}.runs"))
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Bytes the workload `name` left: the SQLite file with its WAL, or the
     /// Postgres schema's tables with their TOAST and indexes.
     pub(crate) async fn bytes(&self, name: &str) -> Result<u64, Box<dyn std::error::Error>> {

@@ -77,6 +77,7 @@ pub(crate) async fn threads_search(backend: &Backend) -> Outcome {
     }
     let filled_s = started.elapsed().as_secs_f64();
     drop(store);
+    backend.analyze(name).await?;
 
     let runs = Runs::open(std::path::Path::new(&backend.url(name)), false)
         .await?

@@ -40,4 +40,5 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0024_thread_ttl.sql"),
     include_str!("../migrations/0025_thread_owner.sql"),
     include_str!("../migrations/0026_thread_reviewers.sql"),
+    include_str!("../migrations/0027_thread_owner_status.sql"),
 ];

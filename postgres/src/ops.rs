@@ -272,14 +272,18 @@ impl RunStore for PostgresStore {
         if let Some(holder) = &filter.held_by {
             let (condition, held) = holder.sql('$', values.len() + 1);
             values.extend(held);
-            let mut held = format!("r.thread IN (SELECT id FROM threads WHERE {condition})");
+            // Each candidate's thread read by its key (the runs are read
+            // newest first, and the page is full after a few): no list of
+            // every thread of the holder, or of every reviewed one, made.
+            let mut held =
+                format!("EXISTS (SELECT 1 FROM threads t WHERE t.id = r.thread AND {condition})");
             if !filter.reviewed_by.is_empty() {
                 // Text parameters only: the groups as a text array's literal.
                 values.push(array_literal(&filter.reviewed_by));
                 held = format!(
-                    "({held} OR (r.status = 'awaiting_hitl' AND r.thread IN \
-                     (SELECT id FROM threads WHERE status = 'interrupted' \
-                     AND reviewers && ${}::text::text[])))",
+                    "({held} OR (r.status = 'awaiting_hitl' AND EXISTS (SELECT 1 FROM threads t \
+                     WHERE t.id = r.thread AND t.status = 'interrupted' \
+                     AND t.reviewers && ${}::text::text[])))",
                     values.len()
                 );
             }

@@ -110,7 +110,7 @@ fn ten_processes_opening_at_once_migrate_once() {
             .query_one(&format!("SELECT version, application FROM {schema}.tollgate_schema"), &[])
             .await
             .unwrap();
-        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (26, "tollgate".to_owned()));
+        assert_eq!((row.get::<_, i32>(0), row.get::<_, String>(1)), (27, "tollgate".to_owned()));
         let names: Vec<String> =
             tables(&client, &schema).await.into_iter().map(|(name, _)| name).collect();
         let expected = [
@@ -151,7 +151,7 @@ fn a_newer_or_foreign_schema_is_refused_and_left_untouched() {
         let options = PostgresOptions::default().with_schema(newer.clone());
         let error = PostgresStore::connect_with(&url, options).await.unwrap_err();
         assert!(
-            matches!(error, StoreError::SchemaTooNew { found: 99, supported: 26 }),
+            matches!(error, StoreError::SchemaTooNew { found: 99, supported: 27 }),
             "{error:?}"
         );
         assert!(error.to_string().contains("upgrade tollgate"), "{error}");

@@ -334,17 +334,20 @@ impl RunStore for SqliteStore {
         if let Some(holder) = &filter.held_by {
             let (condition, held) = holder.sql('?', values.len() + 1);
             values.extend(held);
-            let mut held = format!("r.thread IN (SELECT id FROM threads WHERE {condition})");
+            // Each candidate's thread read by its key (the runs are read
+            // newest first, and the page is full after a few): no list of
+            // every thread of the holder, or of every reviewed one, made.
+            let mut held =
+                format!("EXISTS (SELECT 1 FROM threads t WHERE t.id = r.thread AND {condition})");
             if !filter.reviewed_by.is_empty() {
                 let groups = serde_json::to_string(&filter.reviewed_by)
                     .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
                 values.push(groups);
-                // The waiting threads first (`threads_by_status`).
                 let reviewed =
                     super::threads::reviewed_sql("t.status = 'interrupted'", values.len());
                 held = format!(
-                    "({held} OR (r.status = 'awaiting_hitl' AND r.thread IN \
-                     (SELECT t.id FROM threads t WHERE {reviewed})))"
+                    "({held} OR (r.status = 'awaiting_hitl' AND EXISTS \
+                     (SELECT 1 FROM threads t WHERE t.id = r.thread AND {reviewed})))"
                 );
             }
             sql.push_str(&format!(" AND {held}"));

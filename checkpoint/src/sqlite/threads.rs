@@ -9,7 +9,9 @@ use super::fault::Abort;
 use super::writers::Touches;
 use super::SqliteStore;
 use crate::error::StoreError;
-use crate::listing::{ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus, ThreadStorage};
+use crate::listing::{
+    Holder, ThreadMatches, ThreadQuery, ThreadRecord, ThreadStatus, ThreadStorage,
+};
 use crate::store::ThreadStore;
 
 const COLUMNS: &str =
@@ -303,9 +305,17 @@ fn search_sql(query: &ThreadQuery) -> Result<(String, Vec<SqlValue>), StoreError
             "threads t WHERE t.id IN (SELECT value FROM json_each(?{next})) AND {status} \
              ORDER BY t.created_at_ms DESC, t.id DESC"
         )
-    } else if query.held_by.is_some() {
-        // A user's threads: `threads_by_owner` or `threads_by_tenant`.
-        format!("threads t WHERE {status} ORDER BY t.created_at_ms DESC, t.id DESC")
+    } else if let (Some(holder), true) = (&query.held_by, query.reviewed_by.is_empty()) {
+        // A user's threads through their holder's index, newest first:
+        // fewer than a status's (the planner, without statistics, would
+        // take the status's index and read every thread of that status).
+        let index = match holder {
+            Holder::Tenant(_) => "threads_by_tenant",
+            _ => "threads_by_owner",
+        };
+        format!(
+            "threads t INDEXED BY {index} WHERE {status} ORDER BY t.created_at_ms DESC, t.id DESC"
+        )
     } else if let Some((key, value)) = tagged {
         params.extend([SqlValue::Text(key.clone()), SqlValue::Text(json(value)?)]);
         format!(

@@ -1,6 +1,7 @@
 //! What the CLI and the server show of runs: summaries, listings, a
 //! run's state and its history.
 
+use futures_util::StreamExt as _;
 use serde::Serialize;
 use serde_json::Value;
 use tollgate_checkpoint::{
@@ -336,9 +337,18 @@ impl Runs {
         let found = self.store().list_runs(&filter, &page).await?;
         let mut runs = Vec::with_capacity(found.runs.len());
         let mut damaged = found.damaged;
-        for record in found.runs {
-            let id = record.id.to_string();
-            match self.summarize(record, false).await {
+        // A few runs summarised at once (their reads overlap on the
+        // store's read connections), in the page's order.
+        let summaries =
+            futures_util::stream::iter(found.runs.into_iter().map(|record| async move {
+                let id = record.id.to_string();
+                (id, self.summarize(record, false).await)
+            }))
+            .buffered(SUMMARIES_AT_ONCE)
+            .collect::<Vec<_>>()
+            .await;
+        for (id, summary) in summaries {
+            match summary {
                 Ok(summary) => runs.push(summary),
                 // A run whose stored rows do not read is reported, not fatal.
                 Err(error) => damaged.push(DamagedRun { id, reason: error.to_string() }),
@@ -499,3 +509,6 @@ fn allowed(decisions: &[String]) -> Vec<&'static str> {
         .filter(|kind| decisions.iter().any(|d| d == kind))
         .collect()
 }
+
+/// How many runs of a listing's page are summarised at once.
+const SUMMARIES_AT_ONCE: usize = 8;
