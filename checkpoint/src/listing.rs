@@ -35,9 +35,8 @@ pub struct RunFilter {
     pub held_by: Option<Holder>,
     /// With [`RunFilter::held_by`], also the runs waiting for a decision
     /// (`awaiting_hitl`) on threads one of these groups reviews
-    /// ([`ThreadRecord::reviewers`]) and that wait for it
-    /// ([`ThreadStatus::Interrupted`]: the thread's latest run; the memory
-    /// store, which keeps no thread status, lists every such run).
+    /// ([`ThreadRecord::reviewers`]) and that wait for it: the thread's
+    /// latest run, waiting ([`ThreadStatus::Interrupted`]).
     pub reviewed_by: Vec<String>,
 }
 

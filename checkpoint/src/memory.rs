@@ -392,7 +392,7 @@ impl RunStore for MemoryStore {
             .rev()
             .map(|(_, stored)| stored)
             .filter(|stored| matches_filter(&stored.record, filter))
-            .filter(|stored| held(&inner.threads, &stored.record, filter))
+            .filter(|stored| held(&inner, &stored.record, filter))
             .take(usize::try_from(page.limit).unwrap_or(usize::MAX).saturating_add(1))
             .map(StoredRun::record)
             .collect();
@@ -468,13 +468,20 @@ fn matches_filter(record: &RunRecord, filter: &RunFilter) -> bool {
 
 /// Whether the run's thread record is held as `filter` asks (any run
 /// when it asks nothing).
-fn held(threads: &BTreeMap<String, ThreadRecord>, record: &RunRecord, filter: &RunFilter) -> bool {
+fn held(inner: &Inner, record: &RunRecord, filter: &RunFilter) -> bool {
     let Some(holder) = &filter.held_by else { return true };
-    record.thread.as_deref().and_then(|thread| threads.get(thread)).is_some_and(|thread| {
-        holder.holds(thread.owner.as_deref(), thread.tenant.as_deref())
-            || (record.status == RunStatus::AwaitingHitl
-                && crate::listing::reviews(&filter.reviewed_by, &thread.reviewers))
-    })
+    let Some(thread) = record.thread.as_deref().and_then(|thread| inner.threads.get(thread)) else {
+        return false;
+    };
+    if holder.holds(thread.owner.as_deref(), thread.tenant.as_deref()) {
+        return true;
+    }
+    // Reviewed: the run waits, and is what its thread waits on (its
+    // latest run: runs are keyed by id, ascending).
+    let latest = inner.runs.values().rev().find(|run| run.record.thread == record.thread);
+    record.status == RunStatus::AwaitingHitl
+        && latest.is_some_and(|latest| latest.record.id == record.id)
+        && crate::listing::reviews(&filter.reviewed_by, &thread.reviewers)
 }
 
 #[cfg(test)]

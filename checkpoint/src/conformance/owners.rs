@@ -134,6 +134,11 @@ async fn reviewers_widen_a_holders_view<S: RunStore + ThreadStore>(
     assert_eq!(found(store, only_waiting).await, ["bob-1", "ann-1"]);
     assert_eq!(reviewed_runs(&["finance"]).await, [bob_run, ann_run]);
     assert_eq!(reviewed_runs(&["ops"]).await, [ann_run]);
+    // A newer run on Bob's thread: the paused one is no longer what the
+    // thread waits on, and the thread is busy.
+    store.create_run(new_run(RunId::new(), "g", Some("bob-1"))).await.expect("newer run");
+    assert_eq!(reviewed_runs(&["finance"]).await, [ann_run], "not the thread's latest");
+    assert_eq!(found(store, reviewing(&["finance"])).await, ["ann-2", "ann-1"], "busy again");
     // Without a holder, reviewers narrow nothing.
     let everyone = ThreadQuery::page(0, 100).reviewed_by(finance);
     assert_eq!(found(store, everyone).await.len(), 6);

@@ -56,8 +56,9 @@ impl Runs {
     }
 
     /// Whether run `run` is in `scope`, through its thread (reviewed: the
-    /// run itself waits for a decision); a run that does not exist is
-    /// not ([`InScope::No`]).
+    /// run waits for a decision and is the thread's latest, what the
+    /// thread waits on); a run that does not exist is not
+    /// ([`InScope::No`]).
     pub(crate) async fn run_in_scope(
         &self,
         scope: &Scope,
@@ -73,12 +74,17 @@ impl Runs {
         };
         let Some(thread) = record.thread else { return Ok(InScope::No) };
         let found = self.store().thread_record(&thread).await?;
-        Ok(if scope.holds(found.as_ref()) {
-            InScope::Yes
-        } else if scope.reviews(found.as_ref()) && record.status == RunStatus::AwaitingHitl {
-            InScope::Reviewing
-        } else {
-            InScope::No
+        if scope.holds(found.as_ref()) {
+            return Ok(InScope::Yes);
+        }
+        if !scope.reviews(found.as_ref()) || record.status != RunStatus::AwaitingHitl {
+            return Ok(InScope::No);
+        }
+        // What the thread waits on: its latest run (as listings show it).
+        let latest = self.executor.thread_latest(&thread).await?;
+        Ok(match latest.is_some_and(|latest| latest.id == run) {
+            true => InScope::Reviewing,
+            false => InScope::No,
         })
     }
 
