@@ -282,7 +282,7 @@ impl RunStore for PostgresStore {
                 values.push(array_literal(&filter.reviewed_by));
                 held = format!(
                     "({held} OR (r.status = 'awaiting_hitl' AND EXISTS (SELECT 1 FROM threads t \
-                     WHERE t.id = r.thread AND t.status = 'interrupted' \
+                     WHERE t.id = r.thread AND t.latest_run = r.id AND t.status = 'interrupted' \
                      AND t.reviewers && ${}::text::text[])))",
                     values.len()
                 );

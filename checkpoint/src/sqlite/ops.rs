@@ -343,8 +343,9 @@ impl RunStore for SqliteStore {
                 let groups = serde_json::to_string(&filter.reviewed_by)
                     .map_err(|error| StoreError::Backend { source: Box::new(error) })?;
                 values.push(groups);
-                let reviewed =
-                    super::threads::reviewed_sql("t.status = 'interrupted'", values.len());
+                // The run the thread waits on: its latest, waiting.
+                let waiting = "t.latest_run = r.id AND t.status = 'interrupted'";
+                let reviewed = super::threads::reviewed_sql(waiting, values.len());
                 held = format!(
                     "({held} OR (r.status = 'awaiting_hitl' AND EXISTS \
                      (SELECT 1 FROM threads t WHERE t.id = r.thread AND {reviewed})))"

@@ -1,6 +1,6 @@
 //! What a blueprint says about itself, for a server to decide with: the
 //! tools that run programs, the reviewer groups its approvals name
-//! (`approval.rs`), whether it remembers.
+//! (`approval.rs`).
 
 use super::Blueprint;
 
@@ -45,12 +45,5 @@ impl Blueprint {
         groups.sort();
         groups.dedup();
         groups
-    }
-
-    /// Whether an agent of it (nested blueprints' included) has long-term
-    /// memory.
-    pub fn uses_memory(&self) -> bool {
-        self.own_agents().iter().any(|agent| agent.memory.is_some())
-            || self.subgraphs.values().any(Blueprint::uses_memory)
     }
 }

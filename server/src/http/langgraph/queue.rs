@@ -82,12 +82,11 @@ pub(super) async fn put(
     request: &RunBody,
     due_ms: i64,
 ) -> ApiResult<Pending> {
-    let request_shelf = &request.shelf;
+    let shelf = request.shelf.clone();
     let request = serde_json::to_value(request).map_err(|error| {
         ServiceError::failed(format!("a pending run's request does not write: {error}"))
             .with_source(error)
     })?;
-    let shelf = request_shelf.clone();
     Ok(app.runs.put_pending(run, thread, assistant, request, due_ms, shelf).await?)
 }
 

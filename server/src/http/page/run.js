@@ -36,9 +36,7 @@ export async function runPage(main, id, { fail }) {
   let ws = null;
   let closed = false;
   let refreshing = null;
-  // A decision was sent from this page: a reviewer who only sees the run
-  // while it waits for them may find it gone afterwards.
-  let decidedHere = false;
+  let decidedHere = false; // a decision was sent from this page (see `gone`)
 
   const title = h('h1', {}, 'Run ', h('code', { class: 'mono' }, id));
   const status = h('span', { id: 'run-status' });
